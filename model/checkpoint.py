@@ -40,6 +40,13 @@ class LoadedModel:
     def cfg(self) -> ModelConfig:
         return self.model.cfg
 
+    def encode(self, prompt: str) -> list[int]:
+        """The prompt's token ids; an empty prompt is an error (run_trace checks the length)."""
+        tokens = self.tokenizer.encode(prompt)
+        if not tokens:
+            raise GlassboxError("The prompt is empty: type some text.")
+        return tokens
+
 
 def default_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")

@@ -1,0 +1,116 @@
+"""``python -m model COMMAND``: the engine from the shell.
+
+  trace   --model M --prompt TEXT [--backward] [--target TOKEN] --npz FILE
+  hooks   --model M                 every captured name with its shape
+  bench                             capture overhead and memory, GPT-2-small shape
+  build-worked-example              regenerate assets/worked-example
+
+A problem with the input is reported in one line on stderr with exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .errors import GlassboxError
+
+
+def _model_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", default="worked-example", help="a model name (worked-example) or a GPT-2-format directory")
+    parser.add_argument("--dtype", choices=["float32", "float64"], help="default: the model's own")
+
+
+def cmd_trace(args) -> int:
+    from .checkpoint import load
+    from .trace import Target, run_trace
+
+    loaded = load(args.model, dtype=args.dtype)
+    tokens = loaded.encode(args.prompt)
+    target = None
+    if args.target is not None:
+        position = -1 if args.position is None else args.position
+        target = Target(loaded.tokenizer.token_id(args.target), position)
+    elif args.position is not None:
+        raise GlassboxError("--position needs --target")
+    trace = run_trace(loaded.model, tokens, names=args.names, backward=args.backward or target is not None, target=target)
+    trace.save_npz(args.npz)
+    pieces = [loaded.tokenizer.pieces[t] for t in tokens]
+    print(f"tokens   {tokens}  {pieces}")
+    if trace.loss is not None:
+        print(f"loss     {trace.loss:.6f}  ({trace.loss_description})")
+    print(f"wrote    {len(trace.activations)} activations, {len(trace.grads)} gradients to {args.npz}")
+    return 0
+
+
+def cmd_hooks(args) -> int:
+    from .checkpoint import load
+    from .trace import run_trace
+
+    loaded = load(args.model, dtype=args.dtype)
+    prompt = args.prompt or loaded.about.get("sample_prompt", "Hello, world")
+    tokens = loaded.encode(prompt)
+    trace = run_trace(loaded.model, tokens, backward=len(tokens) > 1)
+    print(f"{loaded.name}: shapes for the prompt {prompt!r} (T = {len(tokens)} tokens)")
+    width = max(len(n) for n in trace.activations)
+    for name, tensor in trace.activations.items():
+        has_grad = "grad:" + name in trace.grads
+        print(f"  {name:<{width}}  {str(list(tensor.shape)):<16} {'' if has_grad else '(no gradient: off the loss path)'}")
+    print("parameters (each has a gradient grad:<name>):")
+    for name, param in loaded.model.named_parameters():
+        print(f"  {name:<{width}}  {list(param.shape)}")
+    return 0
+
+
+def cmd_bench(args) -> int:
+    from . import bench
+
+    return bench.run(args)
+
+
+def cmd_build_worked_example(args) -> int:
+    from .worked_example import DIR, build
+
+    build()
+    print(f"wrote {DIR}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="python -m model", description="Glassbox's transformer engine")
+    sub = root.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("trace", help="run a prompt and save every captured tensor (and gradient) to .npz")
+    _model_args(p)
+    p.add_argument("--prompt", required=True)
+    p.add_argument("--backward", action="store_true", help="also save grad:<name> for every tensor and parameter")
+    p.add_argument("--target", help="loss = cross-entropy of this token (default: mean next-token loss); implies --backward")
+    p.add_argument("--position", type=int, help="position predicting --target (default: the last)")
+    p.add_argument("--names", nargs="+", metavar="PATTERN", help="capture only names matching these shell patterns")
+    p.add_argument("--npz", required=True, type=Path)
+    p.set_defaults(func=cmd_trace)
+
+    p = sub.add_parser("hooks", help="list every captured tensor's name and shape")
+    _model_args(p)
+    p.add_argument("--prompt", help="prompt whose shapes to show (default: the model's sample prompt)")
+    p.set_defaults(func=cmd_hooks)
+
+    p = sub.add_parser("bench", help="capture overhead and memory for a GPT-2-small-shaped model")
+    from . import bench
+
+    bench.add_arguments(p)
+    p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("build-worked-example", help="regenerate assets/worked-example from its published.json")
+    p.set_defaults(func=cmd_build_worked_example)
+    return root
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except GlassboxError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
