@@ -80,7 +80,9 @@ class Tokenizer:
             return self.vocab[token]
         if token in self.pieces:
             return self.pieces.index(token)
-        ids = self._tok.encode(token, add_special_tokens=False).ids if token else []
+        if self.word_level or not token:
+            raise GlassboxError(f"{token!r} is not in this model's vocabulary {self.pieces}")
+        ids = self._tok.encode(token, add_special_tokens=False).ids
         if len(ids) == 1:
             return ids[0]
         pieces = [self.pieces[i] for i in ids]
