@@ -48,7 +48,8 @@ except GlassboxError as exc:
 pieces = [loaded.tokenizer.pieces[t] for t in tokens]
 labels = [f"{i}:{p}" for i, p in enumerate(pieces)]
 st.subheader("Tokens")
-st.dataframe({"position": list(range(len(tokens))), "token": pieces, "id": tokens}, hide_index=True)
+st.dataframe({"": ["token", "id"], **{f"position {i}": [p, str(t)] for i, (p, t) in enumerate(zip(pieces, tokens))}},
+             hide_index=True)
 
 left, right = st.columns(2)
 with left:

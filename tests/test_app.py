@@ -17,7 +17,8 @@ def charts(at):
 def test_page_shows_the_models_own_numbers():
     at = AppTest.from_file("../app/main.py", default_timeout=120).run()
     assert not at.exception and not at.error
-    assert at.dataframe[0].value["token"].tolist() == ["the", "cat", "sat", "on", "the"]
+    tokens = at.dataframe[0].value
+    assert [tokens[f"position {i}"][0] for i in range(5)] == ["the", "cat", "sat", "on", "the"]
     bars, heatmap = charts(at)
     loaded = load("worked-example")
     probs = run_trace(loaded.model, loaded.encode("the cat sat on the"), names=["hook_probs"])["hook_probs"][-1]
