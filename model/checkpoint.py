@@ -78,6 +78,7 @@ def load(name_or_path: str, dtype: str | None = None, device: str | torch.device
         cfg = gpt2_config(config)
         state = gpt2_state_dict(cfg, _read_weights(path / "model.safetensors"))
         about = {"source": f"GPT-2 checkpoint converted from {path}"}
+        dtype = dtype or "float32"
     else:
         raise GlassboxError(
             f"{path / 'config.json'} is neither a Glassbox config nor a GPT-2 one "
@@ -107,11 +108,14 @@ def save(path: Path, model: Transformer, tokenizer: Tokenizer, dtype: str, about
 
 def _read_json(path: Path) -> dict:
     try:
-        return json.loads(path.read_text())
+        config = json.loads(path.read_text())
     except FileNotFoundError:
         raise GlassboxError(f"{path} is missing: is {path.parent} a model directory?") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise GlassboxError(f"{path} is not valid JSON ({exc})") from None
+    if not isinstance(config, dict):
+        raise GlassboxError(f"{path} is not a JSON object")
+    return config
 
 
 def _read_weights(path: Path) -> dict[str, torch.Tensor]:
@@ -151,6 +155,8 @@ def gpt2_config(hf: dict) -> ModelConfig:
         raise GlassboxError("Unsupported GPT-2 attention scaling (scale_attn_by_inverse_layer_idx / scale_attn_weights)")
     try:
         d_model = hf["n_embd"]
+        if d_model % hf["n_head"]:
+            raise GlassboxError(f"GPT-2 n_embd ({d_model}) is not a multiple of n_head ({hf['n_head']})")
         return ModelConfig(
             vocab_size=hf["vocab_size"],
             n_ctx=hf["n_positions"],
@@ -163,6 +169,8 @@ def gpt2_config(hf: dict) -> ModelConfig:
         )
     except KeyError as exc:
         raise GlassboxError(f"GPT-2 config.json lacks {exc}") from None
+    except (TypeError, ValueError) as exc:
+        raise GlassboxError(f"GPT-2 config.json has a value of the wrong type ({exc})") from None
 
 
 def gpt2_state_dict(cfg: ModelConfig, hf: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -170,9 +178,11 @@ def gpt2_state_dict(cfg: ModelConfig, hf: dict[str, torch.Tensor]) -> dict[str, 
     hf = {k.removeprefix("transformer."): v for k, v in hf.items()}
     H, D, dh = cfg.n_heads, cfg.d_model, cfg.d_head
 
-    def take(key: str) -> torch.Tensor:
+    def take(key: str, shape: tuple[int, ...] | None = None) -> torch.Tensor:
         if key not in hf:
             raise GlassboxError(f"The GPT-2 checkpoint lacks the weight {key!r}")
+        if shape is not None and tuple(hf[key].shape) != shape:  # checked before it is split or reshaped
+            raise GlassboxError(f"{key} has shape {list(hf[key].shape)}, expected {list(shape)}")
         return hf[key]
 
     def heads_in(w: torch.Tensor) -> torch.Tensor:  # (D, H*dh) -> (H, D, dh)
@@ -181,14 +191,12 @@ def gpt2_state_dict(cfg: ModelConfig, hf: dict[str, torch.Tensor]) -> dict[str, 
     state = {"embed.W_E": take("wte.weight"), "pos_embed.W_pos": take("wpe.weight")}
     for i in range(cfg.n_layers):
         src, dst = f"h.{i}.", f"blocks.{i}."
-        w_qkv = take(src + "attn.c_attn.weight")
-        b_qkv = take(src + "attn.c_attn.bias")
-        if w_qkv.shape != (D, 3 * D):
-            raise GlassboxError(f"{src}attn.c_attn.weight has shape {list(w_qkv.shape)}, expected {[D, 3 * D]}")
+        w_qkv = take(src + "attn.c_attn.weight", (D, 3 * D))
+        b_qkv = take(src + "attn.c_attn.bias", (3 * D,))
         for j, name in enumerate("QKV"):
             state[f"{dst}attn.W_{name}"] = heads_in(w_qkv[:, j * D : (j + 1) * D])
             state[f"{dst}attn.b_{name}"] = b_qkv[j * D : (j + 1) * D].reshape(H, dh)
-        state[dst + "attn.W_O"] = take(src + "attn.c_proj.weight").reshape(H, dh, D)
+        state[dst + "attn.W_O"] = take(src + "attn.c_proj.weight", (D, D)).reshape(H, dh, D)
         state[dst + "attn.b_O"] = take(src + "attn.c_proj.bias")
         for ln_src, ln_dst in (("ln_1", "ln1"), ("ln_2", "ln2")):
             state[f"{dst}{ln_dst}.w"] = take(f"{src}{ln_src}.weight")

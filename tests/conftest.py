@@ -1,0 +1,66 @@
+"""Shared fixtures.
+
+``gpt2_dir``: a small GPT-2 checkpoint in the Hugging Face hub's layout (config.json,
+model.safetensors, vocab.json, merges.txt), written by transformers itself from a
+byte-level BPE trained on the spot. LayerNorm weights and every bias are pushed away
+from their 1/0 initialisation so that a mistake in any of them shows in the outputs.
+"""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+CORPUS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "A journey of a thousand miles begins with a single step.",
+    "She sells sea shells by the sea shore, and the shells she sells are surely seashells.",
+    "In 1969, two astronauts walked on the Moon while a third orbited above them.",
+    "How much wood would a woodchuck chuck if a woodchuck could chuck wood?",
+    "The cat sat on the mat; the dog sat on the log.",
+    "Rain fell softly over the quiet village as the lamps were lit one by one.",
+    "Transformers read text as tokens, and every token becomes a vector.",
+    "Attention lets each position look back at the positions before it.",
+    "Never trust an atom: they make up everything!",
+    "The library opens at nine o'clock and closes at half past five.",
+    "Bread, cheese, apples and a flask of tea were packed for the long walk.",
+    "Why do birds suddenly appear every time you are near?",
+    "Mathematics is the language in which the universe was written.",
+    "He said, \"Don't forget the keys,\" but I forgot them anyway.",
+    "Seven swans swam silently south across the still, grey lake.",
+    "Gradients flow backwards through the network, layer after layer.",
+    "Please send the report by Friday; the meeting moved to Monday morning.",
+    "The old lighthouse keeper wrote letters that nobody ever read.",
+    "Numbers like 3.14159 and 2.71828 appear again and again in nature.",
+]
+
+
+@pytest.fixture(scope="session")
+def gpt2_dir(tmp_path_factory) -> Path:
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    path = tmp_path_factory.mktemp("gpt2")
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(CORPUS * 3, vocab_size=400, min_frequency=2, special_tokens=["<|endoftext|>"])
+    bpe.save_model(str(path))  # vocab.json + merges.txt
+
+    torch.manual_seed(0)
+    config = GPT2Config(
+        vocab_size=bpe.get_vocab_size(), n_positions=64, n_embd=64, n_layer=3, n_head=4, initializer_range=0.1,
+        bos_token_id=0, eos_token_id=0, attn_implementation="eager",
+    )
+    hf = GPT2LMHeadModel(config)
+    assert hf.config._attn_implementation == "eager"
+    with torch.no_grad():
+        for name, p in hf.named_parameters():
+            if ".ln_" in name or name.startswith("transformer.ln_f"):
+                if name.endswith("weight"):
+                    p.copy_(1 + 0.2 * torch.randn_like(p))
+                else:
+                    p.copy_(0.1 * torch.randn_like(p))
+            elif name.endswith("bias"):  # attention and MLP biases
+                p.copy_(0.1 * torch.randn_like(p))
+    hf.save_pretrained(str(path))  # config.json + model.safetensors
+    assert (path / "model.safetensors").exists()
+    return path

@@ -1,0 +1,239 @@
+"""Bad checkpoints, odd characters and over-long prompts give clear errors, never tracebacks.
+
+Each broken checkpoint is a copy of the ``gpt2_dir`` fixture (conftest.py) with one thing
+broken. Loading it must raise ``GlassboxError`` with a message naming the problem, and
+``python -m model trace --model DIR ...`` must exit with status 2, print one line
+``error: ...`` on stderr, no traceback, and write no output file.
+"""
+
+import json
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from model.checkpoint import load
+from model.errors import GlassboxError
+from model.trace import run_trace
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cli(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "model", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+
+
+# --- ways to break a checkpoint -------------------------------------------------------------
+
+
+def remove_dir(d: Path):
+    shutil.rmtree(d)
+
+
+def remove(*names):
+    def brk(d: Path):
+        for name in names:
+            (d / name).unlink()
+    return brk
+
+
+def write(name: str, content: bytes):
+    def brk(d: Path):
+        (d / name).write_bytes(content)
+    return brk
+
+
+def edit_config(**changes):
+    """Set config.json entries; None removes one."""
+    def brk(d: Path):
+        config = json.loads((d / "config.json").read_text())
+        config.update(changes)
+        config = {k: v for k, v in config.items() if v is not None}
+        (d / "config.json").write_text(json.dumps(config))
+    return brk
+
+
+def truncate_weights(keep_fraction: float):
+    def brk(d: Path):
+        data = (d / "model.safetensors").read_bytes()
+        (d / "model.safetensors").write_bytes(data[: int(len(data) * keep_fraction)])
+    return brk
+
+
+def edit_weights(fn):
+    def brk(d: Path):
+        state = load_file(str(d / "model.safetensors"))
+        fn(state)
+        save_file(state, str(d / "model.safetensors"))
+    return brk
+
+
+def drop(key):
+    return edit_weights(lambda state: state.pop(key))
+
+
+def reshape(key, shape):
+    return edit_weights(lambda state: state.__setitem__(key, torch.zeros(shape)))
+
+
+# name -> (how to break the copy, a phrase the error message must contain)
+CASES = {
+    "missing directory": (remove_dir, "No model"),
+    "no config.json": (remove("config.json"), "config.json is missing"),
+    "config.json not JSON": (write("config.json", b'{"model_type": "gpt2", n_embd: 64'), "not valid JSON"),
+    "config.json binary": (write("config.json", b"\xff\xfe\x00\x01garbage"), "not valid JSON"),
+    "config.json a JSON list": (write("config.json", b"[1, 2, 3]"), "not a JSON object"),
+    "unknown model_type": (edit_config(model_type="llama"), "model_type 'llama'"),
+    "config lacks n_embd": (edit_config(n_embd=None), "n_embd"),
+    "n_embd not a multiple of n_head": (edit_config(n_head=5), "not a multiple of n_head"),
+    "unsupported activation": (edit_config(activation_function="swish"), "activation 'swish'"),
+    "no model.safetensors": (remove("model.safetensors"), "model.safetensors is missing"),
+    "truncated header": (truncate_weights(0.0001), "not a readable safetensors file"),
+    "truncated data": (truncate_weights(0.9), "not a readable safetensors file"),
+    "empty model.safetensors": (write("model.safetensors", b""), "not a readable safetensors file"),
+    "garbage model.safetensors": (write("model.safetensors", b"\x00not safetensors\xff" * 64),
+                                  "not a readable safetensors file"),
+    "missing tensor": (drop("transformer.h.1.mlp.c_fc.bias"), "lacks the weight 'h.1.mlp.c_fc.bias'"),
+    "missing embedding": (drop("transformer.wte.weight"), "lacks the weight 'wte.weight'"),
+    "more layers in config than weights": (edit_config(n_layer=4), "lacks the weight 'h.3."),
+    "wrong shape: wte": (reshape("transformer.wte.weight", (400, 32)), "embed.W_E"),
+    "wrong shape: c_attn.weight": (reshape("transformer.h.0.attn.c_attn.weight", (64, 128)),
+                                   "h.0.attn.c_attn.weight has shape [64, 128], expected [64, 192]"),
+    "wrong shape: c_attn.bias": (reshape("transformer.h.2.attn.c_attn.bias", (200,)),
+                                 "h.2.attn.c_attn.bias has shape [200], expected [192]"),
+    "wrong shape: attn.c_proj.weight, same size": (reshape("transformer.h.1.attn.c_proj.weight", (32, 128)),
+                                                   "h.1.attn.c_proj.weight has shape [32, 128], expected [64, 64]"),
+    "wrong shape: mlp.c_fc.weight transposed": (reshape("transformer.h.1.mlp.c_fc.weight", (256, 64)),
+                                                "blocks.1.mlp.W_in"),
+    "config vocab_size disagrees with weights": (edit_config(vocab_size=300), "embed.W_E"),
+    "no tokenizer files": (remove("vocab.json", "merges.txt"), "No tokenizer"),
+    "no merges.txt": (remove("merges.txt"), "No tokenizer"),
+    "corrupt vocab.json": (write("vocab.json", b"{oops"), "Cannot read the tokenizer"),
+}
+
+
+# The CLI is run on one case of each kind (each run costs ~2 s of importing torch); every
+# case is loaded in-process, and the CLI turns any GlassboxError into the same clean exit.
+CLI_CASES = [
+    "missing directory", "no config.json", "config.json not JSON", "unknown model_type",
+    "no model.safetensors", "truncated data", "missing tensor", "wrong shape: c_attn.bias",
+    "no tokenizer files",
+]
+
+
+@pytest.fixture(scope="module")
+def broken(gpt2_dir, tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("broken")
+    dirs = {}
+    for i, (name, (brk, _)) in enumerate(CASES.items()):
+        d = root / f"case{i}"
+        shutil.copytree(gpt2_dir, d)
+        brk(d)
+        dirs[name] = d
+    return dirs
+
+
+@pytest.fixture(scope="module")
+def cli_runs(broken, tmp_path_factory) -> dict[str, tuple[subprocess.CompletedProcess, Path]]:
+    """`python -m model trace` on every broken checkpoint; two at a time, one per core (each
+    process spends most of its ~2 s importing torch)."""
+    out = tmp_path_factory.mktemp("npz")
+
+    def one(item):
+        name, d = item
+        npz = out / f"{d.name}.npz"
+        return name, (cli("trace", "--model", str(d), "--prompt", "hi", "--npz", str(npz)), npz)
+
+    with ThreadPoolExecutor(2) as pool:
+        return dict(pool.map(one, [(name, broken[name]) for name in CLI_CASES]))
+
+
+def assert_clean_cli_error(run: subprocess.CompletedProcess, phrase: str):
+    assert run.returncode == 2, f"exit status {run.returncode}, stderr: {run.stderr}"
+    assert "Traceback" not in run.stderr, run.stderr
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), run.stderr
+    assert phrase in lines[0], f"{phrase!r} not in {lines[0]!r}"
+
+
+def test_the_unbroken_checkpoint_loads_and_traces(gpt2_dir, tmp_path):
+    # The baseline the broken copies start from.
+    loaded = load(str(gpt2_dir), device="cpu")  # no dtype: a GPT-2 checkpoint loads as float32
+    assert loaded.model.embed.W_E.dtype == torch.float32
+    assert loaded.cfg.n_ctx == 64 and loaded.tokenizer.vocab_size == loaded.cfg.vocab_size
+    npz = tmp_path / "ok.npz"
+    run = cli("trace", "--model", str(gpt2_dir), "--prompt", "hi 🤖 日本", "--backward", "--npz", str(npz))
+    assert run.returncode == 0, run.stderr
+    assert npz.exists()
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_broken_checkpoint_is_a_clean_error(case, broken, cli_runs):
+    phrase = CASES[case][1]
+    with pytest.raises(GlassboxError) as info:
+        load(str(broken[case]), dtype="float32", device="cpu")
+    assert phrase in str(info.value), f"{phrase!r} not in {str(info.value)!r}"
+    assert "\n" not in str(info.value)
+    if case in cli_runs:
+        run, npz = cli_runs[case]
+        assert_clean_cli_error(run, phrase)
+        assert not npz.exists()
+
+
+# --- characters the tokenizer never saw -----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def loaded(gpt2_dir):
+    return load(str(gpt2_dir), dtype="float32", device="cpu")
+
+
+@pytest.mark.parametrize("text", ["🤖", "語", "\x07", "\x00", "\u200b", "\U0010FFFF"])
+def test_unseen_character_falls_back_to_its_utf8_bytes(loaded, text):
+    # The training corpus is plain English: each of these becomes one token per UTF-8 byte.
+    ids = loaded.tokenizer.encode(text)
+    assert len(ids) == len(text.encode("utf-8"))
+    assert loaded.tokenizer.decode(ids) == text
+
+
+@pytest.mark.parametrize("text", [
+    "emoji 🤖🧠👩‍👩‍👧 and flags 🇯🇵",
+    "中文字符，日本語のかな、한국어",
+    "control\x01chars\x1b[31m and\x7f DEL\tTab\r\nCRLF",
+    "mixed: naïve café 💡 Ωmega ∑ x² ≠ y³",
+])
+def test_unseen_characters_round_trip_and_trace(loaded, text):
+    ids = loaded.tokenizer.encode(text)
+    assert all(0 <= i < loaded.cfg.vocab_size for i in ids)
+    assert loaded.tokenizer.decode(ids) == text
+    ids = ids[: loaded.cfg.n_ctx]
+    trace = run_trace(loaded.model, ids)
+    assert torch.isfinite(trace["hook_logits"]).all()
+
+
+# --- prompts longer than the context ------------------------------------------------------------
+
+LONG_PROMPT = "The cat sat on the mat and looked at the dog. " * 8
+
+
+def test_prompt_longer_than_the_context_is_an_error(loaded, tmp_path):
+    ids = loaded.encode(LONG_PROMPT)
+    n_ctx = loaded.cfg.n_ctx
+    assert len(ids) > n_ctx == 64
+    run_trace(loaded.model, ids[:n_ctx], backward=True)  # exactly the context is fine
+    for too_long in (ids[: n_ctx + 1], ids):
+        with pytest.raises(GlassboxError, match=rf"{len(too_long)} tokens; this model's context is 64 tokens"):
+            run_trace(loaded.model, too_long)
+        with pytest.raises(GlassboxError, match="context"):
+            run_trace(loaded.model, too_long, backward=True)
+
+    npz = tmp_path / "long.npz"
+    run = cli("trace", "--model", str(loaded.path), "--prompt", LONG_PROMPT, "--npz", str(npz))
+    assert_clean_cli_error(run, "context is 64 tokens")
+    assert not npz.exists()
