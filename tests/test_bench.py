@@ -1,0 +1,39 @@
+"""Smoke test of `python -m model bench` on a tiny config: it runs and reports sane numbers.
+Nothing here asserts on speed; the timings of a tiny model on a shared machine mean nothing."""
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def positive_finite(x):
+    return isinstance(x, float) and math.isfinite(x) and x > 0
+
+
+def test_bench_small_writes_ratios_and_memory(tmp_path):
+    out = tmp_path / "out.json"
+    run = subprocess.run([sys.executable, "-m", "model", "bench", "--small", "--repeats", "5", "--lengths", "8", "16",
+                          "--json", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "capture ÷ forward" in run.stdout
+    report = json.loads(out.read_text())
+    assert [r["length"] for r in report["results"]] == [8, 16]
+    for r in report["results"]:
+        assert positive_finite(r["capture_forward_ratio"]) and positive_finite(r["traced_backward_ratio"])
+        assert all(positive_finite(ms) for ms in r["median_ms"].values())
+        # the trace's own bytes are exact; the backward trace adds every gradient on top
+        assert r["capture_forward_trace_bytes"] >= r["capture_forward_trace_distinct_bytes"] > 0
+        assert r["traced_backward_trace_bytes"] > r["capture_forward_trace_bytes"]
+        # a tiny model's peak can hide inside pages the process already holds: 0 is legitimate
+        for key in ("capture_forward_peak_bytes", "traced_backward_peak_bytes"):
+            assert r[key] is None or (isinstance(r[key], int) and r[key] >= 0), key
+
+
+def test_bench_rejects_too_few_repeats():
+    run = subprocess.run([sys.executable, "-m", "model", "bench", "--repeats", "2"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and "repeats" in run.stderr
