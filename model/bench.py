@@ -23,12 +23,15 @@ so that heap freed by earlier runs does not hide it), allocated memory on CUDA.
 On CPU the traced variants take ~1-3 GB of fresh memory per call at T = 512. Where the OS is
 slow to hand out pages (page faults in a VM), that, not arithmetic, dominates the traced ratio;
 an allocator that keeps freed memory (e.g. MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=<large>,
-or THP_MEM_ALLOC_ENABLE=1) shows the compute overhead alone.
+or THP_MEM_ALLOC_ENABLE=1) shows the compute overhead alone. The engine sets
+THP_MEM_ALLOC_ENABLE=1 unless the environment already sets it (model/__init__.py); the report
+prints the value in force.
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
 import gc
 import json
 import statistics
@@ -173,7 +176,8 @@ def run(args) -> int:
     n_params = sum(p.numel() for p in model.parameters())
 
     print(f"device   {torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'}")
-    print(f"torch    {torch.__version__}, {torch.get_num_threads()} threads")
+    print(f"torch    {torch.__version__}, {torch.get_num_threads()} threads, "
+          f"THP_MEM_ALLOC_ENABLE={os.environ.get('THP_MEM_ALLOC_ENABLE', 'unset')}")
     print(f"model    {'tiny (--small)' if args.small else 'GPT-2-small shape'}, random weights, float32: "
           f"{cfg.n_layers} layers, d_model {cfg.d_model}, {cfg.n_heads} heads, d_ff {cfg.d_ff}, "
           f"vocab {cfg.vocab_size}, {n_params / 1e6:.1f}M parameters")
