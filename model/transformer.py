@@ -292,7 +292,9 @@ class Transformer(nn.Module):
             raise GlassboxError(f"{T} tokens exceed this model's context of {self.cfg.n_ctx} tokens")
         x = hook("hook_embed", self.embed.W_E[tokens])
         if self.cfg.positional == "table":
-            x = x + hook("hook_pos_embed", self.pos_embed.W_pos[:T].expand_as(x))
+            # looked up like the tokens (a copy, not a view): a trace never aliases a weight
+            positions = torch.arange(T, device=tokens.device)
+            x = x + hook("hook_pos_embed", self.pos_embed.W_pos[positions].expand_as(x))
         for block in self.blocks:
             x = block(x)
         if self.cfg.final_norm:

@@ -225,3 +225,11 @@ def test_worked_example_uses_the_printed_weights():
     got = trace["blocks.0.ln2.hook_out"][4]
     assert torch.allclose(got, torch.tensor([0.302, 1.230, -1.547, 0.015], dtype=torch.float64), atol=5e-4)
     assert trace.loss == pytest.approx(-math.log(trace["hook_probs"][4, 5].item()), abs=1e-12)
+
+
+def test_trace_tensors_do_not_alias_the_weights(model):
+    """Editing a trace (e.g. in a UI) must never edit the shared model."""
+    trace = run_trace(model, TOKENS, backward=True)
+    weights = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    for name in trace.names():
+        assert trace[name].untyped_storage().data_ptr() not in weights, name
