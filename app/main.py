@@ -30,7 +30,8 @@ st.caption("Every number below is computed by the model at hand, from its own ca
 
 loaded = shared_model("worked-example")
 st.info(f"Model: **{loaded.name}**, {loaded.about.get('source', '')}. "
-        f"Unprinted weights: {loaded.about.get('unprinted_weights', 'n/a')}.")
+        f"Weights the article prints are used exactly; the others are "
+        f"{loaded.about.get('reconstructed_weights', 'from the checkpoint')}.")
 
 st.session_state.setdefault("prompt_text", loaded.about.get("sample_prompt", ""))
 with st.form("prompt_form"):
