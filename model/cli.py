@@ -3,7 +3,8 @@
   trace   --model M --prompt TEXT [--backward] [--target TOKEN] --npz FILE
   hooks   --model M                 every captured name with its shape
   bench                             capture overhead and memory, GPT-2-small shape
-  build-worked-example              regenerate assets/worked-example
+  worked-example --json             the article's numbers, computed by the engine
+  build-worked-example              reconstruct and write assets/worked-example
 
 A problem with the input is reported in one line on stderr with exit status 2.
 """
@@ -77,6 +78,18 @@ def cmd_build_worked_example(args) -> int:
     return 0
 
 
+def cmd_worked_example(args) -> int:
+    import json
+
+    from .checkpoint import load
+    from .worked_example import article_json
+
+    if not args.json:
+        raise GlassboxError("Say --json: the worked example's numbers are printed as one JSON object")
+    print(json.dumps(article_json(load("worked-example"))))
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="python -m model", description="Glassbox's transformer engine")
     sub = root.add_subparsers(dest="command", required=True)
@@ -102,7 +115,11 @@ def parser() -> argparse.ArgumentParser:
     bench.add_arguments(p)
     p.set_defaults(func=cmd_bench)
 
-    p = sub.add_parser("build-worked-example", help="regenerate assets/worked-example from its published.json")
+    p = sub.add_parser("worked-example", help="the article's weights, forward tensors, gradients and update as JSON")
+    p.add_argument("--json", action="store_true", help="print one JSON object (the contract in the README)")
+    p.set_defaults(func=cmd_worked_example)
+
+    p = sub.add_parser("build-worked-example", help="reconstruct the unprinted weights and write assets/worked-example")
     p.set_defaults(func=cmd_build_worked_example)
     return root
 

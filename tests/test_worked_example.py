@@ -82,3 +82,60 @@ def test_gradients_equal_autograd(article_trace):
     grads = torch.autograd.grad(model(ids, targets).loss, list(params.values()))
     for name, grad in zip(params, grads):
         assert torch.allclose(trace[GRAD + name], grad, rtol=0, atol=1e-12), name
+
+
+def test_json_contract(tmp_path):
+    """`python -m model worked-example --json`: every key of the contract in
+    shared/worked_example/README.md; the article prints the loss as 1.768."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    run = subprocess.run([sys.executable, "-m", "model", "worked-example", "--json"], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parent.parent)
+    assert run.returncode == 0, run.stderr
+    data = json.loads(run.stdout)
+    weights = ["W_E", "W_P"] + [f"W_{k}({b},{h})" for b in (1, 2) for h in (1, 2) for k in "QKV"] + [
+        f"{k}({b})" for b in (1, 2) for k in ("W_O", "W_1", "b_1", "W_2", "b_2")]
+    forward = ["X(0)", "X_LN(0)", "X_LN(1)", "X_final", "logits", "probs", "loss"] + [
+        f"{k}({b},{h})" for b in (1, 2) for h in (1, 2) for k in ("Q", "K", "V", "scores", "A", "out")] + [
+        f"{k}({b})" for b in (1, 2) for k in ("concat", "attn_out", "X_mid", "X_mid_LN", "h", "h_act", "ffn_out", "X")]
+    backward = ["dL/dlogits", "dL/dh_final", "dL/dX(0)", "dL/dX(1)", "dL/dX(2)", "dL/dW_E_input", "dL/dW_E_output"] + [
+        f"dL/d{k}({b})" for b in (1, 2) for k in ("h", "h_act")] + [f"dL/d{w}" for w in weights]
+    update = [f"{w}_new" for w in weights]
+    missing = [k for k in weights + forward + backward + update if k not in data]
+    assert not missing, missing
+    assert round(data["loss"], 3) == 1.768
+    for w in weights:
+        assert torch.allclose(torch.tensor(data[f"{w}_new"]), torch.tensor(data[w]) - 0.5 * torch.tensor(data[f"dL/d{w}"]),
+                              atol=1e-12), w
+    given = published()["given_weights"]
+    for w, value in given.items():
+        assert torch.equal(torch.tensor(data[w], dtype=torch.float64), torch.tensor(value, dtype=torch.float64)), w
+    assert torch.tensor(data["concat(1)"]).shape == (5, 4) and torch.tensor(data["probs"]).shape == (8,)
+
+
+def test_tied_embedding_gradient_parts(article_trace):
+    """Reference: autograd with W_E detached in one of its two uses (float64, 1e-12)."""
+    from model.worked_example import article_json
+
+    loaded, article, _ = article_trace
+    data = article_json(loaded)
+    model = loaded.model
+    ids = torch.tensor([article["config"]["input_ids"]])
+    W_E = model.embed.W_E
+
+    def loss_with(embed_in, embed_out):
+        x = embed_in[ids] + model.pos_embed.W_pos[:5]
+        for block in model.blocks:
+            x = block(x)
+        logits = model.ln_final(x)[0, -1] @ embed_out.T
+        return -logits.log_softmax(-1)[article["config"]["target_id"]]
+
+    (input_part,) = torch.autograd.grad(loss_with(W_E, W_E.detach()), W_E)
+    (output_part,) = torch.autograd.grad(loss_with(W_E.detach(), W_E), W_E)
+    assert torch.allclose(torch.tensor(data["dL/dW_E_input"], dtype=torch.float64), input_part, atol=1e-12)
+    assert torch.allclose(torch.tensor(data["dL/dW_E_output"], dtype=torch.float64), output_part, atol=1e-12)
+    # "the" appears twice: its input gradient is the sum over both positions
+    assert input_part[0].abs().sum() > 0 and input_part[5].abs().sum() == 0
