@@ -194,7 +194,7 @@ def build(path: Path = DIR, log=print) -> Transformer:
         "sample_prompt": PROMPT,
         "printed_weights": list(article["given_weights"]),
         "reconstructed_weights": (
-            f"all others, fitted to the article's {len(errors)} printed figure values by "
+            f"fitted to the article's {len(errors)} printed figure values by "
             f"`python -m model build-worked-example` (seed {SOLVER_SEED}): largest difference "
             f"{errors.max().item():.4f}, {(errors <= 0.002).double().mean().item():.0%} within 0.002"
         ),
