@@ -42,6 +42,7 @@ import torch
 
 from .errors import GlassboxError
 from .trace import next_token_targets, run_trace
+from .checkpoint import default_device
 from .transformer import ModelConfig, Transformer
 
 GPT2_SMALL = ModelConfig(vocab_size=50257, n_ctx=1024, d_model=768, n_layers=12, n_heads=12, d_ff=3072)
@@ -99,7 +100,7 @@ def peak_increase(fn, device: torch.device) -> tuple[object, int | None]:
 def trace_bytes(trace, model: Transformer) -> tuple[int, int]:
     """Sum of nbytes of the trace's tensors, and the bytes of the distinct storages behind them
     (less: the residual stream is hooked twice per block boundary, some gradients are expanded
-    views, hook_pos_embed is a view of a parameter)."""
+    views)."""
     tensors = [*trace.activations.values(), *trace.grads.values()]
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
     storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}
@@ -171,7 +172,7 @@ def run(args) -> int:
     if args.repeats < 1 or any(not 2 <= n <= cfg.n_ctx for n in args.lengths):
         raise GlassboxError(f"--repeats must be >= 1 and each length in 2..{cfg.n_ctx}")
     torch.manual_seed(SEED)
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = default_device()
     model = Transformer(cfg).init_weights(SEED).to(device=device, dtype=torch.float32).eval()
     n_params = sum(p.numel() for p in model.parameters())
 
