@@ -41,11 +41,8 @@ class LoadedModel:
         return self.model.cfg
 
     def encode(self, prompt: str) -> list[int]:
-        """The prompt's token ids; an empty prompt is an error (run_trace checks the length)."""
-        tokens = self.tokenizer.encode(prompt)
-        if not tokens:
-            raise GlassboxError("The prompt is empty: type some text.")
-        return tokens
+        """The prompt's token ids. The tokenizer rejects an empty prompt; run_trace the length."""
+        return self.tokenizer.encode(prompt)
 
 
 def default_device() -> torch.device:
