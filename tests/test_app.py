@@ -1,4 +1,4 @@
-"""The placeholder page, run in-process by Streamlit's AppTest."""
+"""The app's pages, run in-process by Streamlit's AppTest."""
 
 import json
 
@@ -7,16 +7,96 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from model.checkpoint import load
+from model.steps import worked_example_steps
 from model.trace import run_trace
+from model.worked_example import published
+
+APP = "../app/main.py"  # relative to this file
 
 
 def charts(at):
     return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
 
 
-def test_page_shows_the_models_own_numbers():
-    at = AppTest.from_file("../app/main.py", default_timeout=120).run()
+def start(page=None, **query) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120)
+    for key, value in query.items():
+        at.query_params[key] = value
+    at.run()
+    if page:
+        at.switch_page(page).run()
+    assert not at.exception
+    return at
+
+
+def test_worked_example_steps_through_every_step_and_back():
+    at = start()
+    article = published()
+    loaded = load("worked-example")
+    keys = [s.key for s in worked_example_steps(loaded.model, loaded.tokenizer, article, lambda w: "")]
+    assert at.selectbox(key="step").value == keys[0]
+    seen = [keys[0]]
+    next_button = next(b for b in at.button if b.label.startswith("Next"))
+    while not next_button.disabled:
+        next_button.click().run()
+        assert not at.exception and not at.error, seen[-1]
+        seen.append(at.selectbox(key="step").value)
+        assert at.query_params["step"] == [seen[-1]] or at.query_params["step"] == seen[-1]  # shareable URL
+        assert charts(at), seen[-1]
+        assert at.latex, seen[-1]  # the step's formula and a cell's arithmetic
+        next_button = next(b for b in at.button if b.label.startswith("Next"))
+    assert seen == keys
+    previous = next(b for b in at.button if b.label.startswith("◀"))
+    previous.click().run()
+    assert at.selectbox(key="step").value == keys[-2]
+
+
+def test_the_loss_step_shows_the_articles_loss_and_its_arithmetic():
+    at = start(step="loss")
+    assert at.selectbox(key="step").value == "loss"
+    (loss_chart,) = [c for c in charts(at) if "loss" in c["layout"]["title"]["text"]]
+    assert loss_chart["data"][0]["text"] == [["1.768"]]
+    assert any("-\\log 0.1706" in el.value and "1.7685" in el.value for el in at.latex)
+
+
+def test_choosing_a_cell_shows_its_dot_product():
+    at = start(step="b1-scores")
+    at.selectbox(key="cell:b1-scores:head 1:row").set_value(4).run()
+    at.selectbox(key="cell:b1-scores:head 1:col").set_value(0).run()
+    assert not at.exception
+    text = " ".join(el.value for el in at.latex)
+    # scores(1,1)[4,0] = Q[4]·K[0]/√2, with the operands written out
+    trace = run_trace(load("worked-example").model, [0, 1, 2, 3, 0], names=["*attn.hook_*"])
+    q, k = trace["blocks.0.attn.hook_q"][0], trace["blocks.0.attn.hook_k"][0]
+    assert f"{q[4, 0].item():.4f}\\times{k[0, 0].item():.4f}" in text
+    assert f"{trace['blocks.0.attn.hook_scores'][0, 4, 0].item():.4f}" in text
+
+
+def test_an_unknown_step_in_the_url_opens_the_first():
+    at = start(step="no-such-step")
+    assert at.selectbox(key="step").value == "tokens"
+
+
+def test_train_it_live_then_step_through_the_trained_weights():
+    at = start("views/train_live.py")
+    at.number_input(key="train_steps").set_value(40)
+    at.radio(key="train_data").set_value("the example + corpus")
+    next(b for b in at.button if b.label == "Train").click().run()
     assert not at.exception and not at.error
+    p_mat = float(at.metric[1].value)
+    assert p_mat > 0.171
+    assert len(charts(at)) == 3 + 12  # loss, p(mat), embedding; 2 blocks x 2 heads: before, after, change
+    at.switch_page("views/worked_example.py").run()
+    at.radio(key="weights_choice").set_value(at.radio(key="weights_choice").options[1]).run()
+    at.query_params["step"] = "softmax"
+    at.selectbox(key="step").set_value("softmax").run()
+    assert not at.exception
+    (probs,) = [c for c in charts(at) if "<b>probs" in c["layout"]["title"]["text"]]
+    assert float(probs["data"][0]["text"][0][5]) == pytest.approx(p_mat, abs=6e-4)  # shown to 3 decimals
+
+
+def test_explore_shows_the_models_own_numbers():
+    at = start("views/explore.py")
     tokens = at.dataframe[0].value
     assert [tokens[f"position {i}"][0] for i in range(5)] == ["the", "cat", "sat", "on", "the"]
     bars, heatmap = charts(at)
@@ -27,8 +107,8 @@ def test_page_shows_the_models_own_numbers():
     assert shown["mat"] == pytest.approx(probs[5].item(), rel=1e-6)
 
 
-def test_bad_prompt_gives_a_message_and_keeps_the_text():
-    at = AppTest.from_file("../app/main.py", default_timeout=120).run()
+def test_explore_bad_prompt_gives_a_message_and_keeps_the_text():
+    at = start("views/explore.py")
     at.text_input[0].set_value("the cow sat")
     at.button[0].click().run()
     assert not at.exception

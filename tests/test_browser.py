@@ -1,0 +1,104 @@
+"""Like a user: start the app with the README's command, open it in Chromium (Playwright
+driving Debian's /usr/bin/chromium, installed by tests/install.sh), and step through the
+worked example with the keyboard."""
+
+import os
+import re
+import shlex
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect, sync_playwright
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync"]
+
+
+def readme_app_command() -> str:
+    """The README's command that installs and starts the app."""
+    readme = (ROOT / "README.md").read_text()
+    (command,) = [line for line in readme.splitlines() if "streamlit run app/main.py" in line and "pip install" in line]
+    return command.strip()
+
+
+@pytest.fixture(scope="module")
+def app_url():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    command = readme_app_command() + f" --server.port {port} --server.headless true --browser.gatherUsageStats false"
+    server = subprocess.Popen(command, shell=True, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(240):
+            try:
+                if urllib.request.urlopen(url + "/_stcore/health", timeout=1).read() == b"ok":
+                    break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            pytest.fail(f"the app did not start with {command!r}")
+        yield url
+    finally:
+        os.killpg(server.pid, 15)
+        server.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def page():
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: run tests/install.sh (it installs Debian's chromium)")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1600})
+        yield page
+        browser.close()
+
+
+def settled(page):
+    page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=60_000)
+
+
+def step_title(page) -> str:
+    return page.locator("[data-testid='stHeading'] h3").first.inner_text()
+
+
+def press_next(page, until: str, limit: int = 80):
+    for _ in range(limit):
+        if step_title(page).startswith(until):
+            return
+        before = page.url
+        page.keyboard.press("ArrowRight")  # the Next button's shortcut
+        page.wait_for_function("u => window.location.href !== u", arg=before, timeout=30_000)
+        settled(page)
+    pytest.fail(f"never reached the step {until!r}")
+
+
+def test_step_to_the_loss_then_back_through_the_gradients_to_the_update(app_url, page):
+    page.goto(app_url)
+    settled(page)
+    expect(page.get_by_text("The worked example, step by step")).to_be_visible()
+    assert step_title(page) == "Tokens"
+    press_next(page, "Loss")
+    assert "step=loss" in page.url
+    expect(page.locator(".main, [data-testid='stMain']").get_by_text(re.compile(r"1\.768")).first).to_be_visible()
+    press_next(page, "∂L/∂logits")
+    press_next(page, "Update")
+    assert step_title(page) == "Update: one gradient-descent step, η = 0.5"
+    expect(page.locator(".katex").filter(has_text="W_E_new").first).to_be_visible()  # a cell's update, written out
+    assert "step=update" in page.url
+    assert page.locator("[data-testid='stPlotlyChart']").count() >= 3
+    assert page.locator("[data-testid='stException']").count() == 0
+
+
+def test_a_shared_step_url_opens_that_step(app_url, page):
+    page.goto(app_url + "/?step=b2-softmax")
+    settled(page)
+    assert step_title(page) == "Block 2: attention weights (softmax)"
