@@ -54,10 +54,13 @@ def grid_figure(grid: Grid, marks: list[tuple[int | None, int | None]] = (), sel
         text=text, texttemplate="%{text}", textfont=dict(size=11), customdata=values.astype(str).tolist(),
         colorscale=DIVERGING if grid.quantity else [[0, "#f6f8fa"], [1, "#f6f8fa"]], zmin=-limit, zmax=limit, showscale=False, xgap=1, ygap=1,
         hovertemplate="row %{y}, column %{x}<br>exact: %{customdata}<extra></extra>"))
-    if clickable:
+    if clickable:  # the invisible points carry the hover text too: plotly reports clicks only where it hovers
         rr, cc = np.mgrid[0:n_rows, 0:n_cols]
         fig.add_trace(go.Scatter(x=cc.ravel().tolist(), y=rr.ravel().tolist(), mode="markers",
-                                 marker=dict(size=28, opacity=0), hoverinfo="skip", showlegend=False))
+                                 marker=dict(size=28, opacity=0), showlegend=False,
+                                 customdata=values.astype(str).ravel().tolist(),
+                                 hovertemplate="row %{y}, column %{x}<br>exact: %{customdata}<extra></extra>"))
+        fig.update_traces(hoverinfo="skip", hovertemplate=None, selector=dict(type="heatmap"))
     if grid.changed is not None and not grid.changed.all():  # outline what changed, unless everything did
         for r, c in zip(*np.nonzero(grid.changed)):
             fig.add_shape(type="rect", x0=c - .45, x1=c + .45, y0=r - .45, y1=r + .45,

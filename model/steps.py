@@ -500,7 +500,7 @@ def _block_forward(s: _Builder, b: int, x: np.ndarray) -> list[Step]:
             value = float(scores[h][r, c]) if kept else -math.inf
             why = (f"\\text{{key {c} is not after query {r}: kept}}" if kept
                    else f"\\text{{key {c} comes after query {r}: the future is hidden}}")
-            return Arithmetic([why, f"{at('masked ' + hh, r, c)} = {num(value)}"], value, [(f"scores{hh}", r, c)])
+            return Arithmetic([why, f"{at('masked' + hh, r, c)} = {num(value)}"], value, [(f"scores{hh}", r, c)])
         return explain
 
     steps.append(Step(

@@ -98,7 +98,14 @@ def test_step_to_the_loss_then_back_through_the_gradients_to_the_update(app_url,
     assert page.locator("[data-testid='stException']").count() == 0
 
 
-def test_a_shared_step_url_opens_that_step(app_url, page):
-    page.goto(app_url + "/?step=b2-softmax")
+def test_a_shared_step_url_opens_that_step_and_a_click_explains_a_cell(app_url, page):
+    page.goto(app_url + "/?step=b1-scores")
     settled(page)
-    assert step_title(page) == "Block 2: attention weights (softmax)"
+    assert step_title(page) == "Block 1: attention scores"
+    scores = page.locator("[data-testid='stPlotlyChart']").nth(2)  # Q, K in; the scores out
+    plot = scores.locator(".nsewdrag").first.bounding_box()
+    page.mouse.click(plot["x"] + plot["width"] * 1.5 / 5, plot["y"] + plot["height"] * 2.5 / 5)  # row 2, column 1
+    settled(page)
+    expect(page.get_by_role("combobox", name="Row")).to_have_value("2 sat", timeout=30_000)
+    expect(page.get_by_role("combobox", name="Column")).to_have_value("1 cat")
+    expect(page.locator(".katex").filter(has_text="scores(1,1)2,1").first).to_be_visible()
