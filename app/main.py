@@ -12,6 +12,7 @@ st.set_page_config(page_title="Glassbox", layout="wide")
 st.navigation([
     st.Page("views/worked_example.py", title="Worked example", icon=":material/school:", url_path="worked-example",
             default=True),
+    st.Page("views/playground.py", title="Playground", icon=":material/chat:", url_path="playground"),
     st.Page("views/train_live.py", title="Train it live", icon=":material/model_training:", url_path="train"),
     st.Page("views/explore.py", title="Explore a prompt", icon=":material/search:", url_path="explore"),
 ]).run()

@@ -21,6 +21,33 @@ def shared_model(name: str) -> LoadedModel:
     return load(name)
 
 
+def url_settings(defaults: dict, limits: dict | None = None, choices: dict | None = None, prefix: str = "") -> None:
+    """Settings that live in the URL, so a setup can be shared. Each query parameter ``name``
+    backs the session state key ``prefix + name`` (pages that share parameter names keep
+    their own state). On a page's first run a setting is read from the query string (a bad
+    value falls back to its default, a number is clamped into ``limits``); every run writes
+    the current values back."""
+    limits, choices = limits or {}, choices or {}
+    for name, default in defaults.items():
+        key = prefix + name
+        if key in st.session_state:
+            continue
+        raw, value = st.query_params.get(name), default
+        if raw is not None:
+            try:
+                value = (raw.lower() in ("1", "true") if isinstance(default, bool) else type(default)(
+                    float(raw) if isinstance(default, int) else raw))
+            except ValueError:
+                value = default
+        if name in limits:
+            low, high = limits[name]
+            value = min(max(value, low), high)
+        if name in choices and value not in choices[name]:
+            value = default
+        st.session_state[key] = value
+    st.query_params.update({name: str(st.session_state[prefix + name]) for name in defaults})
+
+
 def pretty(label: str) -> str:
     """Article names for people: dL/dX(2) -> ∂L/∂X(2)."""
     return label.replace("dL/d", "∂L/∂")

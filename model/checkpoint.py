@@ -24,7 +24,7 @@ from .tokenizer import Tokenizer
 from .transformer import ModelConfig, Transformer
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
-NAMED_MODELS = {"worked-example": ASSETS / "worked-example"}
+NAMED_MODELS = {"default": ASSETS / "default", "worked-example": ASSETS / "worked-example"}
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 

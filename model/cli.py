@@ -5,6 +5,8 @@
   bench                             capture overhead and memory, GPT-2-small shape
   worked-example --json             the article's numbers, computed by the engine
   build-worked-example              reconstruct and write assets/worked-example
+  generate --model M --prompt TEXT --max-new-tokens N --temperature T --top-k K --top-p P --seed S [--json]
+  train-default                     regenerate the story corpus and train assets/default
 
 A problem with the input is reported in one line on stderr with exit status 2.
 """
@@ -19,7 +21,7 @@ from .errors import GlassboxError
 
 
 def _model_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", default="worked-example", help="a model name (worked-example) or a GPT-2-format directory")
+    parser.add_argument("--model", default="default", help="a model name (default, worked-example) or a directory")
     parser.add_argument("--dtype", choices=["float32", "float64"], help="default: the model's own")
 
 
@@ -90,6 +92,35 @@ def cmd_worked_example(args) -> int:
     return 0
 
 
+def cmd_generate(args) -> int:
+    import json
+
+    from .checkpoint import load
+    from .sampling import Sampling, generate, top
+
+    loaded = load(args.model, dtype=args.dtype)
+    sampling = Sampling(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
+    steps = []
+    for token in generate(loaded, args.prompt, args.max_new_tokens, sampling):
+        steps.append({"token": token.token, "token_id": token.token_id, "p": token.p,
+                      "top": [{"token": t["token"], "p": t["p"]} for t in top(token.after, loaded.tokenizer.pieces)]})
+        if not args.json:
+            print(token.token, end="", flush=True)
+    completion = loaded.tokenizer.decode([s["token_id"] for s in steps])
+    if args.json:
+        print(json.dumps({"prompt": args.prompt, "completion": completion, "steps": steps}))
+    else:
+        print()
+    return 0
+
+
+def cmd_train_default(args) -> int:
+    from .train_default import train
+
+    train(path=args.out, steps=args.steps, n_stories=args.stories)
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="python -m model", description="Glassbox's transformer engine")
     sub = root.add_subparsers(dest="command", required=True)
@@ -121,6 +152,25 @@ def parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("build-worked-example", help="reconstruct the unprinted weights and write assets/worked-example")
     p.set_defaults(func=cmd_build_worked_example)
+
+    p = sub.add_parser("generate", help="continue a prompt, token by token (KV cache), with exact sampling")
+    _model_args(p)
+    p.add_argument("--prompt", required=True)
+    p.add_argument("--max-new-tokens", type=int, default=20)
+    p.add_argument("--temperature", type=float, default=1.0, help="0: greedy")
+    p.add_argument("--top-k", type=int, help="keep the k most likely tokens (default: all)")
+    p.add_argument("--top-p", type=float, default=1.0, help="keep the smallest set with this much probability")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help='print {"prompt", "completion", "steps": [...]}')
+    p.set_defaults(func=cmd_generate)
+
+    p = sub.add_parser("train-default", help="regenerate the story corpus and train the default model (assets/default)")
+    from .train_default import DIR, N_STORIES, STEPS
+
+    p.add_argument("--out", type=Path, default=DIR, help="where to write the model (default: assets/default)")
+    p.add_argument("--steps", type=int, default=STEPS, help=argparse.SUPPRESS)  # smaller runs for tests
+    p.add_argument("--stories", type=int, default=N_STORIES, help=argparse.SUPPRESS)
+    p.set_defaults(func=cmd_train_default)
     return root
 
 

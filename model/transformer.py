@@ -138,10 +138,31 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return x * cos + rotated_half * sin
 
 
+class KVCache:
+    """Each layer's keys and values for the positions seen so far (after RoPE, before the
+    key/value heads are shared out), so that generation feeds the model only the new token.
+    Belongs to one generation: never stored on the shared model."""
+
+    def __init__(self, n_layers: int):
+        self.keys: list[torch.Tensor | None] = [None] * n_layers
+        self.values: list[torch.Tensor | None] = [None] * n_layers
+        self.length = 0  # positions already cached
+
+    def extend(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append this step's keys and values (batch, heads, new positions, d_head); return all."""
+        if self.keys[layer] is not None:
+            k, v = torch.cat([self.keys[layer], k], dim=2), torch.cat([self.values[layer], v], dim=2)
+        self.keys[layer], self.values[layer] = k, v
+        return k, v
+
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in self.keys + self.values if t is not None)
+
+
 class Attention(nn.Module):
-    def __init__(self, cfg: ModelConfig, prefix: str):
+    def __init__(self, cfg: ModelConfig, prefix: str, layer: int = 0):
         super().__init__()
-        self.cfg, self.prefix = cfg, prefix
+        self.cfg, self.prefix, self.layer = cfg, prefix, layer
         H, K, D, dh = cfg.n_heads, cfg.n_kv_heads, cfg.d_model, cfg.d_head
         self.W_Q = nn.Parameter(torch.zeros(H, D, dh))
         self.W_K = nn.Parameter(torch.zeros(K, D, dh))
@@ -163,28 +184,34 @@ class Attention(nn.Module):
             out = out + getattr(self, bias_name)[:, None, :]
         return out
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
         p, cfg = self.prefix, self.cfg
         T = x.shape[1]
+        start = cache.length if cache is not None else 0  # absolute position of x's first row
         q = hook(p + "hook_q", self._project(x, self.W_Q, "b_Q"))
         k = hook(p + "hook_k", self._project(x, self.W_K, "b_K"))
         v = hook(p + "hook_v", self._project(x, self.W_V, "b_V"))
         if cfg.positional == "rope":
-            cos, sin = self.rope_cos[:T].to(x.dtype), self.rope_sin[:T].to(x.dtype)
+            cos, sin = self.rope_cos[start:start + T].to(x.dtype), self.rope_sin[start:start + T].to(x.dtype)
             q = hook(p + "hook_rot_q", apply_rope(q, cos, sin))
             k = hook(p + "hook_rot_k", apply_rope(k, cos, sin))
+        if cache is not None:
+            k, v = cache.extend(self.layer, k, v)
         if cfg.n_kv_heads != cfg.n_heads:  # each group of query heads shares one key/value head
             group = cfg.n_heads // cfg.n_kv_heads
             k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
 
+        # query at position start + i sees keys 0 .. start + i
+        future = torch.ones(T, start + T, dtype=torch.bool, device=x.device).triu(start + 1)
         if wants(p + "hook_scores") or wants(p + "hook_scores_masked") or wants(p + "hook_pattern"):
             scores = hook(p + "hook_scores", q @ k.transpose(-1, -2) / math.sqrt(cfg.d_head))
-            future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
             masked = hook(p + "hook_scores_masked", scores.masked_fill(future, float("-inf")))
             pattern = hook(p + "hook_pattern", masked.softmax(dim=-1))
             z = pattern @ v
-        else:  # the fused kernel never materialises the pattern
+        elif start == 0:  # the fused kernel never materialises the pattern
             z = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            z = F.scaled_dot_product_attention(q, k, v, attn_mask=~future)
         z = hook(p + "hook_z", z)
 
         if wants(p + "hook_result"):
@@ -236,14 +263,14 @@ class Block(nn.Module):
         super().__init__()
         self.prefix = p = f"blocks.{index}."
         self.ln1 = Norm(cfg, p + "ln1.")
-        self.attn = Attention(cfg, p + "attn.")
+        self.attn = Attention(cfg, p + "attn.", index)
         self.ln2 = Norm(cfg, p + "ln2.")
         self.mlp = MLP(cfg, p + "mlp.")
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
         p = self.prefix
         resid_pre = hook(p + "hook_resid_pre", x)
-        attn_out = hook(p + "hook_attn_out", self.attn(self.ln1(resid_pre)))
+        attn_out = hook(p + "hook_attn_out", self.attn(self.ln1(resid_pre), cache))
         resid_mid = hook(p + "hook_resid_mid", resid_pre + attn_out)
         mlp_out = hook(p + "hook_mlp_out", self.mlp(self.ln2(resid_mid)))
         return hook(p + "hook_resid_post", resid_mid + mlp_out)
@@ -284,19 +311,24 @@ class Transformer(nn.Module):
                 param.copy_(torch.randn(param.shape, generator=gen, dtype=torch.float64) * scale)
         return self
 
-    def forward(self, tokens: torch.Tensor, targets: torch.Tensor | None = None) -> Output:
+    def forward(self, tokens: torch.Tensor, targets: torch.Tensor | None = None, cache: KVCache | None = None
+                ) -> Output:
         """tokens: (batch, positions) ids. targets: same shape, the id each position should
-        predict, -1 where none; the loss is the mean cross-entropy over positions with one."""
+        predict, -1 where none; the loss is the mean cross-entropy over positions with one.
+        With a ``cache``, ``tokens`` continue the cached positions, and are added to it."""
         T = tokens.shape[1]
-        if T > self.cfg.n_ctx:
-            raise GlassboxError(f"{T} tokens exceed this model's context of {self.cfg.n_ctx} tokens")
+        start = cache.length if cache is not None else 0
+        if start + T > self.cfg.n_ctx:
+            raise GlassboxError(f"{start + T} tokens exceed this model's context of {self.cfg.n_ctx} tokens")
         x = hook("hook_embed", self.embed.W_E[tokens])
         if self.cfg.positional == "table":
             # looked up like the tokens (a copy, not a view): a trace never aliases a weight
-            positions = torch.arange(T, device=tokens.device)
+            positions = torch.arange(start, start + T, device=tokens.device)
             x = x + hook("hook_pos_embed", self.pos_embed.W_pos[positions].expand_as(x))
         for block in self.blocks:
-            x = block(x)
+            x = block(x, cache)
+        if cache is not None:
+            cache.length += T
         if self.cfg.final_norm:
             x = self.ln_final(x)
         logits = hook("hook_logits", x @ self.W_U)

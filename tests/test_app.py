@@ -96,7 +96,7 @@ def test_train_it_live_then_step_through_the_trained_weights():
 
 
 def test_explore_shows_the_models_own_numbers():
-    at = start("views/explore.py")
+    at = start("views/explore.py", model="worked-example")
     tokens = at.dataframe[0].value
     assert [tokens[f"position {i}"][0] for i in range(5)] == ["the", "cat", "sat", "on", "the"]
     bars, heatmap = charts(at)
@@ -108,9 +108,51 @@ def test_explore_shows_the_models_own_numbers():
 
 
 def test_explore_bad_prompt_gives_a_message_and_keeps_the_text():
-    at = start("views/explore.py")
+    at = start("views/explore.py", model="worked-example")
     at.text_input[0].set_value("the cow sat")
     at.button[0].click().run()
     assert not at.exception
     assert "Unknown word" in at.error[0].value
     assert at.text_input[0].value == "the cow sat"  # nothing the user typed is lost
+
+
+def test_playground_shows_what_the_sliders_do_and_generates():
+    at = start("views/playground.py", prompt="Tom had")
+    (chart,) = [c for c in charts(at) if "Next token" in c["layout"]["title"]["text"]]
+    model_bars, sampled_bars = chart["data"]
+    # temperature 1, no filtering: the same distribution
+    assert model_bars["y"] == pytest.approx(sampled_bars["y"], rel=1e-9)
+    at.slider(key="temperature").set_value(0.3).run()
+    at.slider(key="top_k").set_value(3).run()
+    (chart,) = [c for c in charts(at) if "Next token" in c["layout"]["title"]["text"]]
+    model_bars, sampled_bars = chart["data"]
+    assert sum(p > 0 for p in sampled_bars["y"]) == 3 and "3 of" in chart["layout"]["title"]["text"]
+    assert sampled_bars["y"][0] > model_bars["y"][0]  # a low temperature sharpens
+    assert at.query_params["temperature"] in (["0.3"], "0.3") and at.query_params["top_k"] in (["3"], "3")
+    at.slider(key="max_new").set_value(5).run()
+    next(b for b in at.button if b.label == "Generate").click().run()
+    assert not at.exception and not at.error
+    generation = at.session_state["generation"]
+    assert len(generation["tokens"]) == 5 and all(t["p"] > 0 for t in generation["tokens"])
+    assert at.session_state["prompt"] == "Tom had"  # nothing typed is lost
+
+
+def test_playground_greedy_continues_the_worked_example_with_mat():
+    at = start("views/playground.py", greedy="true", max_new="1", prompt="the cat sat on the")
+    next(b for b in at.button if b.label == "Generate").click().run()
+    assert not at.exception
+    assert at.session_state["generation"]["tokens"][0]["token"].strip() == "mat"
+
+
+def test_playground_bad_settings_from_the_url_fall_back_and_bad_prompts_say_why():
+    at = start("views/playground.py", temperature="hot", top_p="7")
+    assert at.session_state["temperature"] == 1.0 and at.session_state["top_p"] == 1.0
+    at.session_state["model"] = "worked-example"
+    at.text_area(key="prompt").set_value("the cow").run()
+    assert not at.exception and "Unknown word" in at.error[0].value
+
+
+def test_explore_opens_a_prompt_from_the_url_on_the_default_model():
+    at = start("views/explore.py", model="default", prompt="Lily had a big")
+    tokens = at.dataframe[0].value
+    assert "".join(tokens[c][0] for c in tokens if c.startswith("position")) == "Lily had a big"  # BPE pieces

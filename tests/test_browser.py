@@ -109,3 +109,32 @@ def test_a_shared_step_url_opens_that_step_and_a_click_explains_a_cell(app_url, 
     expect(page.get_by_role("combobox", name="Row")).to_have_value("2 sat", timeout=30_000)
     expect(page.get_by_role("combobox", name="Column")).to_have_value("1 cat")
     expect(page.locator(".katex").filter(has_text="scores(1,1)2,1").first).to_be_visible()
+
+
+def test_playground_types_a_prompt_moves_the_temperature_and_generates(app_url, page):
+    from model.checkpoint import load
+    from model.sampling import Sampling, generate
+
+    page.goto(app_url + "/playground?max_new=8&seed=3")
+    settled(page)
+    prompt = page.get_by_role("textbox", name="Prompt")
+    prompt.fill("Tom had a")
+    prompt.press("Control+Enter")
+    settled(page)
+    expect(page.get_by_text("Next token after the prompt").first).to_be_visible()
+    slider = page.get_by_role("slider", name="Temperature")
+    slider.focus()
+    for _ in range(4):
+        page.keyboard.press("ArrowLeft")  # 1.0 -> 0.8
+    settled(page)
+    expect(page.get_by_role("slider", name="Temperature")).to_have_value("0.8", timeout=30_000)
+    assert "temperature=0.8" in page.url and "prompt=Tom" in page.url  # the setup can be shared
+    page.get_by_role("button", name="Generate").click()
+    settled(page)
+    # the engine, run here with the same settings, must give the text the page shows
+    expected = "".join(t.token for t in generate(load("default"), "Tom had a", 8, Sampling(temperature=0.8, seed=3)))
+    expect(page.get_by_text(expected.strip(), exact=False).first).to_be_visible(timeout=60_000)
+    expect(page.get_by_text("Generated", exact=True)).to_be_visible()
+    expect(page.get_by_text("KV cache size as generation goes on").first).to_be_attached()
+    assert page.locator("[data-testid='stPlotlyChart']").count() >= 3
+    assert page.locator("[data-testid='stException']").count() == 0

@@ -28,13 +28,13 @@ def test_trace_writes_every_tensor_and_gradient(tmp_path):
     assert "grad:hook_probs" not in data
 
     forward_only = tmp_path / "f.npz"
-    assert cli("trace", "--prompt", "the cat", "--npz", str(forward_only)).returncode == 0
+    assert cli("trace", "--model", "worked-example", "--prompt", "the cat", "--npz", str(forward_only)).returncode == 0
     assert not any(k.startswith("grad:") for k in np.load(forward_only))
 
 
 def test_trace_with_target_and_name_filter(tmp_path):
     out = tmp_path / "t.npz"
-    run = cli("trace", "--prompt", "the cat sat on the", "--target", "mat", "--names", "*hook_pattern", "hook_probs",
+    run = cli("trace", "--model", "worked-example", "--prompt", "the cat sat on the", "--target", "mat", "--names", "*hook_pattern", "hook_probs",
               "--npz", str(out))
     assert run.returncode == 0, run.stderr
     data = np.load(out)
@@ -63,7 +63,8 @@ def test_hooks_lists_names_with_shapes():
     (["--model", "no-such-model", "--prompt", "x"], "No model"),
 ])
 def test_bad_input_is_a_clean_error(tmp_path, args, message):
-    run = cli("trace", *args, "--npz", str(tmp_path / "x.npz"))
+    model = [] if "--model" in args else ["--model", "worked-example"]
+    run = cli("trace", *model, *args, "--npz", str(tmp_path / "x.npz"))
     assert run.returncode == 2
     assert message in run.stderr and "Traceback" not in run.stderr
     assert len(run.stderr.strip().splitlines()) == 1

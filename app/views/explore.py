@@ -4,22 +4,23 @@ all from the engine's trace."""
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.shared import shared_model
+from app.shared import shared_model, url_settings
+from model.checkpoint import NAMED_MODELS
 from model.errors import GlassboxError
 from model.trace import run_trace
 
+url_settings({"model": "default", "prompt": "the cat sat on the"}, choices={"model": list(NAMED_MODELS)},
+             prefix="explore_")
 st.title("Explore a prompt")
 st.caption("Every number below is computed by the model at hand, from its own captured tensors.")
 
-loaded = shared_model("worked-example")
-st.info(f"Model: **{loaded.name}**, {loaded.about.get('source', '')}. "
-        f"Weights the article prints are used exactly; the others are "
-        f"{loaded.about.get('reconstructed_weights', 'from the checkpoint')}.")
-
-st.session_state.setdefault("prompt_text", loaded.about.get("sample_prompt", ""))
+st.selectbox("Model", list(NAMED_MODELS), key="explore_model")
+loaded = shared_model(st.session_state.explore_model)
+st.info(f"Model: **{loaded.name}**, {loaded.about.get('source', '')}.")
 with st.form("prompt_form"):
-    prompt = st.text_input("Prompt", key="prompt_text", persist_state="session",
-                           help=f"Words this model knows: {', '.join(loaded.tokenizer.pieces)}")
+    prompt = st.text_input("Prompt", key="explore_prompt",
+                           help=f"Words this model knows: {', '.join(loaded.tokenizer.pieces)}"
+                           if loaded.tokenizer.word_level else "Any text: byte-level BPE")
     st.form_submit_button("Run")
 
 try:
