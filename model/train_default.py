@@ -57,6 +57,17 @@ def learning_rate(step: int) -> float:
 
 
 def train(path: Path = DIR, steps: int = STEPS, n_stories: int = N_STORIES, log=print) -> None:
+    # CPU kernels that accumulate in parallel (the embedding's backward) may otherwise add
+    # in a different order each run, and the weights would differ in their last bits
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        _train(path, steps, n_stories, log)
+    finally:
+        torch.use_deterministic_algorithms(deterministic)
+
+
+def _train(path: Path, steps: int, n_stories: int, log) -> None:
     started = time.time()
     torch.manual_seed(SEED)
     texts = corpus(n_stories, SEED)

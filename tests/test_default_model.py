@@ -106,3 +106,15 @@ def test_train_default_writes_a_loadable_model_with_its_card(tmp_path):
     assert len(json.loads((tmp_path / "training.json").read_text())["train_loss"]) == 2
     assert [s["prompt"] for s in loaded.about["samples"]][0] == "the cat sat on the"
     assert loaded.encode("Any text at all: ünïcödé, 42!")  # byte-level BPE: everything tokenizes
+
+
+def test_train_default_is_reproducible(tmp_path):
+    """Two runs of the same command give the same tokenizer and bit-identical weights."""
+    outputs = []
+    for run in ("a", "b"):
+        out = tmp_path / run
+        done = subprocess.run([sys.executable, "-m", "model", "train-default", "--out", str(out), "--steps", "3",
+                               "--stories", "300"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+        assert done.returncode == 0, done.stderr
+        outputs.append(((out / "model.safetensors").read_bytes(), (out / "tokenizer.json").read_bytes()))
+    assert outputs[0] == outputs[1]
