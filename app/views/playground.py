@@ -80,7 +80,8 @@ if card:
             fig = go.Figure([go.Scatter(x=curve["step"], y=curve["train_loss"], name="training batch", mode="lines",
                                         line=dict(width=1)),
                              go.Scatter(x=curve["val_step"], y=curve["val_loss"], name="validation", mode="lines+markers")])
-            fig.update_layout(title="Loss while training", xaxis_title="step", yaxis_title="cross-entropy (nats)",
+            fig.update_layout(title="Loss while training", xaxis_title="step", yaxis_title="cross-entropy (nats, log scale)",
+                              yaxis_type="log",
                               height=300, margin=dict(t=40, b=10))
             st.plotly_chart(fig)
         for sample in loaded.about.get("samples", []):
