@@ -88,6 +88,7 @@ def train_copy(model: Transformer, inputs: torch.Tensor, targets: torch.Tensor, 
     run = TrainingRun(trained, optimizer, learning_rate, dataset)
 
     def record(loss: float):
+        """The state before the next update (or after the last)."""
         with torch.no_grad():
             logits = trained(example_ids).logits[0, -1]
             run.loss.append(loss)
@@ -96,15 +97,14 @@ def train_copy(model: Transformer, inputs: torch.Tensor, targets: torch.Tensor, 
 
     for step in range(steps):
         opt.zero_grad(set_to_none=True)
-        loss = trained(inputs, targets).loss
-        if step == 0:
-            record(loss.item())
+        loss = trained(inputs, targets).loss  # also the loss after the previous update: computed once
+        record(loss.item())
         loss.backward()
         opt.step()
-        with torch.no_grad():
-            record(trained(inputs, targets).loss.item())
         if on_step is not None:
             on_step(step + 1, steps)
+    with torch.no_grad():
+        record(trained(inputs, targets).loss.item())
     for p in trained.parameters():
         p.grad = None
         p.requires_grad_(True)

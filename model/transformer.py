@@ -201,14 +201,15 @@ class Attention(nn.Module):
             group = cfg.n_heads // cfg.n_kv_heads
             k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
 
-        # query at position start + i sees keys 0 .. start + i
-        future = torch.ones(T, start + T, dtype=torch.bool, device=x.device).triu(start + 1)
-        if wants(p + "hook_scores") or wants(p + "hook_scores_masked") or wants(p + "hook_pattern"):
+        explicit = wants(p + "hook_scores") or wants(p + "hook_scores_masked") or wants(p + "hook_pattern")
+        if explicit or start > 0:  # query at position start + i sees keys 0 .. start + i
+            future = torch.ones(T, start + T, dtype=torch.bool, device=x.device).triu(start + 1)
+        if explicit:
             scores = hook(p + "hook_scores", q @ k.transpose(-1, -2) / math.sqrt(cfg.d_head))
             masked = hook(p + "hook_scores_masked", scores.masked_fill(future, float("-inf")))
             pattern = hook(p + "hook_pattern", masked.softmax(dim=-1))
             z = pattern @ v
-        elif start == 0:  # the fused kernel never materialises the pattern
+        elif start == 0:  # the fused kernel never materialises the pattern (nor the mask)
             z = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
             z = F.scaled_dot_product_attention(q, k, v, attn_mask=~future)

@@ -34,16 +34,21 @@ def label(p) -> str:
     return f"{float(p):.3f}" if float(p) >= 0.001 else ""
 
 
-def before_after_chart(before, after, pieces: list[str], title: str, n: int = 15) -> go.Figure:
-    """The n tokens most likely under either distribution, bars side by side."""
-    order = sorted(range(len(before)), key=lambda i: -max(float(before[i]), float(after[i])))[:n]
-    labels = [repr(pieces[i])[1:-1] or "∅" for i in order]
-    fig = go.Figure([
-        go.Bar(name="model (softmax of the logits)", x=labels, y=[float(before[i]) for i in order],
-               marker_color="#9db4d0", text=[label(before[i]) for i in order], textposition="outside"),
-        go.Bar(name="sampled from (after the settings)", x=labels, y=[float(after[i]) for i in order],
-               marker_color="#d9480f", text=[label(after[i]) for i in order], textposition="outside"),
-    ])
+def before_after_chart(before: list[dict], after: list[dict], title: str, n: int = 15) -> go.Figure:
+    """Bars side by side for the n tokens most likely under either distribution; ``before``
+    and ``after`` are ``top()`` lists (token, token_id, p)."""
+    p_before = {d["token_id"]: d["p"] for d in before}
+    p_after = {d["token_id"]: d["p"] for d in after}
+    text = {d["token_id"]: d["token"] for d in before + after}
+    order = sorted(text, key=lambda i: -max(p_before.get(i, 0.0), p_after.get(i, 0.0)))[:n]
+    labels = [repr(text[i])[1:-1] or "∅" for i in order]
+    bars = []
+    for name, probs, colour in (("model (softmax of the logits)", p_before, "#9db4d0"),
+                                ("sampled from (after the settings)", p_after, "#d9480f")):
+        y = [probs.get(i, 0.0) for i in order]
+        bars.append(go.Bar(name=name, x=labels, y=y, marker_color=colour, text=[label(v) for v in y],
+                           textposition="outside"))
+    fig = go.Figure(bars)
     fig.update_layout(title=title, barmode="group", height=360, margin=dict(t=50, b=10), yaxis_title="probability",
                       xaxis_title="candidate next token", legend=dict(orientation="h", y=1.12, x=0))
     return fig
@@ -109,7 +114,8 @@ try:
 except GlassboxError as exc:
     st.error(str(exc))
     st.stop()
-st.plotly_chart(before_after_chart(before, after, loaded.tokenizer.pieces,
+pieces = loaded.tokenizer.pieces
+st.plotly_chart(before_after_chart(top(before, pieces, 15), top(after, pieces, 15),
                                    f"Next token after the prompt: {int((after > 0).sum())} of {len(after)} tokens "
                                    f"can be drawn"), key="next_token_chart")
 
@@ -148,16 +154,7 @@ if result:
     prefix = result["prompt"] + "".join(x["token"] for x in tokens[:step])
     left, right = st.columns([3, 2])
     with left:
-        pieces_before = {d["token_id"]: d["p"] for d in t["before"]}
-        pieces_after = {d["token_id"]: d["p"] for d in t["after"]}
-        ids = sorted(set(pieces_before) | set(pieces_after), key=lambda i: -max(pieces_before.get(i, 0),
-                                                                              pieces_after.get(i, 0)))[:15]
-        vocab = len(loaded.tokenizer.pieces)
-        dense_before = [0.0] * vocab
-        dense_after = [0.0] * vocab
-        for i in ids:
-            dense_before[i], dense_after[i] = pieces_before.get(i, 0.0), pieces_after.get(i, 0.0)
-        st.plotly_chart(before_after_chart(dense_before, dense_after, loaded.tokenizer.pieces,
+        st.plotly_chart(before_after_chart(t["before"], t["after"],
                                            f"Step {step + 1}: drew {t['token']!r} with p = {t['p']:.3f} "
                                            f"(model: {t['p_model']:.3f})"), key="step_chart")
         st.caption(f"Entropy {t['entropy_before']:.3f} nats before the settings, {t['entropy_after']:.3f} after.")
