@@ -48,6 +48,11 @@ def url_settings(defaults: dict, limits: dict | None = None, choices: dict | Non
     st.query_params.update({name: str(st.session_state[prefix + name]) for name in defaults})
 
 
+def bar_label(p: float) -> str:
+    """A probability bar's value, left off below 0.001 where it would only clutter."""
+    return f"{float(p):.3f}" if float(p) >= 0.001 else ""
+
+
 def pretty(label: str) -> str:
     """Article names for people: dL/dX(2) -> ∂L/∂X(2)."""
     return label.replace("dL/d", "∂L/∂")

@@ -69,9 +69,9 @@ def distributions(logits: torch.Tensor, sampling: Sampling) -> tuple[torch.Tenso
 
 
 def entropy(p: torch.Tensor) -> float:
-    """In nats; 0·log 0 = 0."""
+    """In nats; 0·log 0 = 0. (A one-hot distribution gives 0, not −0.)"""
     nonzero = p[p > 0]
-    return float(-(nonzero * nonzero.log()).sum())
+    return max(0.0, float(-(nonzero * nonzero.log()).sum()))
 
 
 @dataclass

@@ -4,7 +4,7 @@ all from the engine's trace."""
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.shared import shared_model, url_settings
+from app.shared import bar_label, shared_model, url_settings
 from model.checkpoint import NAMED_MODELS
 from model.errors import GlassboxError
 from model.trace import run_trace
@@ -42,7 +42,7 @@ with left:
     probs = trace["hook_probs"][-1].float().cpu().numpy()
     order = probs.argsort()[::-1][:20]
     fig = go.Figure(go.Bar(x=[loaded.tokenizer.pieces[i] for i in order], y=probs[order].tolist(),
-                           text=[f"{probs[i]:.3f}" for i in order], textposition="outside"))
+                           text=[bar_label(probs[i]) for i in order], textposition="outside"))
     fig.update_layout(xaxis_title=f"token after “{pieces[-1]}”", yaxis_title="probability (hook_probs)",
                       height=380, margin=dict(t=20))
     st.plotly_chart(fig, width="stretch")

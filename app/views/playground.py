@@ -9,7 +9,7 @@ import json
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.shared import shared_model, url_settings
+from app.shared import bar_label, shared_model, url_settings
 from model.errors import GlassboxError
 from model.sampling import Sampling, distributions, generate, kv_cache_bytes, next_token_logits, top
 from model.checkpoint import NAMED_MODELS
@@ -29,11 +29,6 @@ def sampling_from_state() -> Sampling:
                     top_p=float(s.top_p), seed=int(s.seed))
 
 
-def label(p) -> str:
-    """A bar's value, left off where it would only clutter (below 0.001)."""
-    return f"{float(p):.3f}" if float(p) >= 0.001 else ""
-
-
 def before_after_chart(before: list[dict], after: list[dict], title: str, n: int = 15) -> go.Figure:
     """Bars side by side for the n tokens most likely under either distribution; ``before``
     and ``after`` are ``top()`` lists (token, token_id, p)."""
@@ -46,7 +41,7 @@ def before_after_chart(before: list[dict], after: list[dict], title: str, n: int
     for name, probs, colour in (("model (softmax of the logits)", p_before, "#9db4d0"),
                                 ("sampled from (after the settings)", p_after, "#d9480f")):
         y = [probs.get(i, 0.0) for i in order]
-        bars.append(go.Bar(name=name, x=labels, y=y, marker_color=colour, text=[label(v) for v in y],
+        bars.append(go.Bar(name=name, x=labels, y=y, marker_color=colour, text=[bar_label(v) for v in y],
                            textposition="outside"))
     fig = go.Figure(bars)
     fig.update_layout(title=title, barmode="group", height=360, margin=dict(t=50, b=10), yaxis_title="probability",
