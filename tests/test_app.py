@@ -95,27 +95,6 @@ def test_train_it_live_then_step_through_the_trained_weights():
     assert float(probs["data"][0]["text"][0][5]) == pytest.approx(p_mat, abs=6e-4)  # shown to 3 decimals
 
 
-def test_explore_shows_the_models_own_numbers():
-    at = start("views/explore.py", model="worked-example")
-    tokens = at.dataframe[0].value
-    assert [tokens[f"position {i}"][0] for i in range(5)] == ["the", "cat", "sat", "on", "the"]
-    bars, heatmap = charts(at)
-    loaded = load("worked-example")
-    probs = run_trace(loaded.model, loaded.encode("the cat sat on the"), names=["hook_probs"])["hook_probs"][-1]
-    shown = dict(zip(bars["data"][0]["x"], bars["data"][0]["y"]))
-    # bar heights are the model's probabilities (sent to the browser as float32)
-    assert shown["mat"] == pytest.approx(probs[5].item(), rel=1e-6)
-
-
-def test_explore_bad_prompt_gives_a_message_and_keeps_the_text():
-    at = start("views/explore.py", model="worked-example")
-    at.text_input[0].set_value("the cow sat")
-    at.button[0].click().run()
-    assert not at.exception
-    assert "Unknown word" in at.error[0].value
-    assert at.text_input[0].value == "the cow sat"  # nothing the user typed is lost
-
-
 def test_playground_shows_what_the_sliders_do_and_generates():
     at = start("views/playground.py", prompt="Tom had")
     (chart,) = [c for c in charts(at) if "Next token" in c["layout"]["title"]["text"]]
@@ -150,9 +129,3 @@ def test_playground_bad_settings_from_the_url_fall_back_and_bad_prompts_say_why(
     at.session_state["model"] = "worked-example"
     at.text_area(key="prompt").set_value("the cow").run()
     assert not at.exception and "Unknown word" in at.error[0].value
-
-
-def test_explore_opens_a_prompt_from_the_url_on_the_default_model():
-    at = start("views/explore.py", model="default", prompt="Lily had a big")
-    tokens = at.dataframe[0].value
-    assert "".join(tokens[c][0] for c in tokens if c.startswith("position")) == "Lily had a big"  # BPE pieces

@@ -138,3 +138,32 @@ def test_playground_types_a_prompt_moves_the_temperature_and_generates(app_url, 
     expect(page.get_by_text("KV cache size as generation goes on").first).to_be_attached()
     assert page.locator("[data-testid='stPlotlyChart']").count() >= 3
     assert page.locator("[data-testid='stException']").count() == 0
+
+
+EXPLORER_CHARTS = {"Overview": "Parameters per part", "Tokens & embeddings": "PCA of embed.W_E",
+                   "Attention": "Every head's pattern", "LayerNorm": "Per position", "FFN": "Fraction of neurons active",
+                   "Residual stream": "Top token after each block", "Backward": "Input saliency"}
+
+
+def test_explorer_opens_every_view_and_a_click_opens_a_head(app_url, page):
+    page.goto(app_url + "/explore?model=default&prompt=the+cat+sat+on+the+mat")
+    settled(page)
+    for view, title in EXPLORER_CHARTS.items():
+        page.get_by_role("radio", name=view, exact=True).click()
+        settled(page)
+        expect(page.locator(".gtitle", has_text=title).first).to_be_visible(timeout=60_000)
+        assert f"view={view.replace(' ', '+').replace('&', '%26')}" in page.url
+        assert page.locator("[data-testid='stException']").count() == 0, view
+    page.get_by_role("radio", name="Export", exact=True).click()
+    settled(page)
+    expect(page.get_by_role("button", name="Download the trace as .npz")).to_be_visible()
+
+    page.get_by_role("radio", name="Attention", exact=True).click()
+    settled(page)
+    expect(page.get_by_role("heading", name="Block 0, head 0")).to_be_visible(timeout=30_000)
+    grid = page.locator("[data-testid='stPlotlyChart']").first.locator(".nsewdrag").first.bounding_box()
+    # 4 blocks × 4 heads: the panel of block 2, head 3
+    page.mouse.click(grid["x"] + grid["width"] * 3.5 / 4, grid["y"] + grid["height"] * 2.5 / 4)
+    settled(page)
+    expect(page.get_by_role("heading", name="Block 2, head 3")).to_be_visible(timeout=30_000)
+    assert "layer=2" in page.url and "head=3" in page.url

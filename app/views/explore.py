@@ -1,63 +1,85 @@
-"""Explore a prompt: its tokens, the next-token distribution and the attention patterns,
-all from the engine's trace."""
+"""Explore a prompt: any prompt on any loaded model, every tensor of the forward pass and every
+gradient of the backward pass, one view at a time (app/explore/, one file per view)."""
 
-import plotly.graph_objects as go
 import streamlit as st
 
-from app.shared import bar_label, shared_model, url_settings
+from app.explore import VIEWS
+from app.explore.common import Explorer, pipeline
+from app.shared import shared_model, url_settings
 from model.checkpoint import NAMED_MODELS
 from model.errors import GlassboxError
-from model.trace import run_trace
+from model.trace import Target
 
-url_settings({"model": "default", "prompt": "the cat sat on the"}, choices={"model": list(NAMED_MODELS)},
-             prefix="explore_")
+LOCAL = "a local directory…"
+
+url_settings({"model": "default", "prompt": "the cat sat on the", "view": "Overview", "target": "",
+              "target_pos": -1}, choices={"view": list(VIEWS)}, prefix="explore_")
 st.title("Explore a prompt")
-st.caption("Every number below is computed by the model at hand, from its own captured tensors.")
+st.caption("Every number below is the model's own: one trace of this prompt, forward and backward, cached "
+           "per (model, prompt, target).")
 
-st.selectbox("Model", list(NAMED_MODELS), key="explore_model")
-loaded = shared_model(st.session_state.explore_model)
-st.info(f"Model: **{loaded.name}**, {loaded.about.get('source', '')}.")
-with st.form("prompt_form"):
-    prompt = st.text_input("Prompt", key="explore_prompt",
-                           help=f"Words this model knows: {', '.join(loaded.tokenizer.pieces)}"
-                           if loaded.tokenizer.word_level else "Any text: byte-level BPE")
-    st.form_submit_button("Run")
-
+# The model: a bundled one by name, or a directory (Glassbox's format or a GPT-2 checkpoint).
+if "explore_model_choice" not in st.session_state:
+    named = st.session_state.explore_model in NAMED_MODELS
+    st.session_state.explore_model_choice = st.session_state.explore_model if named else LOCAL
+    st.session_state.explore_model_dir = "" if named else st.session_state.explore_model
+left, right = st.columns([1, 3])
+choice = left.selectbox("Model", list(NAMED_MODELS) + [LOCAL], key="explore_model_choice", persist_state="session")
+if choice == LOCAL:
+    right.text_input("Model directory", key="explore_model_dir", persist_state="session", placeholder="/path/to/gpt2 (config.json + model.safetensors)",
+                     help="A Glassbox checkpoint or a Hugging Face GPT-2 directory, read offline.")
+    st.session_state.explore_model = st.session_state.explore_model_dir.strip()
+    if not st.session_state.explore_model:
+        st.info("Give the path of a model directory.")
+        st.stop()
+else:
+    st.session_state.explore_model = choice
+st.query_params["model"] = st.session_state.explore_model
 try:
-    tokens = loaded.encode(prompt)
-    trace = run_trace(loaded.model, tokens, names=["*hook_pattern", "hook_probs"])
+    loaded = shared_model(st.session_state.explore_model)
 except GlassboxError as exc:
     st.error(str(exc))
     st.stop()
+cfg = loaded.cfg
 
-pieces = [loaded.tokenizer.pieces[t] for t in tokens]
-labels = [f"{i}:{p}" for i, p in enumerate(pieces)]
-st.subheader("Tokens")
-st.dataframe({"": ["token", "id"], **{f"position {i}": [p, str(t)] for i, (p, t) in enumerate(zip(pieces, tokens))}},
-             hide_index=True)
+with st.form("explore_prompt_form"):
+    st.text_area("Prompt", key="explore_prompt", persist_state="session", height=68,
+                 help=f"Words this model knows: {', '.join(loaded.tokenizer.pieces)}" if loaded.tokenizer.word_level
+                 else f"Any text, up to {cfg.n_ctx} tokens (byte-level BPE)")
+    st.form_submit_button("Run")
+try:
+    tokens = loaded.encode(st.session_state.explore_prompt)
+    if len(tokens) > cfg.n_ctx:
+        raise GlassboxError(f"The prompt is {len(tokens)} tokens; this model's context is {cfg.n_ctx} tokens.")
+except GlassboxError as exc:
+    st.error(str(exc))
+    st.stop()
+if not 0 <= st.session_state.explore_target_pos < len(tokens):  # -1 (the default): the last position
+    st.session_state.explore_target_pos = len(tokens) - 1
+target = None
+if st.session_state.explore_target:  # a chosen token at a chosen position; else the mean next-token loss
+    position = st.session_state.explore_target_pos
+    try:
+        target = Target(loaded.tokenizer.token_id(st.session_state.explore_target), position)
+    except GlassboxError as exc:
+        st.error(f"Target: {exc}. The backward pass uses the mean next-token loss until it is fixed.")
+ctx = Explorer(st.session_state.explore_model, loaded, tokens, target)
 
-left, right = st.columns(2)
-with left:
-    st.subheader("Next-token distribution")
-    probs = trace["hook_probs"][-1].float().cpu().numpy()
-    order = probs.argsort()[::-1][:20]
-    fig = go.Figure(go.Bar(x=[loaded.tokenizer.pieces[i] for i in order], y=probs[order].tolist(),
-                           text=[bar_label(probs[i]) for i in order], textposition="outside"))
-    fig.update_layout(xaxis_title=f"token after “{pieces[-1]}”", yaxis_title="probability (hook_probs)",
-                      height=380, margin=dict(t=20))
-    st.plotly_chart(fig, width="stretch")
-with right:
-    st.subheader("Attention pattern")
-    n_layers, n_heads = loaded.cfg.n_layers, loaded.cfg.n_heads
-    c1, c2 = st.columns(2)
-    layer = c1.selectbox("Block", range(n_layers))
-    head = c2.selectbox("Head", range(n_heads))
-    name = f"blocks.{layer}.attn.hook_pattern"
-    pattern = trace[name][head].float().cpu().numpy()
-    fig = go.Figure(go.Heatmap(z=pattern, x=labels, y=labels, colorscale="Blues", zmin=0, zmax=1,
-                               text=[[f"{v:.3f}" for v in row] for row in pattern], texttemplate="%{text}",
-                               colorbar=dict(title="weight")))
-    fig.update_layout(xaxis_title="key (attended-to token)", yaxis_title="query token", yaxis_autorange="reversed",
-                      height=380, margin=dict(t=20))
-    st.plotly_chart(fig, width="stretch")
-    st.caption(f"`{name}`, head {head}: each row sums to 1; above the diagonal (the future) is exactly 0.")
+# Per-prompt choices, kept in the URL, clamped to this model and prompt.
+url_settings({"layer": 0, "head": 0, "pos": len(tokens) - 1, "key_pos": 0}, prefix="explore_")
+for key, high in (("layer", cfg.n_layers - 1), ("head", cfg.n_heads - 1), ("pos", len(tokens) - 1),
+                  ("key_pos", len(tokens) - 1)):
+    st.session_state["explore_" + key] = min(max(int(st.session_state["explore_" + key]), 0), high)
+
+st.caption(f"**{loaded.name}** · {cfg.n_layers} blocks × {cfg.n_heads} heads, d_model {cfg.d_model}, "
+           f"vocabulary {cfg.vocab_size:,}, context {cfg.n_ctx} · this prompt: {len(tokens)} tokens")
+view = st.segmented_control("View", list(VIEWS), key="explore_view", persist_state="session", required=True)
+module = VIEWS[view]
+pipeline(ctx, module.lit(ctx))
+try:
+    module.render(ctx)
+except GlassboxError as exc:
+    st.error(str(exc))
+# written last so the URL holds what the widgets hold after this run
+st.query_params.update({k: str(st.session_state["explore_" + k])
+                        for k in ("view", "prompt", "target", "target_pos", "layer", "head", "pos", "key_pos")})

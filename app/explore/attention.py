@@ -1,0 +1,156 @@
+"""Attention: every head of every block at a glance, then one head in full: scores before and
+after the mask, the pattern, one query·key dot product written out, the values and the head's
+contribution after W_O, and where a chosen token looks, as lines."""
+
+from functools import partial
+
+import numpy as np
+import plotly.graph_objects as go
+import streamlit as st
+
+from app.explore.common import Explorer, array, choose_head, choose_layer, choose_position, heatmap
+from model.analysis import attention_needs, attention_pair, kv_head, tile
+
+GRID_CELL = 40
+
+
+def signed(v: float) -> str:
+    return f"{v:.3g}" if v >= 0 else f"({v:.3g})"  # each head's pattern in the overview is at most this many cells square
+
+
+def lit(ctx: Explorer) -> set[str]:
+    return {f"blocks.{st.session_state.explore_layer}.attn"}
+
+
+def select_head(chart_key: str, cell: int) -> None:
+    """A click on the overview opens that head (before the rerun that draws it)."""
+    points = st.session_state[chart_key].selection.points
+    if points:
+        st.session_state.explore_layer = int(points[0]["y"]) // (cell + 1)
+        st.session_state.explore_head = int(points[0]["x"]) // (cell + 1)
+
+
+def overview(ctx: Explorer, trace) -> None:
+    cfg, T = ctx.cfg, len(ctx.tokens)
+    cell = min(T, GRID_CELL)
+    panels = [[array(trace[f"blocks.{l}.attn.hook_pattern"][h]) for h in range(cfg.n_heads)] for l in range(cfg.n_layers)]
+    grid = tile(panels, cell)
+    centres = [i * (cell + 1) + (cell - 1) / 2 for i in range(max(cfg.n_layers, cfg.n_heads))]
+    fig = go.Figure(go.Heatmap(z=grid, colorscale="Blues", zmin=0, zmax=float(np.nanmax(grid)) or 1, hoverinfo="skip",
+                               colorbar=dict(title="weight", thickness=10)))
+    ll, hh = np.meshgrid(range(cfg.n_layers), range(cfg.n_heads), indexing="ij")
+    fig.add_trace(go.Scatter(  # one invisible square per head: what a click lands on
+        x=[centres[h] for h in hh.ravel()], y=[centres[l] for l in ll.ravel()], mode="markers",
+        marker=dict(symbol="square", size=max(12, min(60, 640 // max(cfg.n_heads, cfg.n_layers))), opacity=0),
+        customdata=np.stack([ll.ravel(), hh.ravel()], 1),
+        hovertemplate="block %{customdata[0]}, head %{customdata[1]}: click to open<extra></extra>", showlegend=False))
+    layer, head = st.session_state.explore_layer, st.session_state.explore_head
+    fig.add_shape(type="rect", x0=head * (cell + 1) - .5, x1=head * (cell + 1) + cell - .5, y0=layer * (cell + 1) - .5,
+                  y1=layer * (cell + 1) + cell - .5, line=dict(color="#f2a900", width=3))
+    size = min(900, 80 + 70 * cfg.n_heads)
+    fig.update_layout(
+        title=dict(text=f"<b>Every head's pattern</b> blocks.*.attn.hook_pattern, {cfg.n_layers} blocks × {cfg.n_heads} heads"
+                        + ("" if cell == T else f" (each {T}×{T} shown as {cell}×{cell} block means)"), font=dict(size=13), x=0),
+        width=size, height=min(900, 80 + 70 * cfg.n_layers) if cfg.n_layers > 1 else 180, margin=dict(l=10, r=10, t=50, b=10),
+        xaxis=dict(tickvals=centres[:cfg.n_heads], ticktext=[f"head {h}" for h in range(cfg.n_heads)], showgrid=False,
+                   zeroline=False, fixedrange=True, constrain="domain"),
+        yaxis=dict(tickvals=centres[:cfg.n_layers], ticktext=[f"block {l}" for l in range(cfg.n_layers)], autorange="reversed",
+                   showgrid=False, zeroline=False, fixedrange=True, scaleanchor="x", constrain="domain"),
+        plot_bgcolor="white", dragmode=False, clickmode="event+select")
+    st.plotly_chart(fig, key="attn:grid", on_select=partial(select_head, "attn:grid", cell), selection_mode="points")
+
+
+def lines(ctx: Explorer, pattern: np.ndarray, query: int) -> go.Figure:
+    """Where the query token looks: every token in two columns, the query on the left, a line to
+    each key it may see, as thick and dark as its weight (under 1% left out on long prompts)."""
+    weights = pattern[query, : query + 1]
+    keys = [j for j in range(query + 1) if weights[j] >= 0.01 or query < 40]
+    shown = range(min(keys + [query]), query + 1)
+    top = float(weights.max()) or 1.0
+    fig = go.Figure()
+    for j in keys:
+        fig.add_trace(go.Scatter(x=[0, 1], y=[query, j], mode="lines", showlegend=False, hoverinfo="text",
+                                 line=dict(width=1 + 9 * weights[j] / top, color="#1f6feb"),
+                                 opacity=float(0.1 + 0.9 * weights[j] / top),
+                                 text=f"{ctx.labels[query]} → {ctx.labels[j]}: {weights[j]:.4f}"))
+    fig.add_trace(go.Scatter(x=[0] * len(shown), y=list(shown), mode="text", textposition="middle left", showlegend=False,
+                             text=[f"<b>{ctx.labels[i]}</b>" if i == query else ctx.labels[i] for i in shown],
+                             textfont=dict(color=["#000" if i == query else "#aaa" for i in shown]), hoverinfo="skip"))
+    fig.add_trace(go.Scatter(x=[1] * len(shown), y=list(shown), mode="text", textposition="middle right", showlegend=False,
+                             text=[f"{ctx.labels[j]}  <b>{pattern[query, j]:.3f}</b>" if j in keys else ctx.labels[j] for j in shown],
+                             textfont=dict(color=["#000" if j in keys else "#aaa" for j in shown]), hoverinfo="skip"))
+    fig.update_layout(title=dict(text=f"<b>Where {ctx.labels[query]!r} looks</b>: row {query} of the pattern, as lines "
+                                      "(query on the left, keys and weights on the right)", font=dict(size=13), x=0),
+                      height=max(220, 70 + 20 * len(shown)), width=700, margin=dict(l=10, r=10, t=40, b=10),
+                      xaxis=dict(visible=False, range=[-0.9, 1.9]), yaxis=dict(visible=False, autorange="reversed"),
+                      plot_bgcolor="white")
+    return fig
+
+
+def render(ctx: Explorer) -> None:
+    cfg = ctx.cfg
+    trace = ctx.trace(attention_needs(st.session_state.explore_layer))
+    overview(ctx, trace)
+    c1, c2, c3, c4 = st.columns(4)
+    with c1:
+        layer = choose_layer(ctx)
+    with c2:
+        head = choose_head(ctx)
+    with c3:
+        query = choose_position(ctx, "Query position", "explore_pos")
+    with c4:
+        key = choose_position(ctx, "Key position", "explore_key_pos")
+    trace = ctx.trace(attention_needs(layer))  # the chosen block's tensors (already there unless memory is tight)
+    p = f"blocks.{layer}.attn."
+    L = ctx.labels
+    st.subheader(f"Block {layer}, head {head}")
+    a, b, c = st.columns(3)
+    with a:
+        heatmap(array(trace[p + "hook_scores"][head]), L, L, "Scores q·k/√d_head", p + "hook_scores",
+                row_title="query", col_title="key", zoom_key="attn:scores", marks=[(query, key)], text_max=8)
+    with b:
+        heatmap(array(trace[p + "hook_scores_masked"][head]), L, L, "After the causal mask (blank: −∞)",
+                p + "hook_scores_masked", row_title="query", col_title="key", zoom_key="attn:masked", marks=[(query, key)],
+                text_max=8)
+    with c:
+        heatmap(array(trace[p + "hook_pattern"][head]), L, L, "Pattern: softmax of each row", p + "hook_pattern",
+                row_title="query", col_title="key", sequential=True, zoom_key="attn:pattern", marks=[(query, key)],
+                text_max=8)
+
+    pair = attention_pair(trace, cfg, layer, head, query, key)
+    q_name = "hook_rot_q" if cfg.positional == "rope" else "hook_q"
+    k_name = "hook_rot_k" if cfg.positional == "rope" else "hook_k"
+    st.markdown(f"**{L[query]!r} asks, {L[key]!r} answers.** The score is the dot product of the query and key "
+                f"vectors divided by √{cfg.d_head} = {pair.scale:.4g}"
+                + (" (both rotated by RoPE for their positions)" if cfg.positional == "rope" else "")
+                + (f"; key/value head {kv_head(cfg, head)} is shared by a group of query heads" if cfg.n_kv_heads != cfg.n_heads else "")
+                + ".")
+    shown = min(len(pair.q), 5)
+    terms = " + ".join(rf"{signed(qv)}\cdot{signed(kv)}" for qv, kv in zip(pair.q[:shown], pair.k[:shown]))
+    more = rf" + \dots\ ({len(pair.q) - shown}\text{{ more terms}})" if len(pair.q) > shown else ""
+    st.latex(rf"q_{{{query}}}\cdot k_{{{key}}} = {terms}{more} = {pair.products.sum():.6g}")
+    st.latex(rf"\text{{score}} = \frac{{q_{{{query}}}\cdot k_{{{key}}}}}{{\sqrt{{{cfg.d_head}}}}} = "
+             rf"\frac{{{pair.products.sum():.6g}}}{{{pair.scale:.4g}}} = {pair.score:.6g}")
+    pattern = array(trace[p + "hook_pattern"][head])
+    st.caption(f"Recorded in {p}hook_scores: {pair.recorded:.6g} (recomputed above in float64). "
+               + (f"Key {key} is after query {query}: the mask sets it to −∞ and its weight is exactly 0."
+                  if key > query else f"After the mask and the softmax over row {query}: weight {pattern[query, key]:.6g}."))
+    products = np.stack([pair.q, pair.k, pair.products])
+    heatmap(products, [f"q ({q_name})", f"k ({k_name})", "q·k per dimension"], None, "The dot product, dimension by dimension",
+            f"{p}{q_name}[{head}, {query}] · {p}{k_name}[{kv_head(cfg, head)}, {key}]", row_title="", col_title="d_head",
+            height=200)
+
+    a, b = st.columns(2)
+    with a:
+        heatmap(array(trace[p + q_name][head]), L, None, "Queries", p + q_name, col_title="d_head", zoom_key="attn:q")
+        heatmap(array(trace[p + "hook_v"][kv_head(cfg, head)]), L, None, "Values", p + "hook_v", col_title="d_head",
+                zoom_key="attn:v")
+    with b:
+        heatmap(array(trace[p + k_name][kv_head(cfg, head)]), L, None, "Keys", p + k_name, col_title="d_head", zoom_key="attn:k")
+        heatmap(array(trace[p + "hook_z"][head]), L, None, "Weighted values z = pattern · v", p + "hook_z", col_title="d_head",
+                zoom_key="attn:z")
+    heatmap(array(trace[p + "hook_result"][head]), L, None, f"Head {head}'s contribution after W_O (z · W_O[{head}])",
+            p + "hook_result", col_title="d_model", zoom_key="attn:result")
+    st.caption(f"Summed over the {cfg.n_heads} heads{' plus b_O' if cfg.attn_bias else ''}, these are blocks.{layer}.hook_attn_out, "
+               "which is added to the residual stream.")
+    st.plotly_chart(lines(ctx, pattern, query), width="stretch")

@@ -1,0 +1,165 @@
+"""Backward: the gradient of a chosen loss with respect to every tensor and every weight, stepped
+through from the loss to the embeddings, with the residual highway, dead neurons and input
+saliency made visible."""
+
+import numpy as np
+import plotly.graph_objects as go
+import streamlit as st
+import torch
+
+from app.explore.common import Explorer, array, bar_chart, choose_head, choose_layer, heatmap
+from model.analysis import (Needs, backward_steps, dead_neurons, dims, gradient_norms, recomputed_weight_gradient,
+                            residual_points, saliency, weight_gradient_product)
+from model.trace import GRAD
+
+LM_LOSS, ONE_TOKEN = "mean next-token loss", "one token at one position"
+
+
+def lit(ctx: Explorer) -> set[str]:
+    steps = {s.key: s.part for s in backward_steps(ctx.model)}
+    return {steps.get(st.session_state.get("explore_bstep"), "head")}
+
+
+def target_controls(ctx: Explorer) -> None:
+    T = len(ctx.tokens)
+    following = ctx.pieces[st.session_state.explore_target_pos + 1] if st.session_state.explore_target_pos + 1 < T else ctx.pieces[-1]
+
+    def switch() -> None:
+        st.session_state.explore_target = following if st.session_state.explore_target_mode == ONE_TOKEN else ""
+
+    st.session_state.explore_target_mode = ONE_TOKEN if st.session_state.explore_target else LM_LOSS
+    a, b, c = st.columns([2, 2, 2])
+    mode = a.radio("Loss to differentiate", [LM_LOSS, ONE_TOKEN], key="explore_target_mode", persist_state="session", on_change=switch,
+                   help="The mean cross-entropy of every next token of the prompt, or −log p(token) at one position")
+    if mode == ONE_TOKEN:
+        b.text_input("Target token", key="explore_target", persist_state="session", help="One token of this vocabulary (e.g. ' mat' with its space)")
+        c.selectbox("at position", range(T), key="explore_target_pos", persist_state="session", format_func=lambda i: f"{ctx.labels[i]} (predicting the next)")
+
+
+def needs(ctx: Explorer, step_names: tuple[str, ...], weights: tuple[str, ...], layer: int, weight: str) -> Needs:
+    """The gradients this view draws, by name (used only when a full trace would not fit)."""
+    names = [n.removeprefix(GRAD) for n in step_names] + [n for _, n in residual_points(ctx.cfg)] + ["hook_embed"]
+    names += [f"blocks.{layer}.mlp.*", f"blocks.{layer}.mlp.W_in", f"blocks.{layer}.mlp.W_gate", weight, *weights]
+    for w in (*weights, weight):
+        names += list(weight_gradient_product(ctx.cfg, w) or ())
+    return Needs(tuple(dict.fromkeys(names)), backward=True)
+
+
+def grad_grid(ctx: Explorer, name: str, tensor: torch.Tensor, head: int):
+    """A gradient as (values, rows, columns, row title, column title, what was selected)."""
+    axes = dims(name, ctx.cfg)
+    values, note = tensor, ""
+    if axes[0] == "head":
+        h = head if head < tensor.shape[0] else head // (ctx.cfg.n_heads // tensor.shape[0])
+        values, axes, note = tensor[h], axes[1:], f"[{h}]"
+    if values.dim() == 1:
+        values, axes = values[None], ("",) + axes
+    rows = ctx.labels if axes[0] in ("position", "query") else [str(i) for i in range(values.shape[0])]
+    cols = ctx.labels if axes[1] == "key" else None
+    if axes == ("vocab", "d_model"):  # W_E: the prompt's tokens' rows (the tied head adds to all rows)
+        values, rows, note = values[ctx.tokens], ctx.labels, "[prompt tokens]"
+        axes = ("token (its row)", axes[1])
+    if axes == ("position", "d_model") and values.shape[0] > len(ctx.tokens):  # W_pos: the rows used
+        values, rows, note = values[: len(ctx.tokens)], ctx.labels, "[0:T]"
+    if axes == ("d_model", "vocab"):
+        values, cols, note = values[:, ctx.tokens], ctx.labels, "[:, prompt tokens]"
+    return array(values), rows, cols, axes[0], axes[1], note
+
+
+def step_through(ctx: Explorer, trace, steps, head: int) -> None:
+    keys = [s.key for s in steps]
+    if st.session_state.get("explore_bstep") not in keys:
+        st.session_state.explore_bstep = keys[0]
+
+    def move(offset: int) -> None:
+        i = keys.index(st.session_state.explore_bstep)
+        st.session_state.explore_bstep = keys[min(max(i + offset, 0), len(keys) - 1)]
+
+    index = keys.index(st.session_state.explore_bstep)
+    left, middle, right = st.columns([1, 5, 1], vertical_alignment="bottom")
+    left.button("◀ Back", on_click=move, args=(-1,), disabled=index == 0, width="stretch", key="bstep_prev")
+    middle.selectbox("Backward step", keys, key="explore_bstep", persist_state="session",
+                     format_func=lambda k: f"{keys.index(k) + 1}/{len(keys)} · {steps[keys.index(k)].title}")
+    right.button("Next ▶", on_click=move, args=(1,), disabled=index == len(keys) - 1, width="stretch", type="primary",
+                 key="bstep_next")
+    step = steps[keys.index(st.session_state.explore_bstep)]
+    st.markdown(f"**{step.title}.** {step.sentence}")
+    for name in step.names:
+        if name not in trace.grads:
+            st.caption(f"{name}: not on this loss's path (no gradient).")
+            continue
+        values, rows, cols, row_title, col_title, note = grad_grid(ctx, name, trace[name], head)
+        heatmap(values, rows, cols, "∂L/∂" + name.removeprefix(GRAD).split(".")[-1] + note, name + note,
+                row_title=row_title, col_title=col_title, zoom_key="bw:" + name)
+    for weight in step.weights:
+        values, rows, cols, row_title, col_title, note = grad_grid(ctx, GRAD + weight, trace[GRAD + weight], head)
+        heatmap(values, rows, cols, "∂L/∂" + weight.split(".")[-1] + note, GRAD + weight + note, row_title=row_title,
+                col_title=col_title, zoom_key="bw:" + weight)
+        rebuilt = recomputed_weight_gradient(trace, ctx.cfg, weight)
+        if rebuilt is not None:
+            x, dy = weight_gradient_product(ctx.cfg, weight)
+            gap = float((rebuilt - trace[GRAD + weight].to(torch.float64)).abs().max())
+            st.caption(f"Check: Σ over positions of {x}ᵀ · ∂L/∂{dy} rebuilds this gradient from the trace; largest "
+                       f"difference from autograd's: {gap:.2g}.")
+
+
+def render(ctx: Explorer) -> None:
+    cfg = ctx.cfg
+    target_controls(ctx)
+    if not ctx.can_backward():
+        st.info("A one-token prompt has no next token to predict: choose a target token for the backward pass.")
+        return
+    steps = backward_steps(ctx.model)
+    step = next((s for s in steps if s.key == st.session_state.get("explore_bstep")), steps[0])
+    params = [n for n, _ in ctx.model.named_parameters()]
+    if st.session_state.get("explore_weight") not in params:
+        st.session_state.explore_weight = next(n for n in params if n.endswith(("W_in", "W_E")))
+    trace = ctx.trace(needs(ctx, step.names, step.weights, st.session_state.explore_layer, st.session_state.explore_weight))
+    st.markdown(f"**L = {trace.loss:.6g}**, the {trace.loss_description}. Every gradient below comes from one "
+                "torch.autograd.grad call on this trace; the shared model is left untouched.")
+
+    labels, norms = gradient_norms(trace, cfg)
+    a, b = st.columns([3, 2])
+    with a:
+        heatmap(norms, labels, ctx.labels, "‖∂L/∂residual stream‖ per position", "grad:blocks.i.hook_resid_post",
+                row_title="residual stream", col_title="token", sequential=True, zoom_key="bw:norms", text_max=8)
+    with b:
+        fig = go.Figure(go.Scatter(x=labels, y=np.linalg.norm(norms, axis=1), mode="lines+markers"))
+        fig.update_layout(title=dict(text="<b>The residual highway</b>: gradient norm, all positions", font=dict(size=13), x=0),
+                          height=320, margin=dict(l=10, r=10, t=40, b=10), yaxis=dict(title="‖∂L/∂x‖", rangemode="tozero"),
+                          xaxis=dict(title="from the embeddings to the last block", type="category"))
+        st.plotly_chart(fig, width="stretch")
+    st.caption("The skip connections pass the gradient down unchanged and each block adds its own share on top, so it "
+               "does not fade with depth. Where it jumps, a norm whose input has a small spread σ scaled it by about 1/σ.")
+
+    signed, size = saliency(trace)
+    fig = bar_chart(ctx.labels, signed, "<b>Input saliency</b>: gradient × input, ∂L/∂embedding · embedding per token",
+                    "gradient × input", text=[f"{v:.3g}" for v in signed])
+    fig.update_traces(name="gradient × input", selector=dict(type="bar"))
+    fig.add_trace(go.Scatter(x=ctx.labels, y=size, mode="markers", name="‖∂L/∂embedding‖", marker=dict(color="#d9480f")))
+    st.plotly_chart(fig, width="stretch")
+
+    st.subheader("Step through the backward pass")
+    head = choose_head(ctx)
+    step_through(ctx, trace, steps, head)
+
+    st.subheader("Dead neurons")
+    layer = choose_layer(ctx, "Block (dead neurons)")
+    dead = dead_neurons(trace, cfg, layer)
+    if cfg.activation == "relu" and not cfg.gated_mlp:
+        st.markdown(f"Block {layer}: **{len(dead.neurons)}** of {cfg.d_ff} neurons are off at every position of this "
+                    f"prompt; ReLU passes them no gradient, so their W_in columns get exactly zero (largest |∂L/∂W_in| "
+                    f"over them: {dead.weight_grad_max:g}). Over all positions {dead.off_fraction:.1%} of (position, "
+                    f"neuron) pairs are off and {dead.zero_grad_fraction:.1%} of ∂L/∂pre entries are exactly 0.")
+    else:
+        st.markdown(f"Block {layer} uses {cfg.activation}, which is never exactly flat: {len(dead.neurons)} neurons have "
+                    f"pre-activation ≤ 0 everywhere, yet still pass some gradient (largest |∂L/∂W_in| over them: "
+                    f"{dead.weight_grad_max:.3g}); {dead.zero_grad_fraction:.1%} of ∂L/∂pre entries are exactly 0.")
+    if len(dead.neurons):
+        st.caption("Dead here: " + ", ".join(map(str, dead.neurons[:60])) + (" …" if len(dead.neurons) > 60 else ""))
+
+    st.subheader("Any weight's gradient")
+    weight = st.selectbox("Weight", params, key="explore_weight", persist_state="session")
+    values, rows, cols, row_title, col_title, note = grad_grid(ctx, GRAD + weight, trace[GRAD + weight], head)
+    heatmap(values, rows, cols, "∂L/∂" + weight + note, GRAD + weight, row_title=row_title, col_title=col_title,
+            zoom_key="bw:weight")

@@ -1,0 +1,186 @@
+"""What every explorer view shares: the prompt in context, traces from one bounded cache, the
+block/head/position pickers, the pipeline strip and a heatmap that stays fast at 512 tokens."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import plotly.graph_objects as go
+import streamlit as st
+import torch
+
+from app.shared import DIVERGING
+from model.analysis import Needs, TraceCache, capture_plan, downsample, parts
+from model.checkpoint import LoadedModel
+from model.trace import Target, Trace, run_trace
+
+MAX_ROWS, MAX_COLS = 160, 256  # a heatmap larger than this is drawn as block means, with a zoom
+TEXT_CELLS = 24  # up to this many rows and columns, values are written in the cells
+
+
+@st.cache_resource
+def trace_cache() -> TraceCache:
+    """One cache for every session: a trace depends only on (model, prompt, target, capture)."""
+    return TraceCache()
+
+
+@dataclass
+class Explorer:
+    model_key: str
+    loaded: LoadedModel
+    tokens: list[int]
+    target: Target | None  # None: the mean next-token loss
+
+    @property
+    def model(self):
+        return self.loaded.model
+
+    @property
+    def cfg(self):
+        return self.loaded.cfg
+
+    @cached_property
+    def pieces(self) -> list[str]:
+        return [self.loaded.tokenizer.pieces[t] for t in self.tokens]
+
+    @cached_property
+    def labels(self) -> list[str]:
+        """Unique axis labels: position and piece (a piece can occur twice)."""
+        return [f"{i}:{p}" for i, p in enumerate(self.pieces)]
+
+    @cached_property
+    def vocab_pieces(self) -> list[str]:
+        """Every id's text; a model may have more rows than its tokenizer has tokens (#id)."""
+        pieces = self.loaded.tokenizer.pieces
+        return pieces + [f"#{i}" for i in range(len(pieces), self.cfg.vocab_size)]
+
+    def piece(self, token_id: int) -> str:
+        return self.vocab_pieces[token_id]
+
+    def can_backward(self) -> bool:
+        return self.target is not None or len(self.tokens) > 1
+
+    def trace(self, needs: Needs) -> Trace:
+        """Everything (forward and backward) when it fits in ~2 GB, else what ``needs`` names."""
+        names, backward = capture_plan(self.model, len(self.tokens), needs)
+        backward = backward and self.can_backward()
+        key = (self.model_key, tuple(self.tokens), self.target if backward else None, names, backward)
+        with st.spinner("Tracing the prompt…"):
+            return trace_cache().get(key, lambda: run_trace(self.model, self.tokens, names=names, backward=backward,
+                                                             target=self.target))
+
+
+def array(tensor: torch.Tensor) -> np.ndarray:
+    return tensor.detach().float().cpu().numpy()
+
+
+def choose_layer(ctx: Explorer, label: str = "Block") -> int:
+    return st.selectbox(label, range(ctx.cfg.n_layers), key="explore_layer", persist_state="session", format_func=lambda i: f"block {i}")
+
+
+def choose_head(ctx: Explorer) -> int:
+    return st.selectbox("Head", range(ctx.cfg.n_heads), key="explore_head", persist_state="session", format_func=lambda h: f"head {h}")
+
+
+def choose_position(ctx: Explorer, label: str = "Position", key: str = "explore_pos", help: str | None = None) -> int:
+    return st.selectbox(label, range(len(ctx.tokens)), key=key, persist_state="session", format_func=lambda i: ctx.labels[i], help=help)
+
+
+COMPACT_BLOCKS = 4  # deeper models draw each block as one box
+
+
+def pipeline(ctx: Explorer, lit: set[str] = frozenset()) -> None:
+    """The model's parts in forward order, with their parameter counts; ``lit`` parts filled."""
+    def box(label: str, count: int, on: bool, note: str = "") -> str:
+        style = "background:#1f6feb;color:white;font-weight:600" if on else ""
+        number = f"<span class='gb-count'>{count:,}</span>" if count else ""
+        return f"<span class='gb-box' style='{style}' title='{note}'>{label}{number}</span>"
+
+    blocks: dict[str, list] = {}
+    html = []
+    for part in parts(ctx.model):
+        if part.key.startswith("blocks."):
+            block = part.key.split(".")[1]
+            if block not in blocks:
+                blocks[block] = []
+                html.append(block)  # placeholder, filled below
+            blocks[block].append(part)
+        else:
+            html.append(box(part.label.split(" ")[-1] if part.key == "embed" else part.label, part.count, part.key in lit,
+                            part.note))
+    for block, members in blocks.items():
+        on = [p.key in lit for p in members]
+        if ctx.cfg.n_layers > COMPACT_BLOCKS:
+            inner = box(f"block {block}", sum(p.count for p in members), any(on))
+        else:
+            inner = (f"<span class='gb-block'><span class='gb-block-label'>block {block}</span>"
+                     + "".join(box(p.label.split(" ", 2)[-1], p.count, o) for p, o in zip(members, on)) + "</span>")
+        html[html.index(block)] = inner
+    st.html("<style>.gb-pipe{display:flex;flex-wrap:wrap;gap:4px;align-items:center;font-size:12px;font-family:sans-serif}"
+            ".gb-box{border:1px solid #bbb;border-radius:4px;padding:2px 6px;background:#f6f8fa}"
+            ".gb-count{font-size:10px;opacity:.75;margin-left:4px}"
+            ".gb-block{display:inline-flex;gap:3px;align-items:center;border:1px dashed #999;border-radius:6px;padding:2px 4px}"
+            ".gb-block-label{color:#666;font-size:11px;margin-right:2px}</style>"
+            f"<div class='gb-pipe'><b>tokens →</b>{''.join(html)}<b>→ softmax</b></div>")
+
+
+def _zoom(n: int, limit: int, label: str, key: str | None) -> tuple[int, int]:
+    if n <= limit or key is None:
+        return 0, n
+    low, high = st.slider(f"Zoom: {label} shown", 0, n, (0, n), key=key,
+                          help=f"Narrow to at most {limit} to see every exact value; wider ranges show block means.")
+    return low, max(high, low + 1)
+
+
+def heatmap(values: np.ndarray, rows: list[str], cols: list[str] | None, title: str, name: str, *,
+            row_title: str = "position", col_title: str = "", sequential: bool = False, zoom_key: str | None = None,
+            height: int | None = None, marks: list[tuple[int, int]] = (), text_max: int = TEXT_CELLS) -> None:
+    """A labelled heatmap of a 2-D array. Colour is centred at 0 (or 0..max for ``sequential``
+    quantities such as probabilities); −∞ (a masked score) is left blank. Small arrays (up to
+    ``text_max`` columns: less where the chart is narrow) have their values written in; large ones are drawn as block means, and ``zoom_key`` adds
+    sliders that narrow the rows and columns down to exact values."""
+    values = np.asarray(values, dtype=np.float64)
+    cols = cols if cols is not None else [str(i) for i in range(values.shape[1])]
+    r0, r1 = _zoom(values.shape[0], MAX_ROWS, row_title + " rows", zoom_key and zoom_key + ":rows")
+    c0, c1 = _zoom(values.shape[1], MAX_COLS, (col_title or "column") + " columns", zoom_key and zoom_key + ":cols")
+    values, rows, cols = values[r0:r1, c0:c1], rows[r0:r1], cols[c0:c1]
+    exact = values.shape[0] <= MAX_ROWS and values.shape[1] <= MAX_COLS
+    shown = np.where(np.isfinite(values), values, np.nan).astype(np.float32)
+    note = ""
+    if not exact:
+        shown, row_starts, col_starts = downsample(values, MAX_ROWS, MAX_COLS)
+        rows = [rows[i] + ("…" if j - i > 1 else "") for i, j in zip(row_starts, list(row_starts[1:]) + [len(rows)])]
+        cols = [cols[i] + ("…" if j - i > 1 else "") for i, j in zip(col_starts, list(col_starts[1:]) + [len(cols)])]
+        note = f"  · <i>block means ({values.shape[0]}×{values.shape[1]} → {shown.shape[0]}×{shown.shape[1]}); zoom for exact values</i>"
+    finite = shown[np.isfinite(shown)]
+    top = float(np.abs(finite).max()) if finite.size else 1.0
+    trace = go.Heatmap(z=shown, x=cols, y=rows, colorscale="Blues" if sequential else DIVERGING,
+                       zmin=0 if sequential else -(top or 1), zmax=top or 1, xgap=1 if exact else 0, ygap=1 if exact else 0,
+                       hovertemplate=f"{row_title} %{{y}}<br>{col_title} %{{x}}<br>value %{{z:.6g}}<extra></extra>",
+                       colorbar=dict(thickness=10))
+    if exact and len(rows) <= TEXT_CELLS and len(cols) <= text_max:
+        trace.update(text=[["−∞" if v == -np.inf else f"{v:.3g}" for v in row] for row in values],
+                     texttemplate="%{text}", textfont=dict(size=10))
+    fig = go.Figure(trace)
+    for r, c in marks:
+        fig.add_shape(type="rect", x0=c - .5 - c0, x1=c + .5 - c0, y0=r - .5 - r0, y1=r + .5 - r0,
+                      line=dict(color="#f2a900", width=3))
+    n_rows = len(rows)
+    fig.update_layout(
+        title=dict(text=f"<b>{title}</b>  {values.shape[0]}×{values.shape[1]}{note}"
+                        f"<br><span style='font-size:11px;color:#666'>{name}</span>", font=dict(size=13), x=0),
+        height=height or min(140 + 22 * n_rows, 640), margin=dict(l=10, r=10, t=60, b=10),
+        xaxis=dict(title=col_title, type="category", tickfont=dict(size=10)),
+        yaxis=dict(title=row_title, type="category", autorange="reversed", tickfont=dict(size=10)),
+        plot_bgcolor="white")
+    st.plotly_chart(fig, width="stretch", key=None if zoom_key is None else zoom_key + ":chart")
+
+
+def bar_chart(x: list[str], y: np.ndarray, title: str, y_title: str, x_title: str = "token", height: int = 300,
+              text: list[str] | None = None) -> go.Figure:
+    fig = go.Figure(go.Bar(x=x, y=np.asarray(y, dtype=np.float64), text=text, textposition="outside"))
+    fig.update_layout(title=dict(text=title, font=dict(size=13), x=0), height=height, margin=dict(l=10, r=10, t=40, b=10),
+                      xaxis=dict(title=x_title, type="category"), yaxis=dict(title=y_title))
+    return fig

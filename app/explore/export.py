@@ -1,0 +1,41 @@
+"""Export: the whole trace as .npz, any one tensor as CSV, and the link that reopens this page."""
+
+from urllib.parse import urlencode
+
+import streamlit as st
+
+from app.explore.common import Explorer
+from model.analysis import Needs, capture_plan, dims, npz_bytes, to_csv, trace_names
+from model.trace import GRAD
+
+
+def lit(ctx: Explorer) -> set[str]:
+    return set()
+
+
+def render(ctx: Explorer) -> None:
+    names = trace_names(ctx.model)
+    if st.session_state.get("explore_tensor") not in names:
+        st.session_state.explore_tensor = "blocks.0.attn.hook_pattern"
+    name = st.selectbox("Tensor", names, key="explore_tensor", persist_state="session",
+                        help="Every captured activation, and with grad: its gradient or a weight's gradient")
+    full, _ = capture_plan(ctx.model, len(ctx.tokens), Needs(()))
+    needs = Needs((name.removeprefix(GRAD),), backward=name.startswith(GRAD))
+    trace = ctx.trace(needs)
+    if name not in trace.names():
+        st.info(f"{name} has no value for this prompt and loss (off the loss's path, or a one-token prompt).")
+        return
+    tensor = trace[name]
+    axes = dims(name, ctx.cfg)
+    st.markdown(f"`{name}`: shape {list(tensor.shape)} ({' × '.join(axes)}), {tensor.dtype}, {tensor.nbytes / 2**20:.2f} MiB")
+    slug = ctx.model_key.strip("/").replace("/", "_")
+    a, b = st.columns(2)
+    a.download_button(f"Download {name} as CSV", lambda: to_csv(tensor.cpu().numpy(), axes), file_name=f"{name}.csv",
+                      mime="text/csv", help="One row per cell: its index on every axis, then the value", on_click="ignore")
+    what = "every tensor and gradient" if full is None else "the tensors the open view captured (a full trace would pass 2 GiB)"
+    b.download_button("Download the trace as .npz", lambda: npz_bytes(trace), file_name=f"glassbox-{slug}.npz",
+                      mime="application/octet-stream", on_click="ignore",
+                      help=f"numpy.load gives {what} under the engine's names, plus 'tokens'")
+    st.subheader("This page's link")
+    st.caption("Model, prompt, target, view and the chosen block, head and positions are kept in the URL:")
+    st.code("/explore?" + urlencode(st.query_params.to_dict()), language=None)

@@ -1,0 +1,39 @@
+"""FFN (the MLP): every neuron's pre- and post-activation at every position, how many are
+active, and which neurons write most into the residual stream at a chosen position."""
+
+import pandas as pd
+import streamlit as st
+
+from app.explore.common import Explorer, array, bar_chart, choose_layer, choose_position, heatmap
+from model.analysis import Needs, active, top_neurons
+
+
+def lit(ctx: Explorer) -> set[str]:
+    return {f"blocks.{st.session_state.explore_layer}.mlp"}
+
+
+def render(ctx: Explorer) -> None:
+    cfg = ctx.cfg
+    left, right = st.columns(2)
+    with left:
+        layer = choose_layer(ctx)
+    with right:
+        position = choose_position(ctx)
+    p = f"blocks.{layer}.mlp."
+    trace = ctx.trace(Needs((p + "*", f"blocks.{layer}.ln2.hook_out")))
+    on = active(trace, cfg, layer)
+    rule = "output > 0" if cfg.activation == "relu" and not cfg.gated_mlp else "pre-activation > 0"
+    st.markdown(f"{cfg.d_ff:,} neurons: pre = x·W_in + b_in, post = {cfg.activation}(pre)"
+                + (" × (x·W_linear)" if cfg.gated_mlp else "") + f", then post·W_out adds back into the residual stream.")
+    fraction = on.double().mean(-1).cpu().numpy()
+    st.plotly_chart(bar_chart(ctx.labels, fraction, f"Fraction of neurons active ({rule})", "fraction",
+                              text=[f"{f:.0%}" for f in fraction]), width="stretch")
+    heatmap(array(trace[p + "hook_pre"]), ctx.labels, None, "Pre-activation", p + "hook_pre", col_title="neuron",
+            zoom_key="ffn:pre")
+    heatmap(array(trace[p + "hook_post"]), ctx.labels, None, f"Post-activation ({cfg.activation})", p + "hook_post",
+            col_title="neuron", zoom_key="ffn:post")
+    neurons = top_neurons(ctx.model, trace, layer, position, 12)
+    st.subheader(f"Top neurons at {ctx.labels[position]!r}")
+    st.caption("Ranked by how much they write into the residual stream: |post| × ‖W_out[neuron]‖.")
+    st.dataframe(pd.DataFrame([{"neuron": n.index, "pre": n.pre, "post": n.post, "|post|·‖W_out row‖": n.write}
+                               for n in neurons]), hide_index=True, width="stretch")

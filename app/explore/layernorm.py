@@ -1,0 +1,60 @@
+"""LayerNorm (or RMSNorm): per position the input's mean and spread, the normalised vector and
+the output after the learned scale and shift."""
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from app.explore.common import Explorer, array, heatmap
+from model.analysis import Needs, norm_prefixes, norm_summary
+
+
+def label(prefix: str) -> str:
+    if prefix == "ln_final.":
+        return "final norm (before the head)"
+    block, which = prefix.split(".")[1], prefix.split(".")[2]
+    return f"block {block} {which} (before {'attention' if which == 'ln1' else 'the MLP'})"
+
+
+def lit(ctx: Explorer) -> set[str]:
+    prefix = st.session_state.get("explore_norm", "blocks.0.ln1.")
+    return {"ln_final"} if prefix == "ln_final." else {".".join(prefix.split(".")[:2]) + ".norms"}
+
+
+def render(ctx: Explorer) -> None:
+    cfg = ctx.cfg
+    prefixes = dict(norm_prefixes(cfg))
+    if st.session_state.get("explore_norm") not in prefixes:
+        st.session_state.explore_norm = next(iter(prefixes))
+    prefix = st.selectbox("Norm", list(prefixes), key="explore_norm", persist_state="session", format_func=label)
+    source = prefixes[prefix]
+    trace = ctx.trace(Needs((prefix + "*", source)))
+    summary = norm_summary(trace, cfg, prefix, source)
+    module = ctx.model.ln_final if prefix == "ln_final." else getattr(ctx.model.blocks[int(prefix.split(".")[1])],
+                                                                      prefix.split(".")[2])
+    if cfg.norm == "layernorm":
+        st.latex(r"\mathrm{out} = \frac{x - \mu}{\sqrt{\sigma^2 + \varepsilon}} \odot \gamma + \beta,\quad "
+                 rf"\mu = \tfrac{{1}}{{{cfg.d_model}}}\textstyle\sum_i x_i,\ \sigma^2 = \tfrac{{1}}{{{cfg.d_model}}}\sum_i (x_i-\mu)^2,"
+                 rf"\ \varepsilon = {cfg.norm_eps:g}")
+    else:
+        st.latex(r"\mathrm{out} = \frac{x}{\sqrt{\tfrac{1}{d}\sum_i x_i^2 + \varepsilon}} \odot \gamma" + rf",\ \varepsilon = {cfg.norm_eps:g}")
+    fig = go.Figure()
+    for name in ("input mean", "input std") if cfg.norm == "layernorm" else ("input rms",):
+        fig.add_trace(go.Bar(x=ctx.labels, y=summary[name], name=name))
+    fig.update_layout(title=dict(text=f"<b>Per position</b> {prefix}hook_mean, hook_scale (input: {source})", font=dict(size=13), x=0),
+                      height=300, margin=dict(l=10, r=10, t=40, b=10), xaxis=dict(title="token", type="category"),
+                      barmode="group", legend=dict(orientation="h", y=1.12, x=1, xanchor="right"))
+    st.plotly_chart(fig, width="stretch")
+    table = pd.DataFrame(summary, index=ctx.labels)
+    st.dataframe(table.style.format("{:.6g}"), width="stretch", height=min(38 + 35 * len(table), 320))
+    st.caption("The input's mean and standard deviation are recomputed here from the input in float64; the recorded "
+               "scale is √(σ² + ε), so it sits just above the std. The normalised vector has mean 0 and std just under 1.")
+    heatmap(array(trace[source]), ctx.labels, None, "Input x", source, col_title="d_model", zoom_key="ln:in")
+    heatmap(array(trace[prefix + "hook_normalized"]), ctx.labels, None, "Normalised", prefix + "hook_normalized",
+            col_title="d_model", zoom_key="ln:norm")
+    weights = [array(module.w)[None]] + ([array(module.b)[None]] if module.b is not None else [])
+    heatmap(np.concatenate(weights), ["γ (scale)", "β (shift)"][: len(weights)], None, "Learned scale and shift",
+            prefix[:-1] + ".w, .b", row_title="", col_title="d_model", height=180)
+    heatmap(array(trace[prefix + "hook_out"]), ctx.labels, None, "Output", prefix + "hook_out", col_title="d_model",
+            zoom_key="ln:out")

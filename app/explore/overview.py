@@ -1,0 +1,48 @@
+"""Overview: the pipeline, what each part holds, and what this prompt's trace costs."""
+
+import pandas as pd
+import streamlit as st
+
+from app.explore.common import Explorer, bar_chart
+from app.shared import bar_label
+from model.analysis import Needs, full_trace_bytes, parts
+from model.sampling import top
+
+NEEDS = Needs(("hook_probs",))
+
+
+def lit(ctx: Explorer) -> set[str]:
+    return set()
+
+
+def render(ctx: Explorer) -> None:
+    cfg, model = ctx.cfg, ctx.model
+    all_parts = parts(model)
+    total = sum(p.count for p in all_parts)
+    st.markdown(f"**{total:,} parameters.** Tokens are looked up in the embedding, "
+                f"{'plus a positional row' if cfg.positional == 'table' else 'positions enter as RoPE rotations'}; "
+                f"then {cfg.n_layers} blocks each add attention ({cfg.n_heads} heads of {cfg.d_head}) and an MLP "
+                f"({cfg.d_ff} {cfg.activation} neurons) to the residual stream, each after a {cfg.norm}; "
+                f"{'a final ' + cfg.norm + ' and ' if cfg.final_norm else ''}the output head turn the last stream "
+                f"into {cfg.vocab_size:,} logits.")
+    left, right = st.columns([3, 2])
+    with left:
+        table = pd.DataFrame([{"part": p.label, "parameters": ", ".join(f"{n} {list(s)}" for n, s in p.params) or p.note,
+                               "count": p.count, "share": f"{p.count / total:.1%}"} for p in all_parts])
+        st.dataframe(table, hide_index=True, width="stretch", height=min(38 + 35 * len(table), 460))
+    with right:
+        fig = bar_chart([p.label for p in all_parts], [p.count for p in all_parts], "Parameters per part", "parameters",
+                        x_title="part", height=360)
+        fig.update_layout(yaxis_type="log")
+        st.plotly_chart(fig, width="stretch")
+
+    trace = ctx.trace(NEEDS)
+    probs = trace["hook_probs"][-1]
+    best = top(probs, ctx.vocab_pieces, 10)
+    st.plotly_chart(bar_chart([t["token"] for t in best], [t["p"] for t in best],
+                              f"What the model predicts after “{ctx.pieces[-1]}” (hook_probs, last position)",
+                              "probability", x_title="next token", text=[bar_label(t["p"]) for t in best]), width="stretch")
+    full = full_trace_bytes(model, len(ctx.tokens))
+    st.caption(f"A full trace of this prompt (every tensor and every gradient) holds {full / 2**20:,.1f} MiB; "
+               + ("one trace serves every view." if full <= 2 * 2**30 else
+                  "over 2 GiB, so each view captures only the tensors it shows."))

@@ -1,0 +1,86 @@
+"""The residual stream: how much each part adds at each position, and the logit lens, what the
+model would predict if it stopped after each block."""
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from app.explore.common import Explorer, choose_position, heatmap
+from model.analysis import Needs, contribution_norms, logit_lens
+from model.errors import GlassboxError
+
+NEEDS = Needs(("blocks.*.hook_resid_pre", "blocks.*.hook_resid_post", "blocks.*.hook_attn_out", "blocks.*.hook_mlp_out",
+               "hook_probs"))
+LENS_WINDOW = 24  # positions shown at once in the lens grid
+
+
+def lit(ctx: Explorer) -> set[str]:
+    return {f"blocks.{i}.{part}" for i in range(ctx.cfg.n_layers) for part in ("attn", "mlp")}
+
+
+@st.cache_resource(max_entries=16, show_spinner="Applying the head after every block…")
+def lens(model_key: str, tokens: tuple, token_id: int, positions: tuple, _ctx: Explorer, _trace):
+    return logit_lens(_ctx.model, _trace, token_id, positions=list(positions))
+
+
+def render(ctx: Explorer) -> None:
+    cfg = ctx.cfg
+    trace = ctx.trace(NEEDS)
+    labels, norms = contribution_norms(trace, cfg)
+    heatmap(norms, labels, ctx.labels, "What each part adds: ‖contribution‖ per position", "‖blocks.i.hook_attn_out‖, "
+            "‖blocks.i.hook_mlp_out‖ (first row: ‖blocks.0.hook_resid_pre‖)", row_title="part", col_title="token",
+            sequential=True, zoom_key="res:norms")
+
+    st.subheader("Logit lens")
+    left, right = st.columns(2)
+    with left:
+        position = choose_position(ctx, help="The position whose predictions are followed through the blocks")
+    best = int(trace["hook_probs"][position].argmax())
+    with right:
+        chosen = st.text_input("Token to follow", value="", key="explore_lens_token", persist_state="session", placeholder=repr(ctx.piece(best)),
+                               help="One token of this vocabulary; empty: the model's own top prediction here")
+    token_id = best
+    if chosen:
+        try:
+            token_id = ctx.loaded.tokenizer.token_id(chosen)
+        except GlassboxError as exc:
+            st.warning(f"{exc}. Following the top prediction instead.")
+    T = len(ctx.tokens)
+    start = max(0, min(position - LENS_WINDOW // 2, T - LENS_WINDOW))
+    window = range(start, min(T, start + LENS_WINDOW))
+    result = lens(ctx.model_key, tuple(ctx.tokens), token_id, tuple(window), ctx, trace)
+    at = position - start  # the chosen position's index in the window
+    st.caption(f"The final {cfg.norm if cfg.final_norm else '(no) norm'} and the output head applied to the residual "
+               "stream after every block. The last row is the model's own output (hook_probs).")
+
+    top_p = result.top_probs[:, :, 0]
+    text = [[repr(ctx.piece(int(i))) for i in row] for row in result.top_ids[:, :, 0]]
+    fig = go.Figure(go.Heatmap(z=top_p.astype(np.float32), x=[ctx.labels[c] for c in window], y=result.labels, text=text,
+                               texttemplate="%{text}", textfont=dict(size=10), colorscale="Blues", zmin=0, zmax=1,
+                               colorbar=dict(title="p", thickness=10),
+                               hovertemplate="%{y}, %{x}<br>top token %{text}: p = %{z:.4f}<extra></extra>"))
+    fig.add_shape(type="rect", x0=position - start - .5, x1=position - start + .5, y0=-.5, y1=len(result.labels) - .5,
+                  line=dict(color="#f2a900", width=3))
+    fig.update_layout(title=dict(text=f"<b>Top token after each block</b> (positions {window.start}–{window.stop - 1} of {T})",
+                                 font=dict(size=13), x=0),
+                      height=120 + 34 * len(result.labels), margin=dict(l=10, r=10, t=40, b=10),
+                      xaxis=dict(title="position (predicting the next token)", type="category"),
+                      yaxis=dict(title="residual stream", type="category", autorange="reversed"))
+    st.plotly_chart(fig, width="stretch")
+
+    a, b = st.columns(2)
+    with a:
+        fig = go.Figure(go.Scatter(x=result.labels, y=result.chosen[:, at], mode="lines+markers+text",
+                                   text=[f"{p:.3f}" for p in result.chosen[:, at]], textposition="top center"))
+        fig.update_layout(title=dict(text=f"<b>p({ctx.piece(token_id)!r})</b> at {ctx.labels[position]!r}, block by block",
+                                     font=dict(size=13), x=0),
+                          height=320, margin=dict(l=10, r=10, t=40, b=10), yaxis=dict(title="probability", range=[0, 1.05]),
+                          xaxis=dict(title="residual stream", type="category"))
+        st.plotly_chart(fig, width="stretch")
+    with b:
+        table = pd.DataFrame({label: [f"{ctx.piece(int(i))!r} {p:.3f}" for i, p in
+                                      zip(result.top_ids[r, at], result.top_probs[r, at])]
+                              for r, label in enumerate(result.labels)})
+        table.index = [f"top {k + 1}" for k in range(len(table))]
+        st.dataframe(table.T, width="stretch")

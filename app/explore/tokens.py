@@ -1,0 +1,70 @@
+"""Tokens and embeddings: ids and pieces, the vectors looked up for them, where they sit in the
+embedding matrix (PCA, cosine neighbours), and the positional table."""
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from app.explore.common import Explorer, array, choose_position, heatmap
+from model.analysis import Needs, embedding_pca, nearest_tokens, positional_table
+
+NEEDS = Needs(("hook_embed", "hook_pos_embed", "blocks.0.hook_resid_pre"))
+
+
+def lit(ctx: Explorer) -> set[str]:
+    return {"embed", "pos"}
+
+
+@st.cache_resource(show_spinner="Projecting the embedding matrix…", max_entries=4)
+def pca(model_key: str, _ctx: Explorer):
+    """Per model: the vocabulary is the same for every prompt."""
+    return embedding_pca(_ctx.model.embed.W_E)
+
+
+def render(ctx: Explorer) -> None:
+    trace = ctx.trace(NEEDS)
+    st.subheader(f"{len(ctx.tokens)} tokens")
+    st.dataframe(pd.DataFrame([[repr(p) for p in ctx.pieces], [str(t) for t in ctx.tokens]], index=["piece", "token id"],
+                              columns=[str(i) for i in range(len(ctx.tokens))]), width="stretch")
+
+    heatmap(array(trace["hook_embed"]), ctx.labels, None, "Token embeddings W_E[token]", "hook_embed",
+            col_title="d_model", zoom_key="tok:embed")
+    if ctx.cfg.positional == "table":
+        heatmap(array(trace["hook_pos_embed"]), ctx.labels, None, "Position rows W_pos[position]", "hook_pos_embed",
+                col_title="d_model", zoom_key="tok:pos")
+        heatmap(array(trace["blocks.0.hook_resid_pre"]), ctx.labels, None, "Their sum: the residual stream entering block 0",
+                "blocks.0.hook_resid_pre", col_title="d_model", zoom_key="tok:sum")
+
+    st.subheader("The embedding matrix")
+    coords, explained = pca(ctx.model_key, ctx)
+    left, right = st.columns([3, 2])
+    with right:
+        position = choose_position(ctx, "Token", help="Its nearest neighbours by cosine similarity of embeddings")
+        token = ctx.tokens[position]
+        neighbours = nearest_tokens(ctx.model.embed.W_E, token, 10)
+        st.dataframe(pd.DataFrame({"token": [repr(ctx.piece(i)) for i, _ in neighbours], "id": [i for i, _ in neighbours],
+                                   "cosine": [round(c, 4) for _, c in neighbours]}), hide_index=True, width="stretch")
+    with left:
+        fig = go.Figure(go.Scattergl(x=coords[:, 0], y=coords[:, 1], mode="markers", name="vocabulary",
+                                     marker=dict(size=4, color="#bbb"), text=[repr(p) for p in ctx.vocab_pieces],
+                                     hovertemplate="%{text}<extra></extra>"))
+        ids = sorted(set(ctx.tokens))
+        fig.add_trace(go.Scatter(x=coords[ids, 0], y=coords[ids, 1], mode="markers+text", name="this prompt",
+                                 text=[ctx.piece(i) for i in ids], textposition="top center",
+                                 marker=dict(size=9, color="#1f6feb")))
+        near = [i for i, _ in neighbours]
+        fig.add_trace(go.Scatter(x=coords[near, 0], y=coords[near, 1], mode="markers+text", name=f"neighbours of {ctx.pieces[position]!r}",
+                                 text=[ctx.piece(i) for i in near], textposition="bottom center",
+                                 marker=dict(size=8, color="#f2a900", symbol="diamond")))
+        fig.update_layout(title=dict(text=f"<b>PCA of embed.W_E</b> {ctx.cfg.vocab_size:,} tokens × {ctx.cfg.d_model}",
+                                     font=dict(size=13), x=0),
+                          xaxis_title=f"PC1 ({explained[0]:.1%} of variance)", yaxis_title=f"PC2 ({explained[1]:.1%})",
+                          height=460, margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h", y=-0.15))
+        st.plotly_chart(fig, width="stretch")
+
+    table, what, col_title = positional_table(ctx.model)
+    st.subheader("The positional table")
+    st.caption(what + f". The prompt uses rows 0–{len(ctx.tokens) - 1}.")
+    heatmap(table, [str(i) for i in range(len(table))], None, "Positions", "pos_embed.W_pos" if ctx.cfg.positional == "table"
+            else "rope_cos", col_title=col_title, zoom_key="tok:table")

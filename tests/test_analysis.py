@@ -1,0 +1,290 @@
+"""The explorer's quantities (model/analysis.py), each against an independent reference:
+numpy's SVD for the PCA, brute-force cosines, transformers' GPT-2 hidden states for the logit
+lens, torch autograd and central finite differences for the gradients, plain einsum sums for
+the per-head dot products and the weight gradients written as products. float64 models: 1e-10;
+float32 against transformers: 1e-5."""
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from model.analysis import (Needs, TraceCache, attention_pair, backward_steps, capture_plan, contribution_norms,
+                            dead_neurons, downsample, embedding_pca, full_trace_bytes, gradient_norms, logit_lens,
+                            nearest_tokens, norm_prefixes, norm_summary, parts, recomputed_weight_gradient, saliency,
+                            tile, to_csv, top_neurons, trace_bytes, trace_names, weight_gradient_product)
+from model.checkpoint import load
+from model.trace import GRAD, Target, run_trace
+from model.transformer import ModelConfig, Transformer
+
+MODERN = ModelConfig(vocab_size=50, n_ctx=16, d_model=24, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=40, norm="rmsnorm",
+                     activation="silu", gated_mlp=True, positional="rope", attn_bias=False, mlp_bias=False,
+                     tie_embeddings=False)
+RELU_UNTIED = ModelConfig(vocab_size=30, n_ctx=16, d_model=16, n_layers=2, n_heads=2, d_ff=32, activation="relu",
+                          tie_embeddings=False)
+
+
+def random_model(cfg: ModelConfig, seed: int = 0) -> Transformer:
+    model = Transformer(cfg).init_weights(seed, std=0.3).double().eval()
+    with torch.no_grad():  # biases and norm weights away from 0 and 1, so that mistakes show
+        gen = torch.Generator().manual_seed(seed + 1)
+        for name, p in model.named_parameters():
+            if name.endswith(".w") or name.split(".")[-1].startswith("b"):
+                p.add_(0.2 * torch.randn(p.shape, generator=gen, dtype=p.dtype))
+    return model
+
+
+@pytest.fixture(scope="module")
+def worked():
+    loaded = load("worked-example")
+    return loaded, run_trace(loaded.model, loaded.encode("the cat sat on the"), backward=True)
+
+
+@pytest.fixture(scope="module", params=["worked-example", "modern", "relu-untied"])
+def model_and_trace(request):
+    if request.param == "worked-example":
+        model, tokens = load("worked-example").model, [0, 1, 2, 3, 0]
+    else:
+        model = random_model(MODERN if request.param == "modern" else RELU_UNTIED)
+        tokens = [3, 7, 1, 7, 9, 2, 11, 4]
+    return model, run_trace(model, tokens, backward=True)
+
+
+def test_parts_add_up_to_every_parameter_once(model_and_trace):
+    model, _ = model_and_trace
+    listed = [name for part in parts(model) for name, _ in part.params]
+    assert sorted(listed) == sorted(n for n, _ in model.named_parameters())
+    assert sum(p.count for p in parts(model)) == sum(p.numel() for p in model.parameters())
+
+
+def test_full_trace_bytes_predicts_a_trace_it_never_probed(model_and_trace):
+    model, _ = model_and_trace
+    for length in (4, model.cfg.n_ctx):
+        tokens = [i % model.cfg.vocab_size for i in range(length)]
+        assert full_trace_bytes(model, length) == trace_bytes(run_trace(model, tokens, backward=True))
+    every = set(trace_names(model))
+    assert every == set(run_trace(model, [1, 2], backward=True, target=Target(0)).names())
+
+
+def test_capture_plan_keeps_everything_under_the_budget_and_only_the_view_over_it():
+    model = load("worked-example").model
+    needs = Needs(("blocks.0.attn.*",), backward=False)
+    assert capture_plan(model, 5, needs) == (None, True)
+    assert capture_plan(model, 5, needs, budget=1000) == (("blocks.0.attn.*",), False)
+
+
+def test_trace_cache_computes_once_and_drops_the_least_recently_used():
+    model = load("worked-example").model
+    traces = {n: run_trace(model, [0] * n) for n in (1, 2, 3)}
+    calls = []
+
+    def compute(n):
+        return lambda: calls.append(n) or traces[n]
+
+    cache = TraceCache(max_bytes=trace_bytes(traces[2]) + trace_bytes(traces[3]))
+    assert cache.get("a", compute(2)) is traces[2] and cache.get("a", compute(2)) is traces[2]
+    cache.get("b", compute(3))
+    cache.get("a", compute(2))  # "a" is now the most recent
+    cache.get("c", compute(1))  # over the budget: "b", the least recently used, goes
+    assert calls == [2, 3, 1] and len(cache) == 2
+    cache.get("a", compute(2))
+    cache.get("b", compute(3))
+    assert calls == [2, 3, 1, 3]
+    assert cache.nbytes() <= cache.max_bytes
+    big = TraceCache(max_bytes=1)  # the newest trace always stays, even alone over the budget
+    big.get("x", compute(3))
+    assert len(big) == 1
+
+
+def test_downsample_takes_block_means_and_leaves_small_arrays_alone():
+    values = np.arange(7 * 5, dtype=np.float64).reshape(7, 5)
+    same, rows, cols = downsample(values, 10, 10)
+    assert np.array_equal(same, values) and list(rows) == list(range(7)) and list(cols) == list(range(5))
+    small, rows, cols = downsample(values, 3, 2)
+    for i, (r0, r1) in enumerate(zip(rows, list(rows[1:]) + [7])):
+        for j, (c0, c1) in enumerate(zip(cols, list(cols[1:]) + [5])):
+            assert small[i, j] == pytest.approx(values[r0:r1, c0:c1].mean())
+    masked = np.array([[1.0, -np.inf], [3.0, 5.0]])
+    assert downsample(masked, 1, 1)[0][0, 0] == pytest.approx(3.0)  # −∞ is left out of the mean
+    grid = tile([[np.ones((4, 4)), 2 * np.ones((4, 4))]], 2)
+    assert grid.shape == (2, 5) and np.isnan(grid[:, 2]).all() and (grid[:, :2] == 1).all() and (grid[:, 3:] == 2).all()
+
+
+def test_embedding_pca_matches_numpy_svd():
+    W = torch.randn(300, 12, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    W[:, 3] *= 5
+    coords, explained = embedding_pca(W)
+    X = W.numpy() - W.numpy().mean(0)
+    u, s, vt = np.linalg.svd(X, full_matrices=False)
+    reference = X @ vt[:2].T
+    assert np.allclose(np.abs(coords), np.abs(reference), atol=1e-4)  # float32 coordinates; signs are arbitrary
+    assert np.allclose(explained, (s ** 2 / (s ** 2).sum())[:2], atol=1e-10)
+
+
+def test_nearest_tokens_are_the_brute_force_cosine_ranking():
+    W = torch.randn(40, 6, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    X = W.numpy()
+    cos = [float(X[i] @ X[7] / np.linalg.norm(X[i]) / np.linalg.norm(X[7])) for i in range(40)]
+    expected = sorted((i for i in range(40) if i != 7), key=lambda i: -cos[i])[:5]
+    got = nearest_tokens(W, 7, 5)
+    assert [i for i, _ in got] == expected
+    assert [c for _, c in got] == pytest.approx([cos[i] for i in expected], abs=1e-12)
+
+
+def test_attention_pair_is_the_recorded_score(model_and_trace):
+    model, trace = model_and_trace
+    cfg = model.cfg
+    for layer in range(cfg.n_layers):
+        for head in range(cfg.n_heads):
+            pair = attention_pair(trace, cfg, layer, head, 4, 2)
+            assert pair.score == pytest.approx(pair.recorded, abs=1e-10)
+            assert pair.score == pytest.approx(float(np.dot(pair.q, pair.k)) / np.sqrt(cfg.d_head), abs=1e-12)
+
+
+def test_norm_summary_recomputes_the_recorded_statistics(model_and_trace):
+    model, trace = model_and_trace
+    cfg = model.cfg
+    assert len(norm_prefixes(cfg)) == 2 * cfg.n_layers + 1
+    for prefix, source in norm_prefixes(cfg):
+        s = norm_summary(trace, cfg, prefix, source)
+        x = trace[source].numpy()
+        if cfg.norm == "layernorm":
+            assert np.allclose(s["input mean"], s["mean (recorded)"], atol=1e-12)
+            assert np.allclose(s["scale (recorded)"], np.sqrt(x.var(-1) + cfg.norm_eps), atol=1e-12)
+            assert np.allclose(s["normalized mean"], 0, atol=1e-12)
+        else:
+            assert np.allclose(s["scale (recorded)"], np.sqrt((x ** 2).mean(-1) + cfg.norm_eps), atol=1e-12)
+
+
+def test_top_neurons_rank_what_each_neuron_writes(model_and_trace):
+    model, trace = model_and_trace
+    neurons = top_neurons(model, trace, 1, 3, k=5)
+    W_out = model.blocks[1].mlp.W_out.detach().numpy()
+    post = trace["blocks.1.mlp.hook_post"][3].numpy()
+    writes = [np.linalg.norm(post[n] * W_out[n]) for n in range(len(post))]  # the neuron's actual vector into the stream
+    assert [n.write for n in neurons] == pytest.approx(sorted(writes, reverse=True)[:5], abs=1e-12)
+    assert [n.write for n in neurons] == pytest.approx([writes[n.index] for n in neurons], abs=1e-12)  # ties: any order
+
+
+def test_contribution_norms_add_back_to_the_residual_stream(model_and_trace):
+    model, trace = model_and_trace
+    labels, norms = contribution_norms(trace, model.cfg)
+    assert len(labels) == norms.shape[0] == 1 + 2 * model.cfg.n_layers
+    last = model.cfg.n_layers - 1
+    total = trace["blocks.0.hook_resid_pre"] + sum(trace[f"blocks.{i}.hook_attn_out"] + trace[f"blocks.{i}.hook_mlp_out"]
+                                                   for i in range(model.cfg.n_layers))
+    assert torch.allclose(total, trace[f"blocks.{last}.hook_resid_post"], atol=1e-12)
+    assert np.allclose(norms[2], trace["blocks.0.hook_mlp_out"].norm(dim=-1).numpy(), atol=1e-12)
+
+
+def test_logit_lens_matches_transformers_hidden_states(gpt2_dir):
+    """Reference: GPT2LMHeadModel's hidden_states[i] (the stream before block i), its own ln_f
+    and lm_head. The lens's last point is the model's own output."""
+    import transformers
+
+    loaded = load(str(gpt2_dir))
+    tokens = loaded.encode("The cat sat on the mat; the dog sat on the log.")
+    trace = run_trace(loaded.model, tokens, names=["blocks.*.hook_resid_*", "hook_probs"])
+    hf = transformers.GPT2LMHeadModel.from_pretrained(str(gpt2_dir), attn_implementation="eager").eval()
+    with torch.no_grad():
+        hidden = hf(torch.tensor([tokens]), output_hidden_states=True).hidden_states
+        expected = [hf.lm_head(hf.transformer.ln_f(h))[0].softmax(-1) for h in hidden[:-1]]
+    target = tokens[3]
+    lens = logit_lens(loaded.model, trace, target, k=3)
+    assert len(lens.labels) == loaded.cfg.n_layers + 1
+    for point, reference in enumerate(expected):
+        assert np.allclose(lens.chosen[point], reference[:, target].numpy(), atol=1e-5)
+        assert np.allclose(lens.top_probs[point], reference.topk(3, dim=-1).values.numpy(), atol=1e-5)
+    assert np.allclose(lens.top_probs[-1], trace["hook_probs"].topk(3, dim=-1).values.numpy(), atol=1e-6)
+    window = logit_lens(loaded.model, trace, target, k=3, positions=[2, 5])
+    assert np.array_equal(window.top_ids, lens.top_ids[:, [2, 5]])
+
+
+def test_every_backward_step_names_gradients_the_trace_has(model_and_trace):
+    model, trace = model_and_trace
+    steps = backward_steps(model)
+    assert len({s.key for s in steps}) == len(steps) == 2 + 6 * model.cfg.n_layers + (1 if model.cfg.final_norm else 0)
+    part_keys = {p.key for p in parts(model)}
+    for step in steps:
+        assert step.part in part_keys, step.key
+        for name in step.names:
+            assert name in trace.grads, (step.key, name)
+        for weight in step.weights:
+            assert GRAD + weight in trace.grads, (step.key, weight)
+    named = {w for s in steps for w in s.weights}
+    assert named == {n for n, _ in model.named_parameters()}  # every weight's gradient appears in some step
+
+
+def test_masked_scores_get_exactly_zero_gradient_though_the_pattern_does_not(model_and_trace):
+    model, trace = model_and_trace
+    future = torch.ones(8 if model.cfg.vocab_size != 8 else 5, 8 if model.cfg.vocab_size != 8 else 5).triu(1).bool()
+    g_pattern, g_scores = trace[GRAD + "blocks.0.attn.hook_pattern"], trace[GRAD + "blocks.0.attn.hook_scores"]
+    assert (g_scores[:, future] == 0).all()
+    assert (g_pattern[:, future] != 0).any()
+
+
+def test_weight_gradients_are_the_products_they_are_written_as(model_and_trace):
+    model, trace = model_and_trace
+    checked = 0
+    for name, _ in model.named_parameters():
+        rebuilt = recomputed_weight_gradient(trace, model.cfg, name)
+        if rebuilt is None:
+            assert weight_gradient_product(model.cfg, name) is None
+            continue
+        assert torch.allclose(rebuilt, trace[GRAD + name], atol=1e-10), name
+        checked += 1
+    assert checked == 6 * model.cfg.n_layers + (0 if model.cfg.tie_embeddings else 1) + (model.cfg.n_layers if model.cfg.gated_mlp else 0)
+
+
+def test_gradient_norms_follow_the_residual_stream(model_and_trace):
+    model, trace = model_and_trace
+    labels, norms = gradient_norms(trace, model.cfg)
+    assert labels[0] == "embeddings" and norms.shape == (model.cfg.n_layers + 1, len(trace.tokens))
+    assert np.allclose(norms[0], saliency(trace)[1], atol=1e-12)  # ∂L/∂resid_pre(0) is ∂L/∂embedding
+
+
+def test_dead_relu_neurons_get_exactly_zero_gradient(worked):
+    loaded, trace = worked
+    cfg = loaded.cfg
+    found = 0
+    for layer in range(cfg.n_layers):
+        dead = dead_neurons(trace, cfg, layer)
+        pre, grad_pre = trace[f"blocks.{layer}.mlp.hook_pre"], trace[GRAD + f"blocks.{layer}.mlp.hook_pre"]
+        assert (grad_pre[pre <= 0] == 0).all()
+        assert dead.weight_grad_max == 0.0
+        assert list(dead.neurons) == [n for n in range(cfg.d_ff) if (pre[:, n] <= 0).all()]
+        found += len(dead.neurons)
+    assert found > 0  # the article's example has dead neurons to show
+
+
+def test_saliency_is_the_first_order_change_of_the_loss():
+    """Central finite difference: scale one token's embedding row by (1 ± ε) in a copy of an
+    untied float64 model (tied, the row would also move the head) with distinct tokens."""
+    model = random_model(RELU_UNTIED)
+    tokens = [3, 7, 1, 9, 2, 11]
+    trace = run_trace(model, tokens, backward=True)
+    signed, _ = saliency(trace)
+    eps = 1e-6
+    for position in (0, 3, 4):
+        losses = []
+        for factor in (1 + eps, 1 - eps):
+            copy_ = copy.deepcopy(model)
+            with torch.no_grad():
+                copy_.embed.W_E[tokens[position]] *= factor
+            losses.append(run_trace(copy_, tokens).loss)
+        assert (losses[0] - losses[1]) / (2 * eps) == pytest.approx(signed[position], abs=1e-7)
+
+
+def test_to_csv_round_trips():
+    array = np.arange(24, dtype=np.float64).reshape(2, 3, 4) / 7
+    text = to_csv(array, ("head", "query", "key"))
+    lines = text.strip().splitlines()
+    assert lines[0] == "head,query,key,value" and len(lines) == 25
+    rows = np.array([[float(x) for x in line.split(",")] for line in lines[1:]])
+    rebuilt = np.zeros_like(array)
+    rebuilt[rows[:, 0].astype(int), rows[:, 1].astype(int), rows[:, 2].astype(int)] = rows[:, 3]
+    assert np.array_equal(rebuilt, array)  # full precision
+    single = (np.arange(6, dtype=np.float32) / 3).reshape(2, 3)
+    values = [float(line.split(",")[-1]) for line in to_csv(single, ("position", "d_model")).splitlines()[1:]]
+    assert np.array_equal(np.array(values, dtype=np.float32), single.ravel())

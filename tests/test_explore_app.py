@@ -1,0 +1,137 @@
+"""The explorer page, run in-process by Streamlit's AppTest: every view on the worked example,
+the default model and a GPT-2 checkpoint directory, each drawing the engine's own numbers (the
+references are run_trace and model/analysis.py, called here directly; float32 in the browser
+payload, so 1e-6 relative)."""
+
+import base64
+
+import numpy as np
+import pytest
+
+from app.explore import VIEWS
+from model.analysis import attention_pair, logit_lens
+from model.checkpoint import load
+from model.trace import GRAD, Target, run_trace
+from tests.test_app import charts, start
+
+PROMPT = "the cat sat on the"
+
+
+def titled(at, text: str) -> dict:
+    (chart,) = [c for c in charts(at) if text in c["layout"].get("title", {}).get("text", "")]
+    return chart
+
+
+def values(data) -> np.ndarray:
+    """An array as sent to the browser: a list, or plotly's typed array for numpy input
+    ({"dtype": "f4", "bdata": base64, "shape": "rows, cols"})."""
+    if isinstance(data, dict):
+        flat = np.frombuffer(base64.b64decode(data["bdata"]), dtype=data["dtype"])
+        return flat.reshape(tuple(int(n) for n in data["shape"].split(","))) if "shape" in data else flat
+    return np.array(data, dtype=np.float64)
+
+
+def z(chart) -> np.ndarray:
+    return values(chart["data"][0]["z"])
+
+
+@pytest.mark.parametrize("view", list(VIEWS))
+@pytest.mark.parametrize("model", ["worked-example", "gpt2"])
+def test_every_view_opens_on_every_kind_of_model(view, model, gpt2_dir):
+    name = str(gpt2_dir) if model == "gpt2" else model
+    prompt = PROMPT if model == "worked-example" else "The cat sat on the mat; the dog sat on the log."
+    at = start("views/explore.py", model=name, prompt=prompt, view=view)
+    assert not at.exception and not at.error, view
+    assert at.session_state["explore_view"] == view
+    if view == "Export":
+        assert len(at.get("download_button")) == 2 and "/explore?" in at.code[0].value
+    else:
+        assert charts(at), view
+
+
+def test_attention_view_draws_the_traced_scores_and_pattern():
+    at = start("views/explore.py", model="worked-example", prompt=PROMPT, view="Attention")
+    at.selectbox(key="explore_layer").select(1).run()
+    at.selectbox(key="explore_head").select(1).run()
+    at.selectbox(key="explore_pos").select(4).run()
+    at.selectbox(key="explore_key_pos").select(2).run()
+    assert not at.exception and at.subheader[0].value == "Block 1, head 1"
+    loaded = load("worked-example")
+    trace = run_trace(loaded.model, loaded.encode(PROMPT))
+    pattern = z(titled(at, "Pattern: softmax"))
+    assert np.allclose(pattern, trace["blocks.1.attn.hook_pattern"][1].numpy(), rtol=1e-6, atol=1e-7)
+    scores = z(titled(at, "Scores"))
+    assert np.allclose(scores, trace["blocks.1.attn.hook_scores"][1].numpy(), rtol=1e-6)
+    pair = attention_pair(trace, loaded.cfg, 1, 1, 4, 2)
+    assert any(f"{pair.score:.6g}" in el.value for el in at.latex)  # the dot product written out ends in the score
+    assert at.query_params["layer"] in ("1", ["1"]) and at.query_params["head"] in ("1", ["1"])  # shareable
+
+
+def test_residual_view_logit_lens_is_the_engines():
+    at = start("views/explore.py", model="default", prompt="the cat sat on the", view="Residual stream")
+    loaded = load("default")
+    tokens = loaded.encode("the cat sat on the")
+    trace = run_trace(loaded.model, tokens)
+    lens = logit_lens(loaded.model, trace, int(trace["hook_probs"][-1].argmax()))
+    grid = titled(at, "Top token after each block")
+    assert np.allclose(z(grid), lens.top_probs[:, :, 0], rtol=1e-6)
+    assert grid["data"][0]["text"][-1][-1] == repr(" mat")  # the default model's top prediction, last row = its output
+    at.text_input(key="explore_lens_token").set_value("no such token here").run()
+    assert not at.exception and "Following the top prediction" in at.warning[0].value
+
+
+def test_backward_view_differentiates_the_chosen_target_and_steps_through():
+    at = start("views/explore.py", model="worked-example", prompt=PROMPT, view="Backward")
+    loaded = load("worked-example")
+    tokens = loaded.encode(PROMPT)
+    lm = run_trace(loaded.model, tokens, backward=True)
+    assert f"L = {lm.loss:.6g}" in at.markdown[0].value
+    at.radio(key="explore_target_mode").set_value("one token at one position").run()
+    at.text_input(key="explore_target").set_value("mat").run()
+    at.selectbox(key="explore_target_pos").select(4).run()
+    assert not at.exception and not at.error
+    target = run_trace(loaded.model, tokens, backward=True, target=Target(loaded.tokenizer.token_id("mat"), 4))
+    assert f"L = {target.loss:.6g}" in at.markdown[0].value  # −log p(mat), the article's 1.768
+    assert at.query_params["target"] in ("mat", ["mat"])
+    saliency = titled(at, "Input saliency")
+    expected = (target[GRAD + "hook_embed"] * target["hook_embed"]).sum(-1).numpy()
+    assert np.allclose(values(saliency["data"][0]["y"]), expected, rtol=1e-6)
+    first = at.selectbox(key="explore_bstep").value
+    next(b for b in at.button if b.label.startswith("Next")).click().run()
+    assert at.selectbox(key="explore_bstep").value != first and not at.exception
+    gaps = []
+    while not next(b for b in at.button if b.label.startswith("Next")).disabled:
+        next(b for b in at.button if b.label.startswith("Next")).click().run()
+        assert not at.exception and not at.error, at.selectbox(key="explore_bstep").value
+        gaps += [float(c.value.rsplit(": ", 1)[1].rstrip(".")) for c in at.caption if "from autograd's" in c.value]
+    assert len(gaps) == 6 * loaded.cfg.n_layers and max(gaps) < 1e-12  # every W_Q…W_out, rebuilt as a product
+    assert at.selectbox(key="explore_bstep").value == "embed"
+    assert "exactly zero" in " ".join(m.value for m in at.markdown)  # the ReLU model's dead neurons
+
+
+def test_bad_input_says_why_and_keeps_what_was_typed():
+    at = start("views/explore.py", model="worked-example", prompt=PROMPT, view="Attention")
+    at.text_area(key="explore_prompt").set_value("the cow sat")
+    next(b for b in at.button if b.label == "Run").click().run()
+    assert not at.exception and "Unknown word" in at.error[0].value
+    assert at.text_area(key="explore_prompt").value == "the cow sat"
+    at.text_area(key="explore_prompt").set_value("the cat sat on the mat")  # six words: the toy's context is 5
+    next(b for b in at.button if b.label == "Run").click().run()
+    assert not at.exception and "context is 5 tokens" in at.error[0].value
+    missing = start("views/explore.py", model="/no/such/model", view="Overview")
+    assert not missing.exception and "No model" in missing.error[0].value
+    assert missing.text_input(key="explore_model_dir").value == "/no/such/model"
+    bad_target = start("views/explore.py", model="worked-example", prompt=PROMPT, view="Backward", target="cow")
+    assert not bad_target.exception and "mean next-token loss" in bad_target.error[0].value
+    assert charts(bad_target)  # the view still works, on the default loss
+
+
+def test_default_model_overview_counts_and_predicts():
+    at = start("views/explore.py", model="default", prompt="Lily had a big", view="Overview")
+    tokens = load("default").encode("Lily had a big")
+    assert f"this prompt: {len(tokens)} tokens" in " ".join(c.value for c in at.caption)
+    table = at.dataframe[0].value
+    assert table["count"].sum() == sum(p.numel() for p in load("default").model.parameters())
+    bars = titled(at, "What the model predicts")
+    probs = run_trace(load("default").model, tokens, names=["hook_probs"])["hook_probs"][-1]
+    assert values(bars["data"][0]["y"])[0] == pytest.approx(float(probs.max()), rel=1e-6)
