@@ -37,3 +37,16 @@ def test_bench_rejects_too_few_repeats():
     run = subprocess.run([sys.executable, "-m", "model", "bench", "--repeats", "2"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 2 and "repeats" in run.stderr
+
+
+def test_view_benchmark_opens_every_view_in_chromium(tmp_path):
+    """Smoke test of python -m app.bench --small: every view is opened twice and timed."""
+    out = tmp_path / "views.json"
+    result = subprocess.run([sys.executable, "-m", "app.bench", "--small", "--json", str(out)], capture_output=True,
+                            text=True, timeout=600, cwd=ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(out.read_text())
+    assert report["n_tokens"] == 24
+    assert set(report["views"]) == {"Overview", "Tokens & embeddings", "Attention", "LayerNorm", "FFN",
+                                    "Residual stream", "Backward", "Export"}
+    assert all(v["first_s"] > 0 and v["reopen_s"] > 0 for v in report["views"].values())

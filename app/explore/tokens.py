@@ -9,6 +9,7 @@ import streamlit as st
 from app.explore.common import Explorer, array, choose_position, heatmap
 from model.analysis import Needs, embedding_pca, nearest_tokens, positional_table
 
+CLOUD = 5000  # most vocabulary points drawn in the PCA
 NEEDS = Needs(("hook_embed", "hook_pos_embed", "blocks.0.hook_resid_pre"))
 
 
@@ -46,8 +47,11 @@ def render(ctx: Explorer) -> None:
         st.dataframe(pd.DataFrame({"token": [repr(ctx.piece(i)) for i, _ in neighbours], "id": [i for i, _ in neighbours],
                                    "cosine": [round(c, 4) for _, c in neighbours]}), hide_index=True, width="stretch")
     with left:
-        fig = go.Figure(go.Scattergl(x=coords[:, 0], y=coords[:, 1], mode="markers", name="vocabulary",
-                                     marker=dict(size=4, color="#bbb"), text=[repr(p) for p in ctx.vocab_pieces],
+        stride = -(-len(coords) // CLOUD)  # a large vocabulary is drawn every stride-th token
+        cloud = np.arange(0, len(coords), stride)
+        fig = go.Figure(go.Scattergl(x=coords[cloud, 0], y=coords[cloud, 1], mode="markers",
+                                     name="vocabulary" + (f" (every {stride}th token)" if stride > 1 else ""),
+                                     marker=dict(size=4, color="#bbb"), text=[repr(ctx.piece(i)) for i in cloud],
                                      hovertemplate="%{text}<extra></extra>"))
         ids = sorted(set(ctx.tokens))
         fig.add_trace(go.Scatter(x=coords[ids, 0], y=coords[ids, 1], mode="markers+text", name="this prompt",

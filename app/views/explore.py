@@ -66,7 +66,8 @@ if st.session_state.explore_target:  # a chosen token at a chosen position; else
 ctx = Explorer(st.session_state.explore_model, loaded, tokens, target)
 
 # Per-prompt choices, kept in the URL, clamped to this model and prompt.
-url_settings({"layer": 0, "head": 0, "pos": len(tokens) - 1, "key_pos": 0}, prefix="explore_")
+url_settings({"layer": 0, "head": 0, "pos": len(tokens) - 1, "key_pos": 0, "norm": "", "bstep": "", "weight": "",
+              "tensor": ""}, prefix="explore_")  # the views check the names against this model
 for key, high in (("layer", cfg.n_layers - 1), ("head", cfg.n_heads - 1), ("pos", len(tokens) - 1),
                   ("key_pos", len(tokens) - 1)):
     st.session_state["explore_" + key] = min(max(int(st.session_state["explore_" + key]), 0), high)
@@ -82,4 +83,5 @@ except GlassboxError as exc:
     st.error(str(exc))
 # written last so the URL holds what the widgets hold after this run
 st.query_params.update({k: str(st.session_state["explore_" + k])
-                        for k in ("view", "prompt", "target", "target_pos", "layer", "head", "pos", "key_pos")})
+                        for k in ("view", "prompt", "target", "target_pos", "layer", "head", "pos", "key_pos", "norm",
+                                  "bstep", "weight", "tensor")})
