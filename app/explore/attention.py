@@ -47,11 +47,10 @@ def overview(ctx: Explorer, trace) -> None:
     layer, head = st.session_state.explore_layer, st.session_state.explore_head
     fig.add_shape(type="rect", x0=head * (cell + 1) - .5, x1=head * (cell + 1) + cell - .5, y0=layer * (cell + 1) - .5,
                   y1=layer * (cell + 1) + cell - .5, line=dict(color="#f2a900", width=3))
-    size = min(900, 80 + 70 * cfg.n_heads)
     fig.update_layout(
         title=dict(text=f"<b>Every head's pattern</b> blocks.*.attn.hook_pattern, {cfg.n_layers} blocks × {cfg.n_heads} heads"
                         + ("" if cell == T else f" (each {T}×{T} shown as {cell}×{cell} block means)"), font=dict(size=13), x=0),
-        width=size, height=min(900, 80 + 70 * cfg.n_layers) if cfg.n_layers > 1 else 180, margin=dict(l=10, r=10, t=50, b=10),
+        width=min(900, 160 + 110 * cfg.n_heads), height=min(900, 100 + 110 * cfg.n_layers), margin=dict(l=10, r=10, t=50, b=10),
         xaxis=dict(tickvals=centres[:cfg.n_heads], ticktext=[f"head {h}" for h in range(cfg.n_heads)], showgrid=False,
                    zeroline=False, fixedrange=True, constrain="domain"),
         yaxis=dict(tickvals=centres[:cfg.n_layers], ticktext=[f"block {l}" for l in range(cfg.n_layers)], autorange="reversed",

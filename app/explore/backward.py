@@ -56,12 +56,14 @@ def grad_grid(ctx: Explorer, name: str, tensor: torch.Tensor, head: int):
         values, axes = values[None], ("",) + axes
     rows = ctx.labels if axes[0] in ("position", "query") else [str(i) for i in range(values.shape[0])]
     cols = ctx.labels if axes[1] == "key" else None
+    if axes[1] == "vocab":
+        cols = [f"{i}:{p}" for i, p in enumerate(ctx.vocab_pieces)]
     if axes == ("vocab", "d_model"):  # W_E: the prompt's tokens' rows (the tied head adds to all rows)
         values, rows, note = values[ctx.tokens], ctx.labels, "[prompt tokens]"
         axes = ("token (its row)", axes[1])
     if axes == ("position", "d_model") and values.shape[0] > len(ctx.tokens):  # W_pos: the rows used
         values, rows, note = values[: len(ctx.tokens)], ctx.labels, "[0:T]"
-    if axes == ("d_model", "vocab"):
+    if axes == ("d_model", "vocab"):  # W_U: the prompt tokens' columns
         values, cols, note = values[:, ctx.tokens], ctx.labels, "[:, prompt tokens]"
     return array(values), rows, cols, axes[0], axes[1], note
 

@@ -59,7 +59,7 @@ def render(ctx: Explorer) -> None:
                                  marker=dict(size=9, color="#1f6feb")))
         near = [i for i, _ in neighbours]
         fig.add_trace(go.Scatter(x=coords[near, 0], y=coords[near, 1], mode="markers+text", name=f"neighbours of {ctx.pieces[position]!r}",
-                                 text=[ctx.piece(i) for i in near], textposition="bottom center",
+                                 text=["" if i in ids else ctx.piece(i) for i in near], textposition="bottom center",
                                  marker=dict(size=8, color="#f2a900", symbol="diamond")))
         fig.update_layout(title=dict(text=f"<b>PCA of embed.W_E</b> {ctx.cfg.vocab_size:,} tokens × {ctx.cfg.d_model}",
                                      font=dict(size=13), x=0),
