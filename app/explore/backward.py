@@ -157,6 +157,8 @@ def render(ctx: Explorer) -> None:
         st.markdown(f"Block {layer} uses {cfg.activation}, which is never exactly flat: {len(dead.neurons)} neurons have "
                     f"pre-activation ≤ 0 everywhere, yet still pass some gradient (largest |∂L/∂W_in| over them: "
                     f"{dead.weight_grad_max:.3g}); {dead.zero_grad_fraction:.1%} of ∂L/∂pre entries are exactly 0.")
+    st.caption("A position with nothing to predict (the last one, under the mean next-token loss) receives no gradient "
+               "at all, so its entries count among the exact zeros.")
     if len(dead.neurons):
         st.caption("Dead here: " + ", ".join(map(str, dead.neurons[:60])) + (" …" if len(dead.neurons) > 60 else ""))
 
