@@ -48,6 +48,52 @@ def url_settings(defaults: dict, limits: dict | None = None, choices: dict | Non
     st.query_params.update({name: str(st.session_state[prefix + name]) for name in defaults})
 
 
+def stepper(keys: list[str], key: str, label: str, format_func, shortcuts: bool = False, **selectbox_args) -> int:
+    """◀ Previous, a jump list and Next ▶ over ``keys``; the current one is ``st.session_state[key]``
+    (set it before calling, e.g. from the URL). Returns its index."""
+    if st.session_state.get(key) not in keys:
+        st.session_state[key] = keys[0]
+
+    def move(offset: int) -> None:
+        i = keys.index(st.session_state[key])
+        st.session_state[key] = keys[min(max(i + offset, 0), len(keys) - 1)]
+
+    index = keys.index(st.session_state[key])
+    left, middle, right = st.columns([1, 5, 1], vertical_alignment="bottom")
+    middle.selectbox(label, keys, format_func=format_func, key=key, **selectbox_args)
+    keyboard = lambda arrow, symbol: dict(shortcut=arrow, help=f"Keyboard: {symbol}") if shortcuts else {}  # noqa: E731
+    left.button("◀ Previous", on_click=move, args=(-1,), disabled=index == 0, width="stretch", key=key + ":previous",
+                **keyboard("Left", "←"))
+    right.button("Next ▶", on_click=move, args=(1,), disabled=index == len(keys) - 1, width="stretch", type="primary",
+                 key=key + ":next", **keyboard("Right", "→"))
+    return index
+
+
+PipelineBox = tuple[str, bool, int, str]  # label, lit, parameter count (0: none shown), hover note
+
+
+def pipeline_strip(groups: list[tuple[str | None, list[PipelineBox]]], lead: str, tail: str = "",
+                   colour: str = "#1f6feb") -> None:
+    """A model's parts as a row of boxes in forward order, those of a block grouped in a dashed
+    frame (group label not None), the lit ones filled with ``colour``."""
+    def box(label: str, lit: bool, count: int, note: str) -> str:
+        style = f"background:{colour};color:white;font-weight:600" if lit else ""
+        number = f"<span class='gb-count'>{count:,}</span>" if count else ""
+        return f"<span class='gb-box' style='{style}' title='{note}'>{label}{number}</span>"
+
+    html = []
+    for group, boxes in groups:
+        inner = "".join(box(*b) for b in boxes)
+        html.append(inner if group is None else
+                    f"<span class='gb-block'><span class='gb-block-label'>{group}</span>{inner}</span>")
+    st.html("<style>.gb-pipe{display:flex;flex-wrap:wrap;gap:4px;align-items:center;font-size:12px;font-family:sans-serif}"
+            ".gb-box{border:1px solid #bbb;border-radius:4px;padding:2px 6px;background:#f6f8fa}"
+            ".gb-count{font-size:10px;opacity:.75;margin-left:4px}"
+            ".gb-block{display:inline-flex;gap:3px;align-items:center;border:1px dashed #999;border-radius:6px;padding:2px 4px}"
+            ".gb-block-label{color:#666;font-size:11px;margin-right:2px}</style>"
+            f"<div class='gb-pipe'>{lead}{''.join(html)}{tail}</div>")
+
+
 def bar_label(p: float) -> str:
     """A probability bar's value, left off below 0.001 where it would only clutter."""
     return f"{float(p):.3f}" if float(p) >= 0.001 else ""

@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 import pytest
-import torch
 
 from model.checkpoint import load
 from model.steps import stages, worked_example_steps

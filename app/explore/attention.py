@@ -99,7 +99,6 @@ def render(ctx: Explorer) -> None:
         query = choose_position(ctx, "Query position", "explore_pos")
     with c4:
         key = choose_position(ctx, "Key position", "explore_key_pos")
-    trace = ctx.trace(attention_needs(layer))  # the chosen block's tensors (already there unless memory is tight)
     p = f"blocks.{layer}.attn."
     L = ctx.labels
     st.subheader(f"Block {layer}, head {head}")

@@ -8,6 +8,7 @@ import streamlit as st
 import torch
 
 from app.explore.common import Explorer, array, bar_chart, choose_head, choose_layer, heatmap
+from app.shared import stepper
 from model.analysis import (Needs, backward_steps, dead_neurons, dims, gradient_norms, recomputed_weight_gradient,
                             residual_points, saliency, weight_gradient_product)
 from model.trace import GRAD
@@ -70,21 +71,8 @@ def grad_grid(ctx: Explorer, name: str, tensor: torch.Tensor, head: int):
 
 def step_through(ctx: Explorer, trace, steps, head: int) -> None:
     keys = [s.key for s in steps]
-    if st.session_state.get("explore_bstep") not in keys:
-        st.session_state.explore_bstep = keys[0]
-
-    def move(offset: int) -> None:
-        i = keys.index(st.session_state.explore_bstep)
-        st.session_state.explore_bstep = keys[min(max(i + offset, 0), len(keys) - 1)]
-
-    index = keys.index(st.session_state.explore_bstep)
-    left, middle, right = st.columns([1, 5, 1], vertical_alignment="bottom")
-    left.button("◀ Back", on_click=move, args=(-1,), disabled=index == 0, width="stretch", key="bstep_prev")
-    middle.selectbox("Backward step", keys, key="explore_bstep", persist_state="session",
-                     format_func=lambda k: f"{keys.index(k) + 1}/{len(keys)} · {steps[keys.index(k)].title}")
-    right.button("Next ▶", on_click=move, args=(1,), disabled=index == len(keys) - 1, width="stretch", type="primary",
-                 key="bstep_next")
-    step = steps[keys.index(st.session_state.explore_bstep)]
+    step = steps[stepper(keys, "explore_bstep", "Backward step", persist_state="session",
+                         format_func=lambda k: f"{keys.index(k) + 1}/{len(keys)} · {steps[keys.index(k)].title}")]
     st.markdown(f"**{step.title}.** {step.sentence}")
     for name in step.names:
         if name not in trace.grads:

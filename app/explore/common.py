@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 import streamlit as st
 import torch
 
-from app.shared import DIVERGING
+from app.shared import DIVERGING, pipeline_strip
 from model.analysis import Needs, TraceCache, capture_plan, downsample, parts
 from model.checkpoint import LoadedModel
 from model.trace import Target, Trace, run_trace
@@ -93,37 +93,17 @@ COMPACT_BLOCKS = 4  # deeper models draw each block as one box
 
 def pipeline(ctx: Explorer, lit: set[str] = frozenset()) -> None:
     """The model's parts in forward order, with their parameter counts; ``lit`` parts filled."""
-    def box(label: str, count: int, on: bool, note: str = "") -> str:
-        style = "background:#1f6feb;color:white;font-weight:600" if on else ""
-        number = f"<span class='gb-count'>{count:,}</span>" if count else ""
-        return f"<span class='gb-box' style='{style}' title='{note}'>{label}{number}</span>"
-
-    blocks: dict[str, list] = {}
-    html = []
+    groups: list = []
     for part in parts(ctx.model):
-        if part.key.startswith("blocks."):
-            block = part.key.split(".")[1]
-            if block not in blocks:
-                blocks[block] = []
-                html.append(block)  # placeholder, filled below
-            blocks[block].append(part)
-        else:
-            html.append(box(part.label.split(" ")[-1] if part.key == "embed" else part.label, part.count, part.key in lit,
-                            part.note))
-    for block, members in blocks.items():
-        on = [p.key in lit for p in members]
-        if ctx.cfg.n_layers > COMPACT_BLOCKS:
-            inner = box(f"block {block}", sum(p.count for p in members), any(on))
-        else:
-            inner = (f"<span class='gb-block'><span class='gb-block-label'>block {block}</span>"
-                     + "".join(box(p.label.split(" ", 2)[-1], p.count, o) for p, o in zip(members, on)) + "</span>")
-        html[html.index(block)] = inner
-    st.html("<style>.gb-pipe{display:flex;flex-wrap:wrap;gap:4px;align-items:center;font-size:12px;font-family:sans-serif}"
-            ".gb-box{border:1px solid #bbb;border-radius:4px;padding:2px 6px;background:#f6f8fa}"
-            ".gb-count{font-size:10px;opacity:.75;margin-left:4px}"
-            ".gb-block{display:inline-flex;gap:3px;align-items:center;border:1px dashed #999;border-radius:6px;padding:2px 4px}"
-            ".gb-block-label{color:#666;font-size:11px;margin-right:2px}</style>"
-            f"<div class='gb-pipe'><b>tokens →</b>{''.join(html)}<b>→ softmax</b></div>")
+        block = f"block {part.key.split('.')[1]}" if part.key.startswith("blocks.") else None
+        label = part.label.split(" ", 2)[-1] if block else ("embedding" if part.key == "embed" else part.label)
+        if not groups or groups[-1][0] != block or block is None:
+            groups.append((block, []))
+        groups[-1][1].append((label, part.key in lit, part.count, part.note))
+    if ctx.cfg.n_layers > COMPACT_BLOCKS:  # one box per block
+        groups = [(None, [(group, any(b[1] for b in boxes), sum(b[2] for b in boxes), "")]) if group else (group, boxes)
+                  for group, boxes in groups]
+    pipeline_strip(groups, "<b>tokens →</b>", "<b>→ softmax</b>")
 
 
 def _zoom(n: int, limit: int, label: str, key: str | None) -> tuple[int, int]:

@@ -23,6 +23,12 @@ def pca(model_key: str, _ctx: Explorer):
     return embedding_pca(_ctx.model.embed.W_E)
 
 
+@st.cache_resource(max_entries=64)
+def neighbours_of(model_key: str, token_id: int, _ctx: Explorer) -> list[tuple[int, float]]:
+    """Per model and token: a cosine over the whole vocabulary, not redone on every rerun."""
+    return nearest_tokens(_ctx.model.embed.W_E, token_id, 10)
+
+
 def render(ctx: Explorer) -> None:
     trace = ctx.trace(NEEDS)
     st.subheader(f"{len(ctx.tokens)} tokens")
@@ -43,7 +49,7 @@ def render(ctx: Explorer) -> None:
     with right:
         position = choose_position(ctx, "Token", help="Its nearest neighbours by cosine similarity of embeddings")
         token = ctx.tokens[position]
-        neighbours = nearest_tokens(ctx.model.embed.W_E, token, 10)
+        neighbours = neighbours_of(ctx.model_key, token, ctx)
         st.dataframe(pd.DataFrame({"token": [repr(ctx.piece(i)) for i, _ in neighbours], "id": [i for i, _ in neighbours],
                                    "cosine": [round(c, 4) for _, c in neighbours]}), hide_index=True, width="stretch")
     with left:

@@ -12,8 +12,8 @@ from model.trace import Target
 
 LOCAL = "a local directory…"
 
-url_settings({"model": "default", "prompt": "the cat sat on the", "view": "Overview", "target": "",
-              "target_pos": -1}, choices={"view": list(VIEWS)}, prefix="explore_")
+PAGE_SETTINGS = {"model": "default", "prompt": "the cat sat on the", "view": "Overview", "target": "", "target_pos": -1}
+url_settings(PAGE_SETTINGS, choices={"view": list(VIEWS)}, prefix="explore_")
 st.title("Explore a prompt")
 st.caption("Every number below is the model's own: one trace of this prompt, forward and backward, cached "
            "per (model, prompt, target).")
@@ -66,8 +66,9 @@ if st.session_state.explore_target:  # a chosen token at a chosen position; else
 ctx = Explorer(st.session_state.explore_model, loaded, tokens, target)
 
 # Per-prompt choices, kept in the URL, clamped to this model and prompt.
-url_settings({"layer": 0, "head": 0, "pos": len(tokens) - 1, "key_pos": 0, "norm": "", "bstep": "", "weight": "",
-              "tensor": ""}, prefix="explore_")  # the views check the names against this model
+PROMPT_SETTINGS = {"layer": 0, "head": 0, "pos": len(tokens) - 1, "key_pos": 0, "norm": "", "bstep": "", "weight": "",
+                   "tensor": ""}  # the views check the names against this model
+url_settings(PROMPT_SETTINGS, prefix="explore_")
 for key, high in (("layer", cfg.n_layers - 1), ("head", cfg.n_heads - 1), ("pos", len(tokens) - 1),
                   ("key_pos", len(tokens) - 1)):
     st.session_state["explore_" + key] = min(max(int(st.session_state["explore_" + key]), 0), high)
@@ -82,6 +83,4 @@ try:
 except GlassboxError as exc:
     st.error(str(exc))
 # written last so the URL holds what the widgets hold after this run
-st.query_params.update({k: str(st.session_state["explore_" + k])
-                        for k in ("view", "prompt", "target", "target_pos", "layer", "head", "pos", "key_pos", "norm",
-                                  "bstep", "weight", "tensor")})
+st.query_params.update({k: str(st.session_state["explore_" + k]) for k in {**PAGE_SETTINGS, **PROMPT_SETTINGS}})

@@ -4,10 +4,9 @@ every grid computed by the engine, any cell's arithmetic on demand."""
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import streamlit as st
 
-from app.shared import HIGHLIGHT, grid_figure, pretty, shared_model
+from app.shared import HIGHLIGHT, grid_figure, pipeline_strip, pretty, shared_model, stepper
 from model.steps import Grid, Step, stages, worked_example_steps
 from model.worked_example import published
 
@@ -39,49 +38,26 @@ def current_steps() -> tuple[list[Step], str]:
 
 
 def pipeline_diagram(step: Step, n_layers: int) -> None:
-    """One line of boxes, forward order; the current step's box is filled."""
+    """The article's stages in forward order; the current step's stage is filled."""
     colour = {"forward": "#1f6feb", "backward": "#d9480f", "update": "#2f9e44"}[step.phase]
-    boxes, block = [], None
+    groups: list = []
     for stage, label in stages(n_layers):
-        now = stage.split(".")[0] if "." in stage else None
-        if now != block:
-            if block is not None:
-                boxes.append("</span>")
-            if now is not None:
-                boxes.append(f"<span class='gb-block'><span class='gb-block-label'>block {now[1:]}</span>")
-            block = now
-        style = f"background:{colour};color:white;font-weight:600" if stage == step.stage else ""
-        boxes.append(f"<span class='gb-box' style='{style}'>{label}</span>")
-    if block is not None:
-        boxes.append("</span>")
+        block = f"block {stage.split('.')[0][1:]}" if "." in stage else None
+        if not groups or groups[-1][0] != block or block is None:
+            groups.append((block, []))
+        groups[-1][1].append((label, stage == step.stage, 0, ""))
     direction = "← backward" if step.phase == "backward" else ("update" if step.phase == "update" else "forward →")
-    st.html(
-        "<style>.gb-pipe{display:flex;flex-wrap:wrap;gap:4px;align-items:center;font-size:12px;font-family:sans-serif}"
-        ".gb-box{border:1px solid #bbb;border-radius:4px;padding:2px 6px;background:#f6f8fa}"
-        ".gb-block{display:inline-flex;gap:3px;align-items:center;border:1px dashed #999;border-radius:6px;padding:2px 4px}"
-        ".gb-block-label{color:#666;font-size:11px;margin-right:2px}</style>"
-        f"<div class='gb-pipe'><b style='color:{colour}'>{direction}</b>{''.join(boxes)}</div>")
+    pipeline_strip(groups, f"<b style='color:{colour}'>{direction}</b>", colour=colour)
 
 
 def navigation(steps: list[Step]) -> Step:
     keys = [s.key for s in steps]
     labels = {s.key: f"{i + 1}/{len(steps)} · {s.phase} · {s.title}" for i, s in enumerate(steps)}
-
-    def move(offset: int) -> None:
-        i = keys.index(st.session_state.get("step", keys[0]))
-        st.session_state.step = keys[min(max(i + offset, 0), len(keys) - 1)]
-
     if st.session_state.get("step") not in keys:  # first run: the URL's step, if any
         st.session_state.step = st.query_params.get("step") if st.query_params.get("step") in keys else keys[0]
-    left, middle, right = st.columns([1, 5, 1], vertical_alignment="bottom")
-    middle.selectbox("Step", keys, format_func=labels.get, key="step",
-                     help="Jump to any step. The URL holds the step, so it can be shared.")
+    index = stepper(keys, "step", "Step", labels.get, shortcuts=True,
+                    help="Jump to any step. The URL holds the step, so it can be shared.")
     st.query_params["step"] = st.session_state.step
-    index = keys.index(st.session_state.step)
-    left.button("◀ Previous", on_click=move, args=(-1,), shortcut="Left", disabled=index == 0, width="stretch",
-                help="Keyboard: ←")
-    right.button("Next ▶", on_click=move, args=(1,), shortcut="Right", disabled=index == len(keys) - 1,
-                 width="stretch", type="primary", help="Keyboard: →")
     return steps[index]
 
 
