@@ -29,13 +29,10 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from model.bench import GPT2_SMALL, TINY  # noqa: E402
-from model.checkpoint import load, save  # noqa: E402
-from model.stories import corpus  # noqa: E402
-from model.transformer import Transformer  # noqa: E402
+from model.data.stories import corpus
+from model.engine import Transformer
+from model.io.checkpoint import load, save
+from model.tools.bench import GPT2_SMALL, TINY
 
 # what marks each view as drawn: a chart title, or for Export its download button
 VIEWS = {"Overview": "Parameters per part", "Tokens & embeddings": "PCA of embed.W_E", "Attention": "Every head's pattern",
@@ -74,9 +71,9 @@ def forward_seconds(path: Path, prompt: str) -> float:
 
 
 def serve(port: int) -> subprocess.Popen:
-    server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app/main.py", "--server.port", str(port),
-                               "--server.headless", "true", "--browser.gatherUsageStats", "false"],
-                              cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
+    server = subprocess.Popen([sys.executable, "-m", "model", "app", "--server.port", str(port), "--server.headless", "true",
+                               "--browser.gatherUsageStats", "false"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
     for _ in range(240):
         try:
             if urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1).read() == b"ok":

@@ -1,8 +1,13 @@
-"""Glassbox's transformer engine: model, capture, traces, checkpoints, CLI (`python -m model`)."""
+"""Glassbox without a UI. One subpackage per reason to change:
 
-import os
+- ``engine``: the transformer, capture, traces and gradients, the name registry, sampling;
+- ``io``: checkpoints, tokenizers, one converter per source format, the shipped assets;
+- ``analysis``: the explorer's math on a trace (PCA, logit lens, saliency, …) and exports;
+- ``serving``: traces for many sessions at once: their size, what to capture, a bounded cache;
+- ``lesson``: the article's worked example: its data, names, steps and arithmetic, live training;
+- ``data``: the default model's story corpus;
+- ``tools``: the command line (``glassbox``, ``python -m model``), benchmark, training the default model.
 
-# Traces allocate gigabytes of fresh memory per call on big models; in 2 MiB huge pages the
-# kernel maps it ~500x fewer times, which `python -m model bench` shows is most of the traced
-# backward's overhead on CPU. Read by PyTorch's CPU allocator at its first large allocation.
-os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
+Importing it changes nothing in the process: settings such as the allocator's are made by
+the commands that start a process (tools/cli.py).
+"""

@@ -1,3 +1,3 @@
-from .cli import main
+from model.tools.cli import main
 
 raise SystemExit(main())

@@ -1,15 +1,23 @@
-"""Shared fixtures.
+"""Shared fixtures (helpers that are not fixtures are in helpers.py).
 
+``random_model``: builds a float64 model of a config with random weights, norms and biases
+away from 1 and 0 so that a mistake in any of them shows.
 ``gpt2_dir``: a small GPT-2 checkpoint in the Hugging Face hub's layout (config.json,
 model.safetensors, vocab.json, merges.txt), written by transformers itself from a
 byte-level BPE trained on the spot. LayerNorm weights and every bias are pushed away
-from their 1/0 initialisation so that a mistake in any of them shows in the outputs.
-"""
+from their 1/0 initialisation so that a mistake in any of them shows in the outputs."""
 
 from pathlib import Path
 
 import pytest
 import torch
+
+from tests.helpers import build_random_model
+
+@pytest.fixture(scope="session")
+def random_model():
+    return build_random_model
+
 
 CORPUS = [
     "The quick brown fox jumps over the lazy dog.",

@@ -10,29 +10,16 @@ import numpy as np
 import pytest
 import torch
 
-from model.analysis import (Needs, TraceCache, attention_pair, backward_steps, capture_plan, contribution_norms,
-                            dead_neurons, downsample, embedding_pca, full_trace_bytes, gradient_norms, logit_lens,
-                            nearest_tokens, norm_prefixes, norm_summary, parts, recomputed_weight_gradient, saliency,
-                            tile, to_csv, top_neurons, trace_bytes, trace_names, weight_gradient_product)
-from model.checkpoint import load
-from model.trace import GRAD, Target, run_trace
-from model.transformer import ModelConfig, Transformer
+from model.analysis import (attention_pair, backward_steps, contribution_norms, dead_neurons, downsample, embedding_pca, gradient_norms, logit_lens, nearest_tokens, norm_prefixes, norm_summary, parts, recomputed_weight_gradient, saliency, tile, to_csv, top_neurons, weight_gradient_product)
+from model.serving import Needs, TraceCache, capture_plan, full_trace_bytes, trace_bytes, trace_names
+from model.io.checkpoint import load
+from model.engine import GRAD, ModelConfig, Target, Transformer, run_trace
 
 MODERN = ModelConfig(vocab_size=50, n_ctx=16, d_model=24, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=40, norm="rmsnorm",
                      activation="silu", gated_mlp=True, positional="rope", attn_bias=False, mlp_bias=False,
                      tie_embeddings=False)
 RELU_UNTIED = ModelConfig(vocab_size=30, n_ctx=16, d_model=16, n_layers=2, n_heads=2, d_ff=32, activation="relu",
                           tie_embeddings=False)
-
-
-def random_model(cfg: ModelConfig, seed: int = 0) -> Transformer:
-    model = Transformer(cfg).init_weights(seed, std=0.3).double().eval()
-    with torch.no_grad():  # biases and norm weights away from 0 and 1, so that mistakes show
-        gen = torch.Generator().manual_seed(seed + 1)
-        for name, p in model.named_parameters():
-            if name.endswith(".w") or name.split(".")[-1].startswith("b"):
-                p.add_(0.2 * torch.randn(p.shape, generator=gen, dtype=p.dtype))
-    return model
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +29,7 @@ def worked():
 
 
 @pytest.fixture(scope="module", params=["worked-example", "modern", "relu-untied"])
-def model_and_trace(request):
+def model_and_trace(request, random_model):
     if request.param == "worked-example":
         model, tokens = load("worked-example").model, [0, 1, 2, 3, 0]
     else:
@@ -258,7 +245,7 @@ def test_dead_relu_neurons_get_exactly_zero_gradient(worked):
     assert found > 0  # the article's example has dead neurons to show
 
 
-def test_saliency_is_the_first_order_change_of_the_loss():
+def test_saliency_is_the_first_order_change_of_the_loss(random_model):
     """Central finite difference: scale one token's embedding row by (1 ± ε) in a copy of an
     untied float64 model (tied, the row would also move the head) with distinct tokens."""
     model = random_model(RELU_UNTIED)

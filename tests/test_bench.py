@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -14,6 +16,7 @@ def positive_finite(x):
     return isinstance(x, float) and math.isfinite(x) and x > 0
 
 
+@pytest.mark.subprocess
 def test_bench_small_writes_ratios_and_memory(tmp_path):
     out = tmp_path / "out.json"
     run = subprocess.run([sys.executable, "-m", "model", "bench", "--small", "--repeats", "5", "--lengths", "8", "16",
@@ -33,12 +36,15 @@ def test_bench_small_writes_ratios_and_memory(tmp_path):
             assert r[key] is None or (isinstance(r[key], int) and r[key] >= 0), key
 
 
+@pytest.mark.subprocess
 def test_bench_rejects_too_few_repeats():
     run = subprocess.run([sys.executable, "-m", "model", "bench", "--repeats", "2"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 2 and "repeats" in run.stderr
 
 
+@pytest.mark.browser
+@pytest.mark.subprocess
 def test_view_benchmark_opens_every_view_in_chromium(tmp_path):
     """Smoke test of python -m app.bench --small: every view is opened twice and timed."""
     out = tmp_path / "views.json"

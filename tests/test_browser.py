@@ -17,12 +17,13 @@ from app.bench import CHROMIUM_ARGS  # the flags Debian's chromium needs in a co
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
+pytestmark = [pytest.mark.browser, pytest.mark.subprocess]
 
 
 def readme_app_command() -> str:
     """The README's command that installs and starts the app."""
     readme = (ROOT / "README.md").read_text()
-    (command,) = [line for line in readme.splitlines() if "streamlit run app/main.py" in line and "pip install" in line]
+    (command,) = [line for line in readme.splitlines() if "glassbox app" in line and "pip install" in line]
     return command.strip()
 
 
@@ -111,8 +112,8 @@ def test_a_shared_step_url_opens_that_step_and_a_click_explains_a_cell(app_url, 
 
 
 def test_playground_types_a_prompt_moves_the_temperature_and_generates(app_url, page):
-    from model.checkpoint import load
-    from model.sampling import Sampling, generate
+    from model.io.checkpoint import load
+    from model.engine.sampling import Sampling, generate
 
     page.goto(app_url + "/playground?max_new=8&seed=3")
     settled(page)

@@ -9,7 +9,6 @@ broken. Loading it must raise ``GlassboxError`` with a message naming the proble
 import json
 import shutil
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -17,16 +16,9 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from model.checkpoint import load
-from model.errors import GlassboxError
-from model.trace import run_trace
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def cli(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "model", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
+from model.engine import GlassboxError, run_trace
+from model.io.checkpoint import load
+from tests.helpers import cli
 
 
 # --- ways to break a checkpoint -------------------------------------------------------------
@@ -162,6 +154,7 @@ def assert_clean_cli_error(run: subprocess.CompletedProcess, phrase: str):
     assert phrase in lines[0], f"{phrase!r} not in {lines[0]!r}"
 
 
+@pytest.mark.subprocess
 def test_the_unbroken_checkpoint_loads_and_traces(gpt2_dir, tmp_path):
     # The baseline the broken copies start from.
     loaded = load(str(gpt2_dir), device="cpu")  # no dtype: a GPT-2 checkpoint loads as float32
@@ -173,6 +166,7 @@ def test_the_unbroken_checkpoint_loads_and_traces(gpt2_dir, tmp_path):
     assert npz.exists()
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("case", list(CASES))
 def test_broken_checkpoint_is_a_clean_error(case, broken, cli_runs):
     phrase = CASES[case][1]
@@ -222,6 +216,7 @@ def test_unseen_characters_round_trip_and_trace(loaded, text):
 LONG_PROMPT = "The cat sat on the mat and looked at the dog. " * 8
 
 
+@pytest.mark.subprocess
 def test_prompt_longer_than_the_context_is_an_error(loaded, tmp_path):
     ids = loaded.encode(LONG_PROMPT)
     n_ctx = loaded.cfg.n_ctx

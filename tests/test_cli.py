@@ -1,18 +1,11 @@
 """The CLI contract: `python -m model trace|hooks` on the worked example, and clean errors."""
 
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.helpers import cli
 
-
-def cli(*args):
-    return subprocess.run([sys.executable, "-m", "model", *args], cwd=ROOT, capture_output=True, text=True)
-
+pytestmark = pytest.mark.subprocess
 
 def test_trace_writes_every_tensor_and_gradient(tmp_path):
     out = tmp_path / "t.npz"

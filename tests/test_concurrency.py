@@ -6,9 +6,8 @@ import threading
 
 import torch
 
-from model.capture import _active
-from model.trace import run_trace
-from model.transformer import ModelConfig, Transformer
+from model.engine.capture import _active
+from model.engine import ModelConfig, Transformer, run_trace
 
 
 def test_sixteen_threads_each_get_their_own_trace():

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from model.checkpoint import load
-from model.sampling import Sampling, generate
-from model.stories import corpus
+from model.io.checkpoint import load
+from model.engine.sampling import Sampling, generate
+from model.data.stories import corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -61,6 +61,7 @@ def test_it_copies_names_and_agrees_in_number(default, prompt, expected):
     assert continuation(default, prompt, 1) == expected
 
 
+@pytest.mark.subprocess
 def test_cli_generate_json_contract():
     run = subprocess.run([sys.executable, "-m", "model", "generate", "--model", "default", "--prompt", "Tom had a",
                           "--max-new-tokens", "6", "--temperature", "0.8", "--top-k", "20", "--top-p", "0.9",
@@ -78,6 +79,7 @@ def test_cli_generate_json_contract():
     assert json.loads(again.stdout) == out  # the seed reproduces it
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("flags,message", [
     (["--temperature", "-1"], "Temperature"),
     (["--top-p", "0"], "top-p"),
@@ -93,6 +95,7 @@ def test_cli_generate_bad_values_exit_2_with_one_line(flags, message):
     assert len(run.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.subprocess
 def test_train_default_writes_a_loadable_model_with_its_card(tmp_path):
     """A short run of the real command (2 steps on 300 stories) into a temporary directory."""
     run = subprocess.run([sys.executable, "-m", "model", "train-default", "--out", str(tmp_path), "--steps", "2",
@@ -108,6 +111,7 @@ def test_train_default_writes_a_loadable_model_with_its_card(tmp_path):
     assert loaded.encode("Any text at all: ünïcödé, 42!")  # byte-level BPE: everything tokenizes
 
 
+@pytest.mark.subprocess
 def test_train_default_is_reproducible(tmp_path):
     """Two runs of the same command give the same tokenizer and bit-identical weights."""
     outputs = []

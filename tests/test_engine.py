@@ -9,10 +9,9 @@ import math
 import pytest
 import torch
 
-from model.capture import capture
-from model.checkpoint import load
-from model.trace import GRAD, Target, next_token_targets, run_trace
-from model.transformer import ModelConfig, Transformer
+from model.engine.capture import Recorder, capture
+from model.io.checkpoint import load
+from model.engine import GRAD, ModelConfig, Target, Transformer, next_token_targets, run_trace
 
 TOKENS = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5]
 
@@ -30,18 +29,8 @@ CONFIGS = {
 }
 
 
-def random_model(cfg: ModelConfig, seed: int = 0) -> Transformer:
-    model = Transformer(cfg).init_weights(seed, std=0.3).double()
-    with torch.no_grad():  # make norms and biases matter
-        gen = torch.Generator().manual_seed(seed + 1)
-        for name, p in model.named_parameters():
-            if name.endswith(".w") or name.split(".")[-1].startswith("b"):
-                p.add_(0.2 * torch.randn(p.shape, generator=gen, dtype=p.dtype))
-    return model
-
-
 @pytest.fixture(scope="module", params=list(CONFIGS))
-def model(request):
+def model(request, random_model):
     return random_model(CONFIGS[request.param])
 
 
@@ -94,16 +83,46 @@ def test_activation_gradients_equal_autograd(model):
     assert numeric == pytest.approx((grad * u).sum().item(), abs=1e-7)
 
 
-def test_activation_gradients_match_autograd_on_captured_graph(model):
-    """grad:<activation> equals autograd.grad of a fresh captured forward on that tensor."""
+class Perturb(Recorder):
+    """Records everything, and adds ``eps * direction`` to one named tensor on its way."""
+
+    def __init__(self, name: str, direction: torch.Tensor, eps: float):
+        super().__init__()
+        self.name, self.direction, self.eps = name, direction, eps
+
+    def record(self, name, tensor):
+        if name == self.name:
+            tensor = tensor + self.eps * self.direction
+        return super().record(name, tensor)
+
+
+def test_every_activation_gradient_is_the_derivative_of_the_loss(model):
+    """Reference: central finite differences, not autograd. For every captured tensor x,
+    d/dε L(x + ε·u) at ε = 0 must equal <grad:x, u> for a random direction u; the perturbed
+    forward passes add ε·u where the forward pass names x and run nothing of run_trace's
+    (float64, h = 1e-6, tolerance 1e-6 relative to the gradient's size)."""
     trace = run_trace(model, TOKENS, backward=True)
     ids = torch.tensor([TOKENS])
-    with torch.enable_grad(), capture() as rec:
-        out = model(ids, next_token_targets(ids))
-    names = [n for n, t in rec.tensors.items() if t.requires_grad and n != "hook_probs"]
-    for name in names:
-        (grad,) = torch.autograd.grad(out.loss, rec.tensors[name], retain_graph=True)
-        assert torch.allclose(trace[GRAD + name], grad[0], rtol=0, atol=1e-12), name
+    targets = next_token_targets(ids)
+    gen = torch.Generator().manual_seed(3)
+    checked = 0
+    for name in trace.activations:
+        u = torch.randn((1, *trace[name].shape), generator=gen, dtype=torch.float64)
+
+        def loss(eps):
+            with torch.no_grad(), capture(recorder=Perturb(name, u, eps)):
+                return model(ids, targets).loss.item()
+
+        h = 1e-6
+        numeric = (loss(h) - loss(-h)) / (2 * h)
+        if GRAD + name not in trace.grads:  # off the loss's path: the loss must not move
+            assert name == "hook_probs" and numeric == 0.0
+            continue
+        grad = trace[GRAD + name]
+        analytic = (torch.nan_to_num(grad, nan=0.0) * u[0]).sum().item()
+        assert numeric == pytest.approx(analytic, abs=1e-6 * (1 + abs(analytic))), name
+        checked += 1
+    assert checked >= 25  # every hooked tensor of a 2- or 3-block model
     assert GRAD + "hook_probs" not in trace.grads  # a side branch: the loss is computed from log-probs
 
 
@@ -181,7 +200,7 @@ def test_no_state_left_on_the_model(model):
     assert rec.tensors == {}
 
 
-def test_float32_and_float64_agree():
+def test_float32_and_float64_agree(random_model):
     m64 = random_model(CONFIGS["gpt2-like"])
     m32 = Transformer(m64.cfg)
     m32.load_state_dict(m64.state_dict())
@@ -191,7 +210,7 @@ def test_float32_and_float64_agree():
     assert torch.allclose(t32[GRAD + "embed.W_E"].double(), t64[GRAD + "embed.W_E"], atol=1e-5)
 
 
-def test_rope_rotates_by_position():
+def test_rope_rotates_by_position(random_model):
     cfg = CONFIGS["llama-like (RMSNorm, SwiGLU, RoPE, GQA, untied)"]
     trace = run_trace(random_model(cfg), TOKENS)
     q, rot = trace["blocks.0.attn.hook_q"], trace["blocks.0.attn.hook_rot_q"]
@@ -210,7 +229,7 @@ def test_rope_rotates_by_position():
 def test_worked_example_uses_the_printed_weights():
     """Reference: the article's printed weights (assets/worked-example/published.json) and
     its stated exact value of X_mid_LN(1) row 4, [0.302, 1.230, -1.547, 0.015] (±0.0005)."""
-    from model.worked_example import engine_slot, published
+    from model.lesson.article import engine_slot, published
 
     loaded = load("worked-example")
     params = dict(loaded.model.named_parameters())

@@ -9,8 +9,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from model.trace import GRAD, run_trace  # noqa: E402
-from model.transformer import ModelConfig, Transformer  # noqa: E402
+from model.engine import GRAD, ModelConfig, Transformer, run_trace  # noqa: E402
 
 D, H, K, F, L, V = 32, 4, 2, 48, 2, 97
 

@@ -5,10 +5,9 @@ import math
 import pytest
 import torch
 
-from model.checkpoint import load
-from model.errors import GlassboxError
-from model.sampling import Sampling, distributions, generate, kv_cache_bytes
-from model.transformer import KVCache, ModelConfig, Transformer
+from model.io.checkpoint import load
+from model.engine import GlassboxError, KVCache, ModelConfig, Transformer
+from model.engine.sampling import Sampling, distributions, generate, kv_cache_bytes
 
 
 @pytest.fixture(scope="module")

@@ -7,11 +7,11 @@ import math
 import numpy as np
 import pytest
 
-from model.checkpoint import load
-from model.steps import stages, worked_example_steps
-from model.trace import GRAD, Target, run_trace
-from model.training import train_copy, training_batch
-from model.worked_example import published
+from model.io.checkpoint import load
+from model.lesson.steps import stages, worked_example_steps
+from model.engine import GRAD, Target, run_trace
+from model.lesson.training import train_copy, training_batch
+from model.lesson.article import published
 
 
 @pytest.fixture(scope="module")

@@ -3,10 +3,11 @@
 import pytest
 import torch
 
-from model.checkpoint import load
-from model.errors import GlassboxError
-from model.training import DATASETS, toy_corpus, train_copy, training_batch
-from model.worked_example import article_json, article_weights, published
+from model.io.checkpoint import load
+from model.engine import GlassboxError
+from model.lesson.training import DATASETS, toy_corpus, train_copy, training_batch
+from model.lesson.article import article_weights, published
+from model.lesson.contract import article_json
 
 
 @pytest.fixture(scope="module")

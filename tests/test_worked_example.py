@@ -11,9 +11,9 @@ import math
 import pytest
 import torch
 
-from model.checkpoint import load
-from model.trace import GRAD, Target, run_trace
-from model.worked_example import published
+from model.io.checkpoint import load
+from model.engine import GRAD, Target, run_trace
+from model.lesson.article import published
 
 # article figure -> (trace name, head index or None)
 ARTICLE_TO_TRACE = {
@@ -118,7 +118,7 @@ def test_json_contract(tmp_path):
 
 def test_tied_embedding_gradient_parts(article_trace):
     """Reference: autograd with W_E detached in one of its two uses (float64, 1e-12)."""
-    from model.worked_example import article_json
+    from model.lesson.contract import article_json
 
     loaded, article, _ = article_trace
     data = article_json(loaded)

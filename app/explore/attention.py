@@ -9,13 +9,18 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.explore.common import Explorer, array, choose_head, choose_layer, choose_position, heatmap
-from model.analysis import attention_needs, attention_pair, kv_head, tile
+from model.analysis import attention_pair, tile
+from model.serving import Needs
 
 GRID_CELL = 40
 
 
 def signed(v: float) -> str:
     return f"{v:.3g}" if v >= 0 else f"({v:.3g})"  # each head's pattern in the overview is at most this many cells square
+
+
+def needs(layer: int) -> Needs:
+    return Needs((f"blocks.{layer}.attn.*", "blocks.*.attn.hook_pattern", f"blocks.{layer}.ln1.hook_out"))
 
 
 def lit(ctx: Explorer) -> set[str]:
@@ -88,7 +93,7 @@ def lines(ctx: Explorer, pattern: np.ndarray, query: int) -> go.Figure:
 
 def render(ctx: Explorer) -> None:
     cfg = ctx.cfg
-    trace = ctx.trace(attention_needs(st.session_state.explore_layer))
+    trace = ctx.trace(needs(st.session_state.explore_layer))
     overview(ctx, trace)
     c1, c2, c3, c4 = st.columns(4)
     with c1:
@@ -121,7 +126,7 @@ def render(ctx: Explorer) -> None:
     st.markdown(f"**{L[query]!r} asks, {L[key]!r} answers.** The score is the dot product of the query and key "
                 f"vectors divided by √{cfg.d_head} = {pair.scale:.4g}"
                 + (" (both rotated by RoPE for their positions)" if cfg.positional == "rope" else "")
-                + (f"; key/value head {kv_head(cfg, head)} is shared by a group of query heads" if cfg.n_kv_heads != cfg.n_heads else "")
+                + (f"; key/value head {cfg.kv_head(head)} is shared by a group of query heads" if cfg.n_kv_heads != cfg.n_heads else "")
                 + ".")
     shown = min(len(pair.q), 5)
     terms = " + ".join(rf"{signed(qv)}\cdot{signed(kv)}" for qv, kv in zip(pair.q[:shown], pair.k[:shown]))
@@ -135,16 +140,16 @@ def render(ctx: Explorer) -> None:
                   if key > query else f"After the mask and the softmax over row {query}: weight {pattern[query, key]:.6g}."))
     products = np.stack([pair.q, pair.k, pair.products])
     heatmap(products, [f"q ({q_name})", f"k ({k_name})", "q·k per dimension"], None, "The dot product, dimension by dimension",
-            f"{p}{q_name}[{head}, {query}] · {p}{k_name}[{kv_head(cfg, head)}, {key}]", row_title="", col_title="d_head",
+            f"{p}{q_name}[{head}, {query}] · {p}{k_name}[{cfg.kv_head(head)}, {key}]", row_title="", col_title="d_head",
             height=200)
 
     a, b = st.columns(2)
     with a:
         heatmap(array(trace[p + q_name][head]), L, None, "Queries", p + q_name, col_title="d_head", zoom_key="attn:q")
-        heatmap(array(trace[p + "hook_v"][kv_head(cfg, head)]), L, None, "Values", p + "hook_v", col_title="d_head",
+        heatmap(array(trace[p + "hook_v"][cfg.kv_head(head)]), L, None, "Values", p + "hook_v", col_title="d_head",
                 zoom_key="attn:v")
     with b:
-        heatmap(array(trace[p + k_name][kv_head(cfg, head)]), L, None, "Keys", p + k_name, col_title="d_head", zoom_key="attn:k")
+        heatmap(array(trace[p + k_name][cfg.kv_head(head)]), L, None, "Keys", p + k_name, col_title="d_head", zoom_key="attn:k")
         heatmap(array(trace[p + "hook_z"][head]), L, None, "Weighted values z = pattern · v", p + "hook_z", col_title="d_head",
                 zoom_key="attn:z")
     heatmap(array(trace[p + "hook_result"][head]), L, None, f"Head {head}'s contribution after W_O (z · W_O[{head}])",

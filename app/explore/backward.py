@@ -8,10 +8,11 @@ import streamlit as st
 import torch
 
 from app.explore.common import Explorer, array, bar_chart, choose_head, choose_layer, heatmap
-from app.shared import stepper
-from model.analysis import (Needs, backward_steps, dead_neurons, dims, gradient_norms, recomputed_weight_gradient,
-                            residual_points, saliency, weight_gradient_product)
-from model.trace import GRAD
+from app.components.stepper import stepper
+from model.analysis import (backward_steps, dead_neurons, gradient_norms, recomputed_weight_gradient, residual_points, saliency, weight_gradient_product)
+from model.serving import Needs
+from model.engine.names import axes as names_axes
+from model.engine import GRAD
 
 LM_LOSS, ONE_TOKEN = "mean next-token loss", "one token at one position"
 
@@ -48,10 +49,10 @@ def needs(ctx: Explorer, step_names: tuple[str, ...], weights: tuple[str, ...], 
 
 def grad_grid(ctx: Explorer, name: str, tensor: torch.Tensor, head: int):
     """A gradient as (values, rows, columns, row title, column title, what was selected)."""
-    axes = dims(name, ctx.cfg)
+    axes = names_axes(name)
     values, note = tensor, ""
-    if axes[0] == "head":
-        h = head if head < tensor.shape[0] else head // (ctx.cfg.n_heads // tensor.shape[0])
+    if axes[0] in ("head", "kv_head"):
+        h = head if axes[0] == "head" else ctx.cfg.kv_head(head)
         values, axes, note = tensor[h], axes[1:], f"[{h}]"
     if values.dim() == 1:
         values, axes = values[None], ("",) + axes
@@ -62,8 +63,9 @@ def grad_grid(ctx: Explorer, name: str, tensor: torch.Tensor, head: int):
     if axes == ("vocab", "d_model"):  # W_E: the prompt's tokens' rows (the tied head adds to all rows)
         values, rows, note = values[ctx.tokens], ctx.labels, "[prompt tokens]"
         axes = ("token (its row)", axes[1])
-    if axes == ("position", "d_model") and values.shape[0] > len(ctx.tokens):  # W_pos: the rows used
+    if axes == ("context", "d_model"):  # W_pos: the rows used
         values, rows, note = values[: len(ctx.tokens)], ctx.labels, "[0:T]"
+        axes = ("position", axes[1])
     if axes == ("d_model", "vocab"):  # W_U: the prompt tokens' columns
         values, cols, note = values[:, ctx.tokens], ctx.labels, "[:, prompt tokens]"
     return array(values), rows, cols, axes[0], axes[1], note

@@ -11,19 +11,16 @@ import plotly.graph_objects as go
 import streamlit as st
 import torch
 
-from app.shared import DIVERGING, pipeline_strip
-from model.analysis import Needs, TraceCache, capture_plan, downsample, parts
-from model.checkpoint import LoadedModel
-from model.trace import Target, Trace, run_trace
+from app.components.labels import DIVERGING
+from app.components.pipeline import pipeline_strip
+from model.analysis import downsample, parts
+from app.resources import trace_cache
+from model.serving import Needs, capture_plan
+from model.io.checkpoint import LoadedModel
+from model.engine import Target, Trace, run_trace
 
 MAX_ROWS, MAX_COLS = 160, 256  # a heatmap larger than this is drawn as block means, with a zoom
 TEXT_CELLS = 24  # up to this many rows and columns, values are written in the cells
-
-
-@st.cache_resource
-def trace_cache() -> TraceCache:
-    """One cache for every session: a trace depends only on (model, prompt, target, capture)."""
-    return TraceCache()
 
 
 @dataclass

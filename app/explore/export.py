@@ -5,8 +5,10 @@ from urllib.parse import urlencode
 import streamlit as st
 
 from app.explore.common import Explorer
-from model.analysis import Needs, capture_plan, dims, npz_bytes, to_csv, trace_names
-from model.trace import GRAD
+from model.analysis import npz_bytes, to_csv
+from model.serving import Needs, capture_plan, trace_names
+from model.engine.names import axes as names_axes
+from model.engine import GRAD
 
 
 def lit(ctx: Explorer) -> set[str]:
@@ -26,7 +28,7 @@ def render(ctx: Explorer) -> None:
         st.info(f"{name} has no value for this prompt and loss (off the loss's path, or a one-token prompt).")
         return
     tensor = trace[name]
-    axes = dims(name, ctx.cfg)
+    axes = names_axes(name)
     st.markdown(f"`{name}`: shape {list(tensor.shape)} ({' × '.join(axes)}), {tensor.dtype}, {tensor.nbytes / 2**20:.2f} MiB")
     slug = ctx.model_key.strip("/").replace("/", "_")
     a, b = st.columns(2)

@@ -5,7 +5,8 @@ import pandas as pd
 import streamlit as st
 
 from app.explore.common import Explorer, array, bar_chart, choose_layer, choose_position, heatmap
-from model.analysis import Needs, active, top_neurons
+from model.analysis import active, top_neurons
+from model.serving import Needs
 
 
 def lit(ctx: Explorer) -> set[str]:

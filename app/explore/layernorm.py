@@ -7,7 +7,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.explore.common import Explorer, array, heatmap
-from model.analysis import Needs, norm_prefixes, norm_summary
+from model.analysis import norm_prefixes, norm_summary
+from model.serving import Needs
 
 
 def label(prefix: str) -> str:

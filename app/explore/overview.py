@@ -4,9 +4,10 @@ import pandas as pd
 import streamlit as st
 
 from app.explore.common import Explorer, bar_chart
-from app.shared import bar_label
-from model.analysis import Needs, full_trace_bytes, parts
-from model.sampling import top
+from app.components.labels import bar_label
+from model.analysis import parts
+from model.serving import Needs, full_trace_bytes
+from model.engine.sampling import top
 
 NEEDS = Needs(("hook_probs",))
 

@@ -7,8 +7,9 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.explore.common import Explorer, choose_position, heatmap
-from model.analysis import Needs, contribution_norms, logit_lens
-from model.errors import GlassboxError
+from model.analysis import contribution_norms, logit_lens
+from model.serving import Needs
+from model.engine import GlassboxError
 
 NEEDS = Needs(("blocks.*.hook_resid_pre", "blocks.*.hook_resid_post", "blocks.*.hook_attn_out", "blocks.*.hook_mlp_out",
                "hook_probs"))

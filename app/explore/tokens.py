@@ -7,7 +7,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.explore.common import Explorer, array, choose_position, heatmap
-from model.analysis import Needs, embedding_pca, nearest_tokens, positional_table
+from model.analysis import embedding_pca, nearest_tokens, positional_table
+from model.serving import Needs
 
 CLOUD = 5000  # most vocabulary points drawn in the PCA
 NEEDS = Needs(("hook_embed", "hook_pos_embed", "blocks.0.hook_resid_pre"))

@@ -1,0 +1,1 @@
+"""Widgets and charts shared by the pages: the labelled heatmap, the pipeline strip, the stepper."""

@@ -1,0 +1,179 @@
+"""Playground: type a prompt, see the next-token distribution before and after temperature,
+top-k and top-p, and generate token by token with a KV cache."""
+
+from __future__ import annotations
+
+import html
+import json
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from app.components.labels import bar_label
+from app.resources import shared_model
+from app.state import url_settings
+from model.engine import GlassboxError
+from model.engine.sampling import Sampling, distributions, generate, kv_cache_bytes, next_token_logits, top
+from model.io.checkpoint import NAMED_MODELS
+
+DEFAULTS = {"model": "default", "prompt": "Lily had a", "temperature": 1.0, "top_k": 0, "top_p": 1.0,
+            "max_new": 20, "seed": 0, "greedy": False}
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def prompt_logits(model_name: str, prompt: str):
+    return next_token_logits(shared_model(model_name), prompt)
+
+
+def sampling_from_state() -> Sampling:
+    s = st.session_state
+    return Sampling(temperature=0.0 if s.greedy else float(s.temperature), top_k=int(s.top_k) or None,
+                    top_p=float(s.top_p), seed=int(s.seed))
+
+
+def before_after_chart(before: list[dict], after: list[dict], title: str, n: int = 15) -> go.Figure:
+    """Bars side by side for the n tokens most likely under either distribution; ``before``
+    and ``after`` are ``top()`` lists (token, token_id, p)."""
+    p_before = {d["token_id"]: d["p"] for d in before}
+    p_after = {d["token_id"]: d["p"] for d in after}
+    text = {d["token_id"]: d["token"] for d in before + after}
+    order = sorted(text, key=lambda i: -max(p_before.get(i, 0.0), p_after.get(i, 0.0)))[:n]
+    labels = [repr(text[i])[1:-1] or "∅" for i in order]
+    bars = []
+    for name, probs, colour in (("model (softmax of the logits)", p_before, "#9db4d0"),
+                                ("sampled from (after the settings)", p_after, "#d9480f")):
+        y = [probs.get(i, 0.0) for i in order]
+        bars.append(go.Bar(name=name, x=labels, y=y, marker_color=colour, text=[bar_label(v) for v in y],
+                           textposition="outside"))
+    fig = go.Figure(bars)
+    fig.update_layout(title=title, barmode="group", height=360, margin=dict(t=50, b=10), yaxis_title="probability",
+                      xaxis_title="candidate next token", legend=dict(orientation="h", y=1.12, x=0))
+    return fig
+
+
+def chips(tokens: list[dict]) -> str:
+    """The generated tokens as chips, green when the sampled probability was high, red when low."""
+    spans = []
+    for i, t in enumerate(tokens):
+        hue = int(120 * t["p"])
+        text = html.escape(t["token"]).replace(" ", "&nbsp;").replace("\n", "↵")
+        spans.append(f"<span title='step {i + 1}: p = {t['p']:.3f}' style='background:hsl({hue},70%,82%);"
+                     f"border-radius:4px;padding:1px 3px;margin:1px;font-family:monospace'>{text}</span>")
+    return "<div style='display:flex;flex-wrap:wrap;gap:2px;line-height:1.8'>" + "".join(spans) + "</div>"
+
+
+LIMITS = {"temperature": (0.05, 2.0), "top_k": (0, 100), "top_p": (0.01, 1.0), "max_new": (1, 100),
+          "seed": (0, 2**31 - 1)}
+url_settings(DEFAULTS, LIMITS, choices={"model": list(NAMED_MODELS)})
+st.title("Playground")
+names = list(NAMED_MODELS)
+st.selectbox("Model", names, key="model", help="default: the small GPT trained here on generated stories; "
+             "worked-example: the article's 8-word toy")
+loaded = shared_model(st.session_state.model)
+top_k_max = min(loaded.cfg.vocab_size, 100)
+st.session_state.top_k = min(st.session_state.top_k, top_k_max)
+card = loaded.about.get("card")
+if card:
+    with st.expander(f"Model card: {card['parameters']:,} parameters, validation loss {card['validation_loss']}"):
+        st.json(card, expanded=1)
+        curve_path = loaded.path / "training.json"
+        if curve_path.exists():
+            curve = json.loads(curve_path.read_text())
+            fig = go.Figure([go.Scatter(x=curve["step"], y=curve["train_loss"], name="training batch", mode="lines",
+                                        line=dict(width=1)),
+                             go.Scatter(x=curve["val_step"], y=curve["val_loss"], name="validation", mode="lines+markers")])
+            fig.update_layout(title="Loss while training", xaxis_title="step", yaxis_title="cross-entropy (nats, log scale)",
+                              yaxis_type="log",
+                              height=300, margin=dict(t=40, b=10))
+            st.plotly_chart(fig)
+        for sample in loaded.about.get("samples", []):
+            st.markdown(f"- **{html.escape(sample['prompt'])}** {html.escape(sample['completion'])} "
+                        f"<small>({sample['settings']})</small>", unsafe_allow_html=True)
+
+st.text_area("Prompt", key="prompt", height=80)
+c1, c2, c3, c4 = st.columns(4)
+c1.slider("Temperature", 0.05, 2.0, step=0.05, key="temperature", disabled=st.session_state.greedy,
+          help="Divides the logits: below 1 sharpens the distribution, above 1 flattens it.")
+c2.slider("top-k (0 = off)", 0, top_k_max, key="top_k",
+          help="Keep only the k most likely tokens, then renormalise.")
+c3.slider("top-p", 0.01, 1.0, step=0.01, key="top_p",
+          help="Keep the smallest set of most likely tokens whose probability adds up to p, then renormalise.")
+c4.slider("Max new tokens", 1, 100, key="max_new")
+c5, c6, c7 = st.columns([1, 1, 2], vertical_alignment="bottom")
+c5.number_input("Seed", min_value=0, step=1, key="seed", help="The same seed and settings give the same sample.")
+c6.toggle("Greedy", key="greedy", help="Always take the most likely token (temperature 0).")
+generate_clicked = c7.button("Generate", type="primary")
+
+sampling = sampling_from_state()
+try:
+    logits = prompt_logits(st.session_state.model, st.session_state.prompt)
+    before, after = distributions(logits, sampling)
+except GlassboxError as exc:
+    st.error(str(exc))
+    st.stop()
+pieces = loaded.tokenizer.pieces
+st.plotly_chart(before_after_chart(top(before, pieces, 15), top(after, pieces, 15),
+                                   f"Next token after the prompt: {int((after > 0).sum())} of {len(after)} tokens "
+                                   f"can be drawn"), key="next_token_chart")
+
+if generate_clicked:
+    records = []
+
+    def stream():
+        for token in generate(loaded, st.session_state.prompt, int(st.session_state.max_new), sampling):
+            records.append({"token": token.token, "token_id": token.token_id, "p": token.p, "p_model": token.p_model,
+                            "entropy_before": token.entropy_before, "entropy_after": token.entropy_after,
+                            "before": top(token.before, loaded.tokenizer.pieces, 15),
+                            "after": top(token.after, loaded.tokenizer.pieces, 15),
+                            "cache_bytes": token.cache_bytes, "position": token.position})
+            yield token.token
+
+    st.markdown("**Generating…**")
+    try:
+        st.write_stream(stream())
+        st.session_state.generation = {"model": st.session_state.model, "prompt": st.session_state.prompt,
+                                       "settings": str(sampling), "tokens": records}
+        st.session_state.pop("chosen_step", None)  # a new generation starts at its first step
+    except GlassboxError as exc:
+        st.error(str(exc))
+
+result = st.session_state.get("generation")
+if result:
+    st.subheader("Generated")
+    st.caption(f"{result['settings']} · colour: the probability each token was drawn with (green high, red low)")
+    st.html(f"<div style='font-family:monospace;color:#444'>{html.escape(result['prompt'])}</div>"
+            + chips(result["tokens"]))
+    tokens = result["tokens"]
+    step = st.pills("Step", range(len(tokens)), format_func=lambda i: f"{i + 1}: {tokens[i]['token']!r}",
+                    default=0, key="chosen_step")
+    step = 0 if step is None else step
+    t = tokens[step]
+    prefix = result["prompt"] + "".join(x["token"] for x in tokens[:step])
+    left, right = st.columns([3, 2])
+    with left:
+        st.plotly_chart(before_after_chart(t["before"], t["after"],
+                                           f"Step {step + 1}: drew {t['token']!r} with p = {t['p']:.3f} "
+                                           f"(model: {t['p_model']:.3f})"), key="step_chart")
+        st.caption(f"Entropy {t['entropy_before']:.3f} nats before the settings, {t['entropy_after']:.3f} after.")
+        st.page_link("pages/explore.py", label="Open this step's full trace in the explorer", icon=":material/search:",
+                     query_params={"model": result["model"], "prompt": prefix})
+    with right:
+        cfg = loaded.cfg
+        n = t["position"]
+        size = kv_cache_bytes(loaded, n)
+        width = cfg.n_kv_heads * cfg.d_head
+        element = loaded.model.embed.W_E.element_size()
+        st.markdown(f"**KV cache** used to predict step {step + 1}: the keys and values of the {n} positions "
+                    f"before it, in each of the {cfg.n_layers} layers.")
+        st.latex(r"2 \times \text{layers} \times \text{tokens} \times d_{model} \times \text{bytes}")
+        st.latex(rf"= 2 \times {cfg.n_layers} \times {n} \times {width} \times {element} = {size:,}\ \text{{bytes}}")
+        st.dataframe({"layer": list(range(cfg.n_layers)),
+                      "keys": [f"{cfg.n_kv_heads} heads × {n} positions × {cfg.d_head}"] * cfg.n_layers,
+                      "values": [f"{cfg.n_kv_heads} heads × {n} positions × {cfg.d_head}"] * cfg.n_layers,
+                      "bytes": [size // cfg.n_layers] * cfg.n_layers}, hide_index=True)
+        st.caption(f"Measured on the engine's own cache during generation: {t['cache_bytes']:,} bytes.")
+        fig = go.Figure(go.Scatter(x=[x["position"] for x in tokens], y=[x["cache_bytes"] for x in tokens],
+                                   mode="lines+markers"))
+        fig.update_layout(title="KV cache size as generation goes on", xaxis_title="tokens in the cache",
+                          yaxis_title="bytes", height=260, margin=dict(t=40, b=10))
+        st.plotly_chart(fig, key="cache_chart")

@@ -1,0 +1,195 @@
+"""The worked example, step by step: the article's forward pass, backward pass and update,
+every grid computed by the engine, any cell's arithmetic on demand."""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from app.components.heatmap import grid_figure
+from app.components.labels import HIGHLIGHT, pretty
+from app.components.pipeline import pipeline_strip
+from app.components.stepper import stepper
+from app.resources import shared_model
+from model.lesson.steps import Grid, Step, stages, worked_example_steps
+from model.lesson.article import published
+
+PHASE_COLOURS = {"forward": "blue", "backward": "orange", "update": "green"}
+
+
+def article_provenance(printed: set[str]):
+    return lambda weight: "printed by the article" if weight in printed else "reconstructed"
+
+
+@st.cache_resource(show_spinner="Tracing the worked example…")
+def article_steps() -> list[Step]:
+    """The article's weights: the same steps for every session."""
+    loaded = shared_model("worked-example")
+    return worked_example_steps(loaded.model, loaded.tokenizer, published(),
+                                article_provenance(set(loaded.about.get("printed_weights", []))))
+
+
+def current_steps() -> tuple[list[Step], str]:
+    run = st.session_state.get("training_run")
+    if run is None:
+        return article_steps(), "the article's"
+    choice = st.radio("Weights", ["the article's", f"trained in this session ({run.optimizer}, {run.steps} steps)"],
+                      horizontal=True, key="weights_choice", persist_state="session")
+    if choice == "the article's":
+        return article_steps(), choice
+    loaded = shared_model("worked-example")
+    return worked_example_steps(run.model, loaded.tokenizer, published(), lambda weight: "trained"), choice
+
+
+def pipeline_diagram(step: Step, n_layers: int) -> None:
+    """The article's stages in forward order; the current step's stage is filled."""
+    colour = {"forward": "#1f6feb", "backward": "#d9480f", "update": "#2f9e44"}[step.phase]
+    groups: list = []
+    for stage, label in stages(n_layers):
+        block = f"block {stage.split('.')[0][1:]}" if "." in stage else None
+        if not groups or groups[-1][0] != block or block is None:
+            groups.append((block, []))
+        groups[-1][1].append((label, stage == step.stage, 0, ""))
+    direction = "← backward" if step.phase == "backward" else ("update" if step.phase == "update" else "forward →")
+    pipeline_strip(groups, f"<b style='color:{colour}'>{direction}</b>", colour=colour)
+
+
+def navigation(steps: list[Step]) -> Step:
+    keys = [s.key for s in steps]
+    labels = {s.key: f"{i + 1}/{len(steps)} · {s.phase} · {s.title}" for i, s in enumerate(steps)}
+    if st.session_state.get("step") not in keys:  # first run: the URL's step, if any
+        st.session_state.step = st.query_params.get("step") if st.query_params.get("step") in keys else keys[0]
+    index = stepper(keys, "step", "Step", labels.get, shortcuts=True,
+                    help="Jump to any step. The URL holds the step, so it can be shared.")
+    st.query_params["step"] = st.session_state.step
+    return steps[index]
+
+
+def chosen_panel(step: Step):
+    if len(step.panels) == 1:
+        return step.panels[0]
+    labels = [p.label for p in step.panels]
+    if len(labels) <= 4:
+        label = st.segmented_control("Head", labels, default=labels[0], key=f"panel:{step.key}", required=True)
+    else:
+        label = st.selectbox("Weight", labels, key=f"panel:{step.key}")
+    return step.panels[labels.index(label)]
+
+
+def select_cell(base: str, chart_key: str, output: int) -> None:
+    """A click on an output grid selects that cell (on_select callback, before the rerun)."""
+    points = st.session_state[chart_key].selection.points
+    if points:
+        st.session_state[base + ":grid"] = output
+        st.session_state[base + ":row"] = int(points[0]["y"])
+        st.session_state[base + ":col"] = int(points[0]["x"])
+
+
+def grid_row(grids: list[Grid], draw, budget: int = 26) -> None:
+    """Lay grids out left to right, each as wide as its columns need, wrapping at ``budget``."""
+    rows, row, used = [], [], 0
+    for i, grid in enumerate(grids):
+        width = max(1.4 * grid.shape[1], 4) + 3  # cells plus room for the row labels
+        if row and used + width > budget:
+            rows.append(row)
+            row, used = [], 0
+        row.append((i, grid, width))
+        used += width
+    rows.append(row)
+    for row in rows:
+        widths = [w for _, _, w in row]
+        columns = st.columns(widths + [max(budget - sum(widths), 0.01)])
+        for column, (i, grid, _) in zip(columns, row):
+            with column:
+                draw(i, grid)
+
+
+def comparison(grid: Grid, key: str) -> None:
+    """The article's printed figure beside the computed one, and their difference."""
+    printed_rows = [r for r in range(grid.shape[0]) if np.isfinite(grid.printed[r]).any()]
+    difference = grid.values[printed_rows] - grid.printed[printed_rows]
+    largest = float(np.nanmax(np.abs(difference)))
+    if grid.provenance == "printed by the article":
+        st.caption(f"{pretty(grid.label)}: printed by the article and used exactly (largest difference {largest:.1e}).")
+        return
+    rows = [grid.rows[r] for r in printed_rows]
+    label = pretty(grid.label)
+    trio = [Grid(f"{label} computed", grid.name, grid.values[printed_rows], rows, grid.cols, grid.row_title, grid.col_title),
+            Grid(f"{label} in the article", "printed to 3 decimals", grid.printed[printed_rows], rows, grid.cols,
+                 grid.row_title, grid.col_title),
+            Grid(f"difference (largest {largest:.4f})", "computed − article", difference, rows, grid.cols,
+                 grid.row_title, grid.col_title)]
+    grid_row(trio, lambda i, g: st.plotly_chart(grid_figure(g), key=f"{key}:{i}", config={"displayModeBar": False}),
+             budget=3 * (max(1.4 * grid.shape[1], 4) + 3) + 2)
+
+
+def show_step(step: Step) -> None:
+    st.badge(step.phase, color=PHASE_COLOURS[step.phase])
+    st.subheader(step.title)
+    st.markdown(step.sentence)
+    st.latex(step.formula)
+    panel = chosen_panel(step)
+    base = f"cell:{step.key}:{panel.label}"
+    outputs = panel.outputs
+    if base + ":grid" not in st.session_state:  # start on the first output's largest entry
+        values = np.where(np.isfinite(outputs[0].values), np.abs(outputs[0].values), -1)
+        first = np.unravel_index(int(np.argmax(values)), values.shape)
+        st.session_state[base + ":grid"] = 0
+        st.session_state[base + ":row"], st.session_state[base + ":col"] = int(first[0]), int(first[1])
+    out_index = min(st.session_state[base + ":grid"], len(outputs) - 1)
+    target = outputs[out_index]
+    row = min(st.session_state[base + ":row"], target.shape[0] - 1)
+    col = min(st.session_state[base + ":col"], target.shape[1] - 1)
+    arithmetic = target.explain(row, col) if target.explain else None
+    uses = {}
+    for label, r, c in (arithmetic.uses if arithmetic else []):
+        uses.setdefault(label, []).append((r, c))
+
+    if panel.inputs:
+        st.markdown("**In**")
+        grid_row(panel.inputs, lambda i, g: st.plotly_chart(
+            grid_figure(g, marks=uses.get(g.label, [])), key=f"in:{base}:{i}", config={"displayModeBar": False}))
+    st.markdown("**Out** — click a cell to see its arithmetic")
+
+    def draw_output(i: int, grid: Grid) -> None:
+        chart_key = f"out:{base}:{i}"
+        st.plotly_chart(grid_figure(grid, selected=(row, col) if i == out_index else None, clickable=True),
+                        key=chart_key, on_select=lambda: select_cell(base, chart_key, i), selection_mode="points",
+                        config={"displayModeBar": False})
+
+    grid_row(outputs, draw_output)
+    changed = [g.changed for g in outputs if g.changed is not None]
+    if changed:
+        st.caption("Every cell changed in this step." if all(c.all() for c in changed)
+                   else "Dotted outline: the cells this step changed; the others kept their value.")
+
+    st.markdown(f"**Arithmetic of one cell** (outlined in <span style='color:{HIGHLIGHT}'>gold</span>, with the "
+                "cells it reads)", unsafe_allow_html=True)
+    c1, c2, c3 = st.columns(3)
+    if len(outputs) > 1:
+        c1.selectbox("Tensor", range(len(outputs)), format_func=lambda i: pretty(outputs[i].label), key=base + ":grid")
+    c2.selectbox("Row", range(target.shape[0]), format_func=lambda r: target.rows[r], key=base + ":row")
+    c3.selectbox("Column", range(target.shape[1]), format_func=lambda c: target.cols[c], key=base + ":col")
+    if arithmetic:
+        with st.container(border=True):
+            for line in arithmetic.lines:
+                st.latex(line)
+
+    compared = [g for g in outputs if g.printed is not None]
+    if compared:
+        st.markdown("**Beside the article.** The article rounded each intermediate to 3 decimals before using it in "
+                    "the next step; Glassbox computes exactly, so some figures differ by a few thousandths.")
+        for i, grid in enumerate(compared):
+            comparison(grid, f"article:{base}:{i}")
+
+
+st.title("The worked example, step by step")
+loaded = shared_model("worked-example")
+st.caption(f"“{' '.join(loaded.tokenizer.pieces[t] for t in published()['config']['input_ids'])}” → "
+           f"“{loaded.tokenizer.pieces[published()['config']['target_id']]}”: {loaded.about.get('source', '')}. "
+           "Weights the article prints are used exactly; the others are "
+           f"{loaded.about.get('reconstructed_weights', '')}.")
+steps, weights = current_steps()
+step = navigation(steps)
+pipeline_diagram(step, loaded.cfg.n_layers)
+show_step(step)

@@ -1,0 +1,119 @@
+"""The backward pass as steps a reader can follow, the gradient along the residual stream,
+input saliency, and each weight's gradient rebuilt as the product it is."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from model.analysis.residual import residual_points
+from model.engine import GRAD, ModelConfig, Trace, Transformer
+
+
+@dataclass(frozen=True)
+class BackwardStep:
+    key: str
+    title: str
+    sentence: str
+    names: tuple[str, ...]  # gradient tensors shown, "grad:..."
+    weights: tuple[str, ...] = ()  # parameters whose gradient this step produces
+    part: str = ""  # the Part of the pipeline it runs through
+
+
+def backward_steps(model: Transformer) -> list[BackwardStep]:
+    """The backward pass in the order autograd runs it, from the loss to the embeddings."""
+    cfg = model.cfg
+    params = dict(model.named_parameters())
+    g = lambda *names: tuple(GRAD + n for n in names)  # noqa: E731
+    w = lambda prefix: tuple(n for n in params if n.startswith(prefix))  # noqa: E731
+    steps = [BackwardStep("logits", "loss → logits",
+                          "∂L/∂logits = p − y at each position with a target (averaged over them), 0 elsewhere.",
+                          g("hook_logits"), () if cfg.tie_embeddings else ("unembed.W_U",), "head")]
+    if cfg.final_norm:
+        steps.append(BackwardStep("ln_final", f"final {cfg.norm}",
+                                  "Through the head (∂L/∂logits · W_Uᵀ), then back through the norm's scale and shift.",
+                                  g("ln_final.hook_out", "ln_final.hook_normalized",
+                                    f"blocks.{cfg.n_layers - 1}.hook_resid_post"), w("ln_final."), "ln_final"))
+    mlp_inner = ("hook_post", "hook_gate", "hook_linear", "hook_pre") if cfg.gated_mlp else ("hook_post", "hook_pre")
+    for i in reversed(range(cfg.n_layers)):
+        p = f"blocks.{i}."
+        steps += [
+            BackwardStep(f"b{i}-mlp", f"block {i} MLP",
+                         f"∂L/∂mlp_out is ∂L/∂resid_post (the residual passes it on unchanged); back through W_out, "
+                         f"the {cfg.activation} (its derivative at each pre-activation) and W_in.",
+                         g(p + "hook_mlp_out", *(p + "mlp." + n for n in mlp_inner)), w(p + "mlp."), p + "mlp"),
+            BackwardStep(f"b{i}-ln2", f"block {i} {cfg.norm} 2 and the residual split",
+                         "∂L/∂resid_mid = ∂L/∂resid_post (the skip) + what comes back through the norm and the MLP.",
+                         g(p + "ln2.hook_out", p + "ln2.hook_normalized", p + "hook_resid_mid"), w(p + "ln2."), p + "norms"),
+            BackwardStep(f"b{i}-attn-out", f"block {i} attention output",
+                         "∂L/∂attn_out = ∂L/∂resid_mid; each head's share after W_O, then its weighted values z.",
+                         g(p + "hook_attn_out", p + "attn.hook_result", p + "attn.hook_z"), w(p + "attn.W_O") + w(p + "attn.b_O"),
+                         p + "attn"),
+            BackwardStep(f"b{i}-pattern", f"block {i} attention pattern and softmax",
+                         "∂L/∂pattern = ∂L/∂z · vᵀ is not zero above the diagonal, but the softmax passes none of it "
+                         "to the masked scores: their gradient is exactly 0.",
+                         g(p + "attn.hook_pattern", p + "attn.hook_scores_masked", p + "attn.hook_scores"), (), p + "attn"),
+            BackwardStep(f"b{i}-qkv", f"block {i} Q, K, V",
+                         "∂L/∂q = ∂L/∂scores · k / √d_head, ∂L/∂k = ∂L/∂scoresᵀ · q / √d_head, ∂L/∂v = patternᵀ · ∂L/∂z; "
+                         "then W_Q, W_K, W_V.",
+                         g(p + "attn.hook_q", p + "attn.hook_k", p + "attn.hook_v"),
+                         tuple(n for n in w(p + "attn.") if not n.endswith(("W_O", "b_O"))), p + "attn"),
+            BackwardStep(f"b{i}-ln1", f"block {i} {cfg.norm} 1 and the residual split",
+                         "∂L/∂resid_pre = ∂L/∂resid_mid (the skip) + what comes back through the norm and attention.",
+                         g(p + "ln1.hook_out", p + "ln1.hook_normalized", p + "hook_resid_pre"), w(p + "ln1."), p + "norms"),
+        ]
+    steps.append(BackwardStep("embed", "embeddings",
+                              "The token embedding and the position rows receive ∂L/∂resid_pre of block 0, row by row"
+                              + (" (W_E also receives the head's gradient: it is tied)." if cfg.tie_embeddings else "."),
+                              g("hook_embed", *(("hook_pos_embed",) if cfg.positional == "table" else ())),
+                              w("embed.") + w("pos_embed."), "embed"))
+    return steps
+
+
+def gradient_norms(trace: Trace, cfg: ModelConfig) -> tuple[list[str], np.ndarray]:
+    """‖∂L/∂residual‖ per position along the residual stream, from the embeddings (bottom) to
+    the last block's output: the skip connections carry the gradient down undiminished."""
+    points = residual_points(cfg)
+    return [label for label, _ in points], torch.stack(
+        [trace[GRAD + name].to(torch.float64).norm(dim=-1) for _, name in points]).cpu().numpy()
+
+
+def saliency(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """Per token: gradient × input (∂L/∂embedding · embedding, summed over d_model: the
+    first-order change of the loss if the token's embedding were removed, with the sign), and
+    the gradient's norm."""
+    g, x = trace[GRAD + "hook_embed"].to(torch.float64), trace["hook_embed"].to(torch.float64)
+    return (g * x).sum(-1).cpu().numpy(), g.norm(dim=-1).cpu().numpy()
+
+
+def weight_gradient_product(cfg: ModelConfig, name: str) -> tuple[str, str] | None:
+    """(input tensor, output-gradient tensor) whose product is this weight's gradient:
+    ∂L/∂W = Σ_positions inputᵀ · ∂L/∂output (per head for attention). None where the
+    gradient is not one such product (tied W_E, positions, norms' scale and shift)."""
+    parts_ = name.split(".")
+    if parts_[0] == "unembed":
+        return (f"ln_final.hook_out" if cfg.final_norm else f"blocks.{cfg.n_layers - 1}.hook_resid_post", "hook_logits")
+    if parts_[0] != "blocks":
+        return None
+    p, kind = f"blocks.{parts_[1]}.", parts_[-1]
+    return {"W_Q": (p + "ln1.hook_out", p + "attn.hook_q"), "W_K": (p + "ln1.hook_out", p + "attn.hook_k"),
+            "W_V": (p + "ln1.hook_out", p + "attn.hook_v"), "W_O": (p + "attn.hook_z", p + "hook_attn_out"),
+            "W_in": (p + "ln2.hook_out", p + ("mlp.hook_linear" if cfg.gated_mlp else "mlp.hook_pre")),
+            "W_gate": (p + "ln2.hook_out", p + "mlp.hook_pre"),
+            "W_out": (p + "mlp.hook_post", p + "hook_mlp_out")}.get(kind)
+
+
+def recomputed_weight_gradient(trace: Trace, cfg: ModelConfig, name: str) -> torch.Tensor | None:
+    """The weight's gradient rebuilt from the captured input and output gradient, in float64,
+    to set beside autograd's."""
+    product = weight_gradient_product(cfg, name)
+    if product is None:
+        return None
+    x, dy = trace[product[0]].to(torch.float64), trace[GRAD + product[1]].to(torch.float64)
+    if name.endswith("W_O"):  # z is per head: (H, T, dh); attn_out is (T, D)
+        return torch.einsum("htd,te->hde", x, dy)
+    if dy.dim() == 3:  # W_Q/W_K/W_V: input (T, D), gradient per head (H, T, dh)
+        return torch.einsum("td,hte->hde", x, dy)
+    return x.T @ dy

@@ -1,0 +1,49 @@
+"""The embedding matrix (PCA, cosine neighbours) and the positional table."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from model.engine import Transformer
+
+
+def embedding_pca(W_E: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """Every token's embedding projected on the first two principal components, and the
+    fraction of the variance each explains (eigenvectors of the d_model × d_model covariance,
+    in float64: fast even for a 50,257-token vocabulary)."""
+    X = W_E.detach().to(torch.float64).cpu()
+    centred = X - X.mean(0)
+    covariance = centred.T @ centred / max(len(X) - 1, 1)
+    eigenvalues, eigenvectors = torch.linalg.eigh(covariance)
+    order = eigenvalues.argsort(descending=True)[:2]
+    components = eigenvectors[:, order]
+    components = components * torch.sign(components[components.abs().argmax(0), torch.arange(components.shape[1])])
+    coords = (centred @ components).numpy()
+    explained = (eigenvalues[order] / eigenvalues.sum()).numpy()
+    if coords.shape[1] < 2:  # a 1-dimensional model: the second axis is 0
+        coords, explained = np.pad(coords, ((0, 0), (0, 1))), np.pad(explained, (0, 1))
+    return coords.astype(np.float32), explained
+
+
+def nearest_tokens(W_E: torch.Tensor, token_id: int, k: int = 10) -> list[tuple[int, float]]:
+    """The k other tokens whose embeddings have the highest cosine similarity to token_id's."""
+    X = W_E.detach().to(torch.float64)
+    unit = X / X.norm(dim=1, keepdim=True).clamp_min(1e-30)
+    similarity = unit @ unit[token_id]
+    similarity[token_id] = -math.inf
+    values, ids = similarity.topk(min(k, len(X) - 1))
+    return [(int(i), float(v)) for i, v in zip(ids, values)]
+
+
+def positional_table(model: Transformer) -> tuple[np.ndarray, str, str]:
+    """(table, what it is, its column axis): the learned or given table W_pos, or for RoPE the
+    cosine of each position's rotation angle per frequency pair."""
+    cfg = model.cfg
+    if cfg.positional == "table":
+        return model.pos_embed.W_pos.detach().cpu().numpy(), "pos_embed.W_pos: added to each token's embedding", "d_model"
+    cos = model.blocks[0].attn.rope_cos[:, : cfg.d_head // 2]
+    return (cos.cpu().numpy(), f"RoPE: cos(position × θ_i), θ_i = {cfg.rope_base:g}^(−2i/d_head), rotating q and k",
+            "frequency pair i")

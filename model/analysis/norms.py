@@ -1,0 +1,33 @@
+"""LayerNorm and RMSNorm: which norms a model has, and what each did at each position."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from model.engine import ModelConfig, Trace
+
+
+def norm_prefixes(cfg: ModelConfig) -> list[tuple[str, str]]:
+    """(prefix of a norm's tensors, name of its input tensor), in forward order."""
+    out = []
+    for i in range(cfg.n_layers):
+        out += [(f"blocks.{i}.ln1.", f"blocks.{i}.hook_resid_pre"), (f"blocks.{i}.ln2.", f"blocks.{i}.hook_resid_mid")]
+    if cfg.final_norm:
+        out.append(("ln_final.", f"blocks.{cfg.n_layers - 1}.hook_resid_post"))
+    return out
+
+
+def norm_summary(trace: Trace, cfg: ModelConfig, prefix: str, input_name: str) -> dict[str, np.ndarray]:
+    """Per position: the input's mean and standard deviation recomputed from the input, the
+    engine's recorded mean and scale, and the normalised vector's mean and std (0 and ~1)."""
+    x = trace[input_name].to(torch.float64)
+    normalized = trace[prefix + "hook_normalized"].to(torch.float64)
+    if cfg.norm == "layernorm":
+        out = {"input mean": x.mean(-1), "mean (recorded)": trace[prefix + "hook_mean"].to(torch.float64),
+               "input std": x.std(-1, correction=0)}
+    else:  # RMSNorm divides by the root mean square, not the standard deviation
+        out = {"input rms": x.pow(2).mean(-1).sqrt()}
+    out |= {"scale (recorded)": trace[prefix + "hook_scale"].to(torch.float64),
+            "normalized mean": normalized.mean(-1), "normalized std": normalized.std(-1, correction=0)}
+    return {k: v.cpu().numpy() for k, v in out.items()}

@@ -1,0 +1,49 @@
+"""The model's parts in forward order, each with its parameters and their count."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from model.engine import Transformer
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part of the pipeline: its parameters (name, shape) and how many numbers they hold."""
+
+    key: str  # "embed", "pos", "blocks.0.attn", "blocks.0.norms", "blocks.0.mlp", "ln_final", "head"
+    label: str
+    params: tuple[tuple[str, tuple[int, ...]], ...]
+    note: str = ""
+
+    @property
+    def count(self) -> int:
+        return sum(math.prod(shape) for _, shape in self.params)
+
+
+def parts(model: Transformer) -> list[Part]:
+    """The model's parts in forward order; their counts add up to the model's parameters."""
+    cfg = model.cfg
+    params = {name: tuple(p.shape) for name, p in model.named_parameters()}
+
+    def under(prefix: str) -> tuple:
+        return tuple((n, s) for n, s in params.items() if n.startswith(prefix))
+
+    out = [Part("embed", "token embedding", under("embed."))]
+    if cfg.positional == "table":
+        out.append(Part("pos", "positions", under("pos_embed.")))
+    else:
+        out.append(Part("pos", "positions (RoPE)", (), "rotations inside attention: no parameters"))
+    for i in range(cfg.n_layers):
+        p = f"blocks.{i}."
+        out += [Part(p + "attn", f"block {i} attention", under(p + "attn.")),
+                Part(p + "norms", f"block {i} {cfg.norm}s", under(p + "ln1.") + under(p + "ln2.")),
+                Part(p + "mlp", f"block {i} MLP", under(p + "mlp."))]
+    if cfg.final_norm:
+        out.append(Part("ln_final", f"final {cfg.norm}", under("ln_final.")))
+    if cfg.tie_embeddings:
+        out.append(Part("head", "output head", (), "tied: the head is W_Eᵀ, counted once under the embedding"))
+    else:
+        out.append(Part("head", "output head", under("unembed.")))
+    return out

@@ -1,0 +1,57 @@
+"""The residual stream: what each part adds to it, and the logit lens (what the model would
+predict if it stopped after each block)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from model.engine import ModelConfig, Trace, Transformer
+
+
+def contribution_norms(trace: Trace, cfg: ModelConfig) -> tuple[list[str], np.ndarray]:
+    """L2 norm per position of what each part adds to the residual stream: the embeddings
+    (with positions), then every attention and MLP output, in order."""
+    labels, rows = ["embeddings"], [trace["blocks.0.hook_resid_pre"]]
+    for i in range(cfg.n_layers):
+        labels += [f"block {i} attention", f"block {i} MLP"]
+        rows += [trace[f"blocks.{i}.hook_attn_out"], trace[f"blocks.{i}.hook_mlp_out"]]
+    return labels, torch.stack([r.to(torch.float64).norm(dim=-1) for r in rows]).cpu().numpy()
+
+
+def residual_points(cfg: ModelConfig) -> list[tuple[str, str]]:
+    """(label, tensor) of the residual stream before block 0 and after every block."""
+    return [("embeddings", "blocks.0.hook_resid_pre")] + [
+        (f"after block {i}", f"blocks.{i}.hook_resid_post") for i in range(cfg.n_layers)]
+
+
+@dataclass(frozen=True)
+class Lens:
+    labels: list[str]
+    positions: list[int]
+    top_ids: np.ndarray  # (points, len(positions), k)
+    top_probs: np.ndarray  # (points, len(positions), k)
+    chosen: np.ndarray  # (points, len(positions)): the probability of the chosen token
+
+
+@torch.no_grad()
+def logit_lens(model: Transformer, trace: Trace, token_id: int, k: int = 5, positions: list[int] | None = None) -> Lens:
+    """The final norm and the output head applied to the residual stream after every block:
+    what the model would predict if it stopped there. The last point is the model's own
+    prediction. Only at ``positions`` (default all): the head is the costly part, a
+    (d_model × vocab) product per position and point."""
+    points = residual_points(model.cfg)
+    positions = list(range(len(trace.tokens))) if positions is None else list(positions)
+    top_ids, top_probs, chosen = [], [], []
+    for _, name in points:
+        x = trace[name][positions][None]
+        if model.cfg.final_norm:
+            x = model.ln_final(x)
+        probs = (x @ model.W_U)[0].softmax(-1)
+        values, ids = probs.topk(min(k, probs.shape[-1]), dim=-1)
+        top_ids.append(ids.cpu().numpy())
+        top_probs.append(values.cpu().numpy())
+        chosen.append(probs[:, token_id].cpu().numpy())
+    return Lens([label for label, _ in points], positions, np.stack(top_ids), np.stack(top_probs), np.stack(chosen))

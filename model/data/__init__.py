@@ -1,0 +1,1 @@
+"""The data the default model is trained on: stories from a grammar written for Glassbox."""

@@ -1,0 +1,17 @@
+"""The engine: a decoder-only transformer whose forward pass names every tensor, per-call
+capture, traces with gradients, the registry of names, the KV cache and exact sampling.
+
+It imports nothing from the rest of Glassbox (io, lesson, analysis, serving, tools, app);
+a test checks the direction.
+"""
+
+from model.engine.config import ModelConfig, check_context
+from model.engine.device import default_device
+from model.engine.errors import GlassboxError
+from model.engine.kv_cache import KVCache
+from model.engine.names import GRAD
+from model.engine.trace import Target, Trace, next_token_targets, run_trace
+from model.engine.transformer import Output, Transformer
+
+__all__ = ["GRAD", "GlassboxError", "KVCache", "ModelConfig", "Output", "Target", "Trace", "Transformer",
+           "check_context", "default_device", "next_token_targets", "run_trace"]

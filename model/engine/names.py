@@ -1,0 +1,207 @@
+"""The registry of tensor names: one entry per name pattern, with its axes, what it holds and
+which architectures produce it.
+
+Everything that names a tensor reads it from here: axis labels and CSV headers
+(``axes``), ``python -m model hooks`` and the README's table (``markdown_table``), the
+list of what a full trace holds (``activation_names``). The forward pass calls
+``hook(name, x)`` with literal names, so that it reads like the math; tests check that a
+trace of every kind of model holds exactly the names and shapes listed here, in order.
+
+A trace holds one sequence, so there is no batch axis. Per-head tensors put the head first.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+from model.engine.config import ModelConfig
+
+GRAD = "grad:"  # prefix of every gradient's name: "grad:blocks.0.hook_resid_pre", "grad:embed.W_E"
+
+# axis name -> (symbol in the README's shapes, how long it is for a config and a prompt of T tokens)
+AXES: dict[str, tuple[str, Callable[[ModelConfig, int], int]]] = {
+    "position": ("T", lambda cfg, T: T),
+    "query": ("T", lambda cfg, T: T),
+    "key": ("T", lambda cfg, T: T),
+    "head": ("H", lambda cfg, T: cfg.n_heads),
+    "kv_head": ("K", lambda cfg, T: cfg.n_kv_heads),
+    "d_head": ("d", lambda cfg, T: cfg.d_head),
+    "d_model": ("D", lambda cfg, T: cfg.d_model),
+    "neuron": ("F", lambda cfg, T: cfg.d_ff),
+    "vocab": ("V", lambda cfg, T: cfg.vocab_size),
+    "context": ("n_ctx", lambda cfg, T: cfg.n_ctx),  # every position the model accepts (W_pos's rows)
+}
+
+# which models produce a name
+ARCHITECTURES: dict[str, Callable[[ModelConfig], bool]] = {
+    "all": lambda cfg: True,
+    "LayerNorm": lambda cfg: cfg.norm == "layernorm",
+    "learned positions": lambda cfg: cfg.positional == "table",
+    "RoPE": lambda cfg: cfg.positional == "rope",
+    "gated MLP": lambda cfg: cfg.gated_mlp,
+    "final norm": lambda cfg: cfg.final_norm,
+    "final LayerNorm": lambda cfg: cfg.final_norm and cfg.norm == "layernorm",
+    "attention biases": lambda cfg: cfg.attn_bias,
+    "MLP biases": lambda cfg: cfg.mlp_bias,
+    "gated MLP with biases": lambda cfg: cfg.gated_mlp and cfg.mlp_bias,
+    "untied head": lambda cfg: not cfg.tie_embeddings,
+}
+
+
+@dataclass(frozen=True)
+class Name:
+    pattern: str  # "{i}" stands for a block index, "{ln}" for ln1 or ln2
+    axes: tuple[str, ...]
+    what: str
+    produced_by: str = "all"  # a key of ARCHITECTURES
+
+    def produced(self, cfg: ModelConfig) -> bool:
+        return ARCHITECTURES[self.produced_by](cfg)
+
+    def expand(self, cfg: ModelConfig) -> list[str]:
+        if not self.produced(cfg):
+            return []
+        blocks = range(cfg.n_layers) if "{i}" in self.pattern else [None]
+        norms = ("ln1", "ln2") if "{ln}" in self.pattern else (None,)
+        return [self.pattern.format(i=i, ln=ln) for i in blocks for ln in norms]
+
+
+def _norm(prefix: str, final: bool = False) -> list[Name]:
+    """A norm's four tensors; ``prefix`` is "blocks.{i}.{ln}." or "ln_final."."""
+    norm, layernorm = ("final norm", "final LayerNorm") if final else ("all", "LayerNorm")
+    return [
+        Name(prefix + "hook_mean", ("position",), "LayerNorm's mean over d_model", layernorm),
+        Name(prefix + "hook_scale", ("position",), "what the norm divides by: sqrt(var + eps) (RMSNorm: sqrt(mean x² + eps))",
+             norm),
+        Name(prefix + "hook_normalized", ("position", "d_model"), "(x − mean)/scale (RMSNorm: x/scale)", norm),
+        Name(prefix + "hook_out", ("position", "d_model"), "after the learned scale γ (and shift β)", norm),
+    ]
+
+
+# Every activation a trace can hold, in the order the forward pass produces it (within a block,
+# ln1's tensors come before attention's, ln2's before the MLP's).
+ACTIVATIONS: list[Name] = [
+    Name("hook_embed", ("position", "d_model"), "the token embedding rows W_E[token]"),
+    Name("hook_pos_embed", ("position", "d_model"), "the positional rows W_pos[position]", "learned positions"),
+    Name("blocks.{i}.hook_resid_pre", ("position", "d_model"), "the residual stream entering block i"),
+    *_norm("blocks.{i}.ln1."),
+    Name("blocks.{i}.attn.hook_q", ("head", "position", "d_head"), "queries, per head"),
+    Name("blocks.{i}.attn.hook_k", ("kv_head", "position", "d_head"), "keys, per key/value head"),
+    Name("blocks.{i}.attn.hook_v", ("kv_head", "position", "d_head"), "values, per key/value head"),
+    Name("blocks.{i}.attn.hook_rot_q", ("head", "position", "d_head"), "queries after RoPE", "RoPE"),
+    Name("blocks.{i}.attn.hook_rot_k", ("kv_head", "position", "d_head"), "keys after RoPE", "RoPE"),
+    Name("blocks.{i}.attn.hook_scores", ("head", "query", "key"), "QKᵀ/√d_head, before the mask"),
+    Name("blocks.{i}.attn.hook_scores_masked", ("head", "query", "key"), "the scores with −∞ above the diagonal"),
+    Name("blocks.{i}.attn.hook_pattern", ("head", "query", "key"), "softmax over keys; rows sum to 1"),
+    Name("blocks.{i}.attn.hook_z", ("head", "position", "d_head"), "each head's weighted values, pattern · v"),
+    Name("blocks.{i}.attn.hook_result", ("head", "position", "d_model"),
+         "each head's contribution after W_O (they sum, plus b_O, to hook_attn_out)"),
+    Name("blocks.{i}.hook_attn_out", ("position", "d_model"), "the attention output added to the residual stream"),
+    Name("blocks.{i}.hook_resid_mid", ("position", "d_model"), "resid_pre + attn_out"),
+    *_norm("blocks.{i}.ln2."),
+    Name("blocks.{i}.mlp.hook_pre", ("position", "neuron"), "pre-activation x·W_in + b_in (gated MLP: x·W_gate + b_gate)"),
+    Name("blocks.{i}.mlp.hook_gate", ("position", "neuron"), "the activation of hook_pre", "gated MLP"),
+    Name("blocks.{i}.mlp.hook_linear", ("position", "neuron"), "the linear branch x·W_in + b_in", "gated MLP"),
+    Name("blocks.{i}.mlp.hook_post", ("position", "neuron"), "after the activation (gated MLP: gate × linear)"),
+    Name("blocks.{i}.hook_mlp_out", ("position", "d_model"), "the MLP output, post·W_out + b_out"),
+    Name("blocks.{i}.hook_resid_post", ("position", "d_model"), "resid_mid + mlp_out: the residual stream leaving block i"),
+    *_norm("ln_final.", final=True),
+    Name("hook_logits", ("position", "vocab"), "next-token scores"),
+    Name("hook_log_probs", ("position", "vocab"), "log-softmax of the logits (the loss is computed from these)"),
+    Name("hook_probs", ("position", "vocab"), "softmax of the logits (a side branch: it has no gradient)"),
+    Name("hook_loss", ("position",), "each position's cross-entropy; NaN where the loss has no target"),
+]
+
+# Every parameter, in the order the model registers them.
+PARAMETERS: list[Name] = [
+    Name("embed.W_E", ("vocab", "d_model"), "token embedding (also the head when tied)"),
+    Name("pos_embed.W_pos", ("context", "d_model"), "positional table", "learned positions"),
+    Name("blocks.{i}.ln1.w", ("d_model",), "norm scale γ"),
+    Name("blocks.{i}.ln1.b", ("d_model",), "norm shift β", "LayerNorm"),
+    Name("blocks.{i}.attn.W_Q", ("head", "d_model", "d_head"), "query projection, per head"),
+    Name("blocks.{i}.attn.W_K", ("kv_head", "d_model", "d_head"), "key projection, per key/value head"),
+    Name("blocks.{i}.attn.W_V", ("kv_head", "d_model", "d_head"), "value projection, per key/value head"),
+    Name("blocks.{i}.attn.W_O", ("head", "d_head", "d_model"), "output projection, per head"),
+    Name("blocks.{i}.attn.b_Q", ("head", "d_head"), "query bias", "attention biases"),
+    Name("blocks.{i}.attn.b_K", ("kv_head", "d_head"), "key bias", "attention biases"),
+    Name("blocks.{i}.attn.b_V", ("kv_head", "d_head"), "value bias", "attention biases"),
+    Name("blocks.{i}.attn.b_O", ("d_model",), "output bias", "attention biases"),
+    Name("blocks.{i}.ln2.w", ("d_model",), "norm scale γ"),
+    Name("blocks.{i}.ln2.b", ("d_model",), "norm shift β", "LayerNorm"),
+    Name("blocks.{i}.mlp.W_in", ("d_model", "neuron"), "MLP input (gated MLP: the linear branch)"),
+    Name("blocks.{i}.mlp.W_out", ("neuron", "d_model"), "MLP output"),
+    Name("blocks.{i}.mlp.W_gate", ("d_model", "neuron"), "the gate's projection", "gated MLP"),
+    Name("blocks.{i}.mlp.b_in", ("neuron",), "MLP input bias", "MLP biases"),
+    Name("blocks.{i}.mlp.b_out", ("d_model",), "MLP output bias", "MLP biases"),
+    Name("blocks.{i}.mlp.b_gate", ("neuron",), "the gate's bias", "gated MLP with biases"),
+    Name("ln_final.w", ("d_model",), "final norm scale γ", "final norm"),
+    Name("ln_final.b", ("d_model",), "final norm shift β", "final LayerNorm"),
+    Name("unembed.W_U", ("d_model", "vocab"), "output head", "untied head"),
+]
+
+
+def _regex(pattern: str) -> re.Pattern:
+    return re.compile(re.escape(pattern).replace(r"\{i\}", r"\d+").replace(r"\{ln\}", "ln[12]") + "$")
+
+
+_ENTRIES = [(_regex(n.pattern), n) for n in ACTIVATIONS + PARAMETERS]
+
+
+def lookup(name: str) -> Name:
+    """The registry entry of a tensor, parameter or gradient name ("grad:" is dropped)."""
+    name = name.removeprefix(GRAD)
+    for regex, entry in _ENTRIES:
+        if regex.match(name):
+            return entry
+    raise KeyError(f"{name!r} is not a Glassbox tensor name")
+
+
+def axes(name: str) -> tuple[str, ...]:
+    """The axis names of a trace tensor, gradient or parameter: for labels and CSV headers."""
+    return lookup(name).axes
+
+
+def shape(name: str, cfg: ModelConfig, n_tokens: int) -> tuple[int, ...]:
+    return tuple(AXES[a][1](cfg, n_tokens) for a in axes(name))
+
+
+def activation_names(cfg: ModelConfig) -> list[str]:
+    """Every activation a full trace of this model holds, in forward order."""
+    per_block = [n for n in ACTIVATIONS if n.pattern.startswith("blocks.")]
+    before = ACTIVATIONS[:ACTIVATIONS.index(per_block[0])]
+    after = ACTIVATIONS[ACTIVATIONS.index(per_block[-1]) + 1:]
+    names = [x for n in before for x in n.expand(cfg)]
+    for i in range(cfg.n_layers):
+        names += [n.pattern.format(i=i) for n in per_block if n.produced(cfg)]
+    return names + [x for n in after for x in n.expand(cfg)]
+
+
+def parameter_names(cfg: ModelConfig) -> list[str]:
+    """Every parameter of this model, in the order it registers them."""
+    per_block = [n for n in PARAMETERS if n.pattern.startswith("blocks.")]
+    names = [x for n in PARAMETERS[:2] for x in n.expand(cfg)]
+    for i in range(cfg.n_layers):
+        names += [n.pattern.format(i=i) for n in per_block if n.produced(cfg)]
+    return names + [x for n in PARAMETERS[2 + len(per_block):] for x in n.expand(cfg)]
+
+
+def is_norm_parameter(name: str) -> bool:
+    """A norm's scale γ or shift β (LayerNorm's or RMSNorm's), under any block or the final norm."""
+    return re.fullmatch(r"(blocks\.\d+\.ln[12]|ln_final)\.[wb]", name) is not None
+
+
+def registered_hooks() -> set[str]:
+    """The last part of every activation name ("hook_q", "hook_resid_pre", …)."""
+    return {n.pattern.rsplit(".", 1)[-1] for n in ACTIVATIONS}
+
+
+def markdown_table() -> str:
+    """The README's table of names (a test checks the README holds exactly this)."""
+    rows = ["| name | shape | what | produced by |", "|---|---|---|---|"]
+    for entry in ACTIVATIONS + PARAMETERS:
+        symbols = "×".join(AXES[a][0] for a in entry.axes)
+        rows.append(f"| `{entry.pattern}` | {symbols} | {entry.what} | {entry.produced_by} |")
+    rows.append(f"| `{GRAD}<any name above>` | same | ∂L/∂(that tensor) | where the tensor is on the loss's path |")
+    return "\n".join(rows)

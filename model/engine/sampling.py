@@ -1,0 +1,147 @@
+"""Exact sampling, token by token, with a KV cache.
+
+For each new token: the softmax of the logits over the whole vocabulary (before), then
+temperature, top-k and top-p, renormalised (after), then a draw from ``after`` with a seeded
+generator. Every step reports both distributions, the chosen token and its probability.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterator, Protocol
+
+import torch
+
+from model.engine.config import ModelConfig, check_context
+from model.engine.errors import GlassboxError
+from model.engine.kv_cache import KVCache
+from model.engine.transformer import Transformer
+
+
+class TextModel(Protocol):
+    """A model with its tokenizer (model.io's LoadedModel is one)."""
+
+    model: Transformer
+
+    @property
+    def cfg(self) -> ModelConfig: ...
+
+    def encode(self, prompt: str) -> list[int]: ...
+
+    @property
+    def pieces(self) -> list[str]: ...
+
+
+@dataclass(frozen=True)
+class Sampling:
+    temperature: float = 1.0  # 0: greedy (always the most likely token)
+    top_k: int | None = None  # keep the k most likely tokens; None: all
+    top_p: float = 1.0  # keep the smallest set of most likely tokens whose mass reaches p
+    seed: int = 0
+
+    def __str__(self) -> str:
+        if self.temperature == 0:
+            return "greedy"
+        parts = [f"temperature {self.temperature:g}"]
+        if self.top_k is not None:
+            parts.append(f"top-k {self.top_k}")
+        if self.top_p < 1:
+            parts.append(f"top-p {self.top_p:g}")
+        return ", ".join(parts + [f"seed {self.seed}"])
+
+    def check(self) -> None:
+        if not self.temperature >= 0 or math.isinf(self.temperature):
+            raise GlassboxError(f"Temperature must be 0 (greedy) or positive, not {self.temperature}")
+        if self.top_k is not None and self.top_k < 1:
+            raise GlassboxError(f"top-k must be at least 1, not {self.top_k}")
+        if not 0 < self.top_p <= 1:
+            raise GlassboxError(f"top-p must be in (0, 1], not {self.top_p}")
+
+
+def distributions(logits: torch.Tensor, sampling: Sampling) -> tuple[torch.Tensor, torch.Tensor]:
+    """(before, after) for one position's logits (vocabulary,), float64: ``before`` is the
+    model's softmax, ``after`` what is sampled from (temperature, then top-k, then top-p,
+    renormalised; one-hot on the most likely token at temperature 0)."""
+    logits = logits.double()
+    before = torch.softmax(logits, dim=-1)
+    if sampling.temperature == 0:
+        after = torch.zeros_like(before)
+        after[int(torch.argmax(logits))] = 1.0
+        return before, after
+    # log_softmax subtracts the maximum first, so tiny temperatures stay finite
+    probs = torch.softmax(torch.log_softmax(logits, -1) / sampling.temperature, dim=-1)
+    order = torch.argsort(probs, descending=True, stable=True)
+    keep = torch.zeros_like(probs, dtype=torch.bool)
+    n_keep = len(probs) if sampling.top_k is None else min(sampling.top_k, len(probs))
+    if sampling.top_p < 1:
+        sorted_probs = probs[order] / probs[order][:n_keep].sum()
+        mass_before = torch.cumsum(sorted_probs, 0) - sorted_probs  # mass of the tokens ranked above
+        n_keep = max(1, int((mass_before[:n_keep] < sampling.top_p).sum()))
+    keep[order[:n_keep]] = True
+    after = torch.where(keep, probs, 0.0)
+    return before, after / after.sum()
+
+
+def entropy(p: torch.Tensor) -> float:
+    """In nats; 0·log 0 = 0. (A one-hot distribution gives 0, not −0.)"""
+    nonzero = p[p > 0]
+    return max(0.0, float(-(nonzero * nonzero.log()).sum()))
+
+
+@dataclass
+class GeneratedToken:
+    token_id: int
+    token: str
+    p: float  # its probability in ``after``, the distribution it was drawn from
+    p_model: float  # its probability before temperature and filtering
+    before: torch.Tensor  # (vocabulary,) the model's softmax
+    after: torch.Tensor  # (vocabulary,) after temperature, top-k, top-p
+    entropy_before: float
+    entropy_after: float
+    cache_bytes: int  # the KV cache it was predicted from: the keys and values of every earlier position
+    position: int  # where this token goes in the sequence
+
+
+def generate(loaded: TextModel, prompt: str, max_new_tokens: int, sampling: Sampling = Sampling()
+             ) -> Iterator[GeneratedToken]:
+    """Yield new tokens one at a time (a generator, so a UI can stream them). The prompt is
+    run once; each new token is then fed alone, with the others' keys and values cached."""
+    sampling.check()
+    tokens = loaded.encode(prompt)
+    if max_new_tokens < 1:
+        raise GlassboxError(f"Generate at least one token, not {max_new_tokens}")
+    check_context(loaded.cfg, len(tokens), max_new_tokens)
+    model = loaded.model
+    device = model.device
+    generator = torch.Generator().manual_seed(sampling.seed)
+    cache = KVCache(loaded.cfg.n_layers)
+    with torch.no_grad():
+        logits = model(torch.tensor([tokens], device=device), cache=cache).logits[0, -1]
+        for i in range(max_new_tokens):
+            before, after = distributions(logits.cpu(), sampling)
+            choice = int(torch.multinomial(after, 1, generator=generator))
+            yield GeneratedToken(choice, loaded.pieces[choice], float(after[choice]), float(before[choice]),
+                                 before, after, entropy(before), entropy(after), cache.nbytes(), len(tokens) + i)
+            if i < max_new_tokens - 1:
+                logits = model(torch.tensor([[choice]], device=device), cache=cache).logits[0, -1]
+
+
+def top(p: torch.Tensor, pieces: list[str], n: int = 10) -> list[dict]:
+    """The n most likely tokens with their probabilities, nonzero ones only, most likely first."""
+    values, ids = torch.sort(p, descending=True, stable=True)
+    return [{"token": pieces[int(i)], "token_id": int(i), "p": float(v)} for v, i in zip(values[:n], ids[:n]) if v > 0]
+
+
+def kv_cache_bytes(loaded: TextModel, n_tokens: int) -> int:
+    """2 (keys and values) × layers × tokens × key/value width × bytes per number."""
+    cfg = loaded.cfg
+    return 2 * cfg.n_layers * n_tokens * cfg.n_kv_heads * cfg.d_head * loaded.model.embed.W_E.element_size()
+
+
+def next_token_logits(loaded: TextModel, prompt: str) -> torch.Tensor:
+    """The logits for the token after ``prompt`` (vocabulary,), float64, on the CPU."""
+    tokens = loaded.encode(prompt)
+    check_context(loaded.cfg, len(tokens))
+    with torch.no_grad():
+        return loaded.model(torch.tensor([tokens], device=loaded.model.device)).logits[0, -1].double().cpu()

@@ -1,0 +1,121 @@
+"""One call: every captured tensor of a forward pass and, on request, the gradient of a loss
+with respect to each of them and to every parameter.
+
+Gradients come from ``torch.autograd.grad`` on the captured tensors, which are kept in the
+graph until it returns. Nothing is written to the shared model: no hooks, no ``.grad``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+import torch
+
+from model.engine.capture import capture, matches
+from model.engine.config import check_context
+from model.engine.errors import GlassboxError
+from model.engine.names import GRAD
+from model.engine.transformer import Transformer
+
+
+@dataclass(frozen=True)
+class Target:
+    """The loss is the cross-entropy of predicting ``token_id`` at ``position`` (-1: last)."""
+
+    token_id: int
+    position: int = -1
+
+
+@dataclass
+class Trace:
+    tokens: list[int]
+    loss_description: str
+    loss: float | None = None
+    # name -> tensor for one sequence (no batch dimension), detached
+    activations: dict[str, torch.Tensor] = field(default_factory=dict)
+    # "grad:<activation or parameter name>" -> dL/d(that tensor); absent when the tensor is
+    # off the loss's path (hook_probs: the loss is computed from hook_log_probs)
+    grads: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        return self.grads[name] if name.startswith(GRAD) else self.activations[name]
+
+    def names(self) -> list[str]:
+        return list(self.activations) + list(self.grads)
+
+    def to_numpy(self) -> dict[str, np.ndarray]:
+        arrays = {"tokens": np.asarray(self.tokens, dtype=np.int64)}
+        for name in self.names():
+            arrays[name] = self[name].cpu().numpy()
+        return arrays
+
+    def save_npz(self, path: str | Path) -> None:
+        np.savez(path, **self.to_numpy())
+
+
+def next_token_targets(tokens: torch.Tensor) -> torch.Tensor:
+    """Each position's target is the following token; the last position has none (-1).
+    The mean cross-entropy over these is what transformers computes with labels = input ids."""
+    targets = torch.full_like(tokens, -1)
+    targets[:, :-1] = tokens[:, 1:]
+    return targets
+
+
+def run_trace(
+    model: Transformer,
+    tokens: list[int],
+    *,
+    names: Iterable[str] | None = None,
+    backward: bool = False,
+    target: Target | None = None,
+) -> Trace:
+    """Run ``tokens`` through ``model``, capturing the tensors whose names match ``names``
+    (shell patterns; None: all). With ``backward``, also the gradient of the loss: the
+    cross-entropy of ``target``, or by default the mean next-token cross-entropy."""
+    cfg = model.cfg
+    if len(tokens) == 0:
+        raise GlassboxError("The prompt is empty: give at least one token.")
+    check_context(cfg, len(tokens))
+    names = None if names is None else tuple(names)
+    ids = torch.tensor([tokens], dtype=torch.long, device=model.device)
+
+    if target is None:
+        targets = next_token_targets(ids)
+        description = "mean next-token cross-entropy over all positions"
+    else:
+        position = target.position + len(tokens) if target.position < 0 else target.position
+        if not 0 <= position < len(tokens):
+            raise GlassboxError(f"Target position {target.position} is outside the prompt's {len(tokens)} positions")
+        if not 0 <= target.token_id < cfg.vocab_size:
+            raise GlassboxError(f"Target token id {target.token_id} is outside the vocabulary (0..{cfg.vocab_size - 1})")
+        targets = torch.full_like(ids, -1)
+        targets[0, position] = target.token_id
+        description = f"cross-entropy of token {target.token_id} at position {position}"
+    has_loss = bool((targets >= 0).any())
+    if backward and not has_loss:
+        raise GlassboxError("A one-token prompt has no next token to predict: choose a target for the backward pass.")
+
+    with torch.set_grad_enabled(backward), capture(names) as recorder:
+        out = model(ids, targets if has_loss else None)
+    captured = recorder.tensors
+
+    trace = Trace(tokens=list(tokens), loss_description=description)
+    if out.loss is not None:
+        trace.loss = out.loss.item()
+    if backward:
+        on_graph = [n for n, t in captured.items() if t.requires_grad]
+        params = [(n, p) for n, p in model.named_parameters() if matches(n, names)]
+        grads = torch.autograd.grad(
+            out.loss, [captured[n] for n in on_graph] + [p for _, p in params], allow_unused=True
+        )
+        for name, grad in zip(on_graph, grads[: len(on_graph)]):
+            if grad is not None:
+                trace.grads[GRAD + name] = grad[0]
+        for (name, _), grad in zip(params, grads[len(on_graph) :]):
+            if grad is not None:
+                trace.grads[GRAD + name] = grad
+    trace.activations = {name: t.detach()[0] for name, t in captured.items()}
+    return trace

@@ -1,0 +1,112 @@
+"""A config-driven decoder-only transformer whose forward pass names every tensor.
+
+Conventions (shared by the engine, the CLI, npz exports and the UI):
+- Row vectors times matrices: ``q = x @ W_Q``. Weights are stored (in, out), like GPT-2's
+  Conv1D and the worked example's article, and split per head: ``W_Q[h]`` is head h's
+  (d_model, d_head) matrix.
+- Activations carry a batch dimension inside the model; a ``Trace`` (see trace.py) holds
+  one sequence and drops it. Per-head tensors put the head first: ``hook_q`` is
+  (heads, positions, d_head), ``hook_pattern`` is (heads, query position, key position).
+- ``hook(name, x)`` marks a tensor; it does nothing unless a capture is active. Every name
+  is listed, with its axes, in names.py (a test keeps the two in step).
+
+Covered architectures: the article's worked example (pre-norm LayerNorm, ReLU FFN with
+biases, a positional table, no attention biases, tied head), GPT-2 (learned positions,
+tanh-GELU, biases, final LayerNorm, tied head), and modern variants (RMSNorm, SwiGLU,
+RoPE, grouped-query and multi-query attention, untied head).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+from model.engine.capture import hook, wants
+from model.engine.components import Block, Norm
+from model.engine.config import ModelConfig, check_context
+from model.engine.kv_cache import KVCache
+from model.engine.names import is_norm_parameter
+
+
+class Output(NamedTuple):
+    logits: torch.Tensor  # (batch, positions, vocab)
+    loss: torch.Tensor | None  # mean cross-entropy over the positions that have a target
+
+
+class Transformer(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.embed = nn.Module()
+        self.embed.W_E = nn.Parameter(torch.zeros(cfg.vocab_size, cfg.d_model))
+        if cfg.positional == "table":
+            self.pos_embed = nn.Module()
+            self.pos_embed.W_pos = nn.Parameter(torch.zeros(cfg.n_ctx, cfg.d_model))
+        self.blocks = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layers))
+        if cfg.final_norm:
+            self.ln_final = Norm(cfg, "ln_final.")
+        if not cfg.tie_embeddings:
+            self.unembed = nn.Module()
+            self.unembed.W_U = nn.Parameter(torch.zeros(cfg.d_model, cfg.vocab_size))
+
+    @property
+    def W_U(self) -> torch.Tensor:
+        """The output head, (d_model, vocab); with tied embeddings it is W_E transposed."""
+        return self.embed.W_E.T if self.cfg.tie_embeddings else self.unembed.W_U
+
+    @property
+    def device(self) -> torch.device:
+        return self.embed.W_E.device
+
+    @torch.no_grad()
+    def init_weights(self, seed: int = 0, std: float = 0.02) -> "Transformer":
+        """GPT-2's initialisation: N(0, std), output projections scaled by 1/sqrt(2 n_layers)."""
+        gen = torch.Generator().manual_seed(seed)
+        for name, param in self.named_parameters():
+            if is_norm_parameter(name):
+                param.fill_(1.0 if name.endswith(".w") else 0.0)
+            elif name.split(".")[-1].startswith("b"):
+                param.zero_()
+            else:
+                scale = std / math.sqrt(2 * self.cfg.n_layers) if name.endswith(("W_O", "W_out")) else std
+                param.copy_(torch.randn(param.shape, generator=gen, dtype=torch.float64) * scale)
+        return self
+
+    def forward(self, tokens: torch.Tensor, targets: torch.Tensor | None = None, cache: KVCache | None = None
+                ) -> Output:
+        """tokens: (batch, positions) ids. targets: same shape, the id each position should
+        predict, -1 where none; the loss is the mean cross-entropy over positions with one.
+        With a ``cache``, ``tokens`` continue the cached positions, and are added to it."""
+        T = tokens.shape[1]
+        start = cache.length if cache is not None else 0
+        check_context(self.cfg, start + T)
+        x = hook("hook_embed", self.embed.W_E[tokens])
+        if self.cfg.positional == "table":
+            # looked up like the tokens (a copy, not a view): a trace never aliases a weight
+            positions = torch.arange(start, start + T, device=tokens.device)
+            x = x + hook("hook_pos_embed", self.pos_embed.W_pos[positions].expand_as(x))
+        for block in self.blocks:
+            x = block(x, cache)
+        if cache is not None:
+            cache.length += T
+        if self.cfg.final_norm:
+            x = self.ln_final(x)
+        logits = hook("hook_logits", x @ self.W_U)
+        if targets is None and not (wants("hook_log_probs") or wants("hook_probs")):
+            return Output(logits, None)
+
+        # The loss is computed from log-probabilities; the probabilities are a side branch
+        # for display, so they get no gradient.
+        log_probs = hook("hook_log_probs", logits.log_softmax(dim=-1))
+        if wants("hook_probs"):
+            hook("hook_probs", log_probs.exp())
+        if targets is None:
+            return Output(logits, None)
+        has_target = targets >= 0
+        nll = -log_probs.gather(-1, targets.clamp(min=0)[..., None])[..., 0]
+        per_position = hook("hook_loss", torch.where(has_target, nll, float("nan")))
+        loss = torch.where(has_target, per_position, 0.0).sum() / has_target.sum()
+        return Output(logits, loss)

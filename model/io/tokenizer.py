@@ -1,0 +1,93 @@
+"""Text <-> token ids, on top of the `tokenizers` library.
+
+Two kinds, both stored as files a model directory carries:
+- byte-level BPE (GPT-2's ``vocab.json`` + ``merges.txt``, or a ``tokenizer.json``): every
+  string tokenizes, unknown characters fall back to their UTF-8 bytes;
+- word-level (the worked example's 8 words, a ``tokenizer.json``): a word outside the
+  vocabulary is an error that lists the vocabulary.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tokenizers import Tokenizer as HFTokenizer
+from tokenizers import decoders, models, pre_tokenizers
+
+from model.engine import GlassboxError
+
+
+class Tokenizer:
+    def __init__(self, tok: HFTokenizer):
+        self._tok = tok
+        self.vocab = tok.get_vocab()
+        self.word_level = isinstance(tok.model, models.WordLevel)
+        # One display string per id: what the token adds to the text (" mat" for "Ġmat").
+        self.pieces = [self._piece(i) for i in range(tok.get_vocab_size())]
+
+    @classmethod
+    def from_dir(cls, path: Path) -> "Tokenizer":
+        path = Path(path)
+        try:
+            if (path / "tokenizer.json").exists():
+                return cls(HFTokenizer.from_file(str(path / "tokenizer.json")))
+            if (path / "vocab.json").exists() and (path / "merges.txt").exists():
+                tok = HFTokenizer(models.BPE.from_file(str(path / "vocab.json"), str(path / "merges.txt")))
+                tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+                tok.decoder = decoders.ByteLevel()
+                return cls(tok)
+        except Exception as exc:  # the library raises bare Exceptions on malformed files
+            raise GlassboxError(f"Cannot read the tokenizer in {path}: {exc}") from exc
+        raise GlassboxError(f"No tokenizer in {path}: expected tokenizer.json, or vocab.json and merges.txt")
+
+    @classmethod
+    def word_level(cls, words: list[str]) -> "Tokenizer":
+        tok = HFTokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+        tok.pre_tokenizer = pre_tokenizers.Whitespace()
+        tok.decoder = decoders.WordPiece()  # joins words with spaces
+        return cls(tok)
+
+    def save(self, path: Path) -> None:
+        self._tok.save(str(Path(path) / "tokenizer.json"))
+
+    @property
+    def vocab_size(self) -> int:
+        return self._tok.get_vocab_size()
+
+    def _piece(self, token_id: int) -> str:
+        if self.word_level:
+            return self._tok.id_to_token(token_id)
+        return self._tok.decode([token_id], skip_special_tokens=False)
+
+    def encode(self, text: str) -> list[int]:
+        if not text or (self.word_level and not text.strip()):
+            raise GlassboxError("The prompt is empty: type some text.")
+        if self.word_level:
+            words = [w for w, _ in self._tok.pre_tokenizer.pre_tokenize_str(text)]
+            unknown = [w for w in words if w not in self.vocab]
+            if unknown:
+                raise GlassboxError(
+                    f"Unknown word(s) {unknown}: this model knows only {sorted(self.vocab, key=self.vocab.get)}"
+                )
+        return self._tok.encode(text, add_special_tokens=False).ids
+
+    def decode(self, ids: list[int]) -> str:
+        return self._tok.decode(list(ids), skip_special_tokens=False)
+
+    def token_id(self, token: str) -> int:
+        """The id of one token, given as its text (" mat", "mat" or the raw vocabulary entry)."""
+        if token in self.vocab:
+            return self.vocab[token]
+        if token in self.pieces:
+            return self.pieces.index(token)
+        if self.word_level or not token:
+            raise GlassboxError(f"{token!r} is not in this model's vocabulary {self.pieces}")
+        ids = self._tok.encode(token, add_special_tokens=False).ids
+        if len(ids) == 1:
+            return ids[0]
+        pieces = [self.pieces[i] for i in ids]
+        raise GlassboxError(f"{token!r} is not one token in this vocabulary (it splits into {pieces})")
+
+    def describe(self) -> dict:
+        return {"kind": "word-level" if self.word_level else "byte-level BPE", "vocab_size": self.vocab_size}
+

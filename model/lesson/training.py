@@ -1,0 +1,111 @@
+"""Training a copy of the worked-example model for a few steps, recording what moved.
+
+The shared model is never touched: training works on a deep copy. LayerNorm's gamma and beta
+stay at 1 and 0 (the article's convention), so the step-through's arithmetic still applies
+to the trained weights.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from model.engine import GlassboxError, Transformer, next_token_targets
+from model.engine.names import is_norm_parameter
+from model.io.tokenizer import Tokenizer
+
+OPTIMIZERS = ("SGD", "AdamW")
+DATASETS = ("the example", "the example + corpus")
+
+
+def toy_corpus() -> list[str]:
+    """Six-word sentences in the worked example's eight-word world. After "… on the" comes
+    "mat"; after "… and the" comes an animal, so the model has to read the context."""
+    animals, verbs = ("cat", "dog"), ("sat", "ran")
+    sentences = [f"the {a} {v} on the mat" for a in animals for v in verbs]
+    sentences += [f"the {a} {v} and the {b}" for a in animals for b in animals if a != b for v in verbs]
+    sentences += [f"the {a} and the {b} {v}" for a in animals for b in animals if a != b for v in verbs]
+    return sentences
+
+
+def training_batch(tokenizer: Tokenizer, example: list[int], target_id: int, dataset: str
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(inputs, targets) for full-batch training; -1 marks a position without a target.
+    "the example" is the article's loss alone: -log p(target) at the last position."""
+    if dataset not in DATASETS:
+        raise GlassboxError(f"Unknown dataset {dataset!r}: choose one of {', '.join(DATASETS)}")
+    inputs = torch.tensor([example])
+    targets = torch.full_like(inputs, -1)
+    targets[0, -1] = target_id
+    if dataset == "the example":
+        return inputs, targets
+    sentences = torch.tensor([tokenizer.encode(s) for s in toy_corpus()])
+    corpus_targets = next_token_targets(sentences)[:, :-1]
+    width = inputs.shape[1]
+    return torch.cat([inputs, sentences[:, :width]]), torch.cat([targets, corpus_targets[:, :width]])
+
+
+@dataclass
+class TrainingRun:
+    model: Transformer  # the trained copy
+    optimizer: str
+    learning_rate: float
+    dataset: str
+    # one entry per state: before training, then after each step
+    loss: list[float] = field(default_factory=list)  # the training objective
+    p_target: list[float] = field(default_factory=list)  # p(target | example)
+    target_embedding: list[list[float]] = field(default_factory=list)  # W_E[target]
+
+    @property
+    def steps(self) -> int:
+        return len(self.loss) - 1
+
+
+def train_copy(model: Transformer, inputs: torch.Tensor, targets: torch.Tensor, example: list[int], target_id: int,
+               optimizer: str = "SGD", learning_rate: float = 0.5, steps: int = 100,
+               on_step: Callable[[int, int], None] | None = None, dataset: str = "") -> TrainingRun:
+    """Full-batch training of a copy of ``model``. ``on_step(done, total)`` reports progress."""
+    if optimizer not in OPTIMIZERS:
+        raise GlassboxError(f"Unknown optimizer {optimizer!r}: choose one of {', '.join(OPTIMIZERS)}")
+    if not learning_rate > 0:
+        raise GlassboxError(f"The learning rate must be positive, not {learning_rate}")
+    if steps < 1:
+        raise GlassboxError(f"Train for at least one step, not {steps}")
+    trained = copy.deepcopy(model).train()
+    params = []
+    for name, p in trained.named_parameters():
+        p.requires_grad_(not is_norm_parameter(name))  # LayerNorm stays gamma = 1, beta = 0
+        if p.requires_grad:
+            params.append(p)
+    opt = torch.optim.SGD(params, lr=learning_rate) if optimizer == "SGD" else torch.optim.AdamW(params, lr=learning_rate)
+    device = next(trained.parameters()).device
+    inputs, targets = inputs.to(device), targets.to(device)
+    example_ids = torch.tensor([example], device=device)
+    run = TrainingRun(trained, optimizer, learning_rate, dataset)
+
+    def record(loss: float):
+        """The state before the next update (or after the last)."""
+        with torch.no_grad():
+            logits = trained(example_ids).logits[0, -1]
+            run.loss.append(loss)
+            run.p_target.append(torch.softmax(logits.double(), -1)[target_id].item())
+            run.target_embedding.append(trained.embed.W_E[target_id].double().tolist())
+
+    for step in range(steps):
+        opt.zero_grad(set_to_none=True)
+        loss = trained(inputs, targets).loss  # also the loss after the previous update: computed once
+        record(loss.item())
+        loss.backward()
+        opt.step()
+        if on_step is not None:
+            on_step(step + 1, steps)
+    with torch.no_grad():
+        record(trained(inputs, targets).loss.item())
+    for p in trained.parameters():
+        p.grad = None
+        p.requires_grad_(True)
+    trained.eval()
+    return run

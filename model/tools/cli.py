@@ -1,0 +1,238 @@
+"""``glassbox COMMAND`` (or ``python -m model COMMAND``): Glassbox from the shell.
+
+  app     [STREAMLIT OPTIONS]       start the web app (Streamlit) on the bundled default model
+  trace   --model M --prompt TEXT [--backward] [--target TOKEN] --npz FILE
+  hooks   --model M                 every captured name with its shape
+  bench                             capture overhead and memory, GPT-2-small shape
+  worked-example --json             the article's numbers, computed by the engine
+  build-worked-example              reconstruct and write assets/worked-example
+  generate --model M --prompt TEXT --max-new-tokens N --temperature T --top-k K --top-p P --seed S [--json]
+  train-default                     regenerate the story corpus and train assets/default
+
+A problem with the input is reported in one line on stderr with exit status 2.
+
+Modules are imported inside the commands, after ``configure_process`` has set what must be
+set before torch is loaded: ``glassbox --help`` answers at once, and importing this module
+changes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+# Process settings, made where a Glassbox process starts (main() here; `glassbox app` passes them
+# to the Streamlit process), never on import. THP_MEM_ALLOC_ENABLE: traces allocate gigabytes of
+# fresh memory per call on big models; in 2 MiB huge pages the kernel maps it ~500x fewer times,
+# which `glassbox bench` shows is most of the traced backward's overhead on CPU. PyTorch's CPU
+# allocator reads it once, at its first allocation, so it must be set before torch is imported.
+PROCESS_ENVIRONMENT = {"THP_MEM_ALLOC_ENABLE": "1"}
+
+
+def configure_process() -> None:
+    """Set PROCESS_ENVIRONMENT's values the environment does not already set."""
+    for name, value in PROCESS_ENVIRONMENT.items():
+        os.environ.setdefault(name, value)
+
+
+def _model_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", default="default", help="a model name (default, worked-example) or a directory")
+    parser.add_argument("--dtype", choices=["float32", "float64"], help="default: the model's own")
+
+
+def cmd_app(args) -> int:
+    """Run the Streamlit app (app/main.py of this installation), passing any extra options on.
+    From a source checkout it runs in the checkout, so that .streamlit/config.toml applies."""
+    import importlib.util
+
+    from model.engine import GlassboxError
+
+    if importlib.util.find_spec("streamlit") is None:
+        raise GlassboxError("The app needs Streamlit: pip install 'glassbox[app]' (or -r requirements.txt)")
+    from importlib import resources
+
+    main_script = Path(str(resources.files("app").joinpath("main.py")))
+    checkout = main_script.parent.parent
+    cwd = checkout if (checkout / ".streamlit" / "config.toml").exists() else None
+    command = [sys.executable, "-m", "streamlit", "run", str(main_script), *args.streamlit_options]
+    return subprocess.call(command, cwd=cwd, env=os.environ.copy())
+
+
+def cmd_trace(args) -> int:
+    from model.engine import GlassboxError, Target, run_trace
+    from model.io.checkpoint import load
+
+    loaded = load(args.model, dtype=args.dtype)
+    tokens = loaded.encode(args.prompt)
+    target = None
+    if args.target is not None:
+        position = -1 if args.position is None else args.position
+        target = Target(loaded.tokenizer.token_id(args.target), position)
+    elif args.position is not None:
+        raise GlassboxError("--position needs --target")
+    trace = run_trace(loaded.model, tokens, names=args.names, backward=args.backward or target is not None, target=target)
+    trace.save_npz(args.npz)
+    pieces = [loaded.tokenizer.pieces[t] for t in tokens]
+    print(f"tokens   {tokens}  {pieces}")
+    if trace.loss is not None:
+        print(f"loss     {trace.loss:.6f}  ({trace.loss_description})")
+    print(f"wrote    {len(trace.activations)} activations, {len(trace.grads)} gradients to {args.npz}")
+    return 0
+
+
+def cmd_hooks(args) -> int:
+    from model.engine import names, run_trace
+    from model.io.checkpoint import load
+
+    if args.markdown:
+        print(names.markdown_table())
+        return 0
+    loaded = load(args.model, dtype=args.dtype)
+    prompt = args.prompt or loaded.about.get("sample_prompt", "Hello, world")
+    tokens = loaded.encode(prompt)
+    trace = run_trace(loaded.model, tokens, backward=len(tokens) > 1)
+    print(f"{loaded.name}: shapes for the prompt {prompt!r} (T = {len(tokens)} tokens)")
+    width = max(len(n) for n in trace.activations)
+    for name, tensor in trace.activations.items():
+        entry = names.lookup(name)
+        gradient = "" if names.GRAD + name in trace.grads else " (no gradient: off the loss path)"
+        print(f"  {name:<{width}}  {str(list(tensor.shape)):<16} {' × '.join(entry.axes):<26} {entry.what}{gradient}")
+    print("parameters (each has a gradient grad:<name>):")
+    for name, param in loaded.model.named_parameters():
+        entry = names.lookup(name)
+        print(f"  {name:<{width}}  {str(list(param.shape)):<16} {' × '.join(entry.axes):<26} {entry.what}")
+    return 0
+
+
+def cmd_bench(args) -> int:
+    from model.tools import bench
+
+    return bench.run(args)
+
+
+def cmd_build_worked_example(args) -> int:
+    from model.lesson.reconstruct import DIR, build
+
+    build()
+    print(f"wrote {DIR}")
+    return 0
+
+
+def cmd_worked_example(args) -> int:
+    import json
+
+    from model.engine import GlassboxError
+    from model.io.checkpoint import load
+    from model.lesson.contract import article_json
+
+    if not args.json:
+        raise GlassboxError("Say --json: the worked example's numbers are printed as one JSON object")
+    print(json.dumps(article_json(load("worked-example"))))
+    return 0
+
+
+def cmd_generate(args) -> int:
+    import json
+
+    from model.io.checkpoint import load
+    from model.engine.sampling import Sampling, generate, top
+
+    loaded = load(args.model, dtype=args.dtype)
+    sampling = Sampling(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
+    steps = []
+    for token in generate(loaded, args.prompt, args.max_new_tokens, sampling):
+        steps.append({"token": token.token, "token_id": token.token_id, "p": token.p,
+                      "top": [{"token": t["token"], "p": t["p"]} for t in top(token.after, loaded.tokenizer.pieces)]})
+        if not args.json:
+            print(token.token, end="", flush=True)
+    completion = loaded.tokenizer.decode([s["token_id"] for s in steps])
+    if args.json:
+        print(json.dumps({"prompt": args.prompt, "completion": completion, "steps": steps}))
+    else:
+        print()
+    return 0
+
+
+def cmd_train_default(args) -> int:
+    from model.tools.train_default import train
+
+    train(path=args.out, steps=args.steps, n_stories=args.stories)
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="glassbox", description="Glassbox: every tensor and gradient of a "
+                                   "transformer. `python -m model` runs the same commands.")
+    sub = root.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("app", help="start the web app (Streamlit); further options go to `streamlit run`",
+                       epilog="Any other option is passed to `streamlit run`, e.g. --server.port 8502.")
+    p.set_defaults(func=cmd_app)
+
+    p = sub.add_parser("trace", help="run a prompt and save every captured tensor (and gradient) to .npz")
+    _model_args(p)
+    p.add_argument("--prompt", required=True)
+    p.add_argument("--backward", action="store_true", help="also save grad:<name> for every tensor and parameter")
+    p.add_argument("--target", help="loss = cross-entropy of this token (default: mean next-token loss); implies --backward")
+    p.add_argument("--position", type=int, help="position predicting --target (default: the last)")
+    p.add_argument("--names", nargs="+", metavar="PATTERN", help="capture only names matching these shell patterns")
+    p.add_argument("--npz", required=True, type=Path)
+    p.set_defaults(func=cmd_trace)
+
+    p = sub.add_parser("hooks", help="list every captured tensor's name and shape")
+    _model_args(p)
+    p.add_argument("--prompt", help="prompt whose shapes to show (default: the model's sample prompt)")
+    p.add_argument("--markdown", action="store_true", help="print the table of every name pattern (the README's)")
+    p.set_defaults(func=cmd_hooks)
+
+    p = sub.add_parser("bench", help="capture overhead and memory for a GPT-2-small-shaped model")
+    from model.tools import bench
+
+    bench.add_arguments(p)
+    p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("worked-example", help="the article's weights, forward tensors, gradients and update as JSON")
+    p.add_argument("--json", action="store_true", help="print one JSON object (the contract in the README)")
+    p.set_defaults(func=cmd_worked_example)
+
+    p = sub.add_parser("build-worked-example", help="reconstruct the unprinted weights and write assets/worked-example")
+    p.set_defaults(func=cmd_build_worked_example)
+
+    p = sub.add_parser("generate", help="continue a prompt, token by token (KV cache), with exact sampling")
+    _model_args(p)
+    p.add_argument("--prompt", required=True)
+    p.add_argument("--max-new-tokens", type=int, default=20)
+    p.add_argument("--temperature", type=float, default=1.0, help="0: greedy")
+    p.add_argument("--top-k", type=int, help="keep the k most likely tokens (default: all)")
+    p.add_argument("--top-p", type=float, default=1.0, help="keep the smallest set with this much probability")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help='print {"prompt", "completion", "steps": [...]}')
+    p.set_defaults(func=cmd_generate)
+
+    p = sub.add_parser("train-default", help="regenerate the story corpus and train the default model (assets/default)")
+    from model.tools.train_default import DIR, N_STORIES, STEPS
+
+    p.add_argument("--out", type=Path, default=DIR, help="where to write the model (default: assets/default)")
+    p.add_argument("--steps", type=int, default=STEPS, help=argparse.SUPPRESS)  # smaller runs for tests
+    p.add_argument("--stories", type=int, default=N_STORIES, help=argparse.SUPPRESS)
+    p.set_defaults(func=cmd_train_default)
+    return root
+
+
+def main(argv: list[str] | None = None) -> int:
+    configure_process()
+    from model.engine import GlassboxError
+
+    root = parser()
+    args, unknown = root.parse_known_args(argv)
+    if unknown and args.command != "app":  # only `app` passes options on (to Streamlit)
+        root.error(f"unrecognized arguments: {' '.join(unknown)}")
+    args.streamlit_options = unknown
+    try:
+        return args.func(args)
+    except GlassboxError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

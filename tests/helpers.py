@@ -1,0 +1,48 @@
+"""Helpers shared by test files: a random model, and the app run in-process by AppTest."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from model.engine import ModelConfig, Transformer
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app" / "main.py")
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    """`python -m model ARGS` in a process of its own, as a user runs it."""
+    return subprocess.run([sys.executable, "-m", "model", *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def build_random_model(cfg: ModelConfig, seed: int = 0) -> Transformer:
+    """float64, random weights; norms and biases pushed away from 1 and 0 so that mistakes show."""
+    model = Transformer(cfg).init_weights(seed, std=0.3).double().eval()
+    with torch.no_grad():
+        gen = torch.Generator().manual_seed(seed + 1)
+        for name, p in model.named_parameters():
+            if name.endswith(".w") or name.split(".")[-1].startswith("b"):
+                p.add_(0.2 * torch.randn(p.shape, generator=gen, dtype=p.dtype))
+    return model
+
+
+def start(page=None, **query):
+    """The app in AppTest, on ``page`` (e.g. "pages/explore.py") with ``query`` in the URL."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(APP, default_timeout=120)
+    for key, value in query.items():
+        at.query_params[key] = value
+    at.run()
+    if page:
+        at.switch_page(page).run()
+    assert not at.exception
+    return at
+
+
+def charts(at) -> list[dict]:
+    """The page's plotly charts, as the browser receives them."""
+    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]

@@ -1,0 +1,115 @@
+"""The registry of names (model/engine/names.py) against what the engine actually produces,
+what the README says, and what the code types by hand; and the packages' import direction.
+
+Reference: real traces of every kind of model the engine builds (their names, order and
+shapes), the model's own named_parameters(), the README's text and the source files."""
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from model.engine import GRAD, ModelConfig, names, run_trace
+from model.io.checkpoint import load
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CONFIGS = {
+    "gpt2-like": ModelConfig(vocab_size=20, n_ctx=16, d_model=12, n_layers=2, n_heads=3, d_ff=24),
+    "llama-like": ModelConfig(vocab_size=20, n_ctx=16, d_model=16, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=24,
+                              norm="rmsnorm", activation="silu", gated_mlp=True, positional="rope", attn_bias=False,
+                              mlp_bias=False, tie_embeddings=False),
+    "gated with biases, multi-query, no final norm": ModelConfig(
+        vocab_size=20, n_ctx=16, d_model=8, n_layers=3, n_heads=4, n_kv_heads=1, d_ff=16, activation="relu",
+        gated_mlp=True, final_norm=False),
+    "rmsnorm with a positional table": ModelConfig(vocab_size=20, n_ctx=16, d_model=8, n_layers=1, n_heads=2, d_ff=16,
+                                                   norm="rmsnorm"),
+}
+TOKENS = [3, 1, 4, 1, 5, 9, 2]
+
+
+@pytest.fixture(params=list(CONFIGS) + ["worked-example"])
+def model(request, random_model):
+    return load("worked-example").model if request.param == "worked-example" else random_model(CONFIGS[request.param])
+
+
+def test_a_full_trace_holds_exactly_the_registered_names_in_order_and_shape(model):
+    trace = run_trace(model, TOKENS[:5], backward=True)
+    assert list(trace.activations) == names.activation_names(model.cfg)
+    for name, tensor in trace.activations.items():
+        assert tuple(tensor.shape) == names.shape(name, model.cfg, 5), name
+    for name, grad in trace.grads.items():  # a gradient has its tensor's axes
+        assert tuple(grad.shape) == names.shape(name, model.cfg, 5), name
+
+
+def test_the_parameters_are_exactly_the_registered_ones(model):
+    params = list(model.named_parameters())
+    assert [n for n, _ in params] == names.parameter_names(model.cfg)
+    for name, p in params:
+        assert tuple(p.shape) == names.shape(name, model.cfg, 5), name
+    norms = {n for n, _ in params if names.is_norm_parameter(n)}
+    assert norms == {n for n, _ in params if re.search(r"(^|\.)(ln1|ln2|ln_final)\.", n)}
+
+
+def test_unknown_names_are_refused():
+    for bad in ("blocks.0.attn.hook_scores_maskd", "hook_logit", "blocks.x.hook_resid_pre", "embed.W_U"):
+        with pytest.raises(KeyError):
+            names.lookup(bad)
+    assert names.axes(GRAD + "blocks.3.attn.hook_k") == ("kv_head", "position", "d_head")
+
+
+def test_the_readme_table_is_the_registry():
+    """The README's table of names is `glassbox hooks --markdown`, character for character."""
+    readme = (ROOT / "README.md").read_text()
+    assert names.markdown_table() in readme
+
+
+def test_every_hook_name_typed_in_the_code_is_registered():
+    """Names are typed by hand across the code (views, analysis, the lesson): a misspelt one
+    would fail only when that view opens. Every `hook_…` word in the source must be a
+    registered hook."""
+    known = names.registered_hooks()
+    typed = {}
+    for path in [*ROOT.glob("model/**/*.py"), *ROOT.glob("app/**/*.py")]:
+        for word in re.findall(r"\bhook_[a-z_]+", path.read_text()):
+            typed.setdefault(word, path.relative_to(ROOT))
+    unknown = {w: str(p) for w, p in typed.items() if w not in known and w != "hook_"}
+    assert not unknown
+    assert len(typed) > 20  # the scan sees the code
+
+
+# What each part of `model` may import from the others (it may always import itself).
+ALLOWED = {
+    "engine": set(),
+    "io": {"engine"},
+    "data": set(),
+    "analysis": {"engine"},
+    "serving": {"engine"},
+    "lesson": {"engine", "io"},
+    "tools": {"engine", "io", "data", "analysis", "serving", "lesson"},
+}
+
+
+def imports(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return found
+
+
+def test_the_import_direction():
+    """The engine imports nothing from the rest of Glassbox; nothing in `model` imports the app."""
+    checked = 0
+    for part, allowed in ALLOWED.items():
+        for path in (ROOT / "model" / part).rglob("*.py"):
+            for module in imports(path):
+                top = module.split(".")
+                assert top[0] != "app", (path, module)
+                if top[0] == "model" and len(top) > 1:
+                    assert top[1] in allowed | {part}, f"{path.relative_to(ROOT)} imports {module}"
+            checked += 1
+    assert checked > 30
