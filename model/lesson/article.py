@@ -5,23 +5,19 @@ the article prints. Those are used exactly. The weights it does not print (block
 block 2's attention except W_V(2,1), block 2's W_O and FFN) are reconstructed by
 reconstruct.py: fitted so that the figures the article prints for them come out.
 
-Article names -> engine names: W_E -> embed.W_E, W_P -> pos_embed.W_pos,
-W_Q(b,h) -> blocks.{b-1}.attn.W_Q[h-1] (same for K, V), W_O(b) -> blocks.{b-1}.attn.W_O
-(its rows split per head), W_1(b), b_1(b), W_2(b), b_2(b) -> blocks.{b-1}.mlp.W_in, b_in,
-W_out, b_out.
+Article names -> engine names: the table in names.py.
 """
 
 from __future__ import annotations
 
 import json
-import re
+from functools import cache
 
 import torch
 
-from functools import cache
-
 from model.engine import ModelConfig
 from model.io.assets import asset
+from model.lesson.names import article_tensor, slot, weight_names
 
 DIR = asset("worked-example")
 PUBLISHED = DIR / "published.json"  # a copy of the article's data; the README describes it
@@ -56,39 +52,17 @@ def config(article: dict) -> ModelConfig:
     )
 
 
-def engine_slot(article_name: str, cfg: ModelConfig) -> tuple[str, int | None]:
-    """Where an article weight lives: (parameter name, head index or None)."""
-    if article_name == "W_E":
-        return "embed.W_E", None
-    if article_name == "W_P":
-        return "pos_embed.W_pos", None
-    m = re.fullmatch(r"W_([QKV])\((\d),(\d)\)", article_name)
-    if m:
-        return f"blocks.{int(m[2]) - 1}.attn.W_{m[1]}", int(m[3]) - 1
-    m = re.fullmatch(r"(W_O|W_1|b_1|W_2|b_2)\((\d)\)", article_name)
-    if m:
-        local = {"W_O": "attn.W_O", "W_1": "mlp.W_in", "b_1": "mlp.b_in", "W_2": "mlp.W_out", "b_2": "mlp.b_out"}
-        return f"blocks.{int(m[2]) - 1}.{local[m[1]]}", None
-    raise KeyError(article_name)
+def engine_slot(article_name: str, cfg: ModelConfig | None = None) -> tuple[str, int | None]:
+    """Where an article weight or tensor lives: (engine name, head index or None). ``cfg`` is
+    not needed (kept for callers)."""
+    where = slot(article_name)
+    return where.engine, where.head
 
 
 # Article figure -> (engine tensor, head): the tensors the article prints for weights it does not.
-FIGURES = {
-    "h(1)": ("blocks.0.mlp.hook_pre", None),
-    "ffn_out(1)": ("blocks.0.hook_mlp_out", None),
-    "X(1)": ("blocks.0.hook_resid_post", None),
-    "X(2)": ("blocks.1.hook_resid_post", None),
-    "h(2)": ("blocks.1.mlp.hook_pre", None),
-    "X_final": ("ln_final.hook_out", None),
-    "dL/dX(2)": ("grad:blocks.1.hook_resid_post", None),
-    "dL/dh_act(2)": ("grad:blocks.1.mlp.hook_post", None),
-    "dL/dh(2)": ("grad:blocks.1.mlp.hook_pre", None),
-    "dL/dW_Q(2,1)": ("grad:blocks.1.attn.W_Q", 0),
-    "dL/dW_K(2,1)": ("grad:blocks.1.attn.W_K", 0),
-    "dL/dW_V(2,1)": ("grad:blocks.1.attn.W_V", 0),
-    "dL/dX(1)": ("grad:blocks.0.hook_resid_post", None),
-    "dL/dX(0)": ("grad:blocks.0.hook_resid_pre", None),
-}
+FIGURES = {figure: engine_slot(figure) for figure in (
+    "h(1)", "ffn_out(1)", "X(1)", "X(2)", "h(2)", "X_final", "dL/dX(2)", "dL/dh_act(2)", "dL/dh(2)",
+    "dL/dW_Q(2,1)", "dL/dW_K(2,1)", "dL/dW_V(2,1)", "dL/dX(1)", "dL/dX(0)")}
 
 
 def printed_figure(value) -> tuple[int | None, torch.Tensor]:
@@ -102,13 +76,4 @@ def article_weights(cfg: ModelConfig, params: dict[str, torch.Tensor]) -> dict[s
     """Engine parameters (or their gradients) under the article's names: W_Q(b,h) is
     d_model x d_head, W_O(b) the (heads * d_head) x d_model matrix applied to the
     concatenated heads."""
-    weights = {"W_E": params["embed.W_E"], "W_P": params["pos_embed.W_pos"]}
-    for b in range(1, cfg.n_layers + 1):
-        for h in range(1, cfg.n_heads + 1):
-            for kind in "QKV":
-                name, head = engine_slot(f"W_{kind}({b},{h})", cfg)
-                weights[f"W_{kind}({b},{h})"] = params[name][head]
-        for kind in ("W_O", "W_1", "b_1", "W_2", "b_2"):
-            name, _ = engine_slot(f"{kind}({b})", cfg)
-            weights[f"{kind}({b})"] = params[name]
-    return {k: (v.reshape(-1, cfg.d_model) if k.startswith("W_O") else v) for k, v in weights.items()}
+    return {name: article_tensor(name, params, last=-1) for name in weight_names(cfg.n_layers, cfg.n_heads)}

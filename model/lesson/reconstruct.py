@@ -53,7 +53,7 @@ def _printed_slots(model: Transformer, article: dict) -> dict[str, torch.Tensor]
         if is_norm_parameter(name):  # LayerNorm: gamma = 1, beta = 0 by the article's convention
             fixed[name][:] = True
     for article_name in article["given_weights"]:
-        name, head = engine_slot(article_name, model.cfg)
+        name, head = engine_slot(article_name)
         fixed[name][slice(None) if head is None else head] = True
     return fixed
 
@@ -74,7 +74,7 @@ def reconstruct(article: dict, seed: int = SOLVER_SEED, log=print) -> Transforme
             if not is_norm_parameter(name):
                 param.copy_(torch.rand(param.shape, generator=gen, dtype=torch.float64) * 0.5 - 0.1)
         for article_name, value in article["given_weights"].items():
-            name, head = engine_slot(article_name, model.cfg)
+            name, head = engine_slot(article_name)
             target = params[name] if head is None else params[name][head]
             target.copy_(torch.tensor(value, dtype=torch.float64).reshape(target.shape))
     free = [p for n, p in params.items() if not fixed[n].all()]
