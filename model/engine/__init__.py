@@ -10,8 +10,8 @@ from model.engine.device import default_device
 from model.engine.errors import GlassboxError
 from model.engine.kv_cache import KVCache
 from model.engine.names import GRAD
-from model.engine.trace import Target, Trace, next_token_targets, run_trace
+from model.engine.trace import Target, Trace, loss_targets, next_token_targets, run_trace
 from model.engine.transformer import Output, Transformer
 
 __all__ = ["GRAD", "GlassboxError", "KVCache", "ModelConfig", "Output", "Target", "Trace", "Transformer",
-           "check_context", "default_device", "next_token_targets", "run_trace"]
+           "check_context", "default_device", "loss_targets", "next_token_targets", "run_trace"]

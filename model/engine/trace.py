@@ -64,6 +64,22 @@ def next_token_targets(tokens: torch.Tensor) -> torch.Tensor:
     return targets
 
 
+def loss_targets(ids: torch.Tensor, target: Target | None, vocab_size: int) -> tuple[torch.Tensor, str]:
+    """Each position's target id (-1: none) for the loss, and the loss described in words:
+    ``target``'s token at its position, or by default every next token."""
+    if target is None:
+        return next_token_targets(ids), "mean next-token cross-entropy over all positions"
+    n = ids.shape[1]
+    position = target.position + n if target.position < 0 else target.position
+    if not 0 <= position < n:
+        raise GlassboxError(f"Target position {target.position} is outside the prompt's {n} positions")
+    if not 0 <= target.token_id < vocab_size:
+        raise GlassboxError(f"Target token id {target.token_id} is outside the vocabulary (0..{vocab_size - 1})")
+    targets = torch.full_like(ids, -1)
+    targets[0, position] = target.token_id
+    return targets, f"cross-entropy of token {target.token_id} at position {position}"
+
+
 def run_trace(
     model: Transformer,
     tokens: list[int],
@@ -75,25 +91,12 @@ def run_trace(
     """Run ``tokens`` through ``model``, capturing the tensors whose names match ``names``
     (shell patterns; None: all). With ``backward``, also the gradient of the loss: the
     cross-entropy of ``target``, or by default the mean next-token cross-entropy."""
-    cfg = model.cfg
     if len(tokens) == 0:
         raise GlassboxError("The prompt is empty: give at least one token.")
-    check_context(cfg, len(tokens))
+    check_context(model.cfg, len(tokens))
     names = None if names is None else tuple(names)
     ids = torch.tensor([tokens], dtype=torch.long, device=model.device)
-
-    if target is None:
-        targets = next_token_targets(ids)
-        description = "mean next-token cross-entropy over all positions"
-    else:
-        position = target.position + len(tokens) if target.position < 0 else target.position
-        if not 0 <= position < len(tokens):
-            raise GlassboxError(f"Target position {target.position} is outside the prompt's {len(tokens)} positions")
-        if not 0 <= target.token_id < cfg.vocab_size:
-            raise GlassboxError(f"Target token id {target.token_id} is outside the vocabulary (0..{cfg.vocab_size - 1})")
-        targets = torch.full_like(ids, -1)
-        targets[0, position] = target.token_id
-        description = f"cross-entropy of token {target.token_id} at position {position}"
+    targets, description = loss_targets(ids, target, model.cfg.vocab_size)
     has_loss = bool((targets >= 0).any())
     if backward and not has_loss:
         raise GlassboxError("A one-token prompt has no next token to predict: choose a target for the backward pass.")
@@ -106,16 +109,22 @@ def run_trace(
     if out.loss is not None:
         trace.loss = out.loss.item()
     if backward:
-        on_graph = [n for n, t in captured.items() if t.requires_grad]
-        params = [(n, p) for n, p in model.named_parameters() if matches(n, names)]
-        grads = torch.autograd.grad(
-            out.loss, [captured[n] for n in on_graph] + [p for _, p in params], allow_unused=True
-        )
-        for name, grad in zip(on_graph, grads[: len(on_graph)]):
-            if grad is not None:
-                trace.grads[GRAD + name] = grad[0]
-        for (name, _), grad in zip(params, grads[len(on_graph) :]):
-            if grad is not None:
-                trace.grads[GRAD + name] = grad
+        trace.grads = _gradients(out.loss, captured, [(n, p) for n, p in model.named_parameters() if matches(n, names)])
     trace.activations = {name: t.detach()[0] for name, t in captured.items()}
     return trace
+
+
+def _gradients(loss: torch.Tensor, captured: dict[str, torch.Tensor], params: list[tuple[str, torch.Tensor]]
+               ) -> dict[str, torch.Tensor]:
+    """One autograd.grad call for every captured tensor on the loss's graph and every
+    parameter; the ones the loss does not depend on get no entry."""
+    on_graph = [n for n, t in captured.items() if t.requires_grad]
+    grads = torch.autograd.grad(loss, [captured[n] for n in on_graph] + [p for _, p in params], allow_unused=True)
+    out = {}
+    for name, grad in zip(on_graph, grads[: len(on_graph)]):
+        if grad is not None:
+            out[GRAD + name] = grad[0]  # drop the batch dimension
+    for (name, _), grad in zip(params, grads[len(on_graph):]):
+        if grad is not None:
+            out[GRAD + name] = grad
+    return out

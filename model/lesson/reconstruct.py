@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from model.engine import Transformer
+from model.engine import Target, Transformer, loss_targets
 from model.engine.capture import capture
 from model.engine.names import is_norm_parameter
 from model.io.checkpoint import save
@@ -22,8 +22,7 @@ def figure_errors(model: Transformer, article: dict) -> dict[str, torch.Tensor]:
     """Computed minus printed, for every published figure; differentiable w.r.t. the weights
     (the solver minimises these). The loss is -log p(target) at the last position."""
     ids = torch.tensor([article["config"]["input_ids"]])
-    targets = torch.full_like(ids, -1)
-    targets[0, -1] = article["config"]["target_id"]
+    targets, _ = loss_targets(ids, Target(article["config"]["target_id"]), model.cfg.vocab_size)
     with capture() as recorder:
         loss = model(ids, targets).loss
     tensors = dict(recorder.tensors)

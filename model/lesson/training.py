@@ -13,7 +13,7 @@ from typing import Callable
 
 import torch
 
-from model.engine import GlassboxError, Transformer, next_token_targets
+from model.engine import GlassboxError, Target, Transformer, loss_targets, next_token_targets
 from model.engine.names import is_norm_parameter
 from model.io.tokenizer import Tokenizer
 
@@ -38,8 +38,7 @@ def training_batch(tokenizer: Tokenizer, example: list[int], target_id: int, dat
     if dataset not in DATASETS:
         raise GlassboxError(f"Unknown dataset {dataset!r}: choose one of {', '.join(DATASETS)}")
     inputs = torch.tensor([example])
-    targets = torch.full_like(inputs, -1)
-    targets[0, -1] = target_id
+    targets, _ = loss_targets(inputs, Target(target_id), len(tokenizer.pieces))
     if dataset == "the example":
         return inputs, targets
     sentences = torch.tensor([tokenizer.encode(s) for s in toy_corpus()])
