@@ -1,16 +1,23 @@
-"""Per-user page state that lives in the URL, so that a setup can be shared."""
+"""Per-user page state that lives in the URL, so that a setup can be shared; and what is derived
+from this session's training run, kept beside it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from typing import TypeVar
+
 import streamlit as st
 
+T = TypeVar("T")
 
-def url_settings(defaults: dict, limits: dict | None = None, choices: dict | None = None, prefix: str = "") -> None:
+
+def read_url_settings(defaults: dict, limits: dict | None = None, choices: dict | None = None,
+                      prefix: str = "") -> None:
     """Settings that live in the URL, so a setup can be shared. Each query parameter ``name``
     backs the session state key ``prefix + name`` (pages that share parameter names keep
     their own state). On a page's first run a setting is read from the query string (a bad
-    value falls back to its default, a number is clamped into ``limits``); every run writes
-    the current values back."""
+    value falls back to its default, a number is clamped into ``limits``); later runs keep
+    what the session holds. ``write_url_settings`` writes the values back."""
     limits, choices = limits or {}, choices or {}
     for name, default in defaults.items():
         key = prefix + name
@@ -29,4 +36,28 @@ def url_settings(defaults: dict, limits: dict | None = None, choices: dict | Non
         if name in choices and value not in choices[name]:
             value = default
         st.session_state[key] = value
-    st.query_params.update({name: str(st.session_state[prefix + name]) for name in defaults})
+
+
+def write_url_settings(names: Iterable[str], prefix: str = "") -> None:
+    """The current values of these settings into the URL: call it where a run (or a fragment's
+    rerun) has its final values."""
+    st.query_params.update({name: str(st.session_state[prefix + name]) for name in names})
+
+
+def url_settings(defaults: dict, limits: dict | None = None, choices: dict | None = None, prefix: str = "") -> None:
+    """``read_url_settings``, then write them back at once."""
+    read_url_settings(defaults, limits, choices, prefix)
+    write_url_settings(defaults, prefix)
+
+
+def per_training_run(name: str, build: Callable[[object], T]) -> T | None:
+    """``build(run)`` for this session's training run, kept in the session beside it: rebuilt
+    only when a new run replaces it (compared by identity). None while there is no run."""
+    run = st.session_state.get("training_run")
+    if run is None:
+        return None
+    cached = st.session_state.get("derived:" + name)
+    if cached is None or cached[0] is not run:
+        cached = (run, build(run))
+        st.session_state["derived:" + name] = cached
+    return cached[1]

@@ -1,9 +1,14 @@
 """Every tensor is drawn as a labelled heatmap: rows and columns named by tokens and axes,
-the tensor's engine name under its title, colour centred at 0."""
+the tensor's engine name under its title, colour centred at 0 (or 0..max for quantities that
+are never negative). ``heatmap_figure`` builds them all: the worked example's grids
+(``grid_figure``), the explorer's (app/explore/common.py adds block means and zoom on top),
+the attention overview and the logit lens."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
@@ -11,60 +16,137 @@ import plotly.graph_objects as go
 from app.components.labels import DIVERGING, HIGHLIGHT, pretty
 from model.lesson.steps import Grid
 
-
-def grid_title(grid: Grid) -> str:
-    rows, cols = grid.shape
-    title = f"<b>{pretty(grid.label)}</b>  {rows}×{cols}"
-    if grid.provenance:
-        title += f"  · <i>{grid.provenance}</i>"
-    return title + f"<br><span style='font-size:11px;color:#666'>{grid.name}</span>"
+PLAIN = [[0, "#f6f8fa"], [1, "#f6f8fa"]]  # labels such as token ids: no colour scale
+Span = int | range | None  # a mark's rows (or columns): one, a run of them, or all
+Labels = Sequence[str] | dict[float, str]  # one label per row (column), or labels at chosen positions
 
 
-def grid_figure(grid: Grid, marks: list[tuple[int | None, int | None]] = (), selected: tuple[int, int] | None = None,
-                clickable: bool = False) -> go.Figure:
-    """A heatmap of ``grid`` with its values written in, colour centred at 0. Cells this step
-    changed are outlined (dashed), ``marks`` (rows, columns or cells an explanation reads)
-    and ``selected`` are outlined in gold. ``clickable`` adds one invisible point per cell so
-    that a click selects it (plotly heatmaps themselves report no clicks)."""
-    values = grid.values
-    finite = np.where(np.isfinite(values), values, np.nan)
-    limit = float(np.nanmax(np.abs(finite))) if np.isfinite(finite).any() else 1.0
-    limit = limit or 1.0
-    n_rows, n_cols = values.shape
-    # enough decimals for two significant digits of the largest entry: gradients are small
-    decimals = min(max(3, 2 - math.floor(math.log10(limit))), 6)
-    text = [["−∞" if v == -math.inf else (f"{v:.{decimals}f}" if grid.quantity else f"{v:g}") for v in row]
-            for row in values]
-    fig = go.Figure(go.Heatmap(
-        z=finite.astype(np.float32).tolist(), x=list(range(n_cols)), y=list(range(n_rows)),
-        text=text, texttemplate="%{text}", textfont=dict(size=11), customdata=values.astype(str).tolist(),
-        colorscale=DIVERGING if grid.quantity else [[0, "#f6f8fa"], [1, "#f6f8fa"]], zmin=-limit, zmax=limit, showscale=False, xgap=1, ygap=1,
-        hovertemplate="row %{y}, column %{x}<br>exact: %{customdata}<extra></extra>"))
-    if clickable:  # the invisible points carry the hover text too: plotly reports clicks only where it hovers
-        rr, cc = np.mgrid[0:n_rows, 0:n_cols]
-        fig.add_trace(go.Scatter(x=cc.ravel().tolist(), y=rr.ravel().tolist(), mode="markers",
-                                 marker=dict(size=28, opacity=0), showlegend=False,
-                                 customdata=values.astype(str).ravel().tolist(),
-                                 hovertemplate="row %{y}, column %{x}<br>exact: %{customdata}<extra></extra>"))
-        fig.update_traces(hoverinfo="skip", hovertemplate=None, selector=dict(type="heatmap"))
-    if grid.changed is not None and not grid.changed.all():  # outline what changed, unless everything did
-        for r, c in zip(*np.nonzero(grid.changed)):
+@dataclass
+class ClickLayer:
+    """Invisible markers laid over a heatmap: plotly heatmaps report no clicks, and plotly
+    reports a click only where it shows a hover, so the markers carry the hover text."""
+    x: list[float]
+    y: list[float]
+    hover: str
+    customdata: object = None
+    size: int = 28
+    symbol: str = "circle"
+
+
+def abs_max(values: np.ndarray) -> float:
+    """The largest |value| over the finite entries; 1 where there is none (or it is 0)."""
+    finite = np.asarray(values)[np.isfinite(values)]
+    return float(np.abs(finite).max()) if finite.size and np.abs(finite).max() else 1.0
+
+
+def figure_title(title: str, name: str = "", size: str = "") -> str:
+    """The title in bold, then the size (and any note), and the engine's name below."""
+    text = f"<b>{title}</b>" + (f"  {size}" if size else "")
+    return text + (f"<br><span style='font-size:11px;color:#666'>{name}</span>" if name else "")
+
+
+def _span(span: Span, n: int) -> tuple[float, float]:
+    if span is None:
+        return -.5, n - .5
+    if isinstance(span, range):
+        return span.start - .5, span.stop - .5
+    return span - .5, span + .5
+
+
+def _axis(labels: Labels, n: int, title: str, fixed: bool, **extra) -> dict:
+    axis = dict(title=dict(text=title, font=dict(size=11)), **extra)
+    if not fixed:
+        return axis | dict(type="category", tickfont=dict(size=10))
+    ticks = labels if isinstance(labels, dict) else dict(enumerate(labels[:n]))
+    return axis | dict(tickvals=list(ticks), ticktext=list(ticks.values()), fixedrange=True, showgrid=False,
+                       zeroline=False)
+
+
+def heatmap_figure(values: np.ndarray, rows: Labels, cols: Labels, title: str, name: str = "", *,
+                   size: str | None = None, row_title: str = "", col_title: str = "", colour: str = "diverging",
+                   zmax: float | None = None, text: list[list[str]] | None = None, text_size: int = 10,
+                   hover: str | None = None, customdata=None, marks: Sequence[tuple[Span, Span]] = (),
+                   selected: tuple[int, int] | None = None, changed: np.ndarray | None = None,
+                   clicks: ClickLayer | None = None, colorbar: str | None = "", gaps: bool = True, fixed: bool = False,
+                   height: int | None = None) -> go.Figure:
+    """A labelled heatmap of a 2-D array (the heatmap is ``data[0]``), −∞ and NaN left blank.
+
+    - ``colour``: "diverging" (centred at 0), "sequential" (0..max, for probabilities and
+      norms) or "plain" (no colour: labels such as token ids); ``zmax`` overrides the top.
+    - ``fixed``: a chart to read and click, not to zoom: the cells at 0, 1, … with every label
+      written (``rows``/``cols`` may instead give labels at chosen positions), no drag; else
+      category axes named by the labels, which plotly thins out when they are many.
+    - ``text`` is written into the cells; ``marks`` (rows × columns, a ``None`` side being
+      all of them) are outlined in gold, ``selected`` more thickly; the cells ``changed`` marks
+      are dotted (unless every cell changed).
+    - ``clicks`` lays invisible markers over the map to make it clickable (hover moves to them).
+    - ``colorbar``: the scale's title, None for no scale. ``size`` defaults to "rows×columns".
+    """
+    n_rows, n_cols = np.shape(values)
+    limit = zmax if zmax is not None else abs_max(values)
+    z = np.where(np.isfinite(values), values, np.nan).astype(np.float32)
+    scale = dict(diverging=(DIVERGING, -limit), sequential=("Blues", 0), plain=(PLAIN, -limit))[colour]
+    heat = go.Heatmap(z=z, colorscale=scale[0], zmin=scale[1], zmax=limit, xgap=int(gaps), ygap=int(gaps),
+                      showscale=colorbar is not None)
+    if fixed:
+        heat.update(x=list(range(n_cols)), y=list(range(n_rows)))
+    else:
+        heat.update(x=list(cols), y=list(rows))
+    if colorbar is not None:
+        heat.update(colorbar=dict(thickness=10, **(dict(title=dict(text=colorbar)) if colorbar else {})))
+    if text is not None:
+        heat.update(text=text, texttemplate="%{text}", textfont=dict(size=text_size))
+    if clicks is not None:
+        heat.update(hoverinfo="skip")
+    else:
+        heat.update(hovertemplate=hover or f"{row_title} %{{y}}<br>{col_title} %{{x}}<br>value %{{z:.6g}}<extra></extra>",
+                    customdata=customdata)
+    fig = go.Figure(heat)
+    if clicks is not None:
+        fig.add_trace(go.Scatter(x=clicks.x, y=clicks.y, mode="markers", showlegend=False, customdata=clicks.customdata,
+                                 marker=dict(symbol=clicks.symbol, size=clicks.size, opacity=0),
+                                 hovertemplate=clicks.hover))
+    if changed is not None and not changed.all():  # outline what changed, unless everything did
+        for r, c in zip(*np.nonzero(changed)):
             fig.add_shape(type="rect", x0=c - .45, x1=c + .45, y0=r - .45, y1=r + .45,
                           line=dict(color="#222", width=1.5, dash="dot"))
-    for r, c in marks:
-        r0, r1 = (-.5, n_rows - .5) if r is None else (r - .5, r + .5)
-        c0, c1 = (-.5, n_cols - .5) if c is None else (c - .5, c + .5)
-        fig.add_shape(type="rect", x0=c0, x1=c1, y0=r0, y1=r1, line=dict(color=HIGHLIGHT, width=3))
-    if selected is not None:
-        r, c = selected
-        fig.add_shape(type="rect", x0=c - .5, x1=c + .5, y0=r - .5, y1=r + .5, line=dict(color=HIGHLIGHT, width=4))
+    outlines = [(r, c, 3) for r, c in marks] + ([(*selected, 4)] if selected is not None else [])
+    for r, c, width in outlines:
+        (y0, y1), (x0, x1) = _span(r, n_rows), _span(c, n_cols)
+        fig.add_shape(type="rect", x0=x0, x1=x1, y0=y0, y1=y1, line=dict(color=HIGHLIGHT, width=width))
     fig.update_layout(
-        title=dict(text=grid_title(grid), font=dict(size=13), x=0, xanchor="left"),
-        height=110 + 34 * n_rows + (30 if n_cols > 5 else 0),
-        margin=dict(l=10, r=10, t=58, b=10), dragmode=False, clickmode="event+select",
-        xaxis=dict(tickvals=list(range(n_cols)), ticktext=grid.cols, title=dict(text=grid.col_title, font=dict(size=11)),
-                   fixedrange=True, showgrid=False, zeroline=False),
-        yaxis=dict(tickvals=list(range(n_rows)), ticktext=grid.rows, title=dict(text=grid.row_title, font=dict(size=11)),
-                   autorange="reversed", fixedrange=True, showgrid=False, zeroline=False),
+        title=dict(text=figure_title(title, name, f"{n_rows}×{n_cols}" if size is None else size), font=dict(size=13),
+                   x=0, xanchor="left"),
+        height=height or min(140 + 22 * n_rows, 640), margin=dict(l=10, r=10, t=60 if name else 40, b=10),
+        xaxis=_axis(cols, n_cols, col_title, fixed),
+        yaxis=_axis(rows, n_rows, row_title, fixed, autorange="reversed"),
         plot_bgcolor="white")
+    if fixed:
+        fig.update_layout(dragmode=False, clickmode="event+select")
     return fig
+
+
+def grid_figure(grid: Grid, marks: Sequence[tuple[int | None, int | None]] = (), selected: tuple[int, int] | None = None,
+                clickable: bool = False) -> go.Figure:
+    """A worked-example grid with its values written in, every exact value on hover. Cells this
+    step changed are dotted, ``marks`` (rows, columns or cells an explanation reads) and
+    ``selected`` are outlined in gold; ``clickable`` makes a click on a cell report it."""
+    values = grid.values
+    n_rows, n_cols = values.shape
+    # enough decimals for two significant digits of the largest entry: gradients are small
+    decimals = min(max(3, 2 - math.floor(math.log10(abs_max(values)))), 6)
+    text = [["−∞" if v == -math.inf else (f"{v:.{decimals}f}" if grid.quantity else f"{v:g}") for v in row]
+            for row in values]
+    hover = "row %{y}, column %{x}<br>exact: %{customdata}<extra></extra>"
+    exact = values.astype(str)
+    clicks = None
+    if clickable:
+        rr, cc = np.mgrid[0:n_rows, 0:n_cols]
+        clicks = ClickLayer(cc.ravel().tolist(), rr.ravel().tolist(), hover, exact.ravel().tolist())
+    return heatmap_figure(
+        values, grid.rows, grid.cols, pretty(grid.label), grid.name,
+        size=f"{n_rows}×{n_cols}" + (f"  · <i>{grid.provenance}</i>" if grid.provenance else ""),
+        row_title=grid.row_title, col_title=grid.col_title, colour="diverging" if grid.quantity else "plain",
+        text=text, text_size=11, hover=hover, customdata=exact.tolist(), marks=marks, selected=selected,
+        changed=grid.changed, clicks=clicks, colorbar=None, fixed=True,
+        height=110 + 34 * n_rows + (30 if n_cols > 5 else 0))

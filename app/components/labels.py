@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 DIVERGING = "RdBu_r"  # blue below 0, white at 0, red above
 HIGHLIGHT = "#f2a900"
 
@@ -14,3 +16,13 @@ def bar_label(p: float) -> str:
 def pretty(label: str) -> str:
     """Article names for people: dL/dX(2) -> ∂L/∂X(2)."""
     return label.replace("dL/d", "∂L/∂")
+
+
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]<>()#+!|~$:])")
+
+
+def plain(text: object) -> str:
+    """User text (a prompt's tokens, a path, an error message that quotes them) for st.markdown,
+    st.error and the like: every character Markdown, LaTeX or an emoji code would act on is
+    escaped, so it shows as typed."""
+    return _MARKDOWN.sub(r"\\\1", str(text))

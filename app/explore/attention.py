@@ -8,15 +8,17 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
+from app.components.heatmap import ClickLayer, heatmap_figure
+from app.components.labels import plain
 from app.explore.common import Explorer, array, choose_head, choose_layer, choose_position, heatmap
 from model.analysis import attention_pair, tile
 from model.serving import Needs
 
-GRID_CELL = 40
+GRID_CELL = 40  # each head's pattern in the overview is at most this many cells square
 
 
 def signed(v: float) -> str:
-    return f"{v:.3g}" if v >= 0 else f"({v:.3g})"  # each head's pattern in the overview is at most this many cells square
+    return f"{v:.3g}" if v >= 0 else f"({v:.3g})"
 
 
 def needs(layer: int) -> Needs:
@@ -39,28 +41,26 @@ def overview(ctx: Explorer, trace) -> None:
     cfg, T = ctx.cfg, len(ctx.tokens)
     cell = min(T, GRID_CELL)
     panels = [[array(trace[f"blocks.{l}.attn.hook_pattern"][h]) for h in range(cfg.n_heads)] for l in range(cfg.n_layers)]
-    grid = tile(panels, cell)
     centres = [i * (cell + 1) + (cell - 1) / 2 for i in range(max(cfg.n_layers, cfg.n_heads))]
-    fig = go.Figure(go.Heatmap(z=grid, colorscale="Blues", zmin=0, zmax=float(np.nanmax(grid)) or 1, hoverinfo="skip",
-                               colorbar=dict(title="weight", thickness=10)))
     ll, hh = np.meshgrid(range(cfg.n_layers), range(cfg.n_heads), indexing="ij")
-    fig.add_trace(go.Scatter(  # one invisible square per head: what a click lands on
-        x=[centres[h] for h in hh.ravel()], y=[centres[l] for l in ll.ravel()], mode="markers",
-        marker=dict(symbol="square", size=max(12, min(60, 640 // max(cfg.n_heads, cfg.n_layers))), opacity=0),
-        customdata=np.stack([ll.ravel(), hh.ravel()], 1),
-        hovertemplate="block %{customdata[0]}, head %{customdata[1]}: click to open<extra></extra>", showlegend=False))
-    layer, head = st.session_state.explore_layer, st.session_state.explore_head
-    fig.add_shape(type="rect", x0=head * (cell + 1) - .5, x1=head * (cell + 1) + cell - .5, y0=layer * (cell + 1) - .5,
-                  y1=layer * (cell + 1) + cell - .5, line=dict(color="#f2a900", width=3))
-    fig.update_layout(
-        title=dict(text=f"<b>Every head's pattern</b> blocks.*.attn.hook_pattern, {cfg.n_layers} blocks × {cfg.n_heads} heads"
-                        + ("" if cell == T else f" (each {T}×{T} shown as {cell}×{cell} block means)"), font=dict(size=13), x=0),
-        width=min(900, 160 + 110 * cfg.n_heads), height=min(900, 100 + 110 * cfg.n_layers), margin=dict(l=10, r=10, t=50, b=10),
-        xaxis=dict(tickvals=centres[:cfg.n_heads], ticktext=[f"head {h}" for h in range(cfg.n_heads)], showgrid=False,
-                   zeroline=False, fixedrange=True, constrain="domain"),
-        yaxis=dict(tickvals=centres[:cfg.n_layers], ticktext=[f"block {l}" for l in range(cfg.n_layers)], autorange="reversed",
-                   showgrid=False, zeroline=False, fixedrange=True, scaleanchor="x", constrain="domain"),
-        plot_bgcolor="white", dragmode=False, clickmode="event+select")
+    clicks = ClickLayer(  # one invisible square per head: what a click lands on
+        [centres[h] for h in hh.ravel()], [centres[l] for l in ll.ravel()],
+        "block %{customdata[0]}, head %{customdata[1]}: click to open<extra></extra>",
+        np.stack([ll.ravel(), hh.ravel()], 1), size=max(12, min(60, 640 // max(cfg.n_heads, cfg.n_layers))),
+        symbol="square")
+    panel = lambda i: range(i * (cell + 1), i * (cell + 1) + cell)  # noqa: E731 (a head's cells in the tiling)
+    size = f"{cfg.n_layers} blocks × {cfg.n_heads} heads"
+    if cell < T:
+        size += f" (each {T}×{T} shown as {cell}×{cell} block means)"
+    fig = heatmap_figure(
+        tile(panels, cell), {centres[l]: f"block {l}" for l in range(cfg.n_layers)},
+        {centres[h]: f"head {h}" for h in range(cfg.n_heads)}, "Every head's pattern", "blocks.*.attn.hook_pattern",
+        size=size,
+        colour="sequential", colorbar="weight", gaps=False, fixed=True, clicks=clicks,
+        marks=[(panel(st.session_state.explore_layer), panel(st.session_state.explore_head))],
+        height=min(900, 110 + 110 * cfg.n_layers))
+    fig.update_layout(width=min(900, 160 + 110 * cfg.n_heads), xaxis=dict(constrain="domain"),
+                      yaxis=dict(scaleanchor="x", constrain="domain"))
     st.plotly_chart(fig, key="attn:grid", on_select=partial(select_head, "attn:grid", cell), selection_mode="points")
 
 
@@ -123,8 +123,8 @@ def render(ctx: Explorer) -> None:
     pair = attention_pair(trace, cfg, layer, head, query, key)
     q_name = "hook_rot_q" if cfg.positional == "rope" else "hook_q"
     k_name = "hook_rot_k" if cfg.positional == "rope" else "hook_k"
-    st.markdown(f"**{L[query]!r} asks, {L[key]!r} answers.** The score is the dot product of the query and key "
-                f"vectors divided by √{cfg.d_head} = {pair.scale:.4g}"
+    st.markdown(f"**{plain(repr(L[query]))} asks, {plain(repr(L[key]))} answers.** The score is the dot product of "
+                f"the query and key vectors divided by √{cfg.d_head} = {pair.scale:.4g}"
                 + (" (both rotated by RoPE for their positions)" if cfg.positional == "rope" else "")
                 + (f"; key/value head {cfg.kv_head(head)} is shared by a group of query heads" if cfg.n_kv_heads != cfg.n_heads else "")
                 + ".")

@@ -17,8 +17,14 @@ from model.engine import GRAD
 LM_LOSS, ONE_TOKEN = "mean next-token loss", "one token at one position"
 
 
+@st.cache_resource(max_entries=8, show_spinner=False)
+def steps_of(model_key: str, _ctx: Explorer) -> list:
+    """Per model: the backward steps depend only on its architecture."""
+    return backward_steps(_ctx.model)
+
+
 def lit(ctx: Explorer) -> set[str]:
-    steps = {s.key: s.part for s in backward_steps(ctx.model)}
+    steps = {s.key: s.part for s in steps_of(ctx.model_key, ctx)}
     return {steps.get(st.session_state.get("explore_bstep"), "head")}
 
 
@@ -101,7 +107,7 @@ def render(ctx: Explorer) -> None:
     if not ctx.can_backward():
         st.info("A one-token prompt has no next token to predict: choose a target token for the backward pass.")
         return
-    steps = backward_steps(ctx.model)
+    steps = steps_of(ctx.model_key, ctx)
     step = next((s for s in steps if s.key == st.session_state.get("explore_bstep")), steps[0])
     params = [n for n, _ in ctx.model.named_parameters()]
     if st.session_state.get("explore_weight") not in params:

@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 import streamlit as st
 import torch
 
-from app.components.labels import DIVERGING
+from app.components.heatmap import heatmap_figure
 from app.components.pipeline import pipeline_strip
 from model.analysis import downsample, parts
 from app.resources import trace_cache
@@ -114,44 +114,26 @@ def _zoom(n: int, limit: int, label: str, key: str | None) -> tuple[int, int]:
 def heatmap(values: np.ndarray, rows: list[str], cols: list[str] | None, title: str, name: str, *,
             row_title: str = "position", col_title: str = "", sequential: bool = False, zoom_key: str | None = None,
             height: int | None = None, marks: list[tuple[int, int]] = (), text_max: int = TEXT_CELLS) -> None:
-    """A labelled heatmap of a 2-D array. Colour is centred at 0 (or 0..max for ``sequential``
-    quantities such as probabilities); −∞ (a masked score) is left blank. Small arrays (up to
-    ``text_max`` columns: less where the chart is narrow) have their values written in; large ones are drawn as block means, and ``zoom_key`` adds
-    sliders that narrow the rows and columns down to exact values."""
+    """``heatmap_figure`` for an array of any size. Small arrays (up to ``text_max`` columns:
+    less where the chart is narrow) have their values written in; large ones are drawn as block
+    means, and ``zoom_key`` adds sliders that narrow the rows and columns down to exact values."""
     values = np.asarray(values, dtype=np.float64)
     cols = cols if cols is not None else [str(i) for i in range(values.shape[1])]
     r0, r1 = _zoom(values.shape[0], MAX_ROWS, row_title + " rows", zoom_key and zoom_key + ":rows")
     c0, c1 = _zoom(values.shape[1], MAX_COLS, (col_title or "column") + " columns", zoom_key and zoom_key + ":cols")
     values, rows, cols = values[r0:r1, c0:c1], rows[r0:r1], cols[c0:c1]
     exact = values.shape[0] <= MAX_ROWS and values.shape[1] <= MAX_COLS
-    shown = np.where(np.isfinite(values), values, np.nan).astype(np.float32)
-    note = ""
+    shown, size, text = values, f"{values.shape[0]}×{values.shape[1]}", None
     if not exact:
         shown, row_starts, col_starts = downsample(values, MAX_ROWS, MAX_COLS)
         rows = [rows[i] + ("…" if j - i > 1 else "") for i, j in zip(row_starts, list(row_starts[1:]) + [len(rows)])]
         cols = [cols[i] + ("…" if j - i > 1 else "") for i, j in zip(col_starts, list(col_starts[1:]) + [len(cols)])]
-        note = f"  · <i>block means ({values.shape[0]}×{values.shape[1]} → {shown.shape[0]}×{shown.shape[1]}); zoom for exact values</i>"
-    finite = shown[np.isfinite(shown)]
-    top = float(np.abs(finite).max()) if finite.size else 1.0
-    trace = go.Heatmap(z=shown, x=cols, y=rows, colorscale="Blues" if sequential else DIVERGING,
-                       zmin=0 if sequential else -(top or 1), zmax=top or 1, xgap=1 if exact else 0, ygap=1 if exact else 0,
-                       hovertemplate=f"{row_title} %{{y}}<br>{col_title} %{{x}}<br>value %{{z:.6g}}<extra></extra>",
-                       colorbar=dict(thickness=10))
-    if exact and len(rows) <= TEXT_CELLS and len(cols) <= text_max:
-        trace.update(text=[["−∞" if v == -np.inf else f"{v:.3g}" for v in row] for row in values],
-                     texttemplate="%{text}", textfont=dict(size=10))
-    fig = go.Figure(trace)
-    for r, c in marks:
-        fig.add_shape(type="rect", x0=c - .5 - c0, x1=c + .5 - c0, y0=r - .5 - r0, y1=r + .5 - r0,
-                      line=dict(color="#f2a900", width=3))
-    n_rows = len(rows)
-    fig.update_layout(
-        title=dict(text=f"<b>{title}</b>  {values.shape[0]}×{values.shape[1]}{note}"
-                        f"<br><span style='font-size:11px;color:#666'>{name}</span>", font=dict(size=13), x=0),
-        height=height or min(140 + 22 * n_rows, 640), margin=dict(l=10, r=10, t=60, b=10),
-        xaxis=dict(title=col_title, type="category", tickfont=dict(size=10)),
-        yaxis=dict(title=row_title, type="category", autorange="reversed", tickfont=dict(size=10)),
-        plot_bgcolor="white")
+        size += f"  · <i>block means ({size} → {shown.shape[0]}×{shown.shape[1]}); zoom for exact values</i>"
+    elif len(rows) <= TEXT_CELLS and len(cols) <= text_max:
+        text = [["−∞" if v == -np.inf else f"{v:.3g}" for v in row] for row in values]
+    fig = heatmap_figure(shown, rows, cols, title, name, size=size, row_title=row_title, col_title=col_title,
+                         colour="sequential" if sequential else "diverging", text=text, gaps=exact, height=height,
+                         marks=[(r - r0, c - c0) for r, c in marks])
     st.plotly_chart(fig, width="stretch", key=None if zoom_key is None else zoom_key + ":chart")
 
 

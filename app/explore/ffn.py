@@ -4,6 +4,7 @@ active, and which neurons write most into the residual stream at a chosen positi
 import pandas as pd
 import streamlit as st
 
+from app.components.labels import plain
 from app.explore.common import Explorer, array, bar_chart, choose_layer, choose_position, heatmap
 from model.analysis import active, top_neurons
 from model.serving import Needs
@@ -34,7 +35,7 @@ def render(ctx: Explorer) -> None:
     heatmap(array(trace[p + "hook_post"]), ctx.labels, None, f"Post-activation ({cfg.activation})", p + "hook_post",
             col_title="neuron", zoom_key="ffn:post")
     neurons = top_neurons(ctx.model, trace, layer, position, 12)
-    st.subheader(f"Top neurons at {ctx.labels[position]!r}")
+    st.subheader(f"Top neurons at {plain(repr(ctx.labels[position]))}")
     st.caption("Ranked by how much they write into the residual stream: |post| × ‖W_out[neuron]‖.")
     st.dataframe(pd.DataFrame([{"neuron": n.index, "pre": n.pre, "post": n.post, "|post|·‖W_out row‖": n.write}
                                for n in neurons]), hide_index=True, width="stretch")

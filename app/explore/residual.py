@@ -1,11 +1,12 @@
 """The residual stream: how much each part adds at each position, and the logit lens, what the
 model would predict if it stopped after each block."""
 
-import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from app.components.heatmap import heatmap_figure
+from app.components.labels import plain
 from app.explore.common import Explorer, choose_position, heatmap
 from model.analysis import contribution_norms, logit_lens
 from model.serving import Needs
@@ -46,7 +47,7 @@ def render(ctx: Explorer) -> None:
         try:
             token_id = ctx.loaded.tokenizer.token_id(chosen)
         except GlassboxError as exc:
-            st.warning(f"{exc}. Following the top prediction instead.")
+            st.warning(f"{plain(exc)}. Following the top prediction instead.")
     T = len(ctx.tokens)
     start = max(0, min(position - LENS_WINDOW // 2, T - LENS_WINDOW))
     window = range(start, min(T, start + LENS_WINDOW))
@@ -57,17 +58,11 @@ def render(ctx: Explorer) -> None:
 
     top_p = result.top_probs[:, :, 0]
     text = [[repr(ctx.piece(int(i))) for i in row] for row in result.top_ids[:, :, 0]]
-    fig = go.Figure(go.Heatmap(z=top_p.astype(np.float32), x=[ctx.labels[c] for c in window], y=result.labels, text=text,
-                               texttemplate="%{text}", textfont=dict(size=10), colorscale="Blues", zmin=0, zmax=1,
-                               colorbar=dict(title="p", thickness=10),
-                               hovertemplate="%{y}, %{x}<br>top token %{text}: p = %{z:.4f}<extra></extra>"))
-    fig.add_shape(type="rect", x0=position - start - .5, x1=position - start + .5, y0=-.5, y1=len(result.labels) - .5,
-                  line=dict(color="#f2a900", width=3))
-    fig.update_layout(title=dict(text=f"<b>Top token after each block</b> (positions {window.start}–{window.stop - 1} of {T})",
-                                 font=dict(size=13), x=0),
-                      height=120 + 34 * len(result.labels), margin=dict(l=10, r=10, t=40, b=10),
-                      xaxis=dict(title="position (predicting the next token)", type="category"),
-                      yaxis=dict(title="residual stream", type="category", autorange="reversed"))
+    fig = heatmap_figure(top_p, result.labels, [ctx.labels[c] for c in window], "Top token after each block",
+                         size=f"(positions {window.start}–{window.stop - 1} of {T})", row_title="residual stream",
+                         col_title="position (predicting the next token)", colour="sequential", zmax=1, text=text,
+                         hover="%{y}, %{x}<br>top token %{text}: p = %{z:.4f}<extra></extra>", colorbar="p", gaps=False,
+                         marks=[(None, at)], height=120 + 34 * len(result.labels))
     st.plotly_chart(fig, width="stretch")
 
     a, b = st.columns(2)

@@ -3,11 +3,12 @@ gradient of the backward pass, one view at a time (app/explore/, one file per vi
 
 import streamlit as st
 
+from app.components.labels import plain
 from app.explore import VIEWS
 from app.explore.common import Explorer, pipeline
 from app.resources import shared_model
-from app.state import url_settings
-from model.io.checkpoint import NAMED_MODELS
+from app.state import read_url_settings, url_settings, write_url_settings
+from model.io.checkpoint import NAMED_MODELS, LoadedModel
 from model.engine import GlassboxError, Target
 
 LOCAL = "a local directory…"
@@ -38,7 +39,7 @@ st.query_params["model"] = st.session_state.explore_model
 try:
     loaded = shared_model(st.session_state.explore_model)
 except GlassboxError as exc:
-    st.error(str(exc))
+    st.error(plain(exc))
     st.stop()
 cfg = loaded.cfg
 
@@ -52,35 +53,45 @@ try:
     if len(tokens) > cfg.n_ctx:
         raise GlassboxError(f"The prompt is {len(tokens)} tokens; this model's context is {cfg.n_ctx} tokens.")
 except GlassboxError as exc:
-    st.error(str(exc))
+    st.error(plain(exc))
     st.stop()
 if not 0 <= st.session_state.explore_target_pos < len(tokens):  # -1 (the default): the last position
     st.session_state.explore_target_pos = len(tokens) - 1
-target = None
-if st.session_state.explore_target:  # a chosen token at a chosen position; else the mean next-token loss
-    position = st.session_state.explore_target_pos
-    try:
-        target = Target(loaded.tokenizer.token_id(st.session_state.explore_target), position)
-    except GlassboxError as exc:
-        st.error(f"Target: {exc}. The backward pass uses the mean next-token loss until it is fixed.")
-ctx = Explorer(st.session_state.explore_model, loaded, tokens, target)
 
 # Per-prompt choices, kept in the URL, clamped to this model and prompt.
 PROMPT_SETTINGS = {"layer": 0, "head": 0, "pos": len(tokens) - 1, "key_pos": 0, "norm": "", "bstep": "", "weight": "",
                    "tensor": ""}  # the views check the names against this model
-url_settings(PROMPT_SETTINGS, prefix="explore_")
+read_url_settings(PROMPT_SETTINGS, prefix="explore_")
 for key, high in (("layer", cfg.n_layers - 1), ("head", cfg.n_heads - 1), ("pos", len(tokens) - 1),
                   ("key_pos", len(tokens) - 1)):
     st.session_state["explore_" + key] = min(max(int(st.session_state["explore_" + key]), 0), high)
 
-st.caption(f"**{loaded.name}** · {cfg.n_layers} blocks × {cfg.n_heads} heads, d_model {cfg.d_model}, "
+st.caption(f"**{plain(loaded.name)}** · {cfg.n_layers} blocks × {cfg.n_heads} heads, d_model {cfg.d_model}, "
            f"vocabulary {cfg.vocab_size:,}, context {cfg.n_ctx} · this prompt: {len(tokens)} tokens")
-view = st.segmented_control("View", list(VIEWS), key="explore_view", persist_state="session", required=True)
-module = VIEWS[view]
-pipeline(ctx, module.lit(ctx))
-try:
-    module.render(ctx)
-except GlassboxError as exc:
-    st.error(str(exc))
-# written last so the URL holds what the widgets hold after this run
-st.query_params.update({k: str(st.session_state["explore_" + k]) for k in {**PAGE_SETTINGS, **PROMPT_SETTINGS}})
+
+
+@st.fragment
+def view(model_key: str, loaded: LoadedModel, tokens: list[int]) -> None:
+    """The loss target, the chosen view and its pipeline strip: a click inside a view reruns only
+    this, not the model loading and the prompt above it."""
+    target = None
+    if st.session_state.explore_target:  # a chosen token at a chosen position; else the mean next-token loss
+        position = st.session_state.explore_target_pos
+        try:
+            target = Target(loaded.tokenizer.token_id(st.session_state.explore_target), position)
+        except GlassboxError as exc:
+            st.error(f"Target: {plain(exc)}. The backward pass uses the mean next-token loss until it is fixed.")
+    ctx = Explorer(model_key, loaded, tokens, target)
+    chosen = st.segmented_control("View", list(VIEWS), key="explore_view", persist_state="session", required=True)
+    settings = {**PAGE_SETTINGS, **PROMPT_SETTINGS}
+    write_url_settings(settings, prefix="explore_")  # what this run starts from (the Export view shows the URL)
+    module = VIEWS[chosen]
+    pipeline(ctx, module.lit(ctx))
+    try:
+        module.render(ctx)
+    except GlassboxError as exc:
+        st.error(plain(exc))
+    write_url_settings(settings, prefix="explore_")  # and what the view's widgets hold after it
+
+
+view(st.session_state.explore_model, loaded, tokens)

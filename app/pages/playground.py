@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import html
 import json
+from pathlib import Path
 
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.components.labels import bar_label
+from app.components.labels import bar_label, plain
 from app.resources import shared_model
-from app.state import url_settings
+from app.state import read_url_settings, write_url_settings
 from model.engine import GlassboxError
 from model.engine.sampling import Sampling, distributions, generate, kv_cache_bytes, next_token_logits, top
 from model.io.checkpoint import NAMED_MODELS
@@ -64,21 +65,23 @@ def chips(tokens: list[dict]) -> str:
 
 LIMITS = {"temperature": (0.05, 2.0), "top_k": (0, 100), "top_p": (0.01, 1.0), "max_new": (1, 100),
           "seed": (0, 2**31 - 1)}
-url_settings(DEFAULTS, LIMITS, choices={"model": list(NAMED_MODELS)})
-st.title("Playground")
-names = list(NAMED_MODELS)
-st.selectbox("Model", names, key="model", help="default: the small GPT trained here on generated stories; "
-             "worked-example: the article's 8-word toy")
-loaded = shared_model(st.session_state.model)
-top_k_max = min(loaded.cfg.vocab_size, 100)
-st.session_state.top_k = min(st.session_state.top_k, top_k_max)
-card = loaded.about.get("card")
-if card:
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def training_curve(path: str) -> dict | None:
+    """A bundled model's loss curve (training.json beside its weights), read once."""
+    curve_path = Path(path) / "training.json"
+    return json.loads(curve_path.read_text()) if curve_path.exists() else None
+
+
+def model_card(loaded) -> None:
+    card = loaded.about.get("card")
+    if not card:
+        return
     with st.expander(f"Model card: {card['parameters']:,} parameters, validation loss {card['validation_loss']}"):
         st.json(card, expanded=1)
-        curve_path = loaded.path / "training.json"
-        if curve_path.exists():
-            curve = json.loads(curve_path.read_text())
+        curve = training_curve(str(loaded.path))
+        if curve:
             fig = go.Figure([go.Scatter(x=curve["step"], y=curve["train_loss"], name="training batch", mode="lines",
                                         line=dict(width=1)),
                              go.Scatter(x=curve["val_step"], y=curve["val_loss"], name="validation", mode="lines+markers")])
@@ -90,33 +93,43 @@ if card:
             st.markdown(f"- **{html.escape(sample['prompt'])}** {html.escape(sample['completion'])} "
                         f"<small>({sample['settings']})</small>", unsafe_allow_html=True)
 
-st.text_area("Prompt", key="prompt", height=80)
-c1, c2, c3, c4 = st.columns(4)
-c1.slider("Temperature", 0.05, 2.0, step=0.05, key="temperature", disabled=st.session_state.greedy,
-          help="Divides the logits: below 1 sharpens the distribution, above 1 flattens it.")
-c2.slider("top-k (0 = off)", 0, top_k_max, key="top_k",
-          help="Keep only the k most likely tokens, then renormalise.")
-c3.slider("top-p", 0.01, 1.0, step=0.01, key="top_p",
-          help="Keep the smallest set of most likely tokens whose probability adds up to p, then renormalise.")
-c4.slider("Max new tokens", 1, 100, key="max_new")
-c5, c6, c7 = st.columns([1, 1, 2], vertical_alignment="bottom")
-c5.number_input("Seed", min_value=0, step=1, key="seed", help="The same seed and settings give the same sample.")
-c6.toggle("Greedy", key="greedy", help="Always take the most likely token (temperature 0).")
-generate_clicked = c7.button("Generate", type="primary")
 
-sampling = sampling_from_state()
-try:
-    logits = prompt_logits(st.session_state.model, st.session_state.prompt)
-    before, after = distributions(logits, sampling)
-except GlassboxError as exc:
-    st.error(str(exc))
-    st.stop()
-pieces = loaded.tokenizer.pieces
-st.plotly_chart(before_after_chart(top(before, pieces, 15), top(after, pieces, 15),
-                                   f"Next token after the prompt: {int((after > 0).sum())} of {len(after)} tokens "
-                                   f"can be drawn"), key="next_token_chart")
+@st.fragment
+def sampling_view(loaded, top_k_max: int) -> None:
+    """The prompt, the settings and the distribution they give, and generation: a slider moved
+    reruns only this (the URL is written here)."""
+    st.text_area("Prompt", key="prompt", height=80)
+    c1, c2, c3, c4 = st.columns(4)
+    c1.slider("Temperature", 0.05, 2.0, step=0.05, key="temperature", disabled=st.session_state.greedy,
+              help="Divides the logits: below 1 sharpens the distribution, above 1 flattens it.")
+    c2.slider("top-k (0 = off)", 0, top_k_max, key="top_k",
+              help="Keep only the k most likely tokens, then renormalise.")
+    c3.slider("top-p", 0.01, 1.0, step=0.01, key="top_p",
+              help="Keep the smallest set of most likely tokens whose probability adds up to p, then renormalise.")
+    c4.slider("Max new tokens", 1, 100, key="max_new")
+    c5, c6, c7 = st.columns([1, 1, 2], vertical_alignment="bottom")
+    c5.number_input("Seed", min_value=0, step=1, key="seed", help="The same seed and settings give the same sample.")
+    c6.toggle("Greedy", key="greedy", help="Always take the most likely token (temperature 0).")
+    generate_clicked = c7.button("Generate", type="primary")
+    write_url_settings(DEFAULTS)
 
-if generate_clicked:
+    sampling = sampling_from_state()
+    try:
+        logits = prompt_logits(st.session_state.model, st.session_state.prompt)
+        before, after = distributions(logits, sampling)
+    except GlassboxError as exc:
+        st.error(plain(exc))
+        return
+    pieces = loaded.tokenizer.pieces
+    st.plotly_chart(before_after_chart(top(before, pieces, 15), top(after, pieces, 15),
+                                       f"Next token after the prompt: {int((after > 0).sum())} of {len(after)} tokens "
+                                       f"can be drawn"), key="next_token_chart")
+    if generate_clicked:
+        run_generation(loaded, sampling)
+    generation_view(loaded)
+
+
+def run_generation(loaded, sampling: Sampling) -> None:
     records = []
 
     def stream():
@@ -135,10 +148,15 @@ if generate_clicked:
                                        "settings": str(sampling), "tokens": records}
         st.session_state.pop("chosen_step", None)  # a new generation starts at its first step
     except GlassboxError as exc:
-        st.error(str(exc))
+        st.error(plain(exc))
 
-result = st.session_state.get("generation")
-if result:
+
+@st.fragment
+def generation_view(loaded) -> None:
+    """The last generation, one step at a time: choosing a step reruns only this."""
+    result = st.session_state.get("generation")
+    if not result:
+        return
     st.subheader("Generated")
     st.caption(f"{result['settings']} · colour: the probability each token was drawn with (green high, red low)")
     st.html(f"<div style='font-family:monospace;color:#444'>{html.escape(result['prompt'])}</div>"
@@ -177,3 +195,14 @@ if result:
         fig.update_layout(title="KV cache size as generation goes on", xaxis_title="tokens in the cache",
                           yaxis_title="bytes", height=260, margin=dict(t=40, b=10))
         st.plotly_chart(fig, key="cache_chart")
+
+
+read_url_settings(DEFAULTS, LIMITS, choices={"model": list(NAMED_MODELS)})
+st.title("Playground")
+st.selectbox("Model", list(NAMED_MODELS), key="model", help="default: the small GPT trained here on generated stories; "
+             "worked-example: the article's 8-word toy")
+current = shared_model(st.session_state.model)
+top_k_limit = min(current.cfg.vocab_size, 100)
+st.session_state.top_k = min(st.session_state.top_k, top_k_limit)
+model_card(current)
+sampling_view(current, top_k_limit)

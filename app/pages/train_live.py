@@ -9,7 +9,9 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.components.heatmap import grid_figure
+from app.components.labels import plain
 from app.resources import shared_model
+from app.state import per_training_run
 from model.engine import GlassboxError, run_trace
 from model.lesson.steps import Grid
 from model.lesson.training import DATASETS, OPTIMIZERS, toy_corpus, train_copy, training_batch
@@ -21,85 +23,111 @@ example, target = config["input_ids"], config["target_id"]
 pieces = loaded.tokenizer.pieces
 word = pieces[target]
 
+
+@st.cache_resource(show_spinner=False)
+def untrained_patterns():
+    """The shared model's attention on the example: the same for every session."""
+    return run_trace(loaded.model, example, names=["*hook_pattern"])
+
+
+def pattern_grids(run) -> list[list[Grid]]:
+    """Per head: its pattern before and after training and the change, traced once per run."""
+    labels = [f"{i} {pieces[t]}" for i, t in enumerate(example)]
+    before, after = untrained_patterns(), run_trace(run.model, example, names=["*hook_pattern"])
+    heads = []
+    for b in range(loaded.cfg.n_layers):
+        for h in range(loaded.cfg.n_heads):
+            name = f"blocks.{b}.attn.hook_pattern"
+            grids = [Grid(f"A({b + 1},{h + 1}) {when}", f"{name}[{h}]", trace[name][h].double().numpy(), labels, labels,
+                          "query position", "key position") for when, trace in (("before", before), ("after", after))]
+            grids.append(Grid(f"A({b + 1},{h + 1}) change", "after − before", grids[1].values - grids[0].values, labels,
+                              labels, "query position", "key position"))
+            heads.append(grids)
+    return heads
+
+
+def results(run) -> None:
+    st.subheader(f"{run.steps} steps of {run.optimizer}, η = {run.learning_rate:g}, on {run.dataset}")
+    m1, m2, m3 = st.columns(3)
+    m1.metric("training loss", f"{run.loss[-1]:.4f}", f"{run.loss[-1] - run.loss[0]:+.4f} from {run.loss[0]:.4f}",
+              delta_color="inverse")
+    m2.metric(f"p({word} | example)", f"{run.p_target[-1]:.4f}", f"{run.p_target[-1] - run.p_target[0]:+.4f}")
+    m3.metric(f"−log p({word})", f"{-math.log(run.p_target[-1]):.4f}")
+
+    left, right = st.columns(2)
+    steps_axis = list(range(run.steps + 1))
+    with left:
+        fig = go.Figure(go.Scatter(x=steps_axis, y=run.loss, mode="lines", name="loss"))
+        fig.update_layout(title="Training loss", xaxis_title="step", yaxis_title="cross-entropy", height=320,
+                          margin=dict(t=40, b=10))
+        st.plotly_chart(fig)
+    with right:
+        fig = go.Figure(go.Scatter(x=steps_axis, y=run.p_target, mode="lines", name=f"p({word})",
+                                   line=dict(color="#2f9e44")))
+        fig.update_layout(title=f"p({word} | {' '.join(pieces[t] for t in example)})", xaxis_title="step",
+                          yaxis_title="probability", yaxis_range=[0, 1], height=320, margin=dict(t=40, b=10))
+        st.plotly_chart(fig)
+
+    st.subheader(f"How the “{word}” embedding moved")
+    fig = go.Figure([go.Scatter(x=steps_axis, y=[e[d] for e in run.target_embedding], mode="lines", name=f"d{d}")
+                     for d in range(loaded.cfg.d_model)])
+    fig.update_layout(xaxis_title="step", yaxis_title=f"W_E[{word}] component", height=300, margin=dict(t=20, b=10),
+                      legend_title="dimension")
+    st.plotly_chart(fig)
+    st.caption(f"W_E[{word}] before: {[round(v, 3) for v in run.target_embedding[0]]} · after: "
+               f"{[round(v, 3) for v in run.target_embedding[-1]]}. The head is tied, so this row is also what the "
+               f"last position's vector is compared with to score “{word}”.")
+
+    st.subheader("Attention on the example, before and after")
+    for grids in per_training_run("pattern_grids", pattern_grids):
+        for column, grid in zip(st.columns(3), grids):
+            column.plotly_chart(grid_figure(grid), key=f"pattern:{grid.label}",
+                                config={"displayModeBar": False})
+    st.page_link("pages/worked_example.py", label="Step through the trained weights in the worked example",
+                 icon=":material/arrow_forward:")
+
+
+@st.fragment
+def training() -> None:
+    """The settings, training and its results: pressing Train reruns only this."""
+    with st.form("training"):
+        c1, c2, c3, c4 = st.columns(4)
+        dataset = c1.radio("Data", DATASETS, key="train_data", persist_state="session")
+        optimizer = c2.radio("Optimizer", OPTIMIZERS, key="train_optimizer", persist_state="session",
+                             help="SGD: W ← W − η ∂L/∂W, the article's update. AdamW: per-weight step sizes, weight "
+                                  "decay 0.01.")
+        learning_rate = c3.select_slider("Learning rate η", [0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 0.5, 1.0], value=0.5,
+                                         key="train_lr", persist_state="session",
+                                         help="0.5 is the article's. AdamW usually wants 0.01 or less.")
+        steps = c4.number_input("Steps", min_value=1, max_value=2000, value=100, step=10, key="train_steps",
+                                persist_state="session")
+        submitted = st.form_submit_button("Train", type="primary")
+
+    if submitted:
+        progress = st.progress(0.0, text="Training…")
+        try:
+            inputs, targets = training_batch(loaded.tokenizer, example, target, dataset)
+            st.session_state.training_run = train_copy(
+                loaded.model, inputs, targets, example, target, optimizer, learning_rate, int(steps), dataset=dataset,
+                on_step=lambda done, total: progress.progress(done / total, text=f"Step {done} of {total}"))
+        except GlassboxError as exc:
+            st.error(plain(exc))
+        progress.empty()
+
+    run = st.session_state.get("training_run")
+    if run is None:
+        st.info("Choose the settings and press **Train**.")
+        return
+    results(run)
+
+
 st.title("Train it live")
 st.markdown(f"Train a copy of the worked-example model (the shared one is never changed) to predict “{word}” after "
             f"“{' '.join(pieces[t] for t in example)}”. Full-batch training: every step uses all the data. "
             "LayerNorm's γ and β stay at 1 and 0, as in the article, so the step-through's arithmetic still applies.")
-with st.expander(f"The corpus: the example and {len(toy_corpus())} sentences like it"):
-    st.markdown("\n".join(f"- {s}" for s in toy_corpus()))
+corpus = toy_corpus()
+with st.expander(f"The corpus: the example and {len(corpus)} sentences like it"):
+    st.markdown("\n".join(f"- {s}" for s in corpus))
     st.caption("With the corpus, the loss is the mean next-token cross-entropy over every position of every "
                f"sentence; with the example alone it is the article's loss, −log p({word}) at the last position.")
-
-with st.form("training"):
-    c1, c2, c3, c4 = st.columns(4)
-    dataset = c1.radio("Data", DATASETS, key="train_data", persist_state="session")
-    optimizer = c2.radio("Optimizer", OPTIMIZERS, key="train_optimizer", persist_state="session",
-                         help="SGD: W ← W − η ∂L/∂W, the article's update. AdamW: per-weight step sizes, weight decay 0.01.")
-    learning_rate = c3.select_slider("Learning rate η", [0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 0.5, 1.0], value=0.5,
-                                     key="train_lr", persist_state="session",
-                                     help="0.5 is the article's. AdamW usually wants 0.01 or less.")
-    steps = c4.number_input("Steps", min_value=1, max_value=2000, value=100, step=10, key="train_steps",
-                            persist_state="session")
-    submitted = st.form_submit_button("Train", type="primary")
-
-if submitted:
-    progress = st.progress(0.0, text="Training…")
-    try:
-        inputs, targets = training_batch(loaded.tokenizer, example, target, dataset)
-        st.session_state.training_run = train_copy(
-            loaded.model, inputs, targets, example, target, optimizer, learning_rate, int(steps), dataset=dataset,
-            on_step=lambda done, total: progress.progress(done / total, text=f"Step {done} of {total}"))
-    except GlassboxError as exc:
-        st.error(str(exc))
-    progress.empty()
-
-run = st.session_state.get("training_run")
-if run is None:
-    st.info("Choose the settings and press **Train**.")
-    st.stop()
-
-st.subheader(f"{run.steps} steps of {run.optimizer}, η = {run.learning_rate:g}, on {run.dataset}")
-m1, m2, m3 = st.columns(3)
-m1.metric("training loss", f"{run.loss[-1]:.4f}", f"{run.loss[-1] - run.loss[0]:+.4f} from {run.loss[0]:.4f}",
-          delta_color="inverse")
-m2.metric(f"p({word} | example)", f"{run.p_target[-1]:.4f}", f"{run.p_target[-1] - run.p_target[0]:+.4f}")
-m3.metric(f"−log p({word})", f"{-math.log(run.p_target[-1]):.4f}")
-
-left, right = st.columns(2)
-steps_axis = list(range(run.steps + 1))
-with left:
-    fig = go.Figure(go.Scatter(x=steps_axis, y=run.loss, mode="lines", name="loss"))
-    fig.update_layout(title="Training loss", xaxis_title="step", yaxis_title="cross-entropy", height=320,
-                      margin=dict(t=40, b=10))
-    st.plotly_chart(fig)
-with right:
-    fig = go.Figure(go.Scatter(x=steps_axis, y=run.p_target, mode="lines", name=f"p({word})", line=dict(color="#2f9e44")))
-    fig.update_layout(title=f"p({word} | {' '.join(pieces[t] for t in example)})", xaxis_title="step",
-                      yaxis_title="probability", yaxis_range=[0, 1], height=320, margin=dict(t=40, b=10))
-    st.plotly_chart(fig)
-
-st.subheader(f"How the “{word}” embedding moved")
-fig = go.Figure([go.Scatter(x=steps_axis, y=[e[d] for e in run.target_embedding], mode="lines", name=f"d{d}")
-                 for d in range(loaded.cfg.d_model)])
-fig.update_layout(xaxis_title="step", yaxis_title=f"W_E[{word}] component", height=300, margin=dict(t=20, b=10),
-                  legend_title="dimension")
-st.plotly_chart(fig)
-st.caption(f"W_E[{word}] before: {[round(v, 3) for v in run.target_embedding[0]]} · after: "
-           f"{[round(v, 3) for v in run.target_embedding[-1]]}. The head is tied, so this row is also what the last "
-           f"position's vector is compared with to score “{word}”.")
-
-st.subheader("Attention on the example, before and after")
-labels = [f"{i} {pieces[t]}" for i, t in enumerate(example)]
-before = run_trace(loaded.model, example, names=["*hook_pattern"])
-after = run_trace(run.model, example, names=["*hook_pattern"])
-for b in range(loaded.cfg.n_layers):
-    for h in range(loaded.cfg.n_heads):
-        name = f"blocks.{b}.attn.hook_pattern"
-        grids = [Grid(f"A({b + 1},{h + 1}) {when}", f"{name}[{h}]", trace[name][h].double().numpy(), labels, labels,
-                      "query position", "key position") for when, trace in (("before", before), ("after", after))]
-        grids.append(Grid(f"A({b + 1},{h + 1}) change", "after − before", grids[1].values - grids[0].values, labels,
-                          labels, "query position", "key position"))
-        for column, grid in zip(st.columns(3), grids):
-            column.plotly_chart(grid_figure(grid), key=f"pattern:{b}:{h}:{grid.label}", config={"displayModeBar": False})
-st.page_link("pages/worked_example.py", label="Step through the trained weights in the worked example",
-             icon=":material/arrow_forward:")
+training()

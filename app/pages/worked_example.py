@@ -11,7 +11,8 @@ from app.components.labels import HIGHLIGHT, pretty
 from app.components.pipeline import pipeline_strip
 from app.components.stepper import stepper
 from app.resources import shared_model
-from model.lesson.steps import Grid, Step, stages, worked_example_steps
+from app.state import per_training_run
+from model.lesson.steps import Grid, Panel, Step, stages, worked_example_steps
 from model.lesson.article import published
 
 PHASE_COLOURS = {"forward": "blue", "backward": "orange", "update": "green"}
@@ -29,16 +30,22 @@ def article_steps() -> list[Step]:
                                 article_provenance(set(loaded.about.get("printed_weights", []))))
 
 
-def current_steps() -> tuple[list[Step], str]:
+def trained_steps(run) -> list[Step]:
+    """The steps of this session's trained weights: traced once per training run."""
+    loaded = shared_model("worked-example")
+    return worked_example_steps(run.model, loaded.tokenizer, published(), lambda weight: "trained")
+
+
+def current_steps() -> list[Step]:
+    """The article's weights, or (once this session has trained) the choice of them or the trained ones."""
     run = st.session_state.get("training_run")
     if run is None:
-        return article_steps(), "the article's"
+        return article_steps()
     choice = st.radio("Weights", ["the article's", f"trained in this session ({run.optimizer}, {run.steps} steps)"],
                       horizontal=True, key="weights_choice", persist_state="session")
     if choice == "the article's":
-        return article_steps(), choice
-    loaded = shared_model("worked-example")
-    return worked_example_steps(run.model, loaded.tokenizer, published(), lambda weight: "trained"), choice
+        return article_steps()
+    return per_training_run("worked_example_steps", trained_steps)
 
 
 def pipeline_diagram(step: Step, n_layers: int) -> None:
@@ -123,19 +130,17 @@ def comparison(grid: Grid, key: str) -> None:
              budget=3 * (max(1.4 * grid.shape[1], 4) + 3) + 2)
 
 
-def show_step(step: Step) -> None:
-    st.badge(step.phase, color=PHASE_COLOURS[step.phase])
-    st.subheader(step.title)
-    st.markdown(step.sentence)
-    st.latex(step.formula)
-    panel = chosen_panel(step)
-    base = f"cell:{step.key}:{panel.label}"
+@st.fragment
+def cell_view(base: str, panel: Panel) -> None:
+    """The step's grids and one cell's arithmetic: a click or a Row/Column/Tensor choice reruns
+    only this."""
     outputs = panel.outputs
-    if base + ":grid" not in st.session_state:  # start on the first output's largest entry
+    if any(base + part not in st.session_state for part in (":grid", ":row", ":col")):
+        # start on the first output's largest entry (the Row/Column choices are forgotten on another page)
         values = np.where(np.isfinite(outputs[0].values), np.abs(outputs[0].values), -1)
         first = np.unravel_index(int(np.argmax(values)), values.shape)
-        st.session_state[base + ":grid"] = 0
-        st.session_state[base + ":row"], st.session_state[base + ":col"] = int(first[0]), int(first[1])
+        for part, value in ((":grid", 0), (":row", int(first[0])), (":col", int(first[1]))):
+            st.session_state.setdefault(base + part, value)
     out_index = min(st.session_state[base + ":grid"], len(outputs) - 1)
     target = outputs[out_index]
     row = min(st.session_state[base + ":row"], target.shape[0] - 1)
@@ -175,7 +180,20 @@ def show_step(step: Step) -> None:
             for line in arithmetic.lines:
                 st.latex(line)
 
-    compared = [g for g in outputs if g.printed is not None]
+
+@st.fragment
+def step_view(steps: list[Step], n_layers: int) -> None:
+    """The stepper and the current step: stepping reruns only this, not the page around it."""
+    step = navigation(steps)
+    pipeline_diagram(step, n_layers)
+    st.badge(step.phase, color=PHASE_COLOURS[step.phase])
+    st.subheader(step.title)
+    st.markdown(step.sentence)
+    st.latex(step.formula)
+    panel = chosen_panel(step)
+    base = f"cell:{step.key}:{panel.label}"
+    cell_view(base, panel)
+    compared = [g for g in panel.outputs if g.printed is not None]
     if compared:
         st.markdown("**Beside the article.** The article rounded each intermediate to 3 decimals before using it in "
                     "the next step; Glassbox computes exactly, so some figures differ by a few thousandths.")
@@ -189,7 +207,4 @@ st.caption(f"“{' '.join(loaded.tokenizer.pieces[t] for t in published()['confi
            f"“{loaded.tokenizer.pieces[published()['config']['target_id']]}”: {loaded.about.get('source', '')}. "
            "Weights the article prints are used exactly; the others are "
            f"{loaded.about.get('reconstructed_weights', '')}.")
-steps, weights = current_steps()
-step = navigation(steps)
-pipeline_diagram(step, loaded.cfg.n_layers)
-show_step(step)
+step_view(current_steps(), loaded.cfg.n_layers)
