@@ -9,7 +9,7 @@ from app.explore.common import Explorer, pipeline
 from app.resources import shared_model
 from app.state import read_url_settings, url_settings, write_url_settings
 from model.io.checkpoint import NAMED_MODELS, LoadedModel
-from model.engine import GlassboxError, Target
+from model.engine import GlassboxError, Target, check_context
 
 LOCAL = "a local directory…"
 
@@ -50,8 +50,7 @@ with st.form("explore_prompt_form"):
     st.form_submit_button("Run")
 try:
     tokens = loaded.encode(st.session_state.explore_prompt)
-    if len(tokens) > cfg.n_ctx:
-        raise GlassboxError(f"The prompt is {len(tokens)} tokens; this model's context is {cfg.n_ctx} tokens.")
+    check_context(cfg, len(tokens))
 except GlassboxError as exc:
     st.error(plain(exc))
     st.stop()
