@@ -5,11 +5,18 @@ state kept in the URL in state.py."""
 
 import streamlit as st
 
+from app.components.errors import crash_guard
+
 st.set_page_config(page_title="Glassbox", layout="wide")
-st.navigation([
+# No traceback, exception type or message in the browser, even for an error outside crash_guard
+# (.streamlit/config.toml says the same, but only applies when Streamlit starts in the checkout).
+st.set_option("client.showErrorDetails", "none")
+pages = st.navigation([
     st.Page("pages/worked_example.py", title="Worked example", icon=":material/school:", url_path="worked-example",
             default=True),
     st.Page("pages/playground.py", title="Playground", icon=":material/chat:", url_path="playground"),
     st.Page("pages/train_live.py", title="Train it live", icon=":material/model_training:", url_path="train"),
     st.Page("pages/explore.py", title="Explore a prompt", icon=":material/search:", url_path="explore"),
-]).run()
+])
+with crash_guard():
+    pages.run()

@@ -5,14 +5,21 @@ from __future__ import annotations
 
 import streamlit as st
 
-from model.io.checkpoint import LoadedModel, load
-from model.serving import TraceCache
+from model.io.checkpoint import LoadedModel
+from model.serving import ModelCache, TraceCache
 
 
-@st.cache_resource(show_spinner="Loading the model…")
+@st.cache_resource
+def model_cache() -> ModelCache:
+    """Bounded by GLASSBOX_MODEL_CACHE_GB (default: half the machine's memory)."""
+    return ModelCache()
+
+
 def shared_model(name: str) -> LoadedModel:
-    """One model object for every browser session; calls on it leave no state."""
-    return load(name)
+    """One model object for every browser session, whatever the spelling of its path; calls on
+    it leave no state."""
+    with st.spinner("Loading the model…"):
+        return model_cache().model(name)
 
 
 @st.cache_resource

@@ -85,7 +85,7 @@ ALLOWED = {
     "io": {"engine"},
     "data": set(),
     "analysis": {"engine"},
-    "serving": {"engine"},
+    "serving": {"engine", "io"},
     "lesson": {"engine", "io"},
     "tools": {"engine", "io", "data", "analysis", "serving", "lesson"},
 }

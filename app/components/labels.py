@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 
 DIVERGING = "RdBu_r"  # blue below 0, white at 0, red above
@@ -18,11 +19,23 @@ def pretty(label: str) -> str:
     return label.replace("dL/d", "∂L/∂")
 
 
-_MARKDOWN = re.compile(r"([\\`*_{}\[\]<>()#+!|~$:])")
+_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")  # every ASCII punctuation character
+# Where the renderer turns bare text into a link (http://…, www.…, a@b.c) or an image (Streamlit's
+# :streamlit: emoji): it does so after backslash escapes are undone, so those cannot stop it; an
+# invisible word joiner after every colon, around every @ and inside "www." does.
+_TEXT_PATTERNS = re.compile(r"(?<=:)|(?<=www)(?=\.)|(?=@)|(?<=@)", re.IGNORECASE)
+WORD_JOINER = "\u2060"
 
 
 def plain(text: object) -> str:
-    """User text (a prompt's tokens, a path, an error message that quotes them) for st.markdown,
-    st.error and the like: every character Markdown, LaTeX or an emoji code would act on is
-    escaped, so it shows as typed."""
-    return _MARKDOWN.sub(r"\\\1", str(text))
+    """User text (a prompt, a token, a path, a URL value, an error message that quotes them) for
+    st.error, st.markdown and the like, shown as typed: every ASCII punctuation character is
+    backslash-escaped (CommonMark undoes any such escape), so no Markdown, link, image, LaTeX,
+    colour directive, emoji code or HTML can come of it, and a word joiner (U+2060, invisible)
+    breaks the patterns GFM would turn into links. The one helper for it, used everywhere."""
+    return _PUNCTUATION.sub(r"\\\1", _TEXT_PATTERNS.sub(WORD_JOINER, str(text)))
+
+
+def plain_html(text: object) -> str:
+    """User text for st.html (which renders HTML, not Markdown): shown as typed."""
+    return html.escape(str(text))

@@ -4,6 +4,7 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
+from app.components.labels import plain
 from app.explore.common import Explorer
 from model.analysis import npz_bytes, to_csv
 from model.serving import Needs, capture_plan, trace_names
@@ -25,7 +26,7 @@ def render(ctx: Explorer) -> None:
     needs = Needs((name.removeprefix(GRAD),), backward=name.startswith(GRAD))
     trace = ctx.trace(needs)
     if name not in trace.names():
-        st.info(f"{name} has no value for this prompt and loss (off the loss's path, or a one-token prompt).")
+        st.info(f"{plain(name)} has no value for this prompt and loss (off the loss's path, or a one-token prompt).")
         return
     tensor = trace[name]
     axes = names_axes(name)

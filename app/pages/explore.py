@@ -3,12 +3,14 @@ gradient of the backward pass, one view at a time (app/explore/, one file per vi
 
 import streamlit as st
 
+from app.components.errors import fragment
 from app.components.labels import plain
 from app.explore import VIEWS
 from app.explore.common import Explorer, pipeline
 from app.resources import shared_model
 from app.state import read_url_settings, url_settings, write_url_settings
-from model.io.checkpoint import NAMED_MODELS, LoadedModel
+from model.io.checkpoint import NAMED_MODELS, LoadedModel, model_key
+from model.io.guard import allowed_roots
 from model.engine import GlassboxError, Target, check_context
 
 LOCAL = "a local directory…"
@@ -20,15 +22,24 @@ st.caption("Every number below is the model's own: one trace of this prompt, for
            "per (model, prompt, target).")
 
 # The model: a bundled one by name, or a directory (Glassbox's format or a GPT-2 checkpoint).
+roots = allowed_roots()  # GLASSBOX_MODEL_DIRS: where this server lets visitors pick model directories
 if "explore_model_choice" not in st.session_state:
     named = st.session_state.explore_model in NAMED_MODELS
     st.session_state.explore_model_choice = st.session_state.explore_model if named else LOCAL
     st.session_state.explore_model_dir = "" if named else st.session_state.explore_model
+    if not named and roots == []:  # this server offers no directories: say so, and show the default
+        try:
+            model_key(st.session_state.explore_model)
+        except GlassboxError as exc:
+            st.error(plain(exc))
+        st.session_state.explore_model_choice = NAMED_MODELS[0]
 left, right = st.columns([1, 3])
-choice = left.selectbox("Model", list(NAMED_MODELS) + [LOCAL], key="explore_model_choice", persist_state="session")
+choice = left.selectbox("Model", list(NAMED_MODELS) + ([LOCAL] if roots != [] else []), key="explore_model_choice",
+                        persist_state="session")
 if choice == LOCAL:
+    where = f" Under {', '.join(map(str, roots))} on this server." if roots else ""
     right.text_input("Model directory", key="explore_model_dir", persist_state="session", placeholder="/path/to/gpt2 (config.json + model.safetensors)",
-                     help="A Glassbox checkpoint or a Hugging Face GPT-2 directory, read offline.")
+                     help="A Glassbox checkpoint or a Hugging Face GPT-2 directory, read offline." + where)
     st.session_state.explore_model = st.session_state.explore_model_dir.strip()
     if not st.session_state.explore_model:
         st.info("Give the path of a model directory.")
@@ -69,7 +80,7 @@ st.caption(f"**{plain(loaded.name)}** · {cfg.n_layers} blocks × {cfg.n_heads} 
            f"vocabulary {cfg.vocab_size:,}, context {cfg.n_ctx} · this prompt: {len(tokens)} tokens")
 
 
-@st.fragment
+@fragment
 def view(model_key: str, loaded: LoadedModel, tokens: list[int]) -> None:
     """The loss target, the chosen view and its pipeline strip: a click inside a view reruns only
     this, not the model loading and the prompt above it."""
@@ -93,4 +104,4 @@ def view(model_key: str, loaded: LoadedModel, tokens: list[int]) -> None:
     write_url_settings(settings, prefix="explore_")  # and what the view's widgets hold after it
 
 
-view(st.session_state.explore_model, loaded, tokens)
+view(loaded.name, loaded, tokens)  # the resolved name: every spelling of a path shares one set of traces

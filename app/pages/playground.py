@@ -3,13 +3,13 @@ top-k and top-p, and generate token by token with a KV cache."""
 
 from __future__ import annotations
 
-import html
 import json
 from pathlib import Path
 
 import plotly.graph_objects as go
 import streamlit as st
 
+from app.components.errors import fragment
 from app.components.labels import bar_label, plain
 from app.resources import shared_model
 from app.state import read_url_settings, write_url_settings
@@ -57,7 +57,7 @@ def chips(tokens: list[dict]) -> str:
     spans = []
     for i, t in enumerate(tokens):
         hue = int(120 * t["p"])
-        text = html.escape(t["token"]).replace(" ", "&nbsp;").replace("\n", "↵")
+        text = plain_html(t["token"]).replace(" ", "&nbsp;").replace("\n", "↵")
         spans.append(f"<span title='step {i + 1}: p = {t['p']:.3f}' style='background:hsl({hue},70%,82%);"
                      f"border-radius:4px;padding:1px 3px;margin:1px;font-family:monospace'>{text}</span>")
     return "<div style='display:flex;flex-wrap:wrap;gap:2px;line-height:1.8'>" + "".join(spans) + "</div>"
@@ -90,11 +90,10 @@ def model_card(loaded) -> None:
                               height=300, margin=dict(t=40, b=10))
             st.plotly_chart(fig)
         for sample in loaded.about.get("samples", []):
-            st.markdown(f"- **{html.escape(sample['prompt'])}** {html.escape(sample['completion'])} "
-                        f"<small>({sample['settings']})</small>", unsafe_allow_html=True)
+            st.markdown(f"- **{plain(sample['prompt'])}** {plain(sample['completion'])} ({plain(sample['settings'])})")
 
 
-@st.fragment
+@fragment
 def sampling_view(loaded, top_k_max: int) -> None:
     """The prompt, the settings and the distribution they give, and generation: a slider moved
     reruns only this (the URL is written here)."""
@@ -151,7 +150,7 @@ def run_generation(loaded, sampling: Sampling) -> None:
         st.error(plain(exc))
 
 
-@st.fragment
+@fragment
 def generation_view(loaded) -> None:
     """The last generation, one step at a time: choosing a step reruns only this."""
     result = st.session_state.get("generation")
@@ -159,10 +158,10 @@ def generation_view(loaded) -> None:
         return
     st.subheader("Generated")
     st.caption(f"{result['settings']} · colour: the probability each token was drawn with (green high, red low)")
-    st.html(f"<div style='font-family:monospace;color:#444'>{html.escape(result['prompt'])}</div>"
+    st.html(f"<div style='font-family:monospace;color:#444'>{plain_html(result['prompt'])}</div>"
             + chips(result["tokens"]))
     tokens = result["tokens"]
-    step = st.pills("Step", range(len(tokens)), format_func=lambda i: f"{i + 1}: {tokens[i]['token']!r}",
+    step = st.pills("Step", range(len(tokens)), format_func=lambda i: f"{i + 1}: {plain(repr(tokens[i]['token']))}",
                     default=0, key="chosen_step")
     step = 0 if step is None else step
     t = tokens[step]

@@ -8,6 +8,7 @@ import math
 import plotly.graph_objects as go
 import streamlit as st
 
+from app.components.errors import fragment
 from app.components.heatmap import grid_figure
 from app.components.labels import plain
 from app.resources import shared_model
@@ -87,7 +88,7 @@ def results(run) -> None:
                  icon=":material/arrow_forward:")
 
 
-@st.fragment
+@fragment
 def training() -> None:
     """The settings, training and its results: pressing Train reruns only this."""
     with st.form("training"):

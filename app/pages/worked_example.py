@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+from app.components.errors import fragment
 from app.components.heatmap import grid_figure
 from app.components.labels import HIGHLIGHT, pretty
 from app.components.pipeline import pipeline_strip
@@ -130,7 +131,7 @@ def comparison(grid: Grid, key: str) -> None:
              budget=3 * (max(1.4 * grid.shape[1], 4) + 3) + 2)
 
 
-@st.fragment
+@fragment
 def cell_view(base: str, panel: Panel) -> None:
     """The step's grids and one cell's arithmetic: a click or a Row/Column/Tensor choice reruns
     only this."""
@@ -181,7 +182,7 @@ def cell_view(base: str, panel: Panel) -> None:
                 st.latex(line)
 
 
-@st.fragment
+@fragment
 def step_view(steps: list[Step], n_layers: int) -> None:
     """The stepper and the current step: stepping reruns only this, not the page around it."""
     step = navigation(steps)

@@ -34,7 +34,11 @@ class ModelConfig:
     tie_embeddings: bool = True
 
     def __post_init__(self):
+        _check_types(self)
         if self.d_head is None:
+            if self.d_model % self.n_heads:
+                raise GlassboxError(f"Invalid model config: d_model ({self.d_model}) must be a multiple of n_heads "
+                                    f"({self.n_heads}), or d_head given")
             object.__setattr__(self, "d_head", self.d_model // self.n_heads)
         if self.n_kv_heads is None:
             object.__setattr__(self, "n_kv_heads", self.n_heads)
@@ -57,15 +61,43 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, values: dict) -> "ModelConfig":
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(values) - known
+        if not isinstance(values, dict):
+            raise GlassboxError("A model config must be a JSON object of its fields")
+        fields = dataclasses.fields(cls)
+        unknown = set(values) - {f.name for f in fields}
         if unknown:
             raise GlassboxError(f"Unknown model config fields: {sorted(unknown)}")
+        missing = [f.name for f in fields if f.default is dataclasses.MISSING and f.name not in values]
+        if missing:
+            raise GlassboxError(f"The model config lacks {missing}")
         return cls(**values)
 
     def kv_head(self, head: int) -> int:
         """The key/value head a query head reads (grouped-query attention shares them)."""
         return head // (self.n_heads // self.n_kv_heads)
+
+
+def _check_types(cfg: ModelConfig) -> None:
+    """Sizes are positive integers, numbers are positive, switches are booleans: checked before
+    any arithmetic on them, so a bad config file gives one clear message, not a TypeError."""
+    problems = []
+    for field in dataclasses.fields(cfg):
+        value = getattr(cfg, field.name)
+        if value is None and field.default is None:
+            continue
+        if isinstance(field.default, bool):
+            if not isinstance(value, bool):
+                problems.append(f"{field.name} must be true or false, not {value!r}")
+        elif isinstance(field.default, str):
+            if not isinstance(value, str):
+                problems.append(f"{field.name} must be a string, not {value!r}")
+        elif isinstance(field.default, float):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+                problems.append(f"{field.name} must be a positive number, not {value!r}")
+        elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            problems.append(f"{field.name} must be a positive integer, not {value!r}")
+    if problems:
+        raise GlassboxError("Invalid model config: " + "; ".join(problems))
 
 
 def check_context(cfg: ModelConfig, n_tokens: int, n_new: int = 0) -> None:

@@ -57,6 +57,8 @@ class Sampling:
             raise GlassboxError(f"top-k must be at least 1, not {self.top_k}")
         if not 0 < self.top_p <= 1:
             raise GlassboxError(f"top-p must be in (0, 1], not {self.top_p}")
+        if not 0 <= self.seed < 2**63:  # what torch.Generator.manual_seed takes
+            raise GlassboxError(f"The seed must be a whole number from 0 to 2^63 - 1, not {self.seed}")
 
 
 def distributions(logits: torch.Tensor, sampling: Sampling) -> tuple[torch.Tensor, torch.Tensor]:

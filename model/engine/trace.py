@@ -104,12 +104,15 @@ def run_trace(
     with torch.set_grad_enabled(backward), capture(names) as recorder:
         out = model(ids, targets if has_loss else None)
     captured = recorder.tensors
+    parameters = [(n, p) for n, p in model.named_parameters() if matches(n, names)]
+    if not captured and not parameters:
+        raise GlassboxError(f"No tensor or parameter is named like {list(names)}: `glassbox hooks` lists the names")
 
     trace = Trace(tokens=list(tokens), loss_description=description)
     if out.loss is not None:
         trace.loss = out.loss.item()
     if backward:
-        trace.grads = _gradients(out.loss, captured, [(n, p) for n, p in model.named_parameters() if matches(n, names)])
+        trace.grads = _gradients(out.loss, captured, parameters)
     trace.activations = {name: t.detach()[0] for name, t in captured.items()}
     return trace
 
@@ -119,6 +122,8 @@ def _gradients(loss: torch.Tensor, captured: dict[str, torch.Tensor], params: li
     """One autograd.grad call for every captured tensor on the loss's graph and every
     parameter; the ones the loss does not depend on get no entry."""
     on_graph = [n for n, t in captured.items() if t.requires_grad]
+    if not on_graph and not params:
+        return {}
     grads = torch.autograd.grad(loss, [captured[n] for n in on_graph] + [p for _, p in params], allow_unused=True)
     out = {}
     for name, grad in zip(on_graph, grads[: len(on_graph)]):

@@ -10,21 +10,25 @@ Two directory formats, both safetensors only (nothing is ever unpickled):
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from model.engine import GlassboxError, ModelConfig, Transformer, default_device
 from model.io.assets import asset
 from model.io.convert import CONVERTERS
+from model.io.guard import CONFIG_BYTES, check_fits, model_directory, regular_file
 from model.io.tokenizer import Tokenizer
 
 NAMED_MODELS = ("default", "worked-example")  # shipped in assets/
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
+MAX_LAYERS = 1024  # the deepest hub models have ~130 blocks; a bound keeps the meta models below cheap
 
 
 @dataclass
@@ -44,37 +48,49 @@ class LoadedModel:
         return self.tokenizer.encode(prompt)
 
     @property
+    def nbytes(self) -> int:
+        """The memory its weights and buffers take."""
+        return sum(t.nbytes for t in itertools.chain(self.model.parameters(), self.model.buffers()))
+
+    @property
     def pieces(self) -> list[str]:
         """Every token id's text."""
         return self.tokenizer.pieces
 
 
 def resolve(name_or_path: str) -> Path:
+    """A bundled model's folder, or the directory a path names (resolved, and refused outside
+    GLASSBOX_MODEL_DIRS when that is set: see guard.py)."""
     if name_or_path in NAMED_MODELS:
         return asset(name_or_path)
-    path = Path(name_or_path).expanduser()
-    if not path.is_dir():
-        names = ", ".join(NAMED_MODELS)
-        raise GlassboxError(f"No model {name_or_path!r}: give a model name ({names}) or a model directory")
-    return path
+    return model_directory(name_or_path, NAMED_MODELS)
+
+
+def model_key(name_or_path: str) -> str:
+    """One name per model, whatever the spelling: a bundled model's name, else its resolved
+    directory (``dir/``, ``./dir`` and ``dir`` are one model). What caches key on."""
+    return name_or_path if name_or_path in NAMED_MODELS else str(resolve(name_or_path))
 
 
 def load(name_or_path: str, dtype: str | None = None, device: str | torch.device | None = None) -> LoadedModel:
     """Load a model and its tokenizer, ready for inference (eval mode, on ``device``).
 
     ``dtype`` is "float32" or "float64"; by default the model's own (float32 unless its
-    config says otherwise, as the worked example's does)."""
+    config says otherwise, as the worked example's does). Everything that can be checked is
+    checked before the model is allocated: the files are regular files of sane size, the
+    config's sizes fit the machine, and the stored weights' names and shapes fit the config."""
     path = resolve(name_or_path)
-    config = _read_json(path / "config.json")
+    config = _read_json(regular_file(path / "config.json", CONFIG_BYTES))
     if "glassbox" in config:
         cfg = ModelConfig.from_dict(config["glassbox"])
-        state = _read_weights(path / "model.safetensors")
+        convert = _as_stored
         about = config.get("about", {})
+        if not isinstance(about, dict):
+            raise GlassboxError(f"{path / 'config.json'}: \"about\" must be a JSON object")
         dtype = dtype or config.get("dtype", "float32")
     elif config.get("model_type") in CONVERTERS:
-        convert = CONVERTERS[config["model_type"]]
-        cfg = convert.config(config)
-        state = convert.state_dict(cfg, _read_weights(path / "model.safetensors"))
+        converter = CONVERTERS[config["model_type"]]
+        cfg, convert = converter.config(config), converter.state_dict
         about = {"source": f"{config['model_type']} checkpoint converted from {path}"}
         dtype = dtype or "float32"
     else:
@@ -84,13 +100,45 @@ def load(name_or_path: str, dtype: str | None = None, device: str | torch.device
         )
     if dtype not in DTYPES:
         raise GlassboxError(f"dtype must be one of {list(DTYPES)}, not {dtype!r}")
-    model = Transformer(cfg).to(DTYPES[dtype])
-    _load_state(model, state, path)  # casts the stored weights to the model's dtype
-    model = model.to(device or default_device()).eval()
+    device = torch.device(device or default_device())
+    if cfg.n_layers > MAX_LAYERS:
+        raise GlassboxError(f"The config asks for {cfg.n_layers:,} blocks; at most {MAX_LAYERS:,} are supported")
+    check_fits(model_bytes(cfg, DTYPES[dtype]), dtype, device)
+    weights = regular_file(path / "model.safetensors")
+    _check_state(convert(cfg, _stored_shapes(weights)), _meta_model(cfg).state_dict(), path)
     tokenizer = Tokenizer.from_dir(path)
     if tokenizer.vocab_size > cfg.vocab_size:
         raise GlassboxError(f"The tokenizer has {tokenizer.vocab_size} tokens but the model only {cfg.vocab_size}")
-    return LoadedModel(str(name_or_path), model, tokenizer, path, about)
+    model = Transformer(cfg).to(DTYPES[dtype])  # the first allocation: everything above has passed
+    model.load_state_dict(convert(cfg, _read_weights(weights)))  # casts the stored weights to the model's dtype
+    model = model.to(device).eval()
+    name = name_or_path if name_or_path in NAMED_MODELS else str(path)
+    return LoadedModel(name, model, tokenizer, path, about)
+
+
+def model_bytes(cfg: ModelConfig, dtype: torch.dtype) -> int:
+    """The bytes of a model's parameters and buffers, from two small models on the meta device
+    (nothing allocated, nothing counted by hand): one block, two blocks, and the difference per block."""
+    def numel(n_layers: int) -> int:
+        model = _meta_model(dataclasses.replace(cfg, n_layers=n_layers))
+        return sum(t.numel() for t in itertools.chain(model.parameters(), model.buffers()))
+
+    try:
+        one, two = numel(1), numel(2)
+    except (RuntimeError, OverflowError):  # a dimension past what a tensor can index
+        raise GlassboxError("The config's sizes are too large for any tensor") from None
+    return (one + (cfg.n_layers - 1) * (two - one)) * dtype.itemsize
+
+
+def _meta_model(cfg: ModelConfig) -> Transformer:
+    """The model's structure with shapes but no storage."""
+    with torch.device("meta"):
+        return Transformer(cfg)
+
+
+def _as_stored(cfg: ModelConfig, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Glassbox's own format: stored under the engine's names already."""
+    return state
 
 
 def save(path: Path, model: Transformer, tokenizer: Tokenizer, dtype: str, about: dict) -> None:
@@ -107,26 +155,36 @@ def save(path: Path, model: Transformer, tokenizer: Tokenizer, dtype: str, about
 def _read_json(path: Path) -> dict:
     try:
         config = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise GlassboxError(f"{path} is missing: is {path.parent} a model directory?") from None
+    except OSError as exc:
+        raise GlassboxError(f"{path} cannot be read ({exc.strerror})") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise GlassboxError(f"{path} is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise GlassboxError(f"{path} is nested too deeply to be a config") from None
     if not isinstance(config, dict):
         raise GlassboxError(f"{path} is not a JSON object")
     return config
 
 
+def _stored_shapes(path: Path) -> dict[str, torch.Tensor]:
+    """The checkpoint's tensors as meta tensors: names and shapes from the safetensors header,
+    no data read. A converter runs on them as on real weights, so its output's shapes can be
+    checked before anything is allocated."""
+    try:
+        with safe_open(str(path), framework="pt") as stored:
+            return {key: torch.empty(stored.get_slice(key).get_shape(), device="meta") for key in stored.keys()}
+    except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
+        raise GlassboxError(f"{path} is not a readable safetensors file ({exc})") from None
+
+
 def _read_weights(path: Path) -> dict[str, torch.Tensor]:
-    if not path.exists():
-        raise GlassboxError(f"{path} is missing (only safetensors checkpoints are read)")
     try:
         return load_file(str(path))
     except (SafetensorError, OSError, ValueError) as exc:
         raise GlassboxError(f"{path} is not a readable safetensors file ({exc})") from None
 
 
-def _load_state(model: Transformer, state: dict[str, torch.Tensor], path: Path) -> None:
-    expected = model.state_dict()
+def _check_state(state: dict[str, torch.Tensor], expected: dict[str, torch.Tensor], path: Path) -> None:
     missing = sorted(set(expected) - set(state))
     unexpected = sorted(set(state) - set(expected))
     if missing or unexpected:
@@ -136,4 +194,3 @@ def _load_state(model: Transformer, state: dict[str, torch.Tensor], path: Path) 
             raise GlassboxError(
                 f"Weight {name} in {path} has shape {list(tensor.shape)}, the config needs {list(expected[name].shape)}"
             )
-    model.load_state_dict(state)

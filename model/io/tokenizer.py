@@ -9,12 +9,14 @@ Two kinds, both stored as files a model directory carries:
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers
 
 from model.engine import GlassboxError
+from model.io.guard import TOKENIZER_BYTES, regular_file
 
 
 class Tokenizer:
@@ -27,17 +29,22 @@ class Tokenizer:
 
     @classmethod
     def from_dir(cls, path: Path) -> "Tokenizer":
+        """tokenizer.json, or GPT-2's vocab.json + merges.txt; each a regular file of sane size."""
         path = Path(path)
+        tokenizer_json, vocab, merges = path / "tokenizer.json", path / "vocab.json", path / "merges.txt"
         try:
-            if (path / "tokenizer.json").exists():
-                return cls(HFTokenizer.from_file(str(path / "tokenizer.json")))
-            if (path / "vocab.json").exists() and (path / "merges.txt").exists():
-                tok = HFTokenizer(models.BPE.from_file(str(path / "vocab.json"), str(path / "merges.txt")))
+            if os.path.lexists(tokenizer_json):
+                return cls(HFTokenizer.from_file(str(regular_file(tokenizer_json, TOKENIZER_BYTES))))
+            if os.path.lexists(vocab) and os.path.lexists(merges):
+                tok = HFTokenizer(models.BPE.from_file(str(regular_file(vocab, TOKENIZER_BYTES)),
+                                                       str(regular_file(merges, TOKENIZER_BYTES))))
                 tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
                 tok.decoder = decoders.ByteLevel()
                 return cls(tok)
+        except GlassboxError:
+            raise
         except Exception as exc:  # the library raises bare Exceptions on malformed files
-            raise GlassboxError(f"Cannot read the tokenizer in {path}: {exc}") from exc
+            raise GlassboxError(f"Cannot read the tokenizer in {path}: {exc}") from None
         raise GlassboxError(f"No tokenizer in {path}: expected tokenizer.json, or vocab.json and merges.txt")
 
     @classmethod

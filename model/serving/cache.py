@@ -1,39 +1,68 @@
-"""One bounded cache of traces shared by every session."""
+"""Bounded caches shared by every session: least recently used dropped first."""
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Callable, Hashable
+from typing import Callable, Generic, Hashable, TypeVar
 
 from model.engine import Trace
 from model.serving.sizing import trace_bytes
 
+V = TypeVar("V")
 
-class TraceCache:
-    """Traces by key, least recently used dropped first once they hold more than ``max_bytes``
-    (the newest always stays). Thread-safe; the traces it hands out must not be modified."""
 
-    def __init__(self, max_bytes: int = 3 * 2**30, max_entries: int = 16):
-        self.max_bytes, self.max_entries = max_bytes, max_entries
-        self._traces: OrderedDict[Hashable, tuple[Trace, int]] = OrderedDict()
+class BoundedCache(Generic[V]):
+    """Values by key, least recently used dropped first once they hold more than ``max_bytes``
+    (as ``size`` counts them) or number more than ``max_entries``; the newest always stays.
+    Thread-safe. A value is computed once even when several sessions ask for it at once (they
+    wait for the first); other keys stay available meanwhile. Values handed out must not be
+    modified."""
+
+    def __init__(self, size: Callable[[V], int], max_bytes: int, max_entries: int):
+        self.size, self.max_bytes, self.max_entries = size, max_bytes, max_entries
+        self._items: OrderedDict[Hashable, tuple[V, int]] = OrderedDict()
+        self._computing: dict[Hashable, threading.Lock] = {}
         self._lock = threading.Lock()
 
-    def get(self, key: Hashable, compute: Callable[[], Trace]) -> Trace:
+    def get(self, key: Hashable, compute: Callable[[], V]) -> V:
         with self._lock:
-            if key in self._traces:
-                self._traces.move_to_end(key)
-                return self._traces[key][0]
-        trace = compute()  # outside the lock: other sessions' cached traces stay available
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key][0]
+            key_lock = self._computing.setdefault(key, threading.Lock())
+        with key_lock:
+            try:
+                with self._lock:
+                    if key in self._items:  # computed while this call waited
+                        self._items.move_to_end(key)
+                        return self._items[key][0]
+                value = compute()  # outside the main lock: other keys stay available
+                with self._lock:
+                    self._items[key] = (value, self.size(value))
+                    self._items.move_to_end(key)
+                    while len(self._items) > 1 and (len(self._items) > self.max_entries or
+                                                    self.nbytes() > self.max_bytes):
+                        self._items.popitem(last=False)
+                return value
+            finally:
+                with self._lock:
+                    self._computing.pop(key, None)
+
+    def keys(self) -> list[Hashable]:
+        """Oldest first."""
         with self._lock:
-            self._traces[key] = (trace, trace_bytes(trace))
-            self._traces.move_to_end(key)
-            while len(self._traces) > 1 and (len(self._traces) > self.max_entries or self.nbytes() > self.max_bytes):
-                self._traces.popitem(last=False)
-        return trace
+            return list(self._items)
 
     def nbytes(self) -> int:
-        return sum(size for _, size in self._traces.values())
+        return sum(size for _, size in self._items.values())
 
     def __len__(self) -> int:
-        return len(self._traces)
+        return len(self._items)
+
+
+class TraceCache(BoundedCache[Trace]):
+    """Traces by (model, prompt, target, capture): a trace depends on nothing else."""
+
+    def __init__(self, max_bytes: int = 3 * 2**30, max_entries: int = 16):
+        super().__init__(trace_bytes, max_bytes, max_entries)

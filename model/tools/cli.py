@@ -61,10 +61,26 @@ def cmd_app(args) -> int:
     return subprocess.call(command, cwd=cwd, env=os.environ.copy())
 
 
+def writable(path: Path, folder_ok: bool = False) -> Path:
+    """An output's path, checked before any work: the folder it goes in exists and can be written
+    to (``folder_ok``: the output is itself a folder, which may exist)."""
+    from model.engine import GlassboxError
+
+    folder = path.parent
+    if path.is_dir() and not folder_ok:
+        raise GlassboxError(f"{path} is a folder: give a file name")
+    if not folder.is_dir():
+        raise GlassboxError(f"Cannot write {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise GlassboxError(f"Cannot write {path}: no permission")
+    return path
+
+
 def cmd_trace(args) -> int:
     from model.engine import GlassboxError, Target, run_trace
     from model.io.checkpoint import load
 
+    writable(args.npz)
     loaded = load(args.model, dtype=args.dtype)
     tokens = loaded.encode(args.prompt)
     target = None
@@ -74,7 +90,10 @@ def cmd_trace(args) -> int:
     elif args.position is not None:
         raise GlassboxError("--position needs --target")
     trace = run_trace(loaded.model, tokens, names=args.names, backward=args.backward or target is not None, target=target)
-    trace.save_npz(args.npz)
+    try:
+        trace.save_npz(args.npz)
+    except OSError as exc:  # the disk filled, the folder went away
+        raise GlassboxError(f"Cannot write {args.npz}: {exc.strerror or exc}") from None
     pieces = [loaded.tokenizer.pieces[t] for t in tokens]
     print(f"tokens   {tokens}  {pieces}")
     if trace.loss is not None:
@@ -159,12 +178,21 @@ def cmd_generate(args) -> int:
 def cmd_train_default(args) -> int:
     from model.tools.train_default import train
 
+    writable(args.out, folder_ok=True)  # a folder to create or replace: its parent must be writable, checked before training
     train(path=args.out, steps=args.steps, n_stories=args.stories)
     return 0
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, with its errors in the same one line as every other ``error:``."""
+
+    def error(self, message: str):
+        print(f"error: {message} (see `{self.prog} --help`)", file=sys.stderr)
+        sys.exit(2)
+
+
 def parser() -> argparse.ArgumentParser:
-    root = argparse.ArgumentParser(prog="glassbox", description="Glassbox: every tensor and gradient of a "
+    root = Parser(prog="glassbox", description="Glassbox: every tensor and gradient of a "
                                    "transformer. `python -m model` runs the same commands.")
     sub = root.add_subparsers(dest="command", required=True)
 
@@ -234,5 +262,23 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except GlassboxError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(exc)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        return 130
+    except OSError as exc:  # the machine's doing (a full disk, a permission), not a bug
+        print(f"error: {one_line(exc)}", file=sys.stderr)
+        return 2
+    except MemoryError:
+        print("error: out of memory (a smaller model, a shorter prompt, or fewer --names)", file=sys.stderr)
+        return 2
+    except Exception as exc:  # a bug: one line here, the traceback on request
+        if os.environ.get("GLASSBOX_DEBUG"):
+            raise
+        print(f"error: internal error ({type(exc).__name__}: {one_line(exc)}); "
+              "GLASSBOX_DEBUG=1 shows the traceback", file=sys.stderr)
+        return 1
+
+
+def one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())

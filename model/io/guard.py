@@ -1,0 +1,89 @@
+"""What may be read from disk, and how big a model may be, checked before anything is opened or
+allocated: a server shares one machine among many visitors, so a path typed into the app must
+not reveal the file system and a bad file must not turn into a 10 GB allocation.
+
+Settings (environment variables, read at each call so a test or a server can set them):
+- ``GLASSBOX_MODEL_DIRS``: the folders local model directories may lie under, separated by ``:``.
+  Unset: any directory (a person on their own machine). Empty: none (only the bundled models).
+- ``GLASSBOX_MAX_MODEL_GB``: the most memory a model's weights may take. Default: the device's
+  memory (physical RAM, or the GPU's).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import torch
+
+from model.engine import GlassboxError
+
+MODEL_DIRS = "GLASSBOX_MODEL_DIRS"
+MAX_MODEL_GB = "GLASSBOX_MAX_MODEL_GB"
+
+CONFIG_BYTES = 1 << 20  # a config.json is a few hundred bytes; 1 MiB is generous
+TOKENIZER_BYTES = 100 << 20  # the largest hub tokenizer.json (Gemma's) is ~35 MB
+
+
+def allowed_roots() -> list[Path] | None:
+    """The resolved folders model directories may lie under; None when any directory may be used."""
+    value = os.environ.get(MODEL_DIRS)
+    if value is None:
+        return None
+    return [Path(os.path.realpath(Path(part).expanduser())) for part in value.split(":") if part.strip()]
+
+
+def model_directory(text: str, names: tuple[str, ...]) -> Path:
+    """The directory ``text`` names, resolved (``~``, ``..``, symlinks). With allowed roots set, a
+    path outside them is refused with one message whether or not it exists, before anything under
+    it is looked at."""
+    choices, roots = ", ".join(names), allowed_roots()
+    if roots == []:
+        raise GlassboxError(f"No model {text!r}: this server offers only its bundled models ({choices})")
+    try:
+        path = Path(os.path.realpath(Path(text).expanduser()))
+    except (RuntimeError, ValueError, OSError):  # "~nobody", an embedded NUL byte
+        raise GlassboxError(f"No model {text!r}: give a model name ({choices}) or a model directory") from None
+    if roots is not None and not any(path.is_relative_to(root) for root in roots):
+        raise GlassboxError(f"No model {text!r}: give a model name ({choices}) or a model directory under "
+                            + ", ".join(map(str, roots)))
+    if not path.is_dir():
+        raise GlassboxError(f"No model {text!r}: give a model name ({choices}) or a model directory")
+    return path
+
+
+def regular_file(path: Path, limit: int | None = None) -> Path:
+    """``path`` if it is a regular file (after symlinks) of at most ``limit`` bytes; else a clear
+    error. A directory, a device such as /dev/zero, a FIFO or a symlink loop is never opened."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise GlassboxError(f"{path} is missing: is {path.parent} a model directory?") from None
+    except OSError as exc:  # a symlink loop, a name too long, no permission
+        raise GlassboxError(f"{path} cannot be read ({exc.strerror})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise GlassboxError(f"{path} is not a regular file")
+    if limit is not None and info.st_size > limit:
+        raise GlassboxError(f"{path} is {info.st_size:,} bytes; a {path.name} is at most {limit:,}")
+    return path
+
+
+def memory_limit(device: torch.device) -> int:
+    """Bytes a model's weights may take on ``device``: GLASSBOX_MAX_MODEL_GB, else the device's memory."""
+    value = os.environ.get(MAX_MODEL_GB)
+    if value:
+        try:
+            return int(float(value) * 2**30)
+        except ValueError:
+            raise GlassboxError(f"{MAX_MODEL_GB} must be a number of GB, not {value!r}") from None
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def check_fits(model_bytes: int, dtype: str, device: torch.device) -> None:
+    limit = memory_limit(device)
+    if model_bytes > limit:
+        raise GlassboxError(f"This model needs {model_bytes / 2**30:,.1f} GB for its weights in {dtype}; "
+                            f"this machine allows {limit / 2**30:,.1f} GB (setting {MAX_MODEL_GB})")

@@ -1,0 +1,38 @@
+"""The loaded models every session shares, one object per (model, dtype, device) whatever the
+spelling of its path, bounded in bytes so that visitors cannot fill the server's memory."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from model.engine import GlassboxError, default_device
+from model.io.checkpoint import LoadedModel, load, model_key
+from model.serving.cache import BoundedCache
+
+MODEL_CACHE_GB = "GLASSBOX_MODEL_CACHE_GB"
+
+
+def default_budget() -> int:
+    """GLASSBOX_MODEL_CACHE_GB, else half the machine's memory."""
+    value = os.environ.get(MODEL_CACHE_GB)
+    if value:
+        try:
+            return int(float(value) * 2**30)
+        except ValueError:
+            raise GlassboxError(f"{MODEL_CACHE_GB} must be a number of GB, not {value!r}") from None
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+
+
+class ModelCache(BoundedCache[LoadedModel]):
+    """Models by (resolved directory or bundled name, dtype, device): ``dir``, ``dir/`` and
+    ``./dir`` are one model, loaded once. Past ``max_bytes`` of weights the least recently used
+    is dropped (a session still holding it keeps it alive until it is done)."""
+
+    def __init__(self, max_bytes: int | None = None, max_entries: int = 8):
+        super().__init__(LoadedModel.nbytes.fget, default_budget() if max_bytes is None else max_bytes, max_entries)
+
+    def model(self, name: str, dtype: str | None = None, device: str | torch.device | None = None) -> LoadedModel:
+        key = (model_key(name), dtype, str(torch.device(device or default_device())))
+        return self.get(key, lambda: load(key[0], dtype=dtype, device=key[2]))
