@@ -1,5 +1,6 @@
 """Helpers shared by test files: a random model, and the app run in-process by AppTest."""
 
+import re
 import json
 import subprocess
 import sys
@@ -41,6 +42,12 @@ def start(page=None, **query):
         at.switch_page(page).run()
     assert not at.exception
     return at
+
+
+def shown(markdown: str) -> str:
+    """What a reader sees of Markdown that app.components.labels.plain wrote: CommonMark undoes a
+    backslash before any ASCII punctuation, and the word joiners (U+2060) are invisible."""
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown).replace("\u2060", "")
 
 
 def charts(at) -> list[dict]:

@@ -6,8 +6,10 @@ import os
 import re
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
+from urllib.parse import quote, unquote, urlparse
 from pathlib import Path
 
 import pytest
@@ -167,3 +169,74 @@ def test_explorer_opens_every_view_and_a_click_opens_a_head(app_url, page):
     settled(page)
     expect(page.get_by_role("heading", name="Block 2, head 3")).to_be_visible(timeout=30_000)
     page.wait_for_url(re.compile(r"layer=2&head=3"), timeout=30_000)
+
+
+# --- user text stays text -------------------------------------------------------------------------
+
+INJECTIONS = [  # URL query strings that put Markdown where the page quotes user text
+    "/explore?model=" + quote("![pix](http://127.0.0.1:9/pixel.png)"),
+    "/explore?model=" + quote("[Session expired, log in again](http://evil.example/login) www.evil.example"),
+    "/explore?model=worked-example&view=Backward&prompt=the+cat&target="
+    + quote("![t](http://127.0.0.1:9/target.png) [x](http://evil.example) http://evil.example"),
+    "/explore?model=worked-example&prompt=" + quote("the [click](http://evil.example) a@evil.example"),
+]
+
+
+@pytest.mark.parametrize("path", INJECTIONS)
+def test_markdown_in_the_url_makes_no_image_or_link(app_url, page, path):
+    hosts = []
+
+    def record(request):
+        hosts.append(urlparse(request.url).netloc)
+
+    page.on("request", record)
+    page.goto(app_url + path)
+    settled(page)
+    main = page.locator("[data-testid='stMain']")
+    expect(main.locator("[data-testid='stAlertContentError']").first).to_be_visible(timeout=30_000)
+    payload = unquote(path.split("=")[-1])
+    text = main.locator("[data-testid='stAlertContentError']").first.inner_text().replace("\u2060", "")
+    assert payload.split()[0].split("[")[-1][:10] in text  # the visitor's text is shown, as text
+    assert main.locator("img[src*='127.0.0.1'], a[href*='evil.example'], a[href*='127.0.0.1']").count() == 0
+    page.remove_listener("request", record)
+    assert "127.0.0.1:9" not in hosts and not [h for h in hosts if "evil.example" in h], hosts  # nothing fetched
+
+
+@pytest.fixture(scope="module")
+def plain_text_url():
+    """tests/plain_text_page.py served by Streamlit."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "tests" / "plain_text_page.py"),
+                               "--server.port", str(port), "--server.headless", "true"],
+                              cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(120):
+            try:
+                if urllib.request.urlopen(url + "/_stcore/health", timeout=1).read() == b"ok":
+                    break
+            except OSError:
+                time.sleep(0.5)
+        yield url
+    finally:
+        os.killpg(server.pid, 15)
+        server.wait(timeout=30)
+
+
+def test_plain_shows_hostile_text_as_typed_in_chromiums_renderer(plain_text_url, page):
+    from tests.plain_text_page import HOSTILE
+
+    page.goto(plain_text_url)
+    settled(page)
+    blocks = page.locator("[data-testid='stMarkdownContainer']")
+    expect(blocks.nth(2 * len(HOSTILE) - 1)).to_be_attached(timeout=30_000)
+    assert blocks.count() == 2 * len(HOSTILE)
+    made = "a, img, svg, .katex, h1, h2, h3, ul, ol, li, blockquote, code, pre, table, em, del, script, span[style]"
+    for i, text in enumerate(HOSTILE):
+        alone, inline = blocks.nth(2 * i), blocks.nth(2 * i + 1)
+        assert alone.locator(made).count() == 0, (text, alone.inner_html())
+        assert inline.locator(made).count() == 0 and inline.locator("strong").count() == 2, (text, inline.inner_html())
+        seen = " ".join(alone.inner_text().replace("\u2060", "").split())
+        assert seen == " ".join(text.split()), (text, seen)

@@ -83,7 +83,7 @@ CASES = {
     "config.json a JSON list": (write("config.json", b"[1, 2, 3]"), "not a JSON object"),
     "unknown model_type": (edit_config(model_type="llama"), "model_type 'llama'"),
     "config lacks n_embd": (edit_config(n_embd=None), "n_embd"),
-    "n_embd not a multiple of n_head": (edit_config(n_head=5), "not a multiple of n_head"),
+    "n_embd not a multiple of n_head": (edit_config(n_head=5), "d_model (64) must be a multiple of n_heads (5)"),
     "unsupported activation": (edit_config(activation_function="swish"), "activation 'swish'"),
     "no model.safetensors": (remove("model.safetensors"), "model.safetensors is missing"),
     "truncated header": (truncate_weights(0.0001), "not a readable safetensors file"),

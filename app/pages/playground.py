@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.components.errors import fragment
-from app.components.labels import bar_label, plain
+from app.components.labels import bar_label, plain, plain_html
 from app.resources import shared_model
 from app.state import read_url_settings, write_url_settings
 from model.engine import GlassboxError

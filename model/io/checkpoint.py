@@ -125,7 +125,7 @@ def model_bytes(cfg: ModelConfig, dtype: torch.dtype) -> int:
 
     try:
         one, two = numel(1), numel(2)
-    except (RuntimeError, OverflowError):  # a dimension past what a tensor can index
+    except (RuntimeError, OverflowError, TypeError, ValueError):  # a size past what a tensor can index
         raise GlassboxError("The config's sizes are too large for any tensor") from None
     return (one + (cfg.n_layers - 1) * (two - one)) * dtype.itemsize
 

@@ -42,6 +42,8 @@ def model_directory(text: str, names: tuple[str, ...]) -> Path:
     if roots == []:
         raise GlassboxError(f"No model {text!r}: this server offers only its bundled models ({choices})")
     try:
+        if not text.strip():
+            raise ValueError("no path")
         path = Path(os.path.realpath(Path(text).expanduser()))
     except (RuntimeError, ValueError, OSError):  # "~nobody", an embedded NUL byte
         raise GlassboxError(f"No model {text!r}: give a model name ({choices}) or a model directory") from None

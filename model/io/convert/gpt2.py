@@ -20,10 +20,8 @@ def config(hf: dict) -> ModelConfig:
         raise GlassboxError(f"Unsupported GPT-2 activation {hf['activation_function']!r}") from None
     if hf.get("scale_attn_by_inverse_layer_idx") or not hf.get("scale_attn_weights", True):
         raise GlassboxError("Unsupported GPT-2 attention scaling (scale_attn_by_inverse_layer_idx / scale_attn_weights)")
-    try:
+    try:  # ModelConfig checks the sizes: positive integers, heads dividing the width
         d_model = hf["n_embd"]
-        if d_model % hf["n_head"]:
-            raise GlassboxError(f"GPT-2 n_embd ({d_model}) is not a multiple of n_head ({hf['n_head']})")
         return ModelConfig(
             vocab_size=hf["vocab_size"],
             n_ctx=hf["n_positions"],
