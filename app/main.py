@@ -1,7 +1,11 @@
 """Glassbox: the app's entry point (`glassbox app`, or `streamlit run app/main.py`). One small
-file per page under pages/; the explorer's views under explore/; shared widgets and charts
+file per page under screens/; the explorer's views under explore/; shared widgets and charts
 under components/; the models and the trace cache every session shares in resources.py; the
-state kept in the URL in state.py."""
+state kept in the URL in state.py.
+
+The folder is not called pages/: next to the entry, that name puts Streamlit in its legacy
+multipage mode until st.navigation first runs, and a first visit straight to a page would run
+it without this file (and without its crash guard)."""
 
 import streamlit as st
 
@@ -12,11 +16,11 @@ st.set_page_config(page_title="Glassbox", layout="wide")
 # (.streamlit/config.toml says the same, but only applies when Streamlit starts in the checkout).
 st.set_option("client.showErrorDetails", "none")
 pages = st.navigation([
-    st.Page("pages/worked_example.py", title="Worked example", icon=":material/school:", url_path="worked-example",
+    st.Page("screens/worked_example.py", title="Worked example", icon=":material/school:", url_path="worked-example",
             default=True),
-    st.Page("pages/playground.py", title="Playground", icon=":material/chat:", url_path="playground"),
-    st.Page("pages/train_live.py", title="Train it live", icon=":material/model_training:", url_path="train"),
-    st.Page("pages/explore.py", title="Explore a prompt", icon=":material/search:", url_path="explore"),
+    st.Page("screens/playground.py", title="Playground", icon=":material/chat:", url_path="playground"),
+    st.Page("screens/train_live.py", title="Train it live", icon=":material/model_training:", url_path="train"),
+    st.Page("screens/explore.py", title="Explore a prompt", icon=":material/search:", url_path="explore"),
 ])
 with crash_guard():
     pages.run()

@@ -28,7 +28,7 @@ def read_url_settings(defaults: dict, limits: dict | None = None, choices: dict 
             try:
                 value = (raw.lower() in ("1", "true") if isinstance(default, bool) else type(default)(
                     float(raw) if isinstance(default, int) else raw))
-            except ValueError:
+            except (ValueError, OverflowError):  # "abc", "inf", "1e309"
                 value = default
         if name in limits:
             low, high = limits[name]

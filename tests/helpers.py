@@ -31,7 +31,7 @@ def build_random_model(cfg: ModelConfig, seed: int = 0) -> Transformer:
 
 
 def start(page=None, **query):
-    """The app in AppTest, on ``page`` (e.g. "pages/explore.py") with ``query`` in the URL."""
+    """The app in AppTest, on ``page`` (e.g. "screens/explore.py") with ``query`` in the URL."""
     from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_file(APP, default_timeout=120)

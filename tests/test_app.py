@@ -58,7 +58,7 @@ def test_an_unknown_step_in_the_url_opens_the_first():
 
 
 def test_train_it_live_then_step_through_the_trained_weights():
-    at = start("pages/train_live.py")
+    at = start("screens/train_live.py")
     at.number_input(key="train_steps").set_value(40)
     at.radio(key="train_data").set_value("the example + corpus")
     next(b for b in at.button if b.label == "Train").click().run()
@@ -66,7 +66,7 @@ def test_train_it_live_then_step_through_the_trained_weights():
     p_mat = float(at.metric[1].value)
     assert p_mat > 0.171
     assert len(charts(at)) == 3 + 12  # loss, p(mat), embedding; 2 blocks x 2 heads: before, after, change
-    at.switch_page("pages/worked_example.py").run()
+    at.switch_page("screens/worked_example.py").run()
     at.radio(key="weights_choice").set_value(at.radio(key="weights_choice").options[1]).run()
     at.query_params["step"] = "softmax"
     at.selectbox(key="step").set_value("softmax").run()
@@ -76,7 +76,7 @@ def test_train_it_live_then_step_through_the_trained_weights():
 
 
 def test_playground_shows_what_the_sliders_do_and_generates():
-    at = start("pages/playground.py", prompt="Tom had")
+    at = start("screens/playground.py", prompt="Tom had")
     (chart,) = [c for c in charts(at) if "Next token" in c["layout"]["title"]["text"]]
     model_bars, sampled_bars = chart["data"]
     # temperature 1, no filtering: the same distribution
@@ -97,14 +97,14 @@ def test_playground_shows_what_the_sliders_do_and_generates():
 
 
 def test_playground_greedy_continues_the_worked_example_with_mat():
-    at = start("pages/playground.py", greedy="true", max_new="1", prompt="the cat sat on the")
+    at = start("screens/playground.py", greedy="true", max_new="1", prompt="the cat sat on the")
     next(b for b in at.button if b.label == "Generate").click().run()
     assert not at.exception
     assert at.session_state["generation"]["tokens"][0]["token"].strip() == "mat"
 
 
 def test_playground_bad_settings_from_the_url_fall_back_and_bad_prompts_say_why():
-    at = start("pages/playground.py", temperature="hot", top_p="7")
+    at = start("screens/playground.py", temperature="hot", top_p="7")
     assert at.session_state["temperature"] == 1.0 and at.session_state["top_p"] == 1.0
     at.session_state["model"] = "worked-example"
     at.text_area(key="prompt").set_value("the cow").run()

@@ -40,7 +40,7 @@ def z(chart) -> np.ndarray:
 def test_every_view_opens_on_every_kind_of_model(view, model, gpt2_dir):
     name = str(gpt2_dir) if model == "gpt2" else model
     prompt = PROMPT if model == "worked-example" else "The cat sat on the mat; the dog sat on the log."
-    at = start("pages/explore.py", model=name, prompt=prompt, view=view)
+    at = start("screens/explore.py", model=name, prompt=prompt, view=view)
     assert not at.exception and not at.error, view
     assert at.session_state["explore_view"] == view
     if view == "Export":
@@ -50,7 +50,7 @@ def test_every_view_opens_on_every_kind_of_model(view, model, gpt2_dir):
 
 
 def test_attention_view_draws_the_traced_scores_and_pattern():
-    at = start("pages/explore.py", model="worked-example", prompt=PROMPT, view="Attention")
+    at = start("screens/explore.py", model="worked-example", prompt=PROMPT, view="Attention")
     at.selectbox(key="explore_layer").select(1).run()
     at.selectbox(key="explore_head").select(1).run()
     at.selectbox(key="explore_pos").select(4).run()
@@ -68,7 +68,7 @@ def test_attention_view_draws_the_traced_scores_and_pattern():
 
 
 def test_residual_view_logit_lens_is_the_engines():
-    at = start("pages/explore.py", model="default", prompt="the cat sat on the", view="Residual stream")
+    at = start("screens/explore.py", model="default", prompt="the cat sat on the", view="Residual stream")
     loaded = load("default")
     tokens = loaded.encode("the cat sat on the")
     trace = run_trace(loaded.model, tokens)
@@ -81,7 +81,7 @@ def test_residual_view_logit_lens_is_the_engines():
 
 
 def test_backward_view_differentiates_the_chosen_target_and_steps_through():
-    at = start("pages/explore.py", model="worked-example", prompt=PROMPT, view="Backward")
+    at = start("screens/explore.py", model="worked-example", prompt=PROMPT, view="Backward")
     loaded = load("worked-example")
     tokens = loaded.encode(PROMPT)
     lm = run_trace(loaded.model, tokens, backward=True)
@@ -110,7 +110,7 @@ def test_backward_view_differentiates_the_chosen_target_and_steps_through():
 
 
 def test_bad_input_says_why_and_keeps_what_was_typed():
-    at = start("pages/explore.py", model="worked-example", prompt=PROMPT, view="Attention")
+    at = start("screens/explore.py", model="worked-example", prompt=PROMPT, view="Attention")
     at.text_area(key="explore_prompt").set_value("the cow sat")
     next(b for b in at.button if b.label == "Run").click().run()
     assert not at.exception and "Unknown word" in at.error[0].value
@@ -118,16 +118,16 @@ def test_bad_input_says_why_and_keeps_what_was_typed():
     at.text_area(key="explore_prompt").set_value("the cat sat on the mat")  # six words: the toy's context is 5
     next(b for b in at.button if b.label == "Run").click().run()
     assert not at.exception and "context is 5 tokens" in at.error[0].value
-    missing = start("pages/explore.py", model="/no/such/model", view="Overview")
+    missing = start("screens/explore.py", model="/no/such/model", view="Overview")
     assert not missing.exception and "No model" in missing.error[0].value
     assert missing.text_input(key="explore_model_dir").value == "/no/such/model"
-    bad_target = start("pages/explore.py", model="worked-example", prompt=PROMPT, view="Backward", target="cow")
+    bad_target = start("screens/explore.py", model="worked-example", prompt=PROMPT, view="Backward", target="cow")
     assert not bad_target.exception and "mean next-token loss" in bad_target.error[0].value
     assert charts(bad_target)  # the view still works, on the default loss
 
 
 def test_default_model_overview_counts_and_predicts():
-    at = start("pages/explore.py", model="default", prompt="Lily had a big", view="Overview")
+    at = start("screens/explore.py", model="default", prompt="Lily had a big", view="Overview")
     tokens = load("default").encode("Lily had a big")
     assert f"this prompt: {len(tokens)} tokens" in " ".join(c.value for c in at.caption)
     table = at.dataframe[0].value

@@ -50,7 +50,11 @@ def model_directory(text: str, names: tuple[str, ...]) -> Path:
     if roots is not None and not any(path.is_relative_to(root) for root in roots):
         raise GlassboxError(f"No model {text!r}: give a model name ({choices}) or a model directory under "
                             + ", ".join(map(str, roots)))
-    if not path.is_dir():
+    try:
+        is_dir = path.is_dir()
+    except OSError:  # a name too long, no permission
+        is_dir = False
+    if not is_dir:
         raise GlassboxError(f"No model {text!r}: give a model name ({choices}) or a model directory")
     return path
 

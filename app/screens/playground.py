@@ -172,7 +172,7 @@ def generation_view(loaded) -> None:
                                            f"Step {step + 1}: drew {t['token']!r} with p = {t['p']:.3f} "
                                            f"(model: {t['p_model']:.3f})"), key="step_chart")
         st.caption(f"Entropy {t['entropy_before']:.3f} nats before the settings, {t['entropy_after']:.3f} after.")
-        st.page_link("pages/explore.py", label="Open this step's full trace in the explorer", icon=":material/search:",
+        st.page_link("screens/explore.py", label="Open this step's full trace in the explorer", icon=":material/search:",
                      query_params={"model": result["model"], "prompt": prefix})
     with right:
         cfg = loaded.cfg

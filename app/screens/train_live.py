@@ -84,7 +84,7 @@ def results(run) -> None:
         for column, grid in zip(st.columns(3), grids):
             column.plotly_chart(grid_figure(grid), key=f"pattern:{grid.label}",
                                 config={"displayModeBar": False})
-    st.page_link("pages/worked_example.py", label="Step through the trained weights in the worked example",
+    st.page_link("screens/worked_example.py", label="Step through the trained weights in the worked example",
                  icon=":material/arrow_forward:")
 
 
