@@ -413,6 +413,8 @@ def test_every_spelling_of_a_path_is_one_cached_model(good, monkeypatch):
     models = {id(cache.model(s, device="cpu")) for s in spellings}
     assert len(models) == 1 and len(loads) == 1 and len(cache) == 1
     assert model_key(good.name) == str(good.resolve())
+    bundled = {id(cache.model(s, device="cpu")) for s in ("default", str(ROOT / "assets" / "default") + "/")}
+    assert len(bundled) == 1 and cache.model("default", device="cpu").name == "default"
 
 
 def test_concurrent_sessions_load_a_model_once(good, monkeypatch):

@@ -105,7 +105,7 @@ def run_trace(
         out = model(ids, targets if has_loss else None)
     captured = recorder.tensors
     parameters = [(n, p) for n, p in model.named_parameters() if matches(n, names)]
-    if not captured and not parameters:
+    if names and not captured and not parameters:  # patterns given, none matched (names=(): capture nothing)
         raise GlassboxError(f"No tensor or parameter is named like {list(names)}: `glassbox hooks` lists the names")
 
     trace = Trace(tokens=list(tokens), loss_description=description)

@@ -67,9 +67,13 @@ def resolve(name_or_path: str) -> Path:
 
 
 def model_key(name_or_path: str) -> str:
-    """One name per model, whatever the spelling: a bundled model's name, else its resolved
-    directory (``dir/``, ``./dir`` and ``dir`` are one model). What caches key on."""
-    return name_or_path if name_or_path in NAMED_MODELS else str(resolve(name_or_path))
+    """One name per model, whatever the spelling: a bundled model's name (also when given as
+    its folder), else its resolved directory (``dir/``, ``./dir`` and ``dir`` are one model).
+    What caches key on."""
+    if name_or_path in NAMED_MODELS:
+        return name_or_path
+    path = resolve(name_or_path)
+    return next((name for name in NAMED_MODELS if asset(name).resolve() == path), str(path))
 
 
 def load(name_or_path: str, dtype: str | None = None, device: str | torch.device | None = None) -> LoadedModel:
@@ -112,8 +116,7 @@ def load(name_or_path: str, dtype: str | None = None, device: str | torch.device
     model = Transformer(cfg).to(DTYPES[dtype])  # the first allocation: everything above has passed
     model.load_state_dict(convert(cfg, _read_weights(weights)))  # casts the stored weights to the model's dtype
     model = model.to(device).eval()
-    name = name_or_path if name_or_path in NAMED_MODELS else str(path)
-    return LoadedModel(name, model, tokenizer, path, about)
+    return LoadedModel(model_key(name_or_path), model, tokenizer, path, about)
 
 
 def model_bytes(cfg: ModelConfig, dtype: torch.dtype) -> int:
