@@ -238,7 +238,7 @@ def test_worked_example_uses_the_printed_weights():
     for article_name, value in published()["given_weights"].items():
         name, head = engine_slot(article_name, cfg)
         engine = params[name] if head is None else params[name][head]
-        assert torch.equal(engine.reshape(-1), torch.tensor(value, dtype=torch.float64).reshape(-1)), article_name
+        assert torch.equal(engine.cpu().reshape(-1), torch.tensor(value, dtype=torch.float64).reshape(-1)), article_name
     trace = run_trace(loaded.model, loaded.encode("the cat sat on the"), backward=True,
                       target=Target(loaded.tokenizer.token_id("mat")))
     got = trace["blocks.0.ln2.hook_out"][4]
