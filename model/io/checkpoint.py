@@ -187,11 +187,18 @@ def _read_weights(path: Path) -> dict[str, torch.Tensor]:
         raise GlassboxError(f"{path} is not a readable safetensors file ({exc})") from None
 
 
+def _some(names: list[str], shown: int = 6) -> str:
+    """A list of names for a one-line message: the first few, and how many more."""
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return str(names[:shown]) + more
+
+
 def _check_state(state: dict[str, torch.Tensor], expected: dict[str, torch.Tensor], path: Path) -> None:
     missing = sorted(set(expected) - set(state))
     unexpected = sorted(set(state) - set(expected))
     if missing or unexpected:
-        raise GlassboxError(f"Weights in {path} do not fit the config: missing {missing}, unexpected {unexpected}")
+        raise GlassboxError(f"Weights in {path} do not fit the config: missing {_some(missing)}, "
+                            f"unexpected {_some(unexpected)}")
     for name, tensor in state.items():
         if tensor.shape != expected[name].shape:
             raise GlassboxError(
