@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import torch
+from safetensors.torch import load_file, save_file
 
 from model.engine import ModelConfig, Transformer
 
@@ -42,6 +43,15 @@ def start(page=None, **query):
         at.switch_page(page).run()
     assert not at.exception
     return at
+
+
+def edit_weights(edit):
+    """A way to break a model directory: ``edit`` changes its stored state dict in place."""
+    def brk(d: Path):
+        state = load_file(str(d / "model.safetensors"))
+        edit(state)
+        save_file(state, str(d / "model.safetensors"))
+    return brk
 
 
 def shown(markdown: str) -> str:

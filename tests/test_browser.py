@@ -29,6 +29,18 @@ def readme_app_command() -> str:
     return command.strip()
 
 
+def healthy(url: str, seconds: float = 120) -> bool:
+    """Whether the Streamlit server at ``url`` answers its health check within ``seconds``."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            if urllib.request.urlopen(url + "/_stcore/health", timeout=1).read() == b"ok":
+                return True
+        except OSError:
+            time.sleep(0.5)
+    return False
+
+
 @pytest.fixture(scope="module")
 def app_url():
     with socket.socket() as s:
@@ -39,13 +51,7 @@ def app_url():
                               start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(240):
-            try:
-                if urllib.request.urlopen(url + "/_stcore/health", timeout=1).read() == b"ok":
-                    break
-            except OSError:
-                time.sleep(0.5)
-        else:
+        if not healthy(url):
             pytest.fail(f"the app did not start with {command!r}")
         yield url
     finally:
@@ -213,12 +219,8 @@ def plain_text_url():
                               cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(120):
-            try:
-                if urllib.request.urlopen(url + "/_stcore/health", timeout=1).read() == b"ok":
-                    break
-            except OSError:
-                time.sleep(0.5)
+        if not healthy(url):
+            pytest.fail("tests/plain_text_page.py did not start")
         yield url
     finally:
         os.killpg(server.pid, 15)

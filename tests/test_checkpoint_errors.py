@@ -14,11 +14,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file, save_file
 
 from model.engine import GlassboxError, run_trace
 from model.io.checkpoint import load
-from tests.helpers import cli
+from tests.helpers import cli, edit_weights
 
 
 # --- ways to break a checkpoint -------------------------------------------------------------
@@ -55,14 +54,6 @@ def truncate_weights(keep_fraction: float):
     def brk(d: Path):
         data = (d / "model.safetensors").read_bytes()
         (d / "model.safetensors").write_bytes(data[: int(len(data) * keep_fraction)])
-    return brk
-
-
-def edit_weights(fn):
-    def brk(d: Path):
-        state = load_file(str(d / "model.safetensors"))
-        fn(state)
-        save_file(state, str(d / "model.safetensors"))
     return brk
 
 

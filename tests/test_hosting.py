@@ -24,7 +24,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file, save_file
 
 from model.engine import GlassboxError, ModelConfig
 from model.io import checkpoint
@@ -32,7 +31,7 @@ from model.io.checkpoint import load, model_key, save
 from model.io.tokenizer import Tokenizer
 from model.serving import ModelCache
 from model.tools.cli import main
-from tests.helpers import build_random_model, shown
+from tests.helpers import build_random_model, edit_weights, shown
 
 ROOT = Path(__file__).resolve().parent.parent
 WORDS = ["<unk>", "a", "b", "c", "d", "e", "f", "g"]
@@ -166,14 +165,6 @@ def gpt2_config(**changes):
     return brk
 
 
-def weights(edit):
-    def brk(d: Path):
-        state = load_file(str(d / "model.safetensors"))
-        edit(state)
-        save_file(state, str(d / "model.safetensors"))
-    return brk
-
-
 def symlink_loop(path: Path):
     path.symlink_to(path.with_name(path.name + ".2"))
     path.with_name(path.name + ".2").symlink_to(path)
@@ -219,10 +210,10 @@ FILE_CASES = {
     "model.safetensors is a symlink loop": (replace_with("model.safetensors", symlink_loop), "cannot be read"),
     "model.safetensors is a FIFO": (replace_with("model.safetensors", os.mkfifo), "is not a regular file"),
     "model.safetensors of zeros": (replace_with("model.safetensors", sparse(1 << 20)), "not a readable safetensors"),
-    "a weight of the wrong shape": (weights(lambda s: s.update({"blocks.0.mlp.W_in": s["blocks.0.mlp.W_in"][:, :4].contiguous()})),
+    "a weight of the wrong shape": (edit_weights(lambda s: s.update({"blocks.0.mlp.W_in": s["blocks.0.mlp.W_in"][:, :4].contiguous()})),
                                     "blocks.0.mlp.W_in"),
-    "a weight missing": (weights(lambda s: s.pop("blocks.1.attn.W_O")), "missing ['blocks.1.attn.W_O']"),
-    "a weight too many": (weights(lambda s: s.update({"blocks.9.attn.W_O": s["blocks.1.attn.W_O"].clone()})),
+    "a weight missing": (edit_weights(lambda s: s.pop("blocks.1.attn.W_O")), "missing ['blocks.1.attn.W_O']"),
+    "a weight too many": (edit_weights(lambda s: s.update({"blocks.9.attn.W_O": s["blocks.1.attn.W_O"].clone()})),
                           "unexpected ['blocks.9.attn.W_O']"),
     "tokenizer.json -> /dev/zero": (replace_with("tokenizer.json", lambda p: p.symlink_to("/dev/zero")),
                                     "is not a regular file"),

@@ -75,17 +75,29 @@ def regular_file(path: Path, limit: int | None = None) -> Path:
     return path
 
 
+def gigabytes_setting(name: str) -> int | None:
+    """An environment setting in GB, as bytes; None when unset or empty."""
+    value = os.environ.get(name)
+    if not value:
+        return None
+    try:
+        return int(float(value) * 2**30)
+    except ValueError:
+        raise GlassboxError(f"{name} must be a number of GB, not {value!r}") from None
+
+
+def physical_memory() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
 def memory_limit(device: torch.device) -> int:
     """Bytes a model's weights may take on ``device``: GLASSBOX_MAX_MODEL_GB, else the device's memory."""
-    value = os.environ.get(MAX_MODEL_GB)
-    if value:
-        try:
-            return int(float(value) * 2**30)
-        except ValueError:
-            raise GlassboxError(f"{MAX_MODEL_GB} must be a number of GB, not {value!r}") from None
+    limit = gigabytes_setting(MAX_MODEL_GB)
+    if limit is not None:
+        return limit
     if device.type == "cuda":
         return torch.cuda.get_device_properties(device).total_memory
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return physical_memory()
 
 
 def check_fits(model_bytes: int, dtype: str, device: torch.device) -> None:

@@ -3,12 +3,11 @@ spelling of its path, bounded in bytes so that visitors cannot fill the server's
 
 from __future__ import annotations
 
-import os
-
 import torch
 
-from model.engine import GlassboxError, default_device
+from model.engine import default_device
 from model.io.checkpoint import LoadedModel, load, model_key
+from model.io.guard import gigabytes_setting, physical_memory
 from model.serving.cache import BoundedCache
 
 MODEL_CACHE_GB = "GLASSBOX_MODEL_CACHE_GB"
@@ -16,13 +15,8 @@ MODEL_CACHE_GB = "GLASSBOX_MODEL_CACHE_GB"
 
 def default_budget() -> int:
     """GLASSBOX_MODEL_CACHE_GB, else half the machine's memory."""
-    value = os.environ.get(MODEL_CACHE_GB)
-    if value:
-        try:
-            return int(float(value) * 2**30)
-        except ValueError:
-            raise GlassboxError(f"{MODEL_CACHE_GB} must be a number of GB, not {value!r}") from None
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    budget = gigabytes_setting(MODEL_CACHE_GB)
+    return physical_memory() // 2 if budget is None else budget
 
 
 class ModelCache(BoundedCache[LoadedModel]):
