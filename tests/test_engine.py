@@ -241,7 +241,7 @@ def test_worked_example_uses_the_printed_weights():
         assert torch.equal(engine.cpu().reshape(-1), torch.tensor(value, dtype=torch.float64).reshape(-1)), article_name
     trace = run_trace(loaded.model, loaded.encode("the cat sat on the"), backward=True,
                       target=Target(loaded.tokenizer.token_id("mat")))
-    got = trace["blocks.0.ln2.hook_out"][4]
+    got = trace["blocks.0.ln2.hook_out"][4].cpu()
     assert torch.allclose(got, torch.tensor([0.302, 1.230, -1.547, 0.015], dtype=torch.float64), atol=5e-4)
     assert trace.loss == pytest.approx(-math.log(trace["hook_probs"][4, 5].item()), abs=1e-12)
 
