@@ -20,6 +20,7 @@ import os
 import subprocess
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -413,7 +414,7 @@ def test_concurrent_sessions_load_a_model_once(good, monkeypatch):
     real_load = checkpoint.load
     monkeypatch.setattr("model.serving.models.load", lambda *a, **k: loads.append(a) or real_load(*a, **k))
     cache = ModelCache()
-    with __import__("concurrent.futures").futures.ThreadPoolExecutor(4) as pool:
+    with ThreadPoolExecutor(4) as pool:
         models = list(pool.map(lambda _: cache.model(str(good), device="cpu"), range(8)))
     assert len(loads) == 1 and all(m is models[0] for m in models)
 
