@@ -25,6 +25,16 @@ CONFIGS = {
         gated_mlp=True, final_norm=False),
     "rmsnorm with a positional table": ModelConfig(vocab_size=20, n_ctx=16, d_model=8, n_layers=1, n_heads=2, d_ff=16,
                                                    norm="rmsnorm"),
+    "neox-like: parallel, partial rotary": ModelConfig(
+        vocab_size=20, n_ctx=16, d_model=16, n_layers=2, n_heads=4, d_ff=24, positional="rope", rotary_dim=2,
+        parallel_block=True, tie_embeddings=False),
+    "gemma-like: post norms, QK-norm, soft-caps, windows": ModelConfig(
+        vocab_size=20, n_ctx=16, d_model=16, n_layers=2, n_heads=4, n_kv_heads=2, d_head=6, d_ff=24, norm="rmsnorm",
+        gated_mlp=True, positional="rope", attn_bias=False, mlp_bias=False, qk_norm=True, post_norms=True,
+        attn_softcap=5.0, final_softcap=3.0, window=3, local_layers=[0], local_rope_base=100.0, embed_scale=4.0),
+    "layernorm QK-norm and post norms, output bias only": ModelConfig(
+        vocab_size=20, n_ctx=16, d_model=8, n_layers=1, n_heads=2, d_ff=16, positional="rope", qk_norm=True,
+        post_norms=True, attn_bias=False, attn_out_bias=True),
 }
 TOKENS = [3, 1, 4, 1, 5, 9, 2]
 
@@ -49,7 +59,7 @@ def test_the_parameters_are_exactly_the_registered_ones(model):
     for name, p in params:
         assert tuple(p.shape) == names.shape(name, model.cfg, 5), name
     norms = {n for n, _ in params if names.is_norm_parameter(n)}
-    assert norms == {n for n, _ in params if re.search(r"(^|\.)(ln1|ln2|ln_final)\.", n)}
+    assert norms == {n for n, _ in params if re.search(r"(^|\.)(ln1|ln2|ln1_post|ln2_post|ln_final|q_norm|k_norm)\.", n)}
 
 
 def test_unknown_names_are_refused():

@@ -10,6 +10,7 @@ from model.engine.errors import GlassboxError
 NORMS = ("layernorm", "rmsnorm")
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
 POSITIONALS = ("table", "rope")
+ROPE_SCALINGS = ("none", "linear", "llama3")
 
 
 @dataclass(frozen=True)
@@ -28,10 +29,28 @@ class ModelConfig:
     gated_mlp: bool = False  # SwiGLU = gated_mlp with activation "silu"
     positional: str = "table"  # "table": a (n_ctx, d_model) matrix added to embeddings
     rope_base: float = 10000.0
-    attn_bias: bool = True
+    attn_bias: bool = True  # biases on q, k, v (and on the output, unless attn_out_bias says otherwise)
     mlp_bias: bool = True
     final_norm: bool = True
     tie_embeddings: bool = True
+    # The families beyond GPT-2 (issue 12); every default keeps the plain GPT-2/Llama behaviour.
+    attn_out_bias: bool | None = None  # None: as attn_bias (GPT-Neo: False/True; Qwen2: True/False)
+    parallel_block: bool = False  # GPT-NeoX: attention and MLP both read the block's input
+    rotary_dim: int | None = None  # RoPE on the first rotary_dim features of each head (None: all)
+    rope_scaling: str = "none"  # "linear" or "llama3": how the frequencies are stretched
+    rope_factor: float = 1.0
+    rope_low_freq_factor: float = 1.0  # llama3 scaling only
+    rope_high_freq_factor: float = 4.0  # llama3 scaling only
+    rope_original_ctx: int = 8192  # llama3 scaling only
+    window: int | None = None  # local attention: a query sees the `window` latest positions
+    local_layers: tuple[int, ...] | None = None  # the layers with the window (None: all, when window is set)
+    local_rope_base: float | None = None  # the local layers' own RoPE base, unscaled (Gemma 3)
+    attn_scale: float | None = None  # what the scores q·k are multiplied by (None: 1/√d_head)
+    attn_softcap: float | None = None  # scores → cap·tanh(scores/cap) (Gemma 2)
+    final_softcap: float | None = None  # logits → cap·tanh(logits/cap) (Gemma 2)
+    embed_scale: float | None = None  # the embedding rows are multiplied by it (Gemma: √d_model)
+    qk_norm: bool = False  # an RMSNorm over each head's q and k, before RoPE (Qwen 3, Gemma 3)
+    post_norms: bool = False  # a norm on each sublayer's output before it joins the residual (Gemma 2, 3)
 
     def __post_init__(self):
         _check_types(self)
@@ -42,6 +61,12 @@ class ModelConfig:
             object.__setattr__(self, "d_head", self.d_model // self.n_heads)
         if self.n_kv_heads is None:
             object.__setattr__(self, "n_kv_heads", self.n_heads)
+        if self.attn_out_bias is None:
+            object.__setattr__(self, "attn_out_bias", self.attn_bias)
+        if self.positional == "rope" and self.rotary_dim is None:
+            object.__setattr__(self, "rotary_dim", self.d_head)
+        if self.local_layers is not None:
+            object.__setattr__(self, "local_layers", tuple(self.local_layers))
         problems = []
         if self.norm not in NORMS:
             problems.append(f"norm must be one of {NORMS}, not {self.norm!r}")
@@ -51,8 +76,12 @@ class ModelConfig:
             problems.append(f"positional must be one of {POSITIONALS}, not {self.positional!r}")
         if self.n_heads % self.n_kv_heads:
             problems.append(f"n_heads ({self.n_heads}) must be a multiple of n_kv_heads ({self.n_kv_heads})")
-        if self.positional == "rope" and self.d_head % 2:
-            problems.append("RoPE needs an even d_head")
+        if self.positional == "rope" and (self.rotary_dim % 2 or self.rotary_dim > self.d_head):
+            problems.append(f"RoPE needs an even rotary_dim of at most d_head ({self.d_head}), not {self.rotary_dim}")
+        if self.rope_scaling not in ROPE_SCALINGS:
+            problems.append(f"rope_scaling must be one of {ROPE_SCALINGS}, not {self.rope_scaling!r}")
+        if self.local_layers is not None and not all(0 <= i < self.n_layers for i in self.local_layers):
+            problems.append(f"local_layers must be block indices below {self.n_layers}")
         if problems:
             raise GlassboxError("Invalid model config: " + "; ".join(problems))
 
@@ -72,6 +101,10 @@ class ModelConfig:
             raise GlassboxError(f"The model config lacks {missing}")
         return cls(**values)
 
+    def is_local(self, layer: int) -> bool:
+        """Whether a layer's attention is windowed (local) rather than over the whole prefix."""
+        return self.window is not None and (self.local_layers is None or layer in self.local_layers)
+
     def kv_head(self, head: int) -> int:
         """The key/value head a query head reads (grouped-query attention shares them)."""
         return head // (self.n_heads // self.n_kv_heads)
@@ -79,23 +112,29 @@ class ModelConfig:
 
 def _check_types(cfg: ModelConfig) -> None:
     """Sizes are positive integers, numbers are positive, switches are booleans: checked before
-    any arithmetic on them, so a bad config file gives one clear message, not a TypeError."""
+    any arithmetic on them, so a bad config file gives one clear message, not a TypeError.
+    The kind of each field is read from its annotation ("int | None" may also be null)."""
     problems = []
     for field in dataclasses.fields(cfg):
         value = getattr(cfg, field.name)
-        if value is None and field.default is None:
+        kind = field.type.replace(" | None", "")
+        if value is None and field.type.endswith("| None"):
             continue
-        if isinstance(field.default, bool):
+        if kind == "bool":
             if not isinstance(value, bool):
                 problems.append(f"{field.name} must be true or false, not {value!r}")
-        elif isinstance(field.default, str):
+        elif kind == "str":
             if not isinstance(value, str):
                 problems.append(f"{field.name} must be a string, not {value!r}")
-        elif isinstance(field.default, float):
+        elif kind == "float":
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
                 problems.append(f"{field.name} must be a positive number, not {value!r}")
-        elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            problems.append(f"{field.name} must be a positive integer, not {value!r}")
+        elif kind == "int":
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                problems.append(f"{field.name} must be a positive integer, not {value!r}")
+        elif not isinstance(value, (list, tuple)) or not all(
+                isinstance(i, int) and not isinstance(i, bool) for i in value):  # tuple[int, ...]
+            problems.append(f"{field.name} must be a list of integers, not {value!r}")
     if problems:
         raise GlassboxError("Invalid model config: " + "; ".join(problems))
 

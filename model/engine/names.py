@@ -44,6 +44,15 @@ ARCHITECTURES: dict[str, Callable[[ModelConfig], bool]] = {
     "final norm": lambda cfg: cfg.final_norm,
     "final LayerNorm": lambda cfg: cfg.final_norm and cfg.norm == "layernorm",
     "attention biases": lambda cfg: cfg.attn_bias,
+    "attention output bias": lambda cfg: cfg.attn_out_bias,
+    "QK-norm": lambda cfg: cfg.qk_norm,
+    "QK-norm LayerNorm": lambda cfg: cfg.qk_norm and cfg.norm == "layernorm",
+    "post norms": lambda cfg: cfg.post_norms,
+    "post LayerNorms": lambda cfg: cfg.post_norms and cfg.norm == "layernorm",
+    "sequential block": lambda cfg: not cfg.parallel_block,
+    "parallel block": lambda cfg: cfg.parallel_block,
+    "attention soft-capping": lambda cfg: cfg.attn_softcap is not None,
+    "final soft-capping": lambda cfg: cfg.final_softcap is not None,
     "MLP biases": lambda cfg: cfg.mlp_bias,
     "gated MLP with biases": lambda cfg: cfg.gated_mlp and cfg.mlp_bias,
     "untied head": lambda cfg: not cfg.tie_embeddings,
@@ -68,47 +77,60 @@ class Name:
         return [self.pattern.format(i=i, ln=ln) for i in blocks for ln in norms]
 
 
-def _norm(prefix: str, final: bool = False) -> list[Name]:
-    """A norm's four tensors; ``prefix`` is "blocks.{i}.{ln}." or "ln_final."."""
-    norm, layernorm = ("final norm", "final LayerNorm") if final else ("all", "LayerNorm")
+def _norm(prefix: str, norm: str = "all", layernorm: str = "LayerNorm", rows: tuple[str, ...] = ("position",),
+          width: str = "d_model") -> list[Name]:
+    """A norm's four tensors; ``prefix`` is "blocks.{i}.{ln}.", "ln_final." or a QK-norm's.
+    ``norm`` and ``layernorm`` say which models have the norm and its LayerNorm mean."""
     return [
-        Name(prefix + "hook_mean", ("position",), "LayerNorm's mean over d_model", layernorm),
-        Name(prefix + "hook_scale", ("position",), "what the norm divides by: sqrt(var + eps) (RMSNorm: sqrt(mean x² + eps))",
+        Name(prefix + "hook_mean", rows, f"LayerNorm's mean over {width}", layernorm),
+        Name(prefix + "hook_scale", rows, "what the norm divides by: sqrt(var + eps) (RMSNorm: sqrt(mean x² + eps))",
              norm),
-        Name(prefix + "hook_normalized", ("position", "d_model"), "(x − mean)/scale (RMSNorm: x/scale)", norm),
-        Name(prefix + "hook_out", ("position", "d_model"), "after the learned scale γ (and shift β)", norm),
+        Name(prefix + "hook_normalized", rows + (width,), "(x − mean)/scale (RMSNorm: x/scale)", norm),
+        Name(prefix + "hook_out", rows + (width,), "after the learned scale γ (and shift β)", norm),
     ]
 
 
 # Every activation a trace can hold, in the order the forward pass produces it (within a block,
 # ln1's tensors come before attention's, ln2's before the MLP's).
 ACTIVATIONS: list[Name] = [
-    Name("hook_embed", ("position", "d_model"), "the token embedding rows W_E[token]"),
+    Name("hook_embed", ("position", "d_model"), "the token embedding rows W_E[token] (× embed_scale: Gemma's √d_model)"),
     Name("hook_pos_embed", ("position", "d_model"), "the positional rows W_pos[position]", "learned positions"),
     Name("blocks.{i}.hook_resid_pre", ("position", "d_model"), "the residual stream entering block i"),
     *_norm("blocks.{i}.ln1."),
     Name("blocks.{i}.attn.hook_q", ("head", "position", "d_head"), "queries, per head"),
     Name("blocks.{i}.attn.hook_k", ("kv_head", "position", "d_head"), "keys, per key/value head"),
     Name("blocks.{i}.attn.hook_v", ("kv_head", "position", "d_head"), "values, per key/value head"),
+    *_norm("blocks.{i}.attn.q_norm.", "QK-norm", "QK-norm LayerNorm", ("head", "position"), "d_head"),
+    *_norm("blocks.{i}.attn.k_norm.", "QK-norm", "QK-norm LayerNorm", ("kv_head", "position"), "d_head"),
     Name("blocks.{i}.attn.hook_rot_q", ("head", "position", "d_head"), "queries after RoPE", "RoPE"),
     Name("blocks.{i}.attn.hook_rot_k", ("kv_head", "position", "d_head"), "keys after RoPE", "RoPE"),
-    Name("blocks.{i}.attn.hook_scores", ("head", "query", "key"), "QKᵀ/√d_head, before the mask"),
-    Name("blocks.{i}.attn.hook_scores_masked", ("head", "query", "key"), "the scores with −∞ above the diagonal"),
+    Name("blocks.{i}.attn.hook_scores_uncapped", ("head", "query", "key"), "QKᵀ × scale, before soft-capping",
+         "attention soft-capping"),
+    Name("blocks.{i}.attn.hook_scores", ("head", "query", "key"),
+         "QKᵀ × scale (1/√d_head unless the model says otherwise; soft-capped where it is), before the mask"),
+    Name("blocks.{i}.attn.hook_scores_masked", ("head", "query", "key"), "the scores with −∞ on the future (and, in a window, past it)"),
     Name("blocks.{i}.attn.hook_pattern", ("head", "query", "key"), "softmax over keys; rows sum to 1"),
     Name("blocks.{i}.attn.hook_z", ("head", "position", "d_head"), "each head's weighted values, pattern · v"),
     Name("blocks.{i}.attn.hook_result", ("head", "position", "d_model"),
          "each head's contribution after W_O (they sum, plus b_O, to hook_attn_out)"),
-    Name("blocks.{i}.hook_attn_out", ("position", "d_model"), "the attention output added to the residual stream"),
-    Name("blocks.{i}.hook_resid_mid", ("position", "d_model"), "resid_pre + attn_out"),
+    *_norm("blocks.{i}.ln1_post.", "post norms", "post LayerNorms"),
+    Name("blocks.{i}.hook_attn_out", ("position", "d_model"),
+         "the attention output added to the residual stream (after ln1_post where there is one)"),
+    Name("blocks.{i}.hook_resid_mid", ("position", "d_model"), "resid_pre + attn_out", "sequential block"),
     *_norm("blocks.{i}.ln2."),
     Name("blocks.{i}.mlp.hook_pre", ("position", "neuron"), "pre-activation x·W_in + b_in (gated MLP: x·W_gate + b_gate)"),
     Name("blocks.{i}.mlp.hook_gate", ("position", "neuron"), "the activation of hook_pre", "gated MLP"),
     Name("blocks.{i}.mlp.hook_linear", ("position", "neuron"), "the linear branch x·W_in + b_in", "gated MLP"),
     Name("blocks.{i}.mlp.hook_post", ("position", "neuron"), "after the activation (gated MLP: gate × linear)"),
-    Name("blocks.{i}.hook_mlp_out", ("position", "d_model"), "the MLP output, post·W_out + b_out"),
-    Name("blocks.{i}.hook_resid_post", ("position", "d_model"), "resid_mid + mlp_out: the residual stream leaving block i"),
-    *_norm("ln_final.", final=True),
-    Name("hook_logits", ("position", "vocab"), "next-token scores"),
+    *_norm("blocks.{i}.ln2_post.", "post norms", "post LayerNorms"),
+    Name("blocks.{i}.hook_mlp_out", ("position", "d_model"), "the MLP output, post·W_out + b_out (after ln2_post where there is one)"),
+    Name("blocks.{i}.hook_attn_mlp_sum", ("position", "d_model"), "attn_out + mlp_out: what a parallel block adds",
+         "parallel block"),
+    Name("blocks.{i}.hook_resid_post", ("position", "d_model"),
+         "the residual stream leaving block i: resid_mid + mlp_out (parallel: resid_pre + attn_mlp_sum)"),
+    *_norm("ln_final.", "final norm", "final LayerNorm"),
+    Name("hook_logits_uncapped", ("position", "vocab"), "x · W_U, before soft-capping", "final soft-capping"),
+    Name("hook_logits", ("position", "vocab"), "next-token scores (soft-capped where the model caps them)"),
     Name("hook_log_probs", ("position", "vocab"), "log-softmax of the logits (the loss is computed from these)"),
     Name("hook_probs", ("position", "vocab"), "softmax of the logits (a side branch: it has no gradient)"),
     Name("hook_loss", ("position",), "each position's cross-entropy; NaN where the loss has no target"),
@@ -127,7 +149,13 @@ PARAMETERS: list[Name] = [
     Name("blocks.{i}.attn.b_Q", ("head", "d_head"), "query bias", "attention biases"),
     Name("blocks.{i}.attn.b_K", ("kv_head", "d_head"), "key bias", "attention biases"),
     Name("blocks.{i}.attn.b_V", ("kv_head", "d_head"), "value bias", "attention biases"),
-    Name("blocks.{i}.attn.b_O", ("d_model",), "output bias", "attention biases"),
+    Name("blocks.{i}.attn.b_O", ("d_model",), "output bias", "attention output bias"),
+    Name("blocks.{i}.attn.q_norm.w", ("d_head",), "QK-norm scale on queries", "QK-norm"),
+    Name("blocks.{i}.attn.q_norm.b", ("d_head",), "QK-norm shift on queries", "QK-norm LayerNorm"),
+    Name("blocks.{i}.attn.k_norm.w", ("d_head",), "QK-norm scale on keys", "QK-norm"),
+    Name("blocks.{i}.attn.k_norm.b", ("d_head",), "QK-norm shift on keys", "QK-norm LayerNorm"),
+    Name("blocks.{i}.ln1_post.w", ("d_model",), "post-attention norm scale", "post norms"),
+    Name("blocks.{i}.ln1_post.b", ("d_model",), "post-attention norm shift", "post LayerNorms"),
     Name("blocks.{i}.ln2.w", ("d_model",), "norm scale γ"),
     Name("blocks.{i}.ln2.b", ("d_model",), "norm shift β", "LayerNorm"),
     Name("blocks.{i}.mlp.W_in", ("d_model", "neuron"), "MLP input (gated MLP: the linear branch)"),
@@ -136,6 +164,8 @@ PARAMETERS: list[Name] = [
     Name("blocks.{i}.mlp.b_in", ("neuron",), "MLP input bias", "MLP biases"),
     Name("blocks.{i}.mlp.b_out", ("d_model",), "MLP output bias", "MLP biases"),
     Name("blocks.{i}.mlp.b_gate", ("neuron",), "the gate's bias", "gated MLP with biases"),
+    Name("blocks.{i}.ln2_post.w", ("d_model",), "post-MLP norm scale", "post norms"),
+    Name("blocks.{i}.ln2_post.b", ("d_model",), "post-MLP norm shift", "post LayerNorms"),
     Name("ln_final.w", ("d_model",), "final norm scale γ", "final norm"),
     Name("ln_final.b", ("d_model",), "final norm shift β", "final LayerNorm"),
     Name("unembed.W_U", ("d_model", "vocab"), "output head", "untied head"),
@@ -189,7 +219,7 @@ def parameter_names(cfg: ModelConfig) -> list[str]:
 
 def is_norm_parameter(name: str) -> bool:
     """A norm's scale γ or shift β (LayerNorm's or RMSNorm's), under any block or the final norm."""
-    return re.fullmatch(r"(blocks\.\d+\.ln[12]|ln_final)\.[wb]", name) is not None
+    return re.fullmatch(r"(blocks\.\d+\.(ln[12](_post)?|attn\.[qk]_norm)|ln_final)\.[wb]", name) is not None
 
 
 def registered_hooks() -> set[str]:

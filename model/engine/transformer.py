@@ -12,8 +12,10 @@ Conventions (shared by the engine, the CLI, npz exports and the UI):
 
 Covered architectures: the article's worked example (pre-norm LayerNorm, ReLU FFN with
 biases, a positional table, no attention biases, tied head), GPT-2 (learned positions,
-tanh-GELU, biases, final LayerNorm, tied head), and modern variants (RMSNorm, SwiGLU,
-RoPE, grouped-query and multi-query attention, untied head).
+tanh-GELU, biases, final LayerNorm, tied head), and the families model/io/convert/ opens:
+GPT-NeoX (parallel blocks, partial RoPE), GPT-Neo (unscaled scores, local attention),
+Llama/Mistral/Qwen (RMSNorm, SwiGLU, RoPE with scaling, grouped-query attention, QK-norm,
+windows) and Gemma (scaled embeddings, GeGLU, post norms, soft-capping, per-layer RoPE).
 """
 
 from __future__ import annotations
@@ -83,7 +85,10 @@ class Transformer(nn.Module):
         T = tokens.shape[1]
         start = cache.length if cache is not None else 0
         check_context(self.cfg, start + T)
-        x = hook("hook_embed", self.embed.W_E[tokens])
+        x = self.embed.W_E[tokens]
+        if self.cfg.embed_scale is not None:
+            x = x * self.cfg.embed_scale
+        x = hook("hook_embed", x)
         if self.cfg.positional == "table":
             # looked up like the tokens (a copy, not a view): a trace never aliases a weight
             positions = torch.arange(start, start + T, device=tokens.device)
@@ -94,7 +99,11 @@ class Transformer(nn.Module):
             cache.length += T
         if self.cfg.final_norm:
             x = self.ln_final(x)
-        logits = hook("hook_logits", x @ self.W_U)
+        logits = x @ self.W_U
+        if self.cfg.final_softcap is not None:
+            cap = self.cfg.final_softcap
+            logits = torch.tanh(hook("hook_logits_uncapped", logits) / cap) * cap
+        logits = hook("hook_logits", logits)
         if targets is None and not (wants("hook_log_probs") or wants("hook_probs")):
             return Output(logits, None)
 

@@ -1,11 +1,13 @@
-"""Loading models: by name from the shipped ``assets``, or from a local directory.
+"""Loading models: by name from the shipped ``assets``, from a local directory, or by hub id
+(``org/name[@revision]``, fetched into the hub cache by hub.py).
 
 Two directory formats, both safetensors only (nothing is ever unpickled):
 - Glassbox's own: ``config.json`` with a ``"glassbox"`` entry (a ModelConfig), the weights
   under the engine's parameter names, and ``tokenizer.json``.
-- a Hugging Face hub layout whose ``model_type`` has a converter in ``convert/`` (GPT-2):
-  ``config.json``, ``model.safetensors``, and ``vocab.json`` + ``merges.txt`` or
-  ``tokenizer.json``. The weights are converted on load.
+- a Hugging Face layout whose ``model_type`` has a converter in ``convert/`` (GPT-2, GPT-NeoX,
+  GPT-Neo, Llama, Mistral, Qwen2, Qwen3, Gemma 1-3): ``config.json``, ``model.safetensors``
+  (or shards named by ``model.safetensors.index.json``), and ``tokenizer.json`` or
+  ``vocab.json`` + ``merges.txt``. The weights are converted on load.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from model.engine import GlassboxError, ModelConfig, Transformer, default_device
 from model.io.assets import asset
 from model.io.convert import CONVERTERS
 from model.io.guard import CONFIG_BYTES, check_fits, model_directory, regular_file
+from model.io.hub import Progress, download, parse_hub_id
 from model.io.tokenizer import Tokenizer
 
 NAMED_MODELS = ("default", "worked-example")  # shipped in assets/
@@ -58,11 +61,15 @@ class LoadedModel:
         return self.tokenizer.pieces
 
 
-def resolve(name_or_path: str) -> Path:
-    """A bundled model's folder, or the directory a path names (resolved, and refused outside
-    GLASSBOX_MODEL_DIRS when that is set: see guard.py)."""
+def resolve(name_or_path: str, progress: Progress | None = None) -> Path:
+    """A bundled model's folder, a hub id's cached snapshot (fetched if need be: see hub.py), or
+    the directory a path names (resolved, and refused outside GLASSBOX_MODEL_DIRS when that is
+    set: see guard.py)."""
     if name_or_path in NAMED_MODELS:
         return asset(name_or_path)
+    hub = parse_hub_id(name_or_path)
+    if hub is not None:
+        return download(hub, progress)
     return model_directory(name_or_path, NAMED_MODELS)
 
 
@@ -72,18 +79,22 @@ def model_key(name_or_path: str) -> str:
     What caches key on."""
     if name_or_path in NAMED_MODELS:
         return name_or_path
+    hub = parse_hub_id(name_or_path)
+    if hub is not None:  # keyed without a look at the network or the cache
+        return str(hub)
     path = resolve(name_or_path)
     return next((name for name in NAMED_MODELS if asset(name).resolve() == path), str(path))
 
 
-def load(name_or_path: str, dtype: str | None = None, device: str | torch.device | None = None) -> LoadedModel:
+def load(name_or_path: str, dtype: str | None = None, device: str | torch.device | None = None,
+         progress: Progress | None = None) -> LoadedModel:
     """Load a model and its tokenizer, ready for inference (eval mode, on ``device``).
 
     ``dtype`` is "float32" or "float64"; by default the model's own (float32 unless its
     config says otherwise, as the worked example's does). Everything that can be checked is
     checked before the model is allocated: the files are regular files of sane size, the
     config's sizes fit the machine, and the stored weights' names and shapes fit the config."""
-    path = resolve(name_or_path)
+    path = resolve(name_or_path, progress)
     config = _read_json(regular_file(path / "config.json", CONFIG_BYTES))
     if "glassbox" in config:
         cfg = ModelConfig.from_dict(config["glassbox"])
@@ -95,12 +106,15 @@ def load(name_or_path: str, dtype: str | None = None, device: str | torch.device
     elif config.get("model_type") in CONVERTERS:
         converter = CONVERTERS[config["model_type"]]
         cfg, convert = converter.config(config), converter.state_dict
-        about = {"source": f"{config['model_type']} checkpoint converted from {path}"}
+        hub = parse_hub_id(name_or_path)
+        where = f"the Hugging Face hub: {hub}, commit {path.name[:10]}" if hub else str(path)
+        about = {"source": f"{config['model_type']} checkpoint from {where}, converted on load",
+                 "family": converter.FAMILY}
         dtype = dtype or "float32"
     else:
         raise GlassboxError(
-            f"{path / 'config.json'} is neither a Glassbox config nor a GPT-2 one "
-            f"(model_type {config.get('model_type')!r})"
+            f"{path / 'config.json'} is neither a Glassbox config nor one of a family Glassbox opens "
+            f"(model_type {config.get('model_type')!r}; it opens {', '.join(sorted(CONVERTERS))})"
         )
     if dtype not in DTYPES:
         raise GlassboxError(f"dtype must be one of {list(DTYPES)}, not {dtype!r}")
@@ -108,11 +122,12 @@ def load(name_or_path: str, dtype: str | None = None, device: str | torch.device
     if cfg.n_layers > MAX_LAYERS:
         raise GlassboxError(f"The config asks for {cfg.n_layers:,} blocks; at most {MAX_LAYERS:,} are supported")
     check_fits(model_bytes(cfg, DTYPES[dtype]), dtype, device)
-    weights = regular_file(path / "model.safetensors")
+    weights = shard_files(path)
     _check_state(convert(cfg, _stored_shapes(weights)), _meta_model(cfg).state_dict(), path)
     tokenizer = Tokenizer.from_dir(path)
     if tokenizer.vocab_size > cfg.vocab_size:
         raise GlassboxError(f"The tokenizer has {tokenizer.vocab_size} tokens but the model only {cfg.vocab_size}")
+    tokenizer.cover(cfg.vocab_size)  # ids past the tokenizer's (padding rows) get labels too
     model = Transformer(cfg).to(DTYPES[dtype])  # the first allocation: everything above has passed
     model.load_state_dict(convert(cfg, _read_weights(weights)))  # casts the stored weights to the model's dtype
     model = model.to(device).eval()
@@ -123,7 +138,7 @@ def model_bytes(cfg: ModelConfig, dtype: torch.dtype) -> int:
     """The bytes of a model's parameters and buffers, from two small models on the meta device
     (nothing allocated, nothing counted by hand): one block, two blocks, and the difference per block."""
     def numel(n_layers: int) -> int:
-        model = _meta_model(dataclasses.replace(cfg, n_layers=n_layers))
+        model = _meta_model(dataclasses.replace(cfg, n_layers=n_layers, local_layers=None))  # same sizes
         return sum(t.numel() for t in itertools.chain(model.parameters(), model.buffers()))
 
     try:
@@ -169,22 +184,41 @@ def _read_json(path: Path) -> dict:
     return config
 
 
-def _stored_shapes(path: Path) -> dict[str, torch.Tensor]:
-    """The checkpoint's tensors as meta tensors: names and shapes from the safetensors header,
+def shard_files(path: Path) -> list[Path]:
+    """The weight files: model.safetensors, or the shards model.safetensors.index.json names
+    (plain file names in the same folder; each a regular file)."""
+    index = path / "model.safetensors.index.json"
+    if not index.exists():
+        return [regular_file(path / "model.safetensors")]
+    weight_map = _read_json(regular_file(index, 16 * CONFIG_BYTES)).get("weight_map")
+    if not isinstance(weight_map, dict) or not weight_map or not all(
+            isinstance(f, str) and "/" not in f and f not in ("", ".", "..") for f in weight_map.values()):
+        raise GlassboxError(f"{index} has no weight_map of file names in its folder")
+    return [regular_file(path / name) for name in sorted(set(weight_map.values()))]
+
+
+def _stored_shapes(paths: list[Path]) -> dict[str, torch.Tensor]:
+    """The checkpoint's tensors as meta tensors: names and shapes from the safetensors headers,
     no data read. A converter runs on them as on real weights, so its output's shapes can be
     checked before anything is allocated."""
-    try:
-        with safe_open(str(path), framework="pt") as stored:
-            return {key: torch.empty(stored.get_slice(key).get_shape(), device="meta") for key in stored.keys()}
-    except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
-        raise GlassboxError(f"{path} is not a readable safetensors file ({exc})") from None
+    shapes = {}
+    for path in paths:
+        try:
+            with safe_open(str(path), framework="pt") as stored:
+                shapes |= {key: torch.empty(stored.get_slice(key).get_shape(), device="meta") for key in stored.keys()}
+        except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
+            raise GlassboxError(f"{path} is not a readable safetensors file ({exc})") from None
+    return shapes
 
 
-def _read_weights(path: Path) -> dict[str, torch.Tensor]:
-    try:
-        return load_file(str(path))
-    except (SafetensorError, OSError, ValueError) as exc:
-        raise GlassboxError(f"{path} is not a readable safetensors file ({exc})") from None
+def _read_weights(paths: list[Path]) -> dict[str, torch.Tensor]:
+    weights = {}
+    for path in paths:
+        try:
+            weights |= load_file(str(path))
+        except (SafetensorError, OSError, ValueError) as exc:
+            raise GlassboxError(f"{path} is not a readable safetensors file ({exc})") from None
+    return weights
 
 
 def _some(names: list[str], shown: int = 6) -> str:

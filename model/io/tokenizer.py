@@ -54,6 +54,11 @@ class Tokenizer:
         tok.decoder = decoders.WordPiece()  # joins words with spaces
         return cls(tok)
 
+    def cover(self, n_ids: int) -> None:
+        """Label the ids from the tokenizer's size up to ``n_ids`` (a model's embedding may have
+        more rows than its tokenizer has pieces: Pythia's 50,304 for 50,277) as ``<id N>``."""
+        self.pieces = self.pieces[:self.vocab_size] + [f"<id {i}>" for i in range(self.vocab_size, n_ids)]
+
     def save(self, path: Path) -> None:
         self._tok.save(str(Path(path) / "tokenizer.json"))
 
@@ -76,10 +81,19 @@ class Tokenizer:
                 raise GlassboxError(
                     f"Unknown word(s) {unknown}: this model knows only {sorted(self.vocab, key=self.vocab.get)}"
                 )
-        return self._tok.encode(text, add_special_tokens=False).ids
+        # with the tokenizer's own special tokens (the BOS Llama and Gemma put first), as transformers does
+        return self._tok.encode(text, add_special_tokens=True).ids
 
     def decode(self, ids: list[int]) -> str:
-        return self._tok.decode(list(ids), skip_special_tokens=False)
+        """The text of ``ids``; an id past the tokenizer reads as its label ``<id N>``."""
+        known, text = [], ""
+        for i in ids:
+            if i < self.vocab_size:
+                known.append(i)
+            else:
+                text += self._tok.decode(known, skip_special_tokens=False) + self.pieces[i]
+                known = []
+        return text + self._tok.decode(known, skip_special_tokens=False)
 
     def token_id(self, token: str) -> int:
         """The id of one token, given as its text (" mat", "mat" or the raw vocabulary entry)."""

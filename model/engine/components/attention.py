@@ -1,6 +1,7 @@
 """Causal multi-head attention (grouped-query and multi-query when there are fewer key/value
-heads), with RoPE when the model uses it. Every head's weights are stored split per head:
-W_Q[h] is head h's (d_model, d_head) matrix."""
+heads), with RoPE (whole or partial), QK-norm, a local window, and score soft-capping where
+the model uses them. Every head's weights are stored split per head: W_Q[h] is head h's
+(d_model, d_head) matrix."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from model.engine.capture import hook, wants
+from model.engine.components.norm import Norm
 from model.engine.config import ModelConfig
 from model.engine.kv_cache import KVCache
-from model.engine.rope import apply_rope, rope_tables
+from model.engine.rope import apply_rope, inverse_frequencies, rope_angles
 
 
 class Attention(nn.Module):
@@ -29,11 +31,15 @@ class Attention(nn.Module):
             self.b_Q = nn.Parameter(torch.zeros(H, dh))
             self.b_K = nn.Parameter(torch.zeros(K, dh))
             self.b_V = nn.Parameter(torch.zeros(K, dh))
+        if cfg.attn_out_bias:
             self.b_O = nn.Parameter(torch.zeros(D))
+        if cfg.qk_norm:  # one RMSNorm over d_head, shared by every head
+            self.q_norm = Norm(cfg, prefix + "q_norm.", dh)
+            self.k_norm = Norm(cfg, prefix + "k_norm.", dh)
         if cfg.positional == "rope":
-            cos, sin = rope_tables(cfg)
-            self.register_buffer("rope_cos", cos, persistent=False)
-            self.register_buffer("rope_sin", sin, persistent=False)
+            self.register_buffer("inv_freq", inverse_frequencies(cfg, layer), persistent=False)
+        self.window = cfg.window if cfg.is_local(layer) else None
+        self.scale = cfg.attn_scale if cfg.attn_scale is not None else 1 / math.sqrt(dh)
 
     def _project(self, x: torch.Tensor, W: torch.Tensor, bias_name: str) -> torch.Tensor:
         out = torch.einsum("btd,hde->bhte", x, W)
@@ -48,8 +54,10 @@ class Attention(nn.Module):
         q = hook(p + "hook_q", self._project(x, self.W_Q, "b_Q"))
         k = hook(p + "hook_k", self._project(x, self.W_K, "b_K"))
         v = hook(p + "hook_v", self._project(x, self.W_V, "b_V"))
+        if cfg.qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
         if cfg.positional == "rope":
-            cos, sin = self.rope_cos[start:start + T].to(x.dtype), self.rope_sin[start:start + T].to(x.dtype)
+            cos, sin = rope_angles(self.inv_freq, start, T, x.dtype)
             q = hook(p + "hook_rot_q", apply_rope(q, cos, sin))
             k = hook(p + "hook_rot_k", apply_rope(k, cos, sin))
         if cache is not None:
@@ -58,18 +66,24 @@ class Attention(nn.Module):
             group = cfg.n_heads // cfg.n_kv_heads
             k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
 
-        explicit = wants(p + "hook_scores") or wants(p + "hook_scores_masked") or wants(p + "hook_pattern")
-        if explicit or start > 0:  # query at position start + i sees keys 0 .. start + i
-            future = torch.ones(T, start + T, dtype=torch.bool, device=x.device).triu(start + 1)
+        # the scores are computed explicitly when they are captured or capped; otherwise the fused
+        # kernel computes the same attention without materialising the pattern
+        explicit = cfg.attn_softcap is not None or any(
+            wants(p + n) for n in ("hook_scores_uncapped", "hook_scores", "hook_scores_masked", "hook_pattern"))
+        hidden = self._hidden(start, T, x.device) if explicit or start or self.window else None
         if explicit:
-            scores = hook(p + "hook_scores", q @ k.transpose(-1, -2) / math.sqrt(cfg.d_head))
-            masked = hook(p + "hook_scores_masked", scores.masked_fill(future, float("-inf")))
+            scores = q @ k.transpose(-1, -2) * self.scale
+            if cfg.attn_softcap is not None:
+                hook(p + "hook_scores_uncapped", scores)
+                scores = torch.tanh(scores / cfg.attn_softcap) * cfg.attn_softcap
+            scores = hook(p + "hook_scores", scores)
+            masked = hook(p + "hook_scores_masked", scores.masked_fill(hidden, float("-inf")))
             pattern = hook(p + "hook_pattern", masked.softmax(dim=-1))
             z = pattern @ v
-        elif start == 0:  # the fused kernel never materialises the pattern (nor the mask)
-            z = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        elif hidden is None:  # the fused kernel never materialises the pattern (nor the mask)
+            z = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale)
         else:
-            z = F.scaled_dot_product_attention(q, k, v, attn_mask=~future)
+            z = F.scaled_dot_product_attention(q, k, v, attn_mask=~hidden, scale=self.scale)
         z = hook(p + "hook_z", z)
 
         if wants(p + "hook_result"):
@@ -77,6 +91,16 @@ class Attention(nn.Module):
             out = result.sum(dim=1)
         else:
             out = torch.einsum("bhte,hed->btd", z, self.W_O)
-        if cfg.attn_bias:
+        if cfg.attn_out_bias:
             out = out + self.b_O
         return out
+
+    def _hidden(self, start: int, T: int, device: torch.device) -> torch.Tensor:
+        """(T, start + T) mask, True where the query at position start + i may not see a key: the
+        future, and with a window the keys `window` or more positions back."""
+        query = torch.arange(start, start + T, device=device)[:, None]
+        key = torch.arange(start + T, device=device)[None, :]
+        hidden = key > query
+        if self.window is not None:
+            hidden |= query - key >= self.window
+        return hidden

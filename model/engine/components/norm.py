@@ -1,4 +1,6 @@
-"""LayerNorm (biased variance, eps inside the square root) or RMSNorm."""
+"""LayerNorm (biased variance, eps inside the square root) or RMSNorm, over the last axis:
+d_model for the blocks' norms, d_head for QK-norm. (Gemma's RMSNorm multiplies by 1 + w; its
+converter stores 1 + w as w, so the same formula serves.)"""
 
 from __future__ import annotations
 
@@ -10,11 +12,12 @@ from model.engine.config import ModelConfig
 
 
 class Norm(nn.Module):
-    def __init__(self, cfg: ModelConfig, prefix: str):
+    def __init__(self, cfg: ModelConfig, prefix: str, size: int | None = None):
         super().__init__()
         self.kind, self.eps, self.prefix = cfg.norm, cfg.norm_eps, prefix
-        self.w = nn.Parameter(torch.ones(cfg.d_model))
-        self.b = nn.Parameter(torch.zeros(cfg.d_model)) if cfg.norm == "layernorm" else None
+        size = size or cfg.d_model
+        self.w = nn.Parameter(torch.ones(size))
+        self.b = nn.Parameter(torch.zeros(size)) if cfg.norm == "layernorm" else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         p = self.prefix

@@ -10,6 +10,7 @@ import torch
 
 from model.engine import GlassboxError, ModelConfig
 
+FAMILY = "GPT-2"
 ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
 
 

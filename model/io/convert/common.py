@@ -1,0 +1,103 @@
+"""What the converters share: reading a foreign config.json with clear errors, its RoPE and
+layer-type settings in both the hub's older spelling and transformers 5's, and a foreign
+state dict read weight by weight, each checked for shape before it is split into heads."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import torch
+
+from model.engine import GlassboxError, ModelConfig
+
+LOCAL = ("sliding_attention", "local")  # names of a windowed layer in layer_types / attention_types
+
+
+def build(family: str, make: Callable[[], ModelConfig]) -> ModelConfig:
+    """``make()``'s config, with a missing key or a value of the wrong type as one clear message
+    (ModelConfig itself checks the sizes: positive integers, heads dividing the width)."""
+    try:
+        return make()
+    except KeyError as exc:
+        raise GlassboxError(f"{family} config.json lacks {exc}") from None
+    except (TypeError, ValueError, ZeroDivisionError) as exc:
+        raise GlassboxError(f"{family} config.json has a value of the wrong type ({exc})") from None
+
+
+def rope_settings(hf: dict, layer_type: str | None = None) -> dict:
+    """ModelConfig's RoPE fields from ``rope_parameters`` (transformers 5, possibly one dict per
+    layer type) or ``rope_theta`` + ``rope_scaling`` (the hub's older config files)."""
+    params = hf.get("rope_parameters")
+    if isinstance(params, dict) and layer_type in params and isinstance(params[layer_type], dict):
+        params = params[layer_type]
+    if not isinstance(params, dict):
+        params = dict(hf.get("rope_scaling") or {}, rope_theta=hf.get("rope_theta", 10000.0))
+    kind = params.get("rope_type", params.get("type", "default"))
+    settings = {"rope_base": float(params.get("rope_theta", hf.get("rope_theta", 10000.0)))}
+    if kind == "default":
+        return settings
+    if kind == "linear":
+        return settings | {"rope_scaling": "linear", "rope_factor": float(params["factor"])}
+    if kind == "llama3":
+        return settings | {"rope_scaling": "llama3", "rope_factor": float(params["factor"]),
+                           "rope_low_freq_factor": float(params["low_freq_factor"]),
+                           "rope_high_freq_factor": float(params["high_freq_factor"]),
+                           "rope_original_ctx": int(params["original_max_position_embeddings"])}
+    raise GlassboxError(f"RoPE scaling {kind!r} is not supported (Glassbox computes default, linear and llama3)")
+
+
+def local_layers(layer_types: list | None) -> tuple[int, ...] | None:
+    """The windowed layers' indices from a per-layer list of types (None when there is no list)."""
+    if layer_types is None:
+        return None
+    return tuple(i for i, kind in enumerate(layer_types) if kind in LOCAL)
+
+
+def with_window(cfg: ModelConfig, window, layers: tuple[int, ...] | None) -> ModelConfig:
+    """``cfg`` with local attention of ``window`` positions on ``layers`` (none: no window)."""
+    if not window or layers == ():
+        return cfg
+    return dataclasses.replace(cfg, window=window, local_layers=layers)
+
+
+class Weights:
+    """A foreign state dict read by name, each weight checked for shape before use."""
+
+    def __init__(self, state: dict[str, torch.Tensor], family: str, prefixes: tuple[str, ...] = ()):
+        self.family = family
+        self.state = {}
+        for key, value in state.items():
+            for prefix in prefixes:
+                key = key.removeprefix(prefix)
+            self.state[key] = value
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.state
+
+    def take(self, key: str, *shape: int) -> torch.Tensor:
+        """The weight stored under ``key`` (or under any of the names "a|b" lists), of ``shape``."""
+        key = next((k for k in key.split("|") if k in self.state), key)
+        if key not in self.state:
+            raise GlassboxError(f"The {self.family} checkpoint lacks the weight {key!r}")
+        if shape and tuple(self.state[key].shape) != shape:  # checked before it is split or reshaped
+            raise GlassboxError(f"{key} has shape {list(self.state[key].shape)}, expected {list(shape)}")
+        return self.state[key]
+
+
+def heads_in(w: torch.Tensor, heads: int, d_head: int) -> torch.Tensor:
+    """An nn.Linear weight into heads, (heads·d_head, d_model) → (heads, d_model, d_head)."""
+    return w.reshape(heads, d_head, w.shape[-1]).permute(0, 2, 1)
+
+
+def heads_out(w: torch.Tensor, heads: int, d_head: int) -> torch.Tensor:
+    """An output projection's nn.Linear weight, (d_model, heads·d_head) → (heads, d_head, d_model)."""
+    return w.T.reshape(heads, d_head, w.shape[0])
+
+
+def rotary_dim(hf: dict, d_head: int, default_factor: float = 1.0) -> int:
+    """How many features of each head RoPE rotates: d_head × partial_rotary_factor (or the
+    older ``rotary_pct``), rounded down as transformers does."""
+    params = hf.get("rope_parameters") if isinstance(hf.get("rope_parameters"), dict) else {}
+    factor = params.get("partial_rotary_factor", hf.get("partial_rotary_factor", hf.get("rotary_pct", default_factor)))
+    return int(d_head * factor)
