@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from app.components.labels import plain
 from model.io.checkpoint import LoadedModel
 from model.serving import ModelCache, TraceCache
 
@@ -18,7 +19,7 @@ def model_cache() -> ModelCache:
 def shared_model(name: str) -> LoadedModel:
     """One model object for every browser session, whatever the spelling of its path; calls on
     it leave no state."""
-    with st.spinner("Loading the model…"):
+    with st.spinner(f"Loading {plain(name)}… (a large model takes a while: its weights are read, converted and checked)"):
         return model_cache().model(name)
 
 

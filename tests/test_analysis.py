@@ -21,6 +21,12 @@ MODERN = ModelConfig(vocab_size=50, n_ctx=16, d_model=24, n_layers=2, n_heads=4,
 RELU_UNTIED = ModelConfig(vocab_size=30, n_ctx=16, d_model=16, n_layers=2, n_heads=2, d_ff=32, activation="relu",
                           tie_embeddings=False)
 
+GEMMA_LIKE = ModelConfig(vocab_size=40, n_ctx=16, d_model=16, n_layers=2, n_heads=4, n_kv_heads=1, d_head=6, d_ff=24,
+                         norm="rmsnorm", gated_mlp=True, positional="rope", attn_bias=False, mlp_bias=False,
+                         qk_norm=True, post_norms=True, attn_scale=0.3, attn_softcap=2.0, final_softcap=5.0, window=3,
+                         local_layers=[0], embed_scale=4.0, rotary_dim=4, parallel_block=False)
+CONFIGS = {"modern": MODERN, "relu-untied": RELU_UNTIED, "gemma-like": GEMMA_LIKE}
+
 
 @pytest.fixture(scope="module")
 def worked():
@@ -28,12 +34,12 @@ def worked():
     return loaded, run_trace(loaded.model, loaded.encode("the cat sat on the"), backward=True)
 
 
-@pytest.fixture(scope="module", params=["worked-example", "modern", "relu-untied"])
+@pytest.fixture(scope="module", params=["worked-example", *CONFIGS])
 def model_and_trace(request, random_model):
     if request.param == "worked-example":
         model, tokens = load("worked-example").model, [0, 1, 2, 3, 0]
     else:
-        model = random_model(MODERN if request.param == "modern" else RELU_UNTIED)
+        model = random_model(CONFIGS[request.param])
         tokens = [3, 7, 1, 7, 9, 2, 11, 4]
     return model, run_trace(model, tokens, backward=True)
 
@@ -126,13 +132,16 @@ def test_attention_pair_is_the_recorded_score(model_and_trace):
         for head in range(cfg.n_heads):
             pair = attention_pair(trace, cfg, layer, head, 4, 2)
             assert pair.score == pytest.approx(pair.recorded, abs=1e-10)
-            assert pair.score == pytest.approx(float(np.dot(pair.q, pair.k)) / np.sqrt(cfg.d_head), abs=1e-12)
+            expected = float(np.dot(pair.q, pair.k)) * (cfg.attn_scale or 1 / np.sqrt(cfg.d_head))
+            if cfg.attn_softcap is not None:
+                expected = cfg.attn_softcap * np.tanh(expected / cfg.attn_softcap)
+            assert pair.score == pytest.approx(expected, abs=1e-12)
 
 
 def test_norm_summary_recomputes_the_recorded_statistics(model_and_trace):
     model, trace = model_and_trace
     cfg = model.cfg
-    assert len(norm_prefixes(cfg)) == 2 * cfg.n_layers + 1
+    assert len(norm_prefixes(cfg)) == (4 if cfg.post_norms else 2) * cfg.n_layers + 1
     for prefix, source in norm_prefixes(cfg):
         s = norm_summary(trace, cfg, prefix, source)
         x = trace[source].numpy()

@@ -109,10 +109,11 @@ def render(ctx: Explorer) -> None:
     st.subheader(f"Block {layer}, head {head}")
     a, b, c = st.columns(3)
     with a:
-        heatmap(array(trace[p + "hook_scores"][head]), L, L, "Scores q·k/√d_head", p + "hook_scores",
+        heatmap(array(trace[p + "hook_scores"][head]), L, L, "Scores q·k × scale", p + "hook_scores",
                 row_title="query", col_title="key", zoom_key="attn:scores", marks=[(query, key)], text_max=8)
     with b:
-        heatmap(array(trace[p + "hook_scores_masked"][head]), L, L, "After the causal mask (blank: −∞)",
+        heatmap(array(trace[p + "hook_scores_masked"][head]), L, L, "After the causal mask (blank: −∞)"
+                if not cfg.is_local(layer) else f"After the causal mask and the {cfg.window}-position window (blank: −∞)",
                 p + "hook_scores_masked", row_title="query", col_title="key", zoom_key="attn:masked", marks=[(query, key)],
                 text_max=8)
     with c:
@@ -123,17 +124,25 @@ def render(ctx: Explorer) -> None:
     pair = attention_pair(trace, cfg, layer, head, query, key)
     q_name = "hook_rot_q" if cfg.positional == "rope" else "hook_q"
     k_name = "hook_rot_k" if cfg.positional == "rope" else "hook_k"
+    how = [f"soft-capped at ±{cfg.attn_softcap:g}"] if cfg.attn_softcap is not None else []
+    how += ["q and k each normed per head first (QK-norm)"] if cfg.qk_norm else []
+    how += ["both rotated by RoPE for their positions"] if cfg.positional == "rope" else []
+    if cfg.n_kv_heads != cfg.n_heads:
+        group = ", ".join(str(h) for h in range(cfg.n_heads) if cfg.kv_head(h) == cfg.kv_head(head))
+        how.append(f"query head {head} reads key/value head {cfg.kv_head(head)}, shared by query heads {group}")
     st.markdown(f"**{plain(repr(L[query]))} asks, {plain(repr(L[key]))} answers.** The score is the dot product of "
-                f"the query and key vectors divided by √{cfg.d_head} = {pair.scale:.4g}"
-                + (" (both rotated by RoPE for their positions)" if cfg.positional == "rope" else "")
-                + (f"; key/value head {cfg.kv_head(head)} is shared by a group of query heads" if cfg.n_kv_heads != cfg.n_heads else "")
-                + ".")
+                f"the query and key vectors times {pair.scale:.4g}"
+                + (f" (1/√{cfg.d_head})" if cfg.attn_scale is None else " (this model's own scale)")
+                + "".join("; " + h for h in how) + ".")
     shown = min(len(pair.q), 5)
     terms = " + ".join(rf"{signed(qv)}\cdot{signed(kv)}" for qv, kv in zip(pair.q[:shown], pair.k[:shown]))
     more = rf" + \dots\ ({len(pair.q) - shown}\text{{ more terms}})" if len(pair.q) > shown else ""
     st.latex(rf"q_{{{query}}}\cdot k_{{{key}}} = {terms}{more} = {pair.products.sum():.6g}")
-    st.latex(rf"\text{{score}} = \frac{{q_{{{query}}}\cdot k_{{{key}}}}}{{\sqrt{{{cfg.d_head}}}}} = "
-             rf"\frac{{{pair.products.sum():.6g}}}{{{pair.scale:.4g}}} = {pair.score:.6g}")
+    st.latex(rf"q_{{{query}}}\cdot k_{{{key}}} \times {pair.scale:.4g} = {pair.products.sum():.6g} \times {pair.scale:.4g}"
+             rf" = {pair.uncapped:.6g}")
+    if cfg.attn_softcap is not None:
+        st.latex(rf"\text{{score}} = {cfg.attn_softcap:g}\tanh\left(\frac{{{pair.uncapped:.6g}}}{{{cfg.attn_softcap:g}}}"
+                 rf"\right) = {pair.score:.6g}")
     pattern = array(trace[p + "hook_pattern"][head])
     st.caption(f"Recorded in {p}hook_scores: {pair.recorded:.6g} (recomputed above in float64). "
                + (f"Key {key} is after query {query}: the mask sets it to −∞ and its weight is exactly 0."
@@ -154,6 +163,7 @@ def render(ctx: Explorer) -> None:
                 zoom_key="attn:z")
     heatmap(array(trace[p + "hook_result"][head]), L, None, f"Head {head}'s contribution after W_O (z · W_O[{head}])",
             p + "hook_result", col_title="d_model", zoom_key="attn:result")
-    st.caption(f"Summed over the {cfg.n_heads} heads{' plus b_O' if cfg.attn_bias else ''}, these are blocks.{layer}.hook_attn_out, "
-               "which is added to the residual stream.")
+    st.caption(f"Summed over the {cfg.n_heads} heads{' plus b_O' if cfg.attn_out_bias else ''}"
+               + (f", then normed by blocks.{layer}.ln1_post" if cfg.post_norms else "")
+               + f", these are blocks.{layer}.hook_attn_out, which is added to the residual stream.")
     st.plotly_chart(lines(ctx, pattern, query), width="stretch")

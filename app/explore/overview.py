@@ -5,7 +5,7 @@ import streamlit as st
 
 from app.explore.common import Explorer, bar_chart
 from app.components.labels import bar_label
-from model.analysis import parts
+from model.analysis import architecture, parts
 from model.serving import Needs, full_trace_bytes
 from model.engine.sampling import top
 
@@ -26,6 +26,8 @@ def render(ctx: Explorer) -> None:
                 f"({cfg.d_ff} {cfg.activation} neurons) to the residual stream, each after a {cfg.norm}; "
                 f"{'a final ' + cfg.norm + ' and ' if cfg.final_norm else ''}the output head turn the last stream "
                 f"into {cfg.vocab_size:,} logits.")
+    family = ctx.loaded.about.get("family")
+    st.markdown(f"**This model's blocks{' (' + family + ')' if family else ''}:** " + " · ".join(architecture(cfg)))
     left, right = st.columns([3, 2])
     with left:
         table = pd.DataFrame([{"part": p.label, "parameters": ", ".join(f"{n} {list(s)}" for n, s in p.params) or p.note,

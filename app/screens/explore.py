@@ -7,13 +7,10 @@ from app.components.errors import fragment
 from app.components.labels import plain
 from app.explore import VIEWS
 from app.explore.common import Explorer, pipeline
-from app.resources import shared_model
+from app.components.model_picker import model_picker
 from app.state import read_url_settings, url_settings, write_url_settings
-from model.io.checkpoint import NAMED_MODELS, LoadedModel, model_key
-from model.io.guard import allowed_roots
+from model.io.checkpoint import LoadedModel
 from model.engine import GlassboxError, Target, check_context
-
-LOCAL = "a local directory…"
 
 PAGE_SETTINGS = {"model": "default", "prompt": "the cat sat on the", "view": "Overview", "target": "", "target_pos": -1}
 url_settings(PAGE_SETTINGS, choices={"view": list(VIEWS)}, prefix="explore_")
@@ -21,36 +18,10 @@ st.title("Explore a prompt")
 st.caption("Every number below is the model's own: one trace of this prompt, forward and backward, cached "
            "per (model, prompt, target).")
 
-# The model: a bundled one by name, or a directory (Glassbox's format or a GPT-2 checkpoint).
-roots = allowed_roots()  # GLASSBOX_MODEL_DIRS: where this server lets visitors pick model directories
-if "explore_model_choice" not in st.session_state:
-    named = st.session_state.explore_model in NAMED_MODELS
-    st.session_state.explore_model_choice = st.session_state.explore_model if named else LOCAL
-    st.session_state.explore_model_dir = "" if named else st.session_state.explore_model
-    if not named and roots == []:  # this server offers no directories: say so, and show the default
-        try:
-            model_key(st.session_state.explore_model)
-        except GlassboxError as exc:
-            st.error(plain(exc))
-        st.session_state.explore_model_choice = NAMED_MODELS[0]
-left, right = st.columns([1, 3])
-choice = left.selectbox("Model", list(NAMED_MODELS) + ([LOCAL] if roots != [] else []), key="explore_model_choice",
-                        persist_state="session")
-if choice == LOCAL:
-    where = f" Under {', '.join(map(str, roots))} on this server." if roots else ""
-    right.text_input("Model directory", key="explore_model_dir", persist_state="session", placeholder="/path/to/gpt2 (config.json + model.safetensors)",
-                     help="A Glassbox checkpoint or a Hugging Face GPT-2 directory, read offline." + where)
-    st.session_state.explore_model = st.session_state.explore_model_dir.strip()
-    if not st.session_state.explore_model:
-        st.info("Give the path of a model directory.")
-        st.stop()
-else:
-    st.session_state.explore_model = choice
+# The model: bundled, from the hub, or a directory; one picker for every page (app/components/model_picker.py).
+loaded = model_picker("explore_model")
 st.query_params["model"] = st.session_state.explore_model
-try:
-    loaded = shared_model(st.session_state.explore_model)
-except GlassboxError as exc:
-    st.error(plain(exc))
+if loaded is None:
     st.stop()
 cfg = loaded.cfg
 

@@ -11,11 +11,11 @@ import streamlit as st
 
 from app.components.errors import fragment
 from app.components.labels import bar_label, plain, plain_html
+from app.components.model_picker import model_picker
 from app.resources import shared_model
 from app.state import read_url_settings, write_url_settings
 from model.engine import GlassboxError
 from model.engine.sampling import Sampling, distributions, generate, kv_cache_bytes, next_token_logits, top
-from model.io.checkpoint import NAMED_MODELS
 
 DEFAULTS = {"model": "default", "prompt": "Lily had a", "temperature": 1.0, "top_k": 0, "top_p": 1.0,
             "max_new": 20, "seed": 0, "greedy": False}
@@ -196,11 +196,12 @@ def generation_view(loaded) -> None:
         st.plotly_chart(fig, key="cache_chart")
 
 
-read_url_settings(DEFAULTS, LIMITS, choices={"model": list(NAMED_MODELS)})
+read_url_settings(DEFAULTS, LIMITS)
 st.title("Playground")
-st.selectbox("Model", list(NAMED_MODELS), key="model", help="default: the small GPT trained here on generated stories; "
-             "worked-example: the article's 8-word toy")
-current = shared_model(st.session_state.model)
+current = model_picker("model")
+st.query_params["model"] = st.session_state.model
+if current is None:
+    st.stop()
 top_k_limit = min(current.cfg.vocab_size, 100)
 st.session_state.top_k = min(st.session_state.top_k, top_k_limit)
 model_card(current)

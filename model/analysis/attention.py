@@ -16,8 +16,9 @@ class Pair:
     q: np.ndarray  # the query vector (after RoPE if the model uses it)
     k: np.ndarray
     products: np.ndarray  # q_i * k_i
-    scale: float  # sqrt(d_head)
-    score: float  # sum(products) / scale, recomputed
+    scale: float  # what the dot product is multiplied by: 1/sqrt(d_head) unless the model says otherwise
+    uncapped: float  # sum(products) * scale
+    score: float  # the same, soft-capped where the model caps scores: cap * tanh(uncapped / cap); recomputed
     recorded: float  # the trace's hook_scores entry
 
 
@@ -28,5 +29,7 @@ def attention_pair(trace: Trace, cfg: ModelConfig, layer: int, head: int, query:
     q = trace[q_name][head, query].to(torch.float64).cpu().numpy()
     k = trace[k_name][cfg.kv_head(head), key].to(torch.float64).cpu().numpy()
     products = q * k
-    scale = math.sqrt(cfg.d_head)
-    return Pair(q, k, products, scale, float(products.sum() / scale), float(trace[p + "hook_scores"][head, query, key]))
+    scale = cfg.attn_scale if cfg.attn_scale is not None else 1 / math.sqrt(cfg.d_head)
+    uncapped = float(products.sum() * scale)
+    score = uncapped if cfg.attn_softcap is None else cfg.attn_softcap * math.tanh(uncapped / cfg.attn_softcap)
+    return Pair(q, k, products, scale, uncapped, score, float(trace[p + "hook_scores"][head, query, key]))

@@ -37,31 +37,43 @@ def backward_steps(model: Transformer) -> list[BackwardStep]:
                                   g("ln_final.hook_out", "ln_final.hook_normalized",
                                     f"blocks.{cfg.n_layers - 1}.hook_resid_post"), w("ln_final."), "ln_final"))
     mlp_inner = ("hook_post", "hook_gate", "hook_linear", "hook_pre") if cfg.gated_mlp else ("hook_post", "hook_pre")
+    post = cfg.post_norms
     for i in reversed(range(cfg.n_layers)):
         p = f"blocks.{i}."
+        # a parallel block has no resid_mid: both sublayers read resid_pre
+        split = p + ("hook_resid_pre" if cfg.parallel_block else "hook_resid_mid")
         steps += [
             BackwardStep(f"b{i}-mlp", f"block {i} MLP",
                          f"∂L/∂mlp_out is ∂L/∂resid_post (the residual passes it on unchanged); back through W_out, "
                          f"the {cfg.activation} (its derivative at each pre-activation) and W_in.",
-                         g(p + "hook_mlp_out", *(p + "mlp." + n for n in mlp_inner)), w(p + "mlp."), p + "mlp"),
+                         g(p + "hook_mlp_out", *((p + "ln2_post.hook_normalized", p + "mlp.hook_out") if post else ()),
+                           *(p + "mlp." + n for n in mlp_inner)), w(p + "mlp.") + w(p + "ln2_post."), p + "mlp"),
             BackwardStep(f"b{i}-ln2", f"block {i} {cfg.norm} 2 and the residual split",
-                         "∂L/∂resid_mid = ∂L/∂resid_post (the skip) + what comes back through the norm and the MLP.",
-                         g(p + "ln2.hook_out", p + "ln2.hook_normalized", p + "hook_resid_mid"), w(p + "ln2."), p + "norms"),
+                         ("In a parallel block the MLP's gradient joins attention's at resid_pre (the next step)."
+                          if cfg.parallel_block else
+                          "∂L/∂resid_mid = ∂L/∂resid_post (the skip) + what comes back through the norm and the MLP."),
+                         g(p + "ln2.hook_out", p + "ln2.hook_normalized", *(() if cfg.parallel_block else (split,))),
+                         w(p + "ln2."), p + "norms"),
             BackwardStep(f"b{i}-attn-out", f"block {i} attention output",
-                         "∂L/∂attn_out = ∂L/∂resid_mid; each head's share after W_O, then its weighted values z.",
-                         g(p + "hook_attn_out", p + "attn.hook_result", p + "attn.hook_z"), w(p + "attn.W_O") + w(p + "attn.b_O"),
-                         p + "attn"),
+                         f"∂L/∂attn_out = ∂L/∂{split.split('hook_')[-1]}"
+                         + ("; back through the post norm ln1_post" if post else "")
+                         + "; each head's share after W_O, then its weighted values z.",
+                         g(p + "hook_attn_out", *((p + "ln1_post.hook_normalized", p + "attn.hook_out") if post else ()),
+                           p + "attn.hook_result", p + "attn.hook_z"),
+                         w(p + "attn.W_O") + w(p + "attn.b_O") + w(p + "ln1_post."), p + "attn"),
             BackwardStep(f"b{i}-pattern", f"block {i} attention pattern and softmax",
                          "∂L/∂pattern = ∂L/∂z · vᵀ is not zero above the diagonal, but the softmax passes none of it "
                          "to the masked scores: their gradient is exactly 0.",
                          g(p + "attn.hook_pattern", p + "attn.hook_scores_masked", p + "attn.hook_scores"), (), p + "attn"),
             BackwardStep(f"b{i}-qkv", f"block {i} Q, K, V",
-                         "∂L/∂q = ∂L/∂scores · k / √d_head, ∂L/∂k = ∂L/∂scoresᵀ · q / √d_head, ∂L/∂v = patternᵀ · ∂L/∂z; "
-                         "then W_Q, W_K, W_V.",
+                         "∂L/∂q = ∂L/∂scores · k × scale, ∂L/∂k = ∂L/∂scoresᵀ · q × scale (through RoPE, QK-norm and "
+                         "soft-capping where the model has them), ∂L/∂v = patternᵀ · ∂L/∂z; then W_Q, W_K, W_V.",
                          g(p + "attn.hook_q", p + "attn.hook_k", p + "attn.hook_v"),
                          tuple(n for n in w(p + "attn.") if not n.endswith(("W_O", "b_O"))), p + "attn"),
             BackwardStep(f"b{i}-ln1", f"block {i} {cfg.norm} 1 and the residual split",
-                         "∂L/∂resid_pre = ∂L/∂resid_mid (the skip) + what comes back through the norm and attention.",
+                         ("∂L/∂resid_pre = ∂L/∂resid_post (the skip) + what comes back through both norms, attention "
+                          "and the MLP." if cfg.parallel_block else
+                          "∂L/∂resid_pre = ∂L/∂resid_mid (the skip) + what comes back through the norm and attention."),
                          g(p + "ln1.hook_out", p + "ln1.hook_normalized", p + "hook_resid_pre"), w(p + "ln1."), p + "norms"),
         ]
     steps.append(BackwardStep("embed", "embeddings",
@@ -98,11 +110,14 @@ def weight_gradient_product(cfg: ModelConfig, name: str) -> tuple[str, str] | No
     if parts_[0] != "blocks":
         return None
     p, kind = f"blocks.{parts_[1]}.", parts_[-1]
+    # with post norms, the sublayers' own outputs (before the norm) are what W_O and W_out make
+    attn_out, mlp_out = (p + "attn.hook_out", p + "mlp.hook_out") if cfg.post_norms else (p + "hook_attn_out",
+                                                                                       p + "hook_mlp_out")
     return {"W_Q": (p + "ln1.hook_out", p + "attn.hook_q"), "W_K": (p + "ln1.hook_out", p + "attn.hook_k"),
-            "W_V": (p + "ln1.hook_out", p + "attn.hook_v"), "W_O": (p + "attn.hook_z", p + "hook_attn_out"),
+            "W_V": (p + "ln1.hook_out", p + "attn.hook_v"), "W_O": (p + "attn.hook_z", attn_out),
             "W_in": (p + "ln2.hook_out", p + ("mlp.hook_linear" if cfg.gated_mlp else "mlp.hook_pre")),
             "W_gate": (p + "ln2.hook_out", p + "mlp.hook_pre"),
-            "W_out": (p + "mlp.hook_post", p + "hook_mlp_out")}.get(kind)
+            "W_out": (p + "mlp.hook_post", mlp_out)}.get(kind)
 
 
 def recomputed_weight_gradient(trace: Trace, cfg: ModelConfig, name: str) -> torch.Tensor | None:

@@ -12,7 +12,13 @@ def norm_prefixes(cfg: ModelConfig) -> list[tuple[str, str]]:
     """(prefix of a norm's tensors, name of its input tensor), in forward order."""
     out = []
     for i in range(cfg.n_layers):
-        out += [(f"blocks.{i}.ln1.", f"blocks.{i}.hook_resid_pre"), (f"blocks.{i}.ln2.", f"blocks.{i}.hook_resid_mid")]
+        p = f"blocks.{i}."
+        out.append((p + "ln1.", p + "hook_resid_pre"))
+        if cfg.post_norms:
+            out.append((p + "ln1_post.", p + "attn.hook_out"))
+        out.append((p + "ln2.", p + ("hook_resid_pre" if cfg.parallel_block else "hook_resid_mid")))
+        if cfg.post_norms:
+            out.append((p + "ln2_post.", p + "mlp.hook_out"))
     if cfg.final_norm:
         out.append(("ln_final.", f"blocks.{cfg.n_layers - 1}.hook_resid_post"))
     return out

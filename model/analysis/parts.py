@@ -38,7 +38,7 @@ def parts(model: Transformer) -> list[Part]:
     for i in range(cfg.n_layers):
         p = f"blocks.{i}."
         out += [Part(p + "attn", f"block {i} attention", under(p + "attn.")),
-                Part(p + "norms", f"block {i} {cfg.norm}s", under(p + "ln1.") + under(p + "ln2.")),
+                Part(p + "norms", f"block {i} {cfg.norm}s", under(p + "ln1") + under(p + "ln2")),
                 Part(p + "mlp", f"block {i} MLP", under(p + "mlp."))]
     if cfg.final_norm:
         out.append(Part("ln_final", f"final {cfg.norm}", under("ln_final.")))

@@ -77,6 +77,17 @@ class Transformer(nn.Module):
                 param.copy_(torch.randn(param.shape, generator=gen, dtype=torch.float64) * scale)
         return self
 
+    def head(self, x: torch.Tensor) -> torch.Tensor:
+        """Residual stream → logits: the final norm, the output head, and soft-capping where the
+        model caps its logits (also what the logit lens applies to earlier points of the stream)."""
+        if self.cfg.final_norm:
+            x = self.ln_final(x)
+        logits = x @ self.W_U
+        if self.cfg.final_softcap is not None:
+            cap = self.cfg.final_softcap
+            logits = torch.tanh(hook("hook_logits_uncapped", logits) / cap) * cap
+        return logits
+
     def forward(self, tokens: torch.Tensor, targets: torch.Tensor | None = None, cache: KVCache | None = None
                 ) -> Output:
         """tokens: (batch, positions) ids. targets: same shape, the id each position should
@@ -97,13 +108,7 @@ class Transformer(nn.Module):
             x = block(x, cache)
         if cache is not None:
             cache.length += T
-        if self.cfg.final_norm:
-            x = self.ln_final(x)
-        logits = x @ self.W_U
-        if self.cfg.final_softcap is not None:
-            cap = self.cfg.final_softcap
-            logits = torch.tanh(hook("hook_logits_uncapped", logits) / cap) * cap
-        logits = hook("hook_logits", logits)
+        logits = hook("hook_logits", self.head(x))
         if targets is None and not (wants("hook_log_probs") or wants("hook_probs")):
             return Output(logits, None)
 

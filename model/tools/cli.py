@@ -8,6 +8,11 @@
   build-worked-example              reconstruct and write assets/worked-example
   generate --model M --prompt TEXT --max-new-tokens N --temperature T --top-k K --top-p P --seed S [--json]
   train-default                     regenerate the story corpus and train assets/default
+  models                            the curated hub models: family, parameters, download size, cached
+  download ID[@REVISION]            fetch a hub model's config, tokenizer and safetensors into the hub cache
+
+Wherever a command takes --model, it may be a bundled model's name, a directory, or a hub id
+(``EleutherAI/pythia-70m``, ``EleutherAI/pythia-70m@step3000``), fetched on first use.
 
 A problem with the input is reported in one line on stderr with exit status 2.
 
@@ -39,7 +44,8 @@ def configure_process() -> None:
 
 
 def _model_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", default="default", help="a model name (default, worked-example) or a directory")
+    parser.add_argument("--model", default="default", help="a bundled model (default, worked-example), a directory, "
+                        "or a hub id such as EleutherAI/pythia-70m[@step3000]")
     parser.add_argument("--dtype", choices=["float32", "float64"], help="default: the model's own")
 
 
@@ -183,6 +189,30 @@ def cmd_train_default(args) -> int:
     return 0
 
 
+def cmd_models(args) -> int:
+    from model.io.catalog import curated
+
+    rows = [(m.hub_id, m.family, f"{m.parameters / 1e6:,.0f}M", f"{m.download_bytes / 1e9:.2f} GB",
+             "cached" if m.cached else "-") for m in curated()]
+    header = ("hub id", "family", "parameters", "download", "cache")
+    widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
+    for row in [header] + rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+    print("download: the safetensors at the dtype the model is stored in (config.json's torch_dtype).")
+    return 0
+
+
+def cmd_download(args) -> int:
+    from model.engine import GlassboxError
+    from model.io.hub import download, parse_hub_id
+
+    hub = parse_hub_id(args.id)
+    if hub is None:
+        raise GlassboxError(f"{args.id!r} is not a hub id: give owner/name, optionally @revision")
+    print(f"{hub}: {download(hub)}")
+    return 0
+
+
 class Parser(argparse.ArgumentParser):
     """argparse, with its errors in the same one line as every other ``error:``."""
 
@@ -247,6 +277,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=STEPS, help=argparse.SUPPRESS)  # smaller runs for tests
     p.add_argument("--stories", type=int, default=N_STORIES, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_train_default)
+
+    p = sub.add_parser("models", help="the curated hub models: family, parameters, download size, cached or not")
+    p.set_defaults(func=cmd_models)
+
+    p = sub.add_parser("download", help="fetch a hub model (config, tokenizer, safetensors) into the hub cache")
+    p.add_argument("id", help="owner/name, optionally @revision (a branch, tag or commit)")
+    p.set_defaults(func=cmd_download)
     return root
 
 

@@ -37,7 +37,7 @@ class Block(nn.Module):
         resid_pre = hook(p + "hook_resid_pre", x)
         attn_out = self.attn(self.ln1(resid_pre), cache)
         if cfg.post_norms:
-            attn_out = self.ln1_post(attn_out)
+            attn_out = self.ln1_post(hook(p + "attn.hook_out", attn_out))
         attn_out = hook(p + "hook_attn_out", attn_out)
         if cfg.parallel_block:
             mlp_out = hook(p + "hook_mlp_out", self.mlp(self.ln2(resid_pre)))
@@ -45,6 +45,6 @@ class Block(nn.Module):
         resid_mid = hook(p + "hook_resid_mid", resid_pre + attn_out)
         mlp_out = self.mlp(self.ln2(resid_mid))
         if cfg.post_norms:
-            mlp_out = self.ln2_post(mlp_out)
+            mlp_out = self.ln2_post(hook(p + "mlp.hook_out", mlp_out))
         mlp_out = hook(p + "hook_mlp_out", mlp_out)
         return hook(p + "hook_resid_post", resid_mid + mlp_out)

@@ -1,0 +1,110 @@
+"""The one model picker, used by every page that takes a model (Playground, Explore): the
+bundled models, the curated hub models (size, cached or not, a Download button with progress),
+any hub id, or a local directory. Which of these a visitor gets is the server's choice
+(GLASSBOX_HUB, GLASSBOX_MODEL_DIRS: see the README's Hosting section)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app.components.labels import plain
+from app.resources import shared_model
+from model.engine import GlassboxError
+from model.io.catalog import curated
+from model.io.checkpoint import NAMED_MODELS, LoadedModel
+from model.io.guard import allowed_roots
+from model.io.hub import HubId, cached, download, hub_enabled, parse_hub_id
+
+BUNDLED, CURATED, HUB, LOCAL = "Bundled", "Curated hub models", "Any hub id", "Local directory"
+
+
+def _sources() -> list[str]:
+    sources = [BUNDLED] + ([CURATED, HUB] if hub_enabled() else [])
+    return sources + ([LOCAL] if allowed_roots() != [] else [])
+
+
+def _source_of(name: str) -> str:
+    if name in NAMED_MODELS:
+        return BUNDLED
+    hub = parse_hub_id(name)
+    if hub is None:
+        return LOCAL
+    return CURATED if name in [m.hub_id for m in curated()] else HUB
+
+
+def _label(entry) -> str:
+    state = "cached" if entry.cached else f"{entry.download_bytes / 1e9:.2f} GB to download"
+    return f"{entry.hub_id} · {entry.family} · {entry.parameters / 1e6:,.0f}M parameters · {state}"
+
+
+def model_picker(key: str) -> LoadedModel | None:
+    """Pick a model; its name lives in ``st.session_state[key]`` (the page keeps it in the URL).
+    Returns the loaded model, or None after saying what is missing (a path, a download)."""
+    sources = _sources()
+    source_key = key + "_source"
+    if source_key not in st.session_state or st.session_state[source_key] not in sources:
+        source = _source_of(st.session_state[key])
+        st.session_state[source_key] = source if source in sources else BUNDLED
+        if source == BUNDLED or source not in sources:
+            st.session_state[key + "_bundled"] = st.session_state[key] if source == BUNDLED else NAMED_MODELS[0]
+        elif source == CURATED:
+            st.session_state[key + "_curated"] = st.session_state[key]
+        else:
+            st.session_state[key + ("_hub" if source == HUB else "_dir")] = st.session_state[key]
+    left, right = st.columns([1, 3])
+    source = left.selectbox("Model from", sources, key=source_key)
+    if source == BUNDLED:
+        name = right.selectbox("Model", NAMED_MODELS, key=key + "_bundled",
+                               help="default: the small GPT trained here on generated stories; "
+                                    "worked-example: the article's 8-word toy")
+    elif source == CURATED:
+        entries = {m.hub_id: m for m in curated()}
+        name = right.selectbox("Model", list(entries), key=key + "_curated", format_func=lambda i: _label(entries[i]),
+                               help="Models people open to look inside, one or two per family. `glassbox models` "
+                                    "lists them too.")
+    elif source == HUB:
+        name = right.text_input("Hub id", key=key + "_hub", placeholder="EleutherAI/pythia-70m@step3000",
+                                help="owner/name from huggingface.co, optionally @revision (a branch, tag or "
+                                     "commit). Safetensors weights only.").strip()
+    else:
+        roots = allowed_roots()
+        where = f" Under {', '.join(map(str, roots))} on this server." if roots else ""
+        name = right.text_input("Model directory", key=key + "_dir", placeholder="/path/to/model (config.json + "
+                                "model.safetensors)", help="A Glassbox checkpoint or a transformers model directory "
+                                "(GPT-2, GPT-NeoX, GPT-Neo, Llama, Mistral, Qwen2/3, Gemma 1-3), read offline." + where
+                                ).strip()
+    if not name:
+        st.info("Give a hub id (owner/name)." if source == HUB else "Give the path of a model directory.")
+        return None
+    st.session_state[key] = name
+    hub = parse_hub_id(name) if source in (CURATED, HUB) else None
+    if hub is not None and cached(hub) is None and not _offer_download(hub, key):
+        return None
+    try:
+        return shared_model(name)
+    except GlassboxError as exc:
+        st.error(plain(exc))
+        return None
+
+
+def _offer_download(hub: HubId, key: str) -> bool:
+    """A Download button for a hub model not in the cache, with a progress bar while it runs.
+    True once it is downloaded (the page goes on to load it)."""
+    entry = next((m for m in curated() if m.hub_id == str(hub)), None)
+    size = f" ({entry.download_bytes / 1e9:.2f} GB)" if entry else ""
+    st.info(f"{plain(str(hub))} is not downloaded yet{size}. Only its config, tokenizer and safetensors weights "
+            "are fetched, into the Hugging Face cache on this server.")
+    if not st.button("Download", key=key + "_download", type="primary"):
+        return False
+    bar = st.progress(0.0, text="Starting the download…")
+
+    def progress(done: int, total: int) -> None:
+        bar.progress(min(done / total, 1.0) if total else 1.0, text=f"{done / 1e6:,.1f} of {total / 1e6:,.1f} MB")
+
+    try:
+        download(hub, progress)
+    except GlassboxError as exc:
+        st.error(plain(exc))
+        return False
+    bar.progress(1.0, text="Downloaded")
+    return True

@@ -1,0 +1,64 @@
+"""A model's architecture in words: what its blocks do that a plain GPT-2 block does not, each
+phrase read off the config (the Overview shows them)."""
+
+from __future__ import annotations
+
+import math
+
+from model.engine import ModelConfig
+
+
+def _ranges(layers: list[int]) -> str:
+    """[0, 1, 2, 4, 6, 7] → "0–2, 4, 6–7"."""
+    runs, start = [], None
+    for i, layer in enumerate(layers):
+        if start is None:
+            start = layer
+        if i + 1 == len(layers) or layers[i + 1] != layer + 1:
+            runs.append(str(start) if start == layer else f"{start}–{layer}")
+            start = None
+    return ", ".join(runs)
+
+
+def architecture(cfg: ModelConfig) -> list[str]:
+    """One short phrase per feature of this model's blocks, in the order a token meets them."""
+    notes = []
+    if cfg.embed_scale is not None:
+        notes.append(f"embeddings × {cfg.embed_scale:.4g} (√d_model)")
+    notes.append("parallel block: attention and MLP both read the block's input" if cfg.parallel_block
+                 else "sequential block: the MLP reads the stream after attention")
+    notes.append({"layernorm": "LayerNorm", "rmsnorm": "RMSNorm"}[cfg.norm]
+                 + (" before and after each sublayer" if cfg.post_norms else " before each sublayer"))
+    if cfg.positional == "table":
+        notes.append(f"learned positions ({cfg.n_ctx:,} rows)")
+    else:
+        share = "each head" if cfg.rotary_dim == cfg.d_head else (
+            f"{cfg.rotary_dim / cfg.d_head:.0%} of each head ({cfg.rotary_dim} of {cfg.d_head} features)")
+        scaling = {"none": "", "linear": f", positions ÷ {cfg.rope_factor:g}",
+                   "llama3": f", llama3 scaling ×{cfg.rope_factor:g}"}[cfg.rope_scaling]
+        notes.append(f"RoPE on {share}, base {cfg.rope_base:g}{scaling}"
+                     + (f"; local layers base {cfg.local_rope_base:g}" if cfg.local_rope_base else ""))
+    if cfg.n_kv_heads == 1 and cfg.n_heads > 1:
+        notes.append(f"multi-query: {cfg.n_heads} query heads share 1 key/value head")
+    elif cfg.n_kv_heads < cfg.n_heads:
+        notes.append(f"GQA: {cfg.n_heads} query heads share {cfg.n_kv_heads} key/value heads "
+                     f"({cfg.n_heads // cfg.n_kv_heads} each)")
+    if cfg.d_head * cfg.n_heads != cfg.d_model:
+        notes.append(f"heads of {cfg.d_head} features ({cfg.n_heads} × {cfg.d_head} ≠ d_model {cfg.d_model})")
+    if cfg.qk_norm:
+        notes.append("QK-norm: an RMSNorm on each head's q and k")
+    if cfg.attn_scale is not None and not math.isclose(cfg.attn_scale, 1 / math.sqrt(cfg.d_head)):
+        notes.append(f"scores × {cfg.attn_scale:.4g} (not 1/√d_head = {1 / math.sqrt(cfg.d_head):.4g})")
+    if cfg.attn_softcap is not None:
+        notes.append(f"scores soft-capped at ±{cfg.attn_softcap:g}")
+    if cfg.window is not None:
+        layers = [i for i in range(cfg.n_layers) if cfg.is_local(i)]
+        where = "every layer" if len(layers) == cfg.n_layers else f"layers {_ranges(layers)}"
+        notes.append(f"window {cfg.window:,} on {where}")
+    if cfg.gated_mlp:
+        kind = {"silu": "SwiGLU", "gelu_tanh": "GeGLU", "gelu": "GeGLU"}.get(cfg.activation, f"gated {cfg.activation}")
+        notes.append(f"{kind} MLP: act(x·W_gate) × x·W_in")
+    if cfg.final_softcap is not None:
+        notes.append(f"logits soft-capped at ±{cfg.final_softcap:g}")
+    notes.append("tied head (W_U = W_Eᵀ)" if cfg.tie_embeddings else "untied head")
+    return notes

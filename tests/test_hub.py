@@ -1,0 +1,134 @@
+"""Hub ids: parsing, the hub cache laid out by the test itself (offline, as huggingface_hub lays
+it out: models--owner--name/refs/<branch> holding a commit, snapshots/<commit>/<files>), the
+server switch, the refusal of pickled weights, and ids past the tokenizer.
+
+References: the files written into the cache are the ones loaded (same logits as loading the
+directory itself, exactly: one code path after resolution); huggingface_hub's own
+snapshot_download finds the snapshot (nothing here re-implements its lookup); messages are
+checked by their words."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+from model.engine import GlassboxError  # noqa: E402
+from model.engine.sampling import Sampling, generate  # noqa: E402
+from model.io import hub  # noqa: E402
+from model.io.checkpoint import load, model_key  # noqa: E402
+from tests.helpers import cli  # noqa: E402
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+@pytest.fixture(scope="module")
+def neox_dir(tmp_path_factory):
+    """A tiny GPT-NeoX with a 320-row embedding and a smaller tokenizer (as Pythia's)."""
+    from tests.test_families import _tokenizer
+
+    torch.manual_seed(0)
+    config = transformers.GPTNeoXConfig(vocab_size=320, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                        intermediate_size=48, max_position_embeddings=64)
+    path = tmp_path_factory.mktemp("neox")
+    transformers.AutoModelForCausalLM.from_config(config).save_pretrained(str(path))
+    _tokenizer(bos=False).save_pretrained(str(path))
+    (path / "pytorch_model.bin").write_bytes(b"a pickle that must never be read")
+    return path
+
+
+@pytest.fixture
+def hub_cache(tmp_path, neox_dir, monkeypatch):
+    """HF_HOME with test-org/tiny-neox cached at COMMIT, main pointing at it; offline."""
+    repo = tmp_path / "hf" / "hub" / "models--test-org--tiny-neox"
+    shutil.copytree(neox_dir, repo / "snapshots" / COMMIT)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(COMMIT)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    return repo
+
+
+def test_hub_ids_are_told_from_names_and_paths(tmp_path, monkeypatch):
+    assert hub.parse_hub_id("EleutherAI/pythia-70m") == hub.HubId("EleutherAI/pythia-70m")
+    assert hub.parse_hub_id("EleutherAI/pythia-70m@step3000") == hub.HubId("EleutherAI/pythia-70m", "step3000")
+    assert str(hub.parse_hub_id("Qwen/Qwen2.5-0.5B@refs/pr/1")) == "Qwen/Qwen2.5-0.5B@refs/pr/1"
+    for not_an_id in ("default", "gpt2", "/abs/path", "./rel/path", "a/b/c", "../x/y", "a/..", "a b/c", "", "a/b@"):
+        assert hub.parse_hub_id(not_an_id) is None, not_an_id
+    (tmp_path / "org" / "name").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    assert hub.parse_hub_id("org/name") is None  # an existing directory of that shape is a directory
+    assert model_key("EleutherAI/pythia-70m@step3000") == "EleutherAI/pythia-70m@step3000"  # no network, no cache
+
+
+def test_a_cached_model_loads_by_id_offline(hub_cache, neox_dir):
+    by_id = load("test-org/tiny-neox", dtype="float32", device="cpu")
+    by_commit = load(f"test-org/tiny-neox@{COMMIT}", dtype="float32", device="cpu")
+    by_dir = load(str(neox_dir), dtype="float32", device="cpu")
+    assert by_id.path == hub_cache / "snapshots" / COMMIT and by_id.name == "test-org/tiny-neox"
+    assert "hub: test-org/tiny-neox" in by_id.about["source"] and by_id.about["family"] == "GPT-NeoX"
+    ids = torch.tensor([by_dir.encode("The cat sat on the mat.")])
+    for loaded in (by_id, by_commit):
+        assert torch.equal(loaded.model(ids).logits, by_dir.model(ids).logits)
+
+
+def test_offline_and_switched_off_hub_are_clear_errors(hub_cache, monkeypatch):
+    with pytest.raises(GlassboxError, match="not in the hub cache .* HF_HUB_OFFLINE"):
+        load("test-org/not-cached")
+    with pytest.raises(GlassboxError, match="not in the hub cache"):
+        load("test-org/tiny-neox@step3000")  # a revision that is not cached
+    monkeypatch.setenv("GLASSBOX_HUB", "0")
+    with pytest.raises(GlassboxError, match="does not open models from the Hugging Face hub"):
+        load("test-org/tiny-neox")
+
+
+def test_a_model_with_only_pickled_weights_is_refused_before_any_download(monkeypatch, tmp_path):
+    """huggingface_hub's model listing is replaced by one that lists pickles only (no network
+    here); the download function must never be reached."""
+    from huggingface_hub import HfApi
+    import huggingface_hub
+
+    class Sibling:
+        def __init__(self, name):
+            self.rfilename, self.size = name, 10
+
+    class Info:
+        sha = COMMIT
+        siblings = [Sibling(n) for n in ("config.json", "pytorch_model.bin", "tokenizer.json")]
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(HfApi, "model_info", lambda self, *a, **k: Info())
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", lambda *a, **k: pytest.fail("downloaded"))
+    with pytest.raises(GlassboxError, match="no safetensors weights .*pytorch_model.bin.*never loads pickled"):
+        hub.download(hub.HubId("old-org/pickles-only"))
+
+
+def test_ids_past_the_tokenizer_are_labelled_and_can_be_generated(neox_dir):
+    loaded = copy.deepcopy(load(str(neox_dir), dtype="float32", device="cpu"))
+    n_pieces = loaded.tokenizer.vocab_size
+    assert n_pieces < 320 and len(loaded.pieces) == 320 and loaded.pieces[319] == "<id 319>"
+    with torch.no_grad():  # the final norm's output becomes all ones, and id 319 (a padding row) the certain next token
+        loaded.model.ln_final.b.fill_(1.0)
+        loaded.model.ln_final.w.zero_()
+        loaded.model.unembed.W_U[:, 319] = 50.0
+    tokens = [t.token for t in generate(loaded, "The cat", 3, Sampling(temperature=0))]
+    assert tokens == ["<id 319>"] * 3
+    assert loaded.tokenizer.decode(loaded.encode("The cat") + [319]) == "The cat<id 319>"
+
+
+def test_cli_models_and_download(hub_cache):
+    result = cli("models")
+    assert result.returncode == 0, result.stderr
+    assert "EleutherAI/pythia-70m" in result.stdout and "GPT-NeoX" in result.stdout
+    result = cli("download", "test-org/tiny-neox")
+    assert result.returncode == 0 and str(hub_cache / "snapshots" / COMMIT) in result.stdout
+    result = cli("download", "not a hub id")
+    assert result.returncode == 2 and result.stderr.startswith("error:") and len(result.stderr.splitlines()) == 1
+    result = cli("generate", "--model", "test-org/tiny-neox", "--prompt", "The cat", "--max-new-tokens", "3")
+    assert result.returncode == 0, result.stderr
