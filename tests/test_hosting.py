@@ -107,7 +107,7 @@ def test_inside_the_roots_a_model_loads_and_a_missing_one_says_so(roots):
 
 def test_empty_roots_offer_only_the_bundled_models(good, monkeypatch):
     monkeypatch.setenv("GLASSBOX_MODEL_DIRS", "")
-    with pytest.raises(GlassboxError, match="this server offers only its bundled models"):
+    with pytest.raises(GlassboxError, match="this server opens no model directories"):
         load(str(good))
     assert load("worked-example").cfg.d_model == 4
 
@@ -456,9 +456,9 @@ def test_app_with_no_model_folders_offers_only_the_bundled_models(good, monkeypa
 
     monkeypatch.setenv("GLASSBOX_MODEL_DIRS", "")
     at = start("screens/explore.py", model=str(good))
-    assert not at.exception and "offers only its bundled models" in shown(at.error[0].value)
-    assert at.selectbox(key="explore_model_choice").options == ["default", "worked-example"]
-    assert at.selectbox(key="explore_model_choice").value == "default"
+    assert not at.exception and "opens no model directories" in shown(at.error[0].value)
+    assert "Local directory" not in at.selectbox(key="explore_model_source").options
+    assert at.selectbox(key="explore_model_source").value == "Bundled"
 
 
 def test_a_crash_shows_a_reference_and_logs_the_traceback(caplog):

@@ -20,6 +20,7 @@ transformers = pytest.importorskip("transformers")
 from model.engine import GlassboxError  # noqa: E402
 from model.engine.sampling import Sampling, generate  # noqa: E402
 from model.io import hub  # noqa: E402
+from model.io.catalog import curated  # noqa: E402
 from model.io.checkpoint import load, model_key  # noqa: E402
 from tests.helpers import cli  # noqa: E402
 
@@ -132,3 +133,27 @@ def test_cli_models_and_download(hub_cache):
     assert result.returncode == 2 and result.stderr.startswith("error:") and len(result.stderr.splitlines()) == 1
     result = cli("generate", "--model", "test-org/tiny-neox", "--prompt", "The cat", "--max-new-tokens", "3")
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("hub_id", [m.hub_id for m in curated()])
+def test_each_curated_config_is_the_shape_transformers_builds(hub_id):
+    """Reference: transformers' own config and model classes for the same config.json, built on
+    the meta device (no memory): the same parameter count, windowed layers and head sizes."""
+    from model.io.catalog import entry
+
+    model = entry(hub_id)
+    hf_config = transformers.AutoConfig.for_model(**model.config)
+    with torch.device("meta"):
+        hf = transformers.AutoModelForCausalLM.from_config(hf_config)
+    assert model.parameters == sum(p.numel() for p in hf.parameters())
+    cfg = model.model_config
+    types = getattr(hf_config, "layer_types", None)
+    windowed = [i for i in range(cfg.n_layers) if cfg.is_local(i)]
+    if getattr(hf_config, "sliding_window", None) and types:
+        assert windowed == [i for i, t in enumerate(types) if t == "sliding_attention"]
+        assert cfg.window == hf_config.sliding_window
+    elif hf_config.model_type == "gpt_neo":
+        assert windowed == [i for i, t in enumerate(hf_config.attention_layers) if t == "local"]
+    else:
+        assert windowed == []
+    assert cfg.d_head == (getattr(hf_config, "head_dim", None) or hf_config.hidden_size // hf_config.num_attention_heads)

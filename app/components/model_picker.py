@@ -37,46 +37,59 @@ def _label(entry) -> str:
     return f"{entry.hub_id} · {entry.family} · {entry.parameters / 1e6:,.0f}M parameters · {state}"
 
 
+WIDGETS = {BUNDLED: "_bundled", CURATED: "_curated", HUB: "_hub", LOCAL: "_dir"}  # each source's widget key suffix
+
+
+def _chosen(key: str) -> None:
+    """A widget changed: the model name follows it (on_change, before the rerun)."""
+    source = st.session_state[key + "_source"]
+    st.session_state[key] = str(st.session_state.get(key + WIDGETS[source]) or "").strip()
+
+
 def model_picker(key: str) -> LoadedModel | None:
-    """Pick a model; its name lives in ``st.session_state[key]`` (the page keeps it in the URL).
-    Returns the loaded model, or None after saying what is missing (a path, a download)."""
+    """Pick a model; its name lives in ``st.session_state[key]`` (the page keeps it in the URL, a
+    test or a link may set it), and the widgets show that name. Returns the loaded model, or None
+    after saying what is missing (a path, a download)."""
     sources = _sources()
-    source_key = key + "_source"
-    if source_key not in st.session_state or st.session_state[source_key] not in sources:
-        source = _source_of(st.session_state[key])
-        st.session_state[source_key] = source if source in sources else BUNDLED
-        if source == BUNDLED or source not in sources:
-            st.session_state[key + "_bundled"] = st.session_state[key] if source == BUNDLED else NAMED_MODELS[0]
-        elif source == CURATED:
-            st.session_state[key + "_curated"] = st.session_state[key]
-        else:
-            st.session_state[key + ("_hub" if source == HUB else "_dir")] = st.session_state[key]
+    name = st.session_state[key]
+    if name:  # the name is the truth: the widgets are set from it
+        source = _source_of(name)
+        if source not in sources:  # e.g. a hub id on a server without the hub: the loader says why
+            source = LOCAL if LOCAL in sources else BUNDLED
+        st.session_state[key + "_source"] = source
+        if source != BUNDLED or name in NAMED_MODELS:
+            st.session_state[key + WIDGETS[source]] = name
+    elif st.session_state.get(key + "_source") not in sources:
+        st.session_state[key + "_source"] = BUNDLED
     left, right = st.columns([1, 3])
-    source = left.selectbox("Model from", sources, key=source_key)
+    source = left.selectbox("Model from", sources, key=key + "_source", on_change=_chosen, args=(key,))
+    widget = dict(key=key + WIDGETS[source], on_change=_chosen, args=(key,))
     if source == BUNDLED:
-        name = right.selectbox("Model", NAMED_MODELS, key=key + "_bundled",
-                               help="default: the small GPT trained here on generated stories; "
-                                    "worked-example: the article's 8-word toy")
+        right.selectbox("Model", NAMED_MODELS, **widget, help="default: the small GPT trained here on generated "
+                        "stories; worked-example: the article's 8-word toy")
     elif source == CURATED:
         entries = {m.hub_id: m for m in curated()}
-        name = right.selectbox("Model", list(entries), key=key + "_curated", format_func=lambda i: _label(entries[i]),
-                               help="Models people open to look inside, one or two per family. `glassbox models` "
-                                    "lists them too.")
+        right.selectbox("Model", list(entries), format_func=lambda i: _label(entries[i]), **widget,
+                        help="Models people open to look inside, one or two per family. `glassbox models` lists them too.")
     elif source == HUB:
-        name = right.text_input("Hub id", key=key + "_hub", placeholder="EleutherAI/pythia-70m@step3000",
-                                help="owner/name from huggingface.co, optionally @revision (a branch, tag or "
-                                     "commit). Safetensors weights only.").strip()
+        right.text_input("Hub id", placeholder="EleutherAI/pythia-70m@step3000", **widget,
+                         help="owner/name from huggingface.co, optionally @revision (a branch, tag or commit). "
+                              "Safetensors weights only.")
     else:
         roots = allowed_roots()
         where = f" Under {', '.join(map(str, roots))} on this server." if roots else ""
-        name = right.text_input("Model directory", key=key + "_dir", placeholder="/path/to/model (config.json + "
-                                "model.safetensors)", help="A Glassbox checkpoint or a transformers model directory "
-                                "(GPT-2, GPT-NeoX, GPT-Neo, Llama, Mistral, Qwen2/3, Gemma 1-3), read offline." + where
-                                ).strip()
+        right.text_input("Model directory", placeholder="/path/to/model (config.json + model.safetensors)", **widget,
+                         help="A Glassbox checkpoint or a transformers model directory (GPT-2, GPT-NeoX, GPT-Neo, "
+                              "Llama, Mistral, Qwen2/3, Gemma 1-3), read offline." + where)
+    if not st.session_state[key] and source == BUNDLED:
+        _chosen(key)  # a first visit: the bundled default
+    name = st.session_state[key]
+    if not name and source == HUB:
+        st.info("Give a hub id (owner/name).")
     if not name:
-        st.info("Give a hub id (owner/name)." if source == HUB else "Give the path of a model directory.")
+        if source == LOCAL:
+            st.info("Give the path of a model directory.")
         return None
-    st.session_state[key] = name
     hub = parse_hub_id(name) if source in (CURATED, HUB) else None
     if hub is not None and cached(hub) is None and not _offer_download(hub, key):
         return None
@@ -92,7 +105,7 @@ def _offer_download(hub: HubId, key: str) -> bool:
     True once it is downloaded (the page goes on to load it)."""
     entry = next((m for m in curated() if m.hub_id == str(hub)), None)
     size = f" ({entry.download_bytes / 1e9:.2f} GB)" if entry else ""
-    st.info(f"{plain(str(hub))} is not downloaded yet{size}. Only its config, tokenizer and safetensors weights "
+    st.info(f"{plain(str(hub))} is not downloaded yet{plain(size)}. Only its config, tokenizer and safetensors weights "
             "are fetched, into the Hugging Face cache on this server.")
     if not st.button("Download", key=key + "_download", type="primary"):
         return False

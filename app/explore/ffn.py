@@ -25,15 +25,28 @@ def render(ctx: Explorer) -> None:
     trace = ctx.trace(Needs((p + "*", f"blocks.{layer}.ln2.hook_out")))
     on = active(trace, cfg, layer)
     rule = "output > 0" if cfg.activation == "relu" and not cfg.gated_mlp else "pre-activation > 0"
-    st.markdown(f"{cfg.d_ff:,} neurons: pre = x·W_in + b_in, post = {cfg.activation}(pre)"
-                + (" × (x·W_linear)" if cfg.gated_mlp else "") + f", then post·W_out adds back into the residual stream.")
+    if cfg.gated_mlp:
+        st.markdown(f"{cfg.d_ff:,} neurons, gated: pre = x·W_gate, gate = {cfg.activation}(pre), linear = x·W_in "
+                    "(the up projection), post = gate × linear; then post·W_out adds back into the residual stream"
+                    + (" (after the post norm ln2_post)" if cfg.post_norms else "") + ".")
+    else:
+        st.markdown(f"{cfg.d_ff:,} neurons: pre = x·W_in + b_in, post = {cfg.activation}(pre), then post·W_out adds "
+                    "back into the residual stream.")
     fraction = on.double().mean(-1).cpu().numpy()
     st.plotly_chart(bar_chart(ctx.labels, fraction, f"Fraction of neurons active ({rule})", "fraction",
                               text=[f"{f:.0%}" for f in fraction]), width="stretch")
     heatmap(array(trace[p + "hook_pre"]), ctx.labels, None, "Pre-activation", p + "hook_pre", col_title="neuron",
             zoom_key="ffn:pre")
-    heatmap(array(trace[p + "hook_post"]), ctx.labels, None, f"Post-activation ({cfg.activation})", p + "hook_post",
-            col_title="neuron", zoom_key="ffn:post")
+    if cfg.gated_mlp:
+        a, b = st.columns(2)
+        with a:
+            heatmap(array(trace[p + "hook_gate"]), ctx.labels, None, f"Gate: {cfg.activation}(pre)", p + "hook_gate",
+                    col_title="neuron", zoom_key="ffn:gate")
+        with b:
+            heatmap(array(trace[p + "hook_linear"]), ctx.labels, None, "Linear (up): x·W_in", p + "hook_linear",
+                    col_title="neuron", zoom_key="ffn:linear")
+    heatmap(array(trace[p + "hook_post"]), ctx.labels, None, "Post: gate × linear" if cfg.gated_mlp
+            else f"Post-activation ({cfg.activation})", p + "hook_post", col_title="neuron", zoom_key="ffn:post")
     neurons = top_neurons(ctx.model, trace, layer, position, 12)
     st.subheader(f"Top neurons at {plain(repr(ctx.labels[position]))}")
     st.caption("Ranked by how much they write into the residual stream: |post| × ‖W_out[neuron]‖.")

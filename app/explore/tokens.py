@@ -74,7 +74,12 @@ def render(ctx: Explorer) -> None:
                           height=460, margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h", y=-0.15))
         st.plotly_chart(fig, width="stretch")
 
-    table, what, col_title = positional_table(ctx.model)
+    layer = 0
+    if ctx.cfg.positional == "rope" and ctx.cfg.local_rope_base is not None:  # local and global layers differ
+        layer = st.selectbox("RoPE of block", range(ctx.cfg.n_layers), key="explore_rope_layer",
+                             format_func=lambda i: f"block {i}" + (" (local)" if ctx.cfg.is_local(i) else ""),
+                             help="This model's layers rotate at different frequencies (local and global layers).")
+    table, what, col_title = positional_table(ctx.model, layer, rows=max(64, len(ctx.tokens)))
     st.subheader("The positional table")
     st.caption(what + f". The prompt uses rows 0–{len(ctx.tokens) - 1}.")
     heatmap(table, [str(i) for i in range(len(table))], None, "Positions", "pos_embed.W_pos" if ctx.cfg.positional == "table"

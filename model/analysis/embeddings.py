@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from model.engine import Transformer
+from model.engine.rope import rope_angles
 
 
 def embedding_pca(W_E: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
@@ -38,12 +39,23 @@ def nearest_tokens(W_E: torch.Tensor, token_id: int, k: int = 10) -> list[tuple[
     return [(int(i), float(v)) for i, v in zip(ids, values)]
 
 
-def positional_table(model: Transformer) -> tuple[np.ndarray, str, str]:
-    """(table, what it is, its column axis): the learned or given table W_pos, or for RoPE the
-    cosine of each position's rotation angle per frequency pair."""
+def positional_table(model: Transformer, layer: int = 0, rows: int = 512) -> tuple[np.ndarray, str, str]:
+    """(table, what it is, its column axis) for the first ``rows`` positions: the learned table
+    W_pos, or for RoPE the cosine of each position's rotation angle per rotated pair in
+    ``layer`` (the model's own angles: partial rotary, scaling and a local layer's own base
+    included)."""
     cfg = model.cfg
+    rows = min(rows, cfg.n_ctx)
     if cfg.positional == "table":
-        return model.pos_embed.W_pos.detach().cpu().numpy(), "pos_embed.W_pos: added to each token's embedding", "d_model"
-    cos = model.blocks[0].attn.rope_cos[:, : cfg.d_head // 2]
-    return (cos.cpu().numpy(), f"RoPE: cos(position × θ_i), θ_i = {cfg.rope_base:g}^(−2i/d_head), rotating q and k",
-            "frequency pair i")
+        return (model.pos_embed.W_pos[:rows].detach().cpu().numpy(), "pos_embed.W_pos: added to each token's embedding",
+                "d_model")
+    attn = model.blocks[layer].attn
+    cos, _ = rope_angles(attn.inv_freq, 0, rows, torch.float64)
+    pairs = cfg.rotary_dim // 2
+    share = "" if cfg.rotary_dim == cfg.d_head else (
+        f"; only the first {cfg.rotary_dim} of each head's {cfg.d_head} features rotate, the other "
+        f"{cfg.d_head - cfg.rotary_dim} pass unchanged")
+    local = " (a local layer, with its own base)" if cfg.is_local(layer) and cfg.local_rope_base else ""
+    return (cos[:, :pairs].cpu().numpy(),
+            f"RoPE in block {layer}{local}: cos(position × θ_i) for each of the {pairs} rotated pairs of features, "
+            f"rotating q and k{share}", "rotated pair i")

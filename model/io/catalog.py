@@ -14,7 +14,7 @@ from functools import cached_property
 
 
 from model.engine import ModelConfig
-from model.io.convert import CONVERTERS
+from model.io.convert import CONVERTERS, FAMILY_NAMES
 from model.io.hub import cached, parse_hub_id
 
 BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
@@ -28,7 +28,7 @@ class Curated:
 
     @property
     def family(self) -> str:
-        return CONVERTERS[self.config["model_type"]].FAMILY
+        return FAMILY_NAMES[self.config["model_type"]]
 
     @cached_property
     def model_config(self) -> ModelConfig:
@@ -59,8 +59,60 @@ class Curated:
         return cached(parse_hub_id(self.hub_id)) is not None
 
 
-CURATED: list[Curated] = []
+GPT2 = {"model_type": "gpt2", "vocab_size": 50257, "n_positions": 1024, "n_embd": 768, "n_head": 12,
+        "activation_function": "gelu_new", "layer_norm_epsilon": 1e-05, "torch_dtype": "float32"}
+PYTHIA = {"model_type": "gpt_neox", "vocab_size": 50304, "max_position_embeddings": 2048, "rotary_pct": 0.25,
+          "rotary_emb_base": 10000, "use_parallel_residual": True, "layer_norm_eps": 1e-05, "hidden_act": "gelu",
+          "tie_word_embeddings": False, "torch_dtype": "float16"}
+
+# The config.json files of the hub repositories (the keys the converters read; revision main).
+CURATED: list[Curated] = [
+    Curated("openai-community/gpt2", "the classic: most interpretability work starts here", dict(GPT2, n_layer=12)),
+    Curated("distilbert/distilgpt2", "GPT-2 distilled to 6 blocks", dict(GPT2, n_layer=6)),
+    Curated("EleutherAI/pythia-70m", "154 training checkpoints (@step1000 … @step143000): watch it learn",
+            dict(PYTHIA, hidden_size=512, num_hidden_layers=6, num_attention_heads=8, intermediate_size=2048)),
+    Curated("EleutherAI/pythia-160m", "Pythia at GPT-2-small width",
+            dict(PYTHIA, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)),
+    Curated("roneneldan/TinyStories-33M", "fluent children's stories from 4 blocks",
+            {"model_type": "gpt_neo", "vocab_size": 50257, "max_position_embeddings": 2048, "hidden_size": 768,
+             "num_layers": 4, "num_heads": 16, "intermediate_size": None, "window_size": 256,
+             "attention_types": [[["global", "local"], 2]], "activation_function": "gelu_new",
+             "layer_norm_epsilon": 1e-05, "tie_word_embeddings": True, "torch_dtype": "float32"}),
+    Curated("HuggingFaceTB/SmolLM2-135M", "a modern Llama: RMSNorm, SwiGLU, RoPE, GQA",
+            {"model_type": "llama", "vocab_size": 49152, "max_position_embeddings": 8192, "hidden_size": 576,
+             "intermediate_size": 1536, "num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3,
+             "rms_norm_eps": 1e-05, "rope_theta": 100000, "hidden_act": "silu", "tie_word_embeddings": True,
+             "torch_dtype": "bfloat16"}),
+    Curated("Qwen/Qwen2.5-0.5B", "q/k/v biases, 14 query heads on 2 key/value heads",
+            {"model_type": "qwen2", "vocab_size": 151936, "max_position_embeddings": 32768, "hidden_size": 896,
+             "intermediate_size": 4864, "num_hidden_layers": 24, "num_attention_heads": 14, "num_key_value_heads": 2,
+             "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "use_sliding_window": False, "sliding_window": 32768,
+             "max_window_layers": 24, "hidden_act": "silu", "tie_word_embeddings": True, "torch_dtype": "bfloat16"}),
+    Curated("Qwen/Qwen3-0.6B", "QK-norm, heads of 128 wider than d_model/heads",
+            {"model_type": "qwen3", "vocab_size": 151936, "max_position_embeddings": 40960, "hidden_size": 1024,
+             "intermediate_size": 3072, "num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": 8,
+             "head_dim": 128, "rms_norm_eps": 1e-06, "rope_theta": 1000000, "attention_bias": False,
+             "use_sliding_window": False, "sliding_window": None, "max_window_layers": 28, "hidden_act": "silu",
+             "tie_word_embeddings": True, "torch_dtype": "bfloat16"}),
+    Curated("google/gemma-3-270m", "Gemma 3: post norms, QK-norm, local and global layers, 262k vocabulary",
+            {"model_type": "gemma3_text", "vocab_size": 262144, "max_position_embeddings": 32768, "hidden_size": 640,
+             "intermediate_size": 2048, "num_hidden_layers": 18, "num_attention_heads": 4, "num_key_value_heads": 1,
+             "head_dim": 256, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0,
+             "rope_scaling": None, "sliding_window": 512, "query_pre_attn_scalar": 256,
+             "attn_logit_softcapping": None, "final_logit_softcapping": None, "hidden_activation": "gelu_pytorch_tanh",
+             "layer_types": ["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(18)],
+             "tie_word_embeddings": True, "torch_dtype": "bfloat16"}),
+]
 
 
 def curated() -> list[Curated]:
     return CURATED
+
+
+def entry(hub_id: str) -> Curated:
+    from model.engine import GlassboxError
+
+    for model in CURATED:
+        if model.hub_id == hub_id:
+            return model
+    raise GlassboxError(f"{hub_id!r} is not a curated model: `glassbox models` lists them")

@@ -24,7 +24,7 @@ from safetensors.torch import load_file, save_file
 
 from model.engine import GlassboxError, ModelConfig, Transformer, default_device
 from model.io.assets import asset
-from model.io.convert import CONVERTERS
+from model.io.convert import CONVERTERS, FAMILY_NAMES
 from model.io.guard import CONFIG_BYTES, check_fits, model_directory, regular_file
 from model.io.hub import Progress, download, parse_hub_id
 from model.io.tokenizer import Tokenizer
@@ -109,7 +109,7 @@ def load(name_or_path: str, dtype: str | None = None, device: str | torch.device
         hub = parse_hub_id(name_or_path)
         where = f"the Hugging Face hub: {hub}, commit {path.name[:10]}" if hub else str(path)
         about = {"source": f"{config['model_type']} checkpoint from {where}, converted on load",
-                 "family": converter.FAMILY}
+                 "family": FAMILY_NAMES[config["model_type"]]}
         dtype = dtype or "float32"
     else:
         raise GlassboxError(

@@ -40,7 +40,7 @@ def model_directory(text: str, names: tuple[str, ...]) -> Path:
     it is looked at."""
     choices, roots = ", ".join(names), allowed_roots()
     if roots == []:
-        raise GlassboxError(f"No model {text!r}: this server offers only its bundled models ({choices})")
+        raise GlassboxError(f"No model {text!r}: this server opens no model directories (its bundled models: {choices})")
     try:
         if not text.strip():
             raise ValueError("no path")

@@ -6,3 +6,7 @@ from model.io.convert import gemma, gpt2, gpt_neo, gpt_neox, llama
 
 CONVERTERS = {"gpt2": gpt2, "gpt_neo": gpt_neo, "gpt_neox": gpt_neox, "llama": llama, "mistral": llama, "qwen2": llama, "qwen3": llama,
               "gemma": gemma, "gemma2": gemma, "gemma3_text": gemma}
+
+# what each model_type is called on screen
+FAMILY_NAMES = {"gpt2": "GPT-2", "gpt_neox": "GPT-NeoX", "gpt_neo": "GPT-Neo", "llama": "Llama", "mistral": "Mistral",
+                "qwen2": "Qwen2", "qwen3": "Qwen3", "gemma": "Gemma", "gemma2": "Gemma 2", "gemma3_text": "Gemma 3"}

@@ -1,0 +1,103 @@
+"""``glassbox bench --families``: each curated hub model's shape, built here with random weights
+at its real sizes, opened by Glassbox like a download, traced and generated on this machine.
+
+For each model (in a process of its own, so that one model's peak memory does not hide
+another's): transformers builds the model class from the hub config.json the catalog carries
+(random weights, stored in the hub's dtype) and saves it beside a small tokenizer; then
+Glassbox loads that directory (float32), traces a 128-token prompt with every activation and
+every gradient captured, and generates 16 tokens with the KV cache. Reported: load time, trace
+time, generation speed, the bytes the trace holds and the process's peak resident memory.
+Needs transformers (a test and benchmark dependency). Nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+N_TOKENS, N_NEW = 128, 16
+
+
+def build(hub_id: str, path: Path) -> None:
+    """The model's hub layout with random weights: config.json, model.safetensors, tokenizer.json."""
+    import torch
+    import transformers
+    from tokenizers import ByteLevelBPETokenizer
+
+    from model.io.catalog import entry
+
+    config = dict(entry(hub_id).config)
+    dtype = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[config.get("torch_dtype", "float32")]
+    hf_config = transformers.AutoConfig.for_model(**config)
+    torch.manual_seed(0)
+    with torch.device("cpu"):
+        model = transformers.AutoModelForCausalLM.from_config(hf_config, dtype=dtype)
+    model.save_pretrained(str(path))
+    del model
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(["a few words to train a byte-level tokenizer on"] * 4, vocab_size=300)
+    bpe._tokenizer.save(str(path / "tokenizer.json"))
+
+
+def measure(hub_id: str) -> dict:
+    import torch
+
+    from model.engine import run_trace
+    from model.engine.sampling import Sampling, generate
+    from model.io.checkpoint import load
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder)
+        started = time.perf_counter()
+        build(hub_id, path)
+        built = time.perf_counter() - started
+        disk = sum(f.stat().st_size for f in path.iterdir())
+        started = time.perf_counter()
+        loaded = load(str(path), dtype="float32", device="cpu")
+        load_s = time.perf_counter() - started
+    tokens = [int(t) for t in torch.randint(0, loaded.tokenizer.vocab_size, (N_TOKENS,), generator=torch.Generator().manual_seed(0))]
+    started = time.perf_counter()
+    trace = run_trace(loaded.model, tokens, backward=True)
+    trace_s = time.perf_counter() - started
+    trace_bytes = sum(t.nbytes for t in list(trace.activations.values()) + list(trace.grads.values()))
+    n_names = len(trace.activations) + len(trace.grads)
+    del trace
+    prompt = loaded.tokenizer.decode(tokens[:32])
+    started = time.perf_counter()
+    generated = list(generate(loaded, prompt, N_NEW, Sampling(temperature=0)))
+    generate_s = time.perf_counter() - started
+    return {"model": hub_id, "parameters": sum(p.numel() for p in loaded.model.parameters()), "build_s": built,
+            "stored_bytes": disk, "load_s": load_s, "trace_s": trace_s, "trace_tensors": n_names,
+            "trace_bytes": trace_bytes, "generate_tokens_per_s": len(generated) / generate_s,
+            "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+
+
+def run(models: list[str] | None = None, json_path: Path | None = None) -> int:
+    from model.io.catalog import curated
+
+    results = []
+    print(f"each curated model's shape, random weights, float32 on the CPU: load, a {N_TOKENS}-token trace with "
+          f"every activation and gradient, {N_NEW} greedy tokens")
+    header = f"{'model':<28} {'params':>8} {'load s':>7} {'trace s':>8} {'trace GB':>9} {'gen tok/s':>9} {'peak GB':>8}"
+    print(header)
+    for hub_id in models or [m.hub_id for m in curated()]:
+        done = subprocess.run([sys.executable, "-m", "model.tools.family_bench", hub_id], capture_output=True, text=True)
+        if done.returncode != 0:
+            print(f"{hub_id:<28} failed: {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode}")
+            continue
+        r = json.loads(done.stdout.strip().splitlines()[-1])
+        results.append(r)
+        print(f"{hub_id:<28} {r['parameters'] / 1e6:>7.0f}M {r['load_s']:>7.1f} {r['trace_s']:>8.1f} "
+              f"{r['trace_bytes'] / 1e9:>9.2f} {r['generate_tokens_per_s']:>9.1f} {r['peak_rss_bytes'] / 1e9:>8.2f}")
+    if json_path:
+        json_path.write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    print(json.dumps(measure(sys.argv[1])))
