@@ -157,3 +157,19 @@ def test_each_curated_config_is_the_shape_transformers_builds(hub_id):
     else:
         assert windowed == []
     assert cfg.d_head == (getattr(hf_config, "head_dim", None) or hf_config.hidden_size // hf_config.num_attention_heads)
+
+
+def test_the_picker_opens_a_cached_hub_model_and_offers_a_download_for_the_others(hub_cache):
+    """The app in AppTest, offline: a cached hub id loads (its Overview names the parallel block);
+    a curated model not in the cache shows its size and a Download button, and nothing is fetched."""
+    from tests.helpers import shown, start
+
+    at = start("screens/explore.py", model="test-org/tiny-neox", prompt="The cat sat", view="Overview")
+    assert not at.exception and not at.error
+    assert at.selectbox(key="explore_model_source").value == "Any hub id"
+    assert any("parallel block" in shown(m.value) for m in at.markdown)
+    at = start("screens/playground.py", model="EleutherAI/pythia-70m")
+    assert not at.exception and not at.error
+    assert at.selectbox(key="model_source").value == "Curated hub models"
+    assert any("not downloaded yet (0.14 GB)" in shown(i.value) for i in at.info)
+    assert [b.label for b in at.button] == ["Download"]

@@ -1,8 +1,8 @@
 """``glassbox bench --families``: each curated hub model's shape, built here with random weights
 at its real sizes, opened by Glassbox like a download, traced and generated on this machine.
 
-For each model (in a process of its own, so that one model's peak memory does not hide
-another's): transformers builds the model class from the hub config.json the catalog carries
+For each model (in processes of its own, so that one model's peak memory does not hide
+another's, and building it does not count towards the peak): transformers builds the model class from the hub config.json the catalog carries
 (random weights, stored in the hub's dtype) and saves it beside a small tokenizer; then
 Glassbox loads that directory (float32), traces a 128-token prompt with every activation and
 every gradient captured, and generates 16 tokens with the KV cache. Reported: load time, trace
@@ -44,22 +44,18 @@ def build(hub_id: str, path: Path) -> None:
     bpe._tokenizer.save(str(path / "tokenizer.json"))
 
 
-def measure(hub_id: str) -> dict:
+def measure(hub_id: str, path: Path) -> dict:
+    """Glassbox's side, in a fresh process: load ``path`` (built by ``build``), trace, generate."""
     import torch
 
     from model.engine import run_trace
     from model.engine.sampling import Sampling, generate
     from model.io.checkpoint import load
 
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder)
-        started = time.perf_counter()
-        build(hub_id, path)
-        built = time.perf_counter() - started
-        disk = sum(f.stat().st_size for f in path.iterdir())
-        started = time.perf_counter()
-        loaded = load(str(path), dtype="float32", device="cpu")
-        load_s = time.perf_counter() - started
+    disk = sum(f.stat().st_size for f in path.iterdir())
+    started = time.perf_counter()
+    loaded = load(str(path), dtype="float32", device="cpu")
+    load_s = time.perf_counter() - started
     tokens = [int(t) for t in torch.randint(0, loaded.tokenizer.vocab_size, (N_TOKENS,), generator=torch.Generator().manual_seed(0))]
     started = time.perf_counter()
     trace = run_trace(loaded.model, tokens, backward=True)
@@ -71,8 +67,8 @@ def measure(hub_id: str) -> dict:
     started = time.perf_counter()
     generated = list(generate(loaded, prompt, N_NEW, Sampling(temperature=0)))
     generate_s = time.perf_counter() - started
-    return {"model": hub_id, "parameters": sum(p.numel() for p in loaded.model.parameters()), "build_s": built,
-            "stored_bytes": disk, "load_s": load_s, "trace_s": trace_s, "trace_tensors": n_names,
+    return {"model": hub_id, "parameters": sum(p.numel() for p in loaded.model.parameters()), "stored_bytes": disk,
+            "load_s": load_s, "trace_s": trace_s, "trace_tensors": n_names,
             "trace_bytes": trace_bytes, "generate_tokens_per_s": len(generated) / generate_s,
             "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
 
@@ -86,7 +82,12 @@ def run(models: list[str] | None = None, json_path: Path | None = None) -> int:
     header = f"{'model':<28} {'params':>8} {'load s':>7} {'trace s':>8} {'trace GB':>9} {'gen tok/s':>9} {'peak GB':>8}"
     print(header)
     for hub_id in models or [m.hub_id for m in curated()]:
-        done = subprocess.run([sys.executable, "-m", "model.tools.family_bench", hub_id], capture_output=True, text=True)
+        with tempfile.TemporaryDirectory() as folder:
+            done = subprocess.run([sys.executable, "-m", "model.tools.family_bench", "build", hub_id, folder],
+                                  capture_output=True, text=True)
+            if done.returncode == 0:
+                done = subprocess.run([sys.executable, "-m", "model.tools.family_bench", "measure", hub_id, folder],
+                                      capture_output=True, text=True)
         if done.returncode != 0:
             print(f"{hub_id:<28} failed: {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode}")
             continue
@@ -99,5 +100,9 @@ def run(models: list[str] | None = None, json_path: Path | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    print(json.dumps(measure(sys.argv[1])))
+if __name__ == "__main__":  # the two halves, each in a process of its own
+    step, hub_id, folder = sys.argv[1:4]
+    if step == "build":
+        build(hub_id, Path(folder))
+    else:
+        print(json.dumps(measure(hub_id, Path(folder))))
