@@ -14,6 +14,15 @@ def bar_label(p: float) -> str:
     return f"{float(p):.3f}" if float(p) >= 0.001 else ""
 
 
+def token_labels(pieces: list[str], ids: list[int]) -> list[str]:
+    """Axis labels for tokens: the piece as Python would quote it (without the quotes), and its id
+    where two pieces look alike (byte tokens that each decode to �), so that no two bars of a chart
+    share a category and stack."""
+    shown = [repr(p)[1:-1] or "∅" for p in pieces]
+    repeated = {s for s in shown if shown.count(s) > 1}
+    return [f"{s} #{i}" if s in repeated else s for s, i in zip(shown, ids)]
+
+
 def pretty(label: str) -> str:
     """Article names for people: dL/dX(2) -> ∂L/∂X(2)."""
     return label.replace("dL/d", "∂L/∂")

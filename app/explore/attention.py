@@ -146,7 +146,10 @@ def render(ctx: Explorer) -> None:
     pattern = array(trace[p + "hook_pattern"][head])
     st.caption(f"Recorded in {p}hook_scores: {pair.recorded:.6g} (recomputed above in float64). "
                + (f"Key {key} is after query {query}: the mask sets it to −∞ and its weight is exactly 0."
-                  if key > query else f"After the mask and the softmax over row {query}: weight {pattern[query, key]:.6g}."))
+                  if key > query else
+                  f"Key {key} is outside query {query}'s window of {cfg.window} positions: the mask sets it to −∞ "
+                  "and its weight is exactly 0." if cfg.is_local(layer) and query - key >= cfg.window else
+                  f"After the mask and the softmax over row {query}: weight {pattern[query, key]:.6g}."))
     products = np.stack([pair.q, pair.k, pair.products])
     heatmap(products, [f"q ({q_name})", f"k ({k_name})", "q·k per dimension"], None, "The dot product, dimension by dimension",
             f"{p}{q_name}[{head}, {query}] · {p}{k_name}[{cfg.kv_head(head)}, {key}]", row_title="", col_title="d_head",

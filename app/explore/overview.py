@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from app.explore.common import Explorer, bar_chart
-from app.components.labels import bar_label
+from app.components.labels import bar_label, token_labels
 from model.analysis import architecture, parts
 from model.serving import Needs, full_trace_bytes
 from model.engine.sampling import top
@@ -27,7 +27,8 @@ def render(ctx: Explorer) -> None:
                 f"{'a final ' + cfg.norm + ' and ' if cfg.final_norm else ''}the output head turn the last stream "
                 f"into {cfg.vocab_size:,} logits.")
     family = ctx.loaded.about.get("family")
-    st.markdown(f"**This model's blocks{' (' + family + ')' if family else ''}:** " + " · ".join(architecture(cfg)))
+    st.markdown(f"**This model's blocks{' (' + family + ')' if family else ''}:**\n"
+                + "\n".join(f"- {note}" for note in architecture(cfg)))
     left, right = st.columns([3, 2])
     with left:
         table = pd.DataFrame([{"part": p.label, "parameters": ", ".join(f"{n} {list(s)}" for n, s in p.params) or p.note,
@@ -42,7 +43,8 @@ def render(ctx: Explorer) -> None:
     trace = ctx.trace(NEEDS)
     probs = trace["hook_probs"][-1]
     best = top(probs, ctx.vocab_pieces, 10)
-    st.plotly_chart(bar_chart([t["token"] for t in best], [t["p"] for t in best],
+    st.plotly_chart(bar_chart(token_labels([t["token"] for t in best], [t["token_id"] for t in best]),
+                              [t["p"] for t in best],
                               f"What the model predicts after “{ctx.pieces[-1]}” (hook_probs, last position)",
                               "probability", x_title="next token", text=[bar_label(t["p"]) for t in best]), width="stretch")
     full = full_trace_bytes(model, len(ctx.tokens))

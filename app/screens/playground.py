@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.components.errors import fragment
-from app.components.labels import bar_label, plain, plain_html
+from app.components.labels import bar_label, plain, plain_html, token_labels
 from app.components.model_picker import model_picker
 from app.resources import shared_model
 from app.state import read_url_settings, write_url_settings
@@ -39,7 +39,7 @@ def before_after_chart(before: list[dict], after: list[dict], title: str, n: int
     p_after = {d["token_id"]: d["p"] for d in after}
     text = {d["token_id"]: d["token"] for d in before + after}
     order = sorted(text, key=lambda i: -max(p_before.get(i, 0.0), p_after.get(i, 0.0)))[:n]
-    labels = [repr(text[i])[1:-1] or "∅" for i in order]
+    labels = token_labels([text[i] for i in order], order)
     bars = []
     for name, probs, colour in (("model (softmax of the logits)", p_before, "#9db4d0"),
                                 ("sampled from (after the settings)", p_after, "#d9480f")):
