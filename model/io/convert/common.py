@@ -101,3 +101,13 @@ def rotary_dim(hf: dict, d_head: int, default_factor: float = 1.0) -> int:
     params = hf.get("rope_parameters") if isinstance(hf.get("rope_parameters"), dict) else {}
     factor = params.get("partial_rotary_factor", hf.get("partial_rotary_factor", hf.get("rotary_pct", default_factor)))
     return int(d_head * factor)
+
+
+def linear_mlp(s: Weights, state: dict, src_in: str, src_out: str, dst: str, cfg: ModelConfig) -> None:
+    """A plain MLP stored as two nn.Linear layers with biases (``src_in``, ``src_out``: their
+    names without ".weight"), into the engine's (in, out) W_in, b_in, W_out, b_out under ``dst``."""
+    D, F = cfg.d_model, cfg.d_ff
+    state[dst + "W_in"] = s.take(src_in + ".weight", F, D).T
+    state[dst + "b_in"] = s.take(src_in + ".bias", F)
+    state[dst + "W_out"] = s.take(src_out + ".weight", D, F).T
+    state[dst + "b_out"] = s.take(src_out + ".bias", D)

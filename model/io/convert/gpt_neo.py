@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from model.engine import GlassboxError, ModelConfig
-from model.io.convert.common import Weights, build, heads_in, heads_out, local_layers
+from model.io.convert.common import Weights, build, heads_in, heads_out, linear_mlp, local_layers
 
 FAMILY = "GPT-Neo"
 ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
@@ -43,7 +43,7 @@ def config(hf: dict) -> ModelConfig:
 
 def state_dict(cfg: ModelConfig, hf: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     s = Weights(hf, FAMILY, ("transformer.",))
-    H, D, dh, F = cfg.n_heads, cfg.d_model, cfg.d_head, cfg.d_ff
+    H, D, dh = cfg.n_heads, cfg.d_model, cfg.d_head
     state = {"embed.W_E": s.take("wte.weight", cfg.vocab_size, D), "pos_embed.W_pos": s.take("wpe.weight", cfg.n_ctx, D),
              "ln_final.w": s.take("ln_f.weight", D), "ln_final.b": s.take("ln_f.bias", D)}
     if not cfg.tie_embeddings:
@@ -57,8 +57,5 @@ def state_dict(cfg: ModelConfig, hf: dict[str, torch.Tensor]) -> dict[str, torch
             state[f"{dst}attn.W_{name}"] = heads_in(s.take(f"{src}attn.attention.{name.lower()}_proj.weight", D, D), H, dh)
         state[dst + "attn.W_O"] = heads_out(s.take(src + "attn.attention.out_proj.weight", D, D), H, dh)
         state[dst + "attn.b_O"] = s.take(src + "attn.attention.out_proj.bias", D)
-        state[dst + "mlp.W_in"] = s.take(src + "mlp.c_fc.weight", F, D).T
-        state[dst + "mlp.b_in"] = s.take(src + "mlp.c_fc.bias", F)
-        state[dst + "mlp.W_out"] = s.take(src + "mlp.c_proj.weight", D, F).T
-        state[dst + "mlp.b_out"] = s.take(src + "mlp.c_proj.bias", D)
+        linear_mlp(s, state, src + "mlp.c_fc", src + "mlp.c_proj", dst + "mlp.", cfg)
     return state

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from model.engine import ModelConfig
-from model.io.convert.common import Weights, build, heads_out, rotary_dim
+from model.io.convert.common import Weights, build, heads_out, linear_mlp, rotary_dim
 
 FAMILY = "GPT-NeoX"
 
@@ -38,7 +38,7 @@ def config(hf: dict) -> ModelConfig:
 
 def state_dict(cfg: ModelConfig, hf: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     s = Weights(hf, FAMILY, ("gpt_neox.",))
-    H, D, dh, F = cfg.n_heads, cfg.d_model, cfg.d_head, cfg.d_ff
+    H, D, dh = cfg.n_heads, cfg.d_model, cfg.d_head
     state = {"embed.W_E": s.take("embed_in.weight", cfg.vocab_size, D),
              "ln_final.w": s.take("final_layer_norm.weight", D), "ln_final.b": s.take("final_layer_norm.bias", D)}
     if not cfg.tie_embeddings:
@@ -58,8 +58,5 @@ def state_dict(cfg: ModelConfig, hf: dict[str, torch.Tensor]) -> dict[str, torch
             for j, name in enumerate("QKV"):
                 state[f"{dst}attn.b_{name}"] = b_qkv[:, j]
             state[dst + "attn.b_O"] = s.take(src + "attention.dense.bias", D)
-        state[dst + "mlp.W_in"] = s.take(src + "mlp.dense_h_to_4h.weight", F, D).T
-        state[dst + "mlp.b_in"] = s.take(src + "mlp.dense_h_to_4h.bias", F)
-        state[dst + "mlp.W_out"] = s.take(src + "mlp.dense_4h_to_h.weight", D, F).T
-        state[dst + "mlp.b_out"] = s.take(src + "mlp.dense_4h_to_h.bias", D)
+        linear_mlp(s, state, src + "mlp.dense_h_to_4h", src + "mlp.dense_4h_to_h", dst + "mlp.", cfg)
     return state

@@ -58,7 +58,7 @@ def _local_layers(hf: dict, kind: str) -> tuple[int, ...] | None:
 
 def state_dict(cfg: ModelConfig, hf: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     s = Weights(hf, FAMILY, ("model.",))
-    H, K, D, dh, F = cfg.n_heads, cfg.n_kv_heads, cfg.d_model, cfg.d_head, cfg.d_ff
+    D, F = cfg.d_model, cfg.d_ff
     state = {"embed.W_E": s.take("embed_tokens.weight", cfg.vocab_size, D), "ln_final.w": s.take("norm.weight", D)}
     if not cfg.tie_embeddings:
         state["unembed.W_U"] = s.take("lm_head.weight", cfg.vocab_size, D).T
