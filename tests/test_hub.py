@@ -88,26 +88,92 @@ def test_offline_and_switched_off_hub_are_clear_errors(hub_cache, monkeypatch):
         load("test-org/tiny-neox")
 
 
-def test_a_model_with_only_pickled_weights_is_refused_before_any_download(monkeypatch, tmp_path):
-    """huggingface_hub's model listing is replaced by one that lists pickles only (no network
-    here); the download function must never be reached."""
-    from huggingface_hub import HfApi
-    import huggingface_hub
+@pytest.fixture
+def fake_hub(neox_dir, tmp_path, monkeypatch):
+    """The hub's endpoints that huggingface_hub calls, served from folders on 127.0.0.1
+    (HF_ENDPOINT): the model listing /api/models/<repo>/revision/<rev> and the files
+    /<repo>/resolve/<commit>/<file>, with the headers it reads (X-Repo-Commit, ETag, length).
+    Yields the list of paths requested."""
+    import hashlib
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    class Sibling:
-        def __init__(self, name):
-            self.rfilename, self.size = name, 10
+    pickles = tmp_path / "pickles"
+    pickles.mkdir()
+    (pickles / "config.json").write_text('{"model_type": "gpt2"}')
+    (pickles / "pytorch_model.bin").write_bytes(b"a pickle")
+    repos = {"test-org/tiny-neox": neox_dir, "old-org/pickles-only": pickles}
+    requested = []
 
-    class Info:
-        sha = COMMIT
-        siblings = [Sibling(n) for n in ("config.json", "pytorch_model.bin", "tokenizer.json")]
+    class Hub(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
 
-    monkeypatch.setenv("HF_HOME", str(tmp_path))
+        def do_HEAD(self):
+            self.reply(body=False)
+
+        def do_GET(self):
+            self.reply(body=True)
+
+        def reply(self, body: bool):
+            path = self.path.split("?")[0]
+            requested.append(f"{self.command} {path}")
+            parts = path.strip("/").split("/")
+            if path.startswith("/api/models/") and "/".join(parts[2:4]) in repos:
+                folder = repos["/".join(parts[2:4])]
+                data = json.dumps({"id": "/".join(parts[2:4]), "sha": COMMIT, "siblings": [
+                    {"rfilename": f.name, "size": f.stat().st_size} for f in sorted(folder.iterdir())]}).encode()
+            elif len(parts) == 5 and parts[2] == "resolve" and "/".join(parts[:2]) in repos \
+                    and (repos["/".join(parts[:2])] / parts[4]).is_file():
+                data = (repos["/".join(parts[:2])] / parts[4]).read_bytes()
+            else:
+                self.send_response(404)
+                self.send_header("X-Error-Code", "RepoNotFound" if path.startswith("/api/") else "EntryNotFound")
+                self.end_headers()
+                return
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("ETag", f'"{hashlib.sha256(data).hexdigest()}"')
+            self.send_header("X-Repo-Commit", COMMIT)
+            self.end_headers()
+            if body:
+                self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Hub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setattr(HfApi, "model_info", lambda self, *a, **k: Info())
-    monkeypatch.setattr(huggingface_hub, "hf_hub_download", lambda *a, **k: pytest.fail("downloaded"))
+    yield requested
+    server.shutdown()
+
+
+def test_a_download_fetches_only_what_glassbox_reads_with_progress_then_loads_offline(fake_hub, neox_dir, monkeypatch):
+    """huggingface_hub's real download path against the local endpoints: config, tokenizer and
+    safetensors fetched into the cache (never the pickle beside them, nor anything else), the
+    progress reaching the listed total, and the model then loading by id with HF_HUB_OFFLINE=1."""
+    reports = []
+    folder = hub.download(hub.HubId("test-org/tiny-neox"), lambda done, total: reports.append((done, total)))
+    fetched = sorted(p.split("/")[-1] for p in fake_hub if p.startswith("GET /test-org/tiny-neox/resolve/"))
+    assert fetched == ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]
+    assert sorted(f.name for f in folder.iterdir()) == fetched
+    total = sum((neox_dir / f).stat().st_size for f in fetched)
+    assert reports[-1] == (total, total) and all(d <= t == total for d, t in reports)
+    assert [d for d, _ in reports] == sorted(d for d, _ in reports)  # never backwards
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    by_id, by_dir = load("test-org/tiny-neox", device="cpu"), load(str(neox_dir), device="cpu")
+    ids = torch.tensor([by_dir.encode("The cat sat.")])
+    assert torch.equal(by_id.model(ids).logits, by_dir.model(ids).logits)
+
+
+def test_pickled_weights_and_unknown_repositories_are_refused_before_any_file_is_fetched(fake_hub):
     with pytest.raises(GlassboxError, match="no safetensors weights .*pytorch_model.bin.*never loads pickled"):
         hub.download(hub.HubId("old-org/pickles-only"))
+    with pytest.raises(GlassboxError, match="No model 'nobody/nothing' on the Hugging Face hub"):
+        hub.download(hub.HubId("nobody/nothing"))
+    assert not [p for p in fake_hub if "/resolve/" in p]
 
 
 def test_ids_past_the_tokenizer_are_labelled_and_can_be_generated(neox_dir):

@@ -5,7 +5,7 @@ Only what Glassbox reads is fetched, into the standard hub cache (``HF_HOME``, `
 config.json, the tokenizer files and the safetensors weights, sharded ones with their index.
 Pickled weights (``.bin``, ``.pt``) are never fetched: a model without safetensors is refused
 with a message saying so. A model already in the cache loads without the network, and
-``HF_HUB_OFFLINE=1`` never touches it.
+``HF_HUB_OFFLINE=1`` never touches it; ``HF_ENDPOINT`` points at a mirror.
 
 Server setting: ``GLASSBOX_HUB`` ("0", "false", "off": visitors may not open hub ids; on by default).
 """
@@ -105,8 +105,9 @@ def download(hub: HubId, progress: Progress | None = None) -> Path:
     from huggingface_hub import HfApi, hf_hub_download
     from huggingface_hub import errors
 
+    endpoint = os.environ.get("HF_ENDPOINT") or None  # read at each call, like the cache's place
     try:
-        info = HfApi().model_info(hub.repo, revision=hub.revision, files_metadata=True)
+        info = HfApi(endpoint=endpoint).model_info(hub.repo, revision=hub.revision, files_metadata=True)
         files = {s.rfilename: s.size or 0 for s in info.siblings or []}
         wanted = [f for f in files if _wanted(f)]
         if not any(f.endswith(".safetensors") for f in wanted):
@@ -117,8 +118,11 @@ def download(hub: HubId, progress: Progress | None = None) -> Path:
             raise GlassboxError(f"{hub} has no config.json: it is not a transformers model")
         total, done = sum(files[f] for f in wanted), 0
         tqdm_class = None if progress is None else _reporting_tqdm(lambda n: progress(min(done + n, total), total))
-        for filename in wanted:  # pinned to one commit, so a push midway cannot mix two versions
-            path = hf_hub_download(hub.repo, filename, revision=info.sha, cache_dir=cache_dir(), tqdm_class=tqdm_class)
+        for filename in wanted:  # by the revision's name, so that the cache records it (refs/<revision>)
+            path = hf_hub_download(hub.repo, filename, revision=hub.revision, cache_dir=cache_dir(),
+                                   tqdm_class=tqdm_class, endpoint=endpoint)
+            if Path(path).parent.name != info.sha:  # a push midway: never mix two versions' files
+                raise GlassboxError(f"{hub} changed on the hub during the download: try again")
             done += files[filename]
             if progress is not None:
                 progress(done, total)
