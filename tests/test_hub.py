@@ -239,3 +239,16 @@ def test_the_picker_opens_a_cached_hub_model_and_offers_a_download_for_the_other
     assert at.selectbox(key="model_source").value == "Curated hub models"
     assert any("not downloaded yet (0.14 GB)" in shown(i.value) for i in at.info)
     assert [b.label for b in at.button] == ["Download"]
+
+
+def test_the_picker_downloads_with_a_progress_bar_then_opens_the_model(fake_hub):
+    """The Download button in AppTest, against the local hub endpoints: the click fetches the
+    model (nothing is fetched before it) and the page goes on to open it."""
+    from tests.helpers import shown, start
+
+    at = start("screens/explore.py", model="test-org/tiny-neox", prompt="The cat sat", view="Overview")
+    assert any("not downloaded yet" in shown(i.value) for i in at.info) and fake_hub == []  # nothing before the click
+    at.button(key="explore_model_download").click().run()
+    assert not at.exception and not at.error
+    assert [p.split("/")[-1] for p in fake_hub if p.startswith("GET /test-org")][-1] == "tokenizer_config.json"
+    assert any("parallel block" in shown(m.value) for m in at.markdown)
