@@ -252,3 +252,16 @@ def test_the_picker_downloads_with_a_progress_bar_then_opens_the_model(fake_hub)
     assert not at.exception and not at.error
     assert [p.split("/")[-1] for p in fake_hub if p.startswith("GET /test-org")][-1] == "tokenizer_config.json"
     assert any("parallel block" in shown(m.value) for m in at.markdown)
+
+
+def test_sharded_safetensors_load_like_one_file(neox_dir, tmp_path):
+    """Reference: the same transformers model saved as one file and in shards with their index
+    (save_pretrained's max_shard_size): identical logits."""
+    model = transformers.AutoModelForCausalLM.from_pretrained(str(neox_dir))
+    sharded = tmp_path / "sharded"
+    model.save_pretrained(str(sharded), max_shard_size="100KB")
+    shutil.copy(neox_dir / "tokenizer.json", sharded)
+    assert (sharded / "model.safetensors.index.json").exists() and len(list(sharded.glob("model-*.safetensors"))) >= 2
+    one, many = load(str(neox_dir), device="cpu"), load(str(sharded), device="cpu")
+    ids = torch.tensor([one.encode("The cat sat on the mat.")])
+    assert torch.equal(one.model(ids).logits, many.model(ids).logits)
