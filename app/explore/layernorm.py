@@ -49,8 +49,14 @@ def render(ctx: Explorer) -> None:
     st.plotly_chart(fig, width="stretch")
     table = pd.DataFrame(summary, index=ctx.labels)
     st.dataframe(table.style.format("{:.6g}"), width="stretch", height=min(38 + 35 * len(table), 320))
-    st.caption("The input's mean and standard deviation are recomputed here from the input in float64; the recorded "
-               "scale is √(σ² + ε), so it sits just above the std. The normalised vector has mean 0 and std just under 1.")
+    if cfg.norm == "layernorm":
+        st.caption("The input's mean and standard deviation are recomputed here from the input in float64; the "
+                   "recorded scale is √(σ² + ε), so it sits just above the std. The normalised vector has mean 0 and "
+                   "std just under 1.")
+    else:
+        st.caption("The input's root mean square is recomputed here from the input in float64; the recorded scale is "
+                   "√(mean x² + ε), so it sits just above it. RMSNorm does not subtract the mean: the normalised "
+                   "vector keeps a mean of its own, and its root mean square is just under 1.")
     heatmap(array(trace[source]), ctx.labels, None, "Input x", source, col_title="d_model", zoom_key="ln:in")
     heatmap(array(trace[prefix + "hook_normalized"]), ctx.labels, None, "Normalised", prefix + "hook_normalized",
             col_title="d_model", zoom_key="ln:norm")
