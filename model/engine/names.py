@@ -112,7 +112,7 @@ ACTIVATIONS: list[Name] = [
     Name("blocks.{i}.attn.hook_pattern", ("head", "query", "key"), "softmax over keys; rows sum to 1"),
     Name("blocks.{i}.attn.hook_z", ("head", "position", "d_head"), "each head's weighted values, pattern · v"),
     Name("blocks.{i}.attn.hook_result", ("head", "position", "d_model"),
-         "each head's contribution after W_O (they sum, plus b_O, to hook_attn_out)"),
+         "each head's contribution after W_O (they sum, plus b_O, to hook_attn_out; to attn.hook_out before a post norm)"),
     Name("blocks.{i}.attn.hook_out", ("position", "d_model"), "the attention's output before its post norm (Σ result + b_O)",
          "post norms"),
     *_norm("blocks.{i}.ln1_post.", "post norms", "post LayerNorms"),
