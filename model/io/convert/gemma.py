@@ -54,7 +54,8 @@ def config(hf: dict) -> ModelConfig:
         )
         if not later:
             return cfg
-        every = 2 if kind == "gemma2" else hf.get("sliding_window_pattern", 6)
+        # the period of local layers: hub files spell it with or without a leading underscore
+        every = 2 if kind == "gemma2" else hf.get("sliding_window_pattern", hf.get("_sliding_window_pattern", 6))
         types = hf.get("layer_types") or ["sliding_attention" if (i + 1) % every else "full_attention"
                                           for i in range(n_layers)]
         return with_window(cfg, hf.get("sliding_window", 4096), local_layers(types))
