@@ -69,7 +69,7 @@ PYTHIA = {"model_type": "gpt_neox", "vocab_size": 50304, "max_position_embedding
 CURATED: list[Curated] = [
     Curated("openai-community/gpt2", "the classic: most interpretability work starts here", dict(GPT2, n_layer=12)),
     Curated("distilbert/distilgpt2", "GPT-2 distilled to 6 blocks", dict(GPT2, n_layer=6)),
-    Curated("EleutherAI/pythia-70m", "154 training checkpoints (@step1000 … @step143000): watch it learn",
+    Curated("EleutherAI/pythia-70m", "training checkpoints as revisions (@step1000 … @step143000): watch it learn",
             dict(PYTHIA, hidden_size=512, num_hidden_layers=6, num_attention_heads=8, intermediate_size=2048)),
     Curated("EleutherAI/pythia-160m", "Pythia at GPT-2-small width",
             dict(PYTHIA, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)),
