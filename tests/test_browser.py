@@ -242,3 +242,37 @@ def test_plain_shows_hostile_text_as_typed_in_chromiums_renderer(plain_text_url,
         assert inline.locator(made).count() == 0 and inline.locator("strong").count() == 2, (text, inline.inner_html())
         seen = " ".join(alone.inner_text().replace("\u2060", "").split())
         assert seen == " ".join(text.split()), (text, seen)
+
+
+def test_sessions_arriving_together_at_a_fresh_server_all_draw():
+    """Six Chromium sessions open chart pages at the same moment on a server that has just
+    started (its own, not the shared fixture's, which earlier tests have warmed). Before the
+    libraries were initialised once in app/__init__.py, about half of them crashed with
+    "partially initialized module 'pandas'" (the server log's words). Reference: each page's
+    own text (no error box, the page's heading drawn) and the server's log."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app/main.py", "--server.headless", "true",
+                               "--server.port", str(port), "--browser.gatherUsageStats", "false"], cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    paths = ["/explore?view=Attention", "/playground", "/explore?view=Overview", "/", "/explore?view=Backward",
+             "/playground"]
+    try:
+        assert healthy(url), "the app did not start"
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            pages = [browser.new_page(viewport={"width": 1280, "height": 800}) for _ in paths]
+            for page, path in zip(pages, paths):  # all requested before any is drawn
+                page.goto(url + path, wait_until="commit")
+            for page, path in zip(pages, paths):
+                settled(page)
+                page.wait_for_selector("h1", timeout=60_000)
+                body = page.inner_text("body")
+                assert "Something went wrong" not in body and "Error" not in body, (path, body[:300])
+            browser.close()
+    finally:
+        os.killpg(server.pid, 15)
+        log = server.communicate(timeout=30)[0]
+    assert "partially initialized" not in log and "Traceback" not in log, log[-2000:]
