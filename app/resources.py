@@ -7,7 +7,9 @@ import streamlit as st
 
 from app.components.labels import plain
 from model.io.checkpoint import LoadedModel
-from model.serving import ModelCache, TraceCache
+from model.engine import default_device
+from model.serving import Admission, ModelCache, TraceCache
+from model.serving.admission import default_budget
 
 
 @st.cache_resource
@@ -27,3 +29,10 @@ def shared_model(name: str) -> LoadedModel:
 def trace_cache() -> TraceCache:
     """One cache for every session: a trace depends only on (model, prompt, target, capture)."""
     return TraceCache()
+
+
+@st.cache_resource
+def admission() -> Admission:
+    """The traces in flight for every session, bounded by GLASSBOX_TRACE_BUDGET_GB (default: half
+    the memory free when the server starts)."""
+    return Admission(default_budget(default_device()))

@@ -1,6 +1,8 @@
-"""One model object, many callers at once: each call gets exactly its own trace.
+"""One model object, many callers at once: each call gets exactly its own trace; identical
+requests are computed once; traces in flight are admitted against a memory budget.
 
-Reference: the same traces computed one after another on one thread (bit-for-bit equal)."""
+Reference: the same traces computed one after another on one thread (bit-for-bit equal);
+counts and ledgers kept by the tests themselves."""
 
 import threading
 
@@ -8,6 +10,9 @@ import torch
 
 from model.engine.capture import _active
 from model.engine import ModelConfig, Transformer, run_trace
+from tests.helpers import build_random_model
+
+CFG = ModelConfig(vocab_size=16, n_ctx=8, d_model=8, n_layers=1, n_heads=2, d_ff=16)
 
 
 def test_sixteen_threads_each_get_their_own_trace():
@@ -50,3 +55,74 @@ def test_sixteen_threads_each_get_their_own_trace():
     assert all(p.grad is None for p in model.parameters())
     assert not any(m._forward_hooks or m._forward_pre_hooks or m._backward_hooks for m in model.modules())
     assert _active.get() is None
+
+
+def test_identical_requests_in_flight_are_computed_once():
+    """Eight threads ask the trace cache for the same trace at once: one computation, one object."""
+    import threading
+
+    from model.serving import TraceCache
+
+    cache, calls, start = TraceCache(), [], threading.Barrier(8)
+
+    def compute():
+        calls.append(1)
+        threading.Event().wait(0.2)  # long enough for every thread to arrive while it runs
+        return run_trace(build_random_model(CFG), [1, 2, 3])
+
+    def ask(results, i):
+        start.wait()
+        results[i] = cache.get("same", compute)
+
+    results = [None] * 8
+    threads = [threading.Thread(target=ask, args=(results, i)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1 and all(r is results[0] for r in results)
+
+
+def test_admission_keeps_the_bytes_in_flight_within_the_budget_first_come_first_served():
+    """Reference: a ledger kept by the test itself of what runs at each moment. Twelve requests of
+    40 bytes against a 100-byte budget: at most two run at once, in arrival order, each waiting one
+    told how many were ahead; one request larger than the budget runs alone."""
+    import threading
+    import time
+
+    from model.serving import Admission
+
+    admission, lock = Admission(100), threading.Lock()
+    running, peak, order, told = [0], [0], [], {}
+
+    def request(i, nbytes):
+        def wait(ahead):
+            told.setdefault(i, ahead)
+
+        with admission.admit(nbytes, wait):
+            with lock:
+                order.append(i)
+                running[0] += nbytes
+                peak[0] = max(peak[0], running[0])
+            time.sleep(0.05)
+            with lock:
+                running[0] -= nbytes
+
+    threads = []
+    for i in range(12):
+        threads.append(threading.Thread(target=request, args=(i, 40)))
+        threads[-1].start()
+        time.sleep(0.005)  # arrival order 0, 1, 2, ...
+    for t in threads:
+        t.join()
+    assert peak[0] <= 100 and order == list(range(12))
+    assert told and all(ahead >= 1 for ahead in told.values()) and 11 in told
+    big = threading.Thread(target=request, args=(99, 500))
+    small = threading.Thread(target=request, args=(100, 40))
+    peak[0] = 0
+    big.start()
+    time.sleep(0.01)
+    small.start()
+    big.join(); small.join()
+    assert peak[0] == 500  # the large one ran, and alone
+    assert admission.in_flight == 0 and admission.running == 0 and admission.waiting() == 0

@@ -14,8 +14,8 @@ import torch
 from app.components.heatmap import heatmap_figure
 from app.components.pipeline import pipeline_strip
 from model.analysis import downsample, parts
-from app.resources import trace_cache
-from model.serving import Needs, capture_plan
+from app.resources import admission, trace_cache
+from model.serving import WORKING_FACTOR, Needs, capture_plan, full_trace_bytes
 from model.io.checkpoint import LoadedModel
 from model.engine import Target, Trace, run_trace
 
@@ -64,9 +64,21 @@ class Explorer:
         names, backward = capture_plan(self.model, len(self.tokens), needs)
         backward = backward and self.can_backward()
         key = (self.model_key, tuple(self.tokens), self.target if backward else None, names, backward)
+        # what it takes while computed: a full trace's exact bytes (an upper bound for a partial one)
+        cost = int(full_trace_bytes(self.model, len(self.tokens)) * WORKING_FACTOR)
+        queued = st.empty()
+
+        def compute() -> Trace:
+            def wait(ahead: int) -> None:
+                queued.info(f"Queued: {ahead} trace{'s' if ahead != 1 else ''} ahead of yours on this server. "
+                            "Yours starts when there is memory for it.")
+
+            with admission().admit(cost, wait):
+                queued.empty()
+                return run_trace(self.model, self.tokens, names=names, backward=backward, target=self.target)
+
         with st.spinner("Tracing the prompt…"):
-            return trace_cache().get(key, lambda: run_trace(self.model, self.tokens, names=names, backward=backward,
-                                                             target=self.target))
+            return trace_cache().get(key, compute)
 
 
 def array(tensor: torch.Tensor) -> np.ndarray:

@@ -1,0 +1,92 @@
+"""Traces in flight, admitted against a memory budget, so that many visitors at once cannot
+take the server past its memory: a request waits, first come first served, until the bytes
+in flight plus its own fit; one larger than the whole budget waits until nothing else runs
+and then runs alone. A waiting request is told how many are ahead of it.
+
+What a trace costs while it is computed is its captured bytes (sizing.py, exact) times
+WORKING_FACTOR: the autograd graph's saved tensors come on top of what the trace keeps.
+`python -m model bench` measured the peak rise of resident memory during a traced backward
+at 1.46× (T = 128) and 1.23× (T = 512) the trace's bytes on a GPT-2-small shape.
+
+Setting: ``GLASSBOX_TRACE_BUDGET_GB`` (default: half the memory available when the server
+starts: free RAM, or the GPU's free memory).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import deque
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator
+
+import torch
+
+from model.io.guard import gigabytes_setting
+
+TRACE_BUDGET_GB = "GLASSBOX_TRACE_BUDGET_GB"
+WORKING_FACTOR = 1.5
+
+
+def available_memory(device: torch.device | None = None) -> int:
+    """Free memory now: the GPU's (cuda) or MemAvailable from /proc/meminfo (else total RAM)."""
+    if device is not None and device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    from model.io.guard import physical_memory
+
+    return physical_memory()
+
+
+def default_budget(device: torch.device | None = None) -> int:
+    budget = gigabytes_setting(TRACE_BUDGET_GB)
+    return available_memory(device) // 2 if budget is None else budget
+
+
+class Admission:
+    def __init__(self, budget: int):
+        self.budget = budget
+        self.in_flight = 0  # bytes admitted and not yet released
+        self.running = 0
+        self._queue: deque[int] = deque()  # tickets waiting, first come first served
+        self._tickets = itertools.count()
+        self._changed = threading.Condition()
+
+    def _fits(self, ticket: int, nbytes: int) -> bool:
+        return self._queue[0] == ticket and (self.running == 0 or self.in_flight + nbytes <= self.budget)
+
+    @contextmanager
+    def admit(self, nbytes: int, on_wait: Callable[[int], None] | None = None) -> Iterator[None]:
+        """Hold ``nbytes`` of the budget for the block. While waiting, ``on_wait(n)`` is told how
+        many requests are ahead (running ones included) whenever that changes."""
+        with self._changed:
+            ticket = next(self._tickets)
+            self._queue.append(ticket)
+            told = None
+            while not self._fits(ticket, nbytes):
+                ahead = self._queue.index(ticket) + self.running
+                if on_wait is not None and ahead != told:
+                    on_wait(ahead)
+                    told = ahead
+                self._changed.wait()
+            self._queue.popleft()
+            self.in_flight += nbytes
+            self.running += 1
+            self._changed.notify_all()  # the next in line may fit too
+        try:
+            yield
+        finally:
+            with self._changed:
+                self.in_flight -= nbytes
+                self.running -= 1
+                self._changed.notify_all()
+
+    def waiting(self) -> int:
+        with self._changed:
+            return len(self._queue)
