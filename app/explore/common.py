@@ -12,6 +12,7 @@ import streamlit as st
 import torch
 
 from app.components.heatmap import heatmap_figure
+from app.components.labels import plain
 from app.components.pipeline import pipeline_strip
 from model.analysis import downsample, parts
 from app.resources import admission, trace_cache
@@ -70,8 +71,8 @@ class Explorer:
 
         def compute() -> Trace:
             def wait(ahead: int) -> None:
-                queued.info(f"Queued: {ahead} trace{'s' if ahead != 1 else ''} ahead of yours on this server. "
-                            "Yours starts when there is memory for it.")
+                queued.info(f"Queued: {plain(ahead)} ahead of yours on this server. Yours starts when there is "
+                            "memory for it.")
 
             with admission().admit(cost, wait):
                 queued.empty()
