@@ -16,6 +16,9 @@ differently ordered arithmetic):
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+
 import pytest
 import torch
 
@@ -107,17 +110,27 @@ def test_token_ids_are_transformers(family):
         assert loaded.encode(text) == tokenizer(text)["input_ids"], text
 
 
-def test_forward_and_backward_match_transformers(family):
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU"))]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_forward_and_backward_match_transformers(family, device):
+    """On each device both models run on (CUDA where there is one: the same tolerances, TF32 off
+    as PyTorch's default leaves it)."""
     hf, tokenizer, loaded = family
+    if device != "cpu":
+        hf = copy.deepcopy(hf).to(device)
+        loaded = dataclasses.replace(loaded, model=copy.deepcopy(loaded.model).to(device))
     cfg = loaded.cfg
     tokens = loaded.encode(PROMPT)
-    ids = torch.tensor([tokens])
+    ids = torch.tensor([tokens], device=device)
     out = hf(ids, output_hidden_states=True, output_attentions=True)
     for h in out.hidden_states:
         h.retain_grad()
     loss = torch.nn.functional.cross_entropy(out.logits[0, :-1], ids[0, 1:])
     loss.backward()
     trace = run_trace(loaded.model, tokens, backward=True)
+    assert trace["hook_logits"].device.type == device
     # every switch the family uses is on, and bites
     assert cfg.window is None or len(tokens) > 2 * cfg.window
     if cfg.attn_softcap is not None:

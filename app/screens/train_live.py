@@ -39,7 +39,7 @@ def pattern_grids(run) -> list[list[Grid]]:
     for b in range(loaded.cfg.n_layers):
         for h in range(loaded.cfg.n_heads):
             name = f"blocks.{b}.attn.hook_pattern"
-            grids = [Grid(f"A({b + 1},{h + 1}) {when}", f"{name}[{h}]", trace[name][h].double().numpy(), labels, labels,
+            grids = [Grid(f"A({b + 1},{h + 1}) {when}", f"{name}[{h}]", trace[name][h].double().cpu().numpy(), labels, labels,
                           "query position", "key position") for when, trace in (("before", before), ("after", after))]
             grids.append(Grid(f"A({b + 1},{h + 1}) change", "after − before", grids[1].values - grids[0].values, labels,
                               labels, "query position", "key position"))
