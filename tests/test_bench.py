@@ -37,6 +37,17 @@ def test_bench_small_writes_ratios_and_memory(tmp_path):
 
 
 @pytest.mark.subprocess
+def test_bench_peers_runs_beside_transformers_on_the_same_weights():
+    """Reference for the one assertion that is not a smoke check: transformers' own greedy
+    `generate` on the same weights gives the same 64 tokens as Glassbox's (the bench exits 1 if not)."""
+    pytest.importorskip("transformers")
+    run = subprocess.run([sys.executable, "-m", "model", "bench", "--peers", "--small", "--repeats", "1", "--lengths",
+                          "8", "16"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "same tokens: True" in run.stdout and run.stdout.count("÷ transformers forward") == 8
+
+
+@pytest.mark.subprocess
 def test_bench_rejects_too_few_repeats():
     run = subprocess.run([sys.executable, "-m", "model", "bench", "--repeats", "2"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)

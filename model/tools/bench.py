@@ -53,6 +53,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per variant, medians reported (>= 5)")
     parser.add_argument("--small", action="store_true", help="a tiny config, for a smoke test")
     parser.add_argument("--json", type=Path, help="also write the numbers to this JSON file")
+    parser.add_argument("--peers", action="store_true",
+                        help="instead: Glassbox beside transformers (and TransformerLens if installed) on the same weights")
     parser.add_argument("--families", nargs="*", metavar="HUB_ID",
                         help="instead: each curated model's shape (or these), random weights: load, trace, generate")
 
@@ -169,6 +171,10 @@ def run(args) -> int:
         from model.tools import family_bench
 
         return family_bench.run(args.families, args.json)
+    if args.peers:
+        from model.tools import peers_bench
+
+        return peers_bench.run(args.lengths, args.repeats, args.small)
     cfg = TINY if args.small else GPT2_SMALL
     if args.repeats < 5 and not args.small:
         raise GlassboxError("--repeats must be at least 5 for the report (medians of few runs are noise)")

@@ -27,7 +27,6 @@ def build(hub_id: str, path: Path) -> None:
     """The model's hub layout with random weights: config.json, model.safetensors, tokenizer.json."""
     import torch
     import transformers
-    from tokenizers import ByteLevelBPETokenizer
 
     from model.io.catalog import entry
 
@@ -39,9 +38,16 @@ def build(hub_id: str, path: Path) -> None:
         model = transformers.AutoModelForCausalLM.from_config(hf_config, dtype=dtype)
     model.save_pretrained(str(path))
     del model
+    build_tokenizer(path)
+
+
+def build_tokenizer(path) -> None:
+    """A small byte-level BPE's tokenizer.json in ``path``: random-weight models need some tokenizer."""
+    from tokenizers import ByteLevelBPETokenizer
+
     bpe = ByteLevelBPETokenizer()
     bpe.train_from_iterator(["a few words to train a byte-level tokenizer on"] * 4, vocab_size=300)
-    bpe._tokenizer.save(str(path / "tokenizer.json"))
+    bpe._tokenizer.save(str(Path(path) / "tokenizer.json"))
 
 
 def measure(hub_id: str, path: Path) -> dict:
