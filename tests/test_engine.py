@@ -11,7 +11,7 @@ import torch
 
 from model.engine.capture import Recorder, capture
 from model.io.checkpoint import load
-from model.engine import GRAD, ModelConfig, Target, Transformer, next_token_targets, run_trace
+from model.engine import GRAD, GlassboxError, ModelConfig, Target, Transformer, next_token_targets, run_trace
 
 TOKENS = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5]
 
@@ -252,3 +252,17 @@ def test_trace_tensors_do_not_alias_the_weights(model):
     weights = {p.untyped_storage().data_ptr() for p in model.parameters()}
     for name in trace.names():
         assert trace[name].untyped_storage().data_ptr() not in weights, name
+
+
+def test_last_only_gives_the_last_rows_logits(random_model):
+    """Reference: the full forward's last row (float64; the head's product of one row may round
+    differently from the product of many: 1e-12)."""
+    cfg = ModelConfig(vocab_size=40, n_ctx=16, d_model=16, n_layers=2, n_heads=4, d_ff=32)
+    model = random_model(cfg)
+    ids = torch.tensor([[3, 1, 4, 1, 5, 9]])
+    with torch.no_grad():
+        last = model(ids, last_only=True).logits
+        full = model(ids).logits
+    assert last.shape == (1, 1, 40) and torch.allclose(last[0, 0], full[0, -1], atol=1e-12)
+    with pytest.raises(GlassboxError, match="no loss"):
+        model(ids, torch.zeros_like(ids), last_only=True)

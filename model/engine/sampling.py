@@ -119,7 +119,7 @@ def generate(loaded: TextModel, prompt: str, max_new_tokens: int, sampling: Samp
     generator = torch.Generator().manual_seed(sampling.seed)
     cache = KVCache(loaded.cfg.n_layers)
     with torch.no_grad():
-        logits = model(torch.tensor([tokens], device=device), cache=cache).logits[0, -1]
+        logits = model(torch.tensor([tokens], device=device), cache=cache, last_only=True).logits[0, -1]
         for i in range(max_new_tokens):
             before, after = distributions(logits.cpu(), sampling)
             choice = int(torch.multinomial(after, 1, generator=generator))
@@ -146,4 +146,4 @@ def next_token_logits(loaded: TextModel, prompt: str) -> torch.Tensor:
     tokens = loaded.encode(prompt)
     check_context(loaded.cfg, len(tokens))
     with torch.no_grad():
-        return loaded.model(torch.tensor([tokens], device=loaded.model.device)).logits[0, -1].double().cpu()
+        return loaded.model(torch.tensor([tokens], device=loaded.model.device), last_only=True).logits[0, -1].double().cpu()

@@ -29,6 +29,7 @@ from torch import nn
 from model.engine.capture import hook, wants
 from model.engine.components import Block, Norm
 from model.engine.config import ModelConfig, check_context
+from model.engine.errors import GlassboxError
 from model.engine.kv_cache import KVCache
 from model.engine.names import is_norm_parameter
 
@@ -88,11 +89,15 @@ class Transformer(nn.Module):
             logits = torch.tanh(hook("hook_logits_uncapped", logits) / cap) * cap
         return logits
 
-    def forward(self, tokens: torch.Tensor, targets: torch.Tensor | None = None, cache: KVCache | None = None
-                ) -> Output:
+    def forward(self, tokens: torch.Tensor, targets: torch.Tensor | None = None, cache: KVCache | None = None,
+                last_only: bool = False) -> Output:
         """tokens: (batch, positions) ids. targets: same shape, the id each position should
         predict, -1 where none; the loss is the mean cross-entropy over positions with one.
-        With a ``cache``, ``tokens`` continue the cached positions, and are added to it."""
+        With a ``cache``, ``tokens`` continue the cached positions, and are added to it.
+        ``last_only``: the logits of the last position alone (generation needs no others, and the
+        head is the largest product of a long prompt)."""
+        if last_only and targets is not None:
+            raise GlassboxError("last_only computes the last position's logits alone: no loss over the others")
         T = tokens.shape[1]
         start = cache.length if cache is not None else 0
         check_context(self.cfg, start + T)
@@ -108,6 +113,8 @@ class Transformer(nn.Module):
             x = block(x, cache)
         if cache is not None:
             cache.length += T
+        if last_only:
+            x = x[:, -1:]
         logits = hook("hook_logits", self.head(x))
         if targets is None and not (wants("hook_log_probs") or wants("hook_probs")):
             return Output(logits, None)

@@ -42,7 +42,9 @@ class Attention(nn.Module):
         self.scale = cfg.attn_scale if cfg.attn_scale is not None else 1 / math.sqrt(dh)
 
     def _project(self, x: torch.Tensor, W: torch.Tensor, bias_name: str) -> torch.Tensor:
-        out = torch.einsum("btd,hde->bhte", x, W)
+        # (b, 1, t, d) @ (h, d, e): a batched product over heads that reads W in place (einsum
+        # copied every weight into another layout on every call: most of a generation step)
+        out = torch.matmul(x[:, None], W)
         if self.cfg.attn_bias:
             out = out + getattr(self, bias_name)[:, None, :]
         return out
@@ -87,10 +89,11 @@ class Attention(nn.Module):
         z = hook(p + "hook_z", z)
 
         if wants(p + "hook_result"):
-            result = hook(p + "hook_result", torch.einsum("bhte,hed->bhtd", z, self.W_O))
+            result = hook(p + "hook_result", torch.matmul(z, self.W_O))  # (b, h, t, e) @ (h, e, d), per head
             out = result.sum(dim=1)
-        else:
-            out = torch.einsum("bhte,hed->btd", z, self.W_O)
+        else:  # heads side by side, one product with W_O viewed as (h·e, d): no copy of the weight
+            b, h, t, e = z.shape
+            out = z.transpose(1, 2).reshape(b, t, h * e) @ self.W_O.reshape(h * e, -1)
         if cfg.attn_out_bias:
             out = out + self.b_O
         return out
