@@ -244,7 +244,7 @@ def test_plain_shows_hostile_text_as_typed_in_chromiums_renderer(plain_text_url,
         assert seen == " ".join(text.split()), (text, seen)
 
 
-def test_sessions_arriving_together_at_a_fresh_server_all_draw():
+def test_sessions_arriving_together_at_a_fresh_server_all_draw(page):
     """Six Chromium sessions open chart pages at the same moment on a server that has just
     started (its own, not the shared fixture's, which earlier tests have warmed). Before the
     libraries were initialised once in app/__init__.py, about half of them crashed with
@@ -261,17 +261,19 @@ def test_sessions_arriving_together_at_a_fresh_server_all_draw():
              "/playground"]
     try:
         assert healthy(url), "the app did not start"
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            pages = [browser.new_page(viewport={"width": 1280, "height": 800}) for _ in paths]
-            for page, path in zip(pages, paths):  # all requested before any is drawn
-                page.goto(url + path, wait_until="commit")
-            for page, path in zip(pages, paths):
-                settled(page)
-                page.wait_for_selector("h1", timeout=60_000)
-                body = page.inner_text("body")
+        browser = page.context.browser  # the module's Chromium (one Playwright per process)
+        sessions = [browser.new_page(viewport={"width": 1280, "height": 800}) for _ in paths]
+        try:
+            for session, path in zip(sessions, paths):  # all requested before any is drawn
+                session.goto(url + path, wait_until="commit")
+            for session, path in zip(sessions, paths):
+                settled(session)
+                session.wait_for_selector("h1", timeout=60_000)
+                body = session.inner_text("body")
                 assert "Something went wrong" not in body and "Error" not in body, (path, body[:300])
-            browser.close()
+        finally:
+            for session in sessions:
+                session.close()
     finally:
         os.killpg(server.pid, 15)
         log = server.communicate(timeout=30)[0]
