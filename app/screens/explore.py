@@ -48,7 +48,8 @@ for key, high in (("layer", cfg.n_layers - 1), ("head", cfg.n_heads - 1), ("pos"
     st.session_state["explore_" + key] = min(max(int(st.session_state["explore_" + key]), 0), high)
 
 st.caption(f"**{plain(loaded.name)}** · {cfg.n_layers} blocks × {cfg.n_heads} heads, d_model {cfg.d_model}, "
-           f"vocabulary {cfg.vocab_size:,}, context {cfg.n_ctx} · this prompt: {len(tokens)} tokens")
+           f"vocabulary {cfg.vocab_size:,}, context {cfg.n_ctx} · this prompt: {len(tokens)} tokens · computed in "
+           f"{str(loaded.model.embed.W_E.dtype).removeprefix('torch.')} on {loaded.model.device.type.upper()}")
 
 
 @fragment
