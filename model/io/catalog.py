@@ -8,7 +8,6 @@ can build a model of exactly its shape with random weights (``python -m model be
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -36,17 +35,10 @@ class Curated:
 
     @cached_property
     def parameters(self) -> int:
-        """Counted on the meta device: one block, two blocks, and the difference per block."""
-        from model.io.checkpoint import _meta_model
+        """Counted on the meta device, as the loader counts a model's bytes."""
+        from model.io.checkpoint import count_numbers
 
-        cfg = self.model_config
-
-        def count(n_layers: int) -> int:
-            model = _meta_model(dataclasses.replace(cfg, n_layers=n_layers, local_layers=None))
-            return sum(p.numel() for p in model.parameters())
-
-        one, two = count(1), count(2)
-        return one + (cfg.n_layers - 1) * (two - one)
+        return count_numbers(self.model_config)
 
     @property
     def download_bytes(self) -> int:

@@ -135,17 +135,24 @@ def load(name_or_path: str, dtype: str | None = None, device: str | torch.device
 
 
 def model_bytes(cfg: ModelConfig, dtype: torch.dtype) -> int:
-    """The bytes of a model's parameters and buffers, from two small models on the meta device
-    (nothing allocated, nothing counted by hand): one block, two blocks, and the difference per block."""
+    """The bytes of a model's parameters and buffers (see ``count_numbers``)."""
+    return count_numbers(cfg, buffers=True) * dtype.itemsize
+
+
+def count_numbers(cfg: ModelConfig, buffers: bool = False) -> int:
+    """How many numbers a model's parameters (and buffers) hold, from two small models on the
+    meta device (nothing allocated, nothing counted by hand): one block, two blocks, and the
+    difference per block."""
     def numel(n_layers: int) -> int:
         model = _meta_model(dataclasses.replace(cfg, n_layers=n_layers, local_layers=None))  # same sizes
-        return sum(t.numel() for t in itertools.chain(model.parameters(), model.buffers()))
+        tensors = itertools.chain(model.parameters(), model.buffers() if buffers else ())
+        return sum(t.numel() for t in tensors)
 
     try:
         one, two = numel(1), numel(2)
     except (RuntimeError, OverflowError, TypeError, ValueError):  # a size past what a tensor can index
         raise GlassboxError("The config's sizes are too large for any tensor") from None
-    return (one + (cfg.n_layers - 1) * (two - one)) * dtype.itemsize
+    return one + (cfg.n_layers - 1) * (two - one)
 
 
 def _meta_model(cfg: ModelConfig) -> Transformer:

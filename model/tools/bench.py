@@ -108,6 +108,21 @@ def trace_bytes(trace, model: Transformer) -> tuple[int, int]:
     return sum(t.nbytes for t in tensors), sum(n for ptr, n in storages.items() if ptr not in params)
 
 
+def median_ms(fns: dict, repeats: int, device: torch.device) -> dict[str, float]:
+    """Each function's median time in ms over ``repeats`` runs after one warm-up, interleaved:
+    each run times every function once, so that drift hits them all alike."""
+    times = {name: [] for name in fns}
+    for run in range(repeats + 1):  # run 0 is the warm-up
+        for name, fn in fns.items():
+            _sync(device)
+            start = time.perf_counter()
+            fn()
+            _sync(device)
+            if run:
+                times[name].append(time.perf_counter() - start)
+    return {name: 1000 * statistics.median(ts) for name, ts in times.items()}
+
+
 def bench_length(model: Transformer, length: int, repeats: int, device: torch.device) -> dict:
     gen = torch.Generator().manual_seed(SEED + length)
     tokens = torch.randint(model.cfg.vocab_size, (length,), generator=gen).tolist()
@@ -128,16 +143,7 @@ def bench_length(model: Transformer, length: int, repeats: int, device: torch.de
         "forward_backward": forward_backward,
         "traced_forward_backward": lambda: run_trace(model, tokens, backward=True),
     }
-    times = {name: [] for name in variants}
-    for run in range(repeats + 1):  # run 0 is the warm-up
-        for name, fn in variants.items():  # interleaved: each run times every variant once
-            _sync(device)
-            start = time.perf_counter()
-            fn()
-            _sync(device)
-            if run:
-                times[name].append(time.perf_counter() - start)
-    ms = {name: 1000 * statistics.median(ts) for name, ts in times.items()}
+    ms = median_ms(variants, repeats, device)
 
     fwd_trace, fwd_peak = peak_increase(variants["capture_forward"], device)
     fwd_bytes, fwd_distinct = trace_bytes(fwd_trace, model)

@@ -15,28 +15,11 @@ it the report says so rather than guess.
 from __future__ import annotations
 
 import importlib.util
-import statistics
 import tempfile
-import time
 
 import torch
 
 N_NEW = 64
-
-
-def _median_ms(fns: dict, repeats: int, device: torch.device) -> dict[str, float]:
-    times = {name: [] for name in fns}
-    for run in range(repeats + 1):
-        for name, fn in fns.items():
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            start = time.perf_counter()
-            fn()
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            if run:
-                times[name].append(time.perf_counter() - start)
-    return {name: 1000 * statistics.median(ts) for name, ts in times.items()}
 
 
 def run(lengths: list[int], repeats: int, small: bool) -> int:
@@ -45,6 +28,7 @@ def run(lengths: list[int], repeats: int, small: bool) -> int:
     from model.engine import default_device, run_trace
     from model.engine.sampling import Sampling, generate
     from model.io.checkpoint import load
+    from model.tools.bench import median_ms
     from model.tools.family_bench import build_tokenizer
 
     device = default_device()
@@ -73,7 +57,7 @@ def run(lengths: list[int], repeats: int, small: bool) -> int:
             with torch.no_grad():
                 return model(ids).logits
 
-        ms = _median_ms({"transformers forward": hf_forward, "Glassbox forward": forward,
+        ms = median_ms({"transformers forward": hf_forward, "Glassbox forward": forward,
                          "Glassbox full capture": lambda: run_trace(model, tokens),
                          "Glassbox traced fwd+bwd": lambda: run_trace(model, tokens, backward=True)}, repeats, device)
         floor = ms["transformers forward"]
@@ -94,7 +78,7 @@ def run(lengths: list[int], repeats: int, small: bool) -> int:
     def ours():
         outputs["glassbox"] = [t.token_id for t in generate(loaded, prompt, N_NEW, Sampling(temperature=0))]
 
-    ms = _median_ms({"transformers generate": hf_generate, "Glassbox generate": ours}, repeats, device)
+    ms = median_ms({"transformers generate": hf_generate, "Glassbox generate": ours}, repeats, device)
     same = outputs["hf"] == outputs["glassbox"]
     print(f"\ngreedy generation of {N_NEW} tokens from a {len(prompt_ids)}-token prompt (same tokens: {same})")
     for name, value in ms.items():
