@@ -4,6 +4,7 @@ references are run_trace and model/analysis.py, called here directly; float32 in
 payload, so 1e-6 relative)."""
 
 import base64
+import shutil
 
 import numpy as np
 import pytest
@@ -35,14 +36,26 @@ def z(chart) -> np.ndarray:
     return values(chart["data"][0]["z"])
 
 
+@pytest.fixture(scope="module")
+def gpt2_bf16_dir(gpt2_dir, tmp_path_factory):
+    """The GPT-2 directory under another path, so that the server-wide GLASSBOX_DTYPE=bfloat16 of
+    its runs gives it its own entries in the process's shared model and trace caches."""
+    path = tmp_path_factory.mktemp("gpt2-bf16") / "gpt2"
+    shutil.copytree(gpt2_dir, path)
+    return path
+
+
 @pytest.mark.parametrize("view", list(VIEWS))
-@pytest.mark.parametrize("model", ["worked-example", "gpt2"])
-def test_every_view_opens_on_every_kind_of_model(view, model, gpt2_dir):
-    name = str(gpt2_dir) if model == "gpt2" else model
+@pytest.mark.parametrize("model", ["worked-example", "gpt2", "gpt2 in bfloat16"])
+def test_every_view_opens_on_every_kind_of_model(view, model, gpt2_dir, gpt2_bf16_dir, monkeypatch):
+    name = {"worked-example": model, "gpt2": str(gpt2_dir), "gpt2 in bfloat16": str(gpt2_bf16_dir)}[model]
+    if model.endswith("bfloat16"):  # a half-precision model: every view still draws, the caption says so
+        monkeypatch.setenv("GLASSBOX_DTYPE", "bfloat16")
     prompt = PROMPT if model == "worked-example" else "The cat sat on the mat; the dog sat on the log."
     at = start("screens/explore.py", model=name, prompt=prompt, view=view)
     assert not at.exception and not at.error, view
     assert at.session_state["explore_view"] == view
+    assert ("computed in bfloat16" in at.caption[1].value) == model.endswith("bfloat16")
     if view == "Export":
         assert len(at.get("download_button")) == 2 and "/explore?" in at.code[0].value
     else:

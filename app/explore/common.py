@@ -18,7 +18,7 @@ from model.analysis import downsample, parts
 from app.resources import admission, trace_cache
 from model.serving import WORKING_FACTOR, Needs, capture_plan, full_trace_bytes
 from model.io.checkpoint import LoadedModel
-from model.engine import Target, Trace, run_trace
+from model.engine import Target, Trace, run_trace, to_numpy
 
 MAX_ROWS, MAX_COLS = 160, 256  # a heatmap larger than this is drawn as block means, with a zoom
 TEXT_CELLS = 24  # up to this many rows and columns, values are written in the cells
@@ -83,7 +83,7 @@ class Explorer:
 
 
 def array(tensor: torch.Tensor) -> np.ndarray:
-    return tensor.detach().float().cpu().numpy()
+    return to_numpy(tensor.float())  # float32 for drawing, whatever the model's precision
 
 
 def choose_layer(ctx: Explorer, label: str = "Block") -> int:

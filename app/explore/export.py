@@ -9,7 +9,7 @@ from app.explore.common import Explorer
 from model.analysis import npz_bytes, to_csv
 from model.serving import Needs, capture_plan, trace_names
 from model.engine.names import axes as names_axes
-from model.engine import GRAD
+from model.engine import GRAD, to_numpy
 
 
 def lit(ctx: Explorer) -> set[str]:
@@ -33,7 +33,7 @@ def render(ctx: Explorer) -> None:
     st.markdown(f"`{name}`: shape {list(tensor.shape)} ({' × '.join(axes)}), {tensor.dtype}, {tensor.nbytes / 2**20:.2f} MiB")
     slug = ctx.model_key.strip("/").replace("/", "_")
     a, b = st.columns(2)
-    a.download_button(f"Download {name} as CSV", lambda: to_csv(tensor.cpu().numpy(), axes), file_name=f"{name}.csv",
+    a.download_button(f"Download {name} as CSV", lambda: to_csv(to_numpy(tensor), axes), file_name=f"{name}.csv",
                       mime="text/csv", help="One row per cell: its index on every axis, then the value", on_click="ignore")
     what = "every tensor and gradient" if full is None else "the tensors the open view captured (a full trace would pass 2 GiB)"
     b.download_button("Download the trace as .npz", lambda: npz_bytes(trace), file_name=f"glassbox-{slug}.npz",

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import torch
 
-from model.engine import Transformer
+from model.engine import Transformer, to_numpy
 from model.engine.rope import rope_angles
 
 
@@ -47,7 +47,7 @@ def positional_table(model: Transformer, layer: int = 0, rows: int = 512) -> tup
     cfg = model.cfg
     rows = min(rows, cfg.n_ctx)
     if cfg.positional == "table":
-        return (model.pos_embed.W_pos[:rows].detach().cpu().numpy(), "pos_embed.W_pos: added to each token's embedding",
+        return (to_numpy(model.pos_embed.W_pos[:rows]), "pos_embed.W_pos: added to each token's embedding",
                 "d_model")
     attn = model.blocks[layer].attn
     cos, _ = rope_angles(attn.inv_freq, 0, rows, torch.float64)

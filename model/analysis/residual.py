@@ -46,7 +46,7 @@ def logit_lens(model: Transformer, trace: Trace, token_id: int, k: int = 5, posi
     positions = list(range(len(trace.tokens))) if positions is None else list(positions)
     top_ids, top_probs, chosen = [], [], []
     for _, name in points:
-        probs = model.head(trace[name][positions][None])[0].softmax(-1)
+        probs = model.head(trace[name][positions][None])[0].float().softmax(-1)  # float32 even for a half model
         values, ids = probs.topk(min(k, probs.shape[-1]), dim=-1)
         top_ids.append(ids.cpu().numpy())
         top_probs.append(values.cpu().numpy())

@@ -6,12 +6,13 @@ a test checks the direction.
 """
 
 from model.engine.config import ModelConfig, check_context
-from model.engine.device import default_device
+from model.engine.device import DTYPES, default_device, to_numpy
 from model.engine.errors import GlassboxError
 from model.engine.kv_cache import KVCache
 from model.engine.names import GRAD
 from model.engine.trace import Target, Trace, loss_targets, next_token_targets, run_trace
 from model.engine.transformer import Output, Transformer
 
-__all__ = ["GRAD", "GlassboxError", "KVCache", "ModelConfig", "Output", "Target", "Trace", "Transformer",
-           "check_context", "default_device", "loss_targets", "next_token_targets", "run_trace"]
+__all__ = ["DTYPES", "GRAD", "GlassboxError", "KVCache", "ModelConfig", "Output", "Target", "Trace", "Transformer",
+           "check_context", "default_device", "loss_targets", "next_token_targets", "run_trace",
+           "to_numpy"]

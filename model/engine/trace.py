@@ -16,6 +16,7 @@ import torch
 
 from model.engine.capture import capture, matches
 from model.engine.config import check_context
+from model.engine.device import to_numpy
 from model.engine.errors import GlassboxError
 from model.engine.names import GRAD
 from model.engine.transformer import Transformer
@@ -49,7 +50,7 @@ class Trace:
     def to_numpy(self) -> dict[str, np.ndarray]:
         arrays = {"tokens": np.asarray(self.tokens, dtype=np.int64)}
         for name in self.names():
-            arrays[name] = self[name].cpu().numpy()
+            arrays[name] = to_numpy(self[name])
         return arrays
 
     def save_npz(self, path: str | Path) -> None:

@@ -29,6 +29,7 @@ from torch import nn
 from model.engine.capture import hook, wants
 from model.engine.components import Block, Norm
 from model.engine.config import ModelConfig, check_context
+from model.engine.device import HALF
 from model.engine.errors import GlassboxError
 from model.engine.kv_cache import KVCache
 from model.engine.names import is_norm_parameter
@@ -54,6 +55,20 @@ class Transformer(nn.Module):
         if not cfg.tie_embeddings:
             self.unembed = nn.Module()
             self.unembed.W_U = nn.Parameter(torch.zeros(cfg.d_model, cfg.vocab_size))
+
+    def in_precision(self, dtype: torch.dtype) -> "Transformer":
+        """The weights cast to ``dtype``, in place. In a half-precision model two small things stay
+        float32: RoPE's frequencies, as transformers keeps them (rounded to bfloat16 they would turn
+        far positions wrong), and the norms' weights, which the norms apply in float32 (Gemma's
+        stored 1 + w is then exactly transformers' float32 1 + w, not rounded to bfloat16)."""
+        for name, param in self.named_parameters():
+            keep = dtype in HALF and is_norm_parameter(name)
+            param.data = param.data.to(torch.float32 if keep else dtype)
+        if dtype not in HALF:
+            for module in self.modules():
+                for name, buffer in module.named_buffers(recurse=False):
+                    setattr(module, name, buffer.to(dtype))
+        return self
 
     @property
     def W_U(self) -> torch.Tensor:
@@ -103,7 +118,7 @@ class Transformer(nn.Module):
         check_context(self.cfg, start + T)
         x = self.embed.W_E[tokens]
         if self.cfg.embed_scale is not None:
-            x = x * self.cfg.embed_scale
+            x = x * torch.tensor(self.cfg.embed_scale, dtype=x.dtype)  # rounded to the model's precision, as in Gemma
         x = hook("hook_embed", x)
         if self.cfg.positional == "table":
             # looked up like the tokens (a copy, not a view): a trace never aliases a weight
@@ -121,7 +136,8 @@ class Transformer(nn.Module):
 
         # The loss is computed from log-probabilities; the probabilities are a side branch
         # for display, so they get no gradient.
-        log_probs = hook("hook_log_probs", logits.log_softmax(dim=-1))
+        # (in float32 for a half-precision model, as transformers computes its loss)
+        log_probs = hook("hook_log_probs", (logits.float() if logits.dtype in HALF else logits).log_softmax(dim=-1))
         if wants("hook_probs"):
             hook("hook_probs", log_probs.exp())
         if targets is None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,7 +23,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
-from model.engine import GlassboxError, ModelConfig, Transformer, default_device
+from model.engine import DTYPES, GlassboxError, ModelConfig, Transformer, default_device
 from model.io.assets import asset
 from model.io.convert import CONVERTERS, FAMILY_NAMES
 from model.io.guard import CONFIG_BYTES, check_fits, model_directory, regular_file
@@ -30,7 +31,6 @@ from model.io.hub import Progress, download, parse_hub_id
 from model.io.tokenizer import Tokenizer
 
 NAMED_MODELS = ("default", "worked-example")  # shipped in assets/
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
 MAX_LAYERS = 1024  # the deepest hub models have ~130 blocks; a bound keeps the meta models below cheap
 
 
@@ -90,8 +90,9 @@ def load(name_or_path: str, dtype: str | None = None, device: str | torch.device
          progress: Progress | None = None) -> LoadedModel:
     """Load a model and its tokenizer, ready for inference (eval mode, on ``device``).
 
-    ``dtype`` is "float32" or "float64"; by default the model's own (float32 unless its
-    config says otherwise, as the worked example's does). Everything that can be checked is
+    ``dtype`` is one of DTYPES; by default a Glassbox checkpoint's own (float32 unless its config
+    says otherwise, as the worked example's does), and for a transformers checkpoint the
+    server's GLASSBOX_DTYPE (default float32; bfloat16 or float16 halve a big model's memory). Everything that can be checked is
     checked before the model is allocated: the files are regular files of sane size, the
     config's sizes fit the machine, and the stored weights' names and shapes fit the config."""
     path = resolve(name_or_path, progress)
@@ -110,7 +111,7 @@ def load(name_or_path: str, dtype: str | None = None, device: str | torch.device
         where = f"the Hugging Face hub: {hub}, commit {path.name[:10]}" if hub else str(path)
         about = {"source": f"{config['model_type']} checkpoint from {where}, converted on load",
                  "family": FAMILY_NAMES[config["model_type"]]}
-        dtype = dtype or "float32"
+        dtype = dtype or os.environ.get("GLASSBOX_DTYPE") or "float32"
     else:
         raise GlassboxError(
             f"{path / 'config.json'} is neither a Glassbox config nor one of a family Glassbox opens "
@@ -128,7 +129,7 @@ def load(name_or_path: str, dtype: str | None = None, device: str | torch.device
     if tokenizer.vocab_size > cfg.vocab_size:
         raise GlassboxError(f"The tokenizer has {tokenizer.vocab_size} tokens but the model only {cfg.vocab_size}")
     tokenizer.cover(cfg.vocab_size)  # ids past the tokenizer's (padding rows) get labels too
-    model = Transformer(cfg).to(DTYPES[dtype])  # the first allocation: everything above has passed
+    model = Transformer(cfg).in_precision(DTYPES[dtype])  # the first allocation: everything above has passed
     model.load_state_dict(convert(cfg, _read_weights(weights)))  # casts the stored weights to the model's dtype
     model = model.to(device).eval()
     return LoadedModel(model_key(name_or_path), model, tokenizer, path, about)

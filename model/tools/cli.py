@@ -46,7 +46,8 @@ def configure_process() -> None:
 def _model_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="default", help="a bundled model (default, worked-example), a directory, "
                         "or a hub id such as EleutherAI/pythia-70m[@step3000]")
-    parser.add_argument("--dtype", choices=["float32", "float64"], help="default: the model's own")
+    parser.add_argument("--dtype", choices=["float32", "float64", "bfloat16", "float16"],
+                        help="default: a Glassbox model's own; a transformers model's GLASSBOX_DTYPE, else float32")
 
 
 def cmd_app(args) -> int:

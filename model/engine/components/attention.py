@@ -14,8 +14,16 @@ from torch import nn
 from model.engine.capture import hook, wants
 from model.engine.components.norm import Norm
 from model.engine.config import ModelConfig
+from model.engine.device import HALF
 from model.engine.kv_cache import KVCache
 from model.engine.rope import apply_rope, inverse_frequencies, rope_angles
+
+
+def softmax(scores: torch.Tensor) -> torch.Tensor:
+    """Over the keys; in float32 for a half-precision model (then rounded back), as transformers does."""
+    if scores.dtype in HALF:
+        return scores.softmax(dim=-1, dtype=torch.float32).to(scores.dtype)
+    return scores.softmax(dim=-1)
 
 
 class Attention(nn.Module):
@@ -80,7 +88,7 @@ class Attention(nn.Module):
                 scores = torch.tanh(scores / cfg.attn_softcap) * cfg.attn_softcap
             scores = hook(p + "hook_scores", scores)
             masked = hook(p + "hook_scores_masked", scores.masked_fill(hidden, float("-inf")))
-            pattern = hook(p + "hook_pattern", masked.softmax(dim=-1))
+            pattern = hook(p + "hook_pattern", softmax(masked))
             z = pattern @ v
         elif hidden is None:  # the fused kernel never materialises the pattern (nor the mask)
             z = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale)

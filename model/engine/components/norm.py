@@ -1,6 +1,7 @@
 """LayerNorm (biased variance, eps inside the square root) or RMSNorm, over the last axis:
 d_model for the blocks' norms, d_head for QK-norm. (Gemma's RMSNorm multiplies by 1 + w; its
-converter stores 1 + w as w, so the same formula serves.)"""
+converter stores 1 + w as w, so the same formula serves.) A half-precision model's norms
+compute in float32, their hooks (mean, scale, normalized) included."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from torch import nn
 
 from model.engine.capture import hook
 from model.engine.config import ModelConfig
+from model.engine.device import HALF
 
 
 class Norm(nn.Module):
@@ -20,7 +22,9 @@ class Norm(nn.Module):
         self.b = nn.Parameter(torch.zeros(size)) if cfg.norm == "layernorm" else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        p = self.prefix
+        p, dtype = self.prefix, x.dtype
+        if dtype in HALF:  # statistics in float32, the output in the model's precision, as transformers does
+            x = x.float()
         if self.kind == "layernorm":
             mean = hook(p + "hook_mean", x.mean(-1))
             x = x - mean[..., None]
@@ -29,4 +33,4 @@ class Norm(nn.Module):
         out = normalized * self.w
         if self.b is not None:
             out = out + self.b
-        return hook(p + "hook_out", out)
+        return hook(p + "hook_out", out.to(dtype))
