@@ -66,6 +66,11 @@ def wants(name: str) -> bool:
     return recorder is not None and recorder.wants(name)
 
 
+def capturing() -> bool:
+    """True inside a ``capture()`` block (run_trace's passes), whatever it records."""
+    return _active.get() is not None
+
+
 def matches(name: str, patterns: Iterable[str] | None) -> bool:
     """The one name filter: shell patterns (``fnmatch``), ``None`` matches everything. Used
     for captured tensors and, in run_trace, for the parameters whose gradients are kept."""

@@ -131,6 +131,6 @@ def _gradients(loss: torch.Tensor, captured: dict[str, torch.Tensor], params: li
         if grad is not None:
             out[GRAD + name] = grad[0]  # drop the batch dimension
     for (name, _), grad in zip(params, grads[len(on_graph):]):
-        if grad is not None:
-            out[GRAD + name] = grad
+        if grad is not None:  # an untied W_E's gradient comes back sparse (see Transformer.forward)
+            out[GRAD + name] = grad.to_dense() if grad.is_sparse else grad
     return out

@@ -24,9 +24,10 @@ import math
 from typing import NamedTuple
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from model.engine.capture import hook, wants
+from model.engine.capture import capturing, hook, wants
 from model.engine.components import Block, Norm
 from model.engine.config import ModelConfig, check_context
 from model.engine.device import HALF
@@ -116,7 +117,10 @@ class Transformer(nn.Module):
         T = tokens.shape[1]
         start = cache.length if cache is not None else 0
         check_context(self.cfg, start + T)
-        x = self.embed.W_E[tokens]
+        # In a traced backward the lookup's gradient is sparse, so autograd adds its rows in place
+        # into the tied head's dense gradient: a dense one would be a vocabulary-sized zero tensor
+        # and a vocabulary-sized sum, a third of GPT-2's traced backward. run_trace densifies it.
+        x = F.embedding(tokens, self.embed.W_E, sparse=capturing() and torch.is_grad_enabled())
         if self.cfg.embed_scale is not None:
             x = x * torch.tensor(self.cfg.embed_scale, dtype=x.dtype)  # rounded to the model's precision, as in Gemma
         x = hook("hook_embed", x)

@@ -8,12 +8,17 @@ traced forward+backward (every activation and gradient). Then greedy generation 
 transformers' ``generate`` and by Glassbox's ``generate`` (which also reports each step's full
 distribution before and after the settings); the tokens must be the same.
 
-TransformerLens rows need ``transformer_lens``, an optional dependency not installed here; without
-it the report says so rather than guess.
+With ``transformer_lens`` installed (an optional dependency: ``pip install transformer-lens``), two
+more rows per length on the same weights: TransformerLens 4's ``TransformerBridge`` around a copy
+of the transformers model, its ``run_with_cache`` (every hook point, under ``no_grad``) and
+``run_with_cache(incl_bwd=True)`` on the loss (every hook point's gradient too). Glassbox's
+capture and traced rows are then also given as multiples of these. Without it the report says
+so rather than guess.
 """
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import tempfile
 
@@ -39,12 +44,16 @@ def run(lengths: list[int], repeats: int, small: bool) -> int:
         hf.save_pretrained(folder)
         build_tokenizer(folder)
         loaded = load(folder, dtype="float32", device=device)
+        bridge = _transformer_lens(hf.to(device), folder) if importlib.util.find_spec("transformer_lens") else None
     hf = hf.to(device)
     model = loaded.model
     print(f"peers    transformers {transformers.__version__} GPT2LMHeadModel (eager) and Glassbox on the same "
           f"weights, {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters, {device}")
-    if importlib.util.find_spec("transformer_lens") is None:
+    if bridge is None:
         print("         TransformerLens is not installed: no TransformerLens rows (pip install transformer-lens)")
+    else:
+        import transformer_lens
+        print(f"         TransformerLens {_version(transformer_lens)} TransformerBridge around a copy of the same model")
     for length in lengths:
         tokens = torch.randint(loaded.cfg.vocab_size, (length,), generator=torch.Generator().manual_seed(length)).tolist()
         ids = torch.tensor([tokens], device=device)
@@ -57,13 +66,18 @@ def run(lengths: list[int], repeats: int, small: bool) -> int:
             with torch.no_grad():
                 return model(ids).logits
 
-        ms = median_ms({"transformers forward": hf_forward, "Glassbox forward": forward,
-                         "Glassbox full capture": lambda: run_trace(model, tokens),
-                         "Glassbox traced fwd+bwd": lambda: run_trace(model, tokens, backward=True)}, repeats, device)
+        runs = {"transformers forward": hf_forward, "Glassbox forward": forward,
+                "Glassbox full capture": lambda: run_trace(model, tokens),
+                "Glassbox traced fwd+bwd": lambda: run_trace(model, tokens, backward=True)}
+        if bridge is not None:
+            runs |= {TL_CAPTURE: lambda: _tl_capture(bridge, ids), TL_TRACED: lambda: _tl_traced(bridge, ids)}
+        ms = median_ms(runs, repeats, device)
         floor = ms["transformers forward"]
         print(f"\nT = {length}")
         for name, value in ms.items():
-            print(f"  {name:<26} {value:9.1f} ms   ÷ transformers forward {value / floor:6.2f}")
+            peer = {"Glassbox full capture": TL_CAPTURE, "Glassbox traced fwd+bwd": TL_TRACED}.get(name)
+            versus = f"   ÷ TransformerLens {value / ms[peer]:5.2f}" if peer in ms else ""
+            print(f"  {name:<34} {value:9.1f} ms   ÷ transformers forward {value / floor:6.2f}{versus}")
 
     prompt_ids = torch.randint(loaded.cfg.vocab_size, (16,), generator=torch.Generator().manual_seed(1)).tolist()
     prompt = loaded.tokenizer.decode(prompt_ids)
@@ -82,5 +96,33 @@ def run(lengths: list[int], repeats: int, small: bool) -> int:
     same = outputs["hf"] == outputs["glassbox"]
     print(f"\ngreedy generation of {N_NEW} tokens from a {len(prompt_ids)}-token prompt (same tokens: {same})")
     for name, value in ms.items():
-        print(f"  {name:<26} {value:9.1f} ms   ÷ transformers generate {value / ms['transformers generate']:6.2f}")
+        print(f"  {name:<34} {value:9.1f} ms   ÷ transformers generate {value / ms['transformers generate']:6.2f}")
     return 0 if same else 1
+
+
+TL_CAPTURE, TL_TRACED = "TransformerLens run_with_cache", "TransformerLens run_with_cache+bwd"
+
+
+def _version(module) -> str:
+    from importlib.metadata import version
+
+    return getattr(module, "__version__", None) or version("transformer_lens")
+
+
+def _transformer_lens(hf, folder: str):
+    """TransformerLens's bridge around a copy of ``hf`` (the bridge wraps the modules it is given;
+    the copy keeps the transformers rows plain)."""
+    from transformer_lens.model_bridge import TransformerBridge
+
+    return TransformerBridge.boot_transformers(folder, hf_model=copy.deepcopy(hf), device=hf.device)
+
+
+def _tl_capture(bridge, ids):
+    with torch.no_grad():
+        return bridge.run_with_cache(ids)
+
+
+def _tl_traced(bridge, ids):
+    for param in bridge.parameters():
+        param.grad = None
+    return bridge.run_with_cache(ids, return_type="loss", incl_bwd=True)
