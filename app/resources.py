@@ -33,6 +33,7 @@ def trace_cache() -> TraceCache:
 
 @st.cache_resource
 def admission() -> Admission:
-    """The traces in flight for every session, bounded by GLASSBOX_TRACE_BUDGET_GB (default: half
-    the memory free when the server starts)."""
-    return Admission(default_budget(default_device()))
+    """The traces being computed or kept for every session, bounded by GLASSBOX_TRACE_BUDGET_GB
+    (default: half the memory free when the server starts); under pressure the trace cache lets
+    go of its finished traces."""
+    return Admission(default_budget(default_device()), on_pressure=trace_cache().clear)

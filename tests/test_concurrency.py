@@ -126,3 +126,59 @@ def test_admission_keeps_the_bytes_in_flight_within_the_budget_first_come_first_
     big.join(); small.join()
     assert peak[0] == 500  # the large one ran, and alone
     assert admission.in_flight == 0 and admission.running == 0 and admission.waiting() == 0
+
+
+def test_a_kept_trace_holds_its_bytes_until_nothing_refers_to_it():
+    """Reference: the test's own record of what it holds. A computed result kept with keep() is
+    counted after its computation ends, until the last reference to it goes (a page drawing it,
+    a cache); a request that does not fit meanwhile waits, asks on_pressure once to let go of
+    finished results, and runs when they are released."""
+    import gc
+    import threading
+    import time
+
+    from model.serving import Admission, BoundedCache
+
+    class Result:  # stands for a Trace: any object that can be weakly referenced
+        pass
+
+    cache = BoundedCache(lambda value: 1, max_bytes=10, max_entries=10)
+    pressed = []
+
+    def let_go():
+        pressed.append(1)
+        cache.clear()
+
+    admission = Admission(100, on_pressure=let_go)
+    with admission.admit(90) as keep:
+        result = Result()
+        keep(result, 60)
+    assert admission.in_flight == 60 and admission.running == 0  # computed, still held
+    cache.get("key", lambda: result)
+    del result  # only the cache refers to it now
+    gc.collect()
+    assert admission.in_flight == 60
+
+    ran = threading.Event()
+
+    def request():
+        with admission.admit(50):
+            ran.set()
+
+    thread = threading.Thread(target=request)
+    thread.start()
+    thread.join(timeout=5)
+    assert ran.is_set() and pressed == [1]  # the cache let go, the 60 bytes were released
+    assert admission.in_flight == 0 and len(cache) == 0
+
+    held = Result()  # a page still drawing its trace: the request waits for it, not past it
+    with admission.admit(90) as keep:
+        keep(held, 80)
+    ran.clear()
+    thread = threading.Thread(target=request)
+    thread.start()
+    time.sleep(0.2)
+    assert not ran.is_set() and admission.waiting() == 1
+    del held
+    thread.join(timeout=5)
+    assert ran.is_set() and admission.in_flight == 0 and admission.running == 0

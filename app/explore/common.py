@@ -16,7 +16,7 @@ from app.components.labels import plain
 from app.components.pipeline import pipeline_strip
 from model.analysis import downsample, parts
 from app.resources import admission, trace_cache
-from model.serving import WORKING_FACTOR, Needs, capture_plan, full_trace_bytes
+from model.serving import WORKING_FACTOR, Needs, capture_plan, full_trace_bytes, trace_bytes
 from model.io.checkpoint import LoadedModel
 from model.engine import Target, Trace, run_trace, to_numpy
 
@@ -74,9 +74,11 @@ class Explorer:
                 queued.info(f"Queued: {plain(ahead)} ahead of yours on this server. Yours starts when there is "
                             "memory for it.")
 
-            with admission().admit(cost, wait):
+            with admission().admit(cost, wait) as keep:
                 queued.empty()
-                return run_trace(self.model, self.tokens, names=names, backward=backward, target=self.target)
+                trace = run_trace(self.model, self.tokens, names=names, backward=backward, target=self.target)
+                keep(trace, trace_bytes(trace))  # counted until every page and the cache let go of it
+                return trace
 
         with st.spinner("Tracing the prompt…"):
             return trace_cache().get(key, compute)

@@ -49,6 +49,12 @@ class BoundedCache(Generic[V]):
                 with self._lock:
                     self._computing.pop(key, None)
 
+    def clear(self) -> None:
+        """Drop every value (those still in use elsewhere live on there)."""
+        with self._lock:
+            items, self._items = self._items, OrderedDict()
+        del items  # outside the lock: dropping a value may run its finalizers
+
     def keys(self) -> list[Hashable]:
         """Oldest first."""
         with self._lock:
