@@ -105,3 +105,13 @@ def test_half_precision_is_as_close_to_float32_as_transformers(saved, precision,
     assert our_error <= RATIO * hf_error + SLACK and our_error <= LOGIT_BOUND[precision]
     assert abs(trace.loss - ref_loss) <= torch.finfo(getattr(torch, precision)).eps * ref_loss  # one rounding step
     assert our_grad_error <= RATIO * hf_grad_error + SLACK
+
+
+def test_the_cli_offers_every_precision_the_engine_loads():
+    """Reference: model.engine.DTYPES; the CLI writes the names out so as not to import torch early."""
+    from model.engine import DTYPES
+    from model.tools.cli import parser
+
+    trace = parser()._subparsers._group_actions[0].choices["trace"]
+    (dtype,) = [a for a in trace._actions if a.dest == "dtype"]
+    assert list(dtype.choices) == list(DTYPES)

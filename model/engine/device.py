@@ -14,6 +14,12 @@ def default_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+def widened(tensor: torch.Tensor) -> torch.Tensor:
+    """float32 for a half-precision tensor (what transformers computes norms, softmaxes and
+    log-probabilities in), else the tensor itself."""
+    return tensor.float() if tensor.dtype in HALF else tensor
+
+
 def to_numpy(tensor: torch.Tensor) -> np.ndarray:
     """A tensor on the CPU as a numpy array, its values unchanged: bfloat16 (which numpy lacks)
     becomes float32, which holds every bfloat16 value exactly."""

@@ -30,7 +30,7 @@ from torch import nn
 from model.engine.capture import capturing, hook, wants
 from model.engine.components import Block, Norm
 from model.engine.config import ModelConfig, check_context
-from model.engine.device import HALF
+from model.engine.device import HALF, widened
 from model.engine.errors import GlassboxError
 from model.engine.kv_cache import KVCache
 from model.engine.names import is_norm_parameter
@@ -141,7 +141,7 @@ class Transformer(nn.Module):
         # The loss is computed from log-probabilities; the probabilities are a side branch
         # for display, so they get no gradient.
         # (in float32 for a half-precision model, as transformers computes its loss)
-        log_probs = hook("hook_log_probs", (logits.float() if logits.dtype in HALF else logits).log_softmax(dim=-1))
+        log_probs = hook("hook_log_probs", widened(logits).log_softmax(dim=-1))
         if wants("hook_probs"):
             hook("hook_probs", log_probs.exp())
         if targets is None:

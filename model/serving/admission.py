@@ -74,11 +74,10 @@ class Admission:
         many requests are ahead (running ones included) whenever that changes. The block gets
         ``keep(result, kept_bytes)``: hold ``kept_bytes`` on after the block, until ``result`` is
         garbage collected."""
+        pressed = False
         with self._changed:
             ticket = next(self._tickets)
             self._queue.append(ticket)
-        pressed = False
-        with self._changed:
             told = None
             while not self._fits(ticket, nbytes):
                 if not pressed and self.on_pressure is not None:

@@ -46,6 +46,7 @@ def configure_process() -> None:
 def _model_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="default", help="a bundled model (default, worked-example), a directory, "
                         "or a hub id such as EleutherAI/pythia-70m[@step3000]")
+    # model.engine.DTYPES' names, written out: torch is not imported before a command runs (a test keeps them equal)
     parser.add_argument("--dtype", choices=["float32", "float64", "bfloat16", "float16"],
                         help="default: a Glassbox model's own; a transformers model's GLASSBOX_DTYPE, else float32")
 

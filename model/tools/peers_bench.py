@@ -19,6 +19,7 @@ so rather than guess.
 from __future__ import annotations
 
 import copy
+import importlib.metadata
 import importlib.util
 import tempfile
 
@@ -44,16 +45,16 @@ def run(lengths: list[int], repeats: int, small: bool) -> int:
         hf.save_pretrained(folder)
         build_tokenizer(folder)
         loaded = load(folder, dtype="float32", device=device)
-        bridge = _transformer_lens(hf.to(device), folder) if importlib.util.find_spec("transformer_lens") else None
-    hf = hf.to(device)
+        hf = hf.to(device)
+        bridge = _transformer_lens(hf, folder) if importlib.util.find_spec("transformer_lens") else None
     model = loaded.model
     print(f"peers    transformers {transformers.__version__} GPT2LMHeadModel (eager) and Glassbox on the same "
           f"weights, {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters, {device}")
     if bridge is None:
         print("         TransformerLens is not installed: no TransformerLens rows (pip install transformer-lens)")
     else:
-        import transformer_lens
-        print(f"         TransformerLens {_version(transformer_lens)} TransformerBridge around a copy of the same model")
+        print(f"         TransformerLens {importlib.metadata.version('transformer_lens')} TransformerBridge around a copy "
+              "of the same model")
     for length in lengths:
         tokens = torch.randint(loaded.cfg.vocab_size, (length,), generator=torch.Generator().manual_seed(length)).tolist()
         ids = torch.tensor([tokens], device=device)
@@ -101,12 +102,6 @@ def run(lengths: list[int], repeats: int, small: bool) -> int:
 
 
 TL_CAPTURE, TL_TRACED = "TransformerLens run_with_cache", "TransformerLens run_with_cache+bwd"
-
-
-def _version(module) -> str:
-    from importlib.metadata import version
-
-    return getattr(module, "__version__", None) or version("transformer_lens")
 
 
 def _transformer_lens(hf, folder: str):

@@ -14,16 +14,9 @@ from torch import nn
 from model.engine.capture import hook, wants
 from model.engine.components.norm import Norm
 from model.engine.config import ModelConfig
-from model.engine.device import HALF
+from model.engine.device import widened
 from model.engine.kv_cache import KVCache
 from model.engine.rope import apply_rope, inverse_frequencies, rope_angles
-
-
-def softmax(scores: torch.Tensor) -> torch.Tensor:
-    """Over the keys; in float32 for a half-precision model (then rounded back), as transformers does."""
-    if scores.dtype in HALF:
-        return scores.softmax(dim=-1, dtype=torch.float32).to(scores.dtype)
-    return scores.softmax(dim=-1)
 
 
 class Attention(nn.Module):
@@ -88,7 +81,7 @@ class Attention(nn.Module):
                 scores = torch.tanh(scores / cfg.attn_softcap) * cfg.attn_softcap
             scores = hook(p + "hook_scores", scores)
             masked = hook(p + "hook_scores_masked", scores.masked_fill(hidden, float("-inf")))
-            pattern = hook(p + "hook_pattern", softmax(masked))
+            pattern = hook(p + "hook_pattern", widened(masked).softmax(dim=-1).to(masked.dtype))  # float32 for a half model
             z = pattern @ v
         elif hidden is None:  # the fused kernel never materialises the pattern (nor the mask)
             z = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale)

@@ -10,7 +10,7 @@ from torch import nn
 
 from model.engine.capture import hook
 from model.engine.config import ModelConfig
-from model.engine.device import HALF
+from model.engine.device import widened
 
 
 class Norm(nn.Module):
@@ -23,8 +23,7 @@ class Norm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         p, dtype = self.prefix, x.dtype
-        if dtype in HALF:  # statistics in float32, the output in the model's precision, as transformers does
-            x = x.float()
+        x = widened(x)  # statistics in float32 for a half model, the output in its precision, as transformers does
         if self.kind == "layernorm":
             mean = hook(p + "hook_mean", x.mean(-1))
             x = x - mean[..., None]
