@@ -108,7 +108,7 @@ def test_embedding_pca_matches_numpy_svd():
     W = torch.randn(300, 12, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     W[:, 3] *= 5
     coords, explained = embedding_pca(W)
-    X = W.numpy() - W.numpy().mean(0)
+    X = W.cpu().numpy() - W.cpu().numpy().mean(0)
     u, s, vt = np.linalg.svd(X, full_matrices=False)
     reference = X @ vt[:2].T
     assert np.allclose(np.abs(coords), np.abs(reference), atol=1e-4)  # float32 coordinates; signs are arbitrary
@@ -117,7 +117,7 @@ def test_embedding_pca_matches_numpy_svd():
 
 def test_nearest_tokens_are_the_brute_force_cosine_ranking():
     W = torch.randn(40, 6, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
-    X = W.numpy()
+    X = W.cpu().numpy()
     cos = [float(X[i] @ X[7] / np.linalg.norm(X[i]) / np.linalg.norm(X[7])) for i in range(40)]
     expected = sorted((i for i in range(40) if i != 7), key=lambda i: -cos[i])[:5]
     got = nearest_tokens(W, 7, 5)
@@ -144,7 +144,7 @@ def test_norm_summary_recomputes_the_recorded_statistics(model_and_trace):
     assert len(norm_prefixes(cfg)) == (4 if cfg.post_norms else 2) * cfg.n_layers + 1
     for prefix, source in norm_prefixes(cfg):
         s = norm_summary(trace, cfg, prefix, source)
-        x = trace[source].numpy()
+        x = trace[source].cpu().numpy()
         if cfg.norm == "layernorm":
             assert np.allclose(s["input mean"], s["mean (recorded)"], atol=1e-12)
             assert np.allclose(s["scale (recorded)"], np.sqrt(x.var(-1) + cfg.norm_eps), atol=1e-12)
@@ -156,8 +156,8 @@ def test_norm_summary_recomputes_the_recorded_statistics(model_and_trace):
 def test_top_neurons_rank_what_each_neuron_writes(model_and_trace):
     model, trace = model_and_trace
     neurons = top_neurons(model, trace, 1, 3, k=5)
-    W_out = model.blocks[1].mlp.W_out.detach().numpy()
-    post = trace["blocks.1.mlp.hook_post"][3].numpy()
+    W_out = model.blocks[1].mlp.W_out.detach().cpu().numpy()
+    post = trace["blocks.1.mlp.hook_post"][3].cpu().numpy()
     writes = [np.linalg.norm(post[n] * W_out[n]) for n in range(len(post))]  # the neuron's actual vector into the stream
     assert [n.write for n in neurons] == pytest.approx(sorted(writes, reverse=True)[:5], abs=1e-12)
     assert [n.write for n in neurons] == pytest.approx([writes[n.index] for n in neurons], abs=1e-12)  # ties: any order
@@ -171,7 +171,7 @@ def test_contribution_norms_add_back_to_the_residual_stream(model_and_trace):
     total = trace["blocks.0.hook_resid_pre"] + sum(trace[f"blocks.{i}.hook_attn_out"] + trace[f"blocks.{i}.hook_mlp_out"]
                                                    for i in range(model.cfg.n_layers))
     assert torch.allclose(total, trace[f"blocks.{last}.hook_resid_post"], atol=1e-12)
-    assert np.allclose(norms[2], trace["blocks.0.hook_mlp_out"].norm(dim=-1).numpy(), atol=1e-12)
+    assert np.allclose(norms[2], trace["blocks.0.hook_mlp_out"].norm(dim=-1).cpu().numpy(), atol=1e-12)
 
 
 def test_logit_lens_matches_transformers_hidden_states(gpt2_dir):
@@ -190,9 +190,9 @@ def test_logit_lens_matches_transformers_hidden_states(gpt2_dir):
     lens = logit_lens(loaded.model, trace, target, k=3)
     assert len(lens.labels) == loaded.cfg.n_layers + 1
     for point, reference in enumerate(expected):
-        assert np.allclose(lens.chosen[point], reference[:, target].numpy(), atol=1e-5)
-        assert np.allclose(lens.top_probs[point], reference.topk(3, dim=-1).values.numpy(), atol=1e-5)
-    assert np.allclose(lens.top_probs[-1], trace["hook_probs"].topk(3, dim=-1).values.numpy(), atol=1e-6)
+        assert np.allclose(lens.chosen[point], reference[:, target].cpu().numpy(), atol=1e-5)
+        assert np.allclose(lens.top_probs[point], reference.topk(3, dim=-1).values.cpu().numpy(), atol=1e-5)
+    assert np.allclose(lens.top_probs[-1], trace["hook_probs"].topk(3, dim=-1).values.cpu().numpy(), atol=1e-6)
     window = logit_lens(loaded.model, trace, target, k=3, positions=[2, 5])
     assert np.array_equal(window.top_ids, lens.top_ids[:, [2, 5]])
 

@@ -72,9 +72,9 @@ def test_attention_view_draws_the_traced_scores_and_pattern():
     loaded = load("worked-example")
     trace = run_trace(loaded.model, loaded.encode(PROMPT))
     pattern = z(titled(at, "Pattern: softmax"))
-    assert np.allclose(pattern, trace["blocks.1.attn.hook_pattern"][1].numpy(), rtol=1e-6, atol=1e-7)
+    assert np.allclose(pattern, trace["blocks.1.attn.hook_pattern"][1].cpu().numpy(), rtol=1e-6, atol=1e-7)
     scores = z(titled(at, "Scores"))
-    assert np.allclose(scores, trace["blocks.1.attn.hook_scores"][1].numpy(), rtol=1e-6)
+    assert np.allclose(scores, trace["blocks.1.attn.hook_scores"][1].cpu().numpy(), rtol=1e-6)
     pair = attention_pair(trace, loaded.cfg, 1, 1, 4, 2)
     assert any(f"{pair.score:.6g}" in el.value for el in at.latex)  # the dot product written out ends in the score
     assert at.query_params["layer"] in ("1", ["1"]) and at.query_params["head"] in ("1", ["1"])  # shareable
@@ -107,7 +107,7 @@ def test_backward_view_differentiates_the_chosen_target_and_steps_through():
     assert f"L = {target.loss:.6g}" in at.markdown[0].value  # −log p(mat), the article's 1.768
     assert at.query_params["target"] in ("mat", ["mat"])
     saliency = titled(at, "Input saliency")
-    expected = (target[GRAD + "hook_embed"] * target["hook_embed"]).sum(-1).numpy()
+    expected = (target[GRAD + "hook_embed"] * target["hook_embed"]).sum(-1).cpu().numpy()
     assert np.allclose(values(saliency["data"][0]["y"]), expected, rtol=1e-6)
     first = at.selectbox(key="explore_bstep").value
     next(b for b in at.button if b.label.startswith("Next")).click().run()

@@ -50,7 +50,7 @@ def test_generation_uses_the_cache_and_reports_its_size(gpt2):
     tokens = gpt2.encode("The cat sat")
     for step in steps:
         with torch.no_grad():
-            logits = gpt2.model(torch.tensor([tokens])).logits[0, -1]
+            logits = gpt2.model(torch.tensor([tokens], device=gpt2.model.device)).logits[0, -1]
         assert step.token_id == int(torch.argmax(logits))
         tokens.append(step.token_id)
 

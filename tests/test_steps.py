@@ -98,8 +98,8 @@ def test_update_equals_a_torch_sgd_step(loaded, steps):
     run = train_copy(loaded.model, inputs, targets, config["input_ids"], config["target_id"], "SGD", 0.5, 1)
     update = next(s for s in steps if s.key == "update")
     new = {p.label: p.outputs[0].values for p in update.panels}
-    assert np.allclose(new["W_E"], run.model.embed.W_E.detach().numpy(), atol=1e-14)
-    assert np.allclose(new["W_2(2)"], run.model.blocks[1].mlp.W_out.detach().numpy(), atol=1e-14)
+    assert np.allclose(new["W_E"], run.model.embed.W_E.detach().cpu().numpy(), atol=1e-14)
+    assert np.allclose(new["W_2(2)"], run.model.blocks[1].mlp.W_out.detach().cpu().numpy(), atol=1e-14)
 
 
 def test_trained_weights_go_through_the_same_steps(loaded):
@@ -111,5 +111,5 @@ def test_trained_weights_go_through_the_same_steps(loaded):
     trace = run_trace(run.model, config["input_ids"], backward=True, target=Target(config["target_id"]))
     assert loss == pytest.approx(trace.loss, abs=1e-12)
     embedding = next(s for s in steps if s.key == "grad-embedding").panels[0].outputs[-1]
-    assert np.allclose(embedding.values, trace[GRAD + "embed.W_E"].numpy(), atol=1e-14)
+    assert np.allclose(embedding.values, trace[GRAD + "embed.W_E"].cpu().numpy(), atol=1e-14)
     assert all(g.printed is None for s in steps for p in s.panels for g in p.outputs)  # no article figures

@@ -26,7 +26,7 @@ def test_one_sgd_step_is_the_articles_update(loaded):
     expected = article_json(loaded)
     trained = article_weights(run.model.cfg, dict(run.model.named_parameters()))
     for name, value in trained.items():
-        assert torch.allclose(value, torch.tensor(expected[name + "_new"], dtype=torch.float64), atol=1e-14), name
+        assert torch.allclose(value.cpu(), torch.tensor(expected[name + "_new"], dtype=torch.float64), atol=1e-14), name
     assert run.loss[0] == pytest.approx(expected["loss"], abs=1e-12)
 
 

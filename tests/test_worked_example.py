@@ -54,7 +54,7 @@ def test_every_printed_figure_is_reproduced(article_trace):
         computed = trace[name] if head is None else trace[name][head]
         if isinstance(printed, dict):
             computed, printed = computed[printed["row"]], printed["value"]
-        diff = (computed - torch.tensor(printed, dtype=torch.float64)).abs()
+        diff = (computed.cpu() - torch.tensor(printed, dtype=torch.float64)).abs()
         assert diff.max() <= 0.01, (figure, diff.max().item())
         differences.append(diff.reshape(-1))
     differences = torch.cat(differences)
@@ -75,7 +75,7 @@ def test_gradients_equal_autograd(article_trace):
     """Reference: torch.autograd.grad on an uncaptured forward pass, float64, 1e-12."""
     loaded, article, trace = article_trace
     model = loaded.model
-    ids = torch.tensor([article["config"]["input_ids"]])
+    ids = torch.tensor([article["config"]["input_ids"]], device=model.device)
     targets = torch.full_like(ids, -1)
     targets[0, -1] = article["config"]["target_id"]
     params = dict(model.named_parameters())
@@ -123,7 +123,7 @@ def test_tied_embedding_gradient_parts(article_trace):
     loaded, article, _ = article_trace
     data = article_json(loaded)
     model = loaded.model
-    ids = torch.tensor([article["config"]["input_ids"]])
+    ids = torch.tensor([article["config"]["input_ids"]], device=model.device)
     W_E = model.embed.W_E
 
     def loss_with(embed_in, embed_out):
@@ -135,7 +135,7 @@ def test_tied_embedding_gradient_parts(article_trace):
 
     (input_part,) = torch.autograd.grad(loss_with(W_E, W_E.detach()), W_E)
     (output_part,) = torch.autograd.grad(loss_with(W_E.detach(), W_E), W_E)
-    assert torch.allclose(torch.tensor(data["dL/dW_E_input"], dtype=torch.float64), input_part, atol=1e-12)
-    assert torch.allclose(torch.tensor(data["dL/dW_E_output"], dtype=torch.float64), output_part, atol=1e-12)
+    assert torch.allclose(torch.tensor(data["dL/dW_E_input"], dtype=torch.float64), input_part.cpu(), atol=1e-12)
+    assert torch.allclose(torch.tensor(data["dL/dW_E_output"], dtype=torch.float64), output_part.cpu(), atol=1e-12)
     # "the" appears twice: its input gradient is the sum over both positions
     assert input_part[0].abs().sum() > 0 and input_part[5].abs().sum() == 0

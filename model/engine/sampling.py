@@ -87,8 +87,7 @@ def distributions(logits: torch.Tensor, sampling: Sampling) -> tuple[torch.Tenso
 
 def entropy(p: torch.Tensor) -> float:
     """In nats; 0·log 0 = 0. (A one-hot distribution gives 0, not −0.)"""
-    nonzero = p[p > 0]
-    return max(0.0, float(-(nonzero * nonzero.log()).sum()))
+    return max(0.0, float(torch.special.entr(p).sum()))  # entr(x) = −x log x, and entr(0) = 0
 
 
 @dataclass
@@ -122,7 +121,9 @@ def generate(loaded: TextModel, prompt: str, max_new_tokens: int, sampling: Samp
         logits = model(torch.tensor([tokens], device=device), cache=cache, last_only=True).logits[0, -1]
         for i in range(max_new_tokens):
             before, after = distributions(logits.cpu(), sampling)
-            choice = int(torch.multinomial(after, 1, generator=generator))
+            # greedy: ``after`` is one-hot, so the draw is its one token (no vocabulary-wide draw)
+            drawn = torch.argmax(after) if sampling.temperature == 0 else torch.multinomial(after, 1, generator=generator)
+            choice = int(drawn)
             yield GeneratedToken(choice, loaded.pieces[choice], float(after[choice]), float(before[choice]),
                                  before, after, entropy(before), entropy(after), cache.nbytes(), len(tokens) + i)
             if i < max_new_tokens - 1:

@@ -73,7 +73,8 @@ class Attention(nn.Module):
         # kernel computes the same attention without materialising the pattern
         explicit = cfg.attn_softcap is not None or any(
             wants(p + n) for n in ("hook_scores_uncapped", "hook_scores", "hook_scores_masked", "hook_pattern"))
-        hidden = self._hidden(start, T, x.device) if explicit or start or self.window else None
+        # a generation step's one query sees every cached key: no mask (and the fastest kernel)
+        hidden = self._hidden(start, T, x.device) if explicit or (start and T > 1) or self.window else None
         if explicit:
             scores = q @ k.transpose(-1, -2) * self.scale
             if cfg.attn_softcap is not None:
@@ -83,8 +84,8 @@ class Attention(nn.Module):
             masked = hook(p + "hook_scores_masked", scores.masked_fill(hidden, float("-inf")))
             pattern = hook(p + "hook_pattern", widened(masked).softmax(dim=-1).to(masked.dtype))  # float32 for a half model
             z = pattern @ v
-        elif hidden is None:  # the fused kernel never materialises the pattern (nor the mask)
-            z = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale)
+        elif hidden is None:  # the fused kernel never materialises the pattern (nor the causal mask)
+            z = F.scaled_dot_product_attention(q, k, v, is_causal=start == 0, scale=self.scale)
         else:
             z = F.scaled_dot_product_attention(q, k, v, attn_mask=~hidden, scale=self.scale)
         z = hook(p + "hook_z", z)

@@ -6,9 +6,10 @@ compute in float32, their hooks (mean, scale, normalized) included."""
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from model.engine.capture import hook
+from model.engine.capture import hook, wants
 from model.engine.config import ModelConfig
 from model.engine.device import widened
 
@@ -24,6 +25,13 @@ class Norm(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         p, dtype = self.prefix, x.dtype
         x = widened(x)  # statistics in float32 for a half model, the output in its precision, as transformers does
+        if not any(wants(p + name) for name in ("hook_mean", "hook_scale", "hook_normalized")):
+            # nothing inside is captured: torch's fused kernel computes the same formula in one
+            # launch instead of nine (most of a generation step on a GPU)
+            size = x.shape[-1:]
+            out = (F.layer_norm(x, size, self.w, self.b, self.eps) if self.kind == "layernorm"
+                   else F.rms_norm(x, size, self.w, self.eps))
+            return hook(p + "hook_out", out.to(dtype))
         if self.kind == "layernorm":
             mean = hook(p + "hook_mean", x.mean(-1))
             x = x - mean[..., None]
