@@ -82,6 +82,9 @@ def main(argv: list[str] | None = None) -> int:
         folder, _ = checkpoint(Path(tmp) / "model", args.small)
         prompts = _prompts(args.sessions, 24 if args.small else args.tokens)
         os.environ["GLASSBOX_MODEL_DIRS"] = tmp
+        from model.serving.admission import default_budget
+
+        budget = default_budget()  # as the server computes it at its start (half the memory available)
         server = serve(port)
         peak, stop = [0], threading.Event()
 
@@ -129,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
             q = statistics.quantiles(done, n=10) if len(done) > 1 else [done[0]] * 9
             print(f"seconds to drawn: p50 {statistics.median(done):.1f}, p90 {q[8]:.1f}, max {done[-1]:.1f}")
         print(f"errors: {len(errors)} {errors if errors else ''}")
-        print(f"server memory: {base_rss / 2**30:.2f} GiB idle, peak {peak[0] / 2**30:.2f} GiB")
+        print(f"server memory: {base_rss / 2**30:.2f} GiB idle, peak {peak[0] / 2**30:.2f} GiB; "
+              f"trace budget about {budget / 2**30:.2f} GiB")
         checked = [(i, losses[i]) for i in range(args.sessions) if losses[i] is not None]
         mismatched = [i for i, shown in checked if abs(shown - _cli_loss(str(folder), prompts[i])) > 5e-4]
         print(f"loss checked against `glassbox trace` in {len(checked)} of {args.sessions} sessions, "

@@ -9,7 +9,7 @@ from app.components.labels import plain
 from model.io.checkpoint import LoadedModel
 from model.engine import default_device
 from model.serving import Admission, ModelCache, TraceCache
-from model.serving.admission import default_budget
+from model.serving.admission import default_budget, return_freed_memory
 
 
 @st.cache_resource
@@ -35,5 +35,8 @@ def trace_cache() -> TraceCache:
 def admission() -> Admission:
     """The traces being computed or kept for every session, bounded by GLASSBOX_TRACE_BUDGET_GB
     (default: half the memory free when the server starts); under pressure the trace cache lets
-    go of its finished traces."""
+    go of its finished traces. Freed tensors go back to the operating system at once, so that the
+    server's memory follows the budget (model/serving/admission.py)."""
+    return_freed_memory()
     return Admission(default_budget(default_device()), on_pressure=trace_cache().clear)
+
