@@ -82,9 +82,10 @@ def main(argv: list[str] | None = None) -> int:
         folder, _ = checkpoint(Path(tmp) / "model", args.small)
         prompts = _prompts(args.sessions, 24 if args.small else args.tokens)
         os.environ["GLASSBOX_MODEL_DIRS"] = tmp
+        from model.engine import default_device
         from model.serving.admission import default_budget
 
-        budget = default_budget()  # as the server computes it at its start (half the memory available)
+        budget = default_budget(default_device())  # as the server computes it at its start
         server = serve(port)
         peak, stop = [0], threading.Event()
 

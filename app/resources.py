@@ -39,4 +39,3 @@ def admission() -> Admission:
     server's memory follows the budget (model/serving/admission.py)."""
     return_freed_memory()
     return Admission(default_budget(default_device()), on_pressure=trace_cache().clear)
-
