@@ -266,3 +266,24 @@ def test_last_only_gives_the_last_rows_logits(random_model):
     assert last.shape == (1, 1, 40) and torch.allclose(last[0, 0], full[0, -1], atol=1e-12)
     with pytest.raises(GlassboxError, match="no loss"):
         model(ids, torch.zeros_like(ids), last_only=True)
+
+
+def test_probabilities_are_derived_when_read_and_not_held(model):
+    """hook_probs is exp(hook_log_probs) computed on reading, not kept. Reference: torch.softmax
+    of the captured logits (float64, 1e-12); the bytes kept, summed by the test itself."""
+    from model.serving import trace_bytes
+
+    trace = run_trace(model, TOKENS, backward=True)
+    assert torch.allclose(trace["hook_probs"], torch.softmax(trace["hook_logits"], dim=-1), rtol=0, atol=1e-12)
+    names = list(trace.activations)
+    assert names.index("hook_probs") == names.index("hook_log_probs") + 1  # where the pass computes it
+    every = sum(trace[n].nbytes for n in trace.names())
+    assert trace_bytes(trace) == every - trace["hook_probs"].nbytes
+    # asked for alone: its source is kept to derive it, but neither listed nor differentiated
+    alone = run_trace(model, TOKENS, names=["hook_probs", "blocks.0.hook_resid_post"], backward=True)
+    assert list(alone.activations) == ["blocks.0.hook_resid_post", "hook_probs"]
+    assert set(alone.grads) == {GRAD + "blocks.0.hook_resid_post"}
+    # (equal up to rounding: the partial trace's norms run torch's fused kernel)
+    assert torch.allclose(alone["hook_probs"], trace["hook_probs"], rtol=0, atol=1e-12)
+    with pytest.raises(KeyError):
+        alone["hook_log_probs"]

@@ -135,7 +135,7 @@ ACTIVATIONS: list[Name] = [
     Name("hook_logits_uncapped", ("position", "vocab"), "x · W_U, before soft-capping", "final soft-capping"),
     Name("hook_logits", ("position", "vocab"), "next-token scores (soft-capped where the model caps them)"),
     Name("hook_log_probs", ("position", "vocab"), "log-softmax of the logits (the loss is computed from these)"),
-    Name("hook_probs", ("position", "vocab"), "softmax of the logits (a side branch: it has no gradient)"),
+    Name("hook_probs", ("position", "vocab"), "softmax of the logits (a side branch: it has no gradient; exp(hook_log_probs), computed when read)"),
     Name("hook_loss", ("position",), "each position's cross-entropy; NaN where the loss has no target"),
 ]
 

@@ -22,7 +22,7 @@ class Needs:
 
 
 def trace_bytes(trace: Trace) -> int:
-    return sum(t.nbytes for t in trace.activations.values()) + sum(t.nbytes for t in trace.grads.values())
+    return sum(t.nbytes for t in trace.held())
 
 
 _probes: "weakref.WeakKeyDictionary[Transformer, tuple]" = weakref.WeakKeyDictionary()

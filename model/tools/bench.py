@@ -102,7 +102,7 @@ def trace_bytes(trace, model: Transformer) -> tuple[int, int]:
     """Sum of nbytes of the trace's tensors, and the bytes of the distinct storages behind them
     (less: the residual stream is hooked twice per block boundary, some gradients are expanded
     views)."""
-    tensors = [*trace.activations.values(), *trace.grads.values()]
+    tensors = trace.held()
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
     storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}
     return sum(t.nbytes for t in tensors), sum(n for ptr, n in storages.items() if ptr not in params)

@@ -66,7 +66,7 @@ def measure(hub_id: str, path: Path) -> dict:
     started = time.perf_counter()
     trace = run_trace(loaded.model, tokens, backward=True)
     trace_s = time.perf_counter() - started
-    trace_bytes = sum(t.nbytes for t in list(trace.activations.values()) + list(trace.grads.values()))
+    trace_bytes = sum(t.nbytes for t in trace.held())
     n_names = len(trace.activations) + len(trace.grads)
     del trace
     prompt = loaded.tokenizer.decode(tokens[:32])
