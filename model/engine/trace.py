@@ -79,7 +79,7 @@ class Trace:
     loss_description: str
     loss: float | None = None
     # name -> tensor for one sequence (no batch dimension), detached
-    activations: Mapping[str, torch.Tensor] = field(default_factory=dict)
+    activations: Activations = field(default_factory=lambda: Activations({}, []))
     # "grad:<activation or parameter name>" -> dL/d(that tensor); absent when the tensor is
     # off the loss's path (hook_probs: the loss is computed from hook_log_probs)
     grads: dict[str, torch.Tensor] = field(default_factory=dict)
@@ -92,8 +92,7 @@ class Trace:
 
     def held(self) -> list[torch.Tensor]:
         """The tensors the trace keeps (what its memory is): a derived one is not among them."""
-        activations = getattr(self.activations, "held", self.activations)
-        return [*activations.values(), *self.grads.values()]
+        return [*self.activations.held.values(), *self.grads.values()]
 
     def to_numpy(self) -> dict[str, np.ndarray]:
         arrays = {"tokens": np.asarray(self.tokens, dtype=np.int64)}

@@ -57,6 +57,7 @@ def measure(hub_id: str, path: Path) -> dict:
     from model.engine import run_trace
     from model.engine.sampling import Sampling, generate
     from model.io.checkpoint import load
+    from model.serving import trace_bytes
 
     disk = sum(f.stat().st_size for f in path.iterdir())
     started = time.perf_counter()
@@ -66,7 +67,7 @@ def measure(hub_id: str, path: Path) -> dict:
     started = time.perf_counter()
     trace = run_trace(loaded.model, tokens, backward=True)
     trace_s = time.perf_counter() - started
-    trace_bytes = sum(t.nbytes for t in trace.held())
+    held_bytes = trace_bytes(trace)
     n_names = len(trace.activations) + len(trace.grads)
     del trace
     prompt = loaded.tokenizer.decode(tokens[:32])
@@ -75,7 +76,7 @@ def measure(hub_id: str, path: Path) -> dict:
     generate_s = time.perf_counter() - started
     return {"model": hub_id, "parameters": sum(p.numel() for p in loaded.model.parameters()), "stored_bytes": disk,
             "load_s": load_s, "trace_s": trace_s, "trace_tensors": n_names,
-            "trace_bytes": trace_bytes, "generate_tokens_per_s": len(generated) / generate_s,
+            "trace_bytes": held_bytes, "generate_tokens_per_s": len(generated) / generate_s,
             "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
 
 
