@@ -16,8 +16,8 @@ st.set_page_config(page_title="Glassbox", layout="wide")
 # (.streamlit/config.toml says the same, but only applies when Streamlit starts in the checkout).
 st.set_option("client.showErrorDetails", "none")
 pages = st.navigation([
-    st.Page("screens/worked_example.py", title="Worked example", icon=":material/school:", url_path="worked-example",
-            default=True),
+    st.Page("screens/welcome.py", title="Welcome", icon=":material/home:", default=True),
+    st.Page("screens/worked_example.py", title="Worked example", icon=":material/school:", url_path="worked-example"),
     st.Page("screens/playground.py", title="Playground", icon=":material/chat:", url_path="playground"),
     st.Page("screens/train_live.py", title="Train it live", icon=":material/model_training:", url_path="train"),
     st.Page("screens/explore.py", title="Explore a prompt", icon=":material/search:", url_path="explore"),

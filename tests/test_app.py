@@ -9,8 +9,10 @@ from model.lesson.article import published
 
 from tests.helpers import charts, start
 
+WORKED = "screens/worked_example.py"
+
 def test_worked_example_steps_through_every_step_and_back():
-    at = start()
+    at = start(WORKED)
     article = published()
     loaded = load("worked-example")
     keys = [s.key for s in worked_example_steps(loaded.model, loaded.tokenizer, article, lambda w: "")]
@@ -32,7 +34,7 @@ def test_worked_example_steps_through_every_step_and_back():
 
 
 def test_the_loss_step_shows_the_articles_loss_and_its_arithmetic():
-    at = start(step="loss")
+    at = start(WORKED, step="loss")
     assert at.selectbox(key="step").value == "loss"
     (loss_chart,) = [c for c in charts(at) if "loss" in c["layout"]["title"]["text"]]
     assert loss_chart["data"][0]["text"] == [["1.768"]]
@@ -40,7 +42,7 @@ def test_the_loss_step_shows_the_articles_loss_and_its_arithmetic():
 
 
 def test_choosing_a_cell_shows_its_dot_product():
-    at = start(step="b1-scores")
+    at = start(WORKED, step="b1-scores")
     at.selectbox(key="cell:b1-scores:head 1:row").set_value(4).run()
     at.selectbox(key="cell:b1-scores:head 1:col").set_value(0).run()
     assert not at.exception
@@ -52,9 +54,29 @@ def test_choosing_a_cell_shows_its_dot_product():
     assert f"{trace['blocks.0.attn.hook_scores'][0, 4, 0].item():.4f}" in text
 
 
-def test_an_unknown_step_in_the_url_opens_the_first():
-    at = start(step="no-such-step")
+def test_an_unknown_step_in_the_url_opens_the_first_and_says_so():
+    at = start(WORKED, step="zzz")
     assert at.selectbox(key="step").value == "tokens"
+    assert any("no step called “zzz”" in w.value for w in at.warning)
+
+
+def test_welcome_page_names_a_real_step_and_view_for_every_part_of_the_drawing():
+    """Each part of the welcome page's drawing links to a worked-example step and an explorer view that
+    exist (checked against the steps the engine builds and the explorer's views), and a part chosen in
+    the URL is the one described."""
+    from app.components.architecture import PARTS
+    from app.explore import VIEWS
+
+    loaded = load("worked-example")
+    keys = {s.key for s in worked_example_steps(loaded.model, loaded.tokenizer, published(), lambda w: "")}
+    for part in PARTS:
+        assert part.step in keys and part.view in VIEWS, part
+    at = start(part="loss")
+    assert not at.exception
+    assert any("1.768" in m.value for m in at.markdown)  # the loss part's sentence
+    assert charts(at)[0]["data"][0]["customdata"] == [p.key for p in PARTS]
+    at = start(part="no-such-part")
+    assert at.session_state["welcome_part"] == "attention"
 
 
 def test_train_it_live_then_step_through_the_trained_weights():

@@ -90,7 +90,7 @@ def press_next(page, until: str, limit: int = 80):
 
 
 def test_step_to_the_loss_then_back_through_the_gradients_to_the_update(app_url, page):
-    page.goto(app_url)
+    page.goto(app_url + "/worked-example")
     settled(page)
     expect(page.get_by_text("The worked example, step by step")).to_be_visible()
     assert step_title(page) == "Tokens"
@@ -107,7 +107,7 @@ def test_step_to_the_loss_then_back_through_the_gradients_to_the_update(app_url,
 
 
 def test_a_shared_step_url_opens_that_step_and_a_click_explains_a_cell(app_url, page):
-    page.goto(app_url + "/?step=b1-scores")
+    page.goto(app_url + "/worked-example?step=b1-scores")
     settled(page)
     assert step_title(page) == "Block 1: attention scores"
     scores = page.locator("[data-testid='stPlotlyChart']").nth(2)  # Q, K in; the scores out
@@ -117,6 +117,41 @@ def test_a_shared_step_url_opens_that_step_and_a_click_explains_a_cell(app_url, 
     expect(page.get_by_role("combobox", name="Row")).to_have_value("2 sat", timeout=30_000)
     expect(page.get_by_role("combobox", name="Column")).to_have_value("1 cat")
     expect(page.locator(".katex").filter(has_text="scores(1,1)2,1").first).to_be_visible()
+
+
+def test_welcome_page_a_click_on_the_drawing_leads_to_the_matching_step_and_view(app_url, page):
+    """The landing page: clicking the drawing's MLP box names the worked example's FFN step and the
+    explorer's FFN view, and its links open them (the part's key, step and view from architecture.PARTS)."""
+    from app.components.architecture import PARTS
+
+    mlp = next(p for p in PARTS if p.key == "mlp")
+    page.goto(app_url)
+    settled(page)
+    expect(page.get_by_role("heading", name="Glassbox")).to_be_visible()
+    drawing = page.locator("[data-testid='stPlotlyChart']").first
+    box = drawing.locator(".textpoint", has_text="MLP").first.bounding_box()
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    settled(page)
+    expect(page.get_by_text("MLP (feed-forward).")).to_be_visible(timeout=30_000)
+    assert "part=mlp" in page.url
+    page.get_by_role("link", name="By hand, in the worked example").click()
+    page.wait_for_url(re.compile(r"/worked-example\?step=" + mlp.step), timeout=30_000)
+    settled(page)
+    assert step_title(page) == "Block 1: FFN expand"
+    page.goto(app_url + "/?part=mlp")
+    settled(page)
+    page.get_by_role("link", name=re.compile("the explorer's FFN view")).click()
+    page.wait_for_url(re.compile(r"/explore\?.*view=FFN"), timeout=30_000)
+    settled(page)
+    expect(page.get_by_role("heading", name="Explore a prompt")).to_be_visible()
+    assert page.locator("[data-testid='stException']").count() == 0
+
+
+def test_an_unknown_step_in_the_url_says_so(app_url, page):
+    page.goto(app_url + "/worked-example?step=zzz")
+    settled(page)
+    expect(page.get_by_text("There is no step called “zzz”")).to_be_visible()
+    assert step_title(page) == "Tokens"
 
 
 def test_playground_types_a_prompt_moves_the_temperature_and_generates(app_url, page):

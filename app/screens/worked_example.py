@@ -8,13 +8,13 @@ import streamlit as st
 
 from app.components.errors import fragment
 from app.components.heatmap import grid_figure
-from app.components.labels import HIGHLIGHT, pretty
+from app.components.labels import HIGHLIGHT, plain, pretty
 from app.components.pipeline import pipeline_strip
 from app.components.stepper import stepper
 from app.resources import shared_model
 from app.state import per_training_run
 from model.lesson.steps import Grid, Panel, Step, stages, worked_example_steps
-from model.lesson.article import published
+from model.lesson.article import ARTICLE_URL, published
 
 PHASE_COLOURS = {"forward": "blue", "backward": "orange", "update": "green"}
 
@@ -66,7 +66,13 @@ def navigation(steps: list[Step]) -> Step:
     keys = [s.key for s in steps]
     labels = {s.key: f"{i + 1}/{len(steps)} · {s.phase} · {s.title}" for i, s in enumerate(steps)}
     if st.session_state.get("step") not in keys:  # first run: the URL's step, if any
-        st.session_state.step = st.query_params.get("step") if st.query_params.get("step") in keys else keys[0]
+        asked = st.query_params.get("step")
+        st.session_state.step = asked if asked in keys else keys[0]
+        if asked is not None and asked not in keys:
+            st.session_state.unknown_step = asked
+    if "unknown_step" in st.session_state:  # said once, on the run that opened the page
+        st.warning(f"There is no step called “{plain(st.session_state.pop('unknown_step'))}”: here is the first step. "
+                   "The list below has every step.", icon=":material/info:")
     index = stepper(keys, "step", "Step", labels.get, shortcuts=True,
                     help="Jump to any step. The URL holds the step, so it can be shared.")
     st.query_params["step"] = st.session_state.step
@@ -205,7 +211,8 @@ def step_view(steps: list[Step], n_layers: int) -> None:
 st.title("The worked example, step by step")
 loaded = shared_model("worked-example")
 st.caption(f"“{' '.join(loaded.tokenizer.pieces[t] for t in published()['config']['input_ids'])}” → "
-           f"“{loaded.tokenizer.pieces[published()['config']['target_id']]}”: {loaded.about.get('source', '')}. "
-           "Weights the article prints are used exactly; the others are "
-           f"{loaded.about.get('reconstructed_weights', '')}.")
+           f"“{loaded.tokenizer.pieces[published()['config']['target_id']]}”, as in [Large Language Models from "
+           f"scratch — Part 2]({ARTICLE_URL}): a model of 8 words, 4 numbers per word, 2 blocks of 2 heads, small enough "
+           "to check by hand. Step with ◀ ▶ (or the arrow keys); click any output cell for its arithmetic. Where the "
+           "weights come from: Welcome → About.")
 step_view(current_steps(), loaded.cfg.n_layers)

@@ -22,6 +22,8 @@ from model.lesson.names import article_tensor, slot, weight_names
 DIR = asset("worked-example")
 PUBLISHED = DIR / "published.json"  # a copy of the article's data; the README describes it
 PROMPT = "the cat sat on the"
+ARTICLE_URL = "https://www.dimensionalityreduction.com/p/large-language-models-from-scratch-dfe"  # Part 2
+SERIES_URL = "https://www.dimensionalityreduction.com/s/llms-from-scratch-series"
 
 
 @cache
