@@ -88,7 +88,7 @@ def test_residual_view_logit_lens_is_the_engines():
     lens = logit_lens(loaded.model, trace, int(trace["hook_probs"][-1].argmax()))
     grid = titled(at, "Top token after each block")
     assert np.allclose(z(grid), lens.top_probs[:, :, 0], rtol=1e-6)
-    assert grid["data"][0]["text"][-1][-1] == repr(" mat")  # the default model's top prediction, last row = its output
+    assert grid["data"][0]["text"][-1][-1] == "␣mat"  # the default model's top prediction, last row = its output
     at.text_input(key="explore_lens_token").set_value("no such token here").run()
     assert not at.exception and "Following the top prediction" in at.warning[0].value
 

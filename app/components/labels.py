@@ -14,11 +14,21 @@ def bar_label(p: float) -> str:
     return f"{float(p):.3f}" if float(p) >= 0.001 else ""
 
 
+_VISIBLE = str.maketrans({" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"})
+
+
+def token_text(piece: str) -> str:
+    """A token as drawn: a space as ␣ (" went" is "␣went": the space belongs to the token), a
+    newline ↵, a tab ⇥, any other invisible character escaped (\\x00); the empty piece ∅. Byte
+    fragments come from the tokenizer already written as bytes (``Tokenizer.readable``: <0xE4>)."""
+    shown = piece.translate(_VISIBLE)
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in shown) or "∅"
+
+
 def token_labels(pieces: list[str], ids: list[int]) -> list[str]:
-    """Axis labels for tokens: the piece as Python would quote it (without the quotes), and its id
-    where two pieces look alike (byte tokens that each decode to �), so that no two bars of a chart
-    share a category and stack."""
-    shown = [repr(p)[1:-1] or "∅" for p in pieces]
+    """Axis labels for tokens (``token_text``), with the id where two still look alike, so that no
+    two bars of a chart share a category and stack."""
+    shown = [token_text(p) for p in pieces]
     repeated = {s for s in shown if shown.count(s) > 1}
     return [f"{s} #{i}" if s in repeated else s for s, i in zip(shown, ids)]
 

@@ -83,7 +83,7 @@ def lines(ctx: Explorer, pattern: np.ndarray, query: int) -> go.Figure:
     fig.add_trace(go.Scatter(x=[1] * len(shown), y=list(shown), mode="text", textposition="middle right", showlegend=False,
                              text=[f"{ctx.labels[j]}  <b>{pattern[query, j]:.3f}</b>" if j in keys else ctx.labels[j] for j in shown],
                              textfont=dict(color=["#000" if j in keys else "#aaa" for j in shown]), hoverinfo="skip"))
-    fig.update_layout(title=dict(text=f"<b>Where {ctx.labels[query]!r} looks</b>: row {query} of the pattern, as lines "
+    fig.update_layout(title=dict(text=f"<b>Where “{ctx.labels[query]}” looks</b>: row {query} of the pattern, as lines "
                                       "(query on the left, keys and weights on the right)", font=dict(size=13), x=0),
                       height=max(220, 70 + 20 * len(shown)), width=700, margin=dict(l=10, r=10, t=40, b=10),
                       xaxis=dict(visible=False, range=[-0.9, 1.9]), yaxis=dict(visible=False, autorange="reversed"),
@@ -130,7 +130,7 @@ def render(ctx: Explorer) -> None:
     if cfg.n_kv_heads != cfg.n_heads:
         group = ", ".join(str(h) for h in range(cfg.n_heads) if cfg.kv_head(h) == cfg.kv_head(head))
         how.append(f"query head {head} reads key/value head {cfg.kv_head(head)}, shared by query heads {group}")
-    st.markdown(f"**{plain(repr(L[query]))} asks, {plain(repr(L[key]))} answers.** The score is the dot product of "
+    st.markdown(f"**“{plain(L[query])}” asks, “{plain(L[key])}” answers.** The score is the dot product of "
                 f"the query and key vectors times {pair.scale:.4g}"
                 + (f" (1/√{cfg.d_head})" if cfg.attn_scale is None else " (this model's own scale)")
                 + "".join("; " + h for h in how) + ".")

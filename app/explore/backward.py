@@ -30,7 +30,8 @@ def lit(ctx: Explorer) -> set[str]:
 
 def target_controls(ctx: Explorer) -> None:
     T = len(ctx.tokens)
-    following = ctx.pieces[st.session_state.explore_target_pos + 1] if st.session_state.explore_target_pos + 1 < T else ctx.pieces[-1]
+    pieces = ctx.loaded.tokenizer.pieces  # the target is typed as the tokenizer's text, not as drawn
+    following = pieces[ctx.tokens[min(st.session_state.explore_target_pos + 1, T - 1)]]
 
     def switch() -> None:
         st.session_state.explore_target = following if st.session_state.explore_target_mode == ONE_TOKEN else ""

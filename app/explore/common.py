@@ -4,7 +4,7 @@ block/head/position pickers, the pipeline strip and a heatmap that stays fast at
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 import plotly.graph_objects as go
@@ -12,16 +12,24 @@ import streamlit as st
 import torch
 
 from app.components.heatmap import heatmap_figure
-from app.components.labels import plain
+from app.components.labels import plain, token_text
 from app.components.pipeline import pipeline_strip
 from model.analysis import downsample, parts
 from app.resources import admission, trace_cache
 from model.serving import WORKING_FACTOR, Needs, capture_plan, full_trace_bytes, trace_bytes
 from model.io.checkpoint import LoadedModel
+from model.io.tokenizer import Tokenizer
 from model.engine import Target, Trace, run_trace, to_numpy
 
 MAX_ROWS, MAX_COLS = 160, 256  # a heatmap larger than this is drawn as block means, with a zoom
 TEXT_CELLS = 24  # up to this many rows and columns, values are written in the cells
+
+
+@lru_cache(maxsize=8)
+def drawn_vocabulary(tokenizer: Tokenizer) -> list[str]:
+    """Every token of a (shared, unchanging) tokenizer as drawn, once per server rather than per
+    rerun: 150k tokens take a tenth of a second."""
+    return [token_text(tokenizer.readable(i)) for i in range(len(tokenizer.pieces))]
 
 
 @dataclass
@@ -41,18 +49,19 @@ class Explorer:
 
     @cached_property
     def pieces(self) -> list[str]:
-        return [self.loaded.tokenizer.pieces[t] for t in self.tokens]
+        """The prompt's tokens as drawn (``token_text``: ␣ for a space, <0xE4> for a byte fragment)."""
+        return [self.piece(t) for t in self.tokens]
 
     @cached_property
     def labels(self) -> list[str]:
-        """Unique axis labels: position and piece (a piece can occur twice)."""
+        """Unique axis labels: position and token (a token can occur twice)."""
         return [f"{i}:{p}" for i, p in enumerate(self.pieces)]
 
     @cached_property
     def vocab_pieces(self) -> list[str]:
-        """Every id's text; a model may have more rows than its tokenizer has tokens (#id)."""
-        pieces = self.loaded.tokenizer.pieces
-        return pieces + [f"#{i}" for i in range(len(pieces), self.cfg.vocab_size)]
+        """Every id as drawn; a model may have more rows than its tokenizer has tokens (#id)."""
+        drawn = drawn_vocabulary(self.loaded.tokenizer)
+        return drawn + [f"#{i}" for i in range(len(drawn), self.cfg.vocab_size)]
 
     def piece(self, token_id: int) -> str:
         return self.vocab_pieces[token_id]

@@ -48,7 +48,7 @@ def render(ctx: Explorer) -> None:
     heatmap(array(trace[p + "hook_post"]), ctx.labels, None, "Post: gate × linear" if cfg.gated_mlp
             else f"Post-activation ({cfg.activation})", p + "hook_post", col_title="neuron", zoom_key="ffn:post")
     neurons = top_neurons(ctx.model, trace, layer, position, 12)
-    st.subheader(f"Top neurons at {plain(repr(ctx.labels[position]))}")
+    st.subheader(f"Top neurons at “{plain(ctx.labels[position])}”")
     st.caption("Ranked by how much they write into the residual stream: |post| × ‖W_out[neuron]‖.")
     st.dataframe(pd.DataFrame([{"neuron": n.index, "pre": n.pre, "post": n.post, "|post|·‖W_out row‖": n.write}
                                for n in neurons]), hide_index=True, width="stretch")

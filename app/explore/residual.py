@@ -40,7 +40,7 @@ def render(ctx: Explorer) -> None:
         position = choose_position(ctx, help="The position whose predictions are followed through the blocks")
     best = int(trace["hook_probs"][position].argmax())
     with right:
-        chosen = st.text_input("Token to follow", value="", key="explore_lens_token", persist_state="session", placeholder=repr(ctx.piece(best)),
+        chosen = st.text_input("Token to follow", value="", key="explore_lens_token", persist_state="session", placeholder=ctx.loaded.tokenizer.pieces[best],
                                help="One token of this vocabulary; empty: the model's own top prediction here")
     token_id = best
     if chosen:
@@ -57,7 +57,7 @@ def render(ctx: Explorer) -> None:
                "stream after every block. The last row is the model's own output (hook_probs).")
 
     top_p = result.top_probs[:, :, 0]
-    text = [[repr(ctx.piece(int(i))) for i in row] for row in result.top_ids[:, :, 0]]
+    text = [[ctx.piece(int(i)) for i in row] for row in result.top_ids[:, :, 0]]
     fig = heatmap_figure(top_p, result.labels, [ctx.labels[c] for c in window], "Top token after each block",
                          size=f"(positions {window.start}–{window.stop - 1} of {T})", row_title="residual stream",
                          col_title="position (predicting the next token)", colour="sequential", zmax=1, text=text,
@@ -69,13 +69,13 @@ def render(ctx: Explorer) -> None:
     with a:
         fig = go.Figure(go.Scatter(x=result.labels, y=result.chosen[:, at], mode="lines+markers+text",
                                    text=[f"{p:.3f}" for p in result.chosen[:, at]], textposition="top center"))
-        fig.update_layout(title=dict(text=f"<b>p({ctx.piece(token_id)!r})</b> at {ctx.labels[position]!r}, block by block",
+        fig.update_layout(title=dict(text=f"<b>p(“{ctx.piece(token_id)}”)</b> at “{ctx.labels[position]}”, block by block",
                                      font=dict(size=13), x=0),
                           height=320, margin=dict(l=10, r=10, t=40, b=10), yaxis=dict(title="probability", range=[0, 1.05]),
                           xaxis=dict(title="residual stream", type="category"))
         st.plotly_chart(fig, width="stretch")
     with b:
-        table = pd.DataFrame({label: [f"{ctx.piece(int(i))!r} {p:.3f}" for i, p in
+        table = pd.DataFrame({label: [f"{ctx.piece(int(i))} {p:.3f}" for i, p in
                                       zip(result.top_ids[r, at], result.top_probs[r, at])]
                               for r, label in enumerate(result.labels)})
         table.index = [f"top {k + 1}" for k in range(len(table))]

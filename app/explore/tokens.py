@@ -33,7 +33,7 @@ def neighbours_of(model_key: str, token_id: int, _ctx: Explorer) -> list[tuple[i
 def render(ctx: Explorer) -> None:
     trace = ctx.trace(NEEDS)
     st.subheader(f"{len(ctx.tokens)} tokens")
-    st.dataframe(pd.DataFrame([[repr(p) for p in ctx.pieces], [str(t) for t in ctx.tokens]], index=["piece", "token id"],
+    st.dataframe(pd.DataFrame([ctx.pieces, [str(t) for t in ctx.tokens]], index=["piece", "token id"],
                               columns=[str(i) for i in range(len(ctx.tokens))]), width="stretch")
 
     heatmap(array(trace["hook_embed"]), ctx.labels, None, "Token embeddings W_E[token]", "hook_embed",
@@ -51,21 +51,21 @@ def render(ctx: Explorer) -> None:
         position = choose_position(ctx, "Token", help="Its nearest neighbours by cosine similarity of embeddings")
         token = ctx.tokens[position]
         neighbours = neighbours_of(ctx.model_key, token, ctx)
-        st.dataframe(pd.DataFrame({"token": [repr(ctx.piece(i)) for i, _ in neighbours], "id": [i for i, _ in neighbours],
+        st.dataframe(pd.DataFrame({"token": [ctx.piece(i) for i, _ in neighbours], "id": [i for i, _ in neighbours],
                                    "cosine": [round(c, 4) for _, c in neighbours]}), hide_index=True, width="stretch")
     with left:
         stride = -(-len(coords) // CLOUD)  # a large vocabulary is drawn every stride-th token
         cloud = np.arange(0, len(coords), stride)
         fig = go.Figure(go.Scattergl(x=coords[cloud, 0], y=coords[cloud, 1], mode="markers",
                                      name="vocabulary" + (f" (every {stride}th token)" if stride > 1 else ""),
-                                     marker=dict(size=4, color="#bbb"), text=[repr(ctx.piece(i)) for i in cloud],
+                                     marker=dict(size=4, color="#bbb"), text=[ctx.piece(i) for i in cloud],
                                      hovertemplate="%{text}<extra></extra>"))
         ids = sorted(set(ctx.tokens))
         fig.add_trace(go.Scatter(x=coords[ids, 0], y=coords[ids, 1], mode="markers+text", name="this prompt",
                                  text=[ctx.piece(i) for i in ids], textposition="top center",
                                  marker=dict(size=9, color="#1f6feb")))
         near = [i for i, _ in neighbours]
-        fig.add_trace(go.Scatter(x=coords[near, 0], y=coords[near, 1], mode="markers+text", name=f"neighbours of {ctx.pieces[position]!r}",
+        fig.add_trace(go.Scatter(x=coords[near, 0], y=coords[near, 1], mode="markers+text", name=f"neighbours of {ctx.pieces[position]}",
                                  text=["" if i in ids else ctx.piece(i) for i in near], textposition="bottom center",
                                  marker=dict(size=8, color="#f2a900", symbol="diamond")))
         fig.update_layout(title=dict(text=f"<b>PCA of embed.W_E</b> {ctx.cfg.vocab_size:,} tokens × {ctx.cfg.d_model}",

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.components.errors import fragment
-from app.components.labels import bar_label, plain, plain_html, token_labels
+from app.components.labels import bar_label, plain, plain_html, token_labels, token_text
 from app.components.model_picker import model_picker
 from app.resources import shared_model
 from app.state import read_url_settings, write_url_settings
@@ -161,7 +161,7 @@ def generation_view(loaded) -> None:
     st.html(f"<div style='font-family:monospace;color:#444'>{plain_html(result['prompt'])}</div>"
             + chips(result["tokens"]))
     tokens = result["tokens"]
-    step = st.pills("Step", range(len(tokens)), format_func=lambda i: f"{i + 1}: {plain(repr(tokens[i]['token']))}",
+    step = st.pills("Step", range(len(tokens)), format_func=lambda i: f"{i + 1}: {plain(token_text(tokens[i]['token']))}",
                     default=0, key="chosen_step")
     step = 0 if step is None else step
     t = tokens[step]
@@ -169,7 +169,7 @@ def generation_view(loaded) -> None:
     left, right = st.columns([3, 2])
     with left:
         st.plotly_chart(before_after_chart(t["before"], t["after"],
-                                           f"Step {step + 1}: drew {t['token']!r} with p = {t['p']:.3f} "
+                                           f"Step {step + 1}: drew “{token_text(t['token'])}” with p = {t['p']:.3f} "
                                            f"(model: {t['p_model']:.3f})"), key="step_chart")
         st.caption(f"Entropy {t['entropy_before']:.3f} nats before the settings, {t['entropy_after']:.3f} after.")
         st.page_link("screens/explore.py", label="Open this step's full trace in the explorer", icon=":material/search:",

@@ -10,6 +10,8 @@ Two kinds, both stored as files a model directory carries:
 from __future__ import annotations
 
 import os
+import re
+from functools import cache
 from pathlib import Path
 
 from tokenizers import Tokenizer as HFTokenizer
@@ -71,6 +73,22 @@ class Tokenizer:
             return self._tok.id_to_token(token_id)
         return self._tok.decode([token_id], skip_special_tokens=False)
 
+    def readable(self, token_id: int) -> str:
+        """The token's text for a label: its piece, except that a token holding part of a UTF-8
+        character (its piece alone decodes to �) is written as its bytes, ``<0xE4>``, so that
+        distinct fragments never share a label."""
+        piece = self.pieces[token_id]
+        if "\ufffd" not in piece or token_id >= self.vocab_size:
+            return piece
+        raw = self._tok.id_to_token(token_id) or ""
+        if _BYTE_TOKEN.fullmatch(raw):  # SentencePiece's byte fallback names its byte tokens so
+            return raw
+        alphabet = _byte_level_alphabet()
+        if raw and all(c in alphabet for c in raw):  # byte-level BPE: one character per byte
+            text = bytes(alphabet[c] for c in raw).decode("utf-8", errors="surrogateescape")
+            return "".join(f"<0x{ord(c) - 0xDC00:02X}>" if 0xDC80 <= ord(c) <= 0xDCFF else c for c in text)
+        return piece
+
     def encode(self, text: str) -> list[int]:
         if not text or (self.word_level and not text.strip()):
             raise GlassboxError("The prompt is empty: type some text.")
@@ -112,3 +130,14 @@ class Tokenizer:
     def describe(self) -> dict:
         return {"kind": "word-level" if self.word_level else "byte-level BPE", "vocab_size": self.vocab_size}
 
+
+_BYTE_TOKEN = re.compile(r"<0x[0-9A-Fa-f]{2}>")
+
+
+@cache
+def _byte_level_alphabet() -> dict[str, int]:
+    """GPT-2's byte-level alphabet, character -> byte: printable bytes stand for themselves, the
+    others (space, control bytes, ...) for the characters from U+0100 on, in byte order."""
+    kept = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    moved = [b for b in range(256) if b not in kept]
+    return {chr(b): b for b in kept} | {chr(256 + i): b for i, b in enumerate(moved)}
