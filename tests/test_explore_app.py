@@ -97,8 +97,14 @@ def test_backward_view_differentiates_the_chosen_target_and_steps_through():
     at = start("screens/explore.py", model="worked-example", prompt=PROMPT, view="Backward")
     loaded = load("worked-example")
     tokens = loaded.encode(PROMPT)
+    article = run_trace(loaded.model, tokens, backward=True, target=Target(loaded.tokenizer.token_id("mat"), 4))
+    # opened on the worked example's model, the loss is the article's, −log p(mat) = 1.768 as it prints
+    assert f"L = {article.loss:.6g}" in at.markdown[0].value and abs(article.loss - 1.768) < 5e-4
     lm = run_trace(loaded.model, tokens, backward=True)
+    at.radio(key="explore_target_mode").set_value("mean next-token loss").run()
     assert f"L = {lm.loss:.6g}" in at.markdown[0].value
+    url_chose = start("screens/explore.py", model="worked-example", prompt=PROMPT, view="Backward", target="")
+    assert f"L = {lm.loss:.6g}" in url_chose.markdown[0].value  # a URL's own choice is kept
     at.radio(key="explore_target_mode").set_value("one token at one position").run()
     at.text_input(key="explore_target").set_value("mat").run()
     at.selectbox(key="explore_target_pos").select(4).run()

@@ -11,8 +11,10 @@ from app.components.model_picker import model_picker
 from app.state import read_url_settings, url_settings, write_url_settings
 from model.io.checkpoint import LoadedModel
 from model.engine import GlassboxError, Target, check_context
+from model.lesson.article import published
 
 PAGE_SETTINGS = {"model": "default", "prompt": "the cat sat on the", "view": "Overview", "target": "", "target_pos": -1}
+target_in_url = "target" in st.query_params  # read before the settings are written back
 url_settings(PAGE_SETTINGS, choices={"view": list(VIEWS)}, prefix="explore_")
 st.title("Explore a prompt")
 st.caption("Every number below is the model's own: one trace of this prompt, forward and backward, cached "
@@ -36,6 +38,13 @@ try:
 except GlassboxError as exc:
     st.error(plain(exc))
     st.stop()
+# The worked example's model differentiates the article's loss, −log p(mat) at the last position, so
+# that its gradients are the worked example's: when it is opened (unless the URL chose a target).
+opened = st.session_state.get("explore_opened_model")
+if loaded.name == "worked-example" and opened != loaded.name and not (opened is None and target_in_url):
+    st.session_state.explore_target = loaded.tokenizer.pieces[published()["config"]["target_id"]]
+    st.session_state.explore_target_pos = len(tokens) - 1
+st.session_state.explore_opened_model = loaded.name
 if not 0 <= st.session_state.explore_target_pos < len(tokens):  # -1 (the default): the last position
     st.session_state.explore_target_pos = len(tokens) - 1
 
