@@ -8,6 +8,8 @@ from typing import TypeVar
 
 import streamlit as st
 
+from app.components.labels import plain
+
 T = TypeVar("T")
 
 
@@ -30,12 +32,27 @@ def read_url_settings(defaults: dict, limits: dict | None = None, choices: dict 
                     float(raw) if isinstance(default, int) else raw))
             except (ValueError, OverflowError):  # "abc", "inf", "1e309"
                 value = default
+                _note(prefix, f"The link's {name}={raw} is not a number: using {default}.")
         if name in limits:
             low, high = limits[name]
-            value = min(max(value, low), high)
+            clamped = min(max(value, low), high)
+            if clamped != value:
+                _note(prefix, f"The link's {name}={raw} is outside {low}–{high}: using {clamped}.")
+            value = clamped
         if name in choices and value not in choices[name]:
+            _note(prefix, f"The link's {name}={raw} is not one of the choices: using {default}.")
             value = default
         st.session_state[key] = value
+
+
+def _note(prefix: str, message: str) -> None:
+    st.session_state.setdefault(prefix + "url_notes", []).append(message)
+
+
+def show_url_notes(prefix: str = "") -> None:
+    """Say once what ``read_url_settings`` changed in a shared link (a bad or out-of-range value)."""
+    for message in st.session_state.pop(prefix + "url_notes", []):
+        st.info(plain(message), icon=":material/link:")
 
 
 def write_url_settings(names: Iterable[str], prefix: str = "") -> None:

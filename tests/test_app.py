@@ -128,6 +128,9 @@ def test_playground_greedy_continues_the_worked_example_with_mat():
 def test_playground_bad_settings_from_the_url_fall_back_and_bad_prompts_say_why():
     at = start("screens/playground.py", temperature="hot", top_p="7")
     assert at.session_state["temperature"] == 1.0 and at.session_state["top_p"] == 1.0
+    # and the page says what it changed (the message is plain(): escapes and word joiners removed here)
+    notes = " ".join(i.value for i in at.info).replace("\\", "").replace("\u2060", "")
+    assert "temperature=hot is not a number: using 1.0" in notes and "top_p=7 is outside 0.01–1.0" in notes
     at.session_state["model"] = "worked-example"
     at.text_area(key="prompt").set_value("the cow").run()
     assert not at.exception and "Unknown word" in at.error[0].value

@@ -8,7 +8,7 @@ from app.components.labels import plain
 from app.explore import VIEWS
 from app.explore.common import Explorer, pipeline
 from app.components.model_picker import model_picker
-from app.state import read_url_settings, url_settings, write_url_settings
+from app.state import read_url_settings, show_url_notes, url_settings, write_url_settings
 from model.io.checkpoint import LoadedModel
 from model.engine import GlassboxError, Target, check_context
 from model.lesson.article import published
@@ -17,6 +17,7 @@ PAGE_SETTINGS = {"model": "default", "prompt": "the cat sat on the", "view": "Ov
 target_in_url = "target" in st.query_params  # read before the settings are written back
 url_settings(PAGE_SETTINGS, choices={"view": list(VIEWS)}, prefix="explore_")
 st.title("Explore a prompt")
+show_url_notes("explore_")
 st.caption("Every number below is the model's own: one trace of this prompt, forward and backward, cached "
            "per (model, prompt, target).")
 

@@ -13,7 +13,7 @@ from app.components.errors import fragment
 from app.components.labels import bar_label, plain, plain_html, token_labels, token_text
 from app.components.model_picker import model_picker
 from app.resources import shared_model
-from app.state import read_url_settings, write_url_settings
+from app.state import read_url_settings, show_url_notes, write_url_settings
 from model.engine import GlassboxError
 from model.engine.sampling import Sampling, distributions, generate, kv_cache_bytes, next_token_logits, top
 
@@ -198,6 +198,7 @@ def generation_view(loaded) -> None:
 
 read_url_settings(DEFAULTS, LIMITS)
 st.title("Playground")
+show_url_notes()
 current = model_picker("model")
 st.query_params["model"] = st.session_state.model
 if current is None:

@@ -7,7 +7,7 @@ import streamlit as st
 
 from app.components.architecture import PARTS, architecture_figure
 from app.resources import shared_model
-from app.state import url_settings
+from app.state import show_url_notes, url_settings
 from model.lesson.article import ARTICLE_URL, SERIES_URL
 
 PART_KEYS = [p.key for p in PARTS]
@@ -22,6 +22,7 @@ def select_part() -> None:
 
 
 st.title("Glassbox")
+show_url_notes("welcome_")
 st.markdown(
     "Glassbox shows how a GPT-style transformer computes the next token: the text's tokens, every block's "
     "tensors, the probabilities it ends in. It then runs the pass backwards, giving the gradient of every "
