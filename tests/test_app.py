@@ -116,6 +116,8 @@ def test_playground_shows_what_the_sliders_do_and_generates():
     generation = at.session_state["generation"]
     assert len(generation["tokens"]) == 5 and all(t["p"] > 0 for t in generation["tokens"])
     assert at.session_state["prompt"] == "Tom had"  # nothing typed is lost
+    # the streamed text is cleared once the chips show the completion: it is not on the page twice
+    assert not [m for m in at.markdown if "Generating" in m.value]
 
 
 def test_playground_greedy_continues_the_worked_example_with_mat():

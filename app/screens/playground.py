@@ -138,11 +138,14 @@ def run_generation(loaded, sampling: Sampling) -> None:
                             "before": top(token.before, loaded.tokenizer.pieces, 15),
                             "after": top(token.after, loaded.tokenizer.pieces, 15),
                             "cache_bytes": token.cache_bytes, "position": token.position})
-            yield token.token
+            yield plain(token.token)  # the model's text, shown as text
 
-    st.markdown("**Generating…**")
+    live = st.empty()  # the text as it streams; the chips below replace it, so it is not shown twice
     try:
-        st.write_stream(stream())
+        with live.container():
+            st.markdown("**Generating…**")
+            st.write_stream(stream())
+        live.empty()
         st.session_state.generation = {"model": st.session_state.model, "prompt": st.session_state.prompt,
                                        "settings": str(sampling), "tokens": records}
         st.session_state.pop("chosen_step", None)  # a new generation starts at its first step
