@@ -64,6 +64,7 @@ PARTS = [
          "Each weight moves against its gradient (W − η·∂L/∂W); the loss of the same prompt then falls.", "update",
          "Backward", 0.8, -1.3),
 ]
+PART = {p.key: p for p in PARTS}
 BOX_WIDTH, BOX_HEIGHT = 1.2, 0.62
 
 
@@ -87,9 +88,8 @@ def architecture_figure(n_layers: int, selected: str | None = None) -> go.Figure
     (customdata: the key), so a click selects the part."""
     fig = go.Figure()
     half = BOX_WIDTH / 2
-    first, last = PARTS[0], next(p for p in PARTS if p.key == "softmax")
-    norm, attention, residual, mlp = (next(p for p in PARTS if p.key == k) for k in ("layernorm", "attention",
-                                                                                    "residual", "mlp"))
+    first, last = PART["tokens"], PART["softmax"]
+    norm, attention, residual, mlp = PART["layernorm"], PART["attention"], PART["residual"], PART["mlp"]
     # the residual stream, tokens to distribution
     fig.add_shape(type="line", x0=first.x + half, x1=last.x - half, y0=0, y1=0, line=dict(color=FORWARD, width=4),
                   layer="below")
@@ -122,7 +122,7 @@ def architecture_figure(n_layers: int, selected: str | None = None) -> go.Figure
     fig.add_annotation(x=last.x + 1.05, y=0, xanchor="left", showarrow=False, text="p(next<br>token)",
                        font=dict(size=13, color="#24292f"))
     # the backward pass, right to left underneath, ending in the update
-    loss, backward, update = (next(p for p in PARTS if p.key == k) for k in ("loss", "backward", "update"))
+    loss, backward, update = PART["loss"], PART["backward"], PART["update"]
     _arrow(fig, last.x, -BOX_HEIGHT / 2, loss.x, loss.y + BOX_HEIGHT / 2, BACKWARD)
     _arrow(fig, loss.x - half, loss.y, backward.x + half, backward.y, BACKWARD)
     _arrow(fig, backward.x - half, backward.y, update.x + half, update.y, BACKWARD)

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.components.architecture import PARTS, architecture_figure
+from app.components.architecture import PART, architecture_figure
 from app.resources import shared_model
 from app.state import show_url_notes, url_settings
 from model.lesson.article import ARTICLE_URL, SERIES_URL
 
-PART_KEYS = [p.key for p in PARTS]
 
-url_settings({"part": "attention"}, choices={"part": PART_KEYS}, prefix="welcome_")
+url_settings({"part": "attention"}, choices={"part": list(PART)}, prefix="welcome_")
 
 
 def select_part() -> None:
@@ -34,7 +33,7 @@ worked = shared_model("worked-example")
 st.markdown("**Click a part of the model** to see what it does and where to look at it.")
 st.plotly_chart(architecture_figure(worked.cfg.n_layers, st.session_state.welcome_part), key="welcome_drawing",
                 on_select=select_part, selection_mode="points", config={"displayModeBar": False})
-part = PARTS[PART_KEYS.index(st.session_state.welcome_part)]
+part = PART[st.session_state.welcome_part]
 st.query_params["part"] = part.key
 with st.container(border=True):
     st.markdown(f"**{part.title}.** {part.sentence}")
