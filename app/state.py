@@ -13,13 +13,24 @@ from app.components.labels import plain
 T = TypeVar("T")
 
 
+# Settings that hold a block's or a head's index: the URL counts them from 1, as the pages do
+# ("block 1 (blocks.0)"), while the session holds the engine's index.
+COUNTED_FROM_ONE = {"block", "head"}
+
+
+def _shown(name: str, value):
+    return value + 1 if name in COUNTED_FROM_ONE else value
+
+
 def read_url_settings(defaults: dict, limits: dict | None = None, choices: dict | None = None,
                       prefix: str = "") -> None:
     """Settings that live in the URL, so a setup can be shared. Each query parameter ``name``
     backs the session state key ``prefix + name`` (pages that share parameter names keep
     their own state). On a page's first run a setting is read from the query string (a bad
     value falls back to its default, a number is clamped into ``limits``); later runs keep
-    what the session holds. ``write_url_settings`` writes the values back."""
+    what the session holds. ``write_url_settings`` writes the values back. A block or a head
+    (``COUNTED_FROM_ONE``) is counted from 1 in the URL and in what a note says, from 0 in
+    ``defaults``, ``limits`` and the session."""
     limits, choices = limits or {}, choices or {}
     for name, default in defaults.items():
         key = prefix + name
@@ -32,12 +43,16 @@ def read_url_settings(defaults: dict, limits: dict | None = None, choices: dict 
                     float(raw) if isinstance(default, int) else raw))
             except (ValueError, OverflowError):  # "abc", "inf", "1e309"
                 value = default
-                _note(prefix, f"The link's {name}={raw} is not a number: using {default}.")
+                _note(prefix, f"The link's {name}={raw} is not a number: using {_shown(name, default)}.")
+            else:
+                if name in COUNTED_FROM_ONE:
+                    value -= 1
         if name in limits:
             low, high = limits[name]
             clamped = min(max(value, low), high)
             if clamped != value:
-                _note(prefix, f"The link's {name}={raw} is outside {low}–{high}: using {clamped}.")
+                _note(prefix, f"The link's {name}={raw} is outside {_shown(name, low)}–{_shown(name, high)}: "
+                              f"using {_shown(name, clamped)}.")
             value = clamped
         if name in choices and value not in choices[name]:
             _note(prefix, f"The link's {name}={raw} is not one of the choices: using {default}.")
@@ -58,7 +73,7 @@ def show_url_notes(prefix: str = "") -> None:
 def write_url_settings(names: Iterable[str], prefix: str = "") -> None:
     """The current values of these settings into the URL: call it where a run (or a fragment's
     rerun) has its final values."""
-    st.query_params.update({name: str(st.session_state[prefix + name]) for name in names})
+    st.query_params.update({name: str(_shown(name, st.session_state[prefix + name])) for name in names})
 
 
 def url_settings(defaults: dict, limits: dict | None = None, choices: dict | None = None, prefix: str = "") -> None:

@@ -43,8 +43,8 @@ def test_the_loss_step_shows_the_articles_loss_and_its_arithmetic():
 
 def test_choosing_a_cell_shows_its_dot_product():
     at = start(WORKED, step="b1-scores")
-    at.selectbox(key="cell:b1-scores:head 1:row").set_value(4).run()
-    at.selectbox(key="cell:b1-scores:head 1:col").set_value(0).run()
+    at.selectbox(key="cell:b1-scores:head 1 ([0]):row").set_value(4).run()
+    at.selectbox(key="cell:b1-scores:head 1 ([0]):col").set_value(0).run()
     assert not at.exception
     text = " ".join(el.value for el in at.latex)
     # scores(1,1)[4,0] = Q[4]·K[0]/√2, with the operands written out

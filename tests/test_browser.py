@@ -106,6 +106,21 @@ def test_step_to_the_loss_then_back_through_the_gradients_to_the_update(app_url,
     assert page.locator("[data-testid='stException']").count() == 0
 
 
+def test_the_same_tensor_has_the_same_label_on_both_pages(app_url, page):
+    """The worked example's A(1,1) and the explorer's block 1, head 1: one numbering, one name."""
+    page.goto(app_url + "/worked-example?step=b1-softmax")
+    settled(page)
+    main = page.locator("[data-testid='stMain']")
+    expect(main.get_by_text("block 1 (blocks.0)").first).to_be_visible(timeout=30_000)  # the pipeline strip
+    expect(main.get_by_role("radio", name="head 1 ([0])")).to_be_visible()
+    expect(main.locator(".gtitle", has_text="blocks.0.attn.hook_pattern[0]").first).to_be_visible()
+    page.goto(app_url + "/explore?model=worked-example&prompt=the+cat+sat+on+the&view=Attention&block=1&head=1")
+    settled(page)
+    expect(main.get_by_role("heading", name="Block 1 (blocks.0), head 1 ([0])")).to_be_visible(timeout=60_000)
+    expect(main.get_by_text("block 1 (blocks.0)").first).to_be_visible()
+    expect(main.locator(".gtitle", has_text="blocks.0.attn.hook_pattern[0]").first).to_be_visible()
+
+
 def test_a_shared_step_url_opens_that_step_and_a_click_explains_a_cell(app_url, page):
     page.goto(app_url + "/worked-example?step=b1-scores")
     settled(page)
@@ -203,13 +218,13 @@ def test_explorer_opens_every_view_and_a_click_opens_a_head(app_url, page):
 
     page.get_by_role("radio", name="Attention", exact=True).click()
     settled(page)
-    expect(page.get_by_role("heading", name="Block 0, head 0")).to_be_visible(timeout=30_000)
+    expect(page.get_by_role("heading", name="Block 1 (blocks.0), head 1 ([0])")).to_be_visible(timeout=30_000)
     grid = page.locator("[data-testid='stPlotlyChart']").first.locator(".nsewdrag").first.bounding_box()
-    # 4 blocks × 4 heads: the panel of block 2, head 3
+    # 4 blocks × 4 heads: the panel of block 3 (blocks.2), head 4 ([3])
     page.mouse.click(grid["x"] + grid["width"] * 3.5 / 4, grid["y"] + grid["height"] * 2.5 / 4)
     settled(page)
-    expect(page.get_by_role("heading", name="Block 2, head 3")).to_be_visible(timeout=30_000)
-    page.wait_for_url(re.compile(r"layer=2&head=3"), timeout=30_000)
+    expect(page.get_by_role("heading", name="Block 3 (blocks.2), head 4 ([3])")).to_be_visible(timeout=30_000)
+    page.wait_for_url(re.compile(r"block=3&head=4"), timeout=30_000)
 
 
 # --- user text stays text -------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from app.explore import VIEWS
 from model.analysis import attention_pair, logit_lens
 from model.io.checkpoint import load
 from model.engine import GRAD, Target, run_trace
-from tests.helpers import charts, start
+from tests.helpers import charts, shown, start
 
 PROMPT = "the cat sat on the"
 
@@ -64,11 +64,11 @@ def test_every_view_opens_on_every_kind_of_model(view, model, gpt2_dir, gpt2_bf1
 
 def test_attention_view_draws_the_traced_scores_and_pattern():
     at = start("screens/explore.py", model="worked-example", prompt=PROMPT, view="Attention")
-    at.selectbox(key="explore_layer").select(1).run()
+    at.selectbox(key="explore_block").select(1).run()
     at.selectbox(key="explore_head").select(1).run()
     at.selectbox(key="explore_pos").select(4).run()
     at.selectbox(key="explore_key_pos").select(2).run()
-    assert not at.exception and at.subheader[0].value == "Block 1, head 1"
+    assert not at.exception and at.subheader[0].value == "Block 2 (blocks.1), head 2 ([1])"
     loaded = load("worked-example")
     trace = run_trace(loaded.model, loaded.encode(PROMPT))
     pattern = z(titled(at, "Pattern: softmax"))
@@ -77,7 +77,8 @@ def test_attention_view_draws_the_traced_scores_and_pattern():
     assert np.allclose(scores, trace["blocks.1.attn.hook_scores"][1].cpu().numpy(), rtol=1e-6)
     pair = attention_pair(trace, loaded.cfg, 1, 1, 4, 2)
     assert any(f"{pair.score:.6g}" in el.value for el in at.latex)  # the dot product written out ends in the score
-    assert at.query_params["layer"] in ("1", ["1"]) and at.query_params["head"] in ("1", ["1"])  # shareable
+    # shareable, counted from 1 as the labels are
+    assert at.query_params["block"] in ("2", ["2"]) and at.query_params["head"] in ("2", ["2"])
 
 
 def test_residual_view_logit_lens_is_the_engines():
@@ -156,3 +157,35 @@ def test_default_model_overview_counts_and_predicts():
     # kernel, equal to about 1e-6 (README, "The engine")
     probs = run_trace(load("default").model, tokens)["hook_probs"][-1]
     assert values(bars["data"][0]["y"])[0] == pytest.approx(float(probs.max()), rel=1e-6)
+
+
+def test_the_same_tensor_has_the_same_label_and_numbers_on_both_pages():
+    """Blocks and heads are counted from 1 with the engine's index beside them on both pages, and
+    the worked example's A(1,1) is the explorer's pattern of block 1, head 1 on the same prompt.
+    Reference: the engine's own trace; drawn as float32 (worked example float64), atol 1e-6."""
+    loaded = load("worked-example")
+    expected = run_trace(loaded.model, loaded.encode(PROMPT))["blocks.0.attn.hook_pattern"][0].cpu().numpy()
+
+    worked = start("screens/worked_example.py", step="b1-softmax")
+    assert not worked.exception
+    assert "head 1 ([0])" in worked.get("button_group")[0].proto.options[0].content
+    assert any("block 1 (blocks.0)" in el.proto.body for el in worked.get("html"))  # the pipeline strip
+    (worked_chart,) = [c for c in charts(worked) if "blocks.0.attn.hook_pattern[0]" in c["layout"]["title"]["text"]]
+    assert np.allclose(z(worked_chart), expected, atol=1e-6)
+
+    explorer = start("screens/explore.py", model="worked-example", prompt=PROMPT, view="Attention", block="1", head="1")
+    assert not explorer.exception
+    assert explorer.subheader[0].value == "Block 1 (blocks.0), head 1 ([0])"
+    assert explorer.selectbox(key="explore_block").value == 0 and explorer.selectbox(key="explore_head").value == 0
+    assert any("block 1 (blocks.0)" in el.proto.body for el in explorer.get("html"))
+    explorer_chart = titled(explorer, "Pattern: softmax")
+    assert "blocks.0.attn.hook_pattern[0]" in explorer_chart["layout"]["title"]["text"]
+    assert np.allclose(z(explorer_chart), expected, atol=1e-6)
+
+
+def test_a_link_counts_blocks_and_heads_from_one_and_says_what_it_corrected():
+    explorer = start("screens/explore.py", model="worked-example", prompt=PROMPT, view="Attention", block="99", head="0")
+    notes = [shown(el.value) for el in explorer.info]
+    assert "The link's block=99 is outside 1–2: using 2." in notes  # the worked example's model has 2 blocks
+    assert "The link's head=0 is outside 1–2: using 1." in notes
+    assert explorer.subheader[0].value == "Block 2 (blocks.1), head 1 ([0])"

@@ -517,7 +517,7 @@ def test_every_alert_in_the_app_shows_its_values_through_plain():
 
 URL_SETTINGS = {  # every setting each page reads from its URL
     "screens/playground.py": ["model", "prompt", "temperature", "top_k", "top_p", "seed", "max_new", "greedy"],
-    "screens/explore.py": ["model", "prompt", "view", "target", "target_pos", "layer", "head", "pos", "key_pos", "norm",
+    "screens/explore.py": ["model", "prompt", "view", "target", "target_pos", "block", "head", "pos", "key_pos", "norm",
                            "bstep", "weight", "tensor"],
     "screens/worked_example.py": ["step", "row", "col", "weights"],
 }

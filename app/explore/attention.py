@@ -11,6 +11,7 @@ import streamlit as st
 from app.components.heatmap import ClickLayer, heatmap_figure
 from app.components.labels import plain
 from app.explore.common import Explorer, array, choose_head, choose_layer, choose_position, heatmap
+from model.engine import block_label, head_label
 from model.analysis import attention_pair, tile
 from model.serving import Needs
 
@@ -26,14 +27,14 @@ def needs(layer: int) -> Needs:
 
 
 def lit(ctx: Explorer) -> set[str]:
-    return {f"blocks.{st.session_state.explore_layer}.attn"}
+    return {f"blocks.{st.session_state.explore_block}.attn"}
 
 
 def select_head(chart_key: str, cell: int) -> None:
     """A click on the overview opens that head (before the rerun that draws it)."""
     points = st.session_state[chart_key].selection.points
     if points:
-        st.session_state.explore_layer = int(points[0]["y"]) // (cell + 1)
+        st.session_state.explore_block = int(points[0]["y"]) // (cell + 1)
         st.session_state.explore_head = int(points[0]["x"]) // (cell + 1)
 
 
@@ -45,19 +46,19 @@ def overview(ctx: Explorer, trace) -> None:
     ll, hh = np.meshgrid(range(cfg.n_layers), range(cfg.n_heads), indexing="ij")
     clicks = ClickLayer(  # one invisible square per head: what a click lands on
         [centres[h] for h in hh.ravel()], [centres[l] for l in ll.ravel()],
-        "block %{customdata[0]}, head %{customdata[1]}: click to open<extra></extra>",
-        np.stack([ll.ravel(), hh.ravel()], 1), size=max(12, min(60, 640 // max(cfg.n_heads, cfg.n_layers))),
+        "%{customdata[0]}, %{customdata[1]}: click to open<extra></extra>",
+        np.array([[block_label(l), head_label(h)] for l, h in zip(ll.ravel(), hh.ravel())], dtype=object), size=max(12, min(60, 640 // max(cfg.n_heads, cfg.n_layers))),
         symbol="square")
     panel = lambda i: range(i * (cell + 1), i * (cell + 1) + cell)  # noqa: E731 (a head's cells in the tiling)
     size = f"{cfg.n_layers} blocks × {cfg.n_heads} heads"
     if cell < T:
         size += f" (each {T}×{T} shown as {cell}×{cell} block means)"
     fig = heatmap_figure(
-        tile(panels, cell), {centres[l]: f"block {l}" for l in range(cfg.n_layers)},
-        {centres[h]: f"head {h}" for h in range(cfg.n_heads)}, "Every head's pattern", "blocks.*.attn.hook_pattern",
+        tile(panels, cell), {centres[l]: f"block {l + 1}" for l in range(cfg.n_layers)},
+        {centres[h]: f"head {h + 1}" for h in range(cfg.n_heads)}, "Every head's pattern", "blocks.*.attn.hook_pattern",
         size=size,
         colour="sequential", colorbar="weight", gaps=False, fixed=True, clicks=clicks,
-        marks=[(panel(st.session_state.explore_layer), panel(st.session_state.explore_head))],
+        marks=[(panel(st.session_state.explore_block), panel(st.session_state.explore_head))],
         height=min(900, 110 + 110 * cfg.n_layers))
     fig.update_layout(width=min(900, 160 + 110 * cfg.n_heads), xaxis=dict(constrain="domain"),
                       yaxis=dict(scaleanchor="x", constrain="domain"))
@@ -93,7 +94,7 @@ def lines(ctx: Explorer, pattern: np.ndarray, query: int) -> go.Figure:
 
 def render(ctx: Explorer) -> None:
     cfg = ctx.cfg
-    trace = ctx.trace(needs(st.session_state.explore_layer))
+    trace = ctx.trace(needs(st.session_state.explore_block))
     overview(ctx, trace)
     c1, c2, c3, c4 = st.columns(4)
     with c1:
@@ -106,18 +107,18 @@ def render(ctx: Explorer) -> None:
         key = choose_position(ctx, "Key position", "explore_key_pos")
     p = f"blocks.{layer}.attn."
     L = ctx.labels
-    st.subheader(f"Block {layer}, head {head}")
+    st.subheader(f"{block_label(layer).capitalize()}, {head_label(head)}")
     a, b, c = st.columns(3)
     with a:
-        heatmap(array(trace[p + "hook_scores"][head]), L, L, "Scores q·k × scale", p + "hook_scores",
+        heatmap(array(trace[p + "hook_scores"][head]), L, L, "Scores q·k × scale", f"{p}hook_scores[{head}]",
                 row_title="query", col_title="key", zoom_key="attn:scores", marks=[(query, key)], text_max=8)
     with b:
         heatmap(array(trace[p + "hook_scores_masked"][head]), L, L, "After the causal mask (blank: −∞)"
                 if not cfg.is_local(layer) else f"After the causal mask and the {cfg.window}-position window (blank: −∞)",
-                p + "hook_scores_masked", row_title="query", col_title="key", zoom_key="attn:masked", marks=[(query, key)],
+                f"{p}hook_scores_masked[{head}]", row_title="query", col_title="key", zoom_key="attn:masked", marks=[(query, key)],
                 text_max=8)
     with c:
-        heatmap(array(trace[p + "hook_pattern"][head]), L, L, "Pattern: softmax of each row", p + "hook_pattern",
+        heatmap(array(trace[p + "hook_pattern"][head]), L, L, "Pattern: softmax of each row", f"{p}hook_pattern[{head}]",
                 row_title="query", col_title="key", sequential=True, zoom_key="attn:pattern", marks=[(query, key)],
                 text_max=8)
 
@@ -128,8 +129,8 @@ def render(ctx: Explorer) -> None:
     how += ["q and k each normed per head first (QK-norm)"] if cfg.qk_norm else []
     how += ["both rotated by RoPE for their positions"] if cfg.positional == "rope" else []
     if cfg.n_kv_heads != cfg.n_heads:
-        group = ", ".join(str(h) for h in range(cfg.n_heads) if cfg.kv_head(h) == cfg.kv_head(head))
-        how.append(f"query head {head} reads key/value head {cfg.kv_head(head)}, shared by query heads {group}")
+        group = ", ".join(str(h + 1) for h in range(cfg.n_heads) if cfg.kv_head(h) == cfg.kv_head(head))
+        how.append(f"query {head_label(head)} reads key/value {head_label(cfg.kv_head(head))}, shared by query heads {group}")
     st.markdown(f"**“{plain(L[query])}” asks, “{plain(L[key])}” answers.** The score is the dot product of "
                 f"the query and key vectors times {pair.scale:.4g}"
                 + (f" (1/√{cfg.d_head})" if cfg.attn_scale is None else " (this model's own scale)")
@@ -157,15 +158,15 @@ def render(ctx: Explorer) -> None:
 
     a, b = st.columns(2)
     with a:
-        heatmap(array(trace[p + q_name][head]), L, None, "Queries", p + q_name, col_title="d_head", zoom_key="attn:q")
-        heatmap(array(trace[p + "hook_v"][cfg.kv_head(head)]), L, None, "Values", p + "hook_v", col_title="d_head",
+        heatmap(array(trace[p + q_name][head]), L, None, "Queries", f"{p}{q_name}[{head}]", col_title="d_head", zoom_key="attn:q")
+        heatmap(array(trace[p + "hook_v"][cfg.kv_head(head)]), L, None, "Values", f"{p}hook_v[{cfg.kv_head(head)}]", col_title="d_head",
                 zoom_key="attn:v")
     with b:
-        heatmap(array(trace[p + k_name][cfg.kv_head(head)]), L, None, "Keys", p + k_name, col_title="d_head", zoom_key="attn:k")
-        heatmap(array(trace[p + "hook_z"][head]), L, None, "Weighted values z = pattern · v", p + "hook_z", col_title="d_head",
+        heatmap(array(trace[p + k_name][cfg.kv_head(head)]), L, None, "Keys", f"{p}{k_name}[{cfg.kv_head(head)}]", col_title="d_head", zoom_key="attn:k")
+        heatmap(array(trace[p + "hook_z"][head]), L, None, "Weighted values z = pattern · v", f"{p}hook_z[{head}]", col_title="d_head",
                 zoom_key="attn:z")
-    heatmap(array(trace[p + "hook_result"][head]), L, None, f"Head {head}'s contribution after W_O (z · W_O[{head}])",
-            p + "hook_result", col_title="d_model", zoom_key="attn:result")
+    heatmap(array(trace[p + "hook_result"][head]), L, None, f"{head_label(head).capitalize()}'s contribution after W_O (z · W_O[{head}])",
+            f"{p}hook_result[{head}]", col_title="d_model", zoom_key="attn:result")
     st.caption(f"Summed over the {cfg.n_heads} heads{' plus b_O' if cfg.attn_out_bias else ''}"
                + (f", then normed by blocks.{layer}.ln1_post" if cfg.post_norms else "")
                + f", these are blocks.{layer}.hook_attn_out, which is added to the residual stream.")

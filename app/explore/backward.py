@@ -12,7 +12,7 @@ from app.components.stepper import stepper
 from model.analysis import (backward_steps, dead_neurons, gradient_norms, recomputed_weight_gradient, residual_points, saliency, weight_gradient_product)
 from model.serving import Needs
 from model.engine.names import axes as names_axes
-from model.engine import GRAD
+from model.engine import GRAD, block_label
 
 LM_LOSS, ONE_TOKEN = "mean next-token loss", "one token at one position"
 
@@ -113,7 +113,7 @@ def render(ctx: Explorer) -> None:
     params = [n for n, _ in ctx.model.named_parameters()]
     if st.session_state.get("explore_weight") not in params:
         st.session_state.explore_weight = next(n for n in params if n.endswith(("W_in", "W_E")))
-    trace = ctx.trace(needs(ctx, step.names, step.weights, st.session_state.explore_layer, st.session_state.explore_weight))
+    trace = ctx.trace(needs(ctx, step.names, step.weights, st.session_state.explore_block, st.session_state.explore_weight))
     st.markdown(f"**L = {trace.loss:.6g}**, the {trace.loss_description}. Every gradient below comes from one "
                 "torch.autograd.grad call on this trace; the shared model is left untouched.")
 
@@ -146,12 +146,12 @@ def render(ctx: Explorer) -> None:
     layer = choose_layer(ctx, "Block (dead neurons)")
     dead = dead_neurons(trace, cfg, layer)
     if cfg.activation == "relu" and not cfg.gated_mlp:
-        st.markdown(f"Block {layer}: **{len(dead.neurons)}** of {cfg.d_ff} neurons are off at every position of this "
+        st.markdown(f"{block_label(layer).capitalize()}: **{len(dead.neurons)}** of {cfg.d_ff} neurons are off at every position of this "
                     f"prompt; ReLU passes them no gradient, so their W_in columns get exactly zero (largest |∂L/∂W_in| "
                     f"over them: {dead.weight_grad_max:g}). Over all positions {dead.off_fraction:.1%} of (position, "
                     f"neuron) pairs are off and {dead.zero_grad_fraction:.1%} of ∂L/∂pre entries are exactly 0.")
     else:
-        st.markdown(f"Block {layer} uses {cfg.activation}, which is never exactly flat: {len(dead.neurons)} neurons have "
+        st.markdown(f"{block_label(layer).capitalize()} uses {cfg.activation}, which is never exactly flat: {len(dead.neurons)} neurons have "
                     f"pre-activation ≤ 0 everywhere, yet still pass some gradient (largest |∂L/∂W_in| over them: "
                     f"{dead.weight_grad_max:.3g}); {dead.zero_grad_fraction:.1%} of ∂L/∂pre entries are exactly 0.")
     st.caption("A position with nothing to predict (the last one, under the mean next-token loss) receives no gradient "

@@ -19,7 +19,7 @@ from app.resources import admission, trace_cache
 from model.serving import WORKING_FACTOR, Needs, capture_plan, full_trace_bytes, trace_bytes
 from model.io.checkpoint import LoadedModel
 from model.io.tokenizer import Tokenizer
-from model.engine import Target, Trace, run_trace, to_numpy
+from model.engine import Target, Trace, block_label, head_label, run_trace, to_numpy
 
 MAX_ROWS, MAX_COLS = 160, 256  # a heatmap larger than this is drawn as block means, with a zoom
 TEXT_CELLS = 24  # up to this many rows and columns, values are written in the cells
@@ -98,11 +98,11 @@ def array(tensor: torch.Tensor) -> np.ndarray:
 
 
 def choose_layer(ctx: Explorer, label: str = "Block") -> int:
-    return st.selectbox(label, range(ctx.cfg.n_layers), key="explore_layer", persist_state="session", format_func=lambda i: f"block {i}")
+    return st.selectbox(label, range(ctx.cfg.n_layers), key="explore_block", persist_state="session", format_func=block_label)
 
 
 def choose_head(ctx: Explorer) -> int:
-    return st.selectbox("Head", range(ctx.cfg.n_heads), key="explore_head", persist_state="session", format_func=lambda h: f"head {h}")
+    return st.selectbox("Head", range(ctx.cfg.n_heads), key="explore_head", persist_state="session", format_func=head_label)
 
 
 def choose_position(ctx: Explorer, label: str = "Position", key: str = "explore_pos", help: str | None = None) -> int:
@@ -116,7 +116,7 @@ def pipeline(ctx: Explorer, lit: set[str] = frozenset()) -> None:
     """The model's parts in forward order, with their parameter counts; ``lit`` parts filled."""
     groups: list = []
     for part in parts(ctx.model):
-        block = f"block {part.key.split('.')[1]}" if part.key.startswith("blocks.") else None
+        block = block_label(int(part.key.split('.')[1])) if part.key.startswith("blocks.") else None
         label = part.label.split(" ", 2)[-1] if block else ("embedding" if part.key == "embed" else part.label)
         if not groups or groups[-1][0] != block or block is None:
             groups.append((block, []))

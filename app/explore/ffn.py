@@ -11,7 +11,7 @@ from model.serving import Needs
 
 
 def lit(ctx: Explorer) -> set[str]:
-    return {f"blocks.{st.session_state.explore_layer}.mlp"}
+    return {f"blocks.{st.session_state.explore_block}.mlp"}
 
 
 def render(ctx: Explorer) -> None:

@@ -7,6 +7,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.explore.common import Explorer, array, heatmap
+from model.engine import block_label
 from model.analysis import norm_prefixes, norm_summary
 from model.serving import Needs
 
@@ -15,7 +16,7 @@ def label(prefix: str) -> str:
     if prefix == "ln_final.":
         return "final norm (before the head)"
     block, which = prefix.split(".")[1], prefix.split(".")[2]
-    return f"block {block} {which} (before {'attention' if which == 'ln1' else 'the MLP'})"
+    return f"{block_label(int(block))} {which} (before {'attention' if which == 'ln1' else 'the MLP'})"
 
 
 def lit(ctx: Explorer) -> set[str]:

@@ -8,6 +8,7 @@ import streamlit as st
 
 from app.explore.common import Explorer, array, choose_position, heatmap
 from model.analysis import embedding_pca, nearest_tokens, positional_table
+from model.engine import block_label
 from model.serving import Needs
 
 CLOUD = 5000  # most vocabulary points drawn in the PCA
@@ -77,7 +78,7 @@ def render(ctx: Explorer) -> None:
     layer = 0
     if ctx.cfg.positional == "rope" and ctx.cfg.local_rope_base is not None:  # local and global layers differ
         layer = st.selectbox("RoPE of block", range(ctx.cfg.n_layers), key="explore_rope_layer",
-                             format_func=lambda i: f"block {i}" + (" (local)" if ctx.cfg.is_local(i) else ""),
+                             format_func=lambda i: block_label(i) + (" (local)" if ctx.cfg.is_local(i) else ""),
                              help="This model's layers rotate at different frequencies (local and global layers).")
     table, what, col_title = positional_table(ctx.model, layer, rows=max(64, len(ctx.tokens)))
     st.subheader("The positional table")

@@ -50,12 +50,14 @@ if not 0 <= st.session_state.explore_target_pos < len(tokens):  # -1 (the defaul
     st.session_state.explore_target_pos = len(tokens) - 1
 
 # Per-prompt choices, kept in the URL, clamped to this model and prompt.
-PROMPT_SETTINGS = {"layer": 0, "head": 0, "pos": len(tokens) - 1, "key_pos": 0, "norm": "", "bstep": "", "weight": "",
+PROMPT_SETTINGS = {"block": 0, "head": 0, "pos": len(tokens) - 1, "key_pos": 0, "norm": "", "bstep": "", "weight": "",
                    "tensor": ""}  # the views check the names against this model
-read_url_settings(PROMPT_SETTINGS, prefix="explore_")
-for key, high in (("layer", cfg.n_layers - 1), ("head", cfg.n_heads - 1), ("pos", len(tokens) - 1),
-                  ("key_pos", len(tokens) - 1)):
-    st.session_state["explore_" + key] = min(max(int(st.session_state["explore_" + key]), 0), high)
+LIMITS = {"block": (0, cfg.n_layers - 1), "head": (0, cfg.n_heads - 1), "pos": (0, len(tokens) - 1),
+          "key_pos": (0, len(tokens) - 1)}
+read_url_settings(PROMPT_SETTINGS, LIMITS, prefix="explore_")
+show_url_notes("explore_")
+for key, (low, high) in LIMITS.items():  # kept from another model or prompt: into this one's range
+    st.session_state["explore_" + key] = min(max(int(st.session_state["explore_" + key]), low), high)
 
 st.caption(f"**{plain(loaded.name)}** · {cfg.n_layers} blocks × {cfg.n_heads} heads, d_model {cfg.d_model}, "
            f"vocabulary {cfg.vocab_size:,}, context {cfg.n_ctx} · this prompt: {len(tokens)} tokens · computed in "

@@ -14,7 +14,7 @@ from app.components.labels import bar_label, plain, plain_html, token_labels, to
 from app.components.model_picker import model_picker
 from app.resources import shared_model
 from app.state import read_url_settings, show_url_notes, write_url_settings
-from model.engine import GlassboxError
+from model.engine import GlassboxError, block_label
 from model.engine.sampling import Sampling, distributions, generate, kv_cache_bytes, next_token_logits, top
 
 DEFAULTS = {"model": "default", "prompt": "Lily had a", "temperature": 1.0, "top_k": 0, "top_p": 1.0,
@@ -187,7 +187,7 @@ def generation_view(loaded) -> None:
                     f"before it, in each of the {cfg.n_layers} layers.")
         st.latex(r"2 \times \text{layers} \times \text{tokens} \times d_{model} \times \text{bytes}")
         st.latex(rf"= 2 \times {cfg.n_layers} \times {n} \times {width} \times {element} = {size:,}\ \text{{bytes}}")
-        st.dataframe({"layer": list(range(cfg.n_layers)),
+        st.dataframe({"block": [block_label(i) for i in range(cfg.n_layers)],
                       "keys": [f"{cfg.n_kv_heads} heads × {n} positions × {cfg.d_head}"] * cfg.n_layers,
                       "values": [f"{cfg.n_kv_heads} heads × {n} positions × {cfg.d_head}"] * cfg.n_layers,
                       "bytes": [size // cfg.n_layers] * cfg.n_layers}, hide_index=True)

@@ -13,6 +13,7 @@ from app.components.pipeline import pipeline_strip
 from app.components.stepper import stepper
 from app.resources import shared_model
 from app.state import per_training_run
+from model.engine import block_label
 from model.lesson.steps import Grid, Panel, Step, stages, worked_example_steps
 from model.lesson.article import ARTICLE_URL, published
 
@@ -54,7 +55,7 @@ def pipeline_diagram(step: Step, n_layers: int) -> None:
     colour = {"forward": "#1f6feb", "backward": "#d9480f", "update": "#2f9e44"}[step.phase]
     groups: list = []
     for stage, label in stages(n_layers):
-        block = f"block {stage.split('.')[0][1:]}" if "." in stage else None
+        block = block_label(int(stage.split('.')[0][1:]) - 1) if "." in stage else None  # "b1.attn": block 1
         if not groups or groups[-1][0] != block or block is None:
             groups.append((block, []))
         groups[-1][1].append((label, stage == step.stage, 0, ""))

@@ -9,10 +9,10 @@ from model.engine.config import ModelConfig, check_context
 from model.engine.device import DTYPES, default_device, to_numpy
 from model.engine.errors import GlassboxError
 from model.engine.kv_cache import KVCache
-from model.engine.names import GRAD
+from model.engine.names import GRAD, block_label, head_label
 from model.engine.trace import Target, Trace, loss_targets, next_token_targets, run_trace
 from model.engine.transformer import Output, Transformer
 
 __all__ = ["DTYPES", "GRAD", "GlassboxError", "KVCache", "ModelConfig", "Output", "Target", "Trace", "Transformer",
-           "check_context", "default_device", "loss_targets", "next_token_targets", "run_trace",
+           "block_label", "check_context", "default_device", "head_label", "loss_targets", "next_token_targets", "run_trace",
            "to_numpy"]

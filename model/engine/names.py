@@ -20,6 +20,19 @@ from model.engine.config import ModelConfig
 
 GRAD = "grad:"  # prefix of every gradient's name: "grad:blocks.0.hook_resid_pre", "grad:embed.W_E"
 
+
+# How every page, the CLI and the URL number blocks and heads: from 1, as people count (and as the
+# article does: Q(1,1)), with the engine's index beside it, so "block 1" and blocks.0 never look
+# like two different things.
+def block_label(index: int) -> str:
+    """"block 1 (blocks.0)" for the engine's block 0."""
+    return f"block {index + 1} (blocks.{index})"
+
+
+def head_label(index: int) -> str:
+    """"head 1 ([0])" for the engine's head 0: [0] is its index in a per-head tensor (hook_q[0])."""
+    return f"head {index + 1} ([{index}])"
+
 # axis name -> (symbol in the README's shapes, how long it is for a config and a prompt of T tokens)
 AXES: dict[str, tuple[str, Callable[[ModelConfig, int], int]]] = {
     "position": ("T", lambda cfg, T: T),

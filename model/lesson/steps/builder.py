@@ -7,7 +7,7 @@ from typing import Callable
 
 import numpy as np
 
-from model.engine import Target, Transformer, run_trace
+from model.engine import Target, Transformer, head_label, run_trace
 from model.io.tokenizer import Tokenizer
 from model.lesson.article import printed_figure
 from model.lesson.names import Slot, block_input, slot, weight_names
@@ -108,7 +108,7 @@ class Builder:
 
     def per_head(self, b: int, make: Callable[[str], tuple[list[Grid], list[Grid]]]) -> list[Panel]:
         """One panel per head of block b; ``make("(b,h)")`` gives its inputs and outputs."""
-        return [Panel(f"head {h}", *make(f"({b},{h})")) for h in range(1, self.cfg.n_heads + 1)]
+        return [Panel(head_label(h - 1), *make(f"({b},{h})")) for h in range(1, self.cfg.n_heads + 1)]
 
     def _printed(self, label: str, shape) -> np.ndarray | None:
         value = self.article["given_weights"].get(label, self.article["published_figures"].get(label))
