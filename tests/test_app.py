@@ -1,6 +1,9 @@
 """The app's pages, run in-process by Streamlit's AppTest."""
 
+import copy
+
 import pytest
+import torch
 
 from model.io.checkpoint import load
 from model.lesson.steps import worked_example_steps
@@ -54,6 +57,34 @@ def test_choosing_a_cell_shows_its_dot_product():
     assert f"{trace['blocks.0.attn.hook_scores'][0, 4, 0].item():.4f}" in text
 
 
+def test_the_update_step_runs_the_forward_pass_again_with_the_new_weights():
+    """The loss and p(mat) after the update. Reference: torch.optim.SGD (lr 0.5) on the shared
+    model's copy, LayerNorm's γ and β held (as in the article), −log p(mat) from
+    torch.nn.functional.cross_entropy of the model's own logits; the page shows 4 decimals."""
+    loaded = load("worked-example")
+    config = published()["config"]
+    ids, target = torch.tensor([config["input_ids"]]), torch.tensor([config["target_id"]])
+    model = copy.deepcopy(loaded.model)
+    weights = [p for name, p in model.named_parameters() if ".ln" not in name and not name.startswith("ln_final")]
+    loss = lambda: torch.nn.functional.cross_entropy(model(ids).logits[:, -1].double(), target)  # noqa: E731
+    before = loss()
+    before.backward()
+    torch.optim.SGD(weights, lr=config["learning_rate"]).step()
+    with torch.no_grad():
+        after = loss().item()
+        p_after = torch.softmax(model(ids).logits[0, -1].double(), -1)[config["target_id"]].item()
+
+    at = start(WORKED, step="update")
+    assert not at.exception
+    shown = {m.label: m for m in at.metric}
+    assert float(shown["loss −log p(mat)"].value) == pytest.approx(after, abs=6e-5)
+    assert f"from {before.item():.4f}" in shown["loss −log p(mat)"].delta
+    assert float(shown["p(mat)"].value) == pytest.approx(p_after, abs=6e-5) and after < before.item()
+    (bars,) = [c for c in charts(at) if "Next-word probabilities" in c["layout"]["title"]["text"]]
+    assert bars["data"][1]["x"][config["target_id"]] == pytest.approx(p_after, abs=1e-9)
+    assert any("Train it live" in link.proto.label for link in at.get("page_link"))
+
+
 def test_an_unknown_step_in_the_url_opens_the_first_and_says_so():
     at = start(WORKED, step="zzz")
     assert at.selectbox(key="step").value == "tokens"
@@ -100,15 +131,15 @@ def test_train_it_live_then_step_through_the_trained_weights():
 def test_playground_shows_what_the_sliders_do_and_generates():
     at = start("screens/playground.py", prompt="Tom had")
     (chart,) = [c for c in charts(at) if "Next token" in c["layout"]["title"]["text"]]
-    model_bars, sampled_bars = chart["data"]
+    model_bars, sampled_bars = chart["data"]  # horizontal bars: the probabilities are x
     # temperature 1, no filtering: the same distribution
-    assert model_bars["y"] == pytest.approx(sampled_bars["y"], rel=1e-9)
+    assert model_bars["x"] == pytest.approx(sampled_bars["x"], rel=1e-9)
     at.slider(key="temperature").set_value(0.3).run()
     at.slider(key="top_k").set_value(3).run()
     (chart,) = [c for c in charts(at) if "Next token" in c["layout"]["title"]["text"]]
     model_bars, sampled_bars = chart["data"]
-    assert sum(p > 0 for p in sampled_bars["y"]) == 3 and "3 of" in chart["layout"]["title"]["text"]
-    assert sampled_bars["y"][0] > model_bars["y"][0]  # a low temperature sharpens
+    assert sum(p > 0 for p in sampled_bars["x"]) == 3 and "3 of" in chart["layout"]["title"]["text"]
+    assert sampled_bars["x"][0] > model_bars["x"][0]  # a low temperature sharpens
     assert at.query_params["temperature"] in (["0.3"], "0.3") and at.query_params["top_k"] in (["3"], "3")
     at.slider(key="max_new").set_value(5).run()
     next(b for b in at.button if b.label == "Generate").click().run()
@@ -118,6 +149,11 @@ def test_playground_shows_what_the_sliders_do_and_generates():
     assert at.session_state["prompt"] == "Tom had"  # nothing typed is lost
     # the streamed text is cleared once the chips show the completion: it is not on the page twice
     assert not [m for m in at.markdown if "Generating" in m.value]
+    # the chosen step's chip is outlined, and only that one
+    chips = lambda: next(h.proto.body for h in at.get("html") if "gb-chip" in h.proto.body)  # noqa: E731
+    assert chips().count("gb-chosen") == 1 and chips().index("gb-chosen") < chips().index("step 2:")
+    at.get("button_group")[0].set_value(2).run()
+    assert chips().count("gb-chosen") == 1 and chips().index("step 3:") < chips().index("gb-chosen") < chips().index("step 4:")
 
 
 def test_playground_greedy_continues_the_worked_example_with_mat():

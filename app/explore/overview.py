@@ -3,6 +3,7 @@
 import pandas as pd
 import streamlit as st
 
+from app.components.charts import log_axis
 from app.explore.common import Explorer, bar_chart
 from app.components.labels import bar_label, token_labels
 from model.analysis import architecture, parts
@@ -37,7 +38,7 @@ def render(ctx: Explorer) -> None:
     with right:
         fig = bar_chart([p.label for p in all_parts], [p.count for p in all_parts], "Parameters per part", "parameters",
                         x_title="part", height=360)
-        fig.update_layout(yaxis_type="log")
+        fig.update_layout(yaxis=log_axis([p.count for p in all_parts], "parameters (log scale)"))
         st.plotly_chart(fig, width="stretch")
 
     trace = ctx.trace(NEEDS)

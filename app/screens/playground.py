@@ -10,7 +10,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.components.errors import fragment
-from app.components.labels import bar_label, plain, plain_html, token_labels, token_text
+from app.components.charts import log_axis, paired_bars
+from app.components.labels import plain, plain_html, token_labels, token_text
 from app.components.model_picker import model_picker
 from app.resources import shared_model
 from app.state import read_url_settings, show_url_notes, write_url_settings
@@ -32,33 +33,32 @@ def sampling_from_state() -> Sampling:
                     top_p=float(s.top_p), seed=int(s.seed))
 
 
-def before_after_chart(before: list[dict], after: list[dict], title: str, n: int = 15) -> go.Figure:
-    """Bars side by side for the n tokens most likely under either distribution; ``before``
-    and ``after`` are ``top()`` lists (token, token_id, p)."""
+def before_after_chart(before: list[dict], after: list[dict], title: str, n: int = 15,
+                       drawn: int | None = None) -> go.Figure:
+    """The model's and the sampled-from probability side by side for the n tokens most likely
+    under either (ties in token-id order, as ``top`` ranks them); ``before`` and ``after`` are
+    ``top()`` lists (token, token_id, p); the ``drawn`` token id in bold."""
     p_before = {d["token_id"]: d["p"] for d in before}
     p_after = {d["token_id"]: d["p"] for d in after}
     text = {d["token_id"]: d["token"] for d in before + after}
-    order = sorted(text, key=lambda i: -max(p_before.get(i, 0.0), p_after.get(i, 0.0)))[:n]
+    order = sorted(text, key=lambda i: (-max(p_before.get(i, 0.0), p_after.get(i, 0.0)), i))[:n]
     labels = token_labels([text[i] for i in order], order)
-    bars = []
-    for name, probs, colour in (("model (softmax of the logits)", p_before, "#9db4d0"),
-                                ("sampled from (after the settings)", p_after, "#d9480f")):
-        y = [probs.get(i, 0.0) for i in order]
-        bars.append(go.Bar(name=name, x=labels, y=y, marker_color=colour, text=[bar_label(v) for v in y],
-                           textposition="outside"))
-    fig = go.Figure(bars)
-    fig.update_layout(title=title, barmode="group", height=360, margin=dict(t=50, b=10), yaxis_title="probability",
-                      xaxis_title="candidate next token", legend=dict(orientation="h", y=1.12, x=0))
-    return fig
+    series = [("model (softmax of the logits)", [p_before.get(i, 0.0) for i in order], "#9db4d0"),
+              ("sampled from (after the settings)", [p_after.get(i, 0.0) for i in order], "#d9480f")]
+    return paired_bars(labels, series, title, "probability", "candidate next token",
+                       highlight=order.index(drawn) if drawn in order else None)
 
 
-def chips(tokens: list[dict]) -> str:
-    """The generated tokens as chips, green when the sampled probability was high, red when low."""
+def chips(tokens: list[dict], chosen: int | None = None) -> str:
+    """The generated tokens as chips, green when the sampled probability was high, red when low;
+    the ``chosen`` step's chip outlined."""
     spans = []
     for i, t in enumerate(tokens):
         hue = int(120 * t["p"])
         text = plain_html(t["token"]).replace(" ", "&nbsp;").replace("\n", "↵")
-        spans.append(f"<span title='step {i + 1}: p = {t['p']:.3f}' style='background:hsl({hue},70%,82%);"
+        outline = "outline:2px solid #1f6feb;font-weight:700;" if i == chosen else ""
+        spans.append(f"<span title='step {i + 1}: p = {t['p']:.3f}' class='gb-chip{' gb-chosen' if i == chosen else ''}' "
+                     f"style='background:hsl({hue},70%,82%);{outline}"
                      f"border-radius:4px;padding:1px 3px;margin:1px;font-family:monospace'>{text}</span>")
     return "<div style='display:flex;flex-wrap:wrap;gap:2px;line-height:1.8'>" + "".join(spans) + "</div>"
 
@@ -74,20 +74,32 @@ def training_curve(path: str) -> dict | None:
     return json.loads(curve_path.read_text()) if curve_path.exists() else None
 
 
+def card_lines(card: dict, within: str = "") -> list[tuple[str, str]]:
+    """A model card as (name, value) lines: nested sections flattened ("training · steps"),
+    whole numbers with thousands separators."""
+    lines = []
+    for name, value in card.items():
+        name = f"{within} · {name.replace('_', ' ')}" if within else name.replace("_", " ").capitalize()
+        if isinstance(value, dict):
+            lines += card_lines(value, name)
+        else:
+            lines.append((name, f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)))
+    return lines
+
+
 def model_card(loaded) -> None:
     card = loaded.about.get("card")
     if not card:
         return
     with st.expander(f"Model card: {card['parameters']:,} parameters, validation loss {card['validation_loss']}"):
-        st.json(card, expanded=1)
+        st.markdown("\n".join(f"- **{plain(name)}**: {plain(value)}" for name, value in card_lines(card)))
         curve = training_curve(str(loaded.path))
         if curve:
             fig = go.Figure([go.Scatter(x=curve["step"], y=curve["train_loss"], name="training batch", mode="lines",
                                         line=dict(width=1)),
                              go.Scatter(x=curve["val_step"], y=curve["val_loss"], name="validation", mode="lines+markers")])
-            fig.update_layout(title="Loss while training", xaxis_title="step", yaxis_title="cross-entropy (nats, log scale)",
-                              yaxis_type="log",
-                              height=300, margin=dict(t=40, b=10))
+            fig.update_layout(title="Loss while training", xaxis_title="step", height=300, margin=dict(t=40, b=10),
+                              yaxis=log_axis(curve["train_loss"] + curve["val_loss"], "cross-entropy (nats, log scale)"))
             st.plotly_chart(fig)
         for sample in loaded.about.get("samples", []):
             st.markdown(f"- **{plain(sample['prompt'])}** {plain(sample['completion'])} ({plain(sample['settings'])})")
@@ -161,9 +173,10 @@ def generation_view(loaded) -> None:
         return
     st.subheader("Generated")
     st.caption(f"{result['settings']} · colour: the probability each token was drawn with (green high, red low)")
-    st.html(f"<div style='font-family:monospace;color:#444'>{plain_html(result['prompt'])}</div>"
-            + chips(result["tokens"]))
     tokens = result["tokens"]
+    chosen = st.session_state.get("chosen_step", 0)  # the pills' value from the last run (None: unpicked)
+    st.html(f"<div style='font-family:monospace;color:#444'>{plain_html(result['prompt'])}</div>"
+            + chips(tokens, 0 if chosen is None else chosen))
     step = st.pills("Step", range(len(tokens)), format_func=lambda i: f"{i + 1}: {plain(token_text(tokens[i]['token']))}",
                     default=0, key="chosen_step")
     step = 0 if step is None else step
@@ -173,7 +186,7 @@ def generation_view(loaded) -> None:
     with left:
         st.plotly_chart(before_after_chart(t["before"], t["after"],
                                            f"Step {step + 1}: drew “{token_text(t['token'])}” with p = {t['p']:.3f} "
-                                           f"(model: {t['p_model']:.3f})"), key="step_chart")
+                                           f"(model: {t['p_model']:.3f})", drawn=t["token_id"]), key="step_chart")
         st.caption(f"Entropy {t['entropy_before']:.3f} nats before the settings, {t['entropy_after']:.3f} after.")
         st.page_link("screens/explore.py", label="Open this step's full trace in the explorer", icon=":material/search:",
                      query_params={"model": result["model"], "prompt": prefix})

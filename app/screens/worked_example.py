@@ -7,6 +7,7 @@ import numpy as np
 import streamlit as st
 
 from app.components.errors import fragment
+from app.components.charts import paired_bars
 from app.components.heatmap import grid_figure
 from app.components.labels import HIGHLIGHT, plain, pretty
 from app.components.pipeline import pipeline_strip
@@ -15,6 +16,7 @@ from app.resources import shared_model
 from app.state import per_training_run
 from model.engine import block_label
 from model.lesson.steps import Grid, Panel, Step, stages, worked_example_steps
+from model.lesson.training import AfterUpdate
 from model.lesson.article import ARTICLE_URL, published
 
 PHASE_COLOURS = {"forward": "blue", "backward": "orange", "update": "green"}
@@ -189,6 +191,24 @@ def cell_view(base: str, panel: Panel) -> None:
                 st.latex(line)
 
 
+def after_update(after: AfterUpdate, vocab: list[str]) -> None:
+    """The payoff of the update: the same forward pass with the new weights, beside the old."""
+    word = vocab[after.target_id]
+    st.markdown("**What the step bought.** The same forward pass again, now with every W_new:")
+    loss, p = after.loss, after.p_target
+    c1, c2, c3 = st.columns([1, 1, 2])
+    c1.metric(f"loss −log p({word})", f"{loss[1]:.4f}", f"{loss[1] - loss[0]:+.4f} from {loss[0]:.4f}",
+              delta_color="inverse")
+    c2.metric(f"p({word})", f"{p[1]:.4f}", f"{p[1] - p[0]:+.4f} from {p[0]:.4f}")
+    with c3:
+        st.plotly_chart(paired_bars(vocab, [("before the update", after.probs[0], "#9db4d0"),
+                                            ("after the update", after.probs[1], "#2f9e44")],
+                                    "Next-word probabilities at the last position", "probability", "next word",
+                                    highlight=after.target_id), key="after_update", config={"displayModeBar": False})
+    st.page_link("screens/train_live.py", label="Train it live: take many such steps (SGD or AdamW) and watch the "
+                 "loss fall", icon=":material/model_training:")
+
+
 @fragment
 def step_view(steps: list[Step], n_layers: int) -> None:
     """The stepper and the current step: stepping reruns only this, not the page around it."""
@@ -207,6 +227,8 @@ def step_view(steps: list[Step], n_layers: int) -> None:
                     "the next step; Glassbox computes exactly, so some figures differ by a few thousandths.")
         for i, grid in enumerate(compared):
             comparison(grid, f"article:{base}:{i}")
+    if step.after is not None:
+        after_update(step.after, shared_model("worked-example").tokenizer.pieces)
 
 
 st.title("The worked example, step by step")

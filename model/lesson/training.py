@@ -108,3 +108,29 @@ def train_copy(model: Transformer, inputs: torch.Tensor, targets: torch.Tensor, 
         p.requires_grad_(True)
     trained.eval()
     return run
+
+
+@dataclass
+class AfterUpdate:
+    """The forward pass run again after one step of plain gradient descent on the example's loss:
+    the loss and the next-word distribution at the last position, before and after."""
+
+    loss: tuple[float, float]
+    probs: tuple[list[float], list[float]]
+    target_id: int
+
+    @property
+    def p_target(self) -> tuple[float, float]:
+        return self.probs[0][self.target_id], self.probs[1][self.target_id]
+
+
+def after_one_update(model: Transformer, tokenizer: Tokenizer, example: list[int], target_id: int,
+                     learning_rate: float) -> AfterUpdate:
+    """What the worked example's update buys: one SGD step on -log p(target) (norms held, as in
+    the update step), then the example's forward pass again. ``model`` is not touched."""
+    inputs, targets = training_batch(tokenizer, example, target_id, "the example")
+    run = train_copy(model, inputs, targets, example, target_id, "SGD", learning_rate, steps=1)
+    ids = torch.tensor([example], device=next(model.parameters()).device)
+    with torch.no_grad():
+        probs = [torch.softmax(m(ids).logits[0, -1].double(), -1).tolist() for m in (model, run.model)]
+    return AfterUpdate((run.loss[0], run.loss[1]), (probs[0], probs[1]), target_id)

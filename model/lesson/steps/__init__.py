@@ -18,6 +18,7 @@ from model.lesson.steps.builder import Builder
 from model.lesson.steps.forward import forward_steps
 from model.lesson.steps.grids import Arithmetic, Grid, Panel, Step, stages
 from model.lesson.steps.update import update_step
+from model.lesson.training import after_one_update
 
 __all__ = ["Arithmetic", "Grid", "Panel", "Step", "stages", "worked_example_steps"]
 
@@ -29,4 +30,5 @@ def worked_example_steps(model: Transformer, tokenizer: Tokenizer, article: dict
     article", "reconstructed", "trained"); with "trained" weights the article's figures are
     not shown beside the computed ones."""
     s = Builder(model, tokenizer, article, provenance)
-    return forward_steps(s) + backward_steps(s) + [update_step(s)]
+    after = after_one_update(model, tokenizer, s.tokens, s.target, s.lr)
+    return forward_steps(s) + backward_steps(s) + [update_step(s, after)]

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from model.lesson.training import AfterUpdate
 
 
 @dataclass
@@ -54,6 +57,7 @@ class Step:
     sentence: str
     formula: str  # LaTeX
     panels: list[Panel]
+    after: AfterUpdate | None = None  # the update step: the forward pass again with the new weights
 
 
 def stages(n_layers: int) -> list[tuple[str, str]]:

@@ -5,16 +5,17 @@ from __future__ import annotations
 from model.lesson.steps.builder import Builder
 from model.lesson.steps.explain import update_explainer
 from model.lesson.steps.grids import Grid, Panel, Step
+from model.lesson.training import AfterUpdate
 
 
-def update_step(s: Builder) -> Step:
+def update_step(s: Builder, after: AfterUpdate) -> Step:
     return Step(
         "update", "update", "update", f"Update: one gradient-descent step, η = {s.lr:g}",
         f"Every weight moves against its gradient, scaled by the learning rate η = {s.lr:g}: a small step "
         "downhill on the loss. Only entries with a gradient of exactly 0 stay put. Choose a weight to see it "
         "before, its gradient, and after. LayerNorm's γ and β stay 1 and 0, as in the article.",
         r"W_{\text{new}} = W - \eta\,\partial L/\partial W",
-        [_weight_panel(s, label) for label in s.weight_labels])
+        [_weight_panel(s, label) for label in s.weight_labels], after)
 
 
 def _weight_panel(s: Builder, label: str) -> Panel:
