@@ -284,3 +284,17 @@ def test_to_csv_round_trips():
     single = (np.arange(6, dtype=np.float32) / 3).reshape(2, 3)
     values = [float(line.split(",")[-1]) for line in to_csv(single, ("position", "d_model")).splitlines()[1:]]
     assert np.array_equal(np.array(values, dtype=np.float32), single.ravel())
+
+
+def test_equal_probabilities_rank_in_token_id_order_in_every_view():
+    """On the worked example p(sat) = p(mat) exactly (0.170596…, float64): the logit lens and the
+    sampler's top list (the overview's and the playground's bars) both put sat (id 2) before mat
+    (id 5). Reference: the tie itself, checked exact first."""
+    from model.engine.sampling import top
+    loaded = load("worked-example")
+    trace = run_trace(loaded.model, [0, 1, 2, 3, 0])
+    probs = trace["hook_probs"][-1]
+    assert probs[2].item() == probs[5].item()
+    assert [t["token_id"] for t in top(probs, loaded.tokenizer.pieces, 2)] == [2, 5]
+    lens = logit_lens(loaded.model, trace, 5, k=2)
+    assert list(lens.top_ids[-1, -1]) == [2, 5]

@@ -48,7 +48,9 @@ def logit_lens(model: Transformer, trace: Trace, token_id: int, k: int = 5, posi
     for _, name in points:
         probs = model.head(trace[name][positions][None])[0].float().softmax(-1)  # float32 even for a half model
         values, ids = probs.topk(min(k, probs.shape[-1]), dim=-1)
-        top_ids.append(ids.cpu().numpy())
-        top_probs.append(values.cpu().numpy())
+        values, ids = values.cpu().numpy(), ids.cpu().numpy()
+        order = np.lexsort((ids, -values), axis=-1)  # equal probabilities in token-id order, as everywhere
+        top_ids.append(np.take_along_axis(ids, order, -1))
+        top_probs.append(np.take_along_axis(values, order, -1))
         chosen.append(probs[:, token_id].cpu().numpy())
     return Lens([label for label, _ in points], positions, np.stack(top_ids), np.stack(top_probs), np.stack(chosen))
