@@ -1,11 +1,13 @@
 """Helpers shared by test files: a random model, and the app run in-process by AppTest."""
 
+import base64
 import re
 import json
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
@@ -63,3 +65,16 @@ def shown(markdown: str) -> str:
 def charts(at) -> list[dict]:
     """The page's plotly charts, as the browser receives them."""
     return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+
+
+def values(data) -> np.ndarray:
+    """An array as sent to the browser: a list, or plotly's typed array for numpy input
+    ({"dtype": "f4", "bdata": base64, "shape": "rows, cols"})."""
+    if isinstance(data, dict):
+        flat = np.frombuffer(base64.b64decode(data["bdata"]), dtype=data["dtype"])
+        return flat.reshape(tuple(int(n) for n in data["shape"].split(","))) if "shape" in data else flat
+    return np.array(data, dtype=np.float64)
+
+
+def z(chart) -> np.ndarray:
+    return values(chart["data"][0]["z"])

@@ -3,6 +3,7 @@
 import copy
 
 import pytest
+import numpy as np
 import torch
 
 from model.io.checkpoint import load
@@ -10,7 +11,7 @@ from model.lesson.steps import worked_example_steps
 from model.engine import run_trace
 from model.lesson.article import published
 
-from tests.helpers import charts, start
+from tests.helpers import charts, start, values
 
 WORKED = "screens/worked_example.py"
 
@@ -172,3 +173,41 @@ def test_playground_bad_settings_from_the_url_fall_back_and_bad_prompts_say_why(
     at.session_state["model"] = "worked-example"
     at.text_area(key="prompt").set_value("the cow").run()
     assert not at.exception and "Unknown word" in at.error[0].value
+
+
+def chart_titled(at, title: str) -> dict:
+    (chart,) = [c for c in charts(at) if c["layout"]["title"]["text"].startswith(f"<b>{title}</b>")]
+    return chart
+
+
+def test_grids_meant_to_be_compared_share_one_colour_scale():
+    """W and W_new share a scale; so do the computed figure, the article's and their difference
+    (a 0.003 difference is pale, not saturated); probabilities run 0..1 on a sequential scale;
+    every quantity grid has a colour bar. Reference: the grids' own values sent to the browser."""
+    at = start(WORKED, step="update")
+    before, after = chart_titled(at, "W_E"), chart_titled(at, "W_E_new")
+    top = max(np.nanmax(np.abs(values(c["data"][0]["z"]))) for c in (before, after))
+    assert before["data"][0]["zmax"] == after["data"][0]["zmax"] == pytest.approx(top, rel=1e-6)
+    assert before["data"][0]["showscale"] and after["data"][0]["showscale"]
+
+    at = start(WORKED, step="final-layernorm")
+    trio = [chart_titled(at, title) for title in ("X_final computed", "X_final in the article")]
+    trio.append(next(c for c in charts(at) if c["layout"]["title"]["text"].startswith("<b>difference")))
+    assert len({c["data"][0]["zmax"] for c in trio}) == 1
+    difference = np.abs(values(trio[2]["data"][0]["z"]))
+    assert np.nanmax(difference) < 0.01 * trio[2]["data"][0]["zmax"]
+
+    at = start(WORKED, step="b1-softmax")
+    pattern = chart_titled(at, "A(1,1)")["data"][0]
+    assert (pattern["zmin"], pattern["zmax"]) == (0, 1) and pattern["colorscale"][0][1] != pattern["colorscale"][-1][1]
+
+
+def test_rounding_noise_is_written_as_zero_with_the_exact_value_on_hover():
+    """The logit of "and": X_final[4]·W_E[and], where W_E[and] = (0.2, 0.2, 0.2, 0.2) and the
+    LayerNorm output sums to 0, so the exact value is rounding noise (under 1e-12 × the largest)."""
+    at = start(WORKED, step="logits")
+    heat = chart_titled(at, "logits")["data"]
+    exact = float(heat[1]["customdata"][7])  # the click layer carries the exact values
+    largest = np.abs(values(heat[0]["z"])).max()
+    assert abs(exact) < 1e-12 * largest
+    assert heat[0]["text"][0][7] == "0"

@@ -3,7 +3,6 @@ the default model and a GPT-2 checkpoint directory, each drawing the engine's ow
 references are run_trace and model/analysis.py, called here directly; float32 in the browser
 payload, so 1e-6 relative)."""
 
-import base64
 import shutil
 
 import numpy as np
@@ -13,7 +12,7 @@ from app.explore import VIEWS
 from model.analysis import attention_pair, logit_lens
 from model.io.checkpoint import load
 from model.engine import GRAD, Target, run_trace
-from tests.helpers import charts, shown, start
+from tests.helpers import charts, shown, start, values, z
 
 PROMPT = "the cat sat on the"
 
@@ -21,19 +20,6 @@ PROMPT = "the cat sat on the"
 def titled(at, text: str) -> dict:
     (chart,) = [c for c in charts(at) if text in c["layout"].get("title", {}).get("text", "")]
     return chart
-
-
-def values(data) -> np.ndarray:
-    """An array as sent to the browser: a list, or plotly's typed array for numpy input
-    ({"dtype": "f4", "bdata": base64, "shape": "rows, cols"})."""
-    if isinstance(data, dict):
-        flat = np.frombuffer(base64.b64decode(data["bdata"]), dtype=data["dtype"])
-        return flat.reshape(tuple(int(n) for n in data["shape"].split(","))) if "shape" in data else flat
-    return np.array(data, dtype=np.float64)
-
-
-def z(chart) -> np.ndarray:
-    return values(chart["data"][0]["z"])
 
 
 @pytest.fixture(scope="module")
@@ -189,3 +175,15 @@ def test_a_link_counts_blocks_and_heads_from_one_and_says_what_it_corrected():
     assert "The link's block=99 is outside 1–2: using 2." in notes  # the worked example's model has 2 blocks
     assert "The link's head=0 is outside 1–2: using 1." in notes
     assert explorer.subheader[0].value == "Block 2 (blocks.1), head 1 ([0])"
+
+
+def test_values_are_written_into_cells_only_where_they_fit(gpt2_dir):
+    """A 5×5 pattern in a third of the page has its values written in; 16 head dimensions in half
+    of it do not (they would run into each other) and keep their exact values on hover."""
+    small = start("screens/explore.py", model="worked-example", prompt=PROMPT, view="Attention")
+    assert titled(small, "Pattern: softmax")["data"][0].get("text")
+    wide = start("screens/explore.py", model=str(gpt2_dir), prompt="hello world, this is a test", view="Attention")
+    assert not wide.exception
+    queries = titled(wide, "Queries")["data"][0]
+    assert values(queries["z"]).shape[1] == 16 and not queries.get("text")
+    assert "%{z" in queries["hovertemplate"]

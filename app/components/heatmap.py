@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import plotly.graph_objects as go
 
-from app.components.labels import DIVERGING, HIGHLIGHT, pretty
+from app.components.labels import DIVERGING, HIGHLIGHT, cell_text, pretty
 from model.lesson.steps import Grid
 
 PLAIN = [[0, "#f6f8fa"], [1, "#f6f8fa"]]  # labels such as token ids: no colour scale
@@ -93,7 +93,9 @@ def heatmap_figure(values: np.ndarray, rows: Labels, cols: Labels, title: str, n
     else:
         heat.update(x=list(cols), y=list(rows))
     if colorbar is not None:
-        heat.update(colorbar=dict(thickness=10, **(dict(title=dict(text=colorbar)) if colorbar else {})))
+        plot_height = (height or min(140 + 22 * n_rows, 640)) - 120  # less the title, margins and x labels
+        heat.update(colorbar=dict(thickness=10, nticks=max(2, min(8, plot_height // 22)),  # labels never overlap
+                                  **(dict(title=dict(text=colorbar)) if colorbar else {})))
     if text is not None:
         heat.update(text=text, texttemplate="%{text}", textfont=dict(size=text_size))
     if clicks is not None:
@@ -127,16 +129,17 @@ def heatmap_figure(values: np.ndarray, rows: Labels, cols: Labels, title: str, n
 
 
 def grid_figure(grid: Grid, marks: Sequence[tuple[int | None, int | None]] = (), selected: tuple[int, int] | None = None,
-                clickable: bool = False) -> go.Figure:
-    """A worked-example grid with its values written in, every exact value on hover. Cells this
-    step changed are dotted, ``marks`` (rows, columns or cells an explanation reads) and
-    ``selected`` are outlined in gold; ``clickable`` makes a click on a cell report it."""
+                clickable: bool = False, zmax: float | None = None) -> go.Figure:
+    """A worked-example grid with its values written in, every exact value on hover, and a colour
+    bar: centred at 0, or 0..1 for probabilities; ``zmax`` sets a scale shared with other grids.
+    Cells this step changed are dotted, ``marks`` (rows, columns or cells an explanation reads)
+    and ``selected`` are outlined in gold; ``clickable`` makes a click on a cell report it."""
     values = grid.values
     n_rows, n_cols = values.shape
     # enough decimals for two significant digits of the largest entry: gradients are small
-    decimals = min(max(3, 2 - math.floor(math.log10(abs_max(values)))), 6)
-    text = [["−∞" if v == -math.inf else (f"{v:.{decimals}f}" if grid.quantity else f"{v:g}") for v in row]
-            for row in values]
+    largest = abs_max(values)
+    decimals = min(max(3, 2 - math.floor(math.log10(largest))), 6)
+    text = [[cell_text(v, largest, f".{decimals}f") if grid.quantity else f"{v:g}" for v in row] for row in values]
     hover = "row %{y}, column %{x}<br>exact: %{customdata}<extra></extra>"
     exact = values.astype(str)
     clicks = None
@@ -146,7 +149,17 @@ def grid_figure(grid: Grid, marks: Sequence[tuple[int | None, int | None]] = (),
     return heatmap_figure(
         values, grid.rows, grid.cols, pretty(grid.label), grid.name,
         size=f"{n_rows}×{n_cols}" + (f"  · <i>{grid.provenance}</i>" if grid.provenance else ""),
-        row_title=grid.row_title, col_title=grid.col_title, colour="diverging" if grid.quantity else "plain",
-        text=text, text_size=11, hover=hover, customdata=exact.tolist(), marks=marks, selected=selected,
-        changed=grid.changed, clicks=clicks, colorbar=None, fixed=True,
-        height=110 + 34 * n_rows + (30 if n_cols > 5 else 0))
+        row_title=grid.row_title, col_title=grid.col_title,
+        colour="plain" if not grid.quantity else "sequential" if grid.probability else "diverging",
+        zmax=1.0 if grid.probability else zmax, text=text, text_size=11, hover=hover, customdata=exact.tolist(),
+        marks=marks, selected=selected, changed=grid.changed, clicks=clicks,
+        colorbar="" if grid.quantity else None, fixed=True, height=110 + 34 * n_rows + (30 if n_cols > 5 else 0))
+
+
+def shared_scales(grids: Sequence[Grid]) -> dict[str, float]:
+    """The colour scale's top for each ``Grid.scale`` key: the largest |value| of its grids."""
+    scales: dict[str, float] = {}
+    for grid in grids:
+        if grid.scale is not None:
+            scales[grid.scale] = max(scales.get(grid.scale, 0.0), abs_max(grid.values))
+    return scales

@@ -17,6 +17,18 @@ def bar_label(p: float) -> str:
 _VISIBLE = str.maketrans({" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"})
 
 
+NEGLIGIBLE = 1e-12  # relative to a grid's largest value: rounding noise, written as 0 (exact on hover)
+
+
+def cell_text(value: float, largest: float, digits: str = ".3g") -> str:
+    """A value as written in a cell: −∞ as such, rounding noise (5.55e-17 beside 1.2) as 0."""
+    if value == -float("inf"):
+        return "−∞"
+    if abs(value) < NEGLIGIBLE * largest:
+        return "0"
+    return f"{value:{digits}}"
+
+
 def token_text(piece: str) -> str:
     """A token as drawn: a space as ␣ (" went" is "␣went": the space belongs to the token), a
     newline ↵, a tab ⇥, any other invisible character escaped (\\x00); the empty piece ∅. Byte

@@ -121,7 +121,7 @@ def render(ctx: Explorer) -> None:
     a, b = st.columns([3, 2])
     with a:
         heatmap(norms, labels, ctx.labels, "‖∂L/∂residual stream‖ per position", "grad:blocks.i.hook_resid_post",
-                row_title="residual stream", col_title="token", sequential=True, zoom_key="bw:norms", text_max=8)
+                row_title="residual stream", col_title="token", sequential=True, zoom_key="bw:norms", width=300)
     with b:
         fig = go.Figure(go.Scatter(x=labels, y=np.linalg.norm(norms, axis=1), mode="lines+markers"))
         fig.update_layout(title=dict(text="<b>The residual highway</b>: gradient norm, all positions", font=dict(size=13), x=0),

@@ -12,7 +12,7 @@ import streamlit as st
 import torch
 
 from app.components.heatmap import heatmap_figure
-from app.components.labels import plain, token_text
+from app.components.labels import cell_text, plain, token_text
 from app.components.pipeline import pipeline_strip
 from model.analysis import downsample, parts
 from app.resources import admission, trace_cache
@@ -22,7 +22,8 @@ from model.io.tokenizer import Tokenizer
 from model.engine import Target, Trace, block_label, head_label, run_trace, to_numpy
 
 MAX_ROWS, MAX_COLS = 160, 256  # a heatmap larger than this is drawn as block means, with a zoom
-TEXT_CELLS = 24  # up to this many rows and columns, values are written in the cells
+TEXT_ROWS = 24  # up to this many rows, values are written in the cells where they fit across
+CHAR_PX, LABELS_PX = 5.6, 110  # a 10 px digit's width; the row labels' and the colour bar's
 
 
 @lru_cache(maxsize=8)
@@ -137,10 +138,11 @@ def _zoom(n: int, limit: int, label: str, key: str | None) -> tuple[int, int]:
 
 def heatmap(values: np.ndarray, rows: list[str], cols: list[str] | None, title: str, name: str, *,
             row_title: str = "position", col_title: str = "", sequential: bool = False, zoom_key: str | None = None,
-            height: int | None = None, marks: list[tuple[int, int]] = (), text_max: int = TEXT_CELLS) -> None:
-    """``heatmap_figure`` for an array of any size. Small arrays (up to ``text_max`` columns:
-    less where the chart is narrow) have their values written in; large ones are drawn as block
-    means, and ``zoom_key`` adds sliders that narrow the rows and columns down to exact values."""
+            height: int | None = None, marks: list[tuple[int, int]] = (), width: int = 900) -> None:
+    """``heatmap_figure`` for an array of any size, in a column about ``width`` pixels wide.
+    Values are written into the cells only where they fit (every exact value is on hover);
+    large arrays are drawn as block means, and ``zoom_key`` adds sliders that narrow the rows
+    and columns down to exact values."""
     values = np.asarray(values, dtype=np.float64)
     cols = cols if cols is not None else [str(i) for i in range(values.shape[1])]
     r0, r1 = _zoom(values.shape[0], MAX_ROWS, row_title + " rows", zoom_key and zoom_key + ":rows")
@@ -153,8 +155,12 @@ def heatmap(values: np.ndarray, rows: list[str], cols: list[str] | None, title: 
         rows = [rows[i] + ("…" if j - i > 1 else "") for i, j in zip(row_starts, list(row_starts[1:]) + [len(rows)])]
         cols = [cols[i] + ("…" if j - i > 1 else "") for i, j in zip(col_starts, list(col_starts[1:]) + [len(cols)])]
         size += f"  · <i>block means ({size} → {shown.shape[0]}×{shown.shape[1]}); zoom for exact values</i>"
-    elif len(rows) <= TEXT_CELLS and len(cols) <= text_max:
-        text = [["−∞" if v == -np.inf else f"{v:.3g}" for v in row] for row in values]
+    elif len(rows) <= TEXT_ROWS:
+        largest = float(np.abs(values[np.isfinite(values)]).max(initial=0.0))
+        text = [[cell_text(v, largest) for v in row] for row in values]
+        widest = max((len(t) for row in text for t in row), default=0)
+        if (width - LABELS_PX) / max(len(cols), 1) < CHAR_PX * widest + 4:
+            text = None  # the numbers would spill into each other
     fig = heatmap_figure(shown, rows, cols, title, name, size=size, row_title=row_title, col_title=col_title,
                          colour="sequential" if sequential else "diverging", text=text, gaps=exact, height=height,
                          marks=[(r - r0, c - c0) for r, c in marks])

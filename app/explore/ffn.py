@@ -41,10 +41,10 @@ def render(ctx: Explorer) -> None:
         a, b = st.columns(2)
         with a:
             heatmap(array(trace[p + "hook_gate"]), ctx.labels, None, f"Gate: {cfg.activation}(pre)", p + "hook_gate",
-                    col_title="neuron", zoom_key="ffn:gate")
+                    col_title="neuron", zoom_key="ffn:gate", width=450)
         with b:
             heatmap(array(trace[p + "hook_linear"]), ctx.labels, None, "Linear (up): x·W_in", p + "hook_linear",
-                    col_title="neuron", zoom_key="ffn:linear")
+                    col_title="neuron", zoom_key="ffn:linear", width=450)
     heatmap(array(trace[p + "hook_post"]), ctx.labels, None, "Post: gate × linear" if cfg.gated_mlp
             else f"Post-activation ({cfg.activation})", p + "hook_post", col_title="neuron", zoom_key="ffn:post")
     neurons = top_neurons(ctx.model, trace, layer, position, 12)

@@ -6,6 +6,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from app.components.labels import cell_text
 from app.explore.common import Explorer, array, heatmap
 from model.engine import block_label
 from model.analysis import norm_prefixes, norm_summary
@@ -49,7 +50,9 @@ def render(ctx: Explorer) -> None:
                       barmode="group", legend=dict(orientation="h", y=1.12, x=1, xanchor="right"))
     st.plotly_chart(fig, width="stretch")
     table = pd.DataFrame(summary, index=ctx.labels)
-    st.dataframe(table.style.format("{:.6g}"), width="stretch", height=min(38 + 35 * len(table), 320))
+    largest = float(np.abs(table.to_numpy()).max(initial=0.0))
+    st.dataframe(table.style.format(lambda v: cell_text(v, largest, ".6g")), width="stretch",
+                 height=min(38 + 35 * len(table), 320))
     if cfg.norm == "layernorm":
         st.caption("The input's mean and standard deviation are recomputed here from the input in float64; the "
                    "recorded scale is √(σ² + ε), so it sits just above the std. The normalised vector has mean 0 and "

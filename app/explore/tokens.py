@@ -42,7 +42,7 @@ def render(ctx: Explorer) -> None:
     if ctx.cfg.positional == "table":
         heatmap(array(trace["hook_pos_embed"]), ctx.labels, None, "Position rows W_pos[position]", "hook_pos_embed",
                 col_title="d_model", zoom_key="tok:pos")
-        heatmap(array(trace["blocks.0.hook_resid_pre"]), ctx.labels, None, "Their sum: the residual stream entering block 0",
+        heatmap(array(trace["blocks.0.hook_resid_pre"]), ctx.labels, None, "Their sum: the residual stream entering block 1 (blocks.0)",
                 "blocks.0.hook_resid_pre", col_title="d_model", zoom_key="tok:sum")
 
     st.subheader("The embedding matrix")

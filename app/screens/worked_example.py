@@ -8,7 +8,7 @@ import streamlit as st
 
 from app.components.errors import fragment
 from app.components.charts import paired_bars
-from app.components.heatmap import grid_figure
+from app.components.heatmap import abs_max, grid_figure, shared_scales
 from app.components.labels import HIGHLIGHT, plain, pretty
 from app.components.pipeline import pipeline_strip
 from app.components.stepper import stepper
@@ -102,11 +102,16 @@ def select_cell(base: str, chart_key: str, output: int) -> None:
         st.session_state[base + ":col"] = int(points[0]["x"])
 
 
-def grid_row(grids: list[Grid], draw, budget: int = 26) -> None:
+def grid_width(grid: Grid) -> float:
+    """A grid's share of a row: its cells, room for the row labels and the colour bar."""
+    return max(1.4 * grid.shape[1], 4) + 4.5
+
+
+def grid_row(grids: list[Grid], draw, budget: int = 28) -> None:
     """Lay grids out left to right, each as wide as its columns need, wrapping at ``budget``."""
     rows, row, used = [], [], 0
     for i, grid in enumerate(grids):
-        width = max(1.4 * grid.shape[1], 4) + 3  # cells plus room for the row labels
+        width = grid_width(grid)
         if row and used + width > budget:
             rows.append(row)
             row, used = [], 0
@@ -136,8 +141,10 @@ def comparison(grid: Grid, key: str) -> None:
                  grid.row_title, grid.col_title),
             Grid(f"difference (largest {largest:.4f})", "computed − article", difference, rows, grid.cols,
                  grid.row_title, grid.col_title)]
-    grid_row(trio, lambda i, g: st.plotly_chart(grid_figure(g), key=f"{key}:{i}", config={"displayModeBar": False}),
-             budget=3 * (max(1.4 * grid.shape[1], 4) + 3) + 2)
+    top = max(abs_max(trio[0].values), abs_max(trio[1].values))  # one scale: a 0.001 difference stays pale
+    grid_row(trio, lambda i, g: st.plotly_chart(grid_figure(g, zmax=top), key=f"{key}:{i}",
+                                                config={"displayModeBar": False}),
+             budget=3 * grid_width(grid) + 2)
 
 
 @fragment
@@ -160,15 +167,18 @@ def cell_view(base: str, panel: Panel) -> None:
     for label, r, c in (arithmetic.uses if arithmetic else []):
         uses.setdefault(label, []).append((r, c))
 
+    scales = shared_scales(panel.inputs + panel.outputs)
     if panel.inputs:
         st.markdown("**In**")
         grid_row(panel.inputs, lambda i, g: st.plotly_chart(
-            grid_figure(g, marks=uses.get(g.label, [])), key=f"in:{base}:{i}", config={"displayModeBar": False}))
+            grid_figure(g, marks=uses.get(g.label, []), zmax=scales.get(g.scale)), key=f"in:{base}:{i}",
+            config={"displayModeBar": False}))
     st.markdown("**Out** — click a cell to see its arithmetic")
 
     def draw_output(i: int, grid: Grid) -> None:
         chart_key = f"out:{base}:{i}"
-        st.plotly_chart(grid_figure(grid, selected=(row, col) if i == out_index else None, clickable=True),
+        st.plotly_chart(grid_figure(grid, selected=(row, col) if i == out_index else None, clickable=True,
+                                    zmax=scales.get(grid.scale)),
                         key=chart_key, on_select=lambda: select_cell(base, chart_key, i), selection_mode="points",
                         config={"displayModeBar": False})
 

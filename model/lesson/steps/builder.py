@@ -20,6 +20,9 @@ def to_numpy(t) -> np.ndarray:
     return t.detach().cpu().double().numpy()
 
 
+PROBABILITIES = ("A(", "probs")  # article names of probability grids (not their gradients: "dL/dA(…")
+
+
 class Builder:
     """Grids of one traced forward and backward pass (the gradient of -log p(target))."""
 
@@ -80,7 +83,8 @@ class Builder:
         row_labels, row_title = self.axes(rows)
         col_labels, col_title = self.axes(cols)
         assert values.shape == (len(row_labels), len(col_labels)), (label, values.shape)
-        grid = Grid(label, name, values, row_labels, col_labels, row_title, col_title, explain, quantity=quantity)
+        grid = Grid(label, name, values, row_labels, col_labels, row_title, col_title, explain, quantity=quantity,
+                    probability=label.startswith(PROBABILITIES))
         if label in self.weight_labels:
             grid.provenance = self.provenance(label)
         if self.compare:
