@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from model.analysis import (attention_pair, backward_steps, contribution_norms, dead_neurons, downsample, embedding_pca, gradient_norms, logit_lens, nearest_tokens, norm_prefixes, norm_summary, parts, recomputed_weight_gradient, saliency, tile, to_csv, top_neurons, weight_gradient_product)
+from model.analysis import (attention_pair, backward_steps, contribution_norms, dead_neurons, downsample, embedding_pca, gradient_norms, length_correlation, logit_lens, nearest_tokens, norm_prefixes, norm_summary, parts, recomputed_weight_gradient, saliency, tile, to_csv, top_neurons, weight_gradient_product)
 from model.serving import Needs, TraceCache, capture_plan, full_trace_bytes, trace_bytes, trace_names
 from model.io.checkpoint import load
 from model.engine import GRAD, ModelConfig, Target, Transformer, run_trace
@@ -113,6 +113,27 @@ def test_embedding_pca_matches_numpy_svd():
     reference = X @ vt[:2].T
     assert np.allclose(np.abs(coords), np.abs(reference), atol=1e-4)  # float32 coordinates; signs are arbitrary
     assert np.allclose(explained, (s ** 2 / (s ** 2).sum())[:2], atol=1e-10)
+    # the later components, and the embeddings scaled to unit length first (reference: the same SVD)
+    coords, explained = embedding_pca(W, first=1)
+    assert np.allclose(np.abs(coords), np.abs(X @ vt[1:3].T), atol=1e-4)
+    assert np.allclose(explained, (s ** 2 / (s ** 2).sum())[1:3], atol=1e-10)
+    U = W.numpy() / np.linalg.norm(W.numpy(), axis=1, keepdims=True)
+    U = U - U.mean(0)
+    u, s, vt = np.linalg.svd(U, full_matrices=False)
+    coords, explained = embedding_pca(W, unit=True)
+    assert np.allclose(np.abs(coords), np.abs(U @ vt[:2].T), atol=1e-5)
+    assert np.allclose(explained, (s ** 2 / (s ** 2).sum())[:2], atol=1e-10)
+
+
+def test_the_raw_pc1_follows_the_embeddings_lengths_when_lengths_dominate():
+    """Directions at random, lengths spread 1..20 (as frequent tokens grow long): the raw PC1 is
+    the length (|r| near 1); with lengths nearly equal (5 ± 0.05), it is not."""
+    g = torch.Generator().manual_seed(2)
+    directions = torch.randn(400, 8, generator=g, dtype=torch.float64) + 3.0  # a shared mean direction
+    directions = directions / directions.norm(dim=1, keepdim=True)
+    lengths = torch.linspace(1, 20, 400, dtype=torch.float64)[:, None]
+    assert length_correlation(directions * lengths) > 0.95
+    assert length_correlation(directions * (5 + 0.1 * torch.rand(400, 1, generator=g, dtype=torch.float64))) < 0.5
 
 
 def test_nearest_tokens_are_the_brute_force_cosine_ranking():

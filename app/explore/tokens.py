@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.explore.common import Explorer, array, choose_position, heatmap
-from model.analysis import embedding_pca, nearest_tokens, positional_table
+from model.analysis import embedding_pca, length_correlation, nearest_tokens, positional_table
 from model.engine import block_label
 from model.serving import Needs
 
@@ -20,9 +20,18 @@ def lit(ctx: Explorer) -> set[str]:
 
 
 @st.cache_resource(show_spinner="Projecting the embedding matrix…", max_entries=4)
-def pca(model_key: str, _ctx: Explorer):
-    """Per model: the vocabulary is the same for every prompt."""
-    return embedding_pca(_ctx.model.embed.W_E)
+def pca(model_key: str, _ctx: Explorer, unit: bool, first: int):
+    """Per model and choice: the vocabulary is the same for every prompt."""
+    return embedding_pca(_ctx.model.embed.W_E, unit, first)
+
+
+@st.cache_resource(max_entries=4)
+def raw_pc1(model_key: str, _ctx: Explorer) -> tuple[float, float]:
+    """The raw PCA's first share of the variance and how closely it follows the embeddings' lengths."""
+    return float(embedding_pca(_ctx.model.embed.W_E)[1][0]), length_correlation(_ctx.model.embed.W_E)
+
+
+SCALINGS = {"raw": False, "unit length (cosine)": True}
 
 
 @st.cache_resource(max_entries=64)
@@ -46,14 +55,25 @@ def render(ctx: Explorer) -> None:
                 "blocks.0.hook_resid_pre", col_title="d_model", zoom_key="tok:sum")
 
     st.subheader("The embedding matrix")
-    coords, explained = pca(ctx.model_key, ctx)
     left, right = st.columns([3, 2])
     with right:
+        share, r = raw_pc1(ctx.model_key, ctx)
+        skip = r > 0.9 and ctx.cfg.d_model > 2  # a PC1 that is only the embeddings' length: start at PC2
+        scaling = st.radio("Embeddings as", list(SCALINGS), key="explore_pca_scaling", horizontal=True,
+                           help="Raw: as stored. Unit length: each embedding divided by its length first, the "
+                                "geometry the cosine neighbours use.")
+        pairs = min(3, max(ctx.cfg.d_model - 1, 1))
+        first = st.selectbox("Components", range(pairs), index=int(skip), key="explore_pca_first",
+                             format_func=lambda i: f"PC{i + 1} and PC{i + 2}")
+        st.caption(f"The raw embeddings' PC1 holds {share:.1%} of the variance; its correlation with their "
+                   f"lengths is |r| = {r:.3f}" + (": it mostly says how long each embedding is (frequent tokens "
+                                                    "grow long), so the map opens on PC2 and PC3." if skip else "."))
         position = choose_position(ctx, "Token", help="Its nearest neighbours by cosine similarity of embeddings")
         token = ctx.tokens[position]
         neighbours = neighbours_of(ctx.model_key, token, ctx)
         st.dataframe(pd.DataFrame({"token": [ctx.piece(i) for i, _ in neighbours], "id": [i for i, _ in neighbours],
                                    "cosine": [round(c, 4) for _, c in neighbours]}), hide_index=True, width="stretch")
+    coords, explained = pca(ctx.model_key, ctx, SCALINGS[scaling], first)
     with left:
         stride = -(-len(coords) // CLOUD)  # a large vocabulary is drawn every stride-th token
         cloud = np.arange(0, len(coords), stride)
@@ -69,9 +89,11 @@ def render(ctx: Explorer) -> None:
         fig.add_trace(go.Scatter(x=coords[near, 0], y=coords[near, 1], mode="markers+text", name=f"neighbours of {ctx.pieces[position]}",
                                  text=["" if i in ids else ctx.piece(i) for i in near], textposition="bottom center",
                                  marker=dict(size=8, color="#f2a900", symbol="diamond")))
-        fig.update_layout(title=dict(text=f"<b>PCA of embed.W_E</b> {ctx.cfg.vocab_size:,} tokens × {ctx.cfg.d_model}",
+        fig.update_layout(title=dict(text=f"<b>PCA of embed.W_E</b> {ctx.cfg.vocab_size:,} tokens × {ctx.cfg.d_model}, "
+                                          + ("each scaled to unit length" if SCALINGS[scaling] else "raw"),
                                      font=dict(size=13), x=0),
-                          xaxis_title=f"PC1 ({explained[0]:.1%} of variance)", yaxis_title=f"PC2 ({explained[1]:.1%})",
+                          xaxis_title=f"PC{first + 1} ({explained[0]:.1%} of variance)",
+                          yaxis_title=f"PC{first + 2} ({explained[1]:.1%})",
                           height=460, margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h", y=-0.15))
         st.plotly_chart(fig, width="stretch")
 

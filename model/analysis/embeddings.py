@@ -11,22 +11,36 @@ from model.engine import Transformer, to_numpy
 from model.engine.rope import rope_angles
 
 
-def embedding_pca(W_E: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
-    """Every token's embedding projected on the first two principal components, and the
-    fraction of the variance each explains (eigenvectors of the d_model × d_model covariance,
-    in float64: fast even for a 50,257-token vocabulary)."""
+def embedding_pca(W_E: torch.Tensor, unit: bool = False, first: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Every token's embedding projected on two principal components, first + 1 and first + 2
+    (0: PC1 and PC2), and the fraction of the variance each explains (eigenvectors of the
+    d_model × d_model covariance, in float64: fast even for a 50,257-token vocabulary).
+    ``unit`` scales each embedding to length 1 first: the geometry of the cosine neighbours,
+    where a raw PC1 that only follows how long the embeddings are (frequent tokens grow long)
+    no longer flattens the rest."""
     X = W_E.detach().to(torch.float64).cpu()
+    if unit:
+        X = X / X.norm(dim=1, keepdim=True).clamp_min(1e-30)
     centred = X - X.mean(0)
     covariance = centred.T @ centred / max(len(X) - 1, 1)
     eigenvalues, eigenvectors = torch.linalg.eigh(covariance)
-    order = eigenvalues.argsort(descending=True)[:2]
+    order = eigenvalues.argsort(descending=True)[first:first + 2]
     components = eigenvectors[:, order]
     components = components * torch.sign(components[components.abs().argmax(0), torch.arange(components.shape[1])])
     coords = (centred @ components).numpy()
     explained = (eigenvalues[order] / eigenvalues.sum()).numpy()
-    if coords.shape[1] < 2:  # a 1-dimensional model: the second axis is 0
+    if coords.shape[1] < 2:  # too few dimensions for a second component: that axis is 0
         coords, explained = np.pad(coords, ((0, 0), (0, 1))), np.pad(explained, (0, 1))
     return coords.astype(np.float32), explained
+
+
+def length_correlation(W_E: torch.Tensor) -> float:
+    """How closely the raw PC1 follows the embeddings' lengths: |Pearson r| of the two."""
+    coords, _ = embedding_pca(W_E)
+    lengths = W_E.detach().to(torch.float64).cpu().norm(dim=1).numpy()
+    if coords[:, 0].std() == 0 or lengths.std() == 0:
+        return 0.0
+    return float(abs(np.corrcoef(coords[:, 0], lengths)[0, 1]))
 
 
 def nearest_tokens(W_E: torch.Tensor, token_id: int, k: int = 10) -> list[tuple[int, float]]:
