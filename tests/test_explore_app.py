@@ -187,3 +187,17 @@ def test_values_are_written_into_cells_only_where_they_fit(gpt2_dir):
     queries = titled(wide, "Queries")["data"][0]
     assert values(queries["z"]).shape[1] == 16 and not queries.get("text")
     assert "%{z" in queries["hovertemplate"]
+
+
+def test_backward_view_asks_for_a_head_only_where_a_step_has_heads_and_explains_zero_gradients():
+    at = start("screens/explore.py", model="worked-example", prompt=PROMPT, view="Backward", bstep="logits")
+    selectboxes = lambda: {s.key for s in at.selectbox}  # noqa: E731
+    assert "explore_head" not in selectboxes()  # loss → logits has no head axis
+    at.selectbox(key="explore_bstep").set_value("b0-qkv").run()
+    assert "explore_head" in selectboxes() and not at.exception
+    captions = lambda: " ".join(c.value for c in at.caption)  # noqa: E731
+    assert "later position" not in captions() and "the last one, under the mean" not in captions()  # mat at 4: the last
+    at.selectbox(key="explore_target_pos").select(2).run()
+    assert "reads only position 2" in captions()
+    at.radio(key="explore_target_mode").set_value("mean next-token loss").run()
+    assert "the last one, under the mean next-token loss" in captions()

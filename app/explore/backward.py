@@ -12,7 +12,7 @@ from app.components.stepper import stepper
 from model.analysis import (backward_steps, dead_neurons, gradient_norms, recomputed_weight_gradient, residual_points, saliency, weight_gradient_product)
 from model.serving import Needs
 from model.engine.names import axes as names_axes
-from model.engine import GRAD, block_label
+from model.engine import GRAD, block_label, head_label
 
 LM_LOSS, ONE_TOKEN = "mean next-token loss", "one token at one position"
 
@@ -78,11 +78,17 @@ def grad_grid(ctx: Explorer, name: str, tensor: torch.Tensor, head: int):
     return array(values), rows, cols, axes[0], axes[1], note
 
 
-def step_through(ctx: Explorer, trace, steps, head: int) -> None:
+def has_heads(name: str) -> bool:
+    return names_axes(name.removeprefix(GRAD))[0] in ("head", "kv_head")
+
+
+def step_through(ctx: Explorer, trace, steps) -> None:
     keys = [s.key for s in steps]
     step = steps[stepper(keys, "explore_bstep", "Backward step", persist_state="session",
                          format_func=lambda k: f"{keys.index(k) + 1}/{len(keys)} · {steps[keys.index(k)].title}")]
     st.markdown(f"**{step.title}.** {step.sentence}")
+    # a head to show only where this step has per-head tensors
+    head = choose_head(ctx) if any(has_heads(n) for n in step.names + step.weights) else 0
     for name in step.names:
         if name not in trace.grads:
             st.caption(f"{name}: not on this loss's path (no gradient).")
@@ -139,8 +145,7 @@ def render(ctx: Explorer) -> None:
     st.plotly_chart(fig, width="stretch")
 
     st.subheader("Step through the backward pass")
-    head = choose_head(ctx)
-    step_through(ctx, trace, steps, head)
+    step_through(ctx, trace, steps)
 
     st.subheader("Dead neurons")
     layer = choose_layer(ctx, "Block (dead neurons)")
@@ -154,13 +159,21 @@ def render(ctx: Explorer) -> None:
         st.markdown(f"{block_label(layer).capitalize()} uses {cfg.activation}, which is never exactly flat: {len(dead.neurons)} neurons have "
                     f"pre-activation ≤ 0 everywhere, yet still pass some gradient (largest |∂L/∂W_in| over them: "
                     f"{dead.weight_grad_max:.3g}); {dead.zero_grad_fraction:.1%} of ∂L/∂pre entries are exactly 0.")
-    st.caption("A position with nothing to predict (the last one, under the mean next-token loss) receives no gradient "
-               "at all, so its entries count among the exact zeros.")
+    if ctx.target is None:
+        st.caption("A position with nothing to predict (the last one, under the mean next-token loss) receives no "
+                   "gradient at all, so its entries count among the exact zeros.")
+    elif ctx.target.position % len(ctx.tokens) < len(ctx.tokens) - 1:  # -1: the last position
+        st.caption(f"The loss reads only position {ctx.target.position % len(ctx.tokens)}; attention looks back, never ahead, so every "
+                   "later position receives no gradient at all, and its entries count among the exact zeros.")
     if len(dead.neurons):
         st.caption("Dead here: " + ", ".join(map(str, dead.neurons[:60])) + (" …" if len(dead.neurons) > 60 else ""))
 
     st.subheader("Any weight's gradient")
-    weight = st.selectbox("Weight", params, key="explore_weight", persist_state="session")
+    left, right = st.columns([3, 1])
+    weight = left.selectbox("Weight", params, key="explore_weight", persist_state="session")
+    head = 0
+    if has_heads(weight):
+        head = right.selectbox("Head of this weight", range(cfg.n_heads), key="explore_weight_head", format_func=head_label)
     values, rows, cols, row_title, col_title, note = grad_grid(ctx, GRAD + weight, trace[GRAD + weight], head)
     heatmap(values, rows, cols, "∂L/∂" + weight + note, GRAD + weight, row_title=row_title, col_title=col_title,
             zoom_key="bw:weight")

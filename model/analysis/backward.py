@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from model.analysis.residual import residual_points
-from model.engine import GRAD, ModelConfig, Trace, Transformer
+from model.engine import GRAD, ModelConfig, Trace, Transformer, block_label
 
 
 @dataclass(frozen=True)
@@ -43,34 +43,34 @@ def backward_steps(model: Transformer) -> list[BackwardStep]:
         # a parallel block has no resid_mid: both sublayers read resid_pre
         split = p + ("hook_resid_pre" if cfg.parallel_block else "hook_resid_mid")
         steps += [
-            BackwardStep(f"b{i}-mlp", f"block {i} MLP",
+            BackwardStep(f"b{i}-mlp", f"{block_label(i)} MLP",
                          f"∂L/∂mlp_out is ∂L/∂resid_post (the residual passes it on unchanged); back through W_out, "
                          f"the {cfg.activation} (its derivative at each pre-activation) and W_in.",
                          g(p + "hook_mlp_out", *((p + "ln2_post.hook_normalized", p + "mlp.hook_out") if post else ()),
                            *(p + "mlp." + n for n in mlp_inner)), w(p + "mlp.") + w(p + "ln2_post."), p + "mlp"),
-            BackwardStep(f"b{i}-ln2", f"block {i} {cfg.norm} 2 and the residual split",
+            BackwardStep(f"b{i}-ln2", f"{block_label(i)} {cfg.norm} 2 and the residual split",
                          ("In a parallel block the MLP's gradient joins attention's at resid_pre (the next step)."
                           if cfg.parallel_block else
                           "∂L/∂resid_mid = ∂L/∂resid_post (the skip) + what comes back through the norm and the MLP."),
                          g(p + "ln2.hook_out", p + "ln2.hook_normalized", *(() if cfg.parallel_block else (split,))),
                          w(p + "ln2."), p + "norms"),
-            BackwardStep(f"b{i}-attn-out", f"block {i} attention output",
+            BackwardStep(f"b{i}-attn-out", f"{block_label(i)} attention output",
                          f"∂L/∂attn_out = ∂L/∂{split.split('hook_')[-1]}"
                          + ("; back through the post norm ln1_post" if post else "")
                          + "; each head's share after W_O, then its weighted values z.",
                          g(p + "hook_attn_out", *((p + "ln1_post.hook_normalized", p + "attn.hook_out") if post else ()),
                            p + "attn.hook_result", p + "attn.hook_z"),
                          w(p + "attn.W_O") + w(p + "attn.b_O") + w(p + "ln1_post."), p + "attn"),
-            BackwardStep(f"b{i}-pattern", f"block {i} attention pattern and softmax",
+            BackwardStep(f"b{i}-pattern", f"{block_label(i)} attention pattern and softmax",
                          "∂L/∂pattern = ∂L/∂z · vᵀ is not zero above the diagonal, but the softmax passes none of it "
                          "to the masked scores: their gradient is exactly 0.",
                          g(p + "attn.hook_pattern", p + "attn.hook_scores_masked", p + "attn.hook_scores"), (), p + "attn"),
-            BackwardStep(f"b{i}-qkv", f"block {i} Q, K, V",
+            BackwardStep(f"b{i}-qkv", f"{block_label(i)} Q, K, V",
                          "∂L/∂q = ∂L/∂scores · k × scale, ∂L/∂k = ∂L/∂scoresᵀ · q × scale (through RoPE, QK-norm and "
                          "soft-capping where the model has them), ∂L/∂v = patternᵀ · ∂L/∂z; then W_Q, W_K, W_V.",
                          g(p + "attn.hook_q", p + "attn.hook_k", p + "attn.hook_v"),
                          tuple(n for n in w(p + "attn.") if not n.endswith(("W_O", "b_O"))), p + "attn"),
-            BackwardStep(f"b{i}-ln1", f"block {i} {cfg.norm} 1 and the residual split",
+            BackwardStep(f"b{i}-ln1", f"{block_label(i)} {cfg.norm} 1 and the residual split",
                          ("∂L/∂resid_pre = ∂L/∂resid_post (the skip) + what comes back through both norms, attention "
                           "and the MLP." if cfg.parallel_block else
                           "∂L/∂resid_pre = ∂L/∂resid_mid (the skip) + what comes back through the norm and attention."),
