@@ -201,3 +201,24 @@ def test_backward_view_asks_for_a_head_only_where_a_step_has_heads_and_explains_
     assert "reads only position 2" in captions()
     at.radio(key="explore_target_mode").set_value("mean next-token loss").run()
     assert "the last one, under the mean next-token loss" in captions()
+
+
+def test_head_view_draws_a_line_for_every_weight_of_at_least_five_percent_in_every_head():
+    """The head view's lines, read back per head panel, are exactly the (query, key) pairs whose
+    weight in the engine's pattern is ≥ 0.05. Reference: run_trace's hook_pattern."""
+    prompt = "the cat sat on the mat and the dog ran"
+    at = start("screens/explore.py", model="default", prompt=prompt, view="Attention", block="2")
+    assert not at.exception
+    fig = titled(at, "Every head of block 2 (blocks.1) as lines")
+    loaded = load("default")
+    pattern = run_trace(loaded.model, loaded.encode(prompt))["blocks.1.attn.hook_pattern"].cpu().numpy()
+    drawn = {h: set() for h in range(loaded.cfg.n_heads)}
+    for trace in fig["data"]:
+        if trace.get("mode") != "lines":
+            continue
+        xs, ys = trace["x"], trace["y"]
+        for i in range(0, len(xs), 3):  # x0, x0 + 1, None per line
+            drawn[round(xs[i] / 2.2)].add((int(ys[i]), int(ys[i + 1])))
+    for h in range(loaded.cfg.n_heads):
+        expected = {(q, k) for q, k in zip(*np.nonzero(pattern[h] >= 0.05))}
+        assert drawn[h] == expected, h

@@ -92,6 +92,50 @@ def lines(ctx: Explorer, pattern: np.ndarray, query: int) -> go.Figure:
     return fig
 
 
+HEAD_COLOURS = ["#1f6feb", "#d9480f", "#2f9e44", "#ae3ec9", "#e8590c", "#0c8599", "#c2255c", "#5c940d"]
+LINE_LEVELS = (0.05, 0.2, 0.4, 0.6, 0.8)  # weights drawn as lines, binned by how strong they are
+HEAD_VIEW_TOKENS = 32  # longer prompts: the lines of the chosen query only
+
+
+def head_view(ctx: Explorer, trace, layer: int, query: int) -> go.Figure:
+    """Every head of one block as lines between the prompt's tokens, side by side: queries on the
+    left of each panel, keys on the right, a line for each weight of at least 5%, darker and
+    thicker as the weight grows (bertviz's head view, one panel per head)."""
+    cfg, T = ctx.cfg, len(ctx.tokens)
+    queries = range(T) if T <= HEAD_VIEW_TOKENS else [query]
+    shown = range(T) if T <= HEAD_VIEW_TOKENS else range(max(0, query - HEAD_VIEW_TOKENS + 1), query + 1)
+    fig = go.Figure()
+    for h in range(cfg.n_heads):
+        pattern = array(trace[f"blocks.{layer}.attn.hook_pattern"][h])
+        x0, colour = 2.2 * h, HEAD_COLOURS[h % len(HEAD_COLOURS)]
+        for low, high in zip(LINE_LEVELS, LINE_LEVELS[1:] + (1.01,)):
+            xs, ys = [], []
+            for q in queries:
+                for k in shown:
+                    if k <= q and low <= pattern[q, k] < high:
+                        xs += [x0, x0 + 1, None]
+                        ys += [q, k, None]
+            if xs:
+                fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", showlegend=False, hoverinfo="skip",
+                                         line=dict(color=colour, width=0.6 + 4 * low), opacity=0.25 + 0.75 * low))
+        fig.add_annotation(x=x0 + 0.5, y=min(shown) - 1.2, text=f"<b>{head_label(h)}</b>", showarrow=False,
+                           font=dict(size=11, color=colour))
+    labels = [ctx.labels[i] for i in shown]
+    for h in range(cfg.n_heads):
+        x0 = 2.2 * h
+        fig.add_trace(go.Scatter(x=[x0] * len(labels), y=list(shown), mode="text", text=labels, showlegend=False,
+                                 textposition="middle left", textfont=dict(size=9), hoverinfo="skip"))
+        fig.add_trace(go.Scatter(x=[x0 + 1] * len(labels), y=list(shown), mode="text", text=labels, showlegend=False,
+                                 textposition="middle right", textfont=dict(size=9), hoverinfo="skip"))
+    what = "every query" if T <= HEAD_VIEW_TOKENS else f"query {ctx.labels[query]} (the prompt is over {HEAD_VIEW_TOKENS} tokens)"
+    fig.update_layout(title=dict(text=f"<b>Every head of {block_label(layer)} as lines</b>: {what}, queries left, keys "
+                                      "right, weights ≥ 5% (darker: stronger)", font=dict(size=13), x=0),
+                      height=120 + 16 * len(labels), margin=dict(l=10, r=10, t=50, b=10), plot_bgcolor="white",
+                      xaxis=dict(visible=False, range=[-0.9, 2.2 * cfg.n_heads - 0.3], fixedrange=True),
+                      yaxis=dict(visible=False, autorange="reversed", fixedrange=True))
+    return fig
+
+
 def render(ctx: Explorer) -> None:
     cfg = ctx.cfg
     trace = ctx.trace(needs(st.session_state.explore_block))
@@ -107,6 +151,7 @@ def render(ctx: Explorer) -> None:
         key = choose_position(ctx, "Key position", "explore_key_pos")
     p = f"blocks.{layer}.attn."
     L = ctx.labels
+    st.plotly_chart(head_view(ctx, trace, layer, query), width="stretch", config={"displayModeBar": False})
     st.subheader(f"{block_label(layer).capitalize()}, {head_label(head)}")
     a, b, c = st.columns(3)
     with a:
