@@ -222,3 +222,25 @@ def test_head_view_draws_a_line_for_every_weight_of_at_least_five_percent_in_eve
     for h in range(loaded.cfg.n_heads):
         expected = {(q, k) for q, k in zip(*np.nonzero(pattern[h] >= 0.05))}
         assert drawn[h] == expected, h
+
+
+def test_backward_view_writes_out_any_cells_arithmetic_on_any_model(gpt2_dir):
+    """The worked example's model at a softmax-backward step, and a GPT-2 directory at the head's
+    input: the written arithmetic's recomputed value is autograd's (the caption prints both, and
+    the test compares them with the engine's trace, 6 significant digits)."""
+    at = start("screens/explore.py", model="worked-example", prompt=PROMPT, view="Backward", bstep="b0-pattern")
+    at.selectbox(key="explore_cell_tensor").set_value("grad:blocks.0.attn.hook_scores_masked").run()
+    at.selectbox(key="explore_cell_row").set_value(3).run()
+    at.selectbox(key="explore_cell_col").set_value(1).run()
+    assert not at.exception
+    loaded = load("worked-example")
+    trace = run_trace(loaded.model, loaded.encode(PROMPT), backward=True, target=Target(5, 4))
+    expected = trace[GRAD + "blocks.0.attn.hook_scores_masked"][0, 3, 1].item()
+    assert any("softmax" in el.value for el in at.latex)
+    assert f"Autograd's value: {expected:.6g}; recomputed above in float64 from the numbers written: {expected:.6g}." in [
+        shown(c.value) for c in at.caption]
+
+    wide = start("screens/explore.py", model=str(gpt2_dir), prompt="hello world", view="Backward", bstep="ln_final")
+    assert not wide.exception
+    wide.selectbox(key="explore_cell_tensor").set_value("grad:ln_final.hook_out").run()
+    assert not wide.exception and any("the other" in el.value and "terms" in el.value for el in wide.latex)

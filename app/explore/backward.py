@@ -13,6 +13,7 @@ from model.analysis import (backward_steps, dead_neurons, gradient_norms, recomp
 from model.serving import Needs
 from model.engine.names import axes as names_axes
 from model.engine import GRAD, block_label, head_label
+from model.lesson.gradient_cells import GradientCells
 
 LM_LOSS, ONE_TOKEN = "mean next-token loss", "one token at one position"
 
@@ -51,6 +52,10 @@ def needs(ctx: Explorer, step_names: tuple[str, ...], weights: tuple[str, ...], 
     names += [f"blocks.{layer}.mlp.*", f"blocks.{layer}.mlp.W_in", f"blocks.{layer}.mlp.W_gate", weight, *weights]
     for w in (*weights, weight):
         names += list(weight_gradient_product(ctx.cfg, w) or ())
+    # what a cell's written arithmetic reads: the step's blocks (and the next one's input), the head's end
+    blocks = {int(n.split(".")[1]) for n in (x.removeprefix(GRAD) for x in step_names) if n.startswith("blocks.")}
+    names += [f"blocks.{i}.*" for i in blocks] + [f"blocks.{i + 1}.hook_resid_pre" for i in blocks]
+    names += ["ln_final.*", "hook_logits*", "hook_log_probs"]
     return Needs(tuple(dict.fromkeys(names)), backward=True)
 
 
@@ -82,6 +87,50 @@ def has_heads(name: str) -> bool:
     return names_axes(name.removeprefix(GRAD))[0] in ("head", "kv_head")
 
 
+COLUMN_LIST = 256  # more columns than this (a vocabulary): the column is typed as a number
+
+
+def cell_arithmetic(ctx: Explorer, trace, names: list[str], head: int) -> None:
+    """One cell of one of the step's gradients, written out from the gradients one step closer to
+    the loss and the forward pass's tensors (model/lesson/gradient_cells.py), as the worked
+    example writes its cells."""
+    names = [n for n in names if n in trace.grads]
+    if not names:
+        return
+    st.markdown("**Arithmetic of one cell**: how autograd got it from what its consumers pass back")
+    a, b, c = st.columns([2, 2, 2])
+    name = a.selectbox("Gradient", names, key="explore_cell_tensor", format_func=lambda n: "∂L/∂" + n.removeprefix(GRAD))
+    values, rows, cols, row_title, col_title, _ = grad_grid(ctx, name, trace[name], head)
+    largest = np.unravel_index(int(np.abs(np.nan_to_num(values)).argmax()), values.shape)
+    for key, size, start in (("explore_cell_row", values.shape[0], largest[0]), ("explore_cell_col", values.shape[1], largest[1])):
+        if not 0 <= st.session_state.get(key, -1) < size or st.session_state.get("explore_cell_of") != name:
+            st.session_state[key] = int(start)  # a new tensor opens on its largest entry
+    st.session_state.explore_cell_of = name
+    row = b.selectbox(row_title or "row", range(values.shape[0]), key="explore_cell_row",
+                      format_func=lambda r: rows[r] if rows is not None else str(r))
+    if values.shape[1] <= COLUMN_LIST:
+        col = c.selectbox(col_title or "column", range(values.shape[1]), key="explore_cell_col",
+                          format_func=lambda k: cols[k] if cols is not None else str(k))
+    else:
+        col = c.number_input(f"{col_title} (0–{values.shape[1] - 1})", 0, values.shape[1] - 1, key="explore_cell_col")
+    axes = names_axes(name.removeprefix(GRAD))
+    index = ((head if axes[0] == "head" else ctx.cfg.kv_head(head)),) if axes[0] in ("head", "kv_head") else ()
+    index += (row, col) if len(axes) > 1 else (col,)
+    try:
+        arithmetic = GradientCells(ctx.model, trace).explain(name, index)
+    except KeyError:  # a large model's partial trace lacks an operand
+        st.caption("This cell's operands are not in this view's trace (a large model captures only what a view draws).")
+        return
+    if arithmetic is None:
+        st.caption("This tensor's arithmetic is not written out.")
+        return
+    with st.container(border=True):
+        for line in arithmetic.lines:
+            st.latex(line)
+        st.caption(f"Autograd's value: {float(trace[name][index]):.6g}; recomputed above in float64 from the numbers "
+                   f"written: {arithmetic.value:.6g}.")
+
+
 def step_through(ctx: Explorer, trace, steps) -> None:
     keys = [s.key for s in steps]
     step = steps[stepper(keys, "explore_bstep", "Backward step", persist_state="session",
@@ -106,6 +155,7 @@ def step_through(ctx: Explorer, trace, steps) -> None:
             gap = float((rebuilt - trace[GRAD + weight].to(torch.float64)).abs().max())
             st.caption(f"Check: Σ over positions of {x}ᵀ · ∂L/∂{dy} rebuilds this gradient from the trace; largest "
                        f"difference from autograd's: {gap:.2g}.")
+    cell_arithmetic(ctx, trace, list(step.names), head)
 
 
 def render(ctx: Explorer) -> None:
