@@ -10,6 +10,7 @@ it without this file (and without its crash guard)."""
 import streamlit as st
 
 from app.components.errors import crash_guard
+from app.components.timing import timed
 
 st.set_page_config(page_title="Glassbox", layout="wide")
 # No traceback, exception type or message in the browser, even for an error outside crash_guard
@@ -22,5 +23,5 @@ pages = st.navigation([
     st.Page("screens/train_live.py", title="Train it live", icon=":material/model_training:", url_path="train"),
     st.Page("screens/explore.py", title="Explore a prompt", icon=":material/search:", url_path="explore"),
 ])
-with crash_guard():
+with timed("page"), crash_guard():
     pages.run()

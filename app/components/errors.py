@@ -14,6 +14,7 @@ from contextlib import contextmanager
 import streamlit as st
 
 from app.components.labels import plain
+from app.components.timing import timed
 from model.engine import GlassboxError
 
 log = logging.getLogger("glassbox.app")
@@ -39,7 +40,7 @@ def fragment(func: Callable) -> Callable:
     through main.py's guard."""
     @functools.wraps(func)
     def guarded(*args, **kwargs):
-        with crash_guard():
+        with timed(func.__name__), crash_guard():
             return func(*args, **kwargs)
 
     return st.fragment(guarded)

@@ -46,6 +46,14 @@ def target_controls(ctx: Explorer) -> None:
         c.selectbox("at position", range(T), key="explore_target_pos", persist_state="session", format_func=lambda i: f"{ctx.labels[i]} (predicting the next)")
 
 
+def block_of(step_key: str, n_layers: int) -> int:
+    """The block a backward step belongs to ("b3-mlp": 3); the head's steps the last block's, the
+    embeddings' the first's."""
+    if step_key.startswith("b") and "-" in step_key and step_key[1:].split("-")[0].isdigit():
+        return int(step_key[1:].split("-")[0])
+    return 0 if step_key == "embed" else n_layers - 1
+
+
 def needs(ctx: Explorer, step_names: tuple[str, ...], weights: tuple[str, ...], layer: int, weight: str) -> Needs:
     """The gradients this view draws, by name (used only when a full trace would not fit)."""
     names = [n.removeprefix(GRAD) for n in step_names] + [n for _, n in residual_points(ctx.cfg)] + ["hook_embed"]
@@ -100,22 +108,28 @@ def cell_arithmetic(ctx: Explorer, trace, names: list[str], head: int) -> None:
     st.markdown("**Arithmetic of one cell**: how autograd got it from what its consumers pass back")
     a, b, c = st.columns([2, 2, 2])
     name = a.selectbox("Gradient", names, key="explore_cell_tensor", format_func=lambda n: "∂L/∂" + n.removeprefix(GRAD))
-    values, rows, cols, row_title, col_title, _ = grad_grid(ctx, name, trace[name], head)
-    largest = np.unravel_index(int(np.abs(np.nan_to_num(values)).argmax()), values.shape)
-    for key, size, start in (("explore_cell_row", values.shape[0], largest[0]), ("explore_cell_col", values.shape[1], largest[1])):
-        if not 0 <= st.session_state.get(key, -1) < size or st.session_state.get("explore_cell_of") != name:
-            st.session_state[key] = int(start)  # a new tensor opens on its largest entry
-    st.session_state.explore_cell_of = name
-    row = b.selectbox(row_title or "row", range(values.shape[0]), key="explore_cell_row",
-                      format_func=lambda r: rows[r] if rows is not None else str(r))
-    if values.shape[1] <= COLUMN_LIST:
-        col = c.selectbox(col_title or "column", range(values.shape[1]), key="explore_cell_col",
-                          format_func=lambda k: cols[k] if cols is not None else str(k))
-    else:
-        col = c.number_input(f"{col_title} (0–{values.shape[1] - 1})", 0, values.shape[1] - 1, key="explore_cell_col")
     axes = names_axes(name.removeprefix(GRAD))
     index = ((head if axes[0] == "head" else ctx.cfg.kv_head(head)),) if axes[0] in ("head", "kv_head") else ()
-    index += (row, col) if len(axes) > 1 else (col,)
+    tensor = trace[name][index] if index else trace[name]  # (rows, columns): every step's gradient is 2-D per head
+    row_axis, col_axis = axes[-2], axes[-1]
+
+    def label(axis: str, i: int) -> str:
+        if axis in ("position", "query", "key"):
+            return ctx.labels[i]
+        return f"{i}:{ctx.vocab_pieces[i]}" if axis == "vocab" else str(i)
+
+    if st.session_state.get("explore_cell_of") != (name, index):  # a new tensor opens on its largest entry
+        largest = divmod(int(tensor.abs().nan_to_num().argmax()), tensor.shape[1])
+        st.session_state.explore_cell_row, st.session_state.explore_cell_col = largest
+        st.session_state.explore_cell_of = (name, index)
+    row = b.selectbox(row_axis or "row", range(tensor.shape[0]), key="explore_cell_row",
+                      format_func=lambda r: label(row_axis, r))
+    if tensor.shape[1] <= COLUMN_LIST:
+        col = c.selectbox(col_axis or "column", range(tensor.shape[1]), key="explore_cell_col",
+                          format_func=lambda k: label(col_axis, k))
+    else:
+        col = c.number_input(f"{col_axis} (0–{tensor.shape[1] - 1})", 0, tensor.shape[1] - 1, key="explore_cell_col")
+    index += (row, col)
     try:
         arithmetic = GradientCells(ctx.model, trace).explain(name, index)
     except KeyError:  # a large model's partial trace lacks an operand
@@ -169,7 +183,11 @@ def render(ctx: Explorer) -> None:
     params = [n for n, _ in ctx.model.named_parameters()]
     if st.session_state.get("explore_weight") not in params:
         st.session_state.explore_weight = next(n for n in params if n.endswith(("W_in", "W_E")))
-    trace = ctx.trace(needs(ctx, step.names, step.weights, st.session_state.explore_block, st.session_state.explore_weight))
+    # A large model's trace holds what the steps of one block need (the head's and the embeddings'
+    # steps count with the nearest block), so that stepping within a block reuses it
+    group = [s for s in steps if block_of(s.key, cfg.n_layers) == block_of(step.key, cfg.n_layers)]
+    trace = ctx.trace(needs(ctx, tuple(n for s in group for n in s.names), tuple(w for s in group for w in s.weights),
+                            st.session_state.explore_block, st.session_state.explore_weight))
     st.markdown(f"**L = {trace.loss:.6g}**, the {trace.loss_description}. Every gradient below comes from one "
                 "torch.autograd.grad call on this trace; the shared model is left untouched.")
 

@@ -14,6 +14,7 @@ import torch
 from app.components.heatmap import heatmap_figure
 from app.components.labels import cell_text, plain, token_text
 from app.components.pipeline import pipeline_strip
+from app.components.timing import computing
 from model.analysis import downsample, parts
 from app.resources import admission, trace_cache
 from model.serving import WORKING_FACTOR, Needs, capture_plan, full_trace_bytes, trace_bytes
@@ -86,7 +87,8 @@ class Explorer:
 
             with admission().admit(cost, wait) as keep:
                 queued.empty()
-                trace = run_trace(self.model, self.tokens, names=names, backward=backward, target=self.target)
+                with computing("trace"):
+                    trace = run_trace(self.model, self.tokens, names=names, backward=backward, target=self.target)
                 keep(trace, trace_bytes(trace))  # counted until every page and the cache let go of it
                 return trace
 
@@ -143,8 +145,7 @@ def heatmap(values: np.ndarray, rows: list[str], cols: list[str] | None, title: 
     Values are written into the cells only where they fit (every exact value is on hover);
     large arrays are drawn as block means, and ``zoom_key`` adds sliders that narrow the rows
     and columns down to exact values."""
-    values = np.asarray(values, dtype=np.float64)
-    cols = cols if cols is not None else [str(i) for i in range(values.shape[1])]
+    cols = cols if cols is not None else [str(i) for i in range(np.shape(values)[1])]
     r0, r1 = _zoom(values.shape[0], MAX_ROWS, row_title + " rows", zoom_key and zoom_key + ":rows")
     c0, c1 = _zoom(values.shape[1], MAX_COLS, (col_title or "column") + " columns", zoom_key and zoom_key + ":cols")
     values, rows, cols = values[r0:r1, c0:c1], rows[r0:r1], cols[c0:c1]

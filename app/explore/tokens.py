@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.explore.common import Explorer, array, choose_position, heatmap
-from model.analysis import embedding_pca, length_correlation, nearest_tokens, positional_table
+from model.analysis import EmbeddingPCA, nearest_tokens, positional_table
 from model.engine import block_label
 from model.serving import Needs
 
@@ -19,16 +19,22 @@ def lit(ctx: Explorer) -> set[str]:
     return {"embed", "pos"}
 
 
-@st.cache_resource(show_spinner="Projecting the embedding matrix…", max_entries=4)
+@st.cache_resource(show_spinner="Finding the embedding matrix's principal components…", max_entries=8)
+def components(model_key: str, _ctx: Explorer, unit: bool) -> EmbeddingPCA:
+    """Per model and scaling, once: the vocabulary is the same for every prompt."""
+    return EmbeddingPCA(_ctx.model.embed.W_E, unit)
+
+
+@st.cache_resource(max_entries=16)
 def pca(model_key: str, _ctx: Explorer, unit: bool, first: int):
-    """Per model and choice: the vocabulary is the same for every prompt."""
-    return embedding_pca(_ctx.model.embed.W_E, unit, first)
+    return components(model_key, _ctx, unit).project(first)
 
 
 @st.cache_resource(max_entries=4)
 def raw_pc1(model_key: str, _ctx: Explorer) -> tuple[float, float]:
     """The raw PCA's first share of the variance and how closely it follows the embeddings' lengths."""
-    return float(embedding_pca(_ctx.model.embed.W_E)[1][0]), length_correlation(_ctx.model.embed.W_E)
+    raw = components(model_key, _ctx, False)
+    return float(raw.eigenvalues[0] / raw.eigenvalues.sum()), raw.length_correlation()
 
 
 SCALINGS = {"raw": False, "unit length (cosine)": True}

@@ -14,14 +14,14 @@ from model.analysis.attention import Pair, attention_pair
 from model.analysis.backward import (BackwardStep, backward_steps, gradient_norms, recomputed_weight_gradient,
                                      saliency, weight_gradient_product)
 from model.analysis.downsample import downsample, tile
-from model.analysis.embeddings import embedding_pca, length_correlation, nearest_tokens, positional_table
+from model.analysis.embeddings import EmbeddingPCA, embedding_pca, length_correlation, nearest_tokens, positional_table
 from model.analysis.export import npz_bytes, to_csv
 from model.analysis.neurons import Dead, Neuron, active, dead_neurons, top_neurons
 from model.analysis.norms import norm_prefixes, norm_summary
 from model.analysis.parts import Part, parts
 from model.analysis.residual import Lens, contribution_norms, logit_lens, residual_points
 
-__all__ = ["BackwardStep", "Dead", "Lens", "Neuron", "Pair", "Part", "active", "architecture", "attention_pair", "backward_steps",
+__all__ = ["EmbeddingPCA", "BackwardStep", "Dead", "Lens", "Neuron", "Pair", "Part", "active", "architecture", "attention_pair", "backward_steps",
            "contribution_norms", "dead_neurons", "downsample", "embedding_pca", "gradient_norms", "length_correlation", "logit_lens",
            "nearest_tokens", "norm_prefixes", "norm_summary", "npz_bytes", "parts", "positional_table",
            "recomputed_weight_gradient", "residual_points", "saliency", "tile", "to_csv", "top_neurons",

@@ -11,36 +11,58 @@ from model.engine import Transformer, to_numpy
 from model.engine.rope import rope_angles
 
 
+class EmbeddingPCA:
+    """The principal components of the embedding matrix: eigenvectors of the d_model × d_model
+    covariance (its products in the weights' own precision: float32 for a float32 model, half the
+    time of float64 for GPT-2's 50,257 × 768; the eigenvectors in float64), computed once and kept
+    small (the mean and the eigenvectors, not the centred matrix). ``unit`` scales each
+    embedding to length 1 first: the geometry of the cosine neighbours, where a raw PC1 that
+    only follows how long the embeddings are (frequent tokens grow long) no longer flattens
+    the rest."""
+
+    def __init__(self, W_E: torch.Tensor, unit: bool = False):
+        self.W_E, self.unit = W_E, unit
+        X = self._rows()
+        self.mean = X.mean(0)
+        centred = X - self.mean
+        eigenvalues, eigenvectors = torch.linalg.eigh((centred.T @ centred).double() / max(len(X) - 1, 1))
+        order = eigenvalues.argsort(descending=True)
+        self.eigenvalues, self.eigenvectors = eigenvalues[order], eigenvectors[:, order]
+
+    def _rows(self) -> torch.Tensor:
+        X = self.W_E.detach().cpu()
+        X = X.to(torch.float64 if X.dtype == torch.float64 else torch.float32)
+        return X / X.norm(dim=1, keepdim=True).clamp_min(1e-30) if self.unit else X
+
+    def project(self, first: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """Every token on components first + 1 and first + 2 (0: PC1 and PC2), and the fraction
+        of the variance each explains."""
+        components = self.eigenvectors[:, first:first + 2]
+        components = components * torch.sign(components[components.abs().argmax(0), torch.arange(components.shape[1])])
+        rows = self._rows()
+        coords = ((rows - self.mean) @ components.to(rows.dtype)).numpy()
+        explained = (self.eigenvalues[first:first + 2] / self.eigenvalues.sum()).numpy()
+        if coords.shape[1] < 2:  # too few dimensions for a second component: that axis is 0
+            coords, explained = np.pad(coords, ((0, 0), (0, 2 - coords.shape[1]))), np.pad(explained, (0, 2 - len(explained)))
+        return coords.astype(np.float32), explained
+
+    def length_correlation(self) -> float:
+        """How closely PC1 follows the embeddings' lengths: |Pearson r| of the two."""
+        coords, _ = self.project(0)
+        lengths = self.W_E.detach().to(torch.float64).cpu().norm(dim=1).numpy()
+        if coords[:, 0].std() == 0 or lengths.std() == 0:
+            return 0.0
+        return float(abs(np.corrcoef(coords[:, 0], lengths)[0, 1]))
+
+
 def embedding_pca(W_E: torch.Tensor, unit: bool = False, first: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Every token's embedding projected on two principal components, first + 1 and first + 2
-    (0: PC1 and PC2), and the fraction of the variance each explains (eigenvectors of the
-    d_model × d_model covariance, in float64: fast even for a 50,257-token vocabulary).
-    ``unit`` scales each embedding to length 1 first: the geometry of the cosine neighbours,
-    where a raw PC1 that only follows how long the embeddings are (frequent tokens grow long)
-    no longer flattens the rest."""
-    X = W_E.detach().to(torch.float64).cpu()
-    if unit:
-        X = X / X.norm(dim=1, keepdim=True).clamp_min(1e-30)
-    centred = X - X.mean(0)
-    covariance = centred.T @ centred / max(len(X) - 1, 1)
-    eigenvalues, eigenvectors = torch.linalg.eigh(covariance)
-    order = eigenvalues.argsort(descending=True)[first:first + 2]
-    components = eigenvectors[:, order]
-    components = components * torch.sign(components[components.abs().argmax(0), torch.arange(components.shape[1])])
-    coords = (centred @ components).numpy()
-    explained = (eigenvalues[order] / eigenvalues.sum()).numpy()
-    if coords.shape[1] < 2:  # too few dimensions for a second component: that axis is 0
-        coords, explained = np.pad(coords, ((0, 0), (0, 1))), np.pad(explained, (0, 1))
-    return coords.astype(np.float32), explained
+    """``EmbeddingPCA(W_E, unit).project(first)``."""
+    return EmbeddingPCA(W_E, unit).project(first)
 
 
 def length_correlation(W_E: torch.Tensor) -> float:
     """How closely the raw PC1 follows the embeddings' lengths: |Pearson r| of the two."""
-    coords, _ = embedding_pca(W_E)
-    lengths = W_E.detach().to(torch.float64).cpu().norm(dim=1).numpy()
-    if coords[:, 0].std() == 0 or lengths.std() == 0:
-        return 0.0
-    return float(abs(np.corrcoef(coords[:, 0], lengths)[0, 1]))
+    return EmbeddingPCA(W_E).length_correlation()
 
 
 def nearest_tokens(W_E: torch.Tensor, token_id: int, k: int = 10) -> list[tuple[int, float]]:

@@ -97,33 +97,33 @@ def derivative(activation: str, x: float) -> tuple[str, float]:
             s * (1 + x * (1 - s)))
 
 
+class Sliced:
+    """A tensor read a slice at a time, as float64 numpy: a cell needs a row or two of a tensor
+    that may be 512 × 50,257 (converting all of it would take longer than the arithmetic)."""
+
+    def __init__(self, tensor: torch.Tensor):
+        self.tensor = tensor
+
+    def __getitem__(self, index) -> np.ndarray:
+        return self.tensor[index].detach().to(torch.float64).cpu().numpy()
+
+
 class GradientCells:
     """The arithmetic of any cell of any gradient in one backward trace of ``model``."""
 
     def __init__(self, model: Transformer, trace: Trace):
         self.model, self.cfg, self.trace = model, model.cfg, trace
-        self._arrays: dict[str, np.ndarray] = {}
 
-    # ---- the tensors, as float64 numpy -----------------------------------------------------------
+    def a(self, name: str) -> Sliced:
+        return Sliced(self.trace[name])
 
-    def a(self, name: str) -> np.ndarray:
-        if name not in self._arrays:
-            self._arrays[name] = self.trace[name].detach().to(torch.float64).cpu().numpy()
-        return self._arrays[name]
-
-    def grad(self, name: str) -> np.ndarray:
+    def grad(self, name: str) -> Sliced:
         if GRAD + name not in self.trace.grads:  # off the loss's path: no gradient flows through it
-            return np.zeros_like(self.a(name))
-        return self.a(GRAD + name)
+            return Sliced(torch.zeros_like(self.trace[name]))
+        return Sliced(self.trace[GRAD + name])
 
-    def weight(self, name: str) -> np.ndarray:
-        if name not in self._arrays:
-            tensor = self.model.W_U if name == "W_U" else dict(self.model.named_parameters())[name]
-            self._arrays[name] = tensor.detach().to(torch.float64).cpu().numpy()
-        return self._arrays[name]
-
-    def has(self, name: str) -> bool:
-        return name in self.trace.names
+    def weight(self, name: str) -> Sliced:
+        return Sliced(self.model.W_U if name == "W_U" else dict(self.model.named_parameters())[name])
 
     # ---- the cell ------------------------------------------------------------------------------
 
@@ -229,7 +229,7 @@ class GradientCells:
         *row, c = index
         row = tuple(row)
         out = self.grad(prefix + "hook_out")[row]
-        gx = [float(o) * float(w) for o, w in zip(out, self.weight(prefix + "w"))]
+        gx = [float(o) * float(w) for o, w in zip(out, self.weight(prefix + "w")[:])]
         xhat = [float(v) for v in self.a(prefix + "hook_normalized")[row]]
         sigma = float(self.a(prefix + "hook_scale")[row])
         n = len(gx)
@@ -344,9 +344,8 @@ class GradientCells:
                                        rf"k_{{{cfg.kv_head(h)},s,{e}}}")
             return self._scaled(lines, value, i, "scores = q · kᵀ × scale")
         kv, s, e = index
-        q = self.a(self._used(i, "q"))
-        pairs = [(float(gS[h, t, s]), float(q[h, t, e])) for h in range(cfg.n_heads) if cfg.kv_head(h) == kv
-                 for t in range(gS.shape[1])]
+        heads = [h for h in range(cfg.n_heads) if cfg.kv_head(h) == kv]
+        pairs = list(zip(gS[heads, :, s].ravel().tolist(), self.a(self._used(i, "q"))[heads, :, e].ravel().tolist()))
         lines, value = written_sum(pairs, g("scores", f"h,t,{s}"), rf"q_{{h,t,{e}}}")
         return self._scaled(lines, value, i, "scores = q · kᵀ × scale, over the heads that share this key")
 
@@ -378,18 +377,18 @@ class GradientCells:
     def _values(self, index, i: int) -> list[Part]:
         cfg = self.cfg
         kv, s, e = index
-        A, gz = self.a(f"blocks.{i}.attn.hook_pattern"), self.grad(f"blocks.{i}.attn.hook_z")
-        pairs = [(float(A[h, t, s]), float(gz[h, t, e])) for h in range(cfg.n_heads) if cfg.kv_head(h) == kv
-                 for t in range(A.shape[1])]
+        heads = [h for h in range(cfg.n_heads) if cfg.kv_head(h) == kv]
+        pairs = list(zip(self.a(f"blocks.{i}.attn.hook_pattern")[heads, :, s].ravel().tolist(),
+                         self.grad(f"blocks.{i}.attn.hook_z")[heads, :, e].ravel().tolist()))
         lines, value = written_sum(pairs, rf"A_{{h,t,{s}}}", g("hook_z", f"h,t,{e}"))
         return [Part("z = pattern · v, over the heads that share this value", lines, value)]
 
     def _attention_input(self, index, i: int) -> list[Part]:
         t, c = index
         p, cfg, parts = f"blocks.{i}.attn.", self.cfg, []
-        for which, heads in (("Q", cfg.n_heads), ("K", cfg.n_kv_heads), ("V", cfg.n_kv_heads)):
+        for which in "QKV":
             grads, W = self.grad(p + f"hook_{which.lower()}"), self.weight(p + f"W_{which}")
-            pairs = [(float(grads[h, t, e]), float(W[h, c, e])) for h in range(heads) for e in range(cfg.d_head)]
+            pairs = list(zip(grads[:, t, :].ravel().tolist(), W[:, c, :].ravel().tolist()))
             lines, value = written_sum(pairs, g(f"hook_{which.lower()}", f"h,{t},e"), rf"W_{which}[h,{c},e]")
             parts.append(Part(f"back through W_{which}", lines, value))
         return parts
