@@ -218,7 +218,7 @@ def test_head_view_draws_a_line_for_every_weight_of_at_least_five_percent_in_eve
             continue
         xs, ys = trace["x"], trace["y"]
         for i in range(0, len(xs), 3):  # x0, x0 + 1, None per line
-            drawn[round(xs[i] / 2.2)].add((int(ys[i]), int(ys[i + 1])))
+            drawn[trace["meta"]].add((int(ys[i]), int(ys[i + 1])))
     for h in range(loaded.cfg.n_heads):
         expected = {(q, k) for q, k in zip(*np.nonzero(pattern[h] >= 0.05))}
         assert drawn[h] == expected, h

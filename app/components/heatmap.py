@@ -6,17 +6,24 @@ the attention overview and the logit lens."""
 
 from __future__ import annotations
 
+import base64
+import io
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
+import plotly.colors
 import plotly.graph_objects as go
+from PIL import Image
 
 from app.components.labels import DIVERGING, HIGHLIGHT, cell_text, pretty
 from model.lesson.steps import Grid
 
 PLAIN = [[0, "#f6f8fa"], [1, "#f6f8fa"]]  # labels such as token ids: no colour scale
+IMAGE_TICKS = 24  # an image heatmap labels at most this many rows (columns), evenly spread
+IMAGE_CELLS = 20_000  # a map of more cells than this that is not exact (block means, tiles) goes as an image
 Span = int | range | None  # a mark's rows (or columns): one, a run of them, or all
 Labels = Sequence[str] | dict[float, str]  # one label per row (column), or labels at chosen positions
 
@@ -53,6 +60,26 @@ def _span(span: Span, n: int) -> tuple[float, float]:
     return span - .5, span + .5
 
 
+@cache
+def _palette(colorscale: str) -> np.ndarray:
+    """A named plotly colour scale as 256 RGB rows."""
+    colours = plotly.colors.sample_colorscale(colorscale, list(np.linspace(0, 1, 256)))
+    return np.array([plotly.colors.unlabel_rgb(c) for c in colours], dtype=np.uint8)
+
+
+def png_source(values: np.ndarray, colorscale: str, zmin: float, zmax: float) -> str:
+    """The heatmap as a PNG data URL, one pixel per cell, an indexed colour each (255 shades of
+    the scale; NaN transparent): a 160 × 256 map is ~50 kB instead of ~220 kB of numbers."""
+    scaled = np.clip((values - zmin) / ((zmax - zmin) or 1.0), 0, 1)
+    indices = np.where(np.isfinite(scaled), np.round(np.nan_to_num(scaled) * 254), 255).astype(np.uint8)
+    image = Image.fromarray(indices, "P")
+    palette = _palette(colorscale)[np.round(np.linspace(0, 255, 255)).astype(int)]
+    image.putpalette(np.vstack([palette, [[255, 255, 255]]]).ravel().tolist())
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG", transparency=255)
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+
+
 def _axis(labels: Labels, n: int, title: str, fixed: bool, **extra) -> dict:
     axis = dict(title=dict(text=title, font=dict(size=11)), **extra)
     if not fixed:
@@ -68,7 +95,7 @@ def heatmap_figure(values: np.ndarray, rows: Labels, cols: Labels, title: str, n
                    hover: str | None = None, customdata=None, marks: Sequence[tuple[Span, Span]] = (),
                    selected: tuple[int, int] | None = None, changed: np.ndarray | None = None,
                    clicks: ClickLayer | None = None, colorbar: str | None = "", gaps: bool = True, fixed: bool = False,
-                   height: int | None = None) -> go.Figure:
+                   height: int | None = None, image: bool = False) -> go.Figure:
     """A labelled heatmap of a 2-D array (the heatmap is ``data[0]``), −∞ and NaN left blank.
 
     - ``colour``: "diverging" (centred at 0), "sequential" (0..max, for probabilities and
@@ -81,6 +108,9 @@ def heatmap_figure(values: np.ndarray, rows: Labels, cols: Labels, title: str, n
       are dotted (unless every cell changed).
     - ``clicks`` lays invisible markers over the map to make it clickable (hover moves to them).
     - ``colorbar``: the scale's title, None for no scale. ``size`` defaults to "rows×columns".
+    - ``image``: sent as a PNG, one pixel per cell (for block means and tiled overviews, which
+      are not exact values anyway: the zoom gives those), a fraction of the bytes to send and
+      draw; rows and columns labelled at most ``IMAGE_TICKS`` times each.
     """
     n_rows, n_cols = np.shape(values)
     limit = zmax if zmax is not None else abs_max(values)
@@ -104,6 +134,8 @@ def heatmap_figure(values: np.ndarray, rows: Labels, cols: Labels, title: str, n
         heat.update(hovertemplate=hover or f"{row_title} %{{y}}<br>{col_title} %{{x}}<br>value %{{z:.6g}}<extra></extra>",
                     customdata=customdata)
     fig = go.Figure(heat)
+    if image:
+        fig = _image_figure(z, scale[0], scale[1], limit, colorbar, rows, cols, n_rows, n_cols, row_title, col_title)
     if clicks is not None:
         fig.add_trace(go.Scatter(x=clicks.x, y=clicks.y, mode="markers", showlegend=False, customdata=clicks.customdata,
                                  marker=dict(symbol=clicks.symbol, size=clicks.size, opacity=0),
@@ -120,11 +152,39 @@ def heatmap_figure(values: np.ndarray, rows: Labels, cols: Labels, title: str, n
         title=dict(text=figure_title(title, name, f"{n_rows}×{n_cols}" if size is None else size), font=dict(size=13),
                    x=0, xanchor="left"),
         height=height or min(140 + 22 * n_rows, 640), margin=dict(l=10, r=10, t=60 if name else 40, b=10),
-        xaxis=_axis(cols, n_cols, col_title, fixed),
-        yaxis=_axis(rows, n_rows, row_title, fixed, autorange="reversed"),
         plot_bgcolor="white")
+    if not image:
+        fig.update_layout(xaxis=_axis(cols, n_cols, col_title, fixed), yaxis=_axis(rows, n_rows, row_title, fixed,
+                                                                                  autorange="reversed"))
     if fixed:
         fig.update_layout(dragmode=False, clickmode="event+select")
+    return fig
+
+
+def _spread_ticks(labels: Labels, n: int, title: str, down: bool = False, most: int = IMAGE_TICKS) -> dict:
+    """A numeric axis over cells 0 … n−1 labelled at most ``most`` times (``down``: 0 at the top)."""
+    if isinstance(labels, dict):
+        ticks = labels
+    else:
+        ticks = {int(i): labels[int(i)] for i in np.unique(np.linspace(0, n - 1, min(n, most)).round())}
+    return dict(title=dict(text=title, font=dict(size=11)), tickvals=list(ticks), ticktext=list(ticks.values()),
+                tickfont=dict(size=10), showgrid=False, zeroline=False,
+                range=[n - 0.5, -0.5] if down else [-0.5, n - 0.5])
+
+
+def _image_figure(z: np.ndarray, colorscale: str, zmin: float, zmax: float, colorbar: str | None, rows: Labels,
+                  cols: Labels, n_rows: int, n_cols: int, row_title: str, col_title: str) -> go.Figure:
+    """The heatmap as an image, with a colour bar from an invisible marker carrying the scale."""
+    fig = go.Figure(go.Image(source=png_source(z, colorscale, zmin, zmax), x0=0, dx=1, y0=0, dy=1,
+                             hovertemplate="row %{y}, column %{x}<extra>zoom in for exact values</extra>"))
+    if colorbar is not None:
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", showlegend=False, hoverinfo="skip",
+                                 marker=dict(colorscale=colorscale, cmin=zmin, cmax=zmax, color=[zmin], showscale=True,
+                                             colorbar=dict(thickness=10, **(dict(title=dict(text=colorbar))
+                                                                            if colorbar else {})))))
+    # cells need not be square (an image's default): the map fills its chart, as a heatmap would
+    fig.update_layout(xaxis=_spread_ticks(cols, n_cols, col_title, most=IMAGE_TICKS // 3),
+                      yaxis=_spread_ticks(rows, n_rows, row_title, down=True) | dict(scaleanchor=False))
     return fig
 
 

@@ -57,7 +57,7 @@ def overview(ctx: Explorer, trace) -> None:
         tile(panels, cell), {centres[l]: f"block {l + 1}" for l in range(cfg.n_layers)},
         {centres[h]: f"head {h + 1}" for h in range(cfg.n_heads)}, "Every head's pattern", "blocks.*.attn.hook_pattern",
         size=size,
-        colour="sequential", colorbar="weight", gaps=False, fixed=True, clicks=clicks,
+        colour="sequential", colorbar="weight", gaps=False, fixed=True, clicks=clicks, image=cell < T,
         marks=[(panel(st.session_state.explore_block), panel(st.session_state.explore_head))],
         height=min(900, 110 + 110 * cfg.n_layers))
     fig.update_layout(width=min(900, 160 + 110 * cfg.n_heads), xaxis=dict(constrain="domain"),
@@ -97,17 +97,23 @@ LINE_LEVELS = (0.05, 0.2, 0.4, 0.6, 0.8)  # weights drawn as lines, binned by ho
 HEAD_VIEW_TOKENS = 32  # longer prompts: the lines of the chosen query only
 
 
+SIDE_BY_SIDE = 4  # up to this many heads get a panel each; more are drawn over one another in colours
+
+
 def head_view(ctx: Explorer, trace, layer: int, query: int) -> go.Figure:
-    """Every head of one block as lines between the prompt's tokens, side by side: queries on the
-    left of each panel, keys on the right, a line for each weight of at least 5%, darker and
-    thicker as the weight grows (bertviz's head view, one panel per head)."""
+    """Every head of one block as lines between the prompt's tokens: queries on the left, keys on
+    the right, a line for each weight of at least 5%, darker and thicker as the weight grows
+    (bertviz's head view): a panel per head for a few heads, else all heads over one another in
+    their colours."""
     cfg, T = ctx.cfg, len(ctx.tokens)
     queries = range(T) if T <= HEAD_VIEW_TOKENS else [query]
     shown = range(T) if T <= HEAD_VIEW_TOKENS else range(max(0, query - HEAD_VIEW_TOKENS + 1), query + 1)
+    panels = cfg.n_heads <= SIDE_BY_SIDE
     fig = go.Figure()
     for h in range(cfg.n_heads):
         pattern = array(trace[f"blocks.{layer}.attn.hook_pattern"][h])
-        x0, colour = 2.2 * h, HEAD_COLOURS[h % len(HEAD_COLOURS)]
+        x0, colour = 2.2 * h if panels else 0.0, HEAD_COLOURS[h % len(HEAD_COLOURS)]
+        first = True
         for low, high in zip(LINE_LEVELS, LINE_LEVELS[1:] + (1.01,)):
             xs, ys = [], []
             for q in queries:
@@ -116,23 +122,29 @@ def head_view(ctx: Explorer, trace, layer: int, query: int) -> go.Figure:
                         xs += [x0, x0 + 1, None]
                         ys += [q, k, None]
             if xs:
-                fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", showlegend=False, hoverinfo="skip",
+                fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", hoverinfo="skip", meta=h, name=head_label(h),
+                                         legendgroup=str(h), showlegend=not panels and first,
                                          line=dict(color=colour, width=0.6 + 4 * low), opacity=0.25 + 0.75 * low))
-        fig.add_annotation(x=x0 + 0.5, y=min(shown) - 1.2, text=f"<b>{head_label(h)}</b>", showarrow=False,
-                           font=dict(size=11, color=colour))
+                first = False
+        if panels:
+            fig.add_annotation(x=x0 + 0.5, y=min(shown) - 1.2, text=f"<b>{head_label(h)}</b>", showarrow=False,
+                               font=dict(size=11, color=colour))
+    if not any(t.mode == "lines" for t in fig.data):
+        fig.add_annotation(x=0.5, y=(min(shown) + max(shown)) / 2, showarrow=False, font=dict(size=12, color="#666"),
+                           text="no weight reaches 5%:<br>attention here is spread thin")
     labels = [ctx.labels[i] for i in shown]
-    for h in range(cfg.n_heads):
-        x0 = 2.2 * h
-        fig.add_trace(go.Scatter(x=[x0] * len(labels), y=list(shown), mode="text", text=labels, showlegend=False,
-                                 textposition="middle left", textfont=dict(size=9), hoverinfo="skip"))
-        fig.add_trace(go.Scatter(x=[x0 + 1] * len(labels), y=list(shown), mode="text", text=labels, showlegend=False,
-                                 textposition="middle right", textfont=dict(size=9), hoverinfo="skip"))
+    for x0 in [2.2 * h for h in range(cfg.n_heads)] if panels else [0.0]:
+        for x, side in ((x0, "middle left"), (x0 + 1, "middle right")):
+            fig.add_trace(go.Scatter(x=[x] * len(labels), y=list(shown), mode="text", text=labels, showlegend=False,
+                                     textposition=side, textfont=dict(size=9), hoverinfo="skip"))
     what = "every query" if T <= HEAD_VIEW_TOKENS else f"query {ctx.labels[query]} (the prompt is over {HEAD_VIEW_TOKENS} tokens)"
+    width = 2.2 * cfg.n_heads - 0.3 if panels else 1.9
     fig.update_layout(title=dict(text=f"<b>Every head of {block_label(layer)} as lines</b>: {what}, queries left, keys "
                                       "right, weights ≥ 5% (darker: stronger)", font=dict(size=13), x=0),
                       height=120 + 16 * len(labels), margin=dict(l=10, r=10, t=50, b=10), plot_bgcolor="white",
-                      xaxis=dict(visible=False, range=[-0.9, 2.2 * cfg.n_heads - 0.3], fixedrange=True),
-                      yaxis=dict(visible=False, autorange="reversed", fixedrange=True))
+                      xaxis=dict(visible=False, range=[-0.9, width], fixedrange=True),
+                      yaxis=dict(visible=False, autorange="reversed", fixedrange=True),
+                      legend=dict(orientation="v", x=1.0, y=1.0), **({} if panels else {"width": 640}))
     return fig
 
 
@@ -182,8 +194,9 @@ def render(ctx: Explorer) -> None:
                 + "".join("; " + h for h in how) + ".")
     shown = min(len(pair.q), 5)
     terms = " + ".join(rf"{signed(qv)}\cdot{signed(kv)}" for qv, kv in zip(pair.q[:shown], pair.k[:shown]))
-    more = rf" + \dots\ ({len(pair.q) - shown}\text{{ more terms}})" if len(pair.q) > shown else ""
-    st.latex(rf"q_{{{query}}}\cdot k_{{{key}}} = {terms}{more} = {pair.products.sum():.6g}")
+    st.latex(rf"q_{{{query}}}\cdot k_{{{key}}} = {terms}")  # the sum on a second line: a line never runs off the page
+    more = rf"\dots\ ({len(pair.q) - shown}\text{{ more terms}})\ " if len(pair.q) > shown else ""
+    st.latex(rf"{'+ ' + more if more else ''}= {pair.products.sum():.6g}")
     st.latex(rf"q_{{{query}}}\cdot k_{{{key}}} \times {pair.scale:.4g} = {pair.products.sum():.6g} \times {pair.scale:.4g}"
              rf" = {pair.uncapped:.6g}")
     if cfg.attn_softcap is not None:

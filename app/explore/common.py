@@ -164,7 +164,7 @@ def heatmap(values: np.ndarray, rows: list[str], cols: list[str] | None, title: 
             text = None  # the numbers would spill into each other
     fig = heatmap_figure(shown, rows, cols, title, name, size=size, row_title=row_title, col_title=col_title,
                          colour="sequential" if sequential else "diverging", text=text, gaps=exact, height=height,
-                         marks=[(r - r0, c - c0) for r, c in marks])
+                         marks=[(r - r0, c - c0) for r, c in marks], image=not exact)
     st.plotly_chart(fig, width="stretch", key=None if zoom_key is None else zoom_key + ":chart")
 
 

@@ -1,0 +1,36 @@
+"""Heatmaps sent as images (app/components/heatmap.py): the PNG holds one pixel per cell in the
+colour plotly itself gives that value on the same scale. Reference: plotly.colors.sample_colorscale
+(plotly's own interpolation), read back through Pillow; tolerance: one of the 255 shades."""
+
+import base64
+import io
+
+import numpy as np
+import plotly.colors
+from PIL import Image
+
+from app.components.heatmap import heatmap_figure, png_source
+
+
+def decoded(source: str) -> np.ndarray:
+    return np.array(Image.open(io.BytesIO(base64.b64decode(source.split(",", 1)[1]))).convert("RGBA"))
+
+
+def test_each_pixel_is_its_cells_colour_and_nan_is_transparent():
+    values = np.array([[-2.0, -1.0, 0.0], [1.0, 2.0, np.nan]])
+    pixels = decoded(png_source(values, "RdBu_r", -2.0, 2.0))
+    assert pixels.shape == (2, 3, 4) and pixels[1, 2, 3] == 0 and (pixels[:, :, 3].ravel()[:5] == 255).all()
+    for (r, c), v in np.ndenumerate(values):
+        if np.isfinite(v):
+            expected = plotly.colors.unlabel_rgb(plotly.colors.sample_colorscale("RdBu_r", [(v + 2) / 4])[0])
+            assert np.abs(pixels[r, c, :3].astype(int) - np.array(expected)).max() <= 3, (r, c)
+
+
+def test_a_large_map_goes_as_an_image_with_its_colour_bar_and_a_small_one_as_numbers():
+    big = np.random.default_rng(0).normal(size=(160, 256))
+    fig = heatmap_figure(big, [str(i) for i in range(160)], [str(i) for i in range(256)], "t", image=True)
+    assert fig.data[0].type == "image" and fig.data[1].marker.showscale
+    assert len(fig.to_json()) < 0.4 * len(heatmap_figure(big, [str(i) for i in range(160)],
+                                                         [str(i) for i in range(256)], "t").to_json())
+    small = heatmap_figure(big[:4, :4], list("abcd"), list("abcd"), "t")
+    assert small.data[0].type == "heatmap"
