@@ -89,6 +89,31 @@ def _axis(labels: Labels, n: int, title: str, fixed: bool, **extra) -> dict:
                        zeroline=False)
 
 
+def _heat(z: np.ndarray, scale: tuple, limit: float, rows: Labels, cols: Labels, fixed: bool, gaps: bool,
+          colorbar: str | None, height: int | None, text, text_size: int, clicks: ClickLayer | None,
+          hover: str | None, customdata, row_title: str, col_title: str) -> go.Heatmap:
+    """The heatmap trace of ``heatmap_figure`` (all but an image's)."""
+    n_rows, n_cols = z.shape
+    heat = go.Heatmap(z=z, colorscale=scale[0], zmin=scale[1], zmax=limit, xgap=int(gaps), ygap=int(gaps),
+                      showscale=colorbar is not None)
+    if fixed:
+        heat.update(x=list(range(n_cols)), y=list(range(n_rows)))
+    else:
+        heat.update(x=list(cols), y=list(rows))
+    if colorbar is not None:
+        plot_height = (height or min(140 + 22 * n_rows, 640)) - 120  # less the title, margins and x labels
+        heat.update(colorbar=dict(thickness=10, nticks=max(2, min(8, plot_height // 22)),  # labels never overlap
+                                  **(dict(title=dict(text=colorbar)) if colorbar else {})))
+    if text is not None:
+        heat.update(text=text, texttemplate="%{text}", textfont=dict(size=text_size))
+    if clicks is not None:
+        heat.update(hoverinfo="skip")
+    else:
+        heat.update(hovertemplate=hover or f"{row_title} %{{y}}<br>{col_title} %{{x}}<br>value %{{z:.6g}}<extra></extra>",
+                    customdata=customdata)
+    return heat
+
+
 def heatmap_figure(values: np.ndarray, rows: Labels, cols: Labels, title: str, name: str = "", *,
                    size: str | None = None, row_title: str = "", col_title: str = "", colour: str = "diverging",
                    zmax: float | None = None, text: list[list[str]] | None = None, text_size: int = 10,
@@ -116,26 +141,11 @@ def heatmap_figure(values: np.ndarray, rows: Labels, cols: Labels, title: str, n
     limit = zmax if zmax is not None else abs_max(values)
     z = np.where(np.isfinite(values), values, np.nan).astype(np.float32)
     scale = dict(diverging=(DIVERGING, -limit), sequential=("Blues", 0), plain=(PLAIN, -limit))[colour]
-    heat = go.Heatmap(z=z, colorscale=scale[0], zmin=scale[1], zmax=limit, xgap=int(gaps), ygap=int(gaps),
-                      showscale=colorbar is not None)
-    if fixed:
-        heat.update(x=list(range(n_cols)), y=list(range(n_rows)))
-    else:
-        heat.update(x=list(cols), y=list(rows))
-    if colorbar is not None:
-        plot_height = (height or min(140 + 22 * n_rows, 640)) - 120  # less the title, margins and x labels
-        heat.update(colorbar=dict(thickness=10, nticks=max(2, min(8, plot_height // 22)),  # labels never overlap
-                                  **(dict(title=dict(text=colorbar)) if colorbar else {})))
-    if text is not None:
-        heat.update(text=text, texttemplate="%{text}", textfont=dict(size=text_size))
-    if clicks is not None:
-        heat.update(hoverinfo="skip")
-    else:
-        heat.update(hovertemplate=hover or f"{row_title} %{{y}}<br>{col_title} %{{x}}<br>value %{{z:.6g}}<extra></extra>",
-                    customdata=customdata)
-    fig = go.Figure(heat)
     if image:
         fig = _image_figure(z, scale[0], scale[1], limit, colorbar, rows, cols, n_rows, n_cols, row_title, col_title)
+    else:
+        fig = go.Figure(_heat(z, scale, limit, rows, cols, fixed, gaps, colorbar, height, text, text_size, clicks, hover,
+                              customdata, row_title, col_title))
     if clicks is not None:
         fig.add_trace(go.Scatter(x=clicks.x, y=clicks.y, mode="markers", showlegend=False, customdata=clicks.customdata,
                                  marker=dict(symbol=clicks.symbol, size=clicks.size, opacity=0),

@@ -10,7 +10,7 @@ import streamlit as st
 
 from app.components.heatmap import ClickLayer, heatmap_figure
 from app.components.labels import plain
-from app.explore.common import Explorer, array, choose_head, choose_layer, choose_position, heatmap
+from app.explore.common import Explorer, array, choose_head, choose_layer, choose_position, derived, heatmap
 from model.engine import block_label, head_label
 from model.analysis import attention_pair, tile
 from model.serving import Needs
@@ -41,7 +41,8 @@ def select_head(chart_key: str, cell: int) -> None:
 def overview(ctx: Explorer, trace) -> None:
     cfg, T = ctx.cfg, len(ctx.tokens)
     cell = min(T, GRID_CELL)
-    panels = [[array(trace[f"blocks.{l}.attn.hook_pattern"][h]) for h in range(cfg.n_heads)] for l in range(cfg.n_layers)]
+    tiled = derived(trace, ("attention tiles", cell), lambda: tile(
+        [[array(trace[f"blocks.{l}.attn.hook_pattern"][h]) for h in range(cfg.n_heads)] for l in range(cfg.n_layers)], cell))
     centres = [i * (cell + 1) + (cell - 1) / 2 for i in range(max(cfg.n_layers, cfg.n_heads))]
     ll, hh = np.meshgrid(range(cfg.n_layers), range(cfg.n_heads), indexing="ij")
     clicks = ClickLayer(  # one invisible square per head: what a click lands on
@@ -54,7 +55,7 @@ def overview(ctx: Explorer, trace) -> None:
     if cell < T:
         size += f" (each {T}×{T} shown as {cell}×{cell} block means)"
     fig = heatmap_figure(
-        tile(panels, cell), {centres[l]: f"block {l + 1}" for l in range(cfg.n_layers)},
+        tiled, {centres[l]: f"block {l + 1}" for l in range(cfg.n_layers)},
         {centres[h]: f"head {h + 1}" for h in range(cfg.n_heads)}, "Every head's pattern", "blocks.*.attn.hook_pattern",
         size=size,
         colour="sequential", colorbar="weight", gaps=False, fixed=True, clicks=clicks, image=cell < T,

@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 import streamlit as st
 import torch
 
-from app.explore.common import Explorer, array, bar_chart, choose_head, choose_layer, heatmap
+from app.explore.common import Explorer, array, bar_chart, choose_head, choose_layer, derived, heatmap
 from app.components.stepper import stepper
 from model.analysis import (backward_steps, dead_neurons, gradient_norms, recomputed_weight_gradient, residual_points, saliency, weight_gradient_product)
 from model.serving import Needs
@@ -191,7 +191,7 @@ def render(ctx: Explorer) -> None:
     st.markdown(f"**L = {trace.loss:.6g}**, the {trace.loss_description}. Every gradient below comes from one "
                 "torch.autograd.grad call on this trace; the shared model is left untouched.")
 
-    labels, norms = gradient_norms(trace, cfg)
+    labels, norms = derived(trace, ("gradient norms",), lambda: gradient_norms(trace, cfg))
     a, b = st.columns([3, 2])
     with a:
         heatmap(norms, labels, ctx.labels, "‖∂L/∂residual stream‖ per position", "grad:blocks.i.hook_resid_post",
@@ -205,7 +205,7 @@ def render(ctx: Explorer) -> None:
     st.caption("The skip connections pass the gradient down unchanged and each block adds its own share on top, so it "
                "does not fade with depth. Where it jumps, a norm whose input has a small spread σ scaled it by about 1/σ.")
 
-    signed, size = saliency(trace)
+    signed, size = derived(trace, ("saliency",), lambda: saliency(trace))
     fig = bar_chart(ctx.labels, signed, "<b>Input saliency</b>: gradient × input, ∂L/∂embedding · embedding per token",
                     "gradient × input", text=[f"{v:.3g}" for v in signed])
     fig.update_traces(name="gradient × input", selector=dict(type="bar"))

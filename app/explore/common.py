@@ -3,8 +3,12 @@ block/head/position pickers, the pipeline strip and a heatmap that stays fast at
 
 from __future__ import annotations
 
+import threading
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
+from typing import TypeVar
 
 import numpy as np
 import plotly.graph_objects as go
@@ -25,6 +29,26 @@ from model.engine import Target, Trace, block_label, head_label, run_trace, to_n
 MAX_ROWS, MAX_COLS = 160, 256  # a heatmap larger than this is drawn as block means, with a zoom
 TEXT_ROWS = 24  # up to this many rows, values are written in the cells where they fit across
 CHAR_PX, LABELS_PX = 5.6, 110  # a 10 px digit's width; the row labels' and the colour bar's
+
+
+T = TypeVar("T")
+_derived: dict[int, dict] = {}  # by the trace's id, dropped when the trace is (a Trace is not hashable)
+_deriving = threading.Lock()
+
+
+def derived(trace: Trace, key: tuple, compute: Callable[[], T]) -> T:
+    """What a view computes from a (shared, unchanging) trace, such as block means or norms,
+    kept as long as the trace is: a view reopened, by anyone, does not compute it again."""
+    with _deriving:
+        if id(trace) not in _derived:
+            _derived[id(trace)] = {}
+            weakref.finalize(trace, _derived.pop, id(trace), None)
+        store = _derived[id(trace)]
+        if key in store:
+            return store[key]
+    value = compute()
+    with _deriving:
+        return store.setdefault(key, value)
 
 
 @lru_cache(maxsize=8)

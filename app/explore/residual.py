@@ -7,7 +7,7 @@ import streamlit as st
 
 from app.components.heatmap import heatmap_figure
 from app.components.labels import plain
-from app.explore.common import Explorer, choose_position, heatmap
+from app.explore.common import Explorer, choose_position, derived, heatmap
 from model.analysis import contribution_norms, logit_lens
 from model.serving import Needs
 from model.engine import GlassboxError
@@ -29,7 +29,7 @@ def lens(model_key: str, tokens: tuple, token_id: int, positions: tuple, _ctx: E
 def render(ctx: Explorer) -> None:
     cfg = ctx.cfg
     trace = ctx.trace(NEEDS)
-    labels, norms = contribution_norms(trace, cfg)
+    labels, norms = derived(trace, ("contribution norms",), lambda: contribution_norms(trace, cfg))
     heatmap(norms, labels, ctx.labels, "What each part adds: ‖contribution‖ per position", "‖blocks.i.hook_attn_out‖, "
             "‖blocks.i.hook_mlp_out‖ (first row: ‖blocks.0.hook_resid_pre‖)", row_title="part", col_title="token",
             sequential=True, zoom_key="res:norms")
