@@ -244,3 +244,10 @@ def test_backward_view_writes_out_any_cells_arithmetic_on_any_model(gpt2_dir):
     assert not wide.exception
     wide.selectbox(key="explore_cell_tensor").set_value("grad:ln_final.hook_out").run()
     assert not wide.exception and any("the other" in el.value and "terms" in el.value for el in wide.latex)
+
+
+def test_a_prompt_longer_than_the_articles_model_says_why_it_is_that_short():
+    at = start("screens/explore.py", model="worked-example", prompt="the cat sat on the mat", view="Overview")
+    (error,) = [shown(e.value) for e in at.error]
+    assert "The prompt is 6 tokens; this model's context is 5 tokens." in error and "positional table W_P has 5 rows" in error
+    assert at.text_area(key="explore_prompt").value == "the cat sat on the mat"  # what was typed stays

@@ -35,9 +35,18 @@ with st.form("explore_prompt_form"):
     st.form_submit_button("Run")
 try:
     tokens = loaded.encode(st.session_state.explore_prompt)
-    check_context(cfg, len(tokens))
 except GlassboxError as exc:
     st.error(plain(exc))
+    st.stop()
+try:
+    check_context(cfg, len(tokens))
+except GlassboxError as exc:
+    why = ""
+    if loaded.name == "worked-example":
+        why = (f" The article's model is that short on purpose: its positional table W_P has {cfg.n_ctx} rows, one "
+               "per word of “the cat sat on the”, so that every number can be checked by hand. For longer prompts "
+               "choose another model above (the default story model reads 128 tokens).")
+    st.error(plain(str(exc) + why))
     st.stop()
 # The worked example's model differentiates the article's loss, −log p(mat) at the last position, so
 # that its gradients are the worked example's: when it is opened (unless the URL chose a target).
