@@ -3,6 +3,7 @@ the default model and a GPT-2 checkpoint directory, each drawing the engine's ow
 references are run_trace and model/analysis.py, called here directly; float32 in the browser
 payload, so 1e-6 relative)."""
 
+import re
 import shutil
 
 import numpy as np
@@ -101,7 +102,8 @@ def test_backward_view_differentiates_the_chosen_target_and_steps_through():
     assert at.query_params["target"] in ("mat", ["mat"])
     saliency = titled(at, "Input saliency")
     expected = (target[GRAD + "hook_embed"] * target["hook_embed"]).sum(-1).cpu().numpy()
-    assert np.allclose(values(saliency["data"][0]["y"]), expected, rtol=1e-6)
+    unit = re.search(r"×10\^(-?\d+)", saliency["layout"]["yaxis"]["title"]["text"])  # the bars' power of ten
+    assert np.allclose(values(saliency["data"][0]["y"]) * 10.0 ** int(unit.group(1) if unit else 0), expected, rtol=1e-6)
     first = at.selectbox(key="explore_bstep").value
     next(b for b in at.button if b.label.startswith("Next")).click().run()
     assert at.selectbox(key="explore_bstep").value != first and not at.exception

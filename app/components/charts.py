@@ -38,5 +38,6 @@ def paired_bars(labels: list[str], series: list[tuple[str, Sequence[float], str]
                       height=90 + 22 * len(series) * len(labels), margin=dict(l=10, r=40, t=60, b=10),
                       xaxis=dict(title=value_title, range=[0, top * 1.18]),
                       yaxis=dict(title=category_title, autorange="reversed", type="category"),
-                      legend=dict(orientation="h", y=1.02, x=0, yanchor="bottom"))
+                      # the bars are longest at the top (most likely first): the legend sits in the free corner
+                      legend=dict(x=0.99, y=0.02, xanchor="right", yanchor="bottom", bgcolor="rgba(255,255,255,0.85)"))
     return fig

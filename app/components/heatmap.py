@@ -199,17 +199,22 @@ def _image_figure(z: np.ndarray, colorscale: str, zmin: float, zmax: float, colo
 
 
 def grid_figure(grid: Grid, marks: Sequence[tuple[int | None, int | None]] = (), selected: tuple[int, int] | None = None,
-                clickable: bool = False, zmax: float | None = None) -> go.Figure:
+                clickable: bool = False, zmax: float | None = None, colorbar: bool = True) -> go.Figure:
     """A worked-example grid with its values written in, every exact value on hover, and a colour
     bar: centred at 0, or 0..1 for probabilities; ``zmax`` sets a scale shared with other grids.
     Cells this step changed are dotted, ``marks`` (rows, columns or cells an explanation reads)
-    and ``selected`` are outlined in gold; ``clickable`` makes a click on a cell report it."""
+    and ``selected`` are outlined in gold; ``clickable`` makes a click on a cell report it.
+    A grid whose largest entry is under 0.01 (gradients, differences) is written in units of a
+    power of ten said in its title (0.000278 as 2.78 under "×10⁻⁴"), so a cell holds 4 or 5
+    characters; ``colorbar`` False leaves the scale to a neighbour that shares it."""
     values = grid.values
     n_rows, n_cols = values.shape
-    # enough decimals for two significant digits of the largest entry: gradients are small
     largest = abs_max(values)
-    decimals = min(max(3, 2 - math.floor(math.log10(largest))), 6)
-    text = [[cell_text(v, largest, f".{decimals}f") if grid.quantity else f"{v:g}" for v in row] for row in values]
+    power = math.floor(math.log10(largest)) if grid.quantity and largest < 0.01 else 0
+    unit = 10.0 ** -power
+    text = [[cell_text(v * unit, largest * unit, ".2f" if power else ".3f") if grid.quantity else f"{v:g}" for v in row]
+            for row in values]
+    widest = max((len(t) for row in text for t in row), default=0)
     hover = "row %{y}, column %{x}<br>exact: %{customdata}<extra></extra>"
     exact = values.astype(str)
     clicks = None
@@ -218,12 +223,14 @@ def grid_figure(grid: Grid, marks: Sequence[tuple[int | None, int | None]] = (),
         clicks = ClickLayer(cc.ravel().tolist(), rr.ravel().tolist(), hover, exact.ravel().tolist())
     return heatmap_figure(
         values, grid.rows, grid.cols, pretty(grid.label), grid.name,
-        size=f"{n_rows}×{n_cols}" + (f"  · <i>{grid.provenance}</i>" if grid.provenance else ""),
+        size=f"{n_rows}×{n_cols}" + (f"  · <i>{grid.provenance}</i>" if grid.provenance else "")
+             + (f"  · cells ×10<sup>{power}</sup>" if power else ""),
         row_title=grid.row_title, col_title=grid.col_title,
         colour="plain" if not grid.quantity else "sequential" if grid.probability else "diverging",
-        zmax=1.0 if grid.probability else zmax, text=text, text_size=11, hover=hover, customdata=exact.tolist(),
-        marks=marks, selected=selected, changed=grid.changed, clicks=clicks,
-        colorbar="" if grid.quantity else None, fixed=True, height=110 + 34 * n_rows + (30 if n_cols > 5 else 0))
+        zmax=1.0 if grid.probability else zmax, text=text, text_size=11 if widest <= 5 else 10, hover=hover,
+        customdata=exact.tolist(), marks=marks, selected=selected, changed=grid.changed, clicks=clicks,
+        colorbar="" if grid.quantity and colorbar else None, fixed=True,
+        height=110 + 34 * n_rows + (30 if n_cols > 5 else 0))
 
 
 def shared_scales(grids: Sequence[Grid]) -> dict[str, float]:

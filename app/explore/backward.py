@@ -8,6 +8,7 @@ import streamlit as st
 import torch
 
 from app.explore.common import Explorer, array, bar_chart, choose_head, choose_layer, derived, heatmap
+from app.components.labels import plain
 from app.components.stepper import stepper
 from model.analysis import (backward_steps, dead_neurons, gradient_norms, recomputed_weight_gradient, residual_points, saliency, weight_gradient_product)
 from model.serving import Needs
@@ -129,6 +130,7 @@ def cell_arithmetic(ctx: Explorer, trace, names: list[str], head: int) -> None:
                           format_func=lambda k: label(col_axis, k))
     else:
         col = c.number_input(f"{col_axis} (0–{tensor.shape[1] - 1})", 0, tensor.shape[1] - 1, key="explore_cell_col")
+        c.caption(plain(label(col_axis, col)))
     index += (row, col)
     try:
         arithmetic = GradientCells(ctx.model, trace).explain(name, index)
@@ -188,7 +190,11 @@ def render(ctx: Explorer) -> None:
     group = [s for s in steps if block_of(s.key, cfg.n_layers) == block_of(step.key, cfg.n_layers)]
     trace = ctx.trace(needs(ctx, tuple(n for s in group for n in s.names), tuple(w for s in group for w in s.weights),
                             st.session_state.explore_block, st.session_state.explore_weight))
-    st.markdown(f"**L = {trace.loss:.6g}**, the {trace.loss_description}. Every gradient below comes from one "
+    what = trace.loss_description
+    if ctx.target is not None:  # named by its token, not its id
+        position = ctx.target.position % len(ctx.tokens)
+        what = f"−log p(“{plain(ctx.piece(ctx.target.token_id))}”) predicted at position {position} ({plain(ctx.labels[position])})"
+    st.markdown(f"**L = {trace.loss:.6g}**, the {what}. Every gradient below comes from one "
                 "torch.autograd.grad call on this trace; the shared model is left untouched.")
 
     labels, norms = derived(trace, ("gradient norms",), lambda: gradient_norms(trace, cfg))
@@ -206,10 +212,16 @@ def render(ctx: Explorer) -> None:
                "does not fade with depth. Where it jumps, a norm whose input has a small spread σ scaled it by about 1/σ.")
 
     signed, size = derived(trace, ("saliency",), lambda: saliency(trace))
-    fig = bar_chart(ctx.labels, signed, "<b>Input saliency</b>: gradient × input, ∂L/∂embedding · embedding per token",
-                    "gradient × input", text=[f"{v:.3g}" for v in signed])
-    fig.update_traces(name="gradient × input", selector=dict(type="bar"))
-    fig.add_trace(go.Scatter(x=ctx.labels, y=size, mode="markers", name="‖∂L/∂embedding‖", marker=dict(color="#d9480f")))
+    # one power of ten for every bar, said on the axis, so the labels read alike (2.8, not 2.83e-06)
+    power = int(np.floor(np.log10(np.abs(signed).max()))) if np.abs(signed).max() > 0 else 0
+    unit = f" (×10^{power})" if power else ""
+    fig = bar_chart(ctx.labels, signed / 10.0 ** power, "<b>Input saliency</b>: gradient × input, ∂L/∂embedding · "
+                    "embedding per token", "gradient × input" + unit, text=[f"{v / 10.0 ** power:.2f}" for v in signed])
+    fig.update_traces(name="gradient × input" + unit, selector=dict(type="bar"))
+    fig.add_trace(go.Scatter(x=ctx.labels, y=size, mode="markers", name="‖∂L/∂embedding‖ (right axis)", yaxis="y2",
+                             marker=dict(color="#d9480f", size=9)))
+    fig.update_layout(yaxis2=dict(title="‖∂L/∂embedding‖", overlaying="y", side="right", rangemode="tozero",
+                                  showgrid=False), legend=dict(orientation="h", y=1.12, x=1, xanchor="right"))
     st.plotly_chart(fig, width="stretch")
 
     st.subheader("Step through the backward pass")

@@ -144,7 +144,7 @@ def pipeline(ctx: Explorer, lit: set[str] = frozenset()) -> None:
     groups: list = []
     for part in parts(ctx.model):
         block = block_label(int(part.key.split('.')[1])) if part.key.startswith("blocks.") else None
-        label = part.label.split(" ", 2)[-1] if block else ("embedding" if part.key == "embed" else part.label)
+        label = part.label.removeprefix(block + " ") if block else ("embedding" if part.key == "embed" else part.label)
         if not groups or groups[-1][0] != block or block is None:
             groups.append((block, []))
         groups[-1][1].append((label, part.key in lit, part.count, part.note))

@@ -12,6 +12,14 @@ from model.engine.names import axes as names_axes
 from model.engine import GRAD, to_numpy
 
 
+def size_text(n: int) -> str:
+    """Bytes as people read them: 512 B, 2.0 KiB, 1.5 MiB."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
 def lit(ctx: Explorer) -> set[str]:
     return set()
 
@@ -30,7 +38,7 @@ def render(ctx: Explorer) -> None:
         return
     tensor = trace[name]
     axes = names_axes(name)
-    st.markdown(f"`{name}`: shape {list(tensor.shape)} ({' × '.join(axes)}), {tensor.dtype}, {tensor.nbytes / 2**20:.2f} MiB")
+    st.markdown(f"`{name}`: shape {list(tensor.shape)} ({' × '.join(axes)}), {tensor.dtype}, {size_text(tensor.nbytes)}")
     slug = ctx.model_key.strip("/").replace("/", "_")
     a, b = st.columns(2)
     a.download_button(f"Download {name} as CSV", lambda: to_csv(to_numpy(tensor), axes), file_name=f"{name}.csv",

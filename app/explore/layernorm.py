@@ -7,6 +7,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.components.labels import cell_text
+from model.lesson.steps.explain import power
 from app.explore.common import Explorer, array, heatmap
 from model.engine import block_label
 from model.analysis import norm_prefixes, norm_summary
@@ -39,9 +40,9 @@ def render(ctx: Explorer) -> None:
     if cfg.norm == "layernorm":
         st.latex(r"\mathrm{out} = \frac{x - \mu}{\sqrt{\sigma^2 + \varepsilon}} \odot \gamma + \beta,\quad "
                  rf"\mu = \tfrac{{1}}{{{cfg.d_model}}}\textstyle\sum_i x_i,\ \sigma^2 = \tfrac{{1}}{{{cfg.d_model}}}\sum_i (x_i-\mu)^2,"
-                 rf"\ \varepsilon = {cfg.norm_eps:g}")
+                 rf"\ \varepsilon = {power(cfg.norm_eps)}")
     else:
-        st.latex(r"\mathrm{out} = \frac{x}{\sqrt{\tfrac{1}{d}\sum_i x_i^2 + \varepsilon}} \odot \gamma" + rf",\ \varepsilon = {cfg.norm_eps:g}")
+        st.latex(r"\mathrm{out} = \frac{x}{\sqrt{\tfrac{1}{d}\sum_i x_i^2 + \varepsilon}} \odot \gamma" + rf",\ \varepsilon = {power(cfg.norm_eps)}")
     fig = go.Figure()
     for name in ("input mean", "input std") if cfg.norm == "layernorm" else ("input rms",):
         fig.add_trace(go.Bar(x=ctx.labels, y=summary[name], name=name))
@@ -66,6 +67,6 @@ def render(ctx: Explorer) -> None:
             col_title="d_model", zoom_key="ln:norm")
     weights = [array(module.w)[None]] + ([array(module.b)[None]] if module.b is not None else [])
     heatmap(np.concatenate(weights), ["γ (scale)", "β (shift)"][: len(weights)], None, "Learned scale and shift",
-            prefix[:-1] + ".w, .b", row_title="", col_title="d_model", height=180)
+            prefix[:-1] + ".w, .b", row_title="", col_title="d_model", height=240)
     heatmap(array(trace[prefix + "hook_out"]), ctx.labels, None, "Output", prefix + "hook_out", col_title="d_model",
             zoom_key="ln:out")

@@ -30,16 +30,18 @@ def render(ctx: Explorer) -> None:
     family = ctx.loaded.about.get("family")
     st.markdown(f"**This model's blocks{' (' + family + ')' if family else ''}:**\n"
                 + "\n".join(f"- {note}" for note in architecture(cfg)))
-    left, right = st.columns([3, 2])
-    with left:
-        table = pd.DataFrame([{"part": p.label, "parameters": ", ".join(f"{n} {list(s)}" for n, s in p.params) or p.note,
-                               "count": p.count, "share": f"{p.count / total:.1%}"} for p in all_parts])
-        st.dataframe(table, hide_index=True, width="stretch", height=min(38 + 35 * len(table), 460))
-    with right:
-        fig = bar_chart([p.label for p in all_parts], [p.count for p in all_parts], "Parameters per part", "parameters",
-                        x_title="part", height=360)
-        fig.update_layout(yaxis=log_axis([p.count for p in all_parts], "parameters (log scale)"))
-        st.plotly_chart(fig, width="stretch")
+    table = pd.DataFrame([{"part": p.label, "count": p.count, "share": f"{p.count / total:.1%}",
+                           "parameters": ", ".join(f"{n} {list(s)}" for n, s in p.params) or p.note} for p in all_parts])
+    st.dataframe(table, hide_index=True, width="stretch", height=min(38 + 35 * len(table), 460),
+                 column_config={"part": st.column_config.TextColumn(width="medium"),
+                                "count": st.column_config.NumberColumn(format="localized", width="small"),
+                                "share": st.column_config.TextColumn(width="small"),
+                                "parameters": st.column_config.TextColumn(width="large")})
+    fig = bar_chart([p.label for p in all_parts], [p.count for p in all_parts], "Parameters per part", "parameters",
+                    x_title="part", height=380)
+    fig.update_layout(yaxis=log_axis([p.count for p in all_parts], "parameters (log scale)"),
+                      xaxis=dict(dtick=1, tickangle=-35, automargin=True))  # every part named
+    st.plotly_chart(fig, width="stretch")
 
     trace = ctx.trace(NEEDS)
     probs = trace["hook_probs"][-1]

@@ -65,18 +65,14 @@ def render(ctx: Explorer) -> None:
                          marks=[(None, at)], height=120 + 34 * len(result.labels))
     st.plotly_chart(fig, width="stretch")
 
-    a, b = st.columns(2)
-    with a:
-        fig = go.Figure(go.Scatter(x=result.labels, y=result.chosen[:, at], mode="lines+markers+text",
-                                   text=[f"{p:.3f}" for p in result.chosen[:, at]], textposition="top center"))
-        fig.update_layout(title=dict(text=f"<b>p(“{ctx.piece(token_id)}”)</b> at “{ctx.labels[position]}”, block by block",
-                                     font=dict(size=13), x=0),
-                          height=320, margin=dict(l=10, r=10, t=40, b=10), yaxis=dict(title="probability", range=[0, 1.05]),
-                          xaxis=dict(title="residual stream", type="category"))
-        st.plotly_chart(fig, width="stretch")
-    with b:
-        table = pd.DataFrame({label: [f"{ctx.piece(int(i))} {p:.3f}" for i, p in
-                                      zip(result.top_ids[r, at], result.top_probs[r, at])]
-                              for r, label in enumerate(result.labels)})
-        table.index = [f"top {k + 1}" for k in range(len(table))]
-        st.dataframe(table.T, width="stretch")
+    fig = go.Figure(go.Scatter(x=result.labels, y=result.chosen[:, at], mode="lines+markers+text",
+                               text=[f"{p:.3f}" for p in result.chosen[:, at]], textposition="top center"))
+    fig.update_layout(title=dict(text=f"<b>p(“{ctx.piece(token_id)}”)</b> at “{ctx.labels[position]}”, block by block",
+                                 font=dict(size=13), x=0),
+                      height=320, margin=dict(l=10, r=10, t=40, b=10), yaxis=dict(title="probability", range=[0, 1.05]),
+                      xaxis=dict(title="residual stream", type="category"))
+    st.plotly_chart(fig, width="stretch")
+    table = pd.DataFrame({f"top {k + 1}": [f"{ctx.piece(int(result.top_ids[r, at, k]))} {result.top_probs[r, at, k]:.3f}"
+                                           for r in range(len(result.labels))] for k in range(result.top_ids.shape[2])},
+                         index=result.labels)
+    st.dataframe(table, width="stretch")  # a row per point of the stream, the top 5 across: it fits the page

@@ -111,5 +111,6 @@ def render(ctx: Explorer) -> None:
     table, what, col_title = positional_table(ctx.model, layer, rows=max(64, len(ctx.tokens)))
     st.subheader("The positional table")
     st.caption(what + f". The prompt uses rows 0–{len(ctx.tokens) - 1}.")
-    heatmap(table, [str(i) for i in range(len(table))], None, "Positions", "pos_embed.W_pos" if ctx.cfg.positional == "table"
+    shown = f"Positions: the first {len(table)} of {ctx.cfg.n_ctx}" if len(table) < ctx.cfg.n_ctx else "Positions"
+    heatmap(table, [str(i) for i in range(len(table))], None, shown, "pos_embed.W_pos" if ctx.cfg.positional == "table"
             else "rope_cos", col_title=col_title, zoom_key="tok:table")

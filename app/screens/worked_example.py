@@ -142,7 +142,8 @@ def comparison(grid: Grid, key: str) -> None:
             Grid(f"difference (largest {largest:.4f})", "computed − article", difference, rows, grid.cols,
                  grid.row_title, grid.col_title)]
     top = max(abs_max(trio[0].values), abs_max(trio[1].values))  # one scale: a 0.001 difference stays pale
-    grid_row(trio, lambda i, g: st.plotly_chart(grid_figure(g, zmax=top), key=f"{key}:{i}",
+    # one colour bar, on the last: the three share the scale
+    grid_row(trio, lambda i, g: st.plotly_chart(grid_figure(g, zmax=top, colorbar=i == 2), key=f"{key}:{i}",
                                                 config={"displayModeBar": False}),
              budget=3 * grid_width(grid) + 2)
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import torch
 
-from model.engine import Transformer, to_numpy
+from model.engine import Transformer, block_label, to_numpy
 from model.engine.rope import rope_angles
 
 
@@ -93,5 +93,5 @@ def positional_table(model: Transformer, layer: int = 0, rows: int = 512) -> tup
         f"{cfg.d_head - cfg.rotary_dim} pass unchanged")
     local = " (a local layer, with its own base)" if cfg.is_local(layer) and cfg.local_rope_base else ""
     return (cos[:, :pairs].cpu().numpy(),
-            f"RoPE in block {layer}{local}: cos(position × θ_i) for each of the {pairs} rotated pairs of features, "
+            f"RoPE in {block_label(layer)}{local}: cos(position × θ_i) for each of the {pairs} rotated pairs of features, "
             f"rotating q and k{share}", "rotated pair i")

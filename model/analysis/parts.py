@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from model.engine import Transformer
+from model.engine import Transformer, block_label
 
 
 @dataclass(frozen=True)
@@ -37,9 +37,9 @@ def parts(model: Transformer) -> list[Part]:
         out.append(Part("pos", "positions (RoPE)", (), "rotations inside attention: no parameters"))
     for i in range(cfg.n_layers):
         p = f"blocks.{i}."
-        out += [Part(p + "attn", f"block {i} attention", under(p + "attn.")),
-                Part(p + "norms", f"block {i} {cfg.norm}s", under(p + "ln1") + under(p + "ln2")),
-                Part(p + "mlp", f"block {i} MLP", under(p + "mlp."))]
+        out += [Part(p + "attn", f"{block_label(i)} attention", under(p + "attn.")),
+                Part(p + "norms", f"{block_label(i)} {cfg.norm}s", under(p + "ln1") + under(p + "ln2")),
+                Part(p + "mlp", f"{block_label(i)} MLP", under(p + "mlp."))]
     if cfg.final_norm:
         out.append(Part("ln_final", f"final {cfg.norm}", under("ln_final.")))
     if cfg.tie_embeddings:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from model.engine import ModelConfig, Trace, Transformer
+from model.engine import ModelConfig, Trace, Transformer, block_label
 
 
 def contribution_norms(trace: Trace, cfg: ModelConfig) -> tuple[list[str], np.ndarray]:
@@ -16,7 +16,7 @@ def contribution_norms(trace: Trace, cfg: ModelConfig) -> tuple[list[str], np.nd
     (with positions), then every attention and MLP output, in order."""
     labels, rows = ["embeddings"], [trace["blocks.0.hook_resid_pre"]]
     for i in range(cfg.n_layers):
-        labels += [f"block {i} attention", f"block {i} MLP"]
+        labels += [f"{block_label(i)} attention", f"{block_label(i)} MLP"]
         rows += [trace[f"blocks.{i}.hook_attn_out"], trace[f"blocks.{i}.hook_mlp_out"]]
     return labels, torch.stack([r.to(torch.float64).norm(dim=-1) for r in rows]).cpu().numpy()
 
@@ -24,7 +24,7 @@ def contribution_norms(trace: Trace, cfg: ModelConfig) -> tuple[list[str], np.nd
 def residual_points(cfg: ModelConfig) -> list[tuple[str, str]]:
     """(label, tensor) of the residual stream before block 0 and after every block."""
     return [("embeddings", "blocks.0.hook_resid_pre")] + [
-        (f"after block {i}", f"blocks.{i}.hook_resid_post") for i in range(cfg.n_layers)]
+        (f"after {block_label(i)}", f"blocks.{i}.hook_resid_post") for i in range(cfg.n_layers)]
 
 
 @dataclass(frozen=True)

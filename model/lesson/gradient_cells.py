@@ -268,8 +268,8 @@ class GradientCells:
         value = float(g_lp[v]) - p * total
         lines = [rf"\textstyle\sum_u \partial L/\partial \log p_{{{t},u}} = {num(total)}\ "
                  r"\text{(−1/N at the target, N positions with one; 0 elsewhere)}",
-                 rf"\partial L/\partial \log p_{{{t},{v}}} - p_{{{t},{v}}}\sum_u = {num(float(g_lp[v]))} - {num(p)}\times"
-                 rf"{num(total)} = {num(value)}"]
+                 rf"\partial L/\partial \log p_{{{t},{v}}} - p_{{{t},{v}}}\textstyle\sum_u \partial L/\partial \log p_{{{t},u}}"
+                 rf" = {num(float(g_lp[v]))} - {num(p)}\times{num(total)} = {num(value)}"]
         return [Part("back through the log-softmax", lines, value)]
 
     def _softcap(self, capped: str, index, cap: float) -> Part:
