@@ -192,7 +192,7 @@ def test_grids_meant_to_be_compared_share_one_colour_scale():
 
     at = start(WORKED, step="final-layernorm")
     trio = [chart_titled(at, title) for title in ("X_final computed", "X_final in the article")]
-    trio.append(next(c for c in charts(at) if c["layout"]["title"]["text"].startswith("<b>difference")))
+    trio.append(next(c for c in charts(at) if c["layout"]["title"]["text"].startswith("<b>computed − article")))
     assert len({c["data"][0]["zmax"] for c in trio}) == 1
     difference = np.abs(values(trio[2]["data"][0]["z"]))
     assert np.nanmax(difference) < 0.01 * trio[2]["data"][0]["zmax"]

@@ -205,7 +205,7 @@ def grid_figure(grid: Grid, marks: Sequence[tuple[int | None, int | None]] = (),
     Cells this step changed are dotted, ``marks`` (rows, columns or cells an explanation reads)
     and ``selected`` are outlined in gold; ``clickable`` makes a click on a cell report it.
     A grid whose largest entry is under 0.01 (gradients, differences) is written in units of a
-    power of ten said in its title (0.000278 as 2.78 under "×10⁻⁴"), so a cell holds 4 or 5
+    power of ten said in its title (0.000278 as 2.78 under "dL/dX ×10⁻⁴"), so a cell holds 4 or 5
     characters; ``colorbar`` False leaves the scale to a neighbour that shares it."""
     values = grid.values
     n_rows, n_cols = values.shape
@@ -222,9 +222,8 @@ def grid_figure(grid: Grid, marks: Sequence[tuple[int | None, int | None]] = (),
         rr, cc = np.mgrid[0:n_rows, 0:n_cols]
         clicks = ClickLayer(cc.ravel().tolist(), rr.ravel().tolist(), hover, exact.ravel().tolist())
     return heatmap_figure(
-        values, grid.rows, grid.cols, pretty(grid.label), grid.name,
-        size=f"{n_rows}×{n_cols}" + (f"  · <i>{grid.provenance}</i>" if grid.provenance else "")
-             + (f"  · cells ×10<sup>{power}</sup>" if power else ""),
+        values, grid.rows, grid.cols, pretty(grid.label) + (f" ×10<sup>{power}</sup>" if power else ""), grid.name,
+        size=f"{n_rows}×{n_cols}" + (f"  · <i>{grid.provenance}</i>" if grid.provenance else ""),
         row_title=grid.row_title, col_title=grid.col_title,
         colour="plain" if not grid.quantity else "sequential" if grid.probability else "diverging",
         zmax=1.0 if grid.probability else zmax, text=text, text_size=11 if widest <= 5 else 10, hover=hover,

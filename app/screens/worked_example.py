@@ -139,7 +139,7 @@ def comparison(grid: Grid, key: str) -> None:
     trio = [Grid(f"{label} computed", grid.name, grid.values[printed_rows], rows, grid.cols, grid.row_title, grid.col_title),
             Grid(f"{label} in the article", "printed to 3 decimals", grid.printed[printed_rows], rows, grid.cols,
                  grid.row_title, grid.col_title),
-            Grid(f"difference (largest {largest:.4f})", "computed − article", difference, rows, grid.cols,
+            Grid("computed − article", f"largest |difference| {largest:.4f}", difference, rows, grid.cols,
                  grid.row_title, grid.col_title)]
     top = max(abs_max(trio[0].values), abs_max(trio[1].values))  # one scale: a 0.001 difference stays pale
     # one colour bar, on the last: the three share the scale
