@@ -11,7 +11,7 @@ from model.analysis import EmbeddingPCA, nearest_tokens, positional_table
 from model.engine import block_label
 from model.serving import Needs
 
-CLOUD = 5000  # most vocabulary points drawn in the PCA
+CLOUD = 3000  # most vocabulary points drawn in the PCA (SVG: no WebGL context to start, which a GPU-less browser does slowly)
 NEEDS = Needs(("hook_embed", "hook_pos_embed", "blocks.0.hook_resid_pre"))
 
 
@@ -83,7 +83,7 @@ def render(ctx: Explorer) -> None:
     with left:
         stride = -(-len(coords) // CLOUD)  # a large vocabulary is drawn every stride-th token
         cloud = np.arange(0, len(coords), stride)
-        fig = go.Figure(go.Scattergl(x=coords[cloud, 0], y=coords[cloud, 1], mode="markers",
+        fig = go.Figure(go.Scatter(x=coords[cloud, 0], y=coords[cloud, 1], mode="markers",
                                      name="vocabulary" + (f" (every {stride}th token)" if stride > 1 else ""),
                                      marker=dict(size=4, color="#bbb"), text=[ctx.piece(i) for i in cloud],
                                      hovertemplate="%{text}<extra></extra>"))
