@@ -72,9 +72,11 @@ def forward_seconds(path: Path, prompt: str) -> float:
     return statistics.median(times)
 
 
-def serve(port: int, timing: Path) -> subprocess.Popen:
+def serve(port: int, timing: Path | None = None) -> subprocess.Popen:
+    """The app on ``port``; with ``timing``, its server logs each run's seconds there."""
+    env = {**os.environ, **({"GLASSBOX_TIMING": str(timing)} if timing else {})}
     server = subprocess.Popen([sys.executable, "-m", "model", "app", "--server.port", str(port), "--server.headless", "true",
-                               "--browser.gatherUsageStats", "false"], env={**os.environ, "GLASSBOX_TIMING": str(timing)},
+                               "--browser.gatherUsageStats", "false"], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
     for _ in range(240):
         try:

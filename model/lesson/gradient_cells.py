@@ -28,6 +28,7 @@ from model.engine.rope import rope_angles
 from model.lesson.steps.grids import Arithmetic
 
 SHOWN_TERMS = 6  # a longer sum shows its largest terms and the rest as one number
+ROTATED = {"q": "hook_rot_q", "k": "hook_rot_k"}  # q and k after RoPE
 
 
 def num(v: float) -> str:
@@ -187,7 +188,8 @@ class GradientCells:
             (block + r"attn\.hook_scores", self._mask),
             (block + r"attn\.hook_scores_uncapped", lambda ix, i: [
                 self._softcap(f"blocks.{i}.attn.hook_scores", ix, cfg.attn_softcap)]),
-            (block + r"attn\.hook_rot_(?P<which>q|k)", lambda ix, i, which: [self._query_or_key(i, which, ix)]),
+            (block + r"attn\.(?P<rotated>hook_rot_q|hook_rot_k)",
+             lambda ix, i, rotated: [self._query_or_key(i, rotated[-1], ix)]),
             (block + r"attn\.(?P<which>q|k)_norm\.hook_out", lambda ix, i, which: [
                 self._rope_back(i, which, ix) if cfg.positional == "rope" else self._query_or_key(i, which, ix)]),
             (block + r"attn\.hook_(?P<which>q|k)", lambda ix, i, which: [
@@ -326,7 +328,7 @@ class GradientCells:
         """The q (or k) the scores multiply: after QK-norm and RoPE where the model has them."""
         p = f"blocks.{i}.attn."
         if self.cfg.positional == "rope":
-            return p + f"hook_rot_{which}"
+            return p + ROTATED[which]
         return p + f"{which}_norm.hook_out" if self.cfg.qk_norm else p + f"hook_{which}"
 
     def _scaled(self, lines: list[str], value: float, i: int, what: str) -> Part:
@@ -352,7 +354,7 @@ class GradientCells:
     def _rope_back(self, i: int, which: str, index) -> Part:
         """Back through the rotation of pairs (j, j + half): the inverse rotation."""
         head, t, c = index
-        rot = self.grad(f"blocks.{i}.attn.hook_rot_{which}")[head, t]
+        rot = self.grad(f"blocks.{i}.attn." + ROTATED[which])[head, t]
         attn = self.model.blocks[i].attn
         # the angles exactly as the forward pass computed them (in the model's precision)
         cos, sin = (x.to(torch.float64).cpu().numpy()[t]
