@@ -170,8 +170,9 @@ def heatmap(values: np.ndarray, rows: list[str], cols: list[str] | None, title: 
     large arrays are drawn as block means, and ``zoom_key`` adds sliders that narrow the rows
     and columns down to exact values."""
     cols = cols if cols is not None else [str(i) for i in range(np.shape(values)[1])]
-    r0, r1 = _zoom(values.shape[0], MAX_ROWS, row_title + " rows", zoom_key and zoom_key + ":rows")
-    c0, c1 = _zoom(values.shape[1], MAX_COLS, (col_title or "column") + " columns", zoom_key and zoom_key + ":cols")
+    # each slider says which chart it zooms: a view can have several of the same shape
+    r0, r1 = _zoom(values.shape[0], MAX_ROWS, f"{title}, {row_title} rows", zoom_key and zoom_key + ":rows")
+    c0, c1 = _zoom(values.shape[1], MAX_COLS, f"{title}, {col_title or 'column'} columns", zoom_key and zoom_key + ":cols")
     values, rows, cols = values[r0:r1, c0:c1], rows[r0:r1], cols[c0:c1]
     exact = values.shape[0] <= MAX_ROWS and values.shape[1] <= MAX_COLS
     shown, size, text = values, f"{values.shape[0]}×{values.shape[1]}", None

@@ -191,9 +191,11 @@ def cell_view(base: str, panel: Panel) -> None:
 
     st.markdown(f"**Arithmetic of one cell** (outlined in <span style='color:{HIGHLIGHT}'>gold</span>, with the "
                 "cells it reads)", unsafe_allow_html=True)
-    c1, c2, c3 = st.columns(3)
     if len(outputs) > 1:
+        c1, c2, c3 = st.columns(3)
         c1.selectbox("Tensor", range(len(outputs)), format_func=lambda i: pretty(outputs[i].label), key=base + ":grid")
+    else:  # no empty column where there is only one tensor to choose
+        c2, c3 = st.columns(2)
     c2.selectbox("Row", range(target.shape[0]), format_func=lambda r: target.rows[r], key=base + ":row")
     c3.selectbox("Column", range(target.shape[1]), format_func=lambda c: target.cols[c], key=base + ":col")
     if arithmetic:
