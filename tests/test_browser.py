@@ -101,6 +101,12 @@ def test_step_to_the_loss_then_back_through_the_gradients_to_the_update(app_url,
     press_next(page, "Update")
     assert step_title(page) == "Update: one gradient-descent step, η = 0.5"
     expect(page.locator(".katex").filter(has_text="W_E_new").first).to_be_visible()  # a cell's update, written out
+    # the payoff: the forward pass again with the new weights (its numbers checked against torch.optim.SGD in test_app)
+    main = page.locator("[data-testid='stMain']")
+    expect(main.get_by_text("What the step bought.")).to_be_visible()
+    expect(main.get_by_text("1.0490", exact=True)).to_be_visible()  # the loss after the step, from 1.7685
+    expect(main.get_by_text("0.3503", exact=True)).to_be_visible()  # p(mat), from 0.1706
+    expect(main.get_by_role("link", name=re.compile("Train it live"))).to_be_visible()
     assert "step=update" in page.url
     assert page.locator("[data-testid='stPlotlyChart']").count() >= 3
     assert page.locator("[data-testid='stException']").count() == 0
@@ -194,6 +200,9 @@ def test_playground_types_a_prompt_moves_the_temperature_and_generates(app_url, 
     expected = "".join(t.token for t in generate(load("default"), "Tom had a", 8, Sampling(temperature=0.8, seed=3)))
     expect(page.get_by_text(expected.strip(), exact=False).first).to_be_visible(timeout=60_000)
     expect(page.get_by_text("Generated", exact=True)).to_be_visible()
+    # the completion is on the page once: the streamed text gave way to the chips
+    shown = page.locator("[data-testid='stMain']").text_content().replace("\xa0", " ")
+    assert shown.count(expected.strip()) == 1, shown
     expect(page.get_by_text("KV cache size as generation goes on").first).to_be_attached()
     assert page.locator("[data-testid='stPlotlyChart']").count() >= 3
     assert page.locator("[data-testid='stException']").count() == 0
