@@ -68,6 +68,11 @@ PART = {p.key: p for p in PARTS}
 BOX_WIDTH, BOX_HEIGHT = 1.2, 0.62
 
 
+def label_size(label: str) -> int:
+    """A box's font size: long words smaller, so that they stay inside a box on a laptop screen."""
+    return 12 if len(label) <= 7 else 10
+
+
 def _box(fig: go.Figure, part: Part, selected: bool) -> None:
     colour = BACKWARD if part.y < 0 else FORWARD
     w = 0.42 if part.key == "residual" else BOX_WIDTH
@@ -112,7 +117,7 @@ def architecture_figure(n_layers: int, selected: str | None = None) -> go.Figure
                   y1=1.25 + BOX_HEIGHT / 2, line=dict(color=FORWARD, width=3 if lit else 1.5),
                   fillcolor=FORWARD if lit else "white", layer="below")
     fig.add_annotation(x=second_norm, y=1.25, text="LayerNorm", showarrow=False,
-                       font=dict(color="white" if lit else "#24292f", size=12))
+                       font=dict(color="white" if lit else "#24292f", size=label_size("LayerNorm")))
     lit = selected == "residual"
     fig.add_shape(type="circle", x0=second_join - 0.21, x1=second_join + 0.21, y0=-0.21, y1=0.21, layer="below",
                   line=dict(color=FORWARD, width=3 if lit else 1.5), fillcolor=FORWARD if lit else "white")
@@ -132,7 +137,8 @@ def architecture_figure(n_layers: int, selected: str | None = None) -> go.Figure
         x=[p.x for p in PARTS], y=[p.y for p in PARTS], mode="markers+text", text=[p.label for p in PARTS],
         customdata=[p.key for p in PARTS], textposition="middle center", hoverinfo="text",
         hovertext=[f"{p.title}: click for the step, the view and the playground" for p in PARTS],
-        textfont=dict(size=12, color=["white" if p.key == selected else "#24292f" for p in PARTS]),
+        textfont=dict(size=[label_size(p.label) for p in PARTS],
+                      color=["white" if p.key == selected else "#24292f" for p in PARTS]),
         marker=dict(symbol="square", size=44, opacity=0.01, color="#ffffff"), showlegend=False))
     fig.update_xaxes(visible=False, range=[-0.7, 16.7], fixedrange=True)
     fig.update_yaxes(visible=False, range=[-1.8, 2.25], fixedrange=True, scaleanchor="x", scaleratio=1)

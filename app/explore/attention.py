@@ -135,9 +135,9 @@ def head_view(ctx: Explorer, trace, layer: int, query: int) -> go.Figure:
                            text="no weight reaches 5%:<br>attention here is spread thin")
     labels = [ctx.labels[i] for i in shown]
     for x0 in [2.2 * h for h in range(cfg.n_heads)] if panels else [0.0]:
-        for x, side in ((x0, "middle left"), (x0 + 1, "middle right")):
+        for x, side in ((x0 - 0.04, "middle left"), (x0 + 1.04, "middle right")):  # clear of the lines' ends
             fig.add_trace(go.Scatter(x=[x] * len(labels), y=list(shown), mode="text", text=labels, showlegend=False,
-                                     textposition=side, textfont=dict(size=9), hoverinfo="skip"))
+                                     textposition=side, textfont=dict(size=10), hoverinfo="skip"))
     what = "every query" if T <= HEAD_VIEW_TOKENS else f"query {ctx.labels[query]} (the prompt is over {HEAD_VIEW_TOKENS} tokens)"
     width = 2.2 * cfg.n_heads - 0.3 if panels else 1.9
     fig.update_layout(title=dict(text=f"<b>Every head of {block_label(layer)} as lines</b>: {what}, queries left, keys "

@@ -88,12 +88,15 @@ def render(ctx: Explorer) -> None:
                                      marker=dict(size=4, color="#bbb"), text=[ctx.piece(i) for i in cloud],
                                      hovertemplate="%{text}<extra></extra>"))
         ids = sorted(set(ctx.tokens))
+        # labels above and below in turn (by height), so that neighbouring words do not print over each other
+        by_height = sorted(ids, key=lambda i: coords[i, 1])
         fig.add_trace(go.Scatter(x=coords[ids, 0], y=coords[ids, 1], mode="markers+text", name="this prompt",
-                                 text=[ctx.piece(i) for i in ids], textposition="top center",
+                                 text=[ctx.piece(i) for i in ids], hovertemplate="%{text}<extra></extra>",
+                                 textposition=["top center" if by_height.index(i) % 2 else "bottom center" for i in ids],
                                  marker=dict(size=9, color="#1f6feb")))
-        near = [i for i, _ in neighbours]
-        fig.add_trace(go.Scatter(x=coords[near, 0], y=coords[near, 1], mode="markers+text", name=f"neighbours of {ctx.pieces[position]}",
-                                 text=["" if i in ids else ctx.piece(i) for i in near], textposition="bottom center",
+        near = [i for i, _ in neighbours]  # named in the table beside, and on hover
+        fig.add_trace(go.Scatter(x=coords[near, 0], y=coords[near, 1], mode="markers", name=f"neighbours of {ctx.pieces[position]}",
+                                 text=[ctx.piece(i) for i in near], hovertemplate="%{text}<extra>neighbour</extra>",
                                  marker=dict(size=8, color="#f2a900", symbol="diamond")))
         fig.update_layout(title=dict(text=f"<b>PCA of embed.W_E</b> {ctx.cfg.vocab_size:,} tokens × {ctx.cfg.d_model}, "
                                           + ("each scaled to unit length" if SCALINGS[scaling] else "raw"),
