@@ -8,6 +8,7 @@ import streamlit as st
 import torch
 
 from app.explore.common import Explorer, array, bar_chart, choose_head, choose_layer, derived, heatmap
+from app.components.errors import fragment
 from app.components.labels import plain
 from app.components.stepper import stepper
 from model.analysis import (backward_steps, dead_neurons, gradient_norms, recomputed_weight_gradient, residual_points, saliency, weight_gradient_product)
@@ -99,10 +100,11 @@ def has_heads(name: str) -> bool:
 COLUMN_LIST = 256  # more columns than this (a vocabulary): the column is typed as a number
 
 
+@fragment
 def cell_arithmetic(ctx: Explorer, trace, names: list[str], head: int) -> None:
     """One cell of one of the step's gradients, written out from the gradients one step closer to
     the loss and the forward pass's tensors (model/lesson/gradient_cells.py), as the worked
-    example writes its cells."""
+    example writes its cells. A fragment: choosing a cell reruns only this, not the view's charts."""
     names = [n for n in names if n in trace.grads]
     if not names:
         return
