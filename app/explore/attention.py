@@ -215,6 +215,10 @@ def render(ctx: Explorer) -> None:
             f"{p}{q_name}[{head}, {query}] · {p}{k_name}[{cfg.kv_head(head)}, {key}]", row_title="", col_title="d_head",
             height=200)
 
+    if not st.toggle("Show this head's queries, keys, values and output after W_O (five more charts)",
+                     key="explore_qkv", persist_state="session"):
+        st.plotly_chart(lines(ctx, pattern, query), width="stretch")
+        return
     a, b = st.columns(2)
     with a:
         heatmap(array(trace[p + q_name][head]), L, None, "Queries", f"{p}{q_name}[{head}]", col_title="d_head", zoom_key="attn:q", width=450)
