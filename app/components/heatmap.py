@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import io
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -18,12 +17,11 @@ import plotly.colors
 import plotly.graph_objects as go
 from PIL import Image
 
-from app.components.labels import DIVERGING, HIGHLIGHT, cell_text, pretty
+from app.components.labels import DIVERGING, HIGHLIGHT, cell_text, power_of_ten, pretty
 from model.lesson.steps import Grid
 
 PLAIN = [[0, "#f6f8fa"], [1, "#f6f8fa"]]  # labels such as token ids: no colour scale
 IMAGE_TICKS = 24  # an image heatmap labels at most this many rows (columns), evenly spread
-IMAGE_CELLS = 20_000  # a map of more cells than this that is not exact (block means, tiles) goes as an image
 Span = int | range | None  # a mark's rows (or columns): one, a run of them, or all
 Labels = Sequence[str] | dict[float, str]  # one label per row (column), or labels at chosen positions
 
@@ -210,7 +208,7 @@ def grid_figure(grid: Grid, marks: Sequence[tuple[int | None, int | None]] = (),
     values = grid.values
     n_rows, n_cols = values.shape
     largest = abs_max(values)
-    power = math.floor(math.log10(largest)) if grid.quantity and largest < 0.01 else 0
+    power = power_of_ten(largest) if grid.quantity and largest < 0.01 else 0
     unit = 10.0 ** -power
     text = [[cell_text(v * unit, largest * unit, ".2f" if power else ".3f") if grid.quantity else f"{v:g}" for v in row]
             for row in values]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import math
 import re
 
 DIVERGING = "RdBu_r"  # blue below 0, white at 0, red above
@@ -18,6 +19,11 @@ _VISIBLE = str.maketrans({" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"})
 
 
 NEGLIGIBLE = 1e-12  # relative to a grid's largest value: rounding noise, written as 0 (exact on hover)
+
+
+def power_of_ten(value: float) -> int:
+    """The power of ten of a positive number's leading digit (0.000278: −4); 0 for 0."""
+    return math.floor(math.log10(value)) if value > 0 else 0
 
 
 def cell_text(value: float, largest: float, digits: str = ".3g") -> str:

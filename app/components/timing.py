@@ -15,6 +15,14 @@ from contextlib import contextmanager
 import streamlit as st
 
 
+def _log(record: dict) -> None:
+    """One JSON line in the GLASSBOX_TIMING file, if it is set."""
+    path = os.environ.get("GLASSBOX_TIMING")
+    if path:
+        with open(path, "a") as out:
+            out.write(json.dumps(record) + "\n")
+
+
 _depth = threading.local()  # a fragment run inside a page run is counted once, in the page's
 
 
@@ -22,14 +30,11 @@ _depth = threading.local()  # a fragment run inside a page run is counted once, 
 def computing(what: str) -> Iterator[None]:
     """The model's own pass inside a run (a trace): logged as {"compute": what, "seconds"}, so
     the bench can tell the model's time from the page's."""
-    path = os.environ.get("GLASSBOX_TIMING")
     start = time.perf_counter()
     try:
         yield
     finally:
-        if path:
-            with open(path, "a") as out:
-                out.write(json.dumps({"compute": what, "seconds": time.perf_counter() - start}) + "\n")
+        _log({"compute": what, "seconds": time.perf_counter() - start})
 
 
 @contextmanager
@@ -45,6 +50,4 @@ def timed(name: str) -> Iterator[None]:
         yield
     finally:
         _depth.value = 0
-        record = {"run": name, "view": st.session_state.get("explore_view"), "seconds": time.perf_counter() - start}
-        with open(path, "a") as out:
-            out.write(json.dumps(record) + "\n")
+        _log({"run": name, "view": st.session_state.get("explore_view"), "seconds": time.perf_counter() - start})

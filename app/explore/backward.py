@@ -9,7 +9,7 @@ import torch
 
 from app.explore.common import Explorer, array, bar_chart, choose_head, choose_layer, derived, heatmap
 from app.components.errors import fragment
-from app.components.labels import plain
+from app.components.labels import plain, power_of_ten
 from app.components.stepper import stepper
 from model.analysis import (backward_steps, dead_neurons, gradient_norms, recomputed_weight_gradient, residual_points, saliency, weight_gradient_product)
 from model.serving import Needs
@@ -48,12 +48,12 @@ def target_controls(ctx: Explorer) -> None:
         c.selectbox("at position", range(T), key="explore_target_pos", persist_state="session", format_func=lambda i: f"{ctx.labels[i]} (predicting the next)")
 
 
-def block_of(step_key: str, n_layers: int) -> int:
-    """The block a backward step belongs to ("b3-mlp": 3); the head's steps the last block's, the
-    embeddings' the first's."""
-    if step_key.startswith("b") and "-" in step_key and step_key[1:].split("-")[0].isdigit():
-        return int(step_key[1:].split("-")[0])
-    return 0 if step_key == "embed" else n_layers - 1
+def block_of(step, n_layers: int) -> int:
+    """The block a backward step runs through (its part, "blocks.3.mlp": 3); the head's steps
+    count with the last block, the embeddings' with the first."""
+    if step.part.startswith("blocks."):
+        return int(step.part.split(".")[1])
+    return 0 if step.part == "embed" else n_layers - 1
 
 
 def needs(ctx: Explorer, step_names: tuple[str, ...], weights: tuple[str, ...], layer: int, weight: str) -> Needs:
@@ -189,7 +189,7 @@ def render(ctx: Explorer) -> None:
         st.session_state.explore_weight = next(n for n in params if n.endswith(("W_in", "W_E")))
     # A large model's trace holds what the steps of one block need (the head's and the embeddings'
     # steps count with the nearest block), so that stepping within a block reuses it
-    group = [s for s in steps if block_of(s.key, cfg.n_layers) == block_of(step.key, cfg.n_layers)]
+    group = [s for s in steps if block_of(s, cfg.n_layers) == block_of(step, cfg.n_layers)]
     trace = ctx.trace(needs(ctx, tuple(n for s in group for n in s.names), tuple(w for s in group for w in s.weights),
                             st.session_state.explore_block, st.session_state.explore_weight))
     what = trace.loss_description
@@ -215,7 +215,7 @@ def render(ctx: Explorer) -> None:
 
     signed, size = derived(trace, ("saliency",), lambda: saliency(trace))
     # one power of ten for every bar, said on the axis, so the labels read alike (2.8, not 2.83e-06)
-    power = int(np.floor(np.log10(np.abs(signed).max()))) if np.abs(signed).max() > 0 else 0
+    power = power_of_ten(float(np.abs(signed).max()))
     unit = f" (×10^{power})" if power else ""
     fig = bar_chart(ctx.labels, signed / 10.0 ** power, "<b>Input saliency</b>: gradient × input, ∂L/∂embedding · "
                     "embedding per token", "gradient × input" + unit, text=[f"{v / 10.0 ** power:.2f}" for v in signed])

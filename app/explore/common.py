@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 import streamlit as st
 import torch
 
-from app.components.heatmap import heatmap_figure
+from app.components.heatmap import abs_max, heatmap_figure
 from app.components.labels import cell_text, plain, token_text
 from app.components.pipeline import pipeline_strip
 from app.components.timing import computing
@@ -182,7 +182,7 @@ def heatmap(values: np.ndarray, rows: list[str], cols: list[str] | None, title: 
         cols = [cols[i] + ("…" if j - i > 1 else "") for i, j in zip(col_starts, list(col_starts[1:]) + [len(cols)])]
         size += f"  · <i>block means ({size} → {shown.shape[0]}×{shown.shape[1]}); zoom for exact values</i>"
     elif len(rows) <= TEXT_ROWS:
-        largest = float(np.abs(values[np.isfinite(values)]).max(initial=0.0))
+        largest = abs_max(values)
         text = [[cell_text(v, largest) for v in row] for row in values]
         widest = max((len(t) for row in text for t in row), default=0)
         if (width - LABELS_PX) / max(len(cols), 1) < CHAR_PX * widest + 4:

@@ -138,7 +138,8 @@ class GradientCells:
         cell = ",".join(map(str, index))
         lines, values = [], [p.value for p in parts]
         for part in parts:
-            lines.append(rf"\text{{{part.what.replace('_', chr(92) + '_')}:}}")
+            what = part.what.replace("_", r"\_")  # an underscore in \text{} is LaTeX's, not a letter
+            lines.append(rf"\text{{{what}:}}")
             lines += part.lines
         total = math.fsum(values)
         if len(parts) > 1:
