@@ -1,6 +1,7 @@
 """The app's pages, run in-process by Streamlit's AppTest."""
 
 import copy
+import json
 
 import pytest
 import numpy as np
@@ -11,7 +12,7 @@ from model.lesson.steps import worked_example_steps
 from model.engine import run_trace
 from model.lesson.article import published
 
-from tests.helpers import charts, start, values
+from tests.helpers import charts, shown as shown_text, start, values
 
 WORKED = "screens/worked_example.py"
 
@@ -84,6 +85,10 @@ def test_the_update_step_runs_the_forward_pass_again_with_the_new_weights():
     (bars,) = [c for c in charts(at) if "Next-word probabilities" in c["layout"]["title"]["text"]]
     assert bars["data"][1]["x"][config["target_id"]] == pytest.approx(p_after, abs=1e-9)
     assert any("Train it live" in link.proto.label for link in at.get("page_link"))
+    p_before = torch.softmax(loaded.model(ids).logits[0, -1].double(), -1)[config["target_id"]].item()
+    said = shown_text(" ".join(m.value for m in at.markdown))
+    assert f"{p_after / p_before:.2f} times as likely" in said
+    assert f"held {1 - p_before:.4f} together before and {1 - p_after:.4f} after" in said
 
 
 def test_an_unknown_step_in_the_url_opens_the_first_and_says_so():
@@ -211,3 +216,16 @@ def test_rounding_noise_is_written_as_zero_with_the_exact_value_on_hover():
     largest = np.abs(values(heat[0]["z"])).max()
     assert abs(exact) < 1e-12 * largest
     assert heat[0]["text"][0][7] == "0"
+
+
+@pytest.mark.parametrize("page, query", [(None, {}), (WORKED, {"step": "update"}), ("screens/playground.py", {}),
+                                         ("screens/explore.py", {"view": "Tokens & embeddings"})])
+def test_every_chart_is_sent_with_glassboxs_template_and_no_streamlit_theme(page, query):
+    """Streamlit's chart theme is applied in the browser on every draw (app/components/charts.py
+    says why it is off); the reference is the message Streamlit sends: theme "" (None) and the
+    template's own font in the figure."""
+    at = start(page, **query)
+    assert at.get("plotly_chart")
+    for element in at.get("plotly_chart"):
+        assert element.proto.theme == ""
+        assert json.loads(element.proto.spec)["layout"]["template"]["layout"]["font"]["color"] == "#31333F"

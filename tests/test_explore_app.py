@@ -192,6 +192,17 @@ def test_values_are_written_into_cells_only_where_they_fit(gpt2_dir):
     assert "%{z" in queries["hovertemplate"]
 
 
+def test_block_means_are_labelled_by_the_columns_they_average():
+    """The default model's 512 FFN neurons are drawn as 256 block means (at most MAX_COLS), two
+    neurons each: a tick at block b reads "2b–2b+1", the range it averages (reference: 512 / 256,
+    worked out here), never a bare first index with an ellipsis."""
+    at = start("screens/explore.py", prompt=PROMPT, view="FFN")
+    axis = titled(at, "Pre-activation")["layout"]["xaxis"]
+    assert len(axis["ticktext"]) > 3
+    for block, text in zip(axis["tickvals"], axis["ticktext"]):
+        assert text == f"{2 * block}–{2 * block + 1}"
+
+
 def test_backward_view_asks_for_a_head_only_where_a_step_has_heads_and_explains_zero_gradients():
     at = start("screens/explore.py", model="worked-example", prompt=PROMPT, view="Backward", bstep="logits")
     selectboxes = lambda: {s.key for s in at.selectbox}  # noqa: E731

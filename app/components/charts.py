@@ -7,8 +7,27 @@ from collections.abc import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
+import plotly.io as pio
+import streamlit as st
 
 from app.components.labels import bar_label
+
+# Streamlit's look (its font, text colour and colour cycle on plotly's white template), set
+# once on the server. Streamlit's own chart theme does the same in the browser, but again on
+# every draw of every chart: about 0.1–0.2 s per explorer view on this project's machine
+# (python -m app.bench), so every chart is drawn with theme=None and this template instead.
+pio.templates["glassbox"] = go.layout.Template(pio.templates["plotly_white"]).update(layout=dict(
+    font=dict(family='"Source Sans Pro", sans-serif', color="#31333F"),
+    colorway=["#0068C9", "#83C9FF", "#FF2B2B", "#FFABAB", "#29B09D", "#7DEFA1", "#FF8700", "#FFD16A", "#6D3FC0",
+              "#D5DAE5"],
+    hoverlabel=dict(font=dict(family='"Source Sans Pro", sans-serif'))))
+pio.templates.default = "glassbox"
+
+
+def show(fig: go.Figure, where=st, **kwargs):
+    """``fig`` drawn in ``where`` (a column, a container; the page by default) with Glassbox's
+    template, not Streamlit's theme. ``kwargs`` go to ``st.plotly_chart``."""
+    return where.plotly_chart(fig, theme=None, **kwargs)
 
 
 def log_axis(values: Sequence[float], title: str) -> dict:
@@ -41,3 +60,29 @@ def paired_bars(labels: list[str], series: list[tuple[str, Sequence[float], str]
                       # the bars are longest at the top (most likely first): the legend sits in the free corner
                       legend=dict(x=0.99, y=0.02, xanchor="right", yanchor="bottom", bgcolor="rgba(255,255,255,0.85)"))
     return fig
+
+
+def place_labels(x: Sequence[float], y: Sequence[float], texts: Sequence[str], x_range: tuple[float, float],
+                 y_range: tuple[float, float], size_px: tuple[float, float], char_px: float = 7.0,
+                 line_px: float = 15.0) -> list[str | None]:
+    """Where to write each point's label on a scatter whose axes span ``x_range`` × ``y_range``
+    over about ``size_px`` (width, height) pixels: "top center" or "bottom center", whichever
+    does not cover a label already placed (earlier points first), or None: that label would
+    overlap and is left to the hover."""
+    def pixels(v: Sequence[float], span: tuple[float, float], size: float) -> np.ndarray:
+        low, high = span
+        return (np.asarray(v, dtype=np.float64) - low) / ((high - low) or 1.0) * size
+
+    placed: list[tuple[float, float, float, float]] = []  # left, bottom, right, top
+    where: list[str | None] = []
+    for cx, cy, text in zip(pixels(x, x_range, size_px[0]), pixels(y, y_range, size_px[1]), texts):
+        half = (char_px * len(text) + 4) / 2
+        for position, bottom in (("top center", cy + 5), ("bottom center", cy - 5 - line_px)):
+            box = (cx - half, bottom, cx + half, bottom + line_px)
+            if all(box[2] <= b[0] or box[0] >= b[2] or box[3] <= b[1] or box[1] >= b[3] for b in placed):
+                placed.append(box)
+                where.append(position)
+                break
+        else:
+            where.append(None)
+    return where

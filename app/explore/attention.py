@@ -8,6 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
+from app.components.charts import show
 from app.components.heatmap import ClickLayer, heatmap_figure
 from app.components.labels import plain
 from app.explore.common import Explorer, array, choose_head, choose_layer, choose_position, derived, heatmap
@@ -63,7 +64,7 @@ def overview(ctx: Explorer, trace) -> None:
         height=min(900, 110 + 110 * cfg.n_layers))
     fig.update_layout(width=min(900, 160 + 110 * cfg.n_heads), xaxis=dict(constrain="domain"),
                       yaxis=dict(scaleanchor="x", constrain="domain"))
-    st.plotly_chart(fig, key="attn:grid", on_select=partial(select_head, "attn:grid", cell), selection_mode="points")
+    show(fig, key="attn:grid", on_select=partial(select_head, "attn:grid", cell), selection_mode="points")
 
 
 def lines(ctx: Explorer, pattern: np.ndarray, query: int) -> go.Figure:
@@ -164,7 +165,7 @@ def render(ctx: Explorer) -> None:
         key = choose_position(ctx, "Key position", "explore_key_pos")
     p = f"blocks.{layer}.attn."
     L = ctx.labels
-    st.plotly_chart(head_view(ctx, trace, layer, query), width="stretch", config={"displayModeBar": False})
+    show(head_view(ctx, trace, layer, query), width="stretch", config={"displayModeBar": False})
     st.subheader(f"{block_label(layer).capitalize()}, {head_label(head)}")
     a, b, c = st.columns(3)
     with a:
@@ -217,7 +218,7 @@ def render(ctx: Explorer) -> None:
 
     if not st.toggle("Show this head's queries, keys, values and output after W_O (five more charts)",
                      key="explore_qkv", persist_state="session"):
-        st.plotly_chart(lines(ctx, pattern, query), width="stretch")
+        show(lines(ctx, pattern, query), width="stretch")
         return
     a, b = st.columns(2)
     with a:
@@ -233,4 +234,4 @@ def render(ctx: Explorer) -> None:
     st.caption(f"Summed over the {cfg.n_heads} heads{' plus b_O' if cfg.attn_out_bias else ''}"
                + (f", then normed by blocks.{layer}.ln1_post" if cfg.post_norms else "")
                + f", these are blocks.{layer}.hook_attn_out, which is added to the residual stream.")
-    st.plotly_chart(lines(ctx, pattern, query), width="stretch")
+    show(lines(ctx, pattern, query), width="stretch")

@@ -8,6 +8,7 @@ import streamlit as st
 import torch
 
 from app.explore.common import Explorer, array, bar_chart, choose_head, choose_layer, derived, heatmap
+from app.components.charts import show
 from app.components.errors import fragment
 from app.components.labels import plain, power_of_ten
 from app.components.stepper import stepper
@@ -209,7 +210,7 @@ def render(ctx: Explorer) -> None:
         fig.update_layout(title=dict(text="<b>The residual highway</b>: gradient norm, all positions", font=dict(size=13), x=0),
                           height=320, margin=dict(l=10, r=10, t=40, b=10), yaxis=dict(title="‖∂L/∂x‖", rangemode="tozero"),
                           xaxis=dict(title="from the embeddings to the last block", type="category"))
-        st.plotly_chart(fig, width="stretch")
+        show(fig, width="stretch")
     st.caption("The skip connections pass the gradient down unchanged and each block adds its own share on top, so it "
                "does not fade with depth. Where it jumps, a norm whose input has a small spread σ scaled it by about 1/σ.")
 
@@ -224,7 +225,7 @@ def render(ctx: Explorer) -> None:
                              marker=dict(color="#d9480f", size=9)))
     fig.update_layout(yaxis2=dict(title="‖∂L/∂embedding‖", overlaying="y", side="right", rangemode="tozero",
                                   showgrid=False), legend=dict(orientation="h", y=1.12, x=1, xanchor="right"))
-    st.plotly_chart(fig, width="stretch")
+    show(fig, width="stretch")
 
     st.subheader("Step through the backward pass")
     step_through(ctx, trace, steps)

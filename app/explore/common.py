@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 import streamlit as st
 import torch
 
+from app.components.charts import show
 from app.components.heatmap import abs_max, heatmap_figure
 from app.components.labels import cell_text, plain, token_text
 from app.components.pipeline import pipeline_strip
@@ -162,6 +163,15 @@ def _zoom(n: int, limit: int, label: str, key: str | None) -> tuple[int, int]:
     return low, max(high, low + 1)
 
 
+def mean_label(labels: list[str], start: int, stop: int) -> str:
+    """The label of a block mean over ``labels[start:stop]``: numbered columns as their range
+    ("72–73"), other labels (tokens) as the first one and an ellipsis."""
+    first, last = labels[start], labels[stop - 1]
+    if stop - start == 1:
+        return first
+    return f"{first}–{last}" if first.isdigit() and last.isdigit() else first + "…"
+
+
 def heatmap(values: np.ndarray, rows: list[str], cols: list[str] | None, title: str, name: str, *,
             row_title: str = "position", col_title: str = "", sequential: bool = False, zoom_key: str | None = None,
             height: int | None = None, marks: list[tuple[int, int]] = (), width: int = 900) -> None:
@@ -178,8 +188,8 @@ def heatmap(values: np.ndarray, rows: list[str], cols: list[str] | None, title: 
     shown, size, text = values, f"{values.shape[0]}×{values.shape[1]}", None
     if not exact:
         shown, row_starts, col_starts = downsample(values, MAX_ROWS, MAX_COLS)
-        rows = [rows[i] + ("…" if j - i > 1 else "") for i, j in zip(row_starts, list(row_starts[1:]) + [len(rows)])]
-        cols = [cols[i] + ("…" if j - i > 1 else "") for i, j in zip(col_starts, list(col_starts[1:]) + [len(cols)])]
+        rows = [mean_label(rows, i, j) for i, j in zip(row_starts, list(row_starts[1:]) + [len(rows)])]
+        cols = [mean_label(cols, i, j) for i, j in zip(col_starts, list(col_starts[1:]) + [len(cols)])]
         size += f"  · <i>block means ({size} → {shown.shape[0]}×{shown.shape[1]}); zoom for exact values</i>"
     elif len(rows) <= TEXT_ROWS:
         largest = abs_max(values)
@@ -190,11 +200,16 @@ def heatmap(values: np.ndarray, rows: list[str], cols: list[str] | None, title: 
     fig = heatmap_figure(shown, rows, cols, title, name, size=size, row_title=row_title, col_title=col_title,
                          colour="sequential" if sequential else "diverging", text=text, gaps=exact, height=height,
                          marks=[(r - r0, c - c0) for r, c in marks], image=not exact)
-    st.plotly_chart(fig, width="stretch", key=None if zoom_key is None else zoom_key + ":chart")
+    show(fig, width="stretch", key=None if zoom_key is None else zoom_key + ":chart")
+
+
+BAR_TEXT = 48  # the most bars that get their value written above them
 
 
 def bar_chart(x: list[str], y: np.ndarray, title: str, y_title: str, x_title: str = "token", height: int = 300,
               text: list[str] | None = None) -> go.Figure:
+    if len(x) > BAR_TEXT:
+        text = None  # one label per bar would overlap; each value is on hover
     fig = go.Figure(go.Bar(x=x, y=np.asarray(y, dtype=np.float64), text=text, textposition="outside"))
     fig.update_layout(title=dict(text=title, font=dict(size=13), x=0), height=height, margin=dict(l=10, r=10, t=40, b=10),
                       xaxis=dict(title=x_title, type="category"), yaxis=dict(title=y_title))

@@ -4,6 +4,7 @@ active, and which neurons write most into the residual stream at a chosen positi
 import pandas as pd
 import streamlit as st
 
+from app.components.charts import show
 from app.components.labels import plain
 from app.explore.common import Explorer, array, bar_chart, choose_layer, choose_position, heatmap
 from model.analysis import active, top_neurons
@@ -33,8 +34,8 @@ def render(ctx: Explorer) -> None:
         st.markdown(f"{cfg.d_ff:,} neurons: pre = x·W_in + b_in, post = {cfg.activation}(pre), then post·W_out adds "
                     "back into the residual stream.")
     fraction = on.double().mean(-1).cpu().numpy()
-    st.plotly_chart(bar_chart(ctx.labels, fraction, f"Fraction of neurons active ({rule})", "fraction",
-                              text=[f"{f:.0%}" for f in fraction]), width="stretch")
+    show(bar_chart(ctx.labels, fraction, f"Fraction of neurons active ({rule})", "fraction",
+                   text=[f"{f:.0%}" for f in fraction]), width="stretch")
     heatmap(array(trace[p + "hook_pre"]), ctx.labels, None, "Pre-activation", p + "hook_pre", col_title="neuron",
             zoom_key="ffn:pre")
     if cfg.gated_mlp:

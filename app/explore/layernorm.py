@@ -6,6 +6,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from app.components.charts import show
 from app.components.labels import cell_text
 from model.lesson.steps.explain import power
 from app.explore.common import Explorer, array, heatmap
@@ -49,7 +50,7 @@ def render(ctx: Explorer) -> None:
     fig.update_layout(title=dict(text=f"<b>Per position</b> {prefix}hook_mean, hook_scale (input: {source})", font=dict(size=13), x=0),
                       height=300, margin=dict(l=10, r=10, t=40, b=10), xaxis=dict(title="token", type="category"),
                       barmode="group", legend=dict(orientation="h", y=1.12, x=1, xanchor="right"))
-    st.plotly_chart(fig, width="stretch")
+    show(fig, width="stretch")
     table = pd.DataFrame(summary, index=ctx.labels)
     largest = float(np.abs(table.to_numpy()).max(initial=0.0))
     st.dataframe(table.style.format(lambda v: cell_text(v, largest, ".6g")), width="stretch",

@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from app.components.charts import log_axis
+from app.components.charts import log_axis, show
 from app.explore.common import Explorer, bar_chart
 from app.components.labels import bar_label, token_labels
 from model.analysis import architecture, parts
@@ -41,15 +41,15 @@ def render(ctx: Explorer) -> None:
                     x_title="part", height=380)
     fig.update_layout(yaxis=log_axis([p.count for p in all_parts], "parameters (log scale)"),
                       xaxis=dict(dtick=1, tickangle=-35, automargin=True))  # every part named
-    st.plotly_chart(fig, width="stretch")
+    show(fig, width="stretch")
 
     trace = ctx.trace(NEEDS)
     probs = trace["hook_probs"][-1]
     best = top(probs, ctx.vocab_pieces, 10)
-    st.plotly_chart(bar_chart(token_labels([t["token"] for t in best], [t["token_id"] for t in best]),
-                              [t["p"] for t in best],
-                              f"What the model predicts after “{ctx.pieces[-1]}” (hook_probs, last position)",
-                              "probability", x_title="next token", text=[bar_label(t["p"]) for t in best]), width="stretch")
+    show(bar_chart(token_labels([t["token"] for t in best], [t["token_id"] for t in best]),
+                   [t["p"] for t in best],
+                   f"What the model predicts after “{ctx.pieces[-1]}” (hook_probs, last position)",
+                   "probability", x_title="next token", text=[bar_label(t["p"]) for t in best]), width="stretch")
     full = full_trace_bytes(model, len(ctx.tokens))
     st.caption(f"A full trace of this prompt (every tensor and every gradient) holds {full / 2**20:,.1f} MiB; "
                + ("one trace serves every view." if full <= 2 * 2**30 else

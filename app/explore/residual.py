@@ -5,6 +5,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from app.components.charts import show
 from app.components.heatmap import heatmap_figure
 from app.components.labels import plain
 from app.explore.common import Explorer, choose_position, derived, heatmap
@@ -63,7 +64,7 @@ def render(ctx: Explorer) -> None:
                          col_title="position (predicting the next token)", colour="sequential", zmax=1, text=text,
                          hover="%{y}, %{x}<br>top token %{text}: p = %{z:.4f}<extra></extra>", colorbar="p", gaps=False,
                          marks=[(None, at)], height=120 + 34 * len(result.labels))
-    st.plotly_chart(fig, width="stretch")
+    show(fig, width="stretch")
 
     fig = go.Figure(go.Scatter(x=result.labels, y=result.chosen[:, at], mode="lines+markers+text",
                                text=[f"{p:.3f}" for p in result.chosen[:, at]], textposition="top center"))
@@ -71,7 +72,7 @@ def render(ctx: Explorer) -> None:
                                  font=dict(size=13), x=0),
                       height=320, margin=dict(l=10, r=10, t=40, b=10), yaxis=dict(title="probability", range=[0, 1.05]),
                       xaxis=dict(title="residual stream", type="category"))
-    st.plotly_chart(fig, width="stretch")
+    show(fig, width="stretch")
     table = pd.DataFrame({f"top {k + 1}": [f"{ctx.piece(int(result.top_ids[r, at, k]))} {result.top_probs[r, at, k]:.3f}"
                                            for r in range(len(result.labels))] for k in range(result.top_ids.shape[2])},
                          index=result.labels)

@@ -6,12 +6,16 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from app.components.charts import place_labels, show
 from app.explore.common import Explorer, array, choose_position, heatmap
 from model.analysis import EmbeddingPCA, nearest_tokens, positional_table
 from model.engine import block_label
 from model.serving import Needs
 
-CLOUD = 3000  # most vocabulary points drawn in the PCA (SVG: no WebGL context to start, which a GPU-less browser does slowly)
+# most vocabulary points drawn in the PCA: SVG, one node per point (a GPU-less browser starts a
+# WebGL context slowly). Chromium here draws 1,500 in ~70 ms, 3,000 in ~160 ms.
+CLOUD = 1500
+PCA_PX = (440, 300)  # the PCA's plot area in pixels, about, in its column at 1280–1400 px wide
 NEEDS = Needs(("hook_embed", "hook_pos_embed", "blocks.0.hook_resid_pre"))
 
 
@@ -87,13 +91,17 @@ def render(ctx: Explorer) -> None:
                                      name="vocabulary" + (f" (every {stride}th token)" if stride > 1 else ""),
                                      marker=dict(size=4, color="#bbb"), text=[ctx.piece(i) for i in cloud],
                                      hovertemplate="%{text}<extra></extra>"))
-        ids = sorted(set(ctx.tokens))
-        # labels above and below in turn (by height), so that neighbouring words do not print over each other
-        by_height = sorted(ids, key=lambda i: coords[i, 1])
+        ids = list(dict.fromkeys(ctx.tokens))  # in the prompt's order: its first words are labelled first
+        pieces = [ctx.piece(i) for i in ids]
+        # a label that would cover another is left to the hover
+        drawn = np.concatenate([coords[cloud], coords[ids]])
+        where = place_labels(coords[ids, 0], coords[ids, 1], pieces, (drawn[:, 0].min(), drawn[:, 0].max()),
+                             (drawn[:, 1].min(), drawn[:, 1].max()), PCA_PX)
         fig.add_trace(go.Scatter(x=coords[ids, 0], y=coords[ids, 1], mode="markers+text", name="this prompt",
-                                 text=[ctx.piece(i) for i in ids], hovertemplate="%{text}<extra></extra>",
-                                 textposition=["top center" if by_height.index(i) % 2 else "bottom center" for i in ids],
-                                 marker=dict(size=9, color="#1f6feb")))
+                                 text=[p if w else "" for p, w in zip(pieces, where)], hovertext=pieces,
+                                 hovertemplate="%{hovertext}<extra></extra>",
+                                 textposition=[w or "top center" for w in where], marker=dict(size=9, color="#1f6feb")))
+        labelled = sum(w is not None for w in where)
         near = [i for i, _ in neighbours]  # named in the table beside, and on hover
         fig.add_trace(go.Scatter(x=coords[near, 0], y=coords[near, 1], mode="markers", name=f"neighbours of {ctx.pieces[position]}",
                                  text=[ctx.piece(i) for i in near], hovertemplate="%{text}<extra>neighbour</extra>",
@@ -104,7 +112,10 @@ def render(ctx: Explorer) -> None:
                           xaxis_title=f"PC{first + 1} ({explained[0]:.1%} of variance)",
                           yaxis_title=f"PC{first + 2} ({explained[1]:.1%})",
                           height=460, margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h", y=-0.15))
-        st.plotly_chart(fig, width="stretch")
+        show(fig, width="stretch")
+        if labelled < len(ids):
+            st.caption(f"{labelled} of the prompt's {len(ids)} distinct tokens are labelled; the others would print "
+                       "over them. Hover over any point to read it.")
 
     layer = 0
     if ctx.cfg.positional == "rope" and ctx.cfg.local_rope_base is not None:  # local and global layers differ

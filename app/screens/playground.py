@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.components.errors import fragment
-from app.components.charts import log_axis, paired_bars
+from app.components.charts import log_axis, paired_bars, show
 from app.components.labels import plain, plain_html, token_labels, token_text
 from app.components.model_picker import model_picker
 from app.resources import shared_model
@@ -100,7 +100,7 @@ def model_card(loaded) -> None:
                              go.Scatter(x=curve["val_step"], y=curve["val_loss"], name="validation", mode="lines+markers")])
             fig.update_layout(title="Loss while training", xaxis_title="step", height=300, margin=dict(t=40, b=10),
                               yaxis=log_axis(curve["train_loss"] + curve["val_loss"], "cross-entropy (nats, log scale)"))
-            st.plotly_chart(fig)
+            show(fig)
         for sample in loaded.about.get("samples", []):
             st.markdown(f"- **{plain(sample['prompt'])}** {plain(sample['completion'])} ({plain(sample['settings'])})")
 
@@ -132,9 +132,9 @@ def sampling_view(loaded, top_k_max: int) -> None:
         st.error(plain(exc))
         return
     pieces = loaded.tokenizer.pieces
-    st.plotly_chart(before_after_chart(top(before, pieces, 15), top(after, pieces, 15),
-                                       f"Next token after the prompt: {int((after > 0).sum())} of {len(after)} tokens "
-                                       f"can be drawn"), key="next_token_chart")
+    show(before_after_chart(top(before, pieces, 15), top(after, pieces, 15),
+                            f"Next token after the prompt: {int((after > 0).sum())} of {len(after)} tokens "
+                            f"can be drawn"), key="next_token_chart")
     if generate_clicked:
         run_generation(loaded, sampling)
     generation_view(loaded)
@@ -184,9 +184,9 @@ def generation_view(loaded) -> None:
     prefix = result["prompt"] + "".join(x["token"] for x in tokens[:step])
     left, right = st.columns([3, 2])
     with left:
-        st.plotly_chart(before_after_chart(t["before"], t["after"],
-                                           f"Step {step + 1}: drew “{token_text(t['token'])}” with p = {t['p']:.3f} "
-                                           f"(model: {t['p_model']:.3f})", drawn=t["token_id"]), key="step_chart")
+        show(before_after_chart(t["before"], t["after"],
+                                f"Step {step + 1}: drew “{token_text(t['token'])}” with p = {t['p']:.3f} "
+                                f"(model: {t['p_model']:.3f})", drawn=t["token_id"]), key="step_chart")
         st.caption(f"Entropy {t['entropy_before']:.3f} nats before the settings, {t['entropy_after']:.3f} after.")
         st.page_link("screens/explore.py", label="Open this step's full trace in the explorer", icon=":material/search:",
                      query_params={"model": result["model"], "prompt": prefix})
@@ -209,7 +209,7 @@ def generation_view(loaded) -> None:
                                    mode="lines+markers"))
         fig.update_layout(title="KV cache size as generation goes on", xaxis_title="tokens in the cache",
                           yaxis_title="bytes", height=260, margin=dict(t=40, b=10))
-        st.plotly_chart(fig, key="cache_chart")
+        show(fig, key="cache_chart")
 
 
 read_url_settings(DEFAULTS, LIMITS)

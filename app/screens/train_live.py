@@ -8,6 +8,7 @@ import math
 import plotly.graph_objects as go
 import streamlit as st
 
+from app.components.charts import show
 from app.components.errors import fragment
 from app.components.heatmap import grid_figure
 from app.components.labels import plain
@@ -61,20 +62,20 @@ def results(run) -> None:
         fig = go.Figure(go.Scatter(x=steps_axis, y=run.loss, mode="lines", name="loss"))
         fig.update_layout(title="Training loss", xaxis_title="step", yaxis_title="cross-entropy", height=320,
                           margin=dict(t=40, b=10))
-        st.plotly_chart(fig)
+        show(fig)
     with right:
         fig = go.Figure(go.Scatter(x=steps_axis, y=run.p_target, mode="lines", name=f"p({word})",
                                    line=dict(color="#2f9e44")))
         fig.update_layout(title=f"p({word} | {' '.join(pieces[t] for t in example)})", xaxis_title="step",
                           yaxis_title="probability", yaxis_range=[0, 1], height=320, margin=dict(t=40, b=10))
-        st.plotly_chart(fig)
+        show(fig)
 
     st.subheader(f"How the “{word}” embedding moved")
     fig = go.Figure([go.Scatter(x=steps_axis, y=[e[d] for e in run.target_embedding], mode="lines", name=f"d{d}")
                      for d in range(loaded.cfg.d_model)])
     fig.update_layout(xaxis_title="step", yaxis_title=f"W_E[{word}] component", height=300, margin=dict(t=20, b=10),
                       legend_title="dimension")
-    st.plotly_chart(fig)
+    show(fig)
     st.caption(f"W_E[{word}] before: {[round(v, 3) for v in run.target_embedding[0]]} · after: "
                f"{[round(v, 3) for v in run.target_embedding[-1]]}. The head is tied, so this row is also what the "
                f"last position's vector is compared with to score “{word}”.")
@@ -82,8 +83,7 @@ def results(run) -> None:
     st.subheader("Attention on the example, before and after")
     for grids in per_training_run("pattern_grids", pattern_grids):
         for column, grid in zip(st.columns(3), grids):
-            column.plotly_chart(grid_figure(grid), key=f"pattern:{grid.label}",
-                                config={"displayModeBar": False})
+            show(grid_figure(grid), column, key=f"pattern:{grid.label}", config={"displayModeBar": False})
     st.page_link("screens/worked_example.py", label="Step through the trained weights in the worked example",
                  icon=":material/arrow_forward:")
 

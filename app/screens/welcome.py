@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app.components.architecture import PART, architecture_figure
+from app.components.charts import show
 from app.resources import shared_model
 from app.state import show_url_notes, url_settings
 from model.lesson.article import ARTICLE_URL, SERIES_URL
@@ -31,8 +32,8 @@ st.markdown(
 
 worked = shared_model("worked-example")
 st.markdown("**Click a part of the model** to see what it does and where to look at it.")
-st.plotly_chart(architecture_figure(worked.cfg.n_layers, st.session_state.welcome_part), key="welcome_drawing",
-                on_select=select_part, selection_mode="points", config={"displayModeBar": False})
+show(architecture_figure(worked.cfg.n_layers, st.session_state.welcome_part), key="welcome_drawing",
+     on_select=select_part, selection_mode="points", config={"displayModeBar": False})
 part = PART[st.session_state.welcome_part]
 st.query_params["part"] = part.key
 with st.container(border=True):

@@ -7,7 +7,7 @@ import numpy as np
 import streamlit as st
 
 from app.components.errors import fragment
-from app.components.charts import paired_bars
+from app.components.charts import paired_bars, show
 from app.components.heatmap import abs_max, grid_figure, shared_scales
 from app.components.labels import HIGHLIGHT, plain, pretty
 from app.components.pipeline import pipeline_strip
@@ -143,8 +143,8 @@ def comparison(grid: Grid, key: str) -> None:
                  grid.row_title, grid.col_title)]
     top = max(abs_max(trio[0].values), abs_max(trio[1].values))  # one scale: a 0.001 difference stays pale
     # one colour bar, on the last: the three share the scale
-    grid_row(trio, lambda i, g: st.plotly_chart(grid_figure(g, zmax=top, colorbar=i == 2), key=f"{key}:{i}",
-                                                config={"displayModeBar": False}),
+    grid_row(trio, lambda i, g: show(grid_figure(g, zmax=top, colorbar=i == 2), key=f"{key}:{i}",
+                                     config={"displayModeBar": False}),
              budget=3 * grid_width(grid) + 2)
 
 
@@ -171,17 +171,17 @@ def cell_view(base: str, panel: Panel) -> None:
     scales = shared_scales(panel.inputs + panel.outputs)
     if panel.inputs:
         st.markdown("**In**")
-        grid_row(panel.inputs, lambda i, g: st.plotly_chart(
+        grid_row(panel.inputs, lambda i, g: show(
             grid_figure(g, marks=uses.get(g.label, []), zmax=scales.get(g.scale)), key=f"in:{base}:{i}",
             config={"displayModeBar": False}))
     st.markdown("**Out** — click a cell to see its arithmetic")
 
     def draw_output(i: int, grid: Grid) -> None:
         chart_key = f"out:{base}:{i}"
-        st.plotly_chart(grid_figure(grid, selected=(row, col) if i == out_index else None, clickable=True,
-                                    zmax=scales.get(grid.scale)),
-                        key=chart_key, on_select=lambda: select_cell(base, chart_key, i), selection_mode="points",
-                        config={"displayModeBar": False})
+        show(grid_figure(grid, selected=(row, col) if i == out_index else None, clickable=True,
+                         zmax=scales.get(grid.scale)),
+             key=chart_key, on_select=lambda: select_cell(base, chart_key, i), selection_mode="points",
+             config={"displayModeBar": False})
 
     grid_row(outputs, draw_output)
     changed = [g.changed for g in outputs if g.changed is not None]
@@ -209,17 +209,23 @@ def after_update(after: AfterUpdate, vocab: list[str]) -> None:
     word = vocab[after.target_id]
     st.markdown("**What the step bought.** The same forward pass again, now with every W_new:")
     loss, p = after.loss, after.p_target
-    c1, c2, c3 = st.columns([1, 1, 2])
-    c1.metric(f"loss −log p({word})", f"{loss[1]:.4f}", f"{loss[1] - loss[0]:+.4f} from {loss[0]:.4f}",
-              delta_color="inverse")
-    c2.metric(f"p({word})", f"{p[1]:.4f}", f"{p[1] - p[0]:+.4f} from {p[0]:.4f}")
-    with c3:
-        st.plotly_chart(paired_bars(vocab, [("before the update", after.probs[0], "#9db4d0"),
-                                            ("after the update", after.probs[1], "#2f9e44")],
-                                    "Next-word probabilities at the last position", "probability", "next word",
-                                    highlight=after.target_id), key="after_update", config={"displayModeBar": False})
-    st.page_link("screens/train_live.py", label="Train it live: take many such steps (SGD or AdamW) and watch the "
-                 "loss fall", icon=":material/model_training:")
+    left, right = st.columns([2, 3])
+    with left:
+        c1, c2 = st.columns(2)
+        c1.metric(f"loss −log p({word})", f"{loss[1]:.4f}", f"{loss[1] - loss[0]:+.4f} from {loss[0]:.4f}",
+                  delta_color="inverse")
+        c2.metric(f"p({word})", f"{p[1]:.4f}", f"{p[1] - p[0]:+.4f} from {p[0]:.4f}")
+        others = len(vocab) - 1
+        st.markdown(f"One step made “{word}” {p[1] / p[0]:.2f} times as likely. The probability it gained came from "
+                    f"the other {others} words, which held {1 - p[0]:.4f} together before and {1 - p[1]:.4f} after: "
+                    "a softmax's outputs always sum to 1. The learning rate η sets how far one step goes.")
+        st.page_link("screens/train_live.py", label="Train it live: take many such steps (SGD or AdamW) and watch "
+                     "the loss fall", icon=":material/model_training:")
+    with right:
+        show(paired_bars(vocab, [("before the update", after.probs[0], "#9db4d0"),
+                      ("after the update", after.probs[1], "#2f9e44")],
+              "Next-word probabilities at the last position", "probability", "next word",
+              highlight=after.target_id), key="after_update", config={"displayModeBar": False})
 
 
 @fragment
