@@ -60,7 +60,7 @@ def test_bench_rejects_too_few_repeats():
 @pytest.mark.browser
 @pytest.mark.subprocess
 def test_view_benchmark_opens_every_view_in_chromium(tmp_path):
-    """Smoke test of python -m app.bench --small: every view is opened twice and timed."""
+    """Smoke test of python -m app.bench --small: every view is opened four times and timed."""
     out = tmp_path / "views.json"
     result = subprocess.run([sys.executable, "-m", "app.bench", "--small", "--json", str(out)], capture_output=True,
                             text=True, timeout=600, cwd=ROOT)
@@ -70,6 +70,7 @@ def test_view_benchmark_opens_every_view_in_chromium(tmp_path):
     assert set(report["views"]) == {"Overview", "Tokens & embeddings", "Attention", "LayerNorm", "FFN",
                                     "Residual stream", "Backward", "Export"}
     assert all(v["first_s"] > 0 and v["reopen_s"] > 0 for v in report["views"].values())
+    assert all(len(v["reopens"]) == 3 for v in report["views"].values())
 
 
 @pytest.mark.browser

@@ -203,6 +203,22 @@ def test_block_means_are_labelled_by_the_columns_they_average():
         assert text == f"{2 * block}–{2 * block + 1}"
 
 
+def test_zooming_in_shows_exact_values_and_zooming_out_the_block_means_again():
+    """The figures are kept with the trace by zoom: narrowing the default model's 512 neurons to
+    100 draws exactly hook_pre's columns 0–99 (reference: run_trace, float32 in the payload,
+    ≤1e-6), and widening them again goes back to the block-means image."""
+    at = start("screens/explore.py", prompt=PROMPT, view="FFN")
+    assert titled(at, "Pre-activation")["data"][0]["type"] == "image"
+    at.slider(key="ffn:pre:cols").set_value((0, 100)).run()
+    loaded = load("default")
+    reference = run_trace(loaded.model, loaded.encode(PROMPT), names=["blocks.0.mlp.hook_pre"])
+    drawn = z(titled(at, "Pre-activation"))
+    assert drawn.shape == (5, 100)
+    np.testing.assert_allclose(drawn, reference["blocks.0.mlp.hook_pre"][:, :100].numpy(), rtol=1e-6, atol=1e-6)
+    at.slider(key="ffn:pre:cols").set_value((0, 512)).run()
+    assert titled(at, "Pre-activation")["data"][0]["type"] == "image"
+
+
 def test_backward_view_asks_for_a_head_only_where_a_step_has_heads_and_explains_zero_gradients():
     at = start("screens/explore.py", model="worked-example", prompt=PROMPT, view="Backward", bstep="logits")
     selectboxes = lambda: {s.key for s in at.selectbox}  # noqa: E731

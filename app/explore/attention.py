@@ -170,16 +170,16 @@ def render(ctx: Explorer) -> None:
     a, b, c = st.columns(3)
     with a:
         heatmap(array(trace[p + "hook_scores"][head]), L, L, "Scores q·k × scale", f"{p}hook_scores[{head}]",
-                row_title="query", col_title="key", zoom_key="attn:scores", marks=[(query, key)], width=300)
+                row_title="query", col_title="key", zoom_key="attn:scores", marks=[(query, key)], width=300, trace=trace)
     with b:
         heatmap(array(trace[p + "hook_scores_masked"][head]), L, L, "After the causal mask (blank: −∞)"
                 if not cfg.is_local(layer) else f"After the causal mask and the {cfg.window}-position window (blank: −∞)",
                 f"{p}hook_scores_masked[{head}]", row_title="query", col_title="key", zoom_key="attn:masked", marks=[(query, key)],
-                width=300)
+                width=300, trace=trace)
     with c:
         heatmap(array(trace[p + "hook_pattern"][head]), L, L, "Pattern: softmax of each row", f"{p}hook_pattern[{head}]",
                 row_title="query", col_title="key", sequential=True, zoom_key="attn:pattern", marks=[(query, key)],
-                width=300)
+                width=300, trace=trace)
 
     pair = attention_pair(trace, cfg, layer, head, query, key)
     q_name = "hook_rot_q" if cfg.positional == "rope" else "hook_q"
@@ -222,15 +222,15 @@ def render(ctx: Explorer) -> None:
         return
     a, b = st.columns(2)
     with a:
-        heatmap(array(trace[p + q_name][head]), L, None, "Queries", f"{p}{q_name}[{head}]", col_title="d_head", zoom_key="attn:q", width=450)
+        heatmap(array(trace[p + q_name][head]), L, None, "Queries", f"{p}{q_name}[{head}]", col_title="d_head", zoom_key="attn:q", width=450, trace=trace)
         heatmap(array(trace[p + "hook_v"][cfg.kv_head(head)]), L, None, "Values", f"{p}hook_v[{cfg.kv_head(head)}]", col_title="d_head",
-                zoom_key="attn:v", width=450)
+                zoom_key="attn:v", width=450, trace=trace)
     with b:
-        heatmap(array(trace[p + k_name][cfg.kv_head(head)]), L, None, "Keys", f"{p}{k_name}[{cfg.kv_head(head)}]", col_title="d_head", zoom_key="attn:k", width=450)
+        heatmap(array(trace[p + k_name][cfg.kv_head(head)]), L, None, "Keys", f"{p}{k_name}[{cfg.kv_head(head)}]", col_title="d_head", zoom_key="attn:k", width=450, trace=trace)
         heatmap(array(trace[p + "hook_z"][head]), L, None, "Weighted values z = pattern · v", f"{p}hook_z[{head}]", col_title="d_head",
-                zoom_key="attn:z", width=450)
+                zoom_key="attn:z", width=450, trace=trace)
     heatmap(array(trace[p + "hook_result"][head]), L, None, f"{head_label(head).capitalize()}'s contribution after W_O (z · W_O[{head}])",
-            f"{p}hook_result[{head}]", col_title="d_model", zoom_key="attn:result")
+            f"{p}hook_result[{head}]", col_title="d_model", zoom_key="attn:result", trace=trace)
     st.caption(f"Summed over the {cfg.n_heads} heads{' plus b_O' if cfg.attn_out_bias else ''}"
                + (f", then normed by blocks.{layer}.ln1_post" if cfg.post_norms else "")
                + f", these are blocks.{layer}.hook_attn_out, which is added to the residual stream.")

@@ -94,6 +94,11 @@ def grad_grid(ctx: Explorer, name: str, tensor: torch.Tensor, head: int):
     return array(values), rows, cols, axes[0], axes[1], note
 
 
+def cached_grid(ctx: Explorer, trace, name: str, head: int):
+    """``grad_grid`` of a traced gradient, made once per trace: ∂L/∂logits alone is T × vocabulary."""
+    return derived(trace, ("grad grid", name, head), lambda: grad_grid(ctx, name, trace[name], head))
+
+
 def has_heads(name: str) -> bool:
     return names_axes(name.removeprefix(GRAD))[0] in ("head", "kv_head")
 
@@ -161,13 +166,13 @@ def step_through(ctx: Explorer, trace, steps) -> None:
         if name not in trace.grads:
             st.caption(f"{name}: not on this loss's path (no gradient).")
             continue
-        values, rows, cols, row_title, col_title, note = grad_grid(ctx, name, trace[name], head)
+        values, rows, cols, row_title, col_title, note = cached_grid(ctx, trace, name, head)
         heatmap(values, rows, cols, "∂L/∂" + name.removeprefix(GRAD).split(".")[-1] + note, name + note,
-                row_title=row_title, col_title=col_title, zoom_key="bw:" + name)
+                row_title=row_title, col_title=col_title, zoom_key="bw:" + name, trace=trace)
     for weight in step.weights:
-        values, rows, cols, row_title, col_title, note = grad_grid(ctx, GRAD + weight, trace[GRAD + weight], head)
+        values, rows, cols, row_title, col_title, note = cached_grid(ctx, trace, GRAD + weight, head)
         heatmap(values, rows, cols, "∂L/∂" + weight.split(".")[-1] + note, GRAD + weight + note, row_title=row_title,
-                col_title=col_title, zoom_key="bw:" + weight)
+                col_title=col_title, zoom_key="bw:" + weight, trace=trace)
         rebuilt = recomputed_weight_gradient(trace, ctx.cfg, weight)
         if rebuilt is not None:
             x, dy = weight_gradient_product(ctx.cfg, weight)
@@ -204,7 +209,7 @@ def render(ctx: Explorer) -> None:
     a, b = st.columns([3, 2])
     with a:
         heatmap(norms, labels, ctx.labels, "‖∂L/∂residual stream‖ per position", "grad:blocks.i.hook_resid_post",
-                row_title="residual stream", col_title="token", sequential=True, zoom_key="bw:norms", width=300)
+                row_title="residual stream", col_title="token", sequential=True, zoom_key="bw:norms", width=300, trace=trace)
     with b:
         fig = go.Figure(go.Scatter(x=labels, y=np.linalg.norm(norms, axis=1), mode="lines+markers"))
         fig.update_layout(title=dict(text="<b>The residual highway</b>: gradient norm, all positions", font=dict(size=13), x=0),
@@ -257,6 +262,6 @@ def render(ctx: Explorer) -> None:
     head = 0
     if has_heads(weight):
         head = right.selectbox("Head of this weight", range(cfg.n_heads), key="explore_weight_head", format_func=head_label)
-    values, rows, cols, row_title, col_title, note = grad_grid(ctx, GRAD + weight, trace[GRAD + weight], head)
-    heatmap(values, rows, cols, "∂L/∂" + weight + note, GRAD + weight, row_title=row_title, col_title=col_title,
-            zoom_key="bw:weight")
+    values, rows, cols, row_title, col_title, note = cached_grid(ctx, trace, GRAD + weight, head)
+    heatmap(values, rows, cols, "∂L/∂" + weight + note, GRAD + weight + note, row_title=row_title, col_title=col_title,
+            zoom_key="bw:weight", trace=trace)

@@ -121,6 +121,12 @@ class Explorer:
             return trace_cache().get(key, compute)
 
 
+def probs_at(trace: Trace, position: int) -> torch.Tensor:
+    """hook_probs at one position, kept with the trace: the whole of hook_probs is derived from
+    the logits each time it is read (T × vocabulary)."""
+    return derived(trace, ("hook_probs at", position), lambda: trace["hook_probs"][position])
+
+
 def array(tensor: torch.Tensor) -> np.ndarray:
     return to_numpy(tensor.float())  # float32 for drawing, whatever the model's precision
 
@@ -174,32 +180,40 @@ def mean_label(labels: list[str], start: int, stop: int) -> str:
 
 def heatmap(values: np.ndarray, rows: list[str], cols: list[str] | None, title: str, name: str, *,
             row_title: str = "position", col_title: str = "", sequential: bool = False, zoom_key: str | None = None,
-            height: int | None = None, marks: list[tuple[int, int]] = (), width: int = 900) -> None:
+            height: int | None = None, marks: list[tuple[int, int]] = (), width: int = 900,
+            trace: Trace | None = None) -> None:
     """``heatmap_figure`` for an array of any size, in a column about ``width`` pixels wide.
     Values are written into the cells only where they fit (every exact value is on hover);
     large arrays are drawn as block means, and ``zoom_key`` adds sliders that narrow the rows
-    and columns down to exact values."""
+    and columns down to exact values. ``trace``: the trace the values come from; the figure is
+    then kept with it (by name, labels and zoom), not built again on each rerun."""
     cols = cols if cols is not None else [str(i) for i in range(np.shape(values)[1])]
     # each slider says which chart it zooms: a view can have several of the same shape
     r0, r1 = _zoom(values.shape[0], MAX_ROWS, f"{title}, {row_title} rows", zoom_key and zoom_key + ":rows")
     c0, c1 = _zoom(values.shape[1], MAX_COLS, f"{title}, {col_title or 'column'} columns", zoom_key and zoom_key + ":cols")
-    values, rows, cols = values[r0:r1, c0:c1], rows[r0:r1], cols[c0:c1]
-    exact = values.shape[0] <= MAX_ROWS and values.shape[1] <= MAX_COLS
-    shown, size, text = values, f"{values.shape[0]}×{values.shape[1]}", None
-    if not exact:
-        shown, row_starts, col_starts = downsample(values, MAX_ROWS, MAX_COLS)
-        rows = [mean_label(rows, i, j) for i, j in zip(row_starts, list(row_starts[1:]) + [len(rows)])]
-        cols = [mean_label(cols, i, j) for i, j in zip(col_starts, list(col_starts[1:]) + [len(cols)])]
-        size += f"  · <i>block means ({size} → {shown.shape[0]}×{shown.shape[1]}); zoom for exact values</i>"
-    elif len(rows) <= TEXT_ROWS:
-        largest = abs_max(values)
-        text = [[cell_text(v, largest) for v in row] for row in values]
-        widest = max((len(t) for row in text for t in row), default=0)
-        if (width - LABELS_PX) / max(len(cols), 1) < CHAR_PX * widest + 4:
-            text = None  # the numbers would spill into each other
-    fig = heatmap_figure(shown, rows, cols, title, name, size=size, row_title=row_title, col_title=col_title,
-                         colour="sequential" if sequential else "diverging", text=text, gaps=exact, height=height,
-                         marks=[(r - r0, c - c0) for r, c in marks], image=not exact)
+
+    def build() -> go.Figure:
+        shown, shown_rows, shown_cols = values[r0:r1, c0:c1], rows[r0:r1], cols[c0:c1]
+        exact = shown.shape[0] <= MAX_ROWS and shown.shape[1] <= MAX_COLS
+        size, text = f"{shown.shape[0]}×{shown.shape[1]}", None
+        if not exact:
+            shown, row_starts, col_starts = downsample(shown, MAX_ROWS, MAX_COLS)
+            shown_rows = [mean_label(shown_rows, i, j) for i, j in zip(row_starts, [*row_starts[1:], len(shown_rows)])]
+            shown_cols = [mean_label(shown_cols, i, j) for i, j in zip(col_starts, [*col_starts[1:], len(shown_cols)])]
+            size += f"  · <i>block means ({size} → {shown.shape[0]}×{shown.shape[1]}); zoom for exact values</i>"
+        elif len(shown_rows) <= TEXT_ROWS:
+            largest = abs_max(shown)
+            text = [[cell_text(v, largest) for v in row] for row in shown]
+            widest = max((len(t) for row in text for t in row), default=0)
+            if (width - LABELS_PX) / max(len(shown_cols), 1) < CHAR_PX * widest + 4:
+                text = None  # the numbers would spill into each other
+        return heatmap_figure(shown, shown_rows, shown_cols, title, name, size=size, row_title=row_title,
+                              col_title=col_title, colour="sequential" if sequential else "diverging", text=text,
+                              gaps=exact, height=height, marks=[(r - r0, c - c0) for r, c in marks], image=not exact)
+
+    key = ("heatmap", name, title, tuple(rows), tuple(cols), r0, r1, c0, c1, row_title, col_title, sequential, height,
+           tuple(marks), width)
+    fig = build() if trace is None else derived(trace, key, build)
     show(fig, width="stretch", key=None if zoom_key is None else zoom_key + ":chart")
 
 

@@ -37,17 +37,17 @@ def render(ctx: Explorer) -> None:
     show(bar_chart(ctx.labels, fraction, f"Fraction of neurons active ({rule})", "fraction",
                    text=[f"{f:.0%}" for f in fraction]), width="stretch")
     heatmap(array(trace[p + "hook_pre"]), ctx.labels, None, "Pre-activation", p + "hook_pre", col_title="neuron",
-            zoom_key="ffn:pre")
+            zoom_key="ffn:pre", trace=trace)
     if cfg.gated_mlp:
         a, b = st.columns(2)
         with a:
             heatmap(array(trace[p + "hook_gate"]), ctx.labels, None, f"Gate: {cfg.activation}(pre)", p + "hook_gate",
-                    col_title="neuron", zoom_key="ffn:gate", width=450)
+                    col_title="neuron", zoom_key="ffn:gate", width=450, trace=trace)
         with b:
             heatmap(array(trace[p + "hook_linear"]), ctx.labels, None, "Linear (up): x·W_in", p + "hook_linear",
-                    col_title="neuron", zoom_key="ffn:linear", width=450)
+                    col_title="neuron", zoom_key="ffn:linear", width=450, trace=trace)
     heatmap(array(trace[p + "hook_post"]), ctx.labels, None, "Post: gate × linear" if cfg.gated_mlp
-            else f"Post-activation ({cfg.activation})", p + "hook_post", col_title="neuron", zoom_key="ffn:post")
+            else f"Post-activation ({cfg.activation})", p + "hook_post", col_title="neuron", zoom_key="ffn:post", trace=trace)
     neurons = top_neurons(ctx.model, trace, layer, position, 12)
     st.subheader(f"Top neurons at “{plain(ctx.labels[position])}”")
     st.caption("Ranked by how much they write into the residual stream: |post| × ‖W_out[neuron]‖.")

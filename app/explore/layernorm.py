@@ -9,7 +9,7 @@ import streamlit as st
 from app.components.charts import show
 from app.components.labels import cell_text
 from model.lesson.steps.explain import power
-from app.explore.common import Explorer, array, heatmap
+from app.explore.common import Explorer, array, derived, heatmap
 from model.engine import block_label
 from model.analysis import norm_prefixes, norm_summary
 from model.serving import Needs
@@ -35,7 +35,7 @@ def render(ctx: Explorer) -> None:
     prefix = st.selectbox("Norm", list(prefixes), key="explore_norm", persist_state="session", format_func=label)
     source = prefixes[prefix]
     trace = ctx.trace(Needs((prefix + "*", source)))
-    summary = norm_summary(trace, cfg, prefix, source)
+    summary = derived(trace, ("norm summary", prefix), lambda: norm_summary(trace, cfg, prefix, source))
     module = ctx.model.ln_final if prefix == "ln_final." else getattr(ctx.model.blocks[int(prefix.split(".")[1])],
                                                                       prefix.split(".")[2])
     if cfg.norm == "layernorm":
@@ -63,11 +63,11 @@ def render(ctx: Explorer) -> None:
         st.caption("The input's root mean square is recomputed here from the input in float64; the recorded scale is "
                    "√(mean x² + ε), so it sits just above it. RMSNorm does not subtract the mean: the normalised "
                    "vector keeps a mean of its own, and its root mean square is just under 1.")
-    heatmap(array(trace[source]), ctx.labels, None, "Input x", source, col_title="d_model", zoom_key="ln:in")
+    heatmap(array(trace[source]), ctx.labels, None, "Input x", source, col_title="d_model", zoom_key="ln:in", trace=trace)
     heatmap(array(trace[prefix + "hook_normalized"]), ctx.labels, None, "Normalised", prefix + "hook_normalized",
-            col_title="d_model", zoom_key="ln:norm")
+            col_title="d_model", zoom_key="ln:norm", trace=trace)
     weights = [array(module.w)[None]] + ([array(module.b)[None]] if module.b is not None else [])
     heatmap(np.concatenate(weights), ["γ (scale)", "β (shift)"][: len(weights)], None, "Learned scale and shift",
             prefix[:-1] + ".w, .b", row_title="", col_title="d_model", height=240)
     heatmap(array(trace[prefix + "hook_out"]), ctx.labels, None, "Output", prefix + "hook_out", col_title="d_model",
-            zoom_key="ln:out")
+            zoom_key="ln:out", trace=trace)

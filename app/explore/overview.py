@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from app.components.charts import log_axis, show
-from app.explore.common import Explorer, bar_chart
+from app.explore.common import Explorer, bar_chart, probs_at
 from app.components.labels import bar_label, token_labels
 from model.analysis import architecture, parts
 from model.serving import Needs, full_trace_bytes
@@ -44,7 +44,7 @@ def render(ctx: Explorer) -> None:
     show(fig, width="stretch")
 
     trace = ctx.trace(NEEDS)
-    probs = trace["hook_probs"][-1]
+    probs = probs_at(trace, -1)
     best = top(probs, ctx.vocab_pieces, 10)
     show(bar_chart(token_labels([t["token"] for t in best], [t["token_id"] for t in best]),
                    [t["p"] for t in best],

@@ -8,7 +8,7 @@ import streamlit as st
 from app.components.charts import show
 from app.components.heatmap import heatmap_figure
 from app.components.labels import plain
-from app.explore.common import Explorer, choose_position, derived, heatmap
+from app.explore.common import Explorer, choose_position, derived, heatmap, probs_at
 from model.analysis import contribution_norms, logit_lens
 from model.serving import Needs
 from model.engine import GlassboxError
@@ -33,13 +33,13 @@ def render(ctx: Explorer) -> None:
     labels, norms = derived(trace, ("contribution norms",), lambda: contribution_norms(trace, cfg))
     heatmap(norms, labels, ctx.labels, "What each part adds: ‖contribution‖ per position", "‖blocks.i.hook_attn_out‖, "
             "‖blocks.i.hook_mlp_out‖ (first row: ‖blocks.0.hook_resid_pre‖)", row_title="part", col_title="token",
-            sequential=True, zoom_key="res:norms")
+            sequential=True, zoom_key="res:norms", trace=trace)
 
     st.subheader("Logit lens")
     left, right = st.columns(2)
     with left:
         position = choose_position(ctx, help="The position whose predictions are followed through the blocks")
-    best = int(trace["hook_probs"][position].argmax())
+    best = int(probs_at(trace, position).argmax())
     with right:
         chosen = st.text_input("Token to follow", value="", key="explore_lens_token", persist_state="session", placeholder=ctx.loaded.tokenizer.pieces[best],
                                help="One token of this vocabulary; empty: the model's own top prediction here")

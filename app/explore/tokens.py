@@ -57,12 +57,12 @@ def render(ctx: Explorer) -> None:
                               columns=[str(i) for i in range(len(ctx.tokens))]), width="stretch")
 
     heatmap(array(trace["hook_embed"]), ctx.labels, None, "Token embeddings W_E[token]", "hook_embed",
-            col_title="d_model", zoom_key="tok:embed")
+            col_title="d_model", zoom_key="tok:embed", trace=trace)
     if ctx.cfg.positional == "table":
         heatmap(array(trace["hook_pos_embed"]), ctx.labels, None, "Position rows W_pos[position]", "hook_pos_embed",
-                col_title="d_model", zoom_key="tok:pos")
+                col_title="d_model", zoom_key="tok:pos", trace=trace)
         heatmap(array(trace["blocks.0.hook_resid_pre"]), ctx.labels, None, "Their sum: the residual stream entering block 1 (blocks.0)",
-                "blocks.0.hook_resid_pre", col_title="d_model", zoom_key="tok:sum")
+                "blocks.0.hook_resid_pre", col_title="d_model", zoom_key="tok:sum", trace=trace)
 
     st.subheader("The embedding matrix")
     left, right = st.columns([3, 2])
