@@ -1,5 +1,5 @@
 """The engine: a decoder-only transformer whose forward pass names every tensor, per-call
-capture, traces with gradients, the registry of names, the KV cache and exact sampling.
+capture and per-call edits (patching, ablation), traces with gradients, the registry of names, the KV cache and exact sampling.
 
 It imports nothing from the rest of Glassbox (io, lesson, analysis, serving, tools, app);
 a test checks the direction.
@@ -7,12 +7,13 @@ a test checks the direction.
 
 from model.engine.config import ModelConfig, check_context
 from model.engine.device import DTYPES, default_device, to_numpy
+from model.engine.edits import Edit, editing, replaced
 from model.engine.errors import GlassboxError
 from model.engine.kv_cache import KVCache
 from model.engine.names import GRAD, block_label, head_label
 from model.engine.trace import Target, Trace, loss_targets, next_token_targets, run_trace
 from model.engine.transformer import Output, Transformer
 
-__all__ = ["DTYPES", "GRAD", "GlassboxError", "KVCache", "ModelConfig", "Output", "Target", "Trace", "Transformer",
-           "block_label", "check_context", "default_device", "head_label", "loss_targets", "next_token_targets", "run_trace",
-           "to_numpy"]
+__all__ = ["DTYPES", "Edit", "GRAD", "GlassboxError", "KVCache", "ModelConfig", "Output", "Target", "Trace", "Transformer",
+           "block_label", "check_context", "default_device", "editing", "head_label", "loss_targets", "next_token_targets", "replaced",
+           "run_trace", "to_numpy"]

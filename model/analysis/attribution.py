@@ -1,0 +1,110 @@
+"""Attribution per input token: how much each token's embedding matters to one logit,
+f = logit(target) at the last position, as a function of the token embeddings (hook_embed;
+positions, where a table adds them, stay as they are).
+
+- saliency: ‖∂f/∂e_i‖, how sensitive f is to token i's embedding;
+- input × gradient: e_i · ∂f/∂e_i, its first-order share;
+- integrated gradients (Sundararajan et al., 2017): (e_i − b_i) · the mean of ∂f/∂e_i along
+  the straight path from a baseline b (zeros, or one token's embedding at every position) to
+  e, by the midpoint rule with ``steps`` points. Completeness: the scores add up to
+  f(e) − f(b), up to the rule's error, which is reported;
+- attention rollout (Abnar and Zuidema, 2020): each block's head-averaged pattern with the
+  skip connection as ½(A + I), multiplied through the blocks; the last row. It reads the
+  attention weights only (no gradients, nothing of the MLPs): a heuristic beside the others.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from model.engine import GlassboxError, Transformer, check_context, editing
+from model.engine.capture import capture
+
+METHODS = ("saliency", "input_x_gradient", "integrated_gradients", "attention_rollout")
+BATCH = 32  # path points per forward pass
+
+
+@dataclass
+class Attribution:
+    method: str
+    scores: np.ndarray  # one per token
+    target_logit: float
+    baseline_logit: float | None = None  # integrated gradients only
+    completeness_error: float | None = None  # |Σ scores − (f(e) − f(b))|
+    steps: int | None = None
+
+
+def _check(model: Transformer, tokens: list[int], target: int) -> None:
+    if not tokens:
+        raise GlassboxError("The prompt is empty")
+    check_context(model.cfg, len(tokens))
+    if not 0 <= target < model.cfg.vocab_size:
+        raise GlassboxError(f"Token id {target} is outside the vocabulary (0..{model.cfg.vocab_size - 1})")
+
+
+def _embeddings(model: Transformer, ids: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad(), capture(["hook_embed"]) as recorder:
+        model(ids)
+    return recorder.tensors["hook_embed"][0]
+
+
+def _logit_and_gradient(model: Transformer, ids: torch.Tensor, embeddings: torch.Tensor, target: int
+                        ) -> tuple[torch.Tensor, torch.Tensor]:
+    """f and ∂f/∂embeddings for a batch of embeddings (points, T, d): one forward, one backward,
+    the embeddings put in place of hook_embed by an edit (the shared model's parameters get no
+    gradient)."""
+    points = embeddings.detach().requires_grad_(True)
+    with torch.enable_grad(), editing({"hook_embed": lambda _: points}):
+        f = model(ids.expand(len(points), -1)).logits[:, -1, target]
+        (gradient,) = torch.autograd.grad(f.sum(), points)
+    return f.detach(), gradient
+
+
+def attribute(model: Transformer, tokens: list[int], target: int, method: str = "saliency", steps: int = 32,
+              baseline_token: int | None = None) -> Attribution:
+    _check(model, tokens, target)
+    if method not in METHODS:
+        raise GlassboxError(f"Unknown method {method!r}: one of {', '.join(METHODS)}")
+    ids = torch.tensor([tokens], device=model.device)
+    x = _embeddings(model, ids)
+    if method == "attention_rollout":
+        f, _ = _logit_and_gradient(model, ids, x[None], target)
+        return Attribution(method, attention_rollout(model, tokens), float(f[0]))
+    if method in ("saliency", "input_x_gradient"):
+        f, gradient = _logit_and_gradient(model, ids, x[None], target)
+        scores = gradient[0].norm(dim=-1) if method == "saliency" else (x * gradient[0]).sum(-1)
+        return Attribution(method, scores.double().cpu().numpy(), float(f[0]))
+    if steps < 1:
+        raise GlassboxError("Integrated gradients needs at least 1 step")
+    if baseline_token is not None and not 0 <= baseline_token < model.cfg.vocab_size:
+        raise GlassboxError(f"Baseline token id {baseline_token} is outside the vocabulary")
+    baseline = torch.zeros_like(x) if baseline_token is None else _embeddings(model, torch.full_like(ids, baseline_token))
+    alphas = (torch.arange(steps, dtype=torch.float64) + 0.5) / steps  # the midpoint rule
+    total = torch.zeros_like(x, dtype=torch.float64)
+    for start in range(0, steps, BATCH):
+        a = alphas[start:start + BATCH].to(x.dtype).to(x.device)[:, None, None]
+        _, gradient = _logit_and_gradient(model, ids, baseline + a * (x - baseline), target)
+        total += gradient.double().sum(0)
+    scores = ((x - baseline).double() * total / steps).sum(-1)
+    f_x, _ = _logit_and_gradient(model, ids, x[None], target)
+    f_b, _ = _logit_and_gradient(model, ids, baseline[None], target)
+    error = abs(float(scores.sum()) - (float(f_x[0]) - float(f_b[0])))
+    return Attribution(method, scores.cpu().numpy(), float(f_x[0]), float(f_b[0]), error, steps)
+
+
+@torch.no_grad()
+def attention_rollout(model: Transformer, tokens: list[int]) -> np.ndarray:
+    """The last position's row of the rolled-out attention: how much of it, through every
+    block's attention and skip connection, comes from each token (sums to 1)."""
+    with capture(["blocks.*.attn.hook_pattern"]) as recorder:
+        model(torch.tensor([tokens], device=model.device))
+    T = len(tokens)
+    rollout = torch.eye(T, dtype=torch.float64)
+    for i in range(model.cfg.n_layers):
+        a = recorder.tensors[f"blocks.{i}.attn.hook_pattern"][0].double().mean(0)  # the heads' mean
+        a = 0.5 * a + 0.5 * torch.eye(T, dtype=torch.float64)
+        rollout = (a / a.sum(-1, keepdim=True)) @ rollout
+    return rollout[-1].cpu().numpy()

@@ -1,0 +1,95 @@
+"""Direct logit attribution: the final residual stream at one position is a sum of what was
+written into it (the embeddings, each head's output, each attention's output bias, each MLP's
+output); the final norm, with its scale for that position held fixed, is linear in that sum,
+and so is the unembedding. Each part put through both is its direct share of a logit; with the
+norm's bias (a LayerNorm's β) they add up to the logit exactly.
+
+Models with post norms (Gemma 2 and 3) norm each attention output as a whole, so there the
+heads are not split: the part is ``blocks.{i}.hook_attn_out``. With final soft-capping the
+logit attributed is the one before the cap (``hook_logits_uncapped``): the cap is not linear.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from model.engine import GlassboxError, Transformer, check_context
+from model.engine.capture import capture
+
+
+@dataclass
+class LogitAttribution:
+    """``values[i]`` is part ``names[i]``'s direct share of ``logit`` (of ``token_id``, or of
+    ``token_id`` minus ``wrong_id`` when that is given) at ``position``; they sum to ``logit``."""
+    names: list[str]
+    values: np.ndarray
+    logit: float
+    token_id: int
+    wrong_id: int | None
+    position: int
+
+
+def parts_written(model: Transformer) -> list[str]:
+    """The names of what is added into the residual stream, in order (heads as ``…hook_result[h]``)."""
+    cfg = model.cfg
+    names = ["hook_embed"] + (["hook_pos_embed"] if cfg.positional == "table" else [])
+    for i in range(cfg.n_layers):
+        p = f"blocks.{i}."
+        if cfg.post_norms:
+            names.append(p + "hook_attn_out")
+        else:
+            names += [f"{p}attn.hook_result[{h}]" for h in range(cfg.n_heads)]
+            names += [p + "attn.b_O"] if cfg.attn_out_bias else []
+        names.append(p + "hook_mlp_out")
+    return names + (["ln_final.b"] if cfg.final_norm and cfg.norm == "layernorm" else [])
+
+
+@torch.no_grad()
+def direct_logit_attribution(model: Transformer, tokens: list[int], token_id: int, position: int = -1,
+                             wrong_id: int | None = None) -> LogitAttribution:
+    cfg, T = model.cfg, len(tokens)
+    if not tokens:
+        raise GlassboxError("The prompt is empty")
+    check_context(cfg, T)
+    position = position + T if position < 0 else position
+    if not 0 <= position < T:
+        raise GlassboxError(f"Position {position} is outside the prompt's {T} positions")
+    for t in (token_id, wrong_id):
+        if t is not None and not 0 <= t < cfg.vocab_size:
+            raise GlassboxError(f"Token id {t} is outside the vocabulary (0..{cfg.vocab_size - 1})")
+    logits_name = "hook_logits_uncapped" if cfg.final_softcap is not None else "hook_logits"
+    wanted = ["hook_embed", "hook_pos_embed", "blocks.*.attn.hook_result", "blocks.*.hook_attn_out",
+              "blocks.*.hook_mlp_out", "ln_final.hook_scale", logits_name]
+    with capture(wanted) as recorder:
+        model(torch.tensor([tokens], device=model.device))
+    got = {name: t[0, ..., position, :] if name.endswith("hook_result") else t[0, position]
+           for name, t in recorder.tensors.items()}
+    direction = model.W_U[:, token_id] - (model.W_U[:, wrong_id] if wrong_id is not None else 0)
+    direction = direction.to(torch.float64)
+
+    def through_head(vector: torch.Tensor) -> float:
+        """A part's direct share: the final norm with its scale fixed (linear), then the unembedding."""
+        x = vector.to(torch.float64)
+        if cfg.final_norm:
+            if cfg.norm == "layernorm":
+                x = x - x.mean()
+            x = x / got["ln_final.hook_scale"].to(torch.float64) * model.ln_final.w.to(torch.float64)
+        return float(x @ direction)
+
+    values = []
+    for name in parts_written(model):
+        if name.endswith("]"):  # one head: blocks.i.attn.hook_result[h]
+            source, head = name[:-1].split("[")
+            values.append(through_head(got[source][int(head)]))
+        elif name.endswith("attn.b_O"):
+            values.append(through_head(model.get_parameter(name).detach()))
+        elif name == "ln_final.b":
+            values.append(float(model.ln_final.b.to(torch.float64) @ direction))
+        else:
+            values.append(through_head(got[name]))
+    logits = got[logits_name].to(torch.float64)
+    logit = float(logits[token_id] - (logits[wrong_id] if wrong_id is not None else 0))
+    return LogitAttribution(parts_written(model), np.array(values), logit, token_id, wrong_id, position)

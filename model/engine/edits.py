@@ -1,0 +1,64 @@
+"""Per-call edits of named tensors: what patching and ablation stand on.
+
+Inside ``editing({name: edit})`` the forward pass goes on with ``edit(tensor)`` wherever it
+hooks ``name`` (zero a head's z, put another run's residual stream at one position, set a
+neuron to its mean). It uses capture's mechanism (model/engine/capture.py): the editor lives
+in the call's context, not on the model, so nothing is registered on modules, nothing is left
+behind, and other threads running the same model see no edit.
+
+Tensors arrive with their batch dimension first, as the forward pass holds them
+(``blocks.0.hook_resid_pre``: batch × position × d_model; ``blocks.0.attn.hook_z``: batch ×
+head × position × d_head). An edit returns a new tensor; it must not change its argument in
+place (autograd may still need it).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Callable, Iterable, Iterator
+
+import torch
+
+from model.engine.capture import Recorder, capture, matches
+
+Edit = Callable[[torch.Tensor], torch.Tensor]
+
+
+class Editor(Recorder):
+    """Applies ``edits`` (name → function) and records, after editing, the names ``keep`` matches."""
+
+    def __init__(self, edits: dict[str, Edit], keep: Iterable[str] = ()):
+        super().__init__(tuple(keep))
+        self.edits = dict(edits)
+
+    def wants(self, name: str) -> bool:
+        # an edited name is wanted: the forward pass then computes it where it is optional
+        # (each head's output, the explicit attention pattern)
+        return name in self.edits or super().wants(name)
+
+    def record(self, name: str, tensor: torch.Tensor) -> torch.Tensor:
+        if name in self.edits:
+            edited = self.edits[name](tensor)
+            if edited.shape != tensor.shape:
+                raise ValueError(f"an edit of {name} changed its shape {tuple(tensor.shape)} to {tuple(edited.shape)}")
+            tensor = edited.to(tensor.dtype)
+        if matches(name, self.patterns):
+            self.tensors[name] = tensor
+        return tensor
+
+
+@contextmanager
+def editing(edits: dict[str, Edit], keep: Iterable[str] = ()) -> Iterator[Editor]:
+    """Run the forward passes of the block with ``edits`` applied; the editor's ``tensors`` hold
+    what ``keep`` (shell patterns) matched, as the pass went on with it."""
+    with capture(recorder=Editor(edits, keep)) as editor:
+        yield editor
+
+
+def replaced(index: tuple, value: torch.Tensor | float) -> Edit:
+    """An edit that sets ``tensor[index]`` to ``value`` (a tensor that broadcasts, or a number)."""
+    def edit(tensor: torch.Tensor) -> torch.Tensor:
+        out = tensor.clone()
+        out[index] = value
+        return out
+    return edit
