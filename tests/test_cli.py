@@ -1,4 +1,6 @@
-"""The CLI contract: `python -m model trace|hooks` on the worked example, and clean errors."""
+"""The CLI contract: `python -m model trace|hooks|patch|attribute|dla`, and clean errors."""
+
+import json
 
 import numpy as np
 import pytest
@@ -60,4 +62,72 @@ def test_bad_input_is_a_clean_error(tmp_path, args, message):
     run = cli("trace", *model, *args, "--npz", str(tmp_path / "x.npz"))
     assert run.returncode == 2
     assert message in run.stderr and "Traceback" not in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1
+
+
+# The "ask why" commands on the default model. Reference for every logit: run_trace's hook_logits,
+# computed here in-process (float32; the CLI prints what its own process computed: ≤1e-4).
+CLEAN, CORRUPT = "Zoe had a frog. Zoe loved the", "Zoe had a boat. Zoe loved the"
+
+
+def logits_of(prompt):
+    from model.engine import run_trace
+    from model.io.checkpoint import load
+
+    loaded = load("default")
+    return loaded, run_trace(loaded.model, loaded.encode(prompt), names=["hook_logits"])["hook_logits"][-1]
+
+
+@pytest.mark.parametrize("site, width", [("resid_pre", 8), ("attn_out", None), ("mlp_out", None), ("head", 4)])
+def test_patch_json_contract(site, width):
+    run = cli("patch", "--clean", CLEAN, "--corrupt", CORRUPT, "--answer", " frog", "--wrong", " boat", "--site", site,
+              "--json")
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout)
+    loaded, clean = logits_of(CLEAN)
+    _, corrupt = logits_of(CORRUPT)
+    frog, boat = loaded.tokenizer.token_id(" frog"), loaded.tokenizer.token_id(" boat")
+    assert out["metric_clean"] == pytest.approx(float(clean[frog] - clean[boat]), abs=1e-4)
+    assert out["metric_corrupt"] == pytest.approx(float(corrupt[frog] - corrupt[boat]), abs=1e-4)
+    assert len(out["results"]) == loaded.cfg.n_layers * (width or 1)
+    key = {"resid_pre": "position", "head": "head"}.get(site)
+    assert all(set(r) == {"block", "metric"} | ({key} if key else set()) for r in out["results"])
+    if site == "resid_pre":  # block 0 at the one differing position is the clean run itself
+        (first,) = [r for r in out["results"] if r["block"] == 0 and r["position"] == 3]
+        assert first["metric"] == pytest.approx(out["metric_clean"], abs=1e-4)
+
+
+def test_dla_json_sums_to_the_logit():
+    run = cli("dla", "--prompt", CLEAN, "--token", " frog", "--json")
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout)
+    loaded, logits = logits_of(CLEAN)
+    assert out["logit"] == pytest.approx(float(logits[loaded.tokenizer.token_id(" frog")]), abs=1e-4)
+    assert sum(c["value"] for c in out["components"]) == pytest.approx(out["logit"], abs=1e-4)
+    assert {"hook_embed", "hook_pos_embed", "blocks.0.attn.hook_result[0]", "ln_final.b"} <= {c["name"] for c in out["components"]}
+
+
+@pytest.mark.parametrize("method", ["saliency", "input_x_gradient", "integrated_gradients"])
+def test_attribute_json_contract(method):
+    run = cli("attribute", "--prompt", CLEAN, "--target", " frog", "--method", method, "--steps", "64", "--json")
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout)
+    loaded, logits = logits_of(CLEAN)
+    assert out["tokens"] == [loaded.tokenizer.pieces[t] for t in loaded.encode(CLEAN)] and len(out["scores"]) == 8
+    assert out["target_logit"] == pytest.approx(float(logits[loaded.tokenizer.token_id(" frog")]), abs=1e-4)
+    if method == "integrated_gradients":
+        gap = out["target_logit"] - out["baseline_logit"]
+        assert out["completeness_error"] == pytest.approx(abs(sum(out["scores"]) - gap), abs=1e-5)
+        assert out["completeness_error"] < 0.01 * abs(gap)
+
+
+@pytest.mark.parametrize("command", [
+    ["patch", "--clean", "Zoe had a frog", "--corrupt", CORRUPT, "--answer", " frog", "--wrong", " boat"],
+    ["patch", "--clean", CLEAN, "--corrupt", CORRUPT, "--answer", "zzzq", "--wrong", " boat"],
+    ["dla", "--prompt", CLEAN, "--token", " frog", "--position", "40"],
+    ["attribute", "--prompt", CLEAN, "--target", " frog", "--method", "integrated_gradients", "--steps", "0"],
+])
+def test_ask_why_commands_fail_in_one_line(command):
+    run = cli(*command)
+    assert run.returncode == 2 and "Traceback" not in run.stderr
     assert len(run.stderr.strip().splitlines()) == 1

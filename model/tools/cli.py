@@ -10,6 +10,9 @@
   train-default                     regenerate the story corpus and train assets/default
   models                            the curated hub models: family, parameters, download size, cached
   download ID[@REVISION]            fetch a hub model's config, tokenizer and safetensors into the hub cache
+  patch   --model M --clean TEXT --corrupt TEXT --answer TOKEN --wrong TOKEN [--site S] --json
+  attribute --model M --prompt TEXT --target TOKEN --method METHOD [--steps N] --json
+  dla     --model M --prompt TEXT --token TOKEN [--wrong TOKEN] --json
 
 Wherever a command takes --model, it may be a bundled model's name, a directory, or a hub id
 (``EleutherAI/pythia-70m``, ``EleutherAI/pythia-70m@step3000``), fetched on first use.
@@ -24,6 +27,7 @@ changes nothing.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -149,7 +153,6 @@ def cmd_build_worked_example(args) -> int:
 
 
 def cmd_worked_example(args) -> int:
-    import json
 
     from model.engine import GlassboxError
     from model.io.checkpoint import load
@@ -162,7 +165,6 @@ def cmd_worked_example(args) -> int:
 
 
 def cmd_generate(args) -> int:
-    import json
 
     from model.io.checkpoint import load
     from model.engine.sampling import Sampling, generate, top
@@ -180,6 +182,78 @@ def cmd_generate(args) -> int:
         print(json.dumps({"prompt": args.prompt, "completion": completion, "steps": steps}))
     else:
         print()
+    return 0
+
+
+def cmd_patch(args) -> int:
+    from model.analysis.patching import activation_patching
+    from model.io.checkpoint import load
+
+    loaded = load(args.model, dtype=args.dtype)
+    token = loaded.tokenizer.token_id
+    result = activation_patching(loaded.model, loaded.encode(args.clean), loaded.encode(args.corrupt),
+                                 token(args.answer), token(args.wrong), args.site)
+    r, largest = result.agreement()
+    if args.json:
+        print(json.dumps({"metric_clean": result.metric_clean, "metric_corrupt": result.metric_corrupt,
+                          "results": result.results(),
+                          "attribution_patching": {"estimates": result.estimate.ravel().tolist(),
+                                                   "correlation": r, "largest_difference": largest}}))
+        return 0
+    print(f"logit({args.answer!r}) − logit({args.wrong!r}) at the last position: clean {result.metric_clean:.4f}, "
+          f"corrupted {result.metric_corrupt:.4f}")
+    print(f"patching {args.site} from the clean run into the corrupted one (fraction of the difference restored):")
+    for row in result.results():
+        where = "".join(f" {key} {row[key]}" for key in ("position", "head") if key in row)
+        gap = result.metric_clean - result.metric_corrupt
+        restored = f"{(row['metric'] - result.metric_corrupt) / gap:.2f}" if gap else "-"
+        print(f"  block {row['block']}{where}: {row['metric']:.4f}  ({restored})")
+    print(f"attribution patching beside it: correlation {r:.3f}, largest difference {largest:.3g}")
+    return 0
+
+
+def cmd_attribute(args) -> int:
+    from model.analysis.attribution import attribute
+    from model.io.checkpoint import load
+
+    loaded = load(args.model, dtype=args.dtype)
+    tokens = loaded.encode(args.prompt)
+    baseline = None if args.baseline is None else loaded.tokenizer.token_id(args.baseline)
+    result = attribute(loaded.model, tokens, loaded.tokenizer.token_id(args.target), args.method, args.steps, baseline)
+    pieces = [loaded.tokenizer.pieces[t] for t in tokens]
+    out = {"tokens": pieces, "scores": result.scores.tolist(), "target_logit": result.target_logit}
+    if result.baseline_logit is not None:
+        out |= {"baseline_logit": result.baseline_logit, "completeness_error": result.completeness_error,
+                "steps": result.steps}
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    print(f"{args.method} for logit({args.target!r}) = {result.target_logit:.4f} at the last position")
+    for piece, score in zip(pieces, result.scores):
+        print(f"  {piece!r:>16} {score: .5g}")
+    if result.baseline_logit is not None:
+        print(f"completeness: Σ scores {result.scores.sum():.6g} vs f(input) − f(baseline) "
+              f"{result.target_logit - result.baseline_logit:.6g}, error {result.completeness_error:.3g} "
+              f"({result.steps} steps)")
+    return 0
+
+
+def cmd_dla(args) -> int:
+    from model.analysis.dla import direct_logit_attribution
+    from model.io.checkpoint import load
+
+    loaded = load(args.model, dtype=args.dtype)
+    token = loaded.tokenizer.token_id
+    result = direct_logit_attribution(loaded.model, loaded.encode(args.prompt), token(args.token), args.position,
+                                      None if args.wrong is None else token(args.wrong))
+    components = [{"name": n, "value": float(v)} for n, v in zip(result.names, result.values)]
+    if args.json:
+        print(json.dumps({"logit": result.logit, "position": result.position, "components": components}))
+        return 0
+    what = f"logit({args.token!r})" + (f" − logit({args.wrong!r})" if args.wrong is not None else "")
+    print(f"{what} at position {result.position}: {result.logit:.6g}, the sum of")
+    for c in sorted(components, key=lambda c: -abs(c["value"])):
+        print(f"  {c['name']:<32} {c['value']: .6g}")
     return 0
 
 
@@ -279,6 +353,36 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=STEPS, help=argparse.SUPPRESS)  # smaller runs for tests
     p.add_argument("--stories", type=int, default=N_STORIES, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_train_default)
+
+    p = sub.add_parser("patch", help="activation patching: each site of a clean run put into a corrupted one")
+    _model_args(p)
+    p.add_argument("--clean", required=True, help="the prompt whose behaviour is measured")
+    p.add_argument("--corrupt", required=True, help="a prompt of the same length in tokens that changes it")
+    p.add_argument("--answer", required=True, help="the token the clean prompt should predict")
+    p.add_argument("--wrong", required=True, help="the token it is compared with: metric = logit(answer) − logit(wrong)")
+    p.add_argument("--site", default="resid_pre", choices=["resid_pre", "attn_out", "mlp_out", "head"])
+    p.add_argument("--json", action="store_true", help='print {"metric_clean", "metric_corrupt", "results": [...]}')
+    p.set_defaults(func=cmd_patch)
+
+    p = sub.add_parser("attribute", help="attribution of one logit to each input token")
+    _model_args(p)
+    p.add_argument("--prompt", required=True)
+    p.add_argument("--target", required=True, help="the token whose logit at the last position is attributed")
+    p.add_argument("--method", default="saliency",
+                   choices=["saliency", "input_x_gradient", "integrated_gradients", "attention_rollout"])
+    p.add_argument("--steps", type=int, default=32, help="integrated gradients: points on the path")
+    p.add_argument("--baseline", help="integrated gradients: this token's embedding at every position (default: zeros)")
+    p.add_argument("--json", action="store_true", help='print {"tokens", "scores", "target_logit", ...}')
+    p.set_defaults(func=cmd_attribute)
+
+    p = sub.add_parser("dla", help="direct logit attribution: a logit split into what each part wrote")
+    _model_args(p)
+    p.add_argument("--prompt", required=True)
+    p.add_argument("--token", required=True, help="the token whose logit is split")
+    p.add_argument("--wrong", help="split logit(token) − logit(wrong) instead")
+    p.add_argument("--position", type=int, default=-1, help="the position (default: the last)")
+    p.add_argument("--json", action="store_true", help='print {"logit", "components": [{"name", "value"}, ...]}')
+    p.set_defaults(func=cmd_dla)
 
     p = sub.add_parser("models", help="the curated hub models: family, parameters, download size, cached or not")
     p.set_defaults(func=cmd_models)
