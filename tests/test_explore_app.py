@@ -281,3 +281,31 @@ def test_a_prompt_longer_than_the_articles_model_says_why_it_is_that_short():
     (error,) = [shown(e.value) for e in at.error]
     assert "The prompt is 6 tokens; this model's context is 5 tokens." in error and "positional table W_P has 5 rows" in error
     assert at.text_area(key="explore_prompt").value == "the cat sat on the mat"  # what was typed stays
+
+
+def test_ask_why_patches_attributes_and_splits_the_logit():
+    """The Ask why view on the default model. References: run_trace's logits for the metric and
+    the logit split (float32 payload, ≤1e-4); patching's own arithmetic for one cell (block 1's
+    residual stream at the one position where the prompts differ is the clean run: restored 1)."""
+    clean, corrupt = "Zoe had a frog. Zoe loved the", "Zoe had a boat. Zoe loved the"
+    at = start("screens/explore.py", prompt=clean, view="Ask why")
+    at.text_input(key="explore_why_token").input(" frog")
+    at.text_input(key="explore_why_wrong").input(" boat").run()
+    loaded = load("default")
+    logits = run_trace(loaded.model, loaded.encode(clean), names=["hook_logits"])["hook_logits"][-1]
+    frog, boat = loaded.tokenizer.token_id(" frog"), loaded.tokenizer.token_id(" boat")
+    said = shown(" ".join(c.value for c in at.caption))
+    assert f"the model's logit(␣frog) is {float(logits[frog]):.6g}" in said
+    parts = titled(at, "What each part writes into")
+    assert len(values(parts["data"][0]["x"])) == 16
+    assert "Completeness" in said
+
+    at.text_input(key="explore_why_corrupt").input(corrupt)
+    next(b for b in at.button if b.label == "Patch").click().run()
+    assert not at.exception and not at.error
+    metric = shown(" ".join(m.value for m in at.markdown))
+    assert f"Metric on this prompt **{float(logits[frog] - logits[boat]):.4f}**" in metric
+    restored = z(titled(at, "Fraction restored: patched"))
+    assert restored.shape == (loaded.cfg.n_layers, 8)
+    assert restored[0, 3] == pytest.approx(1.0, abs=1e-5)
+    assert z(titled(at, "Attribution patching's estimate")).shape == restored.shape

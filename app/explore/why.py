@@ -1,0 +1,174 @@
+"""Ask why: which parts and which input tokens make the model predict a token here. Direct
+logit attribution, attribution per input token (saliency, input × gradient, integrated
+gradients, attention rollout) and activation patching beside attribution patching, all
+computed by model/analysis on this prompt (the UI chooses and draws)."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+import streamlit as st
+
+from app.components.charts import show
+from app.components.labels import plain
+from app.explore.common import Explorer, bar_chart, heatmap, probs_at
+from model.analysis.attribution import attribute
+from model.analysis.dla import direct_logit_attribution
+from model.analysis.patching import activation_patching
+from model.engine import GlassboxError, block_label, head_label
+from model.serving import Needs
+
+METHODS = {"integrated gradients": "integrated_gradients", "input × gradient": "input_x_gradient",
+           "saliency": "saliency", "attention rollout": "attention_rollout"}
+SITES = {"residual stream, per position": "resid_pre", "each head": "head", "attention output, per block": "attn_out",
+         "MLP output, per block": "mlp_out"}
+PATCH_TOKENS = 400_000  # tokens run through the model by one patching experiment, at most
+PARTS_SHOWN = 16
+
+
+def lit(ctx: Explorer) -> set[str]:
+    return {f"blocks.{i}.{part}" for i in range(ctx.cfg.n_layers) for part in ("attn", "mlp")}
+
+
+@st.cache_resource(max_entries=32, show_spinner="Splitting the logit into its parts…")
+def dla(model_key: str, tokens: tuple, token: int, wrong: int | None, _ctx: Explorer):
+    return direct_logit_attribution(_ctx.model, list(tokens), token, -1, wrong)
+
+
+@st.cache_resource(max_entries=32, show_spinner="Attributing the logit to the input tokens…")
+def attribution(model_key: str, tokens: tuple, token: int, method: str, steps: int, baseline: int | None, _ctx: Explorer):
+    return attribute(_ctx.model, list(tokens), token, method, steps, baseline)
+
+
+@st.cache_resource(max_entries=16, show_spinner="Patching, one site at a time…")
+def patching(model_key: str, clean: tuple, corrupt: tuple, answer: int, wrong: int, site: str, _ctx: Explorer):
+    return activation_patching(_ctx.model, list(clean), list(corrupt), answer, wrong, site)
+
+
+def token_choice(ctx: Explorer, label: str, key: str, default: int, help: str) -> int | None:
+    """A token typed as text, its id; the model's own prediction when left empty."""
+    typed = st.text_input(label, key=key, persist_state="session", placeholder=ctx.loaded.tokenizer.pieces[default],
+                          help=help)
+    if not typed:
+        return default
+    try:
+        return ctx.loaded.tokenizer.token_id(typed)
+    except GlassboxError as exc:
+        st.error(f"{label}: {plain(exc)}")
+        return None
+
+
+def render(ctx: Explorer) -> None:
+    trace = ctx.trace(Needs(("hook_probs",)))
+    ranked = np.argsort(-probs_at(trace, -1).float().cpu().numpy(), kind="stable")
+    st.markdown("Why does the model predict what it does after the last token? Choose the token to explain "
+                "(empty: the model's most likely one) and the token it is compared with (empty: its second).")
+    left, right = st.columns(2)
+    with left:
+        token = token_choice(ctx, "Explain the logit of", "explore_why_token", int(ranked[0]),
+                             "One token of this vocabulary, as text")
+    with right:
+        wrong = token_choice(ctx, "Compared with", "explore_why_wrong", int(ranked[1]),
+                             "Patching measures logit(explained) − logit(this); the logit attribution can split "
+                             "that difference too")
+    if token is None or wrong is None:
+        return
+    logit_attribution(ctx, token, wrong)
+    input_attribution(ctx, token)
+    patching_view(ctx, token, wrong)
+
+
+def logit_attribution(ctx: Explorer, token: int, wrong: int) -> None:
+    st.subheader("Direct logit attribution")
+    difference = st.toggle(f"Split logit({ctx.piece(token)}) − logit({ctx.piece(wrong)})", key="explore_why_difference",
+                           persist_state="session")
+    result = dla(ctx.model_key, tuple(ctx.tokens), token, wrong if difference else None, ctx)
+    what = f"logit({ctx.piece(token)})" + (f" − logit({ctx.piece(wrong)})" if difference else "")
+    order = np.argsort(-np.abs(result.values), kind="stable")[:PARTS_SHOWN]
+    fig = go.Figure(go.Bar(y=[result.names[i] for i in order], x=result.values[order], orientation="h",
+                           marker_color=["#0068C9" if result.values[i] >= 0 else "#FF2B2B" for i in order],
+                           hovertemplate="%{y}: %{x:.6g}<extra></extra>"))
+    fig.update_layout(title=dict(text=f"<b>What each part writes into {what}</b> at the last position "
+                                      f"({ctx.labels[-1]}): the {len(order)} largest of {len(result.names)}",
+                                 font=dict(size=13), x=0),
+                      height=120 + 22 * len(order), margin=dict(l=10, r=10, t=40, b=10),
+                      xaxis=dict(title="direct share of the logit"),
+                      yaxis=dict(title="part (engine name)", autorange="reversed", type="category"))
+    show(fig, width="stretch")
+    st.caption(f"Each part is put through the final norm, with this position's scale held fixed, and the unembedding. "
+               f"All {len(result.names)} parts add up to {result.values.sum():.6g}; the model's {what} is "
+               f"{result.logit:.6g}." + (" Logits are taken before the soft-cap, which is not linear."
+                                         if ctx.cfg.final_softcap else ""))
+
+
+def input_attribution(ctx: Explorer, token: int) -> None:
+    st.subheader("Which input tokens matter")
+    a, b, c = st.columns([2, 1, 1])
+    method = a.segmented_control("Method", list(METHODS), key="explore_why_method", persist_state="session",
+                                 required=True, default="integrated gradients")
+    steps = b.select_slider("Steps (integrated gradients)", [8, 16, 32, 64, 128, 256], value=32,
+                            key="explore_why_steps", persist_state="session",
+                            help="Points on the path from the baseline: more steps, smaller completeness error")
+    zero = c.radio("Baseline", ["zeros", "first token everywhere"], key="explore_why_baseline", persist_state="session",
+                   help="Integrated gradients walk from this embedding to the prompt's")
+    baseline = None if zero == "zeros" else ctx.tokens[0]
+    result = attribution(ctx.model_key, tuple(ctx.tokens), token, METHODS[method], steps, baseline, ctx)
+    show(bar_chart(ctx.labels, result.scores, f"<b>{method.capitalize()}</b> of logit({ctx.piece(token)}) at the last "
+                   "position, per input token", "score", text=[f"{v:.3g}" for v in result.scores]), width="stretch")
+    if result.completeness_error is not None:
+        gap = result.target_logit - result.baseline_logit
+        st.caption(f"Completeness: the scores add up to {result.scores.sum():.6g}; f(prompt) − f(baseline) = "
+                   f"{result.target_logit:.6g} − {result.baseline_logit:.6g} = {gap:.6g}. Error "
+                   f"{result.completeness_error:.3g} with {result.steps} steps (the midpoint rule's; more steps, less).")
+    elif METHODS[method] == "attention_rollout":
+        st.caption("Attention rollout multiplies each block's head-averaged pattern, with the skip connection as "
+                   "½(A + I), through the blocks: it reads attention weights only, no gradients and nothing of the MLPs.")
+    else:
+        st.caption("Saliency: ‖∂logit/∂embedding‖, how sensitive the logit is to each token's embedding. Input × "
+                   "gradient: embedding · ∂logit/∂embedding, its first-order share.")
+
+
+def patching_view(ctx: Explorer, token: int, wrong: int) -> None:
+    st.subheader("Activation patching")
+    st.markdown(f"Run a **corrupted** prompt of the same length ({len(ctx.tokens)} tokens), then run it again with "
+                f"one activation taken from this prompt's run. The metric is logit({ctx.piece(token)}) − "
+                f"logit({ctx.piece(wrong)}) at the last position; each cell says how much of this prompt's value "
+                "one patch restores (1: all of it, 0: none).")
+    with st.form("explore_why_patch"):
+        corrupt_text = st.text_input("Corrupted prompt", key="explore_why_corrupt", persist_state="session",
+                                     help="Change a word or two; the token count must stay the same")
+        site_label = st.radio("Patch", list(SITES), key="explore_why_site", persist_state="session", horizontal=True)
+        st.form_submit_button("Patch")
+    if not corrupt_text:
+        st.info("Type a corrupted prompt to patch. With the default model: “Zoe had a frog. Zoe loved the” against "
+                "“Zoe had a boat. Zoe loved the”, explaining “␣frog” against “␣boat”.")
+        return
+    corrupt = ctx.loaded.encode(corrupt_text)
+    site = SITES[site_label]
+    runs = ctx.cfg.n_layers * {"resid_pre": len(ctx.tokens), "head": ctx.cfg.n_heads}.get(site, 1)
+    if runs * len(ctx.tokens) > PATCH_TOKENS:
+        st.warning(f"That is {runs:,} patched runs of {len(ctx.tokens)} tokens: too many for this server. Patch per "
+                   "block or per head, or use a shorter prompt.")
+        return
+    result = patching(ctx.model_key, tuple(ctx.tokens), tuple(corrupt), token, wrong, site, ctx)
+    columns = {"resid_pre": ctx.labels, "head": [head_label(h) for h in range(ctx.cfg.n_heads)]}.get(site, ["all positions"])
+    rows = [block_label(b) for b in range(ctx.cfg.n_layers)]
+    col_title = {"resid_pre": "position", "head": "head"}.get(site, "")
+    name = {"resid_pre": "blocks.i.hook_resid_pre", "head": "blocks.i.attn.hook_z[h]", "attn_out": "blocks.i.hook_attn_out",
+            "mlp_out": "blocks.i.hook_mlp_out"}[site]
+    st.markdown(f"Metric on this prompt **{result.metric_clean:.4f}**, on the corrupted one "
+                f"**{result.metric_corrupt:.4f}**.")
+    if result.metric_clean == result.metric_corrupt:
+        st.warning("The two prompts give the same metric: there is no difference to restore.")
+        return
+    exact, estimate = st.columns(2)
+    with exact:
+        heatmap(result.restored(), rows, columns, "Fraction restored: patched", name, row_title="block",
+                col_title=col_title, width=450)
+    with estimate:
+        heatmap(result.restored(result.estimate), rows, columns, "Attribution patching's estimate", name,
+                row_title="block", col_title=col_title, width=450)
+    r, largest = result.agreement()
+    st.caption(f"Attribution patching estimates every cell from one backward pass of the corrupted run (the metric's "
+               f"gradient × the clean − corrupted difference, a first-order approximation). Agreement with the patched "
+               f"runs: correlation {r:.3f}, largest difference {largest:.3g} in the metric.")
