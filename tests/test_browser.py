@@ -337,3 +337,25 @@ def test_sessions_arriving_together_at_a_fresh_server_all_draw(page):
         os.killpg(server.pid, 15)
         log = server.communicate(timeout=30)[0]
     assert "partially initialized" not in log and "Traceback" not in log, log[-2000:]
+
+
+def test_ask_why_runs_a_patching_experiment_and_draws_its_heatmap(app_url, page):
+    """The default model: “frog” against “boat” after a frog and after a boat. What the cells hold
+    is tested against transformers and run_trace elsewhere (test_patching, test_explore_app); here,
+    that a user's typing and clicking gets the heatmaps drawn with no error."""
+    page.goto(app_url + "/explore?model=default&view=Ask+why&prompt=" + quote("Zoe had a frog. Zoe loved the"))
+    settled(page)
+    expect(page.locator(".gtitle", has_text="What each part writes into").first).to_be_visible(timeout=60_000)
+    page.get_by_role("textbox", name="Explain the logit of").fill(" frog")
+    page.get_by_role("textbox", name="Explain the logit of").press("Enter")
+    settled(page)
+    page.get_by_role("textbox", name="Compared with").fill(" boat")
+    page.get_by_role("textbox", name="Compared with").press("Enter")
+    settled(page)
+    page.get_by_role("textbox", name="Corrupted prompt").fill("Zoe had a boat. Zoe loved the")
+    page.get_by_role("button", name="Patch").click()
+    settled(page)
+    expect(page.locator(".gtitle", has_text="Fraction restored: patched").first).to_be_visible(timeout=60_000)
+    expect(page.locator(".gtitle", has_text="Attribution patching's estimate").first).to_be_visible()
+    assert page.locator("[data-testid='stException']").count() == 0
+    assert page.locator("[data-testid='stAlert']").filter(has_text="error").count() == 0

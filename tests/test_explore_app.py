@@ -298,7 +298,8 @@ def test_ask_why_patches_attributes_and_splits_the_logit():
     assert f"the model's logit(␣frog) is {float(logits[frog]):.6g}" in said
     parts = titled(at, "What each part writes into")
     assert len(values(parts["data"][0]["x"])) == 16
-    assert "Completeness" in said
+    at.segmented_control(key="explore_why_method").set_value("integrated gradients").run()
+    assert "Completeness" in shown(" ".join(c.value for c in at.caption))
 
     at.text_input(key="explore_why_corrupt").input(corrupt)
     next(b for b in at.button if b.label == "Patch").click().run()

@@ -18,7 +18,7 @@ from model.analysis.patching import activation_patching
 from model.engine import GlassboxError, block_label, head_label
 from model.serving import Needs
 
-METHODS = {"integrated gradients": "integrated_gradients", "input × gradient": "input_x_gradient",
+METHODS = {"input × gradient": "input_x_gradient", "integrated gradients": "integrated_gradients",
            "saliency": "saliency", "attention rollout": "attention_rollout"}
 SITES = {"residual stream, per position": "resid_pre", "each head": "head", "attention output, per block": "attn_out",
          "MLP output, per block": "mlp_out"}
@@ -103,15 +103,20 @@ def logit_attribution(ctx: Explorer, token: int, wrong: int) -> None:
 
 def input_attribution(ctx: Explorer, token: int) -> None:
     st.subheader("Which input tokens matter")
-    a, b, c = st.columns([2, 1, 1])
-    method = a.segmented_control("Method", list(METHODS), key="explore_why_method", persist_state="session",
-                                 required=True, default="integrated gradients")
-    steps = b.select_slider("Steps (integrated gradients)", [8, 16, 32, 64, 128, 256], value=32,
-                            key="explore_why_steps", persist_state="session",
-                            help="Points on the path from the baseline: more steps, smaller completeness error")
-    zero = c.radio("Baseline", ["zeros", "first token everywhere"], key="explore_why_baseline", persist_state="session",
-                   help="Integrated gradients walk from this embedding to the prompt's")
-    baseline = None if zero == "zeros" else ctx.tokens[0]
+    method = st.segmented_control("Method", list(METHODS), key="explore_why_method", persist_state="session",
+                                  required=True, default="input × gradient",
+                                  help="Integrated gradients run the model once per step: slow on a large model and a "
+                                       "long prompt")
+    steps, baseline = 0, None
+    if METHODS[method] == "integrated_gradients":
+        left, right = st.columns(2)
+        steps = left.select_slider("Steps", [8, 16, 32, 64, 128, 256], value=32, key="explore_why_steps",
+                                   persist_state="session",
+                                   help="Points on the path from the baseline: more steps, smaller completeness error")
+        zero = right.radio("Baseline", ["zeros", "the first token's embedding at every position"], horizontal=True,
+                           key="explore_why_baseline", persist_state="session",
+                           help="Integrated gradients walk from this embedding to the prompt's")
+        baseline = None if zero == "zeros" else ctx.tokens[0]
     result = attribution(ctx.model_key, tuple(ctx.tokens), token, METHODS[method], steps, baseline, ctx)
     show(bar_chart(ctx.labels, result.scores, f"<b>{method.capitalize()}</b> of logit({ctx.piece(token)}) at the last "
                    "position, per input token", "score", text=[f"{v:.3g}" for v in result.scores]), width="stretch")
