@@ -1,0 +1,74 @@
+"""Circuits (model/analysis/circuits.py). Reference: the engine's own forward pass on a model built
+so that the framing is exact: RMSNorm with ε = 1e-30 (1 + ε is 1 in float64) and γ = 1 over embeddings of root mean square 1
+(the norm is then the identity), no biases, no position rows (W_pos = 0). Its hook_scores are the
+QK circuit's entries for the prompt's token pairs; on a one-token prompt a head attends only to
+that token, so its hook_result times W_U is the OV circuit's row (float64, ≤1e-12). Head scores:
+recomputed here from run_trace's patterns with plain loops."""
+
+import numpy as np
+import pytest
+import torch
+
+from model.analysis.circuits import bigram, head_scores, ov_circuit, qk_circuit
+from model.engine import GlassboxError, ModelConfig, run_trace
+from tests.helpers import build_random_model
+
+EXACT = ModelConfig(vocab_size=12, n_ctx=16, d_model=16, n_layers=2, n_heads=2, d_ff=32, norm="rmsnorm", norm_eps=1e-30,
+                    attn_bias=False, mlp_bias=False)
+
+
+@pytest.fixture(scope="module")
+def exact():
+    model = build_random_model(EXACT)
+    with torch.no_grad():
+        model.embed.W_E /= model.embed.W_E.pow(2).mean(-1, keepdim=True).sqrt()
+        model.pos_embed.W_pos.zero_()
+        model.blocks[0].ln1.w.fill_(1.0)
+    return model
+
+
+def test_qk_circuit_is_the_heads_scores_on_embeddings(exact):
+    tokens = [3, 7, 1, 7, 10]
+    trace = run_trace(exact, tokens, names=["blocks.0.attn.hook_scores"])
+    for head in range(2):
+        circuit = qk_circuit(exact, 0, head, tokens, tokens)
+        np.testing.assert_allclose(circuit.matrix, trace["blocks.0.attn.hook_scores"][head].numpy(), atol=1e-12)
+
+
+def test_ov_circuit_is_what_the_head_writes_when_it_reads_one_token(exact):
+    inputs = [0, 5, 11]
+    circuit = ov_circuit(exact, 0, 1, inputs)
+    for row, token in enumerate(inputs):
+        written = run_trace(exact, [token], names=["blocks.0.attn.hook_result"])["blocks.0.attn.hook_result"][1, 0]
+        np.testing.assert_allclose(circuit.matrix[row], (written @ exact.W_U.detach()).numpy(), atol=1e-12)
+    assert circuit.matrix.shape == (3, EXACT.vocab_size)
+
+
+def test_bigram_and_top_pairs(exact):
+    table = bigram(exact, [2, 4], [0, 1, 2])
+    np.testing.assert_allclose(table.matrix, (exact.embed.W_E[[2, 4]] @ exact.W_U[:, [0, 1, 2]]).detach().numpy())
+    pairs = table.top_pairs(3)
+    assert [v for _, _, v in pairs] == sorted(table.matrix.ravel(), reverse=True)[:3]
+    i, j = np.unravel_index(np.argmax(table.matrix), table.matrix.shape)
+    assert pairs[0][:2] == ([2, 4][i], [0, 1, 2][j])
+
+
+def test_head_scores_by_hand():
+    model = build_random_model(ModelConfig(vocab_size=20, n_ctx=32, d_model=16, n_layers=2, n_heads=2, d_ff=32))
+    half = [4, 9, 2, 13, 7, 1]
+    induction, previous = head_scores(model, half)
+    trace = run_trace(model, half + half, names=["blocks.*.attn.hook_pattern"])
+    n = len(half)
+    for layer in range(2):
+        pattern = trace[f"blocks.{layer}.attn.hook_pattern"].numpy()
+        for h in range(2):
+            assert induction[layer, h] == pytest.approx(np.mean([pattern[h, t, t - n + 1] for t in range(n, 2 * n)]))
+            assert previous[layer, h] == pytest.approx(np.mean([pattern[h, t, t - 1] for t in range(1, 2 * n)]))
+    assert induction.max() < 0.5  # a random model has no induction head
+
+
+def test_bad_heads_and_tokens_say_why(exact):
+    with pytest.raises(GlassboxError, match="No head"):
+        qk_circuit(exact, 0, 5, [1], [1])
+    with pytest.raises(GlassboxError, match="within the vocabulary"):
+        bigram(exact, [99])
