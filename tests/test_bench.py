@@ -68,7 +68,7 @@ def test_view_benchmark_opens_every_view_in_chromium(tmp_path):
     report = json.loads(out.read_text())
     assert report["n_tokens"] == 24
     assert set(report["views"]) == {"Overview", "Tokens & embeddings", "Attention", "LayerNorm", "FFN",
-                                    "Residual stream", "Backward", "Ask why", "Export"}
+                                    "Residual stream", "Backward", "Ask why", "Circuits", "Export"}
     assert all(v["first_s"] > 0 and v["reopen_s"] > 0 for v in report["views"].values())
     assert all(len(v["reopens"]) == 3 for v in report["views"].values())
 

@@ -3,11 +3,13 @@ the default model and a GPT-2 checkpoint directory, each drawing the engine's ow
 references are run_trace and model/analysis.py, called here directly; float32 in the browser
 payload, so 1e-6 relative)."""
 
+import copy
 import re
 import shutil
 
 import numpy as np
 import pytest
+import torch
 
 from app.explore import VIEWS
 from model.analysis import attention_pair, logit_lens
@@ -301,6 +303,17 @@ def test_ask_why_patches_attributes_and_splits_the_logit():
     at.segmented_control(key="explore_why_method").set_value("integrated gradients").run()
     assert "Completeness" in shown(" ".join(c.value for c in at.caption))
 
+    # ablation: block 1, head 1 set to zero, against a copy whose W_O[0] is zero (≤1e-6, float32)
+    edited = copy.deepcopy(loaded.model)
+    with torch.no_grad():
+        edited.blocks[0].attn.W_O[0].zero_()
+        p_edited = edited(torch.tensor([loaded.encode(clean)])).logits[0, -1].softmax(-1)
+    bars = titled(at, "set to its zero")
+    assert "blocks.0.attn.hook_z[0]" in bars["layout"]["title"]["text"]
+    labels = bars["data"][1]["y"]
+    (row,) = [i for i, label in enumerate(labels) if "frog" in label]
+    assert values(bars["data"][1]["x"])[row] == pytest.approx(float(p_edited[frog]), abs=1e-6)
+
     at.text_input(key="explore_why_corrupt").input(corrupt)
     next(b for b in at.button if b.label == "Patch").click().run()
     assert not at.exception and not at.error
@@ -310,3 +323,22 @@ def test_ask_why_patches_attributes_and_splits_the_logit():
     assert restored.shape == (loaded.cfg.n_layers, 8)
     assert restored[0, 3] == pytest.approx(1.0, abs=1e-5)
     assert z(titled(at, "Attribution patching's estimate")).shape == restored.shape
+
+
+def test_circuits_view_draws_the_heads_circuits_and_scores():
+    """The default model, block 1, head 1. References, computed here: the QK product
+    (e W_Q)(e W_K)ᵀ / √d_head over the prompt's distinct tokens, and the induction scores from
+    run_trace's patterns on the view's own repeated sequence (float32 payload, ≤1e-5)."""
+    at = start("screens/explore.py", prompt=PROMPT, view="Circuits")
+    loaded = load("default")
+    tokens = list(dict.fromkeys(loaded.encode(PROMPT)))
+    attn = loaded.model.blocks[0].attn
+    e = loaded.model.embed.W_E.detach()[tokens]
+    expected = (e @ attn.W_Q[0].detach()) @ (e @ attn.W_K[0].detach()).T / attn.W_Q.shape[-1] ** 0.5
+    np.testing.assert_allclose(z(titled(at, "QK circuit")), expected.numpy(), rtol=1e-5, atol=1e-5)
+    assert z(titled(at, "OV circuit")).shape == (len(tokens), len(tokens))
+    half = np.random.default_rng(0).integers(0, loaded.cfg.vocab_size, 20).tolist()
+    trace = run_trace(loaded.model, half + half, names=["blocks.*.attn.hook_pattern"])
+    scores = [[np.mean([trace[f"blocks.{b}.attn.hook_pattern"][h, t, t - 19].item() for t in range(20, 40)])
+               for h in range(loaded.cfg.n_heads)] for b in range(loaded.cfg.n_layers)]
+    np.testing.assert_allclose(z(titled(at, "Induction score")), scores, atol=1e-5)

@@ -1,8 +1,8 @@
 """The explorer's views, one module each: ``lit(ctx)`` names the pipeline parts the view is
 about (lit on the strip above it), ``render(ctx)`` draws it."""
 
-from app.explore import attention, backward, export, ffn, layernorm, overview, residual, tokens, why
+from app.explore import attention, backward, circuits, export, ffn, layernorm, overview, residual, tokens, why
 
 VIEWS = {"Overview": overview, "Tokens & embeddings": tokens, "Attention": attention, "LayerNorm": layernorm,
          "FFN": ffn, "Residual stream": residual, "Backward": backward, "Ask why": why,
-         "Export": export}
+         "Circuits": circuits, "Export": export}

@@ -9,9 +9,11 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.components.charts import show
+from app.components.charts import paired_bars, show
 from app.components.labels import plain
-from app.explore.common import Explorer, bar_chart, heatmap, probs_at
+from app.components.labels import token_labels
+from app.explore.common import Explorer, bar_chart, choose_layer, heatmap, probs_at
+from model.analysis.ablation import ablate
 from model.analysis.attribution import attribute
 from model.analysis.dla import direct_logit_attribution
 from model.analysis.patching import activation_patching
@@ -38,6 +40,11 @@ def dla(model_key: str, tokens: tuple, token: int, wrong: int | None, _ctx: Expl
 @st.cache_resource(max_entries=32, show_spinner="Attributing the logit to the input tokens…")
 def attribution(model_key: str, tokens: tuple, token: int, method: str, steps: int, baseline: int | None, _ctx: Explorer):
     return attribute(_ctx.model, list(tokens), token, method, steps, baseline)
+
+
+@st.cache_resource(max_entries=32, show_spinner="Running the prompt with the unit switched off…")
+def ablation(model_key: str, tokens: tuple, layer: int, head: int | None, neuron: int | None, mode: str, _ctx: Explorer):
+    return ablate(_ctx.model, list(tokens), layer, head, neuron, mode)
 
 
 @st.cache_resource(max_entries=16, show_spinner="Patching, one site at a time…")
@@ -75,6 +82,7 @@ def render(ctx: Explorer) -> None:
         return
     logit_attribution(ctx, token, wrong)
     input_attribution(ctx, token)
+    ablation_view(ctx, token)
     patching_view(ctx, token, wrong)
 
 
@@ -131,6 +139,35 @@ def input_attribution(ctx: Explorer, token: int) -> None:
     else:
         st.caption("Saliency: ‖∂logit/∂embedding‖, how sensitive the logit is to each token's embedding. Input × "
                    "gradient: embedding · ∂logit/∂embedding, its first-order share.")
+
+
+def ablation_view(ctx: Explorer, token: int) -> None:
+    st.subheader("Switch one unit off (ablation)")
+    a, b, c, d = st.columns(4)
+    with a:
+        layer = choose_layer(ctx)
+    kind = b.radio("Unit", ["head", "MLP neuron"], key="explore_why_unit", persist_state="session", horizontal=True)
+    if kind == "head":
+        head = c.selectbox("Head", range(ctx.cfg.n_heads), key="explore_why_head", persist_state="session",
+                           format_func=head_label)
+        neuron = None
+    else:
+        head, neuron = None, c.number_input("Neuron", 0, ctx.cfg.d_ff - 1, key="explore_why_neuron",
+                                            persist_state="session")
+    mode = d.radio("Set it to", ["zero", "mean"], key="explore_why_mode", persist_state="session", horizontal=True,
+                   help="zero: its output is 0; mean: its mean over this prompt's positions (what it writes on "
+                        "average stays, what varies with the position goes)")
+    result = ablation(ctx.model_key, tuple(ctx.tokens), layer, head, neuron, mode, ctx)
+    shown = np.argsort(-np.maximum(result.before, result.after), kind="stable")[:10]
+    if token not in shown:
+        shown = np.append(shown[:9], token)
+    labels = token_labels([ctx.loaded.tokenizer.pieces[i] if i < len(ctx.loaded.tokenizer.pieces) else f"#{i}"
+                           for i in shown], [int(i) for i in shown])
+    show(paired_bars(labels, [("as computed", result.before[shown], "#9db4d0"), ("ablated", result.after[shown], "#d9480f")],
+                     f"Next token after “{ctx.pieces[-1]}” with {result.name} set to its {mode}", "probability",
+                     "next token", highlight=int(np.flatnonzero(shown == token)[0])), width="stretch")
+    st.caption(f"p({ctx.piece(token)}) {result.before[token]:.4f} → {result.after[token]:.4f}; KL(as computed ‖ "
+               f"ablated) = {result.kl:.4g} nats over the whole vocabulary.")
 
 
 def patching_view(ctx: Explorer, token: int, wrong: int) -> None:

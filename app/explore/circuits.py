@@ -1,0 +1,91 @@
+"""Circuits: a head read from its weights alone (QK: who attends to whom; OV: what attending
+copies), the direct path's bigram table, and every head's induction and previous-token scores
+on a repeated random sequence. Computed by model/analysis/circuits.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from app.components.labels import plain
+from app.explore.common import Explorer, choose_head, choose_layer, heatmap
+from model.analysis.circuits import bigram, head_scores, ov_circuit, qk_circuit
+from model.engine import block_label, head_label
+
+MOST_TOKENS = 24  # the prompt's distinct tokens shown in the circuit grids
+REPEAT = 20  # length of the random sequence that is repeated for the head scores
+TOP = 5
+
+
+def lit(ctx: Explorer) -> set[str]:
+    return {f"blocks.{i}.attn" for i in range(ctx.cfg.n_layers)}
+
+
+@st.cache_resource(max_entries=8, show_spinner="Scoring every head on a repeated random sequence…")
+def scores(model_key: str, _ctx: Explorer):
+    n = min(REPEAT, _ctx.cfg.n_ctx // 2)  # twice over must fit in the context
+    half = np.random.default_rng(0).integers(0, _ctx.cfg.vocab_size, n).tolist()
+    return half, *head_scores(_ctx.model, half)
+
+
+def top_outputs(ctx: Explorer, circuit) -> pd.DataFrame:
+    """Per input token, the output tokens the circuit raises most."""
+    best = np.argsort(-circuit.matrix, axis=1, kind="stable")[:, :TOP]
+    return pd.DataFrame({f"top {k + 1}": [f"{ctx.piece(circuit.cols[j])} {circuit.matrix[i, j]:.3g}"
+                                          for i, j in enumerate(best[:, k])] for k in range(best.shape[1])},
+                        index=[ctx.piece(t) for t in circuit.rows])
+
+
+def render(ctx: Explorer) -> None:
+    st.markdown("A head read from its weights alone, as in Elhage et al., *A Mathematical Framework for Transformer "
+                "Circuits*: norms, biases and positions left out, the head's input taken to be one token's embedding "
+                "and its output read straight through the unembedding. Exact for the weights; an approximation of "
+                "what the model computes on a prompt (the other views show that).")
+    left, right = st.columns(2)
+    with left:
+        layer = choose_layer(ctx)
+    with right:
+        head = choose_head(ctx)
+    tokens = list(dict.fromkeys(ctx.tokens))[:MOST_TOKENS]
+    labels = [ctx.piece(t) for t in tokens]
+    st.caption(f"Tokens: the prompt's {len(tokens)} distinct ones" + (f" (the first {MOST_TOKENS})"
+                                                                      if len(set(ctx.tokens)) > MOST_TOKENS else "") + ".")
+    where = f"blocks.{layer}.attn, {head_label(head)}"
+    qk = qk_circuit(ctx.model, layer, head, tokens, tokens)
+    a, b = st.columns(2)
+    with a:
+        heatmap(qk.matrix, labels, labels, "QK circuit: the score a query token gives a key token",
+                f"{where}: (e_q W_Q)(e_k W_K)ᵀ × scale", row_title="query token", col_title="key token", width=450)
+    ov = ov_circuit(ctx.model, layer, head, tokens, tokens)
+    with b:
+        heatmap(ov.matrix, labels, labels, "OV circuit: what attending to a token adds to each logit",
+                f"{where}: e W_V W_O W_U", row_title="attended token", col_title="logit of", width=450)
+    full = ov_circuit(ctx.model, layer, head, tokens)
+    diagonal = float(np.mean([full.matrix[i, t] >= np.sort(full.matrix[i])[-TOP] for i, t in enumerate(tokens)]))
+    st.markdown(f"**What {block_label(layer)}, {head_label(head)} copies.** Over the whole vocabulary, the logits "
+                f"attending to each token raises most; the token itself is among its top {TOP} for {diagonal:.0%} of "
+                "these tokens (a copying head: near 100%).")
+    st.dataframe(top_outputs(ctx, full), width="stretch")
+    st.markdown("**The direct path (bigram table).** e W_U: what each token alone, through no block, says comes next.")
+    st.dataframe(top_outputs(ctx, bigram(ctx.model, tokens)), width="stretch")
+
+    st.subheader("Induction and previous-token heads")
+    half, induction, previous = scores(ctx.model_key, ctx)
+    n = len(half)
+    rows = [block_label(i) for i in range(ctx.cfg.n_layers)]
+    cols = [head_label(h) for h in range(ctx.cfg.n_heads)]
+    st.caption(f"{n} random tokens, then the same {n} again. An induction head attends from each token of "
+               f"the repeat to the token that followed it the first time (t − {n - 1}); a previous-token head to "
+               f"t − 1. Each cell is that attention weight averaged over the positions; uniform attention would give "
+               f"about {np.mean([1 / (t + 1) for t in range(n, 2 * n)]):.2f}.")
+    a, b = st.columns(2)
+    with a:
+        heatmap(induction, rows, cols, "Induction score", "mean pattern[t, t − n + 1]", row_title="block",
+                col_title="head", sequential=True, width=450)
+    with b:
+        heatmap(previous, rows, cols, "Previous-token score", "mean pattern[t, t − 1]", row_title="block",
+                col_title="head", sequential=True, width=450)
+    best = np.unravel_index(np.argmax(induction), induction.shape)
+    st.caption(f"Most induction-like here: {plain(block_label(int(best[0])))}, {plain(head_label(int(best[1])))} "
+               f"({induction[best]:.2f}).")
