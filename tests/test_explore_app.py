@@ -308,7 +308,7 @@ def test_ask_why_patches_attributes_and_splits_the_logit():
     with torch.no_grad():
         edited.blocks[0].attn.W_O[0].zero_()
         p_edited = edited(torch.tensor([loaded.encode(clean)])).logits[0, -1].softmax(-1)
-    bars = titled(at, "set to its zero")
+    bars = titled(at, "set to zero")
     assert "blocks.0.attn.hook_z[0]" in bars["layout"]["title"]["text"]
     labels = bars["data"][1]["y"]
     (row,) = [i for i, label in enumerate(labels) if "frog" in label]

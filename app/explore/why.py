@@ -164,7 +164,8 @@ def ablation_view(ctx: Explorer, token: int) -> None:
     labels = token_labels([ctx.loaded.tokenizer.pieces[i] if i < len(ctx.loaded.tokenizer.pieces) else f"#{i}"
                            for i in shown], [int(i) for i in shown])
     show(paired_bars(labels, [("as computed", result.before[shown], "#9db4d0"), ("ablated", result.after[shown], "#d9480f")],
-                     f"Next token after “{ctx.pieces[-1]}” with {result.name} set to its {mode}", "probability",
+                     f"Next token after “{ctx.pieces[-1]}” with {result.name} set to "
+                     + ("zero" if mode == "zero" else "its mean over the positions"), "probability",
                      "next token", highlight=int(np.flatnonzero(shown == token)[0])), width="stretch")
     st.caption(f"p({ctx.piece(token)}) {result.before[token]:.4f} → {result.after[token]:.4f}; KL(as computed ‖ "
                f"ablated) = {result.kl:.4g} nats over the whole vocabulary.")
