@@ -61,7 +61,7 @@ def token_choice(ctx: Explorer, label: str, key: str, default: int, help: str) -
     try:
         return ctx.loaded.tokenizer.token_id(typed)
     except GlassboxError as exc:
-        st.error(f"{label}: {plain(exc)}")
+        st.error(plain(f"{label}: {exc}"))
         return None
 
 
@@ -190,8 +190,8 @@ def patching_view(ctx: Explorer, token: int, wrong: int) -> None:
     site = SITES[site_label]
     runs = ctx.cfg.n_layers * {"resid_pre": len(ctx.tokens), "head": ctx.cfg.n_heads}.get(site, 1)
     if runs * len(ctx.tokens) > PATCH_TOKENS:
-        st.warning(f"That is {runs:,} patched runs of {len(ctx.tokens)} tokens: too many for this server. Patch per "
-                   "block or per head, or use a shorter prompt.")
+        st.warning(plain(f"That is {runs:,} patched runs of {len(ctx.tokens)} tokens: too many for this server. Patch "
+                         "per block or per head, or use a shorter prompt."))
         return
     result = patching(ctx.model_key, tuple(ctx.tokens), tuple(corrupt), token, wrong, site, ctx)
     columns = {"resid_pre": ctx.labels, "head": [head_label(h) for h in range(ctx.cfg.n_heads)]}.get(site, ["all positions"])
