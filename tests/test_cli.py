@@ -131,3 +131,13 @@ def test_ask_why_commands_fail_in_one_line(command):
     run = cli(*command)
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert len(run.stderr.strip().splitlines()) == 1
+
+
+def test_the_ask_why_choices_are_the_analyses_own():
+    """cli.py writes the sites and methods out (torch is not imported before a command runs)."""
+    from model.analysis.attribution import METHODS
+    from model.analysis.patching import SITES
+    from model.tools.cli import parser
+
+    choices = {a.dest: a.choices for p in parser()._subparsers._group_actions[0].choices.values() for a in p._actions}
+    assert tuple(choices["site"]) == SITES and tuple(choices["method"]) == METHODS

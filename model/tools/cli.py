@@ -360,6 +360,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--corrupt", required=True, help="a prompt of the same length in tokens that changes it")
     p.add_argument("--answer", required=True, help="the token the clean prompt should predict")
     p.add_argument("--wrong", required=True, help="the token it is compared with: metric = logit(answer) − logit(wrong)")
+    # model.analysis.patching.SITES and attribution.METHODS, written out (a test keeps them equal)
     p.add_argument("--site", default="resid_pre", choices=["resid_pre", "attn_out", "mlp_out", "head"])
     p.add_argument("--json", action="store_true", help='print {"metric_clean", "metric_corrupt", "results": [...]}')
     p.set_defaults(func=cmd_patch)
