@@ -41,7 +41,7 @@ from model.tools.bench import GPT2_SMALL, TINY
 VIEWS = {"Overview": "Parameters per part", "Tokens & embeddings": "PCA of embed.W_E", "Attention": "Every head's pattern",
          "LayerNorm": "Per position", "FFN": "Fraction of neurons active", "Residual stream": "Top token after each block",
          "Backward": "Input saliency", "Ask why": "What each part writes into",
-         "Circuits": "QK circuit", "Export": None}
+         "Circuits": "QK circuit", "Export": None}  # Compare needs a second prompt typed: not timed
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync"]
 

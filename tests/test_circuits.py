@@ -72,3 +72,60 @@ def test_bad_heads_and_tokens_say_why(exact):
         qk_circuit(exact, 0, 5, [1], [1])
     with pytest.raises(GlassboxError, match="within the vocabulary"):
         bigram(exact, [99])
+
+
+def induction_model():
+    """Two one-head blocks built by hand to be a previous-token head and an induction head.
+    The residual stream holds one-hot slots: the token (0–7), the position (8–23) and the
+    previous token (24–31). RMSNorm over rows with a fixed number of ones is a fixed scale, and
+    the MLPs are zero, so each head does exactly what its weights say:
+    - block 0: the query at position t matches the key of position t − 1 (W_Q maps position p,
+      W_K position p + 1 to the same feature) and writes that position's token into the
+      previous-token slot;
+    - block 1: the query of token i matches the key whose previous-token slot is i, so from
+      the repeat it attends to the token after the earlier occurrence, and copies that token
+      into the token slots, which the tied unembedding reads as its logit."""
+    V, T = 8, 16
+    cfg = ModelConfig(vocab_size=V, n_ctx=T, d_model=V + T + V, n_layers=2, n_heads=1, d_ff=4, norm="rmsnorm",
+                      norm_eps=1e-30, attn_bias=False, mlp_bias=False)
+    from model.engine import Transformer
+    model = Transformer(cfg).init_weights(0).double()
+    tok, pos, prev = range(0, V), range(V, V + T), range(V + T, 2 * V + T)
+    with torch.no_grad():
+        for p in model.parameters():
+            if not p.ndim or not (p.shape[-1] == cfg.d_model and p.ndim == 1):  # norms' γ stay 1
+                p.zero_()
+        model.embed.W_E[:, :V] = torch.eye(V)
+        model.pos_embed.W_pos[:, V:V + T] = torch.eye(T)
+        first, second = model.blocks[0].attn, model.blocks[1].attn
+        for p in range(T - 1):
+            first.W_Q[0, pos[p + 1], p] = 10.0  # the query of position p + 1 …
+            first.W_K[0, pos[p], p] = 1.0  # … matches the key of position p
+        for i in range(V):
+            first.W_V[0, tok[i], i] = 1.0
+            first.W_O[0, i, prev[i]] = 0.25  # the normed one-hot is 4: write exactly 1
+            second.W_Q[0, tok[i], i] = 10.0
+            second.W_K[0, prev[i], i] = 1.0
+            second.W_V[0, tok[i], i] = 1.0
+            second.W_O[0, i, tok[i]] = 1.0
+    return model
+
+
+def test_a_model_built_with_an_induction_head_scores_high_and_random_ones_low():
+    model = induction_model()
+    half = [5, 2, 7, 0, 3, 6, 1, 4]
+    induction, previous = head_scores(model, half)
+    # 7 of the 8 queries of the repeat put ≈1 on t − n + 1; the first puts ½ there and ½ on position 0, whose
+    # previous-token slot holds its own token (position 0 can only attend to itself): 7.5 / 8 = 0.9375
+    assert induction[1, 0] == pytest.approx(0.9375, abs=1e-6) and previous[0, 0] > 0.9
+    assert induction[0, 0] < 0.05  # the previous-token head is not an induction head
+    with torch.no_grad():  # and it predicts the repeat: each next token is the one after the earlier occurrence
+        logits = model(torch.tensor([half + half])).logits[0]
+    assert logits[len(half):-1].argmax(-1).tolist() == half[1:]
+    # its OV circuit copies: each token raises its own logit most
+    ov = ov_circuit(model, 1, 0, list(range(8)))
+    assert (ov.matrix.argmax(1) == np.arange(8)).all()
+    for seed in range(3):
+        random_model = build_random_model(ModelConfig(vocab_size=8, n_ctx=16, d_model=32, n_layers=2, n_heads=2, d_ff=8),
+                                          seed=seed)
+        assert head_scores(random_model, half)[0].max() < 0.5

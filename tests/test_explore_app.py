@@ -47,6 +47,8 @@ def test_every_view_opens_on_every_kind_of_model(view, model, gpt2_dir, gpt2_bf1
     assert ("computed in bfloat16" in at.caption[1].value) == model.endswith("bfloat16")
     if view == "Export":
         assert len(at.get("download_button")) == 2 and "/explore?" in at.code[0].value
+    elif view == "Compare":  # it asks for a second prompt first
+        assert "prompt B" in at.info[0].value
     else:
         assert charts(at), view
 
@@ -342,3 +344,26 @@ def test_circuits_view_draws_the_heads_circuits_and_scores():
     scores = [[np.mean([trace[f"blocks.{b}.attn.hook_pattern"][h, t, t - 19].item() for t in range(20, 40)])
                for h in range(loaded.cfg.n_heads)] for b in range(loaded.cfg.n_layers)]
     np.testing.assert_allclose(z(titled(at, "Induction score")), scores, atol=1e-5)
+
+
+def test_compare_view_shows_two_prompts_and_their_difference():
+    """Prompt A and B differing in their second token, on the default model. References:
+    run_trace of each, subtracted here (float32 payload, ≤1e-5); causality: the first position's
+    difference is exactly 0, as nothing before a token changed."""
+    a, b = "the cat sat on the", "the dog sat on the"
+    at = start("screens/explore.py", prompt=a, view="Compare")
+    assert at.info  # asks for prompt B first
+    at.text_input(key="explore_compare_prompt").input(b).run()
+    assert not at.exception and not at.error
+    loaded = load("default")
+    name = "blocks.0.hook_resid_post"
+    expected = (run_trace(loaded.model, loaded.encode(a), names=[name])[name]
+                - run_trace(loaded.model, loaded.encode(b), names=[name])[name]).numpy()
+    difference = titled(at, "A − B")
+    drawn = z(difference) if difference["data"][0]["type"] == "heatmap" else None
+    if drawn is None:  # drawn as block means: zoom in to the exact values
+        at.slider(key="cmp:diff:cols").set_value((0, 64)).run()
+        drawn, expected = z(titled(at, "A − B")), expected[:, :64]
+    np.testing.assert_allclose(drawn, expected, atol=1e-5)
+    assert np.all(drawn[0] == 0) and np.abs(drawn[1]).max() > 0
+    assert titled(at, "A − B")["data"][0]["y"][1] == "1:␣cat | 1:␣dog"

@@ -1,0 +1,73 @@
+"""Compare: one tensor of this prompt (A) beside the same tensor of another prompt (B), and
+their difference A − B where the shapes match (prompts of the same length in tokens)."""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from app.components.labels import plain
+from app.explore.common import Explorer, array, heatmap
+from model.engine import GRAD, GlassboxError, head_label
+from model.engine.names import axes as names_axes
+from model.serving import Needs, trace_names
+
+POSITION_AXES = ("position", "query")
+
+
+def lit(ctx: Explorer) -> set[str]:
+    return set()
+
+
+def grid(ctx: Explorer, tensor, axes: tuple[str, ...], head: int) -> tuple[np.ndarray, list[str] | None, list[str] | None, str, str]:
+    """The tensor as a 2-D grid with its labels: the chosen head of a per-head tensor, a 1-D
+    tensor as one row."""
+    if axes and axes[0] in ("head", "kv_head"):
+        tensor, axes = tensor[min(head, tensor.shape[0] - 1)], axes[1:]
+    if tensor.dim() == 1:
+        tensor, axes = tensor[None], ("",) + axes
+    rows = ctx.labels if axes[0] in POSITION_AXES else None
+    cols = ctx.labels if axes[1] == "key" else None
+    return array(tensor), rows, cols, axes[0], axes[1]
+
+
+def render(ctx: Explorer) -> None:
+    names = trace_names(ctx.model)
+    if st.session_state.get("explore_compare_tensor") not in names:
+        st.session_state.explore_compare_tensor = "blocks.0.hook_resid_post"
+    other_text = st.text_input("Prompt B", key="explore_compare_prompt", persist_state="session",
+                               help="Compared with this page's prompt (A); the same length in tokens gives a difference")
+    left, right = st.columns([3, 1])
+    name = left.selectbox("Tensor", names, key="explore_compare_tensor", persist_state="session")
+    axes = names_axes(name)
+    head = 0
+    if axes and axes[0] in ("head", "kv_head"):
+        head = right.selectbox("Head", range(ctx.cfg.n_heads), key="explore_head", persist_state="session",
+                               format_func=head_label)
+    if not other_text:
+        st.info("Type a prompt B to compare with. Changing one word of A shows where its effect travels.")
+        return
+    other = Explorer(ctx.model_key, ctx.loaded, ctx.loaded.encode(other_text), None)
+    needs = Needs((name.removeprefix(GRAD),), backward=name.startswith(GRAD))
+    a_trace, b_trace = ctx.trace(needs), other.trace(needs)
+    if name not in a_trace.names() or name not in b_trace.names():
+        raise GlassboxError(f"{name} has no value for one of the prompts (off the loss's path, or one token long)")
+    a, a_rows, a_cols, row_title, col_title = grid(ctx, a_trace[name], axes, head)
+    b, b_rows, b_cols, _, _ = grid(other, b_trace[name], axes, head)
+    shown = name + (f"[{head}]" if axes and axes[0] in ("head", "kv_head") else "")
+    st.caption(f"A: {len(ctx.tokens)} tokens; B: {len(other.tokens)} tokens. Each map has its own colour scale.")
+    first, second = st.columns(2)
+    with first:
+        heatmap(a, a_rows or [str(i) for i in range(a.shape[0])], a_cols, "A: this prompt", shown, row_title=row_title,
+                col_title=col_title, width=450, zoom_key="cmp:a")
+    with second:
+        heatmap(b, b_rows or [str(i) for i in range(b.shape[0])], b_cols, "B", shown, row_title=row_title,
+                col_title=col_title, width=450, zoom_key="cmp:b")
+    if a.shape != b.shape:
+        st.info(plain(f"The shapes differ ({list(a.shape)} and {list(b.shape)}): a difference needs prompts of the "
+                      "same length in tokens."))
+        return
+    rows = [f"{x} | {y}" if x != y else x for x, y in zip(a_rows, b_rows)] if a_rows else [str(i) for i in range(a.shape[0])]
+    heatmap(a - b, rows, a_cols, "A − B", shown, row_title=row_title + (" (A | B where the tokens differ)" if a_rows else ""),
+            col_title=col_title, zoom_key="cmp:diff")
+    st.caption(f"Largest |A − B|: {float(np.abs(a - b).max()):.6g}; rows where A and B differ are labelled with both tokens.")
