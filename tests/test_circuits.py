@@ -121,7 +121,7 @@ def test_a_model_built_with_an_induction_head_scores_high_and_random_ones_low():
     assert induction[0, 0] < 0.05  # the previous-token head is not an induction head
     with torch.no_grad():  # and it predicts the repeat: each next token is the one after the earlier occurrence
         logits = model(torch.tensor([half + half])).logits[0]
-    assert logits[len(half):-1].argmax(-1).tolist() == half[1:]
+    assert logits[len(half) + 1:-1].argmax(-1).tolist() == half[2:]  # (the first query splits, as above)
     # its OV circuit copies: each token raises its own logit most
     ov = ov_circuit(model, 1, 0, list(range(8)))
     assert (ov.matrix.argmax(1) == np.arange(8)).all()
