@@ -76,3 +76,17 @@ def test_the_shared_model_is_untouched_and_bad_input_says_why(model):
                             ({"layer": 0, "head": 0, "mode": "half"}, "Unknown ablation")]:
         with pytest.raises(GlassboxError, match=message):
             ablate(model, TOKENS, **kwargs)
+
+
+def test_mean_over_a_reference_prompt(model):
+    """The neuron's mean over another prompt's positions, moved into b_out (reference: run_trace
+    of that prompt)."""
+    reference = [2, 2, 8, 0]
+    mean = run_trace(model, reference, names=["blocks.1.mlp.hook_post"])["blocks.1.mlp.hook_post"][:, 3].mean()
+
+    def change(m):
+        m.blocks[1].mlp.b_out += mean * m.blocks[1].mlp.W_out[3]
+        m.blocks[1].mlp.W_out[3].zero_()
+    result = ablate(model, TOKENS, 1, neuron=3, mode="mean", reference=reference)
+    np.testing.assert_allclose(result.after, edited(model, change), atol=1e-12)
+    assert result.mode == "reference mean"

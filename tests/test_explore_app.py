@@ -315,6 +315,9 @@ def test_ask_why_patches_attributes_and_splits_the_logit():
     labels = bars["data"][1]["y"]
     (row,) = [i for i, label in enumerate(labels) if "frog" in label]
     assert values(bars["data"][1]["x"])[row] == pytest.approx(float(p_edited[frog]), abs=1e-6)
+    at.radio(key="explore_why_mode").set_value("mean on another prompt").run()
+    at.text_input(key="explore_why_reference").input("Sam had a boat.").run()
+    assert "set to its mean on the reference" in titled(at, "Next token after")["layout"]["title"]["text"]
 
     at.text_input(key="explore_why_corrupt").input(corrupt)
     next(b for b in at.button if b.label == "Patch").click().run()

@@ -61,6 +61,9 @@ def render(ctx: Explorer) -> None:
     with b:
         heatmap(ov.matrix, labels, labels, "OV circuit: what attending to a token adds to each logit",
                 f"{where}: e W_V W_O W_U", row_title="attended token", col_title="logit of", width=450)
+    def pairs(circuit) -> str:
+        return ", ".join(f"{ctx.piece(r)} → {ctx.piece(c)} ({v:.3g})" for r, c, v in circuit.top_pairs(TOP))
+    st.caption(f"Top pairs. QK (query → key): {pairs(qk)}. OV (attended → logit): {pairs(ov)}.")
     full = ov_circuit(ctx.model, layer, head, tokens)
     diagonal = float(np.mean([full.matrix[i, t] >= np.sort(full.matrix[i])[-TOP] for i, t in enumerate(tokens)]))
     st.markdown(f"**What {block_label(layer)}, {head_label(head)} copies.** Over the whole vocabulary, the logits "

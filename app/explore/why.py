@@ -43,8 +43,9 @@ def attribution(model_key: str, tokens: tuple, token: int, method: str, steps: i
 
 
 @st.cache_resource(max_entries=32, show_spinner="Running the prompt with the unit switched off…")
-def ablation(model_key: str, tokens: tuple, layer: int, head: int | None, neuron: int | None, mode: str, _ctx: Explorer):
-    return ablate(_ctx.model, list(tokens), layer, head, neuron, mode)
+def ablation(model_key: str, tokens: tuple, layer: int, head: int | None, neuron: int | None, mode: str,
+             reference: tuple | None, _ctx: Explorer):
+    return ablate(_ctx.model, list(tokens), layer, head, neuron, mode, None if reference is None else list(reference))
 
 
 @st.cache_resource(max_entries=16, show_spinner="Patching, one site at a time…")
@@ -154,10 +155,19 @@ def ablation_view(ctx: Explorer, token: int) -> None:
     else:
         head, neuron = None, c.number_input("Neuron", 0, ctx.cfg.d_ff - 1, key="explore_why_neuron",
                                             persist_state="session")
-    mode = d.radio("Set it to", ["zero", "mean"], key="explore_why_mode", persist_state="session", horizontal=True,
+    mode = d.radio("Set it to", ["zero", "mean", "mean on another prompt"], key="explore_why_mode",
+                   persist_state="session",
                    help="zero: its output is 0; mean: its mean over this prompt's positions (what it writes on "
-                        "average stays, what varies with the position goes)")
-    result = ablation(ctx.model_key, tuple(ctx.tokens), layer, head, neuron, mode, ctx)
+                        "average stays, what varies with the position goes); or its mean over another prompt's")
+    reference = None
+    if mode == "mean on another prompt":
+        text = st.text_input("Reference prompt", key="explore_why_reference", persist_state="session")
+        if not text:
+            st.info("Type the prompt whose mean the unit is set to.")
+            return
+        reference = tuple(ctx.loaded.encode(text))
+    result = ablation(ctx.model_key, tuple(ctx.tokens), layer, head, neuron, "zero" if mode == "zero" else "mean",
+                      reference, ctx)
     shown = np.argsort(-np.maximum(result.before, result.after), kind="stable")[:10]
     if token not in shown:
         shown = np.append(shown[:9], token)
@@ -165,7 +175,7 @@ def ablation_view(ctx: Explorer, token: int) -> None:
                            for i in shown], [int(i) for i in shown])
     show(paired_bars(labels, [("as computed", result.before[shown], "#9db4d0"), ("ablated", result.after[shown], "#d9480f")],
                      f"Next token after “{ctx.pieces[-1]}” with {result.name} set to "
-                     + ("zero" if mode == "zero" else "its mean over the positions"), "probability",
+                     + {"zero": "zero", "mean": "its mean over the positions"}.get(mode, "its mean on the reference"), "probability",
                      "next token", highlight=int(np.flatnonzero(shown == token)[0])), width="stretch")
     st.caption(f"p({ctx.piece(token)}) {result.before[token]:.4f} → {result.after[token]:.4f}; KL(as computed ‖ "
                f"ablated) = {result.kl:.4g} nats over the whole vocabulary.")

@@ -1,7 +1,8 @@
 """Ablation: switch one head or one MLP neuron off and see what the next-token distribution
 does. Zero ablation sets its output to 0 (a head's weighted values ``hook_z``, a neuron's
 ``hook_post``); mean ablation to its mean over the prompt's positions, which keeps what the
-unit writes on average and removes only what varies with the position. Done by a per-call
+unit writes on average and removes only what varies with the position; or to its mean over a
+reference prompt's positions (what it writes on other text). Done by a per-call
 edit (model/engine/edits.py): the shared model is not touched."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import numpy as np
 import torch
 
 from model.engine import GlassboxError, Transformer, check_context, editing
+from model.engine.capture import capture
 
 MODES = ("zero", "mean")
 
@@ -32,8 +34,9 @@ class Ablation:
 
 
 def ablate(model: Transformer, tokens: list[int], layer: int, head: int | None = None, neuron: int | None = None,
-           mode: str = "zero") -> Ablation:
-    """Ablate ``head`` or ``neuron`` (exactly one) of block ``layer``."""
+           mode: str = "zero", reference: list[int] | None = None) -> Ablation:
+    """Ablate ``head`` or ``neuron`` (exactly one) of block ``layer``. With ``reference`` (a
+    prompt), mean ablation uses the unit's mean over that prompt's positions instead."""
     cfg = model.cfg
     if not tokens:
         raise GlassboxError("The prompt is empty")
@@ -52,10 +55,21 @@ def ablate(model: Transformer, tokens: list[int], layer: int, head: int | None =
     name, index = ((f"blocks.{layer}.attn.hook_z", (slice(None), head)) if head is not None
                    else (f"blocks.{layer}.mlp.hook_post", (..., neuron)))
     positions = -2 if head is not None else -1  # the position axis of what the index selects
+    reference_mean = None
+    if mode == "mean" and reference is not None:
+        if not reference:
+            raise GlassboxError("The reference prompt is empty")
+        check_context(cfg, len(reference))
+        with torch.no_grad(), capture([name]) as recorder:
+            model(torch.tensor([reference], device=model.device))
+        reference_mean = recorder.tensors[name][index].mean(dim=positions, keepdim=True)
 
     def edit(tensor: torch.Tensor) -> torch.Tensor:
         out = tensor.clone()
-        out[index] = 0.0 if mode == "zero" else out[index].mean(dim=positions, keepdim=True)
+        if mode == "zero":
+            out[index] = 0.0
+        else:
+            out[index] = out[index].mean(dim=positions, keepdim=True) if reference_mean is None else reference_mean
         return out
 
     ids = torch.tensor([tokens], device=model.device)
@@ -64,4 +78,5 @@ def ablate(model: Transformer, tokens: list[int], layer: int, head: int | None =
         with editing({name: edit}):
             after = model(ids).logits[0, -1].double().softmax(-1)
     shown = f"{name}[{head}]" if head is not None else f"{name}[:, {neuron}]"
-    return Ablation(shown, mode, before.cpu().numpy(), after.cpu().numpy())
+    return Ablation(shown, mode if reference is None or mode == "zero" else "reference mean", before.cpu().numpy(),
+                    after.cpu().numpy())
