@@ -29,9 +29,24 @@ def scores(model_key: str, _ctx: Explorer):
     return half, *head_scores(_ctx.model, half)
 
 
+@st.cache_resource(max_entries=32, show_spinner="Reading the head's weights…")
+def circuits_of(model_key: str, layer: int, head: int, tokens: tuple, _ctx: Explorer):
+    """The head's circuits over ``tokens`` and over the whole vocabulary, and the bigram table:
+    per model, head and token set, not per rerun."""
+    tokens = list(tokens)
+    return (qk_circuit(_ctx.model, layer, head, tokens, tokens), ov_circuit(_ctx.model, layer, head, tokens, tokens),
+            ov_circuit(_ctx.model, layer, head, tokens), bigram(_ctx.model, tokens))
+
+
+def top_columns(matrix: np.ndarray, k: int) -> np.ndarray:
+    """Per row, the columns of its k largest entries, largest first."""
+    part = np.argpartition(-matrix, k - 1, axis=1)[:, :k]
+    return np.take_along_axis(part, np.argsort(-np.take_along_axis(matrix, part, 1), axis=1, kind="stable"), 1)
+
+
 def top_outputs(ctx: Explorer, circuit) -> pd.DataFrame:
     """Per input token, the output tokens the circuit raises most."""
-    best = np.argsort(-circuit.matrix, axis=1, kind="stable")[:, :TOP]
+    best = top_columns(circuit.matrix, min(TOP, circuit.matrix.shape[1]))
     return pd.DataFrame({f"top {k + 1}": [f"{ctx.piece(circuit.cols[j])} {circuit.matrix[i, j]:.3g}"
                                           for i, j in enumerate(best[:, k])] for k in range(best.shape[1])},
                         index=[ctx.piece(t) for t in circuit.rows])
@@ -52,26 +67,24 @@ def render(ctx: Explorer) -> None:
     st.caption(f"Tokens: the prompt's {len(tokens)} distinct ones" + (f" (the first {MOST_TOKENS})"
                                                                       if len(set(ctx.tokens)) > MOST_TOKENS else "") + ".")
     where = f"blocks.{layer}.attn, {head_label(head)}"
-    qk = qk_circuit(ctx.model, layer, head, tokens, tokens)
+    qk, ov, full, table = circuits_of(ctx.model_key, layer, head, tuple(tokens), ctx)
     a, b = st.columns(2)
     with a:
         heatmap(qk.matrix, labels, labels, "QK circuit: the score a query token gives a key token",
                 f"{where}: (e_q W_Q)(e_k W_K)ᵀ × scale", row_title="query token", col_title="key token", width=450)
-    ov = ov_circuit(ctx.model, layer, head, tokens, tokens)
     with b:
         heatmap(ov.matrix, labels, labels, "OV circuit: what attending to a token adds to each logit",
                 f"{where}: e W_V W_O W_U", row_title="attended token", col_title="logit of", width=450)
     def pairs(circuit) -> str:
         return ", ".join(f"{ctx.piece(r)} → {ctx.piece(c)} ({v:.3g})" for r, c, v in circuit.top_pairs(TOP))
     st.caption(f"Top pairs. QK (query → key): {pairs(qk)}. OV (attended → logit): {pairs(ov)}.")
-    full = ov_circuit(ctx.model, layer, head, tokens)
-    diagonal = float(np.mean([full.matrix[i, t] >= np.sort(full.matrix[i])[-TOP] for i, t in enumerate(tokens)]))
+    diagonal = float(np.mean([t in top_columns(full.matrix[i:i + 1], TOP)[0] for i, t in enumerate(tokens)]))
     st.markdown(f"**What {block_label(layer)}, {head_label(head)} copies.** Over the whole vocabulary, the logits "
                 f"attending to each token raises most; the token itself is among its top {TOP} for {diagonal:.0%} of "
                 "these tokens (a copying head: near 100%).")
     st.dataframe(top_outputs(ctx, full), width="stretch")
     st.markdown("**The direct path (bigram table).** e W_U: what each token alone, through no block, says comes next.")
-    st.dataframe(top_outputs(ctx, bigram(ctx.model, tokens)), width="stretch")
+    st.dataframe(top_outputs(ctx, table), width="stretch")
 
     st.subheader("Induction and previous-token heads")
     half, induction, previous = scores(ctx.model_key, ctx)

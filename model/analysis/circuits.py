@@ -9,6 +9,8 @@ head's input were a token's embedding and its output went straight to the unembe
 - The bigram table: e_t W_U, the direct path with no block at all.
 
 Embeddings are taken as the residual stream sees them (× ``embed_scale`` where the model has it).
+Computed in the weights' precision (the unembedding alone is d_model × vocabulary), returned
+as float64.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ def _embeddings(model: Transformer, tokens: list[int]) -> torch.Tensor:
         raise GlassboxError("Choose at least one token")
     if not all(0 <= t < model.cfg.vocab_size for t in tokens):
         raise GlassboxError(f"Token ids must be within the vocabulary (0..{model.cfg.vocab_size - 1})")
-    e = model.embed.W_E.detach()[tokens].double()
+    e = model.embed.W_E.detach()[tokens]
     return e * model.cfg.embed_scale if model.cfg.embed_scale is not None else e
 
 
@@ -53,26 +55,29 @@ def _head(model: Transformer, layer: int, head: int):
 @torch.no_grad()
 def qk_circuit(model: Transformer, layer: int, head: int, queries: list[int], keys: list[int]) -> Circuit:
     attn, kv = _head(model, layer, head)
-    q = _embeddings(model, queries) @ attn.W_Q[head].double()
-    k = _embeddings(model, keys) @ attn.W_K[kv].double()
-    return Circuit((q @ k.T * attn.scale).cpu().numpy(), list(queries), list(keys))
+    q = _embeddings(model, queries) @ attn.W_Q[head]
+    k = _embeddings(model, keys) @ attn.W_K[kv]
+    return Circuit((q @ k.T * attn.scale).double().cpu().numpy(), list(queries), list(keys))
 
 
 @torch.no_grad()
 def ov_circuit(model: Transformer, layer: int, head: int, inputs: list[int], outputs: list[int] | None = None) -> Circuit:
     """``outputs``: the logits shown (default: the whole vocabulary)."""
     attn, kv = _head(model, layer, head)
-    W_U = model.W_U.detach().double()
-    outputs = list(range(model.cfg.vocab_size)) if outputs is None else list(outputs)
-    written = _embeddings(model, inputs) @ attn.W_V[kv].double() @ attn.W_O[head].double()
-    return Circuit((written @ W_U[:, outputs]).cpu().numpy(), list(inputs), outputs)
+    written = _embeddings(model, inputs) @ attn.W_V[kv] @ attn.W_O[head]
+    return _through_unembedding(model, written, inputs, outputs)
 
 
 @torch.no_grad()
 def bigram(model: Transformer, inputs: list[int], outputs: list[int] | None = None) -> Circuit:
-    outputs = list(range(model.cfg.vocab_size)) if outputs is None else list(outputs)
-    matrix = _embeddings(model, inputs) @ model.W_U.detach().double()[:, outputs]
-    return Circuit(matrix.cpu().numpy(), list(inputs), outputs)
+    return _through_unembedding(model, _embeddings(model, inputs), inputs, outputs)
+
+
+def _through_unembedding(model: Transformer, written: torch.Tensor, inputs: list[int], outputs: list[int] | None) -> Circuit:
+    W_U = model.W_U.detach()
+    matrix = written @ (W_U if outputs is None else W_U[:, list(outputs)])  # all columns: no copy of W_U
+    columns = list(range(model.cfg.vocab_size)) if outputs is None else list(outputs)
+    return Circuit(matrix.double().cpu().numpy(), list(inputs), columns)
 
 
 @torch.no_grad()
