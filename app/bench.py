@@ -208,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("Backward step change", "Worked-example step change"):
         drawn, server_time, trace_time = (statistics.median(t[k] for t in times[name]) for k in range(3))
         print(f"{name:<34}{drawn:>7.2f}s{server_time:>8.2f}s{trace_time:>7.2f}s")
-    print("\n(trace: the model's own passes inside the server time; rest: everything else the page did)")
+    print("\n(trace: the model's own passes inside the server time (traces; Ask why's attribution, ablation and logit "
+          "split; Circuits' head scores); rest: everything else the page did)")
     if args.json:
         args.json.write_text(json.dumps({
             "n_tokens": n_tokens, "forward_s": forward, "config": cfg.to_dict(),

@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from app.components.labels import plain
+from app.components.timing import computing
 from app.explore.common import Explorer, choose_head, choose_layer, heatmap
 from model.analysis.circuits import bigram, head_scores, ov_circuit, qk_circuit
 from model.engine import block_label, head_label
@@ -26,7 +27,8 @@ def lit(ctx: Explorer) -> set[str]:
 def scores(model_key: str, _ctx: Explorer):
     n = min(REPEAT, _ctx.cfg.n_ctx // 2)  # twice over must fit in the context
     half = np.random.default_rng(0).integers(0, _ctx.cfg.vocab_size, n).tolist()
-    return half, *head_scores(_ctx.model, half)
+    with computing("head scores"):
+        return half, *head_scores(_ctx.model, half)
 
 
 @st.cache_resource(max_entries=32, show_spinner="Reading the head's weights…")

@@ -11,6 +11,7 @@ import streamlit as st
 
 from app.components.charts import paired_bars, show
 from app.components.labels import plain
+from app.components.timing import computing
 from app.components.labels import token_labels
 from app.explore.common import Explorer, bar_chart, choose_layer, heatmap, probs_at
 from model.analysis.ablation import ablate
@@ -34,23 +35,27 @@ def lit(ctx: Explorer) -> set[str]:
 
 @st.cache_resource(max_entries=32, show_spinner="Splitting the logit into its parts…")
 def dla(model_key: str, tokens: tuple, token: int, wrong: int | None, _ctx: Explorer):
-    return direct_logit_attribution(_ctx.model, list(tokens), token, -1, wrong)
+    with computing("direct logit attribution"):
+        return direct_logit_attribution(_ctx.model, list(tokens), token, -1, wrong)
 
 
 @st.cache_resource(max_entries=32, show_spinner="Attributing the logit to the input tokens…")
 def attribution(model_key: str, tokens: tuple, token: int, method: str, steps: int, baseline: int | None, _ctx: Explorer):
-    return attribute(_ctx.model, list(tokens), token, method, steps, baseline)
+    with computing("attribution"):
+        return attribute(_ctx.model, list(tokens), token, method, steps, baseline)
 
 
 @st.cache_resource(max_entries=32, show_spinner="Running the prompt with the unit switched off…")
 def ablation(model_key: str, tokens: tuple, layer: int, head: int | None, neuron: int | None, mode: str,
              reference: tuple | None, _ctx: Explorer):
-    return ablate(_ctx.model, list(tokens), layer, head, neuron, mode, None if reference is None else list(reference))
+    with computing("ablation"):
+        return ablate(_ctx.model, list(tokens), layer, head, neuron, mode, None if reference is None else list(reference))
 
 
 @st.cache_resource(max_entries=16, show_spinner="Patching, one site at a time…")
 def patching(model_key: str, clean: tuple, corrupt: tuple, answer: int, wrong: int, site: str, _ctx: Explorer):
-    return activation_patching(_ctx.model, list(clean), list(corrupt), answer, wrong, site)
+    with computing("patching"):
+        return activation_patching(_ctx.model, list(clean), list(corrupt), answer, wrong, site)
 
 
 def token_choice(ctx: Explorer, label: str, key: str, default: int, help: str) -> int | None:
