@@ -347,6 +347,11 @@ def test_circuits_view_draws_the_heads_circuits_and_scores():
     scores = [[np.mean([trace[f"blocks.{b}.attn.hook_pattern"][h, t, t - 19].item() for t in range(20, 40)])
                for h in range(loaded.cfg.n_heads)] for b in range(loaded.cfg.n_layers)]
     np.testing.assert_allclose(z(titled(at, "Induction score")), scores, atol=1e-5)
+    at.text_input(key="explore_circuit_tokens").input("Zoe Sam frog").run()  # a chosen set of tokens
+    chosen = list(dict.fromkeys(loaded.encode("Zoe Sam frog")))
+    e = loaded.model.embed.W_E.detach()[chosen]
+    expected = (e @ attn.W_Q[0].detach()) @ (e @ attn.W_K[0].detach()).T / attn.W_Q.shape[-1] ** 0.5
+    np.testing.assert_allclose(z(titled(at, "QK circuit")), expected.numpy(), rtol=1e-5, atol=1e-5)
 
 
 def test_compare_view_shows_two_prompts_and_their_difference():

@@ -64,10 +64,14 @@ def render(ctx: Explorer) -> None:
         layer = choose_layer(ctx)
     with right:
         head = choose_head(ctx)
-    tokens = list(dict.fromkeys(ctx.tokens))[:MOST_TOKENS]
+    typed = st.text_input("Tokens to read the circuits over", key="explore_circuit_tokens", persist_state="session",
+                          placeholder="empty: this prompt's",
+                          help="Any text: its distinct tokens, in order, are the grids' rows and columns")
+    chosen = ctx.loaded.encode(typed) if typed else ctx.tokens
+    tokens = list(dict.fromkeys(chosen))[:MOST_TOKENS]
     labels = [ctx.piece(t) for t in tokens]
-    st.caption(f"Tokens: the prompt's {len(tokens)} distinct ones" + (f" (the first {MOST_TOKENS})"
-                                                                      if len(set(ctx.tokens)) > MOST_TOKENS else "") + ".")
+    st.caption(f"Tokens: the {len(tokens)} distinct ones of " + ("the text above" if typed else "this prompt")
+               + (f" (the first {MOST_TOKENS})" if len(set(chosen)) > MOST_TOKENS else "") + ".")
     where = f"blocks.{layer}.attn, {head_label(head)}"
     qk, ov, full, table = circuits_of(ctx.model_key, layer, head, tuple(tokens), ctx)
     a, b = st.columns(2)
