@@ -68,6 +68,6 @@ def render(ctx: Explorer) -> None:
                       "same length in tokens."))
         return
     rows = [f"{x} | {y}" if x != y else x for x, y in zip(a_rows, b_rows)] if a_rows else [str(i) for i in range(a.shape[0])]
-    heatmap(a - b, rows, a_cols, "A − B", shown, row_title=row_title + (" (A | B where the tokens differ)" if a_rows else ""),
-            col_title=col_title, zoom_key="cmp:diff")
-    st.caption(f"Largest |A − B|: {float(np.abs(a - b).max()):.6g}; rows where A and B differ are labelled with both tokens.")
+    heatmap(a - b, rows, a_cols, "A − B", shown, row_title=row_title, col_title=col_title, zoom_key="cmp:diff")
+    st.caption(f"Largest |A − B|: {float(np.abs(a - b).max()):.6g}. A row where the prompts' tokens differ is labelled "
+               "with both, A's | B's.")
