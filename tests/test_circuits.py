@@ -5,6 +5,8 @@ QK circuit's entries for the prompt's token pairs; on a one-token prompt a head 
 that token, so its hook_result times W_U is the OV circuit's row (float64, ≤1e-12). Head scores:
 recomputed here from run_trace's patterns with plain loops."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -17,9 +19,10 @@ EXACT = ModelConfig(vocab_size=12, n_ctx=16, d_model=16, n_layers=2, n_heads=2, 
                     attn_bias=False, mlp_bias=False)
 
 
-@pytest.fixture(scope="module")
-def exact():
-    model = build_random_model(EXACT)
+@pytest.fixture(scope="module", params=["multi-head", "grouped-query"])
+def exact(request):
+    """Also with 4 query heads sharing 2 key/value heads: the circuits must read the right one."""
+    model = build_random_model(EXACT if request.param == "multi-head" else dataclasses.replace(EXACT, n_heads=4, n_kv_heads=2))
     with torch.no_grad():
         model.embed.W_E /= model.embed.W_E.pow(2).mean(-1, keepdim=True).sqrt()
         model.pos_embed.W_pos.zero_()
@@ -30,16 +33,17 @@ def exact():
 def test_qk_circuit_is_the_heads_scores_on_embeddings(exact):
     tokens = [3, 7, 1, 7, 10]
     trace = run_trace(exact, tokens, names=["blocks.0.attn.hook_scores"])
-    for head in range(2):
+    for head in range(exact.cfg.n_heads):
         circuit = qk_circuit(exact, 0, head, tokens, tokens)
         np.testing.assert_allclose(circuit.matrix, trace["blocks.0.attn.hook_scores"][head].numpy(), atol=1e-12)
 
 
 def test_ov_circuit_is_what_the_head_writes_when_it_reads_one_token(exact):
     inputs = [0, 5, 11]
-    circuit = ov_circuit(exact, 0, 1, inputs)
+    head = exact.cfg.n_heads - 1
+    circuit = ov_circuit(exact, 0, head, inputs)
     for row, token in enumerate(inputs):
-        written = run_trace(exact, [token], names=["blocks.0.attn.hook_result"])["blocks.0.attn.hook_result"][1, 0]
+        written = run_trace(exact, [token], names=["blocks.0.attn.hook_result"])["blocks.0.attn.hook_result"][head, 0]
         np.testing.assert_allclose(circuit.matrix[row], (written @ exact.W_U.detach()).numpy(), atol=1e-12)
     assert circuit.matrix.shape == (3, EXACT.vocab_size)
 

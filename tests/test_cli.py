@@ -92,6 +92,9 @@ def test_patch_json_contract(site, width):
     assert len(out["results"]) == loaded.cfg.n_layers * (width or 1)
     key = {"resid_pre": "position", "head": "head"}.get(site)
     assert all(set(r) == {"block", "metric"} | ({key} if key else set()) for r in out["results"])
+    estimates = out["attribution_patching"]
+    assert len(estimates["estimates"]) == len(out["results"]) and estimates["largest_difference"] >= 0
+    assert estimates["correlation"] is None or -1 <= estimates["correlation"] <= 1
     if site == "resid_pre":  # block 0 at the one differing position is the clean run itself
         (first,) = [r for r in out["results"] if r["block"] == 0 and r["position"] == 3]
         assert first["metric"] == pytest.approx(out["metric_clean"], abs=1e-4)

@@ -5,12 +5,13 @@ engine runs (GPT-2-like, Llama-like, Gemma-like with post norms and soft-caps, N
 parallel blocks) and on the worked example."""
 
 import copy
+import dataclasses
 
 import pytest
 import torch
 
 from model.analysis.dla import direct_logit_attribution, parts_written
-from model.engine import GlassboxError
+from model.engine import GlassboxError, run_trace
 from model.io.checkpoint import load
 from tests.helpers import build_random_model
 from tests.test_gradient_cells import MODELS
@@ -59,3 +60,16 @@ def test_bad_positions_and_tokens_say_why():
         direct_logit_attribution(model, tokens, 5, position=9)
     with pytest.raises(GlassboxError, match="outside the vocabulary"):
         direct_logit_attribution(model, tokens, 99)
+
+
+def test_without_a_final_norm_a_heads_share_is_its_output_times_the_unembedding():
+    """Each part on its own: with no final norm, head h's share is hook_result[h, position] ·
+    W_U[:, token], and an MLP's is hook_mlp_out · W_U[:, token] (run_trace, float64, ≤1e-12)."""
+    model = build_random_model(dataclasses.replace(MODELS["modern"], final_norm=False))
+    tokens = [1, 4, 2, 7, 3]
+    result = direct_logit_attribution(model, tokens, 5, position=3)
+    trace = run_trace(model, tokens, names=["blocks.1.attn.hook_result", "blocks.0.hook_mlp_out"])
+    share = dict(zip(result.names, result.values))
+    W_U = model.W_U.detach()
+    assert share["blocks.1.attn.hook_result[1]"] == pytest.approx(float(trace["blocks.1.attn.hook_result"][1, 3] @ W_U[:, 5]), abs=1e-12)
+    assert share["blocks.0.hook_mlp_out"] == pytest.approx(float(trace["blocks.0.hook_mlp_out"][3] @ W_U[:, 5]), abs=1e-12)

@@ -82,11 +82,12 @@ def render(ctx: Explorer) -> None:
         heatmap(ov.matrix, labels, labels, "OV circuit: what attending to a token adds to each logit",
                 f"{where}: e W_V W_O W_U", row_title="attended token", col_title="logit of", width=450)
     def pairs(circuit) -> str:
-        return ", ".join(f"{ctx.piece(r)} → {ctx.piece(c)} ({v:.3g})" for r, c, v in circuit.top_pairs(TOP))
+        return ", ".join(f"{plain(ctx.piece(r))} → {plain(ctx.piece(c))} ({v:.3g})" for r, c, v in circuit.top_pairs(TOP))
     st.caption(f"Top pairs. QK (query → key): {pairs(qk)}. OV (attended → logit): {pairs(ov)}.")
-    diagonal = float(np.mean([t in top_columns(full.matrix[i:i + 1], TOP)[0] for i, t in enumerate(tokens)]))
+    top = min(TOP, full.matrix.shape[1])
+    diagonal = float(np.mean([t in top_columns(full.matrix[i:i + 1], top)[0] for i, t in enumerate(tokens)]))
     st.markdown(f"**What {block_label(layer)}, {head_label(head)} copies.** Over the whole vocabulary, the logits "
-                f"attending to each token raises most; the token itself is among its top {TOP} for {diagonal:.0%} of "
+                f"attending to each token raises most; the token itself is among its top {top} for {diagonal:.0%} of "
                 "these tokens (a copying head: near 100%).")
     st.dataframe(top_outputs(ctx, full), width="stretch")
     st.markdown("**The direct path (bigram table).** e W_U: what each token alone, through no block, says comes next.")

@@ -22,8 +22,8 @@ def lit(ctx: Explorer) -> set[str]:
 def grid(ctx: Explorer, tensor, axes: tuple[str, ...], head: int) -> tuple[np.ndarray, list[str] | None, list[str] | None, str, str]:
     """The tensor as a 2-D grid with its labels: the chosen head of a per-head tensor, a 1-D
     tensor as one row."""
-    if axes and axes[0] in ("head", "kv_head"):
-        tensor, axes = tensor[min(head, tensor.shape[0] - 1)], axes[1:]
+    if axes and axes[0] in ("head", "kv_head"):  # a query head reads its own key/value head
+        tensor, axes = tensor[head if axes[0] == "head" else ctx.cfg.kv_head(head)], axes[1:]
     if tensor.dim() == 1:
         tensor, axes = tensor[None], ("",) + axes
     rows = ctx.labels if axes[0] in POSITION_AXES else None
@@ -47,15 +47,16 @@ def render(ctx: Explorer) -> None:
     if not other_text:
         st.info("Type a prompt B to compare with. Changing one word of A shows where its effect travels.")
         return
-    other = Explorer(ctx.model_key, ctx.loaded, ctx.loaded.encode(other_text), None)
+    other = Explorer(ctx.model_key, ctx.loaded, ctx.loaded.encode(other_text), ctx.target)  # the same loss
     needs = Needs((name.removeprefix(GRAD),), backward=name.startswith(GRAD))
     a_trace, b_trace = ctx.trace(needs), other.trace(needs)
     if name not in a_trace.names() or name not in b_trace.names():
         raise GlassboxError(f"{name} has no value for one of the prompts (off the loss's path, or one token long)")
     a, a_rows, a_cols, row_title, col_title = grid(ctx, a_trace[name], axes, head)
     b, b_rows, b_cols, _, _ = grid(other, b_trace[name], axes, head)
-    shown = name + (f"[{head}]" if axes and axes[0] in ("head", "kv_head") else "")
-    st.caption(f"A: {len(ctx.tokens)} tokens; B: {len(other.tokens)} tokens. Each map has its own colour scale.")
+    shown = name + ({"head": f"[{head}]", "kv_head": f"[{ctx.cfg.kv_head(head)}]"}.get(axes[0], "") if axes else "")
+    st.caption(f"A: {len(ctx.tokens)} tokens; B: {len(other.tokens)} tokens. Each map has its own colour scale. Gradients "
+               "are of the same loss for both: the page's target, or the mean next-token loss.")
     first, second = st.columns(2)
     with first:
         heatmap(a, a_rows or [str(i) for i in range(a.shape[0])], a_cols, "A: this prompt", shown, row_title=row_title,

@@ -26,6 +26,7 @@ METHODS = {"input × gradient": "input_x_gradient", "integrated gradients": "int
 SITES = {"residual stream, per position": "resid_pre", "each head": "head", "attention output, per block": "attn_out",
          "MLP output, per block": "mlp_out"}
 PATCH_TOKENS = 400_000  # tokens run through the model by one patching experiment, at most
+PATH_TOKENS = 100_000  # tokens run forward and backward by integrated gradients, at most
 PARTS_SHOWN = 16
 
 
@@ -94,7 +95,7 @@ def render(ctx: Explorer) -> None:
 
 def logit_attribution(ctx: Explorer, token: int, wrong: int) -> None:
     st.subheader("Direct logit attribution")
-    difference = st.toggle(f"Split logit({ctx.piece(token)}) − logit({ctx.piece(wrong)})", key="explore_why_difference",
+    difference = st.toggle(plain(f"Split logit({ctx.piece(token)}) − logit({ctx.piece(wrong)})"), key="explore_why_difference",
                            persist_state="session")
     result = dla(ctx.model_key, tuple(ctx.tokens), token, wrong if difference else None, ctx)
     what = f"logit({ctx.piece(token)})" + (f" − logit({ctx.piece(wrong)})" if difference else "")
@@ -110,7 +111,7 @@ def logit_attribution(ctx: Explorer, token: int, wrong: int) -> None:
                       yaxis=dict(title="part (engine name)", autorange="reversed", type="category"))
     show(fig, width="stretch")
     st.caption(f"Each part is put through the final norm, with this position's scale held fixed, and the unembedding. "
-               f"All {len(result.names)} parts add up to {result.values.sum():.6g}; the model's {what} is "
+               f"All {len(result.names)} parts add up to {result.values.sum():.6g}; the model's {plain(what)} is "
                f"{result.logit:.6g}." + (" Logits are taken before the soft-cap, which is not linear."
                                          if ctx.cfg.final_softcap else ""))
 
@@ -131,6 +132,10 @@ def input_attribution(ctx: Explorer, token: int) -> None:
                            key="explore_why_baseline", persist_state="session",
                            help="Integrated gradients walk from this embedding to the prompt's")
         baseline = None if zero == "zeros" else ctx.tokens[0]
+        if steps * len(ctx.tokens) > PATH_TOKENS:
+            st.warning(plain(f"{steps} steps of {len(ctx.tokens)} tokens is {steps * len(ctx.tokens):,} tokens forward and "
+                             "backward: too many for this server. Fewer steps or a shorter prompt."))
+            return
     result = attribution(ctx.model_key, tuple(ctx.tokens), token, METHODS[method], steps, baseline, ctx)
     show(bar_chart(ctx.labels, result.scores, f"<b>{method.capitalize()}</b> of logit({ctx.piece(token)}) at the last "
                    "position, per input token", "score", text=[f"{v:.3g}" for v in result.scores]), width="stretch")
@@ -182,15 +187,15 @@ def ablation_view(ctx: Explorer, token: int) -> None:
                      f"Next token after “{ctx.pieces[-1]}” with {result.name} set to "
                      + {"zero": "zero", "mean": "its mean over the positions"}.get(mode, "its mean on the reference"), "probability",
                      "next token", highlight=int(np.flatnonzero(shown == token)[0])), width="stretch")
-    st.caption(f"p({ctx.piece(token)}) {result.before[token]:.4f} → {result.after[token]:.4f}; KL(as computed ‖ "
+    st.caption(f"p({plain(ctx.piece(token))}) {result.before[token]:.4f} → {result.after[token]:.4f}; KL(as computed ‖ "
                f"ablated) = {result.kl:.4g} nats over the whole vocabulary.")
 
 
 def patching_view(ctx: Explorer, token: int, wrong: int) -> None:
     st.subheader("Activation patching")
     st.markdown(f"Run a **corrupted** prompt of the same length ({len(ctx.tokens)} tokens), then run it again with "
-                f"one activation taken from this prompt's run. The metric is logit({ctx.piece(token)}) − "
-                f"logit({ctx.piece(wrong)}) at the last position; each cell says how much of this prompt's value "
+                f"one activation taken from this prompt's run. The metric is logit({plain(ctx.piece(token))}) − "
+                f"logit({plain(ctx.piece(wrong))}) at the last position; each cell says how much of this prompt's value "
                 "one patch restores (1: all of it, 0: none).")
     with st.form("explore_why_patch"):
         corrupt_text = st.text_input("Corrupted prompt", key="explore_why_corrupt", persist_state="session",
@@ -229,4 +234,5 @@ def patching_view(ctx: Explorer, token: int, wrong: int) -> None:
     r, largest = result.agreement()
     st.caption(f"Attribution patching estimates every cell from one backward pass of the corrupted run (the metric's "
                f"gradient × the clean − corrupted difference, a first-order approximation). Agreement with the patched "
-               f"runs: correlation {r:.3f}, largest difference {largest:.3g} in the metric.")
+               f"runs: correlation {'undefined (no variation)' if r is None else f'{r:.3f}'}, largest difference "
+               f"{largest:.3g} in the metric.")

@@ -74,9 +74,9 @@ def ablate(model: Transformer, tokens: list[int], layer: int, head: int | None =
 
     ids = torch.tensor([tokens], device=model.device)
     with torch.no_grad():
-        before = model(ids).logits[0, -1].double().softmax(-1)
+        before = model(ids, last_only=True).logits[0, -1].double().softmax(-1)
         with editing({name: edit}):
-            after = model(ids).logits[0, -1].double().softmax(-1)
+            after = model(ids, last_only=True).logits[0, -1].double().softmax(-1)
     shown = f"{name}[{head}]" if head is not None else f"{name}[:, {neuron}]"
     return Ablation(shown, mode if reference is None or mode == "zero" else "reference mean", before.cpu().numpy(),
                     after.cpu().numpy())

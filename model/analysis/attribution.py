@@ -24,7 +24,8 @@ from model.engine import GlassboxError, Transformer, check_context, editing
 from model.engine.capture import capture
 
 METHODS = ("saliency", "input_x_gradient", "integrated_gradients", "attention_rollout")
-BATCH = 32  # path points per forward pass
+BATCH = 32  # path points per forward pass, at most …
+BATCH_TOKENS = 8192  # … and at most this many tokens in one pass
 
 
 @dataclass
@@ -58,9 +59,15 @@ def _logit_and_gradient(model: Transformer, ids: torch.Tensor, embeddings: torch
     gradient)."""
     points = embeddings.detach().requires_grad_(True)
     with torch.enable_grad(), editing({"hook_embed": lambda _: points}):
-        f = model(ids.expand(len(points), -1)).logits[:, -1, target]
+        f = model(ids.expand(len(points), -1), last_only=True).logits[:, -1, target]
         (gradient,) = torch.autograd.grad(f.sum(), points)
     return f.detach(), gradient
+
+
+def _logit(model: Transformer, ids: torch.Tensor, embeddings: torch.Tensor, target: int) -> float:
+    """f for one set of embeddings: a plain forward pass with them in place of hook_embed."""
+    with torch.no_grad(), editing({"hook_embed": lambda _: embeddings[None]}):
+        return float(model(ids, last_only=True).logits[0, -1, target])
 
 
 def attribute(model: Transformer, tokens: list[int], target: int, method: str = "saliency", steps: int = 32,
@@ -71,8 +78,7 @@ def attribute(model: Transformer, tokens: list[int], target: int, method: str = 
     ids = torch.tensor([tokens], device=model.device)
     x = _embeddings(model, ids)
     if method == "attention_rollout":
-        f, _ = _logit_and_gradient(model, ids, x[None], target)
-        return Attribution(method, attention_rollout(model, tokens), float(f[0]))
+        return Attribution(method, attention_rollout(model, tokens), _logit(model, ids, x, target))
     if method in ("saliency", "input_x_gradient"):
         f, gradient = _logit_and_gradient(model, ids, x[None], target)
         scores = gradient[0].norm(dim=-1) if method == "saliency" else (x * gradient[0]).sum(-1)
@@ -83,16 +89,19 @@ def attribute(model: Transformer, tokens: list[int], target: int, method: str = 
         raise GlassboxError(f"Baseline token id {baseline_token} is outside the vocabulary")
     baseline = torch.zeros_like(x) if baseline_token is None else _embeddings(model, torch.full_like(ids, baseline_token))
     alphas = (torch.arange(steps, dtype=torch.float64) + 0.5) / steps  # the midpoint rule
-    total = torch.zeros_like(x, dtype=torch.float64)
-    for start in range(0, steps, BATCH):
-        a = alphas[start:start + BATCH].to(x.dtype).to(x.device)[:, None, None]
-        _, gradient = _logit_and_gradient(model, ids, baseline + a * (x - baseline), target)
+    # the path in at least float32 (in bfloat16 neighbouring points of a long path would coincide)
+    path_dtype = torch.promote_types(x.dtype, torch.float32)
+    start, span = baseline.to(path_dtype), (x - baseline).to(path_dtype)
+    per_pass = max(1, min(BATCH, BATCH_TOKENS // len(tokens)))
+    total = torch.zeros_like(span, dtype=torch.float64)
+    for first in range(0, steps, per_pass):
+        a = alphas[first:first + per_pass].to(path_dtype).to(x.device)[:, None, None]
+        _, gradient = _logit_and_gradient(model, ids, (start + a * span).to(x.dtype), target)
         total += gradient.double().sum(0)
-    scores = ((x - baseline).double() * total / steps).sum(-1)
-    f_x, _ = _logit_and_gradient(model, ids, x[None], target)
-    f_b, _ = _logit_and_gradient(model, ids, baseline[None], target)
-    error = abs(float(scores.sum()) - (float(f_x[0]) - float(f_b[0])))
-    return Attribution(method, scores.cpu().numpy(), float(f_x[0]), float(f_b[0]), error, steps)
+    scores = (span.double() * total / steps).sum(-1)
+    f_x, f_b = _logit(model, ids, x, target), _logit(model, ids, baseline, target)
+    error = abs(float(scores.sum()) - (f_x - f_b))
+    return Attribution(method, scores.cpu().numpy(), f_x, f_b, error, steps)
 
 
 @torch.no_grad()

@@ -42,7 +42,9 @@ def _embeddings(model: Transformer, tokens: list[int]) -> torch.Tensor:
     if not all(0 <= t < model.cfg.vocab_size for t in tokens):
         raise GlassboxError(f"Token ids must be within the vocabulary (0..{model.cfg.vocab_size - 1})")
     e = model.embed.W_E.detach()[tokens]
-    return e * model.cfg.embed_scale if model.cfg.embed_scale is not None else e
+    if model.cfg.embed_scale is None:
+        return e
+    return e * torch.tensor(model.cfg.embed_scale, dtype=e.dtype)  # rounded to the model's precision, as the pass does
 
 
 def _head(model: Transformer, layer: int, head: int):

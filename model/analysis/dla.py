@@ -67,8 +67,8 @@ def direct_logit_attribution(model: Transformer, tokens: list[int], token_id: in
         model(torch.tensor([tokens], device=model.device))
     got = {name: t[0, ..., position, :] if name.endswith("hook_result") else t[0, position]
            for name, t in recorder.tensors.items()}
-    direction = model.W_U[:, token_id] - (model.W_U[:, wrong_id] if wrong_id is not None else 0)
-    direction = direction.to(torch.float64)
+    W_U = model.W_U.detach()
+    direction = W_U[:, token_id].double() - (W_U[:, wrong_id].double() if wrong_id is not None else 0)
 
     def through_head(vector: torch.Tensor) -> float:
         """A part's direct share: the final norm with its scale fixed (linear), then the unembedding."""

@@ -21,13 +21,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from model.engine import GlassboxError, Transformer, editing
+from model.engine import GlassboxError, Transformer, check_context, editing
 from model.engine.capture import capture
 
 SITES = ("resid_pre", "attn_out", "mlp_out", "head")
 SITE_NAMES = {"resid_pre": "blocks.{}.hook_resid_pre", "attn_out": "blocks.{}.hook_attn_out",
               "mlp_out": "blocks.{}.hook_mlp_out", "head": "blocks.{}.attn.hook_z"}
-BATCH = 32  # patched runs per forward pass
+BATCH = 32  # patched runs per forward pass, at most …
+BATCH_TOKENS = 8192  # … and at most this many tokens in one pass
 
 
 @dataclass
@@ -59,10 +60,11 @@ class Patching:
                 rows.append({"block": block, **({self.column: j} if self.column else {}), "metric": float(value)})
         return rows
 
-    def agreement(self) -> tuple[float, float]:
-        """(correlation, largest |difference|) between exact patching and the estimate."""
+    def agreement(self) -> tuple[float | None, float]:
+        """(correlation, largest |difference|) between exact patching and the estimate; the
+        correlation is None where it is undefined (one cell, or no variation)."""
         a, b = self.metric.ravel(), self.estimate.ravel()
-        r = float(np.corrcoef(a, b)[0, 1]) if a.size > 1 and a.std() and b.std() else float("nan")
+        r = float(np.corrcoef(a, b)[0, 1]) if a.size > 1 and a.std() and b.std() else None
         return r, float(np.abs(a - b).max())
 
 
@@ -82,11 +84,15 @@ def activation_patching(model: Transformer, clean: list[int], corrupt: list[int]
     if not clean:
         raise GlassboxError("The prompts are empty")
     cfg, T = model.cfg, len(clean)
+    check_context(cfg, T)
+    for token in (answer, wrong):
+        if not 0 <= token < cfg.vocab_size:
+            raise GlassboxError(f"Token id {token} is outside the vocabulary (0..{cfg.vocab_size - 1})")
     names = [SITE_NAMES[site].format(block) for block in range(cfg.n_layers)]
     clean_ids = torch.tensor([clean], device=model.device)
     corrupt_ids = torch.tensor([corrupt], device=model.device)
     with torch.no_grad(), capture(names) as recorder:
-        metric_clean = float(logit_difference(model(clean_ids).logits, answer, wrong)[0])
+        metric_clean = float(logit_difference(model(clean_ids, last_only=True).logits, answer, wrong)[0])
     clean_acts = recorder.tensors
     width = {"resid_pre": T, "head": cfg.n_heads}.get(site, 1)
     # every patch: (its cell in the grid, the name it edits, the index it replaces, batch entry left out)
@@ -94,14 +100,15 @@ def activation_patching(model: Transformer, clean: list[int], corrupt: list[int]
                for block in range(cfg.n_layers) for j in range(width)]
     metric = np.zeros((cfg.n_layers, width))
     with torch.no_grad():
-        for start in range(0, len(patches), BATCH):
-            chunk = patches[start:start + BATCH]
+        per_pass = max(1, min(BATCH, BATCH_TOKENS // T))
+        for start in range(0, len(patches), per_pass):
+            chunk = patches[start:start + per_pass]
             by_name: dict[str, list[tuple[int, tuple]]] = defaultdict(list)
             for entry, (_, name, index) in enumerate(chunk):
                 by_name[name].append((entry, index))
             edits = {name: _patch_entries(jobs, clean_acts[name][0]) for name, jobs in by_name.items()}
             with editing(edits):
-                values = logit_difference(model(corrupt_ids.expand(len(chunk), -1)).logits, answer, wrong)
+                values = logit_difference(model(corrupt_ids.expand(len(chunk), -1), last_only=True).logits, answer, wrong)
             for (cell, _, _), value in zip(chunk, values.tolist()):
                 metric[cell] = value
     metric_corrupt, estimate = _attribution(model, corrupt_ids, clean_acts, names, site, answer, wrong)
@@ -122,7 +129,7 @@ def _attribution(model: Transformer, corrupt_ids: torch.Tensor, clean_acts: dict
                  site: str, answer: int, wrong: int) -> tuple[float, np.ndarray]:
     """The corrupted run's metric, and attribution patching's estimate for every patch."""
     with torch.enable_grad(), editing({}, keep=names) as editor:
-        value = logit_difference(model(corrupt_ids).logits, answer, wrong)[0]
+        value = logit_difference(model(corrupt_ids, last_only=True).logits, answer, wrong)[0]
         acts = [editor.tensors[n] for n in names]
         grads = torch.autograd.grad(value, acts, allow_unused=True)  # activations only: no parameter is touched
     rows = []

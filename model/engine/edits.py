@@ -20,8 +20,10 @@ from typing import Callable, Iterable, Iterator
 import torch
 
 from model.engine.capture import Recorder, capture, matches
+from model.engine.errors import GlassboxError
 
 Edit = Callable[[torch.Tensor], torch.Tensor]
+DISPLAY_ONLY = {"hook_probs": "hook_log_probs or hook_logits"}  # computed beside the pass, for display: not editable
 
 
 class Editor(Recorder):
@@ -29,7 +31,11 @@ class Editor(Recorder):
 
     def __init__(self, edits: dict[str, Edit], keep: Iterable[str] = ()):
         super().__init__(tuple(keep))
+        for name in edits:
+            if name in DISPLAY_ONLY:
+                raise GlassboxError(f"{name} is computed for display only, beside the pass: edit {DISPLAY_ONLY[name]}")
         self.edits = dict(edits)
+        self.applied: set[str] = set()
 
     def wants(self, name: str) -> bool:
         # an edited name is wanted: the forward pass then computes it where it is optional
@@ -38,6 +44,7 @@ class Editor(Recorder):
 
     def record(self, name: str, tensor: torch.Tensor) -> torch.Tensor:
         if name in self.edits:
+            self.applied.add(name)
             edited = self.edits[name](tensor)
             if edited.shape != tensor.shape:
                 raise ValueError(f"an edit of {name} changed its shape {tuple(tensor.shape)} to {tuple(edited.shape)}")
@@ -50,9 +57,13 @@ class Editor(Recorder):
 @contextmanager
 def editing(edits: dict[str, Edit], keep: Iterable[str] = ()) -> Iterator[Editor]:
     """Run the forward passes of the block with ``edits`` applied; the editor's ``tensors`` hold
-    what ``keep`` (shell patterns) matched, as the pass went on with it."""
+    what ``keep`` (shell patterns) matched, as the pass went on with it. An edit of a name that
+    no pass computed (a misspelling, another model's name) is an error when the block ends."""
     with capture(recorder=Editor(edits, keep)) as editor:
         yield editor
+    unused = sorted(set(edits) - editor.applied)
+    if unused:
+        raise GlassboxError(f"No tensor named {', '.join(unused)} was computed: `glassbox hooks` lists the names")
 
 
 def replaced(index: tuple, value: torch.Tensor | float) -> Edit:

@@ -208,7 +208,8 @@ def cmd_patch(args) -> int:
         gap = result.metric_clean - result.metric_corrupt
         restored = f"{(row['metric'] - result.metric_corrupt) / gap:.2f}" if gap else "-"
         print(f"  block {row['block']}{where}: {row['metric']:.4f}  ({restored})")
-    print(f"attribution patching beside it: correlation {r:.3f}, largest difference {largest:.3g}")
+    print(f"attribution patching beside it: correlation {'undefined' if r is None else f'{r:.3f}'}, "
+          f"largest difference {largest:.3g}")
     return 0
 
 

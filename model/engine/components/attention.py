@@ -78,7 +78,7 @@ class Attention(nn.Module):
         if explicit:
             scores = q @ k.transpose(-1, -2) * self.scale
             if cfg.attn_softcap is not None:
-                hook(p + "hook_scores_uncapped", scores)
+                scores = hook(p + "hook_scores_uncapped", scores)
                 scores = torch.tanh(scores / cfg.attn_softcap) * cfg.attn_softcap
             scores = hook(p + "hook_scores", scores)
             masked = hook(p + "hook_scores_masked", scores.masked_fill(hidden, float("-inf")))
