@@ -57,17 +57,19 @@ def test_bigram_and_top_pairs(exact):
     assert pairs[0][:2] == ([2, 4][i], [0, 1, 2][j])
 
 
-def test_head_scores_by_hand():
+@pytest.mark.parametrize("prefix", [[], [0]])
+def test_head_scores_by_hand(prefix):
+    """With and without a BOS-like first token, the positions shifted past it."""
     model = build_random_model(ModelConfig(vocab_size=20, n_ctx=32, d_model=16, n_layers=2, n_heads=2, d_ff=32))
     half = [4, 9, 2, 13, 7, 1]
-    induction, previous = head_scores(model, half)
-    trace = run_trace(model, half + half, names=["blocks.*.attn.hook_pattern"])
-    n = len(half)
+    induction, previous = head_scores(model, half, prefix)
+    trace = run_trace(model, prefix + half + half, names=["blocks.*.attn.hook_pattern"])
+    n, s = len(half), len(prefix)
     for layer in range(2):
         pattern = trace[f"blocks.{layer}.attn.hook_pattern"].numpy()
         for h in range(2):
-            assert induction[layer, h] == pytest.approx(np.mean([pattern[h, t, t - n + 1] for t in range(n, 2 * n)]))
-            assert previous[layer, h] == pytest.approx(np.mean([pattern[h, t, t - 1] for t in range(1, 2 * n)]))
+            assert induction[layer, h] == pytest.approx(np.mean([pattern[h, t, t - n + 1] for t in range(s + n, s + 2 * n)]))
+            assert previous[layer, h] == pytest.approx(np.mean([pattern[h, t, t - 1] for t in range(s + 1, s + 2 * n)]))
     assert induction.max() < 0.5  # a random model has no induction head
 
 

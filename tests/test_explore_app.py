@@ -342,7 +342,8 @@ def test_circuits_view_draws_the_heads_circuits_and_scores():
     expected = (e @ attn.W_Q[0].detach()) @ (e @ attn.W_K[0].detach()).T / attn.W_Q.shape[-1] ** 0.5
     np.testing.assert_allclose(z(titled(at, "QK circuit")), expected.numpy(), rtol=1e-5, atol=1e-5)
     assert z(titled(at, "OV circuit")).shape == (len(tokens), len(tokens))
-    half = np.random.default_rng(0).integers(0, loaded.cfg.vocab_size, 20).tolist()
+    half = np.random.default_rng(0).integers(0, len(loaded.tokenizer.pieces), 20).tolist()
+    assert loaded.tokenizer.prefix() == []  # the default model's tokenizer puts nothing first
     trace = run_trace(loaded.model, half + half, names=["blocks.*.attn.hook_pattern"])
     scores = [[np.mean([trace[f"blocks.{b}.attn.hook_pattern"][h, t, t - 19].item() for t in range(20, 40)])
                for h in range(loaded.cfg.n_heads)] for b in range(loaded.cfg.n_layers)]

@@ -108,6 +108,8 @@ def test_token_ids_are_transformers(family):
     hf, tokenizer, loaded = family
     for text in [PROMPT] + CORPUS[:5] + ["  spaces\tand\nnewlines ", "naïve café 🤖"]:
         assert loaded.encode(text) == tokenizer(text)["input_ids"], text
+    # what goes before any text (the Circuits view's head scores start with it): transformers' BOS, or nothing
+    assert loaded.tokenizer.prefix() == tokenizer("")["input_ids"]
 
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU"))]

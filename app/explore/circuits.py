@@ -25,10 +25,11 @@ def lit(ctx: Explorer) -> set[str]:
 
 @st.cache_resource(max_entries=8, show_spinner="Scoring every head on a repeated random sequence…")
 def scores(model_key: str, _ctx: Explorer):
-    n = min(REPEAT, _ctx.cfg.n_ctx // 2)  # twice over must fit in the context
-    half = np.random.default_rng(0).integers(0, _ctx.cfg.vocab_size, n).tolist()
+    prefix = _ctx.loaded.tokenizer.prefix()  # what the tokenizer puts first (Llama's and Gemma's BOS), as a prompt has it
+    n = min(REPEAT, (_ctx.cfg.n_ctx - len(prefix)) // 2)  # twice over must fit in the context
+    half = np.random.default_rng(0).integers(0, len(_ctx.loaded.tokenizer.pieces), n).tolist()
     with computing("head scores"):
-        return half, *head_scores(_ctx.model, half)
+        return half, *head_scores(_ctx.model, half, prefix)
 
 
 @st.cache_resource(max_entries=32, show_spinner="Reading the head's weights…")

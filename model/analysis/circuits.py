@@ -83,21 +83,22 @@ def _through_unembedding(model: Transformer, written: torch.Tensor, inputs: list
 
 
 @torch.no_grad()
-def head_scores(model: Transformer, half: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """Per block and head, on ``half`` repeated twice: the induction score (the mean attention
-    from each position of the repeat to the token after its earlier occurrence, t − n + 1) and
-    the previous-token score (the mean attention from each position t ≥ 1 to t − 1)."""
-    n = len(half)
+def head_scores(model: Transformer, half: list[int], prefix: list[int] = ()) -> tuple[np.ndarray, np.ndarray]:
+    """Per block and head, on ``prefix`` (such as the BOS a tokenizer puts first) and then
+    ``half`` twice: the induction score (the mean attention from each position of the repeat to
+    the token after its earlier occurrence, t − n + 1) and the previous-token score (the mean
+    attention from each position of the halves, after the first, to t − 1)."""
+    n, start = len(half), len(prefix)
     if n < 2:
         raise GlassboxError("The repeated sequence needs at least 2 tokens")
     with capture(["blocks.*.attn.hook_pattern"]) as recorder:
-        model(torch.tensor([half + half], device=model.device))
+        model(torch.tensor([list(prefix) + half + half], device=model.device))
     induction = np.zeros((model.cfg.n_layers, model.cfg.n_heads))
     previous = np.zeros_like(induction)
-    t = torch.arange(n, 2 * n)
+    t = torch.arange(start + n, start + 2 * n)
+    after = torch.arange(start + 1, start + 2 * n)
     for i in range(model.cfg.n_layers):
         p = recorder.tensors[f"blocks.{i}.attn.hook_pattern"][0].double()
         induction[i] = p[:, t, t - n + 1].mean(-1).cpu().numpy()
-        after = torch.arange(1, 2 * n)
         previous[i] = p[:, after, after - 1].mean(-1).cpu().numpy()
     return induction, previous

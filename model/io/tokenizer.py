@@ -102,6 +102,10 @@ class Tokenizer:
         # with the tokenizer's own special tokens (the BOS Llama and Gemma put first), as transformers does
         return self._tok.encode(text, add_special_tokens=True).ids
 
+    def prefix(self) -> list[int]:
+        """The special tokens put before any text (the BOS of Llama and Gemma); [] for most."""
+        return [] if self.word_level else self._tok.encode("", add_special_tokens=True).ids
+
     def decode(self, ids: list[int]) -> str:
         """The text of ``ids``; an id past the tokenizer reads as its label ``<id N>``."""
         known, text = [], ""
