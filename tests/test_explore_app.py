@@ -328,6 +328,8 @@ def test_ask_why_patches_attributes_and_splits_the_logit():
     assert restored.shape == (loaded.cfg.n_layers, 8)
     assert restored[0, 3] == pytest.approx(1.0, abs=1e-5)
     assert z(titled(at, "Attribution patching's estimate")).shape == restored.shape
+    scales = [titled(at, t)["data"][0]["zmax"] for t in ("Fraction restored: patched", "Attribution patching's estimate")]
+    assert scales[0] == scales[1] >= np.abs(restored).max()  # one colour scale for the two
 
 
 def test_circuits_view_draws_the_heads_circuits_and_scores():

@@ -181,12 +181,13 @@ def mean_label(labels: list[str], start: int, stop: int) -> str:
 def heatmap(values: np.ndarray, rows: list[str], cols: list[str] | None, title: str, name: str, *,
             row_title: str = "position", col_title: str = "", sequential: bool = False, zoom_key: str | None = None,
             height: int | None = None, marks: list[tuple[int, int]] = (), width: int = 900,
-            trace: Trace | None = None) -> None:
+            trace: Trace | None = None, zmax: float | None = None) -> None:
     """``heatmap_figure`` for an array of any size, in a column about ``width`` pixels wide.
     Values are written into the cells only where they fit (every exact value is on hover);
     large arrays are drawn as block means, and ``zoom_key`` adds sliders that narrow the rows
     and columns down to exact values. ``trace``: the trace the values come from; the figure is
-    then kept with it (by name, labels and zoom), not built again on each rerun."""
+    then kept with it (by name, labels and zoom), not built again on each rerun. ``zmax``: a
+    colour scale shared with another chart."""
     cols = cols if cols is not None else [str(i) for i in range(np.shape(values)[1])]
     # each slider says which chart it zooms: a view can have several of the same shape
     r0, r1 = _zoom(values.shape[0], MAX_ROWS, f"{title}, {row_title} rows", zoom_key and zoom_key + ":rows")
@@ -209,10 +210,11 @@ def heatmap(values: np.ndarray, rows: list[str], cols: list[str] | None, title: 
                 text = None  # the numbers would spill into each other
         return heatmap_figure(shown, shown_rows, shown_cols, title, name, size=size, row_title=row_title,
                               col_title=col_title, colour="sequential" if sequential else "diverging", text=text,
-                              gaps=exact, height=height, marks=[(r - r0, c - c0) for r, c in marks], image=not exact)
+                              gaps=exact, height=height, marks=[(r - r0, c - c0) for r, c in marks], image=not exact,
+                              zmax=zmax)
 
     key = ("heatmap", name, title, tuple(rows), tuple(cols), r0, r1, c0, c1, row_title, col_title, sequential, height,
-           tuple(marks), width)
+           tuple(marks), width, zmax)
     fig = build() if trace is None else derived(trace, key, build)
     show(fig, width="stretch", key=None if zoom_key is None else zoom_key + ":chart")
 

@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.components.charts import paired_bars, show
+from app.components.heatmap import abs_max
 from app.components.labels import plain
 from app.components.timing import computing
 from app.components.labels import token_labels
@@ -225,12 +226,14 @@ def patching_view(ctx: Explorer, token: int, wrong: int) -> None:
         st.warning("The two prompts give the same metric: there is no difference to restore.")
         return
     exact, estimate = st.columns(2)
+    restored, estimated = result.restored(), result.restored(result.estimate)
+    top = max(abs_max(restored), abs_max(estimated))  # one colour scale: the two are to be compared
     with exact:
-        heatmap(result.restored(), rows, columns, "Fraction restored: patched", name, row_title="block",
-                col_title=col_title, width=450)
+        heatmap(restored, rows, columns, "Fraction restored: patched", name, row_title="block", col_title=col_title,
+                width=450, zmax=top)
     with estimate:
-        heatmap(result.restored(result.estimate), rows, columns, "Attribution patching's estimate", name,
-                row_title="block", col_title=col_title, width=450)
+        heatmap(estimated, rows, columns, "Attribution patching's estimate", name, row_title="block",
+                col_title=col_title, width=450, zmax=top)
     r, largest = result.agreement()
     st.caption(f"Attribution patching estimates every cell from one backward pass of the corrupted run (the metric's "
                f"gradient × the clean − corrupted difference, a first-order approximation). Agreement with the patched "
