@@ -385,14 +385,14 @@ def test_compare_reads_the_key_value_head_a_query_head_uses():
     (ModelConfig.kv_head), so Compare's hook_k for head 1 is hook_k[0], not hook_k[1]."""
     import types
 
-    from app.explore.compare import grid
+    from app.explore.common import tensor_grid
     from model.engine import ModelConfig
 
     ctx = types.SimpleNamespace(cfg=ModelConfig(vocab_size=10, n_ctx=8, d_model=16, n_layers=1, n_heads=4, n_kv_heads=2,
                                                 d_ff=8), labels=["0:a", "1:b", "2:c"])
     keys = torch.arange(2 * 3 * 4, dtype=torch.float32).reshape(2, 3, 4)  # kv_head × position × d_head
-    values, rows, _, row_title, _ = grid(ctx, keys, ("kv_head", "position", "d_head"), head=1)
+    values, rows, _, row_title, _, _ = tensor_grid(ctx, "blocks.0.attn.hook_k", keys, head=1)
     np.testing.assert_array_equal(values, keys[0].numpy())
     assert rows == ctx.labels and row_title == "position"
-    values, *_ = grid(ctx, keys, ("kv_head", "position", "d_head"), head=3)
+    values, *_ = tensor_grid(ctx, "blocks.0.attn.hook_k", keys, head=3)
     np.testing.assert_array_equal(values, keys[1].numpy())

@@ -7,7 +7,8 @@ import plotly.graph_objects as go
 import streamlit as st
 import torch
 
-from app.explore.common import Explorer, array, bar_chart, choose_head, choose_layer, derived, heatmap
+from app.explore.common import (Explorer, bar_chart, choose_head, choose_layer, derived, has_heads, heatmap,
+                                tensor_grid)
 from app.components.charts import show
 from app.components.errors import fragment
 from app.components.labels import plain, power_of_ten
@@ -70,37 +71,9 @@ def needs(ctx: Explorer, step_names: tuple[str, ...], weights: tuple[str, ...], 
     return Needs(tuple(dict.fromkeys(names)), backward=True)
 
 
-def grad_grid(ctx: Explorer, name: str, tensor: torch.Tensor, head: int):
-    """A gradient as (values, rows, columns, row title, column title, what was selected)."""
-    axes = names_axes(name)
-    values, note = tensor, ""
-    if axes[0] in ("head", "kv_head"):
-        h = head if axes[0] == "head" else ctx.cfg.kv_head(head)
-        values, axes, note = tensor[h], axes[1:], f"[{h}]"
-    if values.dim() == 1:
-        values, axes = values[None], ("",) + axes
-    rows = ctx.labels if axes[0] in ("position", "query") else [str(i) for i in range(values.shape[0])]
-    cols = ctx.labels if axes[1] == "key" else None
-    if axes[1] == "vocab":
-        cols = [f"{i}:{p}" for i, p in enumerate(ctx.vocab_pieces)]
-    if axes == ("vocab", "d_model"):  # W_E: the prompt's tokens' rows (the tied head adds to all rows)
-        values, rows, note = values[ctx.tokens], ctx.labels, "[prompt tokens]"
-        axes = ("token (its row)", axes[1])
-    if axes == ("context", "d_model"):  # W_pos: the rows used
-        values, rows, note = values[: len(ctx.tokens)], ctx.labels, "[0:T]"
-        axes = ("position", axes[1])
-    if axes == ("d_model", "vocab"):  # W_U: the prompt tokens' columns
-        values, cols, note = values[:, ctx.tokens], ctx.labels, "[:, prompt tokens]"
-    return array(values), rows, cols, axes[0], axes[1], note
-
-
 def cached_grid(ctx: Explorer, trace, name: str, head: int):
-    """``grad_grid`` of a traced gradient, made once per trace: ∂L/∂logits alone is T × vocabulary."""
-    return derived(trace, ("grad grid", name, head), lambda: grad_grid(ctx, name, trace[name], head))
-
-
-def has_heads(name: str) -> bool:
-    return names_axes(name.removeprefix(GRAD))[0] in ("head", "kv_head")
+    """``tensor_grid`` of a traced gradient, made once per trace: ∂L/∂logits alone is T × vocabulary."""
+    return derived(trace, ("grad grid", name, head), lambda: tensor_grid(ctx, name, trace[name], head))
 
 
 COLUMN_LIST = 256  # more columns than this (a vocabulary): the column is typed as a number

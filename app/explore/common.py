@@ -22,10 +22,11 @@ from app.components.pipeline import pipeline_strip
 from app.components.timing import computing
 from model.analysis import downsample, parts
 from app.resources import admission, trace_cache
+from model.engine.names import axes as names_axes
 from model.serving import WORKING_FACTOR, Needs, capture_plan, full_trace_bytes, trace_bytes
 from model.io.checkpoint import LoadedModel
 from model.io.tokenizer import Tokenizer
-from model.engine import Target, Trace, block_label, head_label, run_trace, to_numpy
+from model.engine import GRAD, Target, Trace, block_label, head_label, run_trace, to_numpy
 
 MAX_ROWS, MAX_COLS = 160, 256  # a heatmap larger than this is drawn as block means, with a zoom
 TEXT_ROWS = 24  # up to this many rows, values are written in the cells where they fit across
@@ -141,6 +142,38 @@ def choose_head(ctx: Explorer) -> int:
 
 def choose_position(ctx: Explorer, label: str = "Position", key: str = "explore_pos", help: str | None = None) -> int:
     return st.selectbox(label, range(len(ctx.tokens)), key=key, persist_state="session", format_func=lambda i: ctx.labels[i], help=help)
+
+
+def has_heads(name: str) -> bool:
+    return names_axes(name.removeprefix(GRAD))[0] in ("head", "kv_head")
+
+
+def tensor_grid(ctx: Explorer, name: str, tensor: torch.Tensor, head: int):
+    """Any named tensor or gradient as a 2-D grid: (values, rows, columns, row title, column
+    title, what was selected). A per-head tensor gives ``head``'s (the key/value head a query head
+    reads, where they are shared), a 1-D one a single row; the embedding and unembedding give
+    the prompt's tokens' rows or columns."""
+    axes = names_axes(name)
+    values, note = tensor, ""
+    if axes[0] in ("head", "kv_head"):
+        h = head if axes[0] == "head" else ctx.cfg.kv_head(head)
+        values, axes, note = tensor[h], axes[1:], f"[{h}]"
+    if values.dim() == 1:
+        values, axes = values[None], ("",) + axes
+    rows = ctx.labels if axes[0] in ("position", "query") else [str(i) for i in range(values.shape[0])]
+    cols = ctx.labels if axes[1] == "key" else None
+    if axes[1] == "vocab":
+        cols = [f"{i}:{p}" for i, p in enumerate(ctx.vocab_pieces)]
+    if axes == ("vocab", "d_model"):  # W_E: the prompt's tokens' rows (the tied head adds to all rows)
+        values, rows, note = values[ctx.tokens], ctx.labels, "[prompt tokens]"
+        axes = ("token (its row)", axes[1])
+    if axes == ("context", "d_model"):  # W_pos: the rows used
+        values, rows, note = values[: len(ctx.tokens)], ctx.labels, "[0:T]"
+        axes = ("position", axes[1])
+    if axes == ("d_model", "vocab"):  # W_U: the prompt tokens' columns
+        values, cols, note = values[:, ctx.tokens], ctx.labels, "[:, prompt tokens]"
+    return array(values), rows, cols, axes[0], axes[1], note
+
 
 
 COMPACT_BLOCKS = 4  # deeper models draw each block as one box

@@ -7,28 +7,13 @@ import numpy as np
 import streamlit as st
 
 from app.components.labels import plain
-from app.explore.common import Explorer, array, heatmap
+from app.explore.common import Explorer, has_heads, heatmap, tensor_grid
 from model.engine import GRAD, GlassboxError, head_label
-from model.engine.names import axes as names_axes
 from model.serving import Needs, trace_names
-
-POSITION_AXES = ("position", "query")
 
 
 def lit(ctx: Explorer) -> set[str]:
     return set()
-
-
-def grid(ctx: Explorer, tensor, axes: tuple[str, ...], head: int) -> tuple[np.ndarray, list[str] | None, list[str] | None, str, str]:
-    """The tensor as a 2-D grid with its labels: the chosen head of a per-head tensor, a 1-D
-    tensor as one row."""
-    if axes and axes[0] in ("head", "kv_head"):  # a query head reads its own key/value head
-        tensor, axes = tensor[head if axes[0] == "head" else ctx.cfg.kv_head(head)], axes[1:]
-    if tensor.dim() == 1:
-        tensor, axes = tensor[None], ("",) + axes
-    rows = ctx.labels if axes[0] in POSITION_AXES else None
-    cols = ctx.labels if axes[1] == "key" else None
-    return array(tensor), rows, cols, axes[0], axes[1]
 
 
 def render(ctx: Explorer) -> None:
@@ -39,9 +24,8 @@ def render(ctx: Explorer) -> None:
                                help="Compared with this page's prompt (A); the same length in tokens gives a difference")
     left, right = st.columns([3, 1])
     name = left.selectbox("Tensor", names, key="explore_compare_tensor", persist_state="session")
-    axes = names_axes(name)
     head = 0
-    if axes and axes[0] in ("head", "kv_head"):
+    if has_heads(name):
         head = right.selectbox("Head", range(ctx.cfg.n_heads), key="explore_head", persist_state="session",
                                format_func=head_label)
     if not other_text:
@@ -52,23 +36,23 @@ def render(ctx: Explorer) -> None:
     a_trace, b_trace = ctx.trace(needs), other.trace(needs)
     if name not in a_trace.names() or name not in b_trace.names():
         raise GlassboxError(f"{name} has no value for one of the prompts (off the loss's path, or one token long)")
-    a, a_rows, a_cols, row_title, col_title = grid(ctx, a_trace[name], axes, head)
-    b, b_rows, b_cols, _, _ = grid(other, b_trace[name], axes, head)
-    shown = name + ({"head": f"[{head}]", "kv_head": f"[{ctx.cfg.kv_head(head)}]"}.get(axes[0], "") if axes else "")
+    a, a_rows, a_cols, row_title, col_title, note = tensor_grid(ctx, name, a_trace[name], head)
+    b, b_rows, b_cols, _, _, _ = tensor_grid(other, name, b_trace[name], head)
+    shown = name + note
     st.caption(f"A: {len(ctx.tokens)} tokens; B: {len(other.tokens)} tokens. Each map has its own colour scale. Gradients "
                "are of the same loss for both: the page's target, or the mean next-token loss.")
     first, second = st.columns(2)
     with first:
-        heatmap(a, a_rows or [str(i) for i in range(a.shape[0])], a_cols, "A: this prompt", shown, row_title=row_title,
+        heatmap(a, a_rows, a_cols, "A: this prompt", shown, row_title=row_title,
                 col_title=col_title, width=450, zoom_key="cmp:a")
     with second:
-        heatmap(b, b_rows or [str(i) for i in range(b.shape[0])], b_cols, "B", shown, row_title=row_title,
+        heatmap(b, b_rows, b_cols, "B", shown, row_title=row_title,
                 col_title=col_title, width=450, zoom_key="cmp:b")
     if a.shape != b.shape:
         st.info(plain(f"The shapes differ ({list(a.shape)} and {list(b.shape)}): a difference needs prompts of the "
                       "same length in tokens."))
         return
-    rows = [f"{x} | {y}" if x != y else x for x, y in zip(a_rows, b_rows)] if a_rows else [str(i) for i in range(a.shape[0])]
+    rows = [f"{x} | {y}" if x != y else x for x, y in zip(a_rows, b_rows)]
     heatmap(a - b, rows, a_cols, "A − B", shown, row_title=row_title, col_title=col_title, zoom_key="cmp:diff")
     st.caption(f"Largest |A − B|: {float(np.abs(a - b).max()):.6g}. A row where the prompts' tokens differ is labelled "
                "with both, A's | B's.")

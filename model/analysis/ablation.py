@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from model.engine import GlassboxError, Transformer, check_context, editing
+from model.engine import GlassboxError, Transformer, check_prompt, editing
 from model.engine.capture import capture
 
 MODES = ("zero", "mean")
@@ -38,9 +38,7 @@ def ablate(model: Transformer, tokens: list[int], layer: int, head: int | None =
     """Ablate ``head`` or ``neuron`` (exactly one) of block ``layer``. With ``reference`` (a
     prompt), mean ablation uses the unit's mean over that prompt's positions instead."""
     cfg = model.cfg
-    if not tokens:
-        raise GlassboxError("The prompt is empty")
-    check_context(cfg, len(tokens))
+    check_prompt(cfg, tokens)
     if mode not in MODES:
         raise GlassboxError(f"Unknown ablation {mode!r}: zero or mean")
     if (head is None) == (neuron is None):
@@ -57,9 +55,7 @@ def ablate(model: Transformer, tokens: list[int], layer: int, head: int | None =
     positions = -2 if head is not None else -1  # the position axis of what the index selects
     reference_mean = None
     if mode == "mean" and reference is not None:
-        if not reference:
-            raise GlassboxError("The reference prompt is empty")
-        check_context(cfg, len(reference))
+        check_prompt(cfg, reference, "The reference prompt")
         with torch.no_grad(), capture([name]) as recorder:
             model(torch.tensor([reference], device=model.device))
         reference_mean = recorder.tensors[name][index].mean(dim=positions, keepdim=True)

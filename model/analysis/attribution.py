@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from model.engine import GlassboxError, Transformer, check_context, editing
+from model.engine import GlassboxError, Transformer, check_prompt, check_token_id, editing
 from model.engine.capture import capture
 
 METHODS = ("saliency", "input_x_gradient", "integrated_gradients", "attention_rollout")
@@ -36,14 +36,6 @@ class Attribution:
     baseline_logit: float | None = None  # integrated gradients only
     completeness_error: float | None = None  # |Σ scores − (f(e) − f(b))|
     steps: int | None = None
-
-
-def _check(model: Transformer, tokens: list[int], target: int) -> None:
-    if not tokens:
-        raise GlassboxError("The prompt is empty")
-    check_context(model.cfg, len(tokens))
-    if not 0 <= target < model.cfg.vocab_size:
-        raise GlassboxError(f"Token id {target} is outside the vocabulary (0..{model.cfg.vocab_size - 1})")
 
 
 def _embeddings(model: Transformer, ids: torch.Tensor) -> torch.Tensor:
@@ -72,7 +64,8 @@ def _logit(model: Transformer, ids: torch.Tensor, embeddings: torch.Tensor, targ
 
 def attribute(model: Transformer, tokens: list[int], target: int, method: str = "saliency", steps: int = 32,
               baseline_token: int | None = None) -> Attribution:
-    _check(model, tokens, target)
+    check_prompt(model.cfg, tokens)
+    check_token_id(model.cfg, target)
     if method not in METHODS:
         raise GlassboxError(f"Unknown method {method!r}: one of {', '.join(METHODS)}")
     ids = torch.tensor([tokens], device=model.device)
@@ -85,8 +78,8 @@ def attribute(model: Transformer, tokens: list[int], target: int, method: str = 
         return Attribution(method, scores.double().cpu().numpy(), float(f[0]))
     if steps < 1:
         raise GlassboxError("Integrated gradients needs at least 1 step")
-    if baseline_token is not None and not 0 <= baseline_token < model.cfg.vocab_size:
-        raise GlassboxError(f"Baseline token id {baseline_token} is outside the vocabulary")
+    if baseline_token is not None:
+        check_token_id(model.cfg, baseline_token, "Baseline token id")
     baseline = torch.zeros_like(x) if baseline_token is None else _embeddings(model, torch.full_like(ids, baseline_token))
     alphas = (torch.arange(steps, dtype=torch.float64) + 0.5) / steps  # the midpoint rule
     # the path in at least float32 (in bfloat16 neighbouring points of a long path would coincide)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from model.engine import GlassboxError, Transformer, check_context
+from model.engine import GlassboxError, Transformer, check_prompt, check_token_id
 from model.engine.capture import capture
 
 
@@ -51,15 +51,13 @@ def parts_written(model: Transformer) -> list[str]:
 def direct_logit_attribution(model: Transformer, tokens: list[int], token_id: int, position: int = -1,
                              wrong_id: int | None = None) -> LogitAttribution:
     cfg, T = model.cfg, len(tokens)
-    if not tokens:
-        raise GlassboxError("The prompt is empty")
-    check_context(cfg, T)
+    check_prompt(cfg, tokens)
     position = position + T if position < 0 else position
     if not 0 <= position < T:
         raise GlassboxError(f"Position {position} is outside the prompt's {T} positions")
     for t in (token_id, wrong_id):
-        if t is not None and not 0 <= t < cfg.vocab_size:
-            raise GlassboxError(f"Token id {t} is outside the vocabulary (0..{cfg.vocab_size - 1})")
+        if t is not None:
+            check_token_id(cfg, t)
     logits_name = "hook_logits_uncapped" if cfg.final_softcap is not None else "hook_logits"
     wanted = ["hook_embed", "hook_pos_embed", "blocks.*.attn.hook_result", "blocks.*.hook_attn_out",
               "blocks.*.hook_mlp_out", "ln_final.hook_scale", logits_name]

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from model.engine import GlassboxError, Transformer, check_context, editing
+from model.engine import GlassboxError, Transformer, check_prompt, check_token_id, editing
 from model.engine.capture import capture
 
 SITES = ("resid_pre", "attn_out", "mlp_out", "head")
@@ -81,13 +81,10 @@ def activation_patching(model: Transformer, clean: list[int], corrupt: list[int]
     if len(clean) != len(corrupt):
         raise GlassboxError(f"The clean prompt is {len(clean)} tokens and the corrupted one {len(corrupt)}: "
                             "patching needs prompts of equal length, position by position")
-    if not clean:
-        raise GlassboxError("The prompts are empty")
     cfg, T = model.cfg, len(clean)
-    check_context(cfg, T)
+    check_prompt(cfg, clean)
     for token in (answer, wrong):
-        if not 0 <= token < cfg.vocab_size:
-            raise GlassboxError(f"Token id {token} is outside the vocabulary (0..{cfg.vocab_size - 1})")
+        check_token_id(cfg, token)
     names = [SITE_NAMES[site].format(block) for block in range(cfg.n_layers)]
     clean_ids = torch.tensor([clean], device=model.device)
     corrupt_ids = torch.tensor([corrupt], device=model.device)

@@ -5,7 +5,7 @@ It imports nothing from the rest of Glassbox (io, lesson, analysis, serving, too
 a test checks the direction.
 """
 
-from model.engine.config import ModelConfig, check_context
+from model.engine.config import ModelConfig, check_context, check_prompt, check_token_id
 from model.engine.device import DTYPES, default_device, to_numpy
 from model.engine.edits import Edit, editing, replaced
 from model.engine.errors import GlassboxError
@@ -15,5 +15,5 @@ from model.engine.trace import Target, Trace, loss_targets, next_token_targets, 
 from model.engine.transformer import Output, Transformer
 
 __all__ = ["DTYPES", "Edit", "GRAD", "GlassboxError", "KVCache", "ModelConfig", "Output", "Target", "Trace", "Transformer",
-           "block_label", "check_context", "default_device", "editing", "head_label", "loss_targets", "next_token_targets", "replaced",
+           "block_label", "check_context", "check_prompt", "check_token_id", "default_device", "editing", "head_label", "loss_targets", "next_token_targets", "replaced",
            "run_trace", "to_numpy"]

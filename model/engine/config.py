@@ -139,6 +139,18 @@ def _check_types(cfg: ModelConfig) -> None:
         raise GlassboxError("Invalid model config: " + "; ".join(problems))
 
 
+def check_prompt(cfg: ModelConfig, tokens: list[int], what: str = "The prompt") -> None:
+    """The one rule for a prompt given to a pass: at least one token, within the context."""
+    if len(tokens) == 0:
+        raise GlassboxError(f"{what} is empty: give at least one token.")
+    check_context(cfg, len(tokens))
+
+
+def check_token_id(cfg: ModelConfig, token_id: int, what: str = "Token id") -> None:
+    if not 0 <= token_id < cfg.vocab_size:
+        raise GlassboxError(f"{what} {token_id} is outside the vocabulary (0..{cfg.vocab_size - 1})")
+
+
 def check_context(cfg: ModelConfig, n_tokens: int, n_new: int = 0) -> None:
     """The one context-length rule: a prompt of ``n_tokens`` plus ``n_new`` generated tokens
     (the last of which is predicted, never fed back) must fit in the model's context."""

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from model.engine.capture import Recorder, capture, matches
-from model.engine.config import check_context
+from model.engine.config import check_prompt
 from model.engine.device import to_numpy
 from model.engine.errors import GlassboxError
 from model.engine.names import GRAD
@@ -139,9 +139,7 @@ def run_trace(
     """Run ``tokens`` through ``model``, capturing the tensors whose names match ``names``
     (shell patterns; None: all). With ``backward``, also the gradient of the loss: the
     cross-entropy of ``target``, or by default the mean next-token cross-entropy."""
-    if len(tokens) == 0:
-        raise GlassboxError("The prompt is empty: give at least one token.")
-    check_context(model.cfg, len(tokens))
+    check_prompt(model.cfg, tokens)
     names = None if names is None else tuple(names)
     ids = torch.tensor([tokens], dtype=torch.long, device=model.device)
     targets, description = loss_targets(ids, target, model.cfg.vocab_size)
