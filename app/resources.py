@@ -26,16 +26,23 @@ def shared_model(name: str) -> LoadedModel:
 
 
 @st.cache_resource
+def trace_budget() -> int:
+    """GLASSBOX_TRACE_BUDGET_GB, else half the memory free when the server starts."""
+    return default_budget(default_device())
+
+
+@st.cache_resource
 def trace_cache() -> TraceCache:
-    """One cache for every session: a trace depends only on (model, prompt, target, capture)."""
-    return TraceCache()
+    """One cache for every session: a trace depends only on (model, prompt, target, capture).
+    At most half the trace budget (and 3 GiB), which it shares with the passes in flight."""
+    return TraceCache(max_bytes=min(3 * 2**30, trace_budget() // 2))
 
 
 @st.cache_resource
 def admission() -> Admission:
-    """The traces being computed or kept for every session, bounded by GLASSBOX_TRACE_BUDGET_GB
-    (default: half the memory free when the server starts); under pressure the trace cache lets
-    go of its finished traces. Freed tensors go back to the operating system at once, so that the
-    server's memory follows the budget (model/serving/admission.py)."""
+    """Every model pass of every session, bounded by the trace budget together with what the
+    trace cache keeps; a request that has to wait first empties the cache. Freed tensors go back
+    to the operating system at once, so that the server's memory follows the budget
+    (model/serving/admission.py)."""
     return_freed_memory()
-    return Admission(default_budget(default_device()), on_pressure=trace_cache().clear)
+    return Admission(trace_budget(), on_pressure=trace_cache().clear, kept=trace_cache().nbytes)

@@ -11,9 +11,10 @@ import pytest
 import torch
 
 from model.analysis import (attention_pair, backward_steps, contribution_norms, dead_neurons, downsample, embedding_pca, gradient_norms, length_correlation, logit_lens, nearest_tokens, norm_prefixes, norm_summary, parts, recomputed_weight_gradient, saliency, tile, to_csv, top_neurons, weight_gradient_product)
-from model.serving import Needs, TraceCache, capture_plan, full_trace_bytes, trace_bytes, trace_names
+from model.serving import Needs, TraceCache, capture_plan, check_budget, full_trace_bytes, held_bytes, trace_bytes, trace_names, working_bytes
+from model.serving.sizing import most_tokens
 from model.io.checkpoint import load
-from model.engine import GRAD, ModelConfig, Target, Transformer, run_trace
+from model.engine import GRAD, GlassboxError, ModelConfig, Target, Transformer, run_trace
 
 MODERN = ModelConfig(vocab_size=50, n_ctx=16, d_model=24, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=40, norm="rmsnorm",
                      activation="silu", gated_mlp=True, positional="rope", attn_bias=False, mlp_bias=False,
@@ -60,6 +61,51 @@ def test_full_trace_bytes_predicts_a_trace_it_never_probed(model_and_trace):
     assert every == set(run_trace(model, [1, 2], backward=True, target=Target(0)).names())
 
 
+PARTIAL = [(("blocks.*.attn.hook_pattern",), False), (("hook_probs",), False), (("blocks.1.hook_resid_post",), True),
+           (("blocks.0.*",), True), ((), False)]
+
+
+def test_held_bytes_predicts_a_partial_capture_it_never_ran(model_and_trace):
+    """Reference: the bytes run_trace's own trace holds, for captures as the views ask for them."""
+    model, _ = model_and_trace
+    for names, backward in PARTIAL:
+        for length in (5, model.cfg.n_ctx):
+            tokens = [i % model.cfg.vocab_size for i in range(length)]
+            trace = run_trace(model, tokens, names=names, backward=backward, target=Target(1) if backward else None)
+            assert held_bytes(model, length, names, backward) == trace_bytes(trace), (names, backward, length)
+
+
+def test_working_bytes_bound_what_the_backward_graph_saves(model_and_trace):
+    """Reference: every tensor autograd saves for the backward pass, as torch's saved-tensor hooks
+    see them (distinct storages), for one traced pass and for a batch of eight sequences."""
+    model, _ = model_and_trace
+    length = model.cfg.n_ctx
+    ids = torch.tensor([[i % model.cfg.vocab_size for i in range(length)]] * 8)
+    for batch in (1, 8):
+        saved = {}
+
+        def pack(tensor):
+            saved[tensor.untyped_storage().data_ptr()] = tensor.untyped_storage().nbytes()
+            return tensor
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            logits = model(ids[:batch]).logits
+        assert logits.requires_grad and saved
+        parameters = sum(p.nbytes for p in model.parameters())  # saved by reference, not allocated
+        assert sum(saved.values()) - parameters <= working_bytes(model, length, backward=True, batch=batch)
+
+
+def test_most_tokens_is_the_longest_prompt_within_the_budget():
+    """Reference: every length tried one by one."""
+    for cost in (lambda n: 7 * n * n + 100, lambda n: 50 * n, lambda n: 10**9):
+        for budget in (99, 100, 107, 800, 5000, 10**6):
+            fits = [n for n in range(1, 65) if cost(n) <= budget]
+            assert most_tokens(cost, budget, 64) == (max(fits) if fits else 0), (budget,)
+    with pytest.raises(GlassboxError, match=r"of 40 tokens needs .* GiB .* At most 11 tokens fit here"):
+        check_budget(lambda n: 7 * n * n + 100, 40, 1000, 64, "A trace")
+    assert check_budget(lambda n: 7 * n * n + 100, 11, 1000, 64, "A trace") == 947
+
+
 def test_capture_plan_keeps_everything_under_the_budget_and_only_the_view_over_it():
     model = load("worked-example").model
     needs = Needs(("blocks.0.attn.*",), backward=False)
@@ -85,9 +131,9 @@ def test_trace_cache_computes_once_and_drops_the_least_recently_used():
     cache.get("b", compute(3))
     assert calls == [2, 3, 1, 3]
     assert cache.nbytes() <= cache.max_bytes
-    big = TraceCache(max_bytes=1)  # the newest trace always stays, even alone over the budget
-    big.get("x", compute(3))
-    assert len(big) == 1
+    small = TraceCache(max_bytes=1)  # a trace larger than the whole cache is handed out, not kept
+    assert small.get("x", compute(3)) is traces[3]
+    assert len(small) == 0 and small.nbytes() == 0
 
 
 def test_downsample_takes_block_means_and_leaves_small_arrays_alone():

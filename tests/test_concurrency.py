@@ -87,17 +87,19 @@ def test_identical_requests_in_flight_are_computed_once():
 def test_admission_keeps_the_bytes_in_flight_within_the_budget_first_come_first_served():
     """Reference: a ledger kept by the test itself of what runs at each moment. Twelve requests of
     40 bytes against a 100-byte budget: at most two run at once, in arrival order, each waiting one
-    told how many were ahead; one request larger than the budget runs alone."""
+    told how many were ahead; one request larger than the whole budget is refused at once (it would
+    otherwise run alone past the budget, or wait for ever), and leaves no ticket behind."""
     import threading
     import time
 
+    from model.engine import GlassboxError
     from model.serving import Admission
 
     admission, lock = Admission(100), threading.Lock()
     running, peak, order, told = [0], [0], [], {}
 
     def request(i, nbytes):
-        def wait(ahead):
+        def wait(ahead, waited, limit):
             told.setdefault(i, ahead)
 
         with admission.admit(nbytes, wait):
@@ -118,71 +120,93 @@ def test_admission_keeps_the_bytes_in_flight_within_the_budget_first_come_first_
         t.join()
     assert peak[0] <= 100 and order == list(range(12))
     assert told and all(ahead >= 1 for ahead in told.values()) and 11 in told
-    big = threading.Thread(target=request, args=(99, 500))
-    small = threading.Thread(target=request, args=(100, 40))
-    peak[0] = 0
-    big.start()
-    time.sleep(0.01)
-    small.start()
-    big.join(); small.join()
-    assert peak[0] == 500  # the large one ran, and alone
+    with pytest.raises(GlassboxError, match=r"needs 0\.00 GiB.*allows 0\.00 GiB for all traces at once"):
+        request(99, 500)
+    assert 99 not in order
     assert admission.in_flight == 0 and admission.running == 0 and admission.waiting() == 0
 
 
-def test_a_kept_trace_holds_its_bytes_until_nothing_refers_to_it():
-    """Reference: the test's own record of what it holds. A computed result kept with keep() is
-    counted after its computation ends, until the last reference to it goes (a page drawing it,
-    a cache); a request that does not fit meanwhile waits, asks on_pressure once to let go of
-    finished results, and runs when they are released."""
-    import gc
+def test_a_page_holding_a_finished_trace_never_blocks_its_next_request():
+    """The freeze of issue 32: Compare held prompt A's finished trace while prompt B waited for
+    the bytes in use to fall, which they never did. Reference: the test's own record of what it
+    holds. Finished traces count only while the cache keeps them (``kept``); a request that does
+    not fit has the cache let go (``on_pressure``) and runs, while the page still holds A."""
     import threading
-    import time
 
     from model.serving import Admission, BoundedCache
 
-    class Result:  # stands for a Trace: any object that can be weakly referenced
+    class Result:  # stands for a Trace
         pass
 
-    cache = BoundedCache(lambda value: 1, max_bytes=10, max_entries=10)
+    cache = BoundedCache(lambda value: 60, max_bytes=100, max_entries=10)
     pressed = []
 
     def let_go():
         pressed.append(1)
         cache.clear()
 
-    admission = Admission(100, on_pressure=let_go)
-    with admission.admit(90) as keep:
-        result = Result()
-        keep(result, 60)
-    assert admission.in_flight == 60 and admission.running == 0  # computed, still held
-    cache.get("key", lambda: result)
-    del result  # only the cache refers to it now
-    gc.collect()
-    assert admission.in_flight == 60
-
+    admission = Admission(100, on_pressure=let_go, kept=cache.nbytes, max_wait=30)
+    with admission.admit(90):
+        held_by_page = cache.get("A", Result)  # prompt A: computed, cached, and held by the page
+    assert admission.in_flight == 0 and cache.nbytes() == 60
     ran = threading.Event()
 
-    def request():
+    def prompt_b():
         with admission.admit(50):
             ran.set()
 
-    thread = threading.Thread(target=request)
+    thread = threading.Thread(target=prompt_b)
     thread.start()
-    thread.join(timeout=5)
-    assert ran.is_set() and pressed == [1]  # the cache let go, the 60 bytes were released
-    assert admission.in_flight == 0 and len(cache) == 0
+    thread.join(timeout=10)
+    assert ran.is_set() and pressed == [1]  # the cache let go; the page's own reference did not matter
+    assert held_by_page is not None and admission.in_flight == 0 and admission.waiting() == 0
 
-    held = Result()  # a page still drawing its trace: the request waits for it, not past it
-    with admission.admit(90) as keep:
-        keep(held, 80)
-    ran.clear()
-    thread = threading.Thread(target=request)
-    thread.start()
-    time.sleep(0.2)
-    assert not ran.is_set() and admission.waiting() == 1
-    del held
-    thread.join(timeout=5)
-    assert ran.is_set() and admission.in_flight == 0 and admission.running == 0
+
+def test_a_wait_is_bounded_and_a_gone_page_leaves_the_queue():
+    """A request that cannot be served within ``max_wait`` is told the server is busy, and a
+    waiting request whose page raises (Streamlit raises StopException from a page's element call
+    once its session has ended, RerunException when the visitor asked for something else) leaves
+    the queue. Reference: the queue's length and the requests run, as the test records them; with
+    the ticket left behind (as before) the request after it would wait for ever."""
+    import threading
+
+    from model.engine import GlassboxError
+    from model.serving import Admission
+
+    class SessionGone(Exception):
+        pass
+
+    admission = Admission(100, max_wait=1.5)
+    busy, release = threading.Event(), threading.Event()
+
+    def long_pass():
+        with admission.admit(80):
+            busy.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=long_pass)
+    holder.start()
+    busy.wait(10)
+    with pytest.raises(GlassboxError, match=r"The server is busy: 1 requests were still ahead of this one after 2 s"):
+        with admission.admit(50):
+            pass
+    assert admission.waiting() == 0
+
+    calls = []
+
+    def gone(ahead, waited, limit):
+        calls.append(ahead)
+        raise SessionGone
+
+    with pytest.raises(SessionGone):
+        with admission.admit(50, gone):
+            pass
+    assert calls == [1] and admission.waiting() == 0
+    release.set()
+    holder.join(10)
+    with admission.admit(100):  # nothing left behind: the whole budget is free again
+        assert admission.in_flight == 100
+    assert admission.in_flight == 0 and admission.running == 0
 
 
 def test_sixteen_sessions_sizing_one_model_probe_it_once_one_trace_at_a_time(monkeypatch):

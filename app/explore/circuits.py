@@ -9,10 +9,10 @@ import pandas as pd
 import streamlit as st
 
 from app.components.labels import plain
-from app.components.timing import computing
-from app.explore.common import Explorer, choose_head, choose_layer, heatmap
-from model.analysis.circuits import bigram, head_scores, ov_circuit, qk_circuit
+from app.explore.common import Explorer, choose_head, choose_layer, heatmap, model_pass
+from model.analysis.circuits import SCORED, bigram, head_scores, ov_circuit, qk_circuit
 from model.engine import block_label, head_label
+from model.serving import trace_cost
 
 MOST_TOKENS = 24  # the prompt's distinct tokens shown in the circuit grids
 REPEAT = 20  # length of the random sequence that is repeated for the head scores
@@ -28,7 +28,9 @@ def scores(model_key: str, _ctx: Explorer):
     prefix = _ctx.loaded.tokenizer.prefix()  # what the tokenizer puts first (Llama's and Gemma's BOS), as a prompt has it
     n = min(REPEAT, (_ctx.cfg.n_ctx - len(prefix)) // 2)  # twice over must fit in the context
     half = np.random.default_rng(0).integers(0, len(_ctx.loaded.tokenizer.pieces), n).tolist()
-    with computing("head scores"):
+    length = len(prefix) + 2 * n
+    cost = _ctx.check_cost("Scoring the heads", lambda t: trace_cost(_ctx.model, t, SCORED, False), length)
+    with model_pass("head scores", cost):
         return half, *head_scores(_ctx.model, half, prefix)
 
 

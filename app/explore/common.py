@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import TypeVar
@@ -17,13 +18,13 @@ import torch
 
 from app.components.charts import show
 from app.components.heatmap import abs_max, heatmap_figure
-from app.components.labels import cell_text, plain, token_text
+from app.components.labels import cell_text, token_text
 from app.components.pipeline import pipeline_strip
 from app.components.timing import computing
 from model.analysis import downsample, parts
-from app.resources import admission, trace_cache
+from app.resources import admission, trace_budget, trace_cache
 from model.engine.names import axes as names_axes
-from model.serving import WORKING_FACTOR, Needs, capture_plan, full_trace_bytes, trace_bytes
+from model.serving import Needs, capture_plan, check_budget, trace_cost, working_bytes
 from model.io.checkpoint import LoadedModel
 from model.io.tokenizer import Tokenizer
 from model.engine import GRAD, Target, Trace, block_label, head_label, run_trace, to_numpy
@@ -97,29 +98,60 @@ class Explorer:
     def can_backward(self) -> bool:
         return self.target is not None or len(self.tokens) > 1
 
+    def plan(self, needs: Needs) -> tuple[tuple[str, ...] | None, bool]:
+        """What to capture: everything (forward and backward) when a full trace fits in 2 GiB and
+        in a third of the server's trace budget (computing it takes 1.5 × its bytes), else what
+        ``needs`` names."""
+        names, backward = capture_plan(self.model, len(self.tokens), needs, min(2 * 2**30, trace_budget() // 3))
+        return names, backward and self.can_backward()
+
+    def check_cost(self, what: str, cost: Callable[[int], int], n_tokens: int | None = None) -> int:
+        """``cost`` (bytes, of a length in tokens) of this prompt (or of ``n_tokens``), or a
+        GlassboxError when it is over the server's whole trace budget, naming the longest prompt
+        that fits."""
+        n_tokens = len(self.tokens) if n_tokens is None else n_tokens
+        return check_budget(cost, n_tokens, trace_budget(), self.cfg.n_ctx, what)
+
+    def pass_cost(self, what: str, backward: bool, batch: Callable[[int], int] = lambda n: 1,
+                  n_tokens: int | None = None) -> int:
+        """A pass of ``batch(length)`` sequences of this prompt's length (an analysis), checked."""
+        return self.check_cost(what, lambda n: working_bytes(self.model, n, backward, batch(n)), n_tokens)
+
     def trace(self, needs: Needs) -> Trace:
-        """Everything (forward and backward) when it fits in ~2 GB, else what ``needs`` names."""
-        names, backward = capture_plan(self.model, len(self.tokens), needs)
-        backward = backward and self.can_backward()
+        """Everything (forward and backward) when it fits (``plan``), else what ``needs`` names;
+        admitted against the server's budget, refused when even what ``needs`` names is over it."""
+        view = (needs.names, needs.backward and self.can_backward())
+        self.check_cost("A trace for this view", lambda n: trace_cost(self.model, n, *view))
+        names, backward = self.plan(needs)
         key = (self.model_key, tuple(self.tokens), self.target if backward else None, names, backward)
-        # what it takes while computed: a full trace's exact bytes (an upper bound for a partial one)
-        cost = int(full_trace_bytes(self.model, len(self.tokens)) * WORKING_FACTOR)
-        queued = st.empty()
+        cost = trace_cost(self.model, len(self.tokens), names, backward)
 
         def compute() -> Trace:
-            def wait(ahead: int) -> None:
-                queued.info(f"Queued: {plain(ahead)} ahead of yours on this server. Yours starts when there is "
-                            "memory for it.")
-
-            with admission().admit(cost, wait) as keep:
-                queued.empty()
-                with computing("trace"):
-                    trace = run_trace(self.model, self.tokens, names=names, backward=backward, target=self.target)
-                keep(trace, trace_bytes(trace))  # counted until every page and the cache let go of it
-                return trace
+            with model_pass("trace", cost):
+                return run_trace(self.model, self.tokens, names=names, backward=backward, target=self.target)
 
         with st.spinner("Tracing the prompt…"):
             return trace_cache().get(key, compute)
+
+
+@contextmanager
+def model_pass(what: str, cost: int) -> Iterator[None]:
+    """Every model pass a page runs: admitted against the server's trace budget, in its turn (the
+    queue shown, the wait bounded; a page that goes or reruns leaves the queue), and logged for
+    the view benchmark as ``what``."""
+    queued = st.empty()
+
+    def wait(ahead: int, waited: float, limit: float) -> None:
+        queued.info(f"Queued: {ahead} ahead of yours on this server, waiting {waited:.0f} s (at most {limit:.0f} s). "
+                    "Yours starts when there is memory for it.")
+
+    try:
+        with admission().admit(cost, wait):
+            queued.empty()
+            with computing(what):
+                yield
+    finally:
+        queued.empty()
 
 
 def probs_at(trace: Trace, position: int) -> torch.Tensor:

@@ -8,7 +8,7 @@ import streamlit as st
 
 from app.components.labels import plain
 from app.explore.common import Explorer, has_heads, heatmap, tensor_grid
-from model.engine import GRAD, GlassboxError, head_label
+from model.engine import GRAD, GlassboxError, check_prompt, head_label
 from model.serving import Needs, trace_names
 
 
@@ -31,7 +31,9 @@ def render(ctx: Explorer) -> None:
     if not other_text:
         st.info("Type a prompt B to compare with. Changing one word of A shows where its effect travels.")
         return
-    other = Explorer(ctx.model_key, ctx.loaded, ctx.loaded.encode(other_text), ctx.target)  # the same loss
+    other_tokens = ctx.loaded.encode(other_text)
+    check_prompt(ctx.cfg, other_tokens, "Prompt B")  # before anything is sized or admitted
+    other = Explorer(ctx.model_key, ctx.loaded, other_tokens, ctx.target)  # the same loss
     needs = Needs((name.removeprefix(GRAD),), backward=name.startswith(GRAD))
     a_trace, b_trace = ctx.trace(needs), other.trace(needs)
     if name not in a_trace.names() or name not in b_trace.names():

@@ -1,5 +1,6 @@
 """Export: the whole trace as .npz, any one tensor as CSV, and the link that reopens this page."""
 
+from typing import Callable
 from urllib.parse import urlencode
 
 import streamlit as st
@@ -7,7 +8,8 @@ import streamlit as st
 from app.components.labels import plain
 from app.explore.common import Explorer
 from model.analysis import npz_bytes, to_csv
-from model.serving import Needs, capture_plan, trace_names
+from app.resources import admission
+from model.serving import Needs, trace_bytes, trace_names
 from model.engine.names import axes as names_axes
 from model.engine import GRAD, to_numpy
 
@@ -20,6 +22,16 @@ def size_text(n: int) -> str:
     return f"{n} B"
 
 
+CSV_BYTES_PER_VALUE = 60  # a row of indices and 17 digits, and its float64 copy on the way
+
+
+def admitted(cost: int, make: Callable[[], bytes | str]) -> bytes | str:
+    """A file built for download, admitted against the trace budget like a model pass: the npz
+    holds a copy of every tensor and then its compressed bytes; a CSV's text is ~30 × its tensor."""
+    with admission().admit(cost):
+        return make()
+
+
 def lit(ctx: Explorer) -> set[str]:
     return set()
 
@@ -30,7 +42,7 @@ def render(ctx: Explorer) -> None:
         st.session_state.explore_tensor = "blocks.0.attn.hook_pattern"
     name = st.selectbox("Tensor", names, key="explore_tensor", persist_state="session",
                         help="Every captured activation, and with grad: its gradient or a weight's gradient")
-    full, _ = capture_plan(ctx.model, len(ctx.tokens), Needs(()))
+    full, _ = ctx.plan(Needs(()))
     needs = Needs((name.removeprefix(GRAD),), backward=name.startswith(GRAD))
     trace = ctx.trace(needs)
     if name not in trace.names():
@@ -41,10 +53,10 @@ def render(ctx: Explorer) -> None:
     st.markdown(f"`{name}`: shape {list(tensor.shape)} ({' × '.join(axes)}), {tensor.dtype}, {size_text(tensor.nbytes)}")
     slug = ctx.model_key.strip("/").replace("/", "_")
     a, b = st.columns(2)
-    a.download_button(f"Download {name} as CSV", lambda: to_csv(to_numpy(tensor), axes), file_name=f"{name}.csv",
+    a.download_button(f"Download {name} as CSV", lambda: admitted(CSV_BYTES_PER_VALUE * tensor.numel(), lambda: to_csv(to_numpy(tensor), axes)), file_name=f"{name}.csv",
                       mime="text/csv", help="One row per cell: its index on every axis, then the value", on_click="ignore")
     what = "every tensor and gradient" if full is None else "the tensors the open view captured (a full trace would pass 2 GiB)"
-    b.download_button("Download the trace as .npz", lambda: npz_bytes(trace), file_name=f"glassbox-{slug}.npz",
+    b.download_button("Download the trace as .npz", lambda: admitted(2 * trace_bytes(trace), lambda: npz_bytes(trace)), file_name=f"glassbox-{slug}.npz",
                       mime="application/octet-stream", on_click="ignore",
                       help=f"numpy.load gives {what} under the engine's names, plus 'tokens'")
     st.subheader("This page's link")

@@ -52,5 +52,6 @@ def render(ctx: Explorer) -> None:
                    "probability", x_title="next token", text=[bar_label(t["p"]) for t in best]), width="stretch")
     full = full_trace_bytes(model, len(ctx.tokens))
     st.caption(f"A full trace of this prompt (every tensor and every gradient) holds {full / 2**20:,.1f} MiB; "
-               + ("one trace serves every view." if full <= 2 * 2**30 else
-                  "over 2 GiB, so each view captures only the tensors it shows."))
+               + ("one trace serves every view." if ctx.plan(Needs(()))[0] is None else
+                  "too much for one trace here (over 2 GiB, or a third of this server's trace budget), so each view "
+                  "captures only the tensors it shows."))

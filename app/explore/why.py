@@ -12,9 +12,9 @@ import streamlit as st
 from app.components.charts import paired_bars, show
 from app.components.heatmap import abs_max
 from app.components.labels import plain
-from app.components.timing import computing
 from app.components.labels import token_labels
-from app.explore.common import Explorer, bar_chart, choose_layer, heatmap, probs_at
+from app.explore.common import Explorer, bar_chart, choose_layer, heatmap, model_pass, probs_at
+from model.analysis.batches import per_pass
 from model.analysis.ablation import ablate
 from model.analysis.attribution import attribute
 from model.analysis.dla import direct_logit_attribution
@@ -37,26 +37,31 @@ def lit(ctx: Explorer) -> set[str]:
 
 @st.cache_resource(max_entries=32, show_spinner="Splitting the logit into its parts…")
 def dla(model_key: str, tokens: tuple, token: int, wrong: int | None, _ctx: Explorer):
-    with computing("direct logit attribution"):
+    with model_pass("direct logit attribution", _ctx.pass_cost("Splitting the logit", backward=False)):
         return direct_logit_attribution(_ctx.model, list(tokens), token, -1, wrong)
 
 
 @st.cache_resource(max_entries=32, show_spinner="Attributing the logit to the input tokens…")
 def attribution(model_key: str, tokens: tuple, token: int, method: str, steps: int, baseline: int | None, _ctx: Explorer):
-    with computing("attribution"):
+    batch = per_pass if method == "integrated_gradients" else (lambda n: 1)
+    with model_pass("attribution", _ctx.pass_cost("Attribution", backward=True, batch=batch)):
         return attribute(_ctx.model, list(tokens), token, method, steps, baseline)
 
 
 @st.cache_resource(max_entries=32, show_spinner="Running the prompt with the unit switched off…")
 def ablation(model_key: str, tokens: tuple, layer: int, head: int | None, neuron: int | None, mode: str,
              reference: tuple | None, _ctx: Explorer):
-    with computing("ablation"):
+    lengths = [len(tokens)] + ([] if reference is None else [len(reference)])
+    cost = max(_ctx.pass_cost("Ablation", backward=False, n_tokens=n) for n in lengths)
+    with model_pass("ablation", cost):
         return ablate(_ctx.model, list(tokens), layer, head, neuron, mode, None if reference is None else list(reference))
 
 
 @st.cache_resource(max_entries=16, show_spinner="Patching, one site at a time…")
 def patching(model_key: str, clean: tuple, corrupt: tuple, answer: int, wrong: int, site: str, _ctx: Explorer):
-    with computing("patching"):
+    cost = max(_ctx.pass_cost("Patching", backward=False, batch=per_pass),  # the patched runs
+               _ctx.pass_cost("Patching", backward=True))  # attribution patching's gradient
+    with model_pass("patching", cost):
         return activation_patching(_ctx.model, list(clean), list(corrupt), answer, wrong, site)
 
 

@@ -20,12 +20,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from model.analysis import batches
 from model.engine import GlassboxError, Transformer, check_prompt, check_token_id, editing
 from model.engine.capture import capture
 
 METHODS = ("saliency", "input_x_gradient", "integrated_gradients", "attention_rollout")
-BATCH = 32  # path points per forward pass, at most …
-BATCH_TOKENS = 8192  # … and at most this many tokens in one pass
 
 
 @dataclass
@@ -85,7 +84,7 @@ def attribute(model: Transformer, tokens: list[int], target: int, method: str = 
     # the path in at least float32 (in bfloat16 neighbouring points of a long path would coincide)
     path_dtype = torch.promote_types(x.dtype, torch.float32)
     start, span = baseline.to(path_dtype), (x - baseline).to(path_dtype)
-    per_pass = max(1, min(BATCH, BATCH_TOKENS // len(tokens)))
+    per_pass = batches.per_pass(len(tokens))
     total = torch.zeros_like(span, dtype=torch.float64)
     for first in range(0, steps, per_pass):
         a = alphas[first:first + per_pass].to(path_dtype).to(x.device)[:, None, None]

@@ -82,6 +82,9 @@ def _through_unembedding(model: Transformer, written: torch.Tensor, inputs: list
     return Circuit(matrix.double().cpu().numpy(), list(inputs), columns)
 
 
+SCORED = ("blocks.*.attn.hook_pattern",)  # what head_scores captures: every head's pattern
+
+
 @torch.no_grad()
 def head_scores(model: Transformer, half: list[int], prefix: list[int] = ()) -> tuple[np.ndarray, np.ndarray]:
     """Per block and head, on ``prefix`` (such as the BOS a tokenizer puts first) and then
@@ -91,7 +94,7 @@ def head_scores(model: Transformer, half: list[int], prefix: list[int] = ()) -> 
     n, start = len(half), len(prefix)
     if n < 2:
         raise GlassboxError("The repeated sequence needs at least 2 tokens")
-    with capture(["blocks.*.attn.hook_pattern"]) as recorder:
+    with capture(SCORED) as recorder:
         model(torch.tensor([list(prefix) + half + half], device=model.device))
     induction = np.zeros((model.cfg.n_layers, model.cfg.n_heads))
     previous = np.zeros_like(induction)

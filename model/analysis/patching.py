@@ -21,14 +21,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from model.analysis import batches
 from model.engine import GlassboxError, Transformer, check_prompt, check_token_id, editing
 from model.engine.capture import capture
 
 SITES = ("resid_pre", "attn_out", "mlp_out", "head")
 SITE_NAMES = {"resid_pre": "blocks.{}.hook_resid_pre", "attn_out": "blocks.{}.hook_attn_out",
               "mlp_out": "blocks.{}.hook_mlp_out", "head": "blocks.{}.attn.hook_z"}
-BATCH = 32  # patched runs per forward pass, at most …
-BATCH_TOKENS = 8192  # … and at most this many tokens in one pass
 
 
 @dataclass
@@ -97,7 +96,7 @@ def activation_patching(model: Transformer, clean: list[int], corrupt: list[int]
                for block in range(cfg.n_layers) for j in range(width)]
     metric = np.zeros((cfg.n_layers, width))
     with torch.no_grad():
-        per_pass = max(1, min(BATCH, BATCH_TOKENS // T))
+        per_pass = batches.per_pass(T)
         for start in range(0, len(patches), per_pass):
             chunk = patches[start:start + per_pass]
             by_name: dict[str, list[tuple[int, tuple]]] = defaultdict(list)

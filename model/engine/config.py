@@ -143,7 +143,7 @@ def check_prompt(cfg: ModelConfig, tokens: list[int], what: str = "The prompt") 
     """The one rule for a prompt given to a pass: at least one token, within the context."""
     if len(tokens) == 0:
         raise GlassboxError(f"{what} is empty: give at least one token.")
-    check_context(cfg, len(tokens))
+    check_context(cfg, len(tokens), what=what)
 
 
 def check_token_id(cfg: ModelConfig, token_id: int, what: str = "Token id") -> None:
@@ -151,11 +151,11 @@ def check_token_id(cfg: ModelConfig, token_id: int, what: str = "Token id") -> N
         raise GlassboxError(f"{what} {token_id} is outside the vocabulary (0..{cfg.vocab_size - 1})")
 
 
-def check_context(cfg: ModelConfig, n_tokens: int, n_new: int = 0) -> None:
+def check_context(cfg: ModelConfig, n_tokens: int, n_new: int = 0, what: str = "The prompt") -> None:
     """The one context-length rule: a prompt of ``n_tokens`` plus ``n_new`` generated tokens
     (the last of which is predicted, never fed back) must fit in the model's context."""
     if n_new == 0 and n_tokens > cfg.n_ctx:
-        raise GlassboxError(f"The prompt is {n_tokens} tokens; this model's context is {cfg.n_ctx} tokens.")
+        raise GlassboxError(f"{what} is {n_tokens:,} tokens; this model's context is {cfg.n_ctx:,} tokens.")
     if n_new > 0 and n_tokens + n_new - 1 > cfg.n_ctx:
-        raise GlassboxError(f"The prompt is {n_tokens} tokens; {n_new} new ones would run past this "
+        raise GlassboxError(f"{what} is {n_tokens:,} tokens; {n_new} new ones would run past this "
                             f"model's context of {cfg.n_ctx} tokens")

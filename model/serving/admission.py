@@ -1,17 +1,18 @@
-"""Traces in flight, admitted against a memory budget, so that many visitors at once cannot
-take the server past its memory: a request waits, first come first served, until the bytes
-in flight plus its own fit; one larger than the whole budget waits until nothing else runs
-and then runs alone. A waiting request is told how many are ahead of it.
+"""Model passes in flight, admitted against a memory budget, so that many visitors at once
+cannot take the server past its memory: a request waits, first come first served, until the
+bytes in flight plus what the trace cache keeps plus its own fit. A request larger than the
+whole budget is refused before it waits (sizing.check_budget says how many tokens would fit).
 
-What a trace costs while it is computed is its captured bytes (sizing.py, exact) times
-WORKING_FACTOR: the autograd graph's saved tensors come on top of what the trace keeps. Once
-computed, the trace's own bytes stay counted for as long as the trace lives (a page drawing
-it, the trace cache keeping it), and are released when it is garbage collected: a finished
-trace takes memory as surely as one being computed (16 sessions drawing their traces at once
-took this 2-core machine to 21 GiB before they were counted). A request that has to wait
-first asks ``on_pressure`` (the app: empty the trace cache) to let go of finished traces.
-`python -m model bench` measured the peak rise of resident memory during a traced backward
-at 1.46× (T = 128) and 1.23× (T = 512) the trace's bytes on a GPT-2-small shape.
+What a pass costs while it is computed is what it keeps plus its working memory (sizing.py).
+Once computed, a trace counts only while the trace cache keeps it (``kept``): the cache is
+bounded and lets go of everything when a request has to wait (``on_pressure``). A finished
+trace a page still holds is never waited for: a page comparing two prompts holds the first
+while the second is admitted, and a wait on the first would never end.
+
+A wait is bounded (``max_wait`` seconds, then a GlassboxError saying the server is busy) and
+checked every second: ``on_wait`` is called then, and a page's call raises when its session
+has gone or the visitor asked for something else, which takes the request out of the queue
+(a ``finally``: no ticket outlives its request).
 
 A budget counts bytes; the server's resident memory follows it only if freed tensors go back
 to the operating system. glibc keeps blocks under its mmap threshold (which it raises to 32 MB
@@ -21,16 +22,17 @@ fixes the threshold at 1 MiB: 9.5 GiB under a 10.3 GiB budget (`python -m app.lo
 It applies to the whole process, for good; each freed block of 1 MiB or more is then mapped
 afresh when it is next needed.
 
-Setting: ``GLASSBOX_TRACE_BUDGET_GB`` (default: half the memory available when the server
-starts: free RAM, or the GPU's free memory).
+Settings: ``GLASSBOX_TRACE_BUDGET_GB`` (default: half the memory available when the server
+starts: free RAM, or the GPU's free memory); ``GLASSBOX_QUEUE_WAIT_S`` (default 120).
 """
 
 from __future__ import annotations
 
 import ctypes
 import itertools
+import os
 import threading
-import weakref
+import time
 from collections import deque
 from contextlib import contextmanager
 from pathlib import Path
@@ -38,10 +40,10 @@ from typing import Callable, Iterator
 
 import torch
 
+from model.engine import GlassboxError
 from model.io.guard import gigabytes_setting
 
 TRACE_BUDGET_GB = "GLASSBOX_TRACE_BUDGET_GB"
-WORKING_FACTOR = 1.5
 M_MMAP_THRESHOLD = -3  # glibc's malloc.h
 
 
@@ -75,65 +77,88 @@ def default_budget(device: torch.device | None = None) -> int:
     return available_memory(device) // 2 if budget is None else budget
 
 
+QUEUE_WAIT_S = "GLASSBOX_QUEUE_WAIT_S"
+DEFAULT_QUEUE_WAIT_S = 120.0
+HEARTBEAT_S = 1.0  # how often a waiting request looks again, and tells its page
+
+
+def default_max_wait() -> float:
+    text = os.environ.get(QUEUE_WAIT_S, "").strip()
+    try:
+        seconds = float(text) if text else DEFAULT_QUEUE_WAIT_S
+    except ValueError:
+        raise GlassboxError(f"{QUEUE_WAIT_S} must be a number of seconds, not {text!r}") from None
+    if not seconds > 0:
+        raise GlassboxError(f"{QUEUE_WAIT_S} must be positive, not {text!r}")
+    return seconds
+
+
 class Admission:
-    def __init__(self, budget: int, on_pressure: Callable[[], None] | None = None):
+    def __init__(self, budget: int, on_pressure: Callable[[], None] | None = None,
+                 kept: Callable[[], int] | None = None, max_wait: float | None = None):
         self.budget = budget
-        self.on_pressure = on_pressure
-        self.in_flight = 0  # bytes admitted or held and not yet released
+        self.on_pressure = on_pressure  # let go of finished traces (the app: empty the trace cache)
+        self.kept = kept or (lambda: 0)  # bytes of finished traces still counted (the trace cache's)
+        self.max_wait = default_max_wait() if max_wait is None else max_wait
+        self.in_flight = 0  # bytes of passes being computed
         self.running = 0
         self._queue: deque[int] = deque()  # tickets waiting, first come first served
         self._tickets = itertools.count()
         self._changed = threading.Condition()
 
     def _fits(self, ticket: int, nbytes: int) -> bool:
-        return self._queue[0] == ticket and (self.in_flight == 0 or self.in_flight + nbytes <= self.budget)
+        return self._queue[0] == ticket and self.in_flight + self.kept() + nbytes <= self.budget
+
+    def _unlocked(self, call: Callable[[], None]) -> None:
+        """Run ``call`` without the lock: finalizers and page updates may take other locks."""
+        self._changed.release()
+        try:
+            call()
+        finally:
+            self._changed.acquire()
 
     @contextmanager
-    def admit(self, nbytes: int, on_wait: Callable[[int], None] | None = None) -> Iterator[Callable[[object, int], None]]:
-        """Hold ``nbytes`` of the budget for the block. While waiting, ``on_wait(n)`` is told how
-        many requests are ahead (running ones included) whenever that changes. The block gets
-        ``keep(result, kept_bytes)``: hold ``kept_bytes`` on after the block, until ``result`` is
-        garbage collected."""
-        pressed = False
+    def admit(self, nbytes: int, on_wait: Callable[[int, float, float], None] | None = None) -> Iterator[None]:
+        """Hold ``nbytes`` of the budget for the block. While waiting, ``on_wait(ahead, waited,
+        max_wait)`` is called every second (``ahead``: requests before this one, running ones
+        included); an exception it raises ends the wait. A GlassboxError past ``max_wait``
+        seconds, or at once for more than the whole budget."""
+        if nbytes > self.budget:
+            raise GlassboxError(f"This needs {nbytes / 2**30:.2f} GiB while it is computed; the server allows "
+                                f"{self.budget / 2**30:.2f} GiB for all traces at once (GLASSBOX_TRACE_BUDGET_GB).")
+        started = time.monotonic()
         with self._changed:
             ticket = next(self._tickets)
             self._queue.append(ticket)
-            told = None
-            while not self._fits(ticket, nbytes):
-                if not pressed and self.on_pressure is not None:
-                    pressed = True
-                    self._changed.release()  # let go of finished traces without holding the lock:
-                    try:  # their finalizers take it, possibly from threads that hold other locks
-                        self.on_pressure()
-                    finally:
-                        self._changed.acquire()
-                    continue
-                ahead = self._queue.index(ticket) + self.running
-                if on_wait is not None and ahead != told:
-                    on_wait(ahead)
-                    told = ahead
-                self._changed.wait()
-            self._queue.popleft()
+            try:
+                while not self._fits(ticket, nbytes):
+                    if self.kept() and self.on_pressure is not None:
+                        self._unlocked(self.on_pressure)
+                        if self._fits(ticket, nbytes):
+                            break
+                    waited = time.monotonic() - started
+                    if waited >= self.max_wait:
+                        raise GlassboxError(f"The server is busy: {self._ahead(ticket)} requests were still ahead of "
+                                            f"this one after {self.max_wait:.0f} s. Try again in a minute.")
+                    if on_wait is not None:
+                        ahead = self._ahead(ticket)
+                        self._unlocked(lambda: on_wait(ahead, waited, self.max_wait))
+                    self._changed.wait(min(HEARTBEAT_S, self.max_wait - waited))
+            finally:
+                self._queue.remove(ticket)  # admitted, timed out, or its page gone
+                self._changed.notify_all()  # the next in line may fit now
             self.in_flight += nbytes
             self.running += 1
-            self._changed.notify_all()  # the next in line may fit too
         try:
-            yield self._keep
+            yield
         finally:
             with self._changed:
                 self.in_flight -= nbytes
                 self.running -= 1
                 self._changed.notify_all()
 
-    def _keep(self, result: object, nbytes: int) -> None:
-        with self._changed:
-            self.in_flight += nbytes
-        weakref.finalize(result, self._release, nbytes)
-
-    def _release(self, nbytes: int) -> None:
-        with self._changed:
-            self.in_flight -= nbytes
-            self._changed.notify_all()
+    def _ahead(self, ticket: int) -> int:
+        return self._queue.index(ticket) + self.running
 
     def waiting(self) -> int:
         with self._changed:

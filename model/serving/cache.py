@@ -14,14 +14,17 @@ V = TypeVar("V")
 
 class BoundedCache(Generic[V]):
     """Values by key, least recently used dropped first once they hold more than ``max_bytes``
-    (as ``size`` counts them) or number more than ``max_entries``; the newest always stays.
-    Thread-safe. A value is computed once even when several sessions ask for it at once (they
+    (as ``size`` counts them) or number more than ``max_entries``. The newest stays even alone
+    over ``max_bytes`` where ``newest_stays`` (a model: else it would load on every request);
+    otherwise a value larger than ``max_bytes`` is handed out and not kept. Thread-safe. A value is computed once even when several sessions ask for it at once (they
     wait for the first); other keys stay available meanwhile. Values handed out must not be
     modified."""
 
-    def __init__(self, size: Callable[[V], int], max_bytes: int, max_entries: int):
+    def __init__(self, size: Callable[[V], int], max_bytes: int, max_entries: int, newest_stays: bool = True):
         self.size, self.max_bytes, self.max_entries = size, max_bytes, max_entries
+        self.newest_stays = newest_stays
         self._items: OrderedDict[Hashable, tuple[V, int]] = OrderedDict()
+        self._bytes = 0  # the sizes of _items, kept as they change: read without the lock
         self._computing: dict[Hashable, threading.Lock] = {}
         self._lock = threading.Lock()
 
@@ -38,12 +41,14 @@ class BoundedCache(Generic[V]):
                         self._items.move_to_end(key)
                         return self._items[key][0]
                 value = compute()  # outside the main lock: other keys stay available
+                size = self.size(value)
+                if size > self.max_bytes and not self.newest_stays:
+                    return value
                 with self._lock:
-                    self._items[key] = (value, self.size(value))
-                    self._items.move_to_end(key)
-                    while len(self._items) > 1 and (len(self._items) > self.max_entries or
-                                                    self.nbytes() > self.max_bytes):
-                        self._items.popitem(last=False)
+                    self._items[key] = (value, size)
+                    self._bytes += size
+                    while len(self._items) > 1 and (len(self._items) > self.max_entries or self._bytes > self.max_bytes):
+                        self._bytes -= self._items.popitem(last=False)[1][1]
                 return value
             finally:
                 with self._lock:
@@ -52,7 +57,7 @@ class BoundedCache(Generic[V]):
     def clear(self) -> None:
         """Drop every value (those still in use elsewhere live on there)."""
         with self._lock:
-            items, self._items = self._items, OrderedDict()
+            items, self._items, self._bytes = self._items, OrderedDict(), 0
         del items  # outside the lock: dropping a value may run its finalizers
 
     def keys(self) -> list[Hashable]:
@@ -61,14 +66,15 @@ class BoundedCache(Generic[V]):
             return list(self._items)
 
     def nbytes(self) -> int:
-        return sum(size for _, size in self._items.values())
+        return self._bytes
 
     def __len__(self) -> int:
         return len(self._items)
 
 
 class TraceCache(BoundedCache[Trace]):
-    """Traces by (model, prompt, target, capture): a trace depends on nothing else."""
+    """Traces by (model, prompt, target, capture): a trace depends on nothing else. One larger
+    than the whole cache is not kept."""
 
     def __init__(self, max_bytes: int = 3 * 2**30, max_entries: int = 16):
-        super().__init__(trace_bytes, max_bytes, max_entries)
+        super().__init__(trace_bytes, max_bytes, max_entries, newest_stays=False)

@@ -1,16 +1,23 @@
-"""What a trace holds and costs before it is computed, and what to capture when a full trace
-would not fit: everything under the budget (one trace serves every view), else only what the
-open view needs."""
+"""What a model pass holds and costs before it is computed, and what to capture when a full
+trace would not fit: everything under the budget (one trace serves every view), else only what
+the open view needs.
+
+Every size comes from the engine itself: three short traces of the model give each held
+tensor's bytes as an exact polynomial in the length (constant, linear, or quadratic for
+attention), and one one-token trace gives the names a partial capture holds."""
 
 from __future__ import annotations
 
+import re
 import threading
 import weakref
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
-from model.engine import Target, Trace, Transformer, run_trace
+from model.engine import GlassboxError, Target, Trace, Transformer, run_trace
+from model.engine.names import GRAD
 
 
 @dataclass(frozen=True)
@@ -25,38 +32,115 @@ def trace_bytes(trace: Trace) -> int:
     return sum(t.nbytes for t in trace.held())
 
 
+def _held(trace: Trace) -> dict[str, int]:
+    """Each tensor a trace keeps, by name (gradients as grad:name), and its bytes."""
+    return {name: t.nbytes for name, t in [*trace.activations.held.items(), *trace.grads.items()]}
+
+
 _probes: "weakref.WeakKeyDictionary[Transformer, tuple]" = weakref.WeakKeyDictionary()
+_plans: "weakref.WeakKeyDictionary[Transformer, dict]" = weakref.WeakKeyDictionary()
 _probing = threading.Lock()
 
 
-def _probe(model: Transformer) -> tuple[tuple[float, float, float], list[str]]:
-    """Every captured shape is constant, linear or quadratic (attention) in the length, so three
-    short traces give the exact polynomial of a full trace's bytes, and its tensor names.
-    Measured once per model object, one short trace at a time: each holds every parameter's
-    gradient (GPT-2: 0.5 GB), and sixteen sessions arriving at once had probed side by side."""
+def _probe(model: Transformer) -> tuple[dict[str, np.ndarray], list[str]]:
+    """Per held tensor of a full trace, its bytes' polynomial coefficients (c0, c1, c2) in the
+    length; and the trace's names. Measured once per model object, one short trace at a time:
+    each holds every parameter's gradient (GPT-2: 0.5 GB), and sixteen sessions arriving at
+    once had probed side by side."""
     with _probing:
         if model not in _probes:
             lengths = [t for t in (1, 2, 3) if t <= model.cfg.n_ctx]
             sizes, names = [], None
             for length in lengths:
                 trace = run_trace(model, [0] * length, backward=True, target=Target(0))
-                sizes.append(trace_bytes(trace))
+                sizes.append(_held(trace))
                 names = names or trace.names()
                 del trace  # before the next one
-            coefficients = np.polyfit(lengths, sizes, len(lengths) - 1)[::-1]
-            _probes[model] = (tuple(float(c) for c in coefficients) + (0.0,) * (3 - len(lengths)), names)
+            polynomials = {}
+            for name in sizes[0]:
+                fitted = np.polyfit(lengths, [s[name] for s in sizes], len(lengths) - 1)[::-1]
+                polynomials[name] = np.concatenate([fitted, np.zeros(3 - len(lengths))])
+            _probes[model] = (polynomials, names)
     return _probes[model]
+
+
+def _bytes(polynomials: list[np.ndarray], n_tokens: int) -> int:
+    c = np.sum(polynomials, axis=0) if polynomials else np.zeros(3)
+    return int(round(c[0] + c[1] * n_tokens + c[2] * n_tokens ** 2))
 
 
 def full_trace_bytes(model: Transformer, n_tokens: int) -> int:
     """Bytes of a trace with every tensor and every gradient, for ``n_tokens`` tokens."""
-    a, b, c = _probe(model)[0]
-    return int(round(a + b * n_tokens + c * n_tokens ** 2))
+    return _bytes(list(_probe(model)[0].values()), n_tokens)
 
 
 def trace_names(model: Transformer) -> list[str]:
     """The name of every tensor a full trace holds: activations, then gradients."""
     return list(_probe(model)[1])
+
+
+def _plan_names(model: Transformer, names: tuple[str, ...] | None, backward: bool) -> list[str]:
+    """The tensors a trace captured with ``names`` holds: the same at every length, so one
+    one-token trace tells (kept per model and capture)."""
+    if names is None and backward:
+        return list(_probe(model)[0])
+    with _probing:
+        plans = _plans.setdefault(model, {})
+        if (names, backward) not in plans:
+            plans[(names, backward)] = list(_held(run_trace(model, [0], names=names, backward=backward,
+                                                            target=Target(0) if backward else None)))
+    return plans[(names, backward)]
+
+
+def held_bytes(model: Transformer, n_tokens: int, names: tuple[str, ...] | None = None, backward: bool = True) -> int:
+    """Bytes of a trace of ``n_tokens`` captured with ``names`` (None: all), exactly."""
+    polynomials = _probe(model)[0]
+    return _bytes([polynomials[n] for n in _plan_names(model, names, backward) if n in polynomials], n_tokens)
+
+
+def working_bytes(model: Transformer, n_tokens: int, backward: bool, batch: int = 1) -> int:
+    """What a pass over ``batch`` sequences of ``n_tokens`` takes besides what it keeps. With a
+    backward pass the graph saves tensors of the whole forward pass until it is done: bounded by
+    every activation a full trace captures. Without, one block's activations live at a time,
+    beside those outside the blocks (embeddings, logits)."""
+    activations = {n: p for n, p in _probe(model)[0].items() if not n.startswith(GRAD)}
+    if backward:
+        return batch * _bytes(list(activations.values()), n_tokens)
+    blocks: dict[str, list[np.ndarray]] = {}
+    for name, polynomial in activations.items():
+        block = re.match(r"blocks\.(\d+)\.", name)
+        blocks.setdefault(block[1] if block else "", []).append(polynomial)
+    outside = _bytes(blocks.pop("", []), n_tokens)
+    return batch * (outside + max((_bytes(p, n_tokens) for p in blocks.values()), default=0))
+
+
+def trace_cost(model: Transformer, n_tokens: int, names: tuple[str, ...] | None, backward: bool) -> int:
+    """What computing a trace takes at its peak: what it keeps and its pass's working memory
+    (a full trace: about 1.5 × its bytes, as `glassbox bench` measured, 1.23–1.46×)."""
+    return held_bytes(model, n_tokens, names, backward) + working_bytes(model, n_tokens, backward)
+
+
+def most_tokens(cost: Callable[[int], int], budget: int, n_ctx: int) -> int:
+    """The longest prompt whose ``cost`` (growing with the length) fits in ``budget``; 0: none."""
+    low, high = 0, n_ctx
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if cost(middle) <= budget else (low, middle - 1)
+    return low
+
+
+def check_budget(cost: Callable[[int], int], n_tokens: int, budget: int, n_ctx: int, what: str) -> int:
+    """``cost(n_tokens)``, or a GlassboxError if it is over ``budget``, naming the longest prompt
+    that fits: a request larger than the server's whole budget is refused, never queued."""
+    needed = cost(n_tokens)
+    if needed > budget:
+        fits = most_tokens(cost, budget, n_ctx)
+        shorter = (f"At most {fits:,} tokens fit here: shorten the prompt." if fits else
+                   "No prompt fits: the server's budget is too small for this model.")
+        raise GlassboxError(f"{what} of {n_tokens:,} tokens needs {needed / 2**30:.2f} GiB while it is computed; this "
+                            f"server allows {budget / 2**30:.2f} GiB for all traces at once (GLASSBOX_TRACE_BUDGET_GB). "
+                            + shorter)
+    return needed
 
 
 def capture_plan(model: Transformer, n_tokens: int, needs: Needs, budget: int = 2 * 2**30
