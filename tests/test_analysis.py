@@ -101,7 +101,7 @@ def test_most_tokens_is_the_longest_prompt_within_the_budget():
         for budget in (99, 100, 107, 800, 5000, 10**6):
             fits = [n for n in range(1, 65) if cost(n) <= budget]
             assert most_tokens(cost, budget, 64) == (max(fits) if fits else 0), (budget,)
-    with pytest.raises(GlassboxError, match=r"of 40 tokens needs .* GiB .* At most 11 tokens fit here"):
+    with pytest.raises(GlassboxError, match=r"of 40 tokens needs 11.0 KiB .* allows 1000 B .* At most 11 tokens fit here"):
         check_budget(lambda n: 7 * n * n + 100, 40, 1000, 64, "A trace")
     assert check_budget(lambda n: 7 * n * n + 100, 11, 1000, 64, "A trace") == 947
 

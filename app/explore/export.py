@@ -10,16 +10,9 @@ from app.explore.common import Explorer
 from model.analysis import npz_bytes, to_csv
 from app.resources import admission
 from model.serving import Needs, trace_bytes, trace_names
+from model.serving.sizing import size_text
 from model.engine.names import axes as names_axes
 from model.engine import GRAD, to_numpy
-
-
-def size_text(n: int) -> str:
-    """Bytes as people read them: 512 B, 2.0 KiB, 1.5 MiB."""
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
 
 
 CSV_BYTES_PER_VALUE = 60  # a row of indices and 17 digits, and its float64 copy on the way

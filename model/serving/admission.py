@@ -42,6 +42,7 @@ import torch
 
 from model.engine import GlassboxError
 from model.io.guard import gigabytes_setting
+from model.serving.sizing import size_text
 
 TRACE_BUDGET_GB = "GLASSBOX_TRACE_BUDGET_GB"
 M_MMAP_THRESHOLD = -3  # glibc's malloc.h
@@ -124,8 +125,8 @@ class Admission:
         included); an exception it raises ends the wait. A GlassboxError past ``max_wait``
         seconds, or at once for more than the whole budget."""
         if nbytes > self.budget:
-            raise GlassboxError(f"This needs {nbytes / 2**30:.2f} GiB while it is computed; the server allows "
-                                f"{self.budget / 2**30:.2f} GiB for all traces at once (GLASSBOX_TRACE_BUDGET_GB).")
+            raise GlassboxError(f"This needs {size_text(nbytes)} while it is computed; the server allows "
+                                f"{size_text(self.budget)} for all traces at once (GLASSBOX_TRACE_BUDGET_GB).")
         started = time.monotonic()
         with self._changed:
             ticket = next(self._tickets)

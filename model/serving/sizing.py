@@ -120,6 +120,14 @@ def trace_cost(model: Transformer, n_tokens: int, names: tuple[str, ...] | None,
     return held_bytes(model, n_tokens, names, backward) + working_bytes(model, n_tokens, backward)
 
 
+def size_text(n: int) -> str:
+    """Bytes as people read them: 512 B, 2.0 KiB, 1.5 MiB."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
 def most_tokens(cost: Callable[[int], int], budget: int, n_ctx: int) -> int:
     """The longest prompt whose ``cost`` (growing with the length) fits in ``budget``; 0: none."""
     low, high = 0, n_ctx
@@ -137,8 +145,8 @@ def check_budget(cost: Callable[[int], int], n_tokens: int, budget: int, n_ctx: 
         fits = most_tokens(cost, budget, n_ctx)
         shorter = (f"At most {fits:,} tokens fit here: shorten the prompt." if fits else
                    "No prompt fits: the server's budget is too small for this model.")
-        raise GlassboxError(f"{what} of {n_tokens:,} tokens needs {needed / 2**30:.2f} GiB while it is computed; this "
-                            f"server allows {budget / 2**30:.2f} GiB for all traces at once (GLASSBOX_TRACE_BUDGET_GB). "
+        raise GlassboxError(f"{what} of {n_tokens:,} tokens needs {size_text(needed)} while it is computed; this "
+                            f"server allows {size_text(budget)} for all traces at once (GLASSBOX_TRACE_BUDGET_GB). "
                             + shorter)
     return needed
 
