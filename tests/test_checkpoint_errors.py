@@ -223,3 +223,113 @@ def test_prompt_longer_than_the_context_is_an_error(loaded, tmp_path):
     run = cli("trace", "--model", str(loaded.path), "--prompt", LONG_PROMPT, "--npz", str(npz))
     assert_clean_cli_error(run, "context is 64 tokens")
     assert not npz.exists()
+
+
+# --- side files: training.json, published.json ---------------------------------------------------
+# A model folder is anyone's. Its side files are read by model/io/guard.py's read_file: a FIFO is
+# refused without waiting for a writer, a symlink to /dev/zero is refused before a byte is read,
+# a file over its limit is refused. Where a hang is the failure, the work runs in a daemon thread
+# that the test waits on with a generous bound (a hung read would otherwise hang the suite).
+
+HANG = 240  # seconds: far beyond any refusal on a loaded machine; only a hang reaches it
+
+
+def finishes(work):
+    """``work()``'s result, run in a daemon thread; fails the test where it never returns."""
+    import threading
+
+    result = {}
+
+    def run():
+        try:
+            result["value"] = work()
+        except BaseException as exc:  # noqa: BLE001: handed to the test
+            result["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(HANG)
+    assert not thread.is_alive(), "it hung (a FIFO or a device read without the file checks)"
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
+
+
+def fifo(path: Path):
+    import os
+
+    os.mkfifo(path)
+
+
+def dev_zero(path: Path):
+    path.symlink_to("/dev/zero")
+
+
+def oversized(path: Path):
+    from model.io.guard import SIDE_FILE_BYTES
+
+    path.write_text("{}" + " " * SIDE_FILE_BYTES)  # valid JSON, one object, over the limit
+
+
+def not_a_curve(path: Path):
+    path.write_text(json.dumps({"step": "many", "train_loss": [1.0]}))
+
+
+TRAINING_CASES = {  # how training.json is replaced -> the words the playground's note must hold
+    "a FIFO": (fifo, "is not a regular file"),
+    "a symlink to /dev/zero": (dev_zero, "is not a regular file"),
+    "over the limit": (oversized, "a training.json is at most 16,777,216"),
+    "not a loss curve": (not_a_curve, "is not a loss curve"),
+}
+
+
+@pytest.fixture(scope="module")
+def carded_model(tmp_path_factory) -> Path:
+    """A copy of the bundled default model (its config.json has a model card, its folder a
+    training.json), to break."""
+    from model.io.assets import asset
+
+    path = tmp_path_factory.mktemp("carded") / "model"
+    shutil.copytree(asset("default"), path)
+    return path
+
+
+@pytest.mark.parametrize("case", list(TRAINING_CASES))
+def test_a_training_json_that_is_not_a_curve_file_is_a_note_on_the_card(case, carded_model, tmp_path, monkeypatch):
+    """Reference: the unbroken copy's page shows the card with its loss curve; each broken
+    training.json shows the same card with a note naming the problem, by its words, and no
+    exception, and the page finishes (old code: a FIFO hung it, /dev/zero grew to gigabytes)."""
+    from tests.helpers import shown, start
+
+    monkeypatch.delenv("GLASSBOX_MODEL_DIRS", raising=False)
+    at = start("screens/playground.py", model=str(carded_model))
+    assert [e.label for e in at.expander][0].startswith("Model card") and len(at.get("plotly_chart")) == 2
+    assert not at.warning  # the unbroken curve: drawn, no note
+
+    model = tmp_path / "model"  # a folder of its own: the page caches each folder's curve
+    shutil.copytree(carded_model, model)
+    (model / "training.json").unlink()
+    breaks, words = TRAINING_CASES[case]
+    breaks(model / "training.json")
+    at = finishes(lambda: start("screens/playground.py", model=str(model)))
+    assert not at.exception
+    notes = [shown(w.value) for w in at.warning]
+    assert len(notes) == 1 and notes[0].startswith("No loss curve:") and words in notes[0], notes
+    assert [e.label for e in at.expander][0].startswith("Model card")  # the rest of the card is still there
+
+
+@pytest.mark.parametrize("breaks", [fifo, dev_zero, oversized], ids=["FIFO", "/dev/zero", "oversized"])
+def test_published_json_is_read_through_the_file_checks(breaks, tmp_path, monkeypatch):
+    """Reference: guard.read_file's refusal, by its words; the read returns (old code: a FIFO
+    here hung the worked example's first page)."""
+    from model.lesson import article
+
+    path = tmp_path / "published.json"
+    breaks(path)
+    monkeypatch.setattr(article, "PUBLISHED", path)
+    article.published.cache_clear()
+    try:
+        with pytest.raises(GlassboxError, match="is not a regular file|is at most 16,777,216"):
+            finishes(article.published)
+    finally:
+        article.published.cache_clear()

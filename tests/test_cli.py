@@ -144,3 +144,102 @@ def test_the_ask_why_choices_are_the_analyses_own():
 
     choices = {a.dest: a.choices for p in parser()._subparsers._group_actions[0].choices.values() for a in p._actions}
     assert tuple(choices["site"]) == SITES and tuple(choices["method"]) == METHODS
+
+
+# --- bounds a command line must not get past --------------------------------------------------------
+
+
+@pytest.mark.parametrize("steps, words", [("300000000", "300,000,000 is outside 1 to 10,000"),
+                                          ("1000000000000", "1,000,000,000,000 is outside 1 to 10,000"),
+                                          ("10^12", "'10^12' is not a whole number")])
+def test_attribute_steps_are_bounded_before_anything_runs(steps, words):
+    """Reference: the bound, attribution.MAX_STEPS (10,000); the parser refuses in one line, by
+    its words (old code: 3·10^8 steps ran for ever, 10^12 asked for 8 TB)."""
+    run = cli("attribute", "--prompt", CLEAN, "--target", " frog", "--method", "integrated_gradients",
+              "--steps", steps)
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    (line,) = run.stderr.strip().splitlines()
+    assert line.startswith("error: argument --steps: ") and words in line, line
+
+
+def test_the_analysis_refuses_too_many_steps_before_allocating(monkeypatch):
+    """Reference: MAX_STEPS; the analysis checks it itself (the app and the library call it
+    without the parser), before the path's points are allocated: torch.arange is never called."""
+    import torch
+
+    from model.analysis.attribution import MAX_STEPS, attribute
+    from model.engine import GlassboxError
+    from model.io.checkpoint import load
+    from model.tools.cli import parser
+
+    loaded = load("default")
+    tokens = loaded.encode(CLEAN)
+    monkeypatch.setattr(torch, "arange", lambda *a, **k: pytest.fail("allocated the path before the check"))
+    for steps in (MAX_STEPS + 1, 10**12):
+        with pytest.raises(GlassboxError, match=f"at most {MAX_STEPS:,}, not {steps:,}"):
+            attribute(loaded.model, tokens, loaded.tokenizer.token_id(" frog"), "integrated_gradients", steps)
+    steps_type = next(a.type for a in parser()._subparsers._group_actions[0].choices["attribute"]._actions
+                      if a.dest == "steps")
+    assert steps_type(str(MAX_STEPS)) == MAX_STEPS  # the parser's bound, written out in cli.py, is the analysis's
+
+
+def test_an_empty_target_is_a_short_error():
+    """Reference: the words of the message; one short line, not the vocabulary (old code: every
+    piece of the default model's 598)."""
+    run = cli("attribute", "--prompt", CLEAN, "--target", "")
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert run.stderr.strip() == "error: The token is empty: give one token of this model's vocabulary"
+
+
+@pytest.mark.subprocess
+def test_sigterm_to_glassbox_app_stops_the_server_and_frees_its_port():
+    """Reference: the port itself and the process table. `python -m model app` on a free port
+    answers its health check; after a SIGTERM to that process and its exit, nothing listens on
+    the port and no process it started is left (old code: the Streamlit child kept the port)."""
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    from tests.helpers import ROOT
+    from tests.test_browser import healthy
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    app = subprocess.Popen([sys.executable, "-m", "model", "app", "--server.port", str(port), "--server.headless",
+                            "true", "--browser.gatherUsageStats", "false"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        assert healthy(f"http://127.0.0.1:{port}", seconds=240), "the app did not start"
+        group = [int(p) for p in os.listdir("/proc") if p.isdigit() and _group_of(int(p)) == app.pid]
+        app.send_signal(signal.SIGTERM)
+        app.wait(timeout=120)
+        with socket.socket() as s:
+            assert s.connect_ex(("127.0.0.1", port)) != 0, "something still listens on the app's port"
+        assert [p for p in group if _alive(p)] == [], "a process `glassbox app` started is still running"
+    finally:
+        try:
+            os.killpg(app.pid, signal.SIGKILL)  # whatever the old code left behind
+        except ProcessLookupError:
+            pass
+
+
+def _group_of(pid: int) -> int | None:
+    """The process group of ``pid`` (None once it is gone)."""
+    import os
+
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, exited but not yet reaped by its parent, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

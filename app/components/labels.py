@@ -38,9 +38,12 @@ def cell_text(value: float, largest: float, digits: str = ".3g") -> str:
 def token_text(piece: str) -> str:
     """A token as drawn: a space as ␣ (" went" is "␣went": the space belongs to the token), a
     newline ↵, a tab ⇥, any other invisible character escaped (\\x00); the empty piece ∅. Byte
-    fragments come from the tokenizer already written as bytes (``Tokenizer.readable``: <0xE4>)."""
+    fragments come from the tokenizer already written as bytes (``Tokenizer.readable``: <0xE4>).
+    Charts draw it, and plotly reads tags and entities in its text (a vocabulary's ``<b>x</b>``
+    would be drawn bold, ``&lt;`` as <): an invisible word joiner after each < and & keeps it text."""
     shown = piece.translate(_VISIBLE)
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in shown) or "∅"
+    shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in shown) or "∅"
+    return _CHART_MARKUP.sub(WORD_JOINER, shown)
 
 
 def token_labels(pieces: list[str], ids: list[int]) -> list[str]:
@@ -62,6 +65,7 @@ _PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")  # every ASCII punctuation chara
 # invisible word joiner after every colon, around every @ and inside "www." does.
 _TEXT_PATTERNS = re.compile(r"(?<=:)|(?<=www)(?=\.)|(?=@)|(?<=@)", re.IGNORECASE)
 WORD_JOINER = "\u2060"
+_CHART_MARKUP = re.compile(r"(?<=[<&])")  # where plotly's tags and entities begin
 
 
 def plain(text: object) -> str:

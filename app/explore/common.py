@@ -18,7 +18,7 @@ import torch
 
 from app.components.charts import show
 from app.components.heatmap import abs_max, heatmap_figure
-from app.components.labels import cell_text, token_text
+from app.components.labels import cell_text, plain, token_text
 from app.components.pipeline import pipeline_strip
 from app.components.timing import computing
 from model.analysis import downsample, parts
@@ -142,8 +142,8 @@ def model_pass(what: str, cost: int) -> Iterator[None]:
     queued = st.empty()
 
     def wait(ahead: int, waited: float, limit: float) -> None:
-        queued.info(f"Queued: {ahead} ahead of yours on this server, waiting {waited:.0f} s (at most {limit:.0f} s). "
-                    "Yours starts when there is memory for it.")
+        queued.info(plain(f"Queued: {ahead} ahead of yours on this server, waiting {waited:.0f} s (at most "
+                          f"{limit:.0f} s). Yours starts when there is memory for it."))
 
     try:
         with admission().admit(cost, wait):

@@ -5,7 +5,7 @@ import streamlit as st
 
 from app.components.charts import log_axis, show
 from app.explore.common import Explorer, bar_chart, probs_at
-from app.components.labels import bar_label, token_labels
+from app.components.labels import bar_label, plain, token_labels
 from model.analysis import architecture, parts
 from model.serving import Needs, full_trace_bytes
 from model.engine.sampling import top
@@ -27,8 +27,8 @@ def render(ctx: Explorer) -> None:
                 f"({cfg.d_ff} {cfg.activation} neurons) to the residual stream, each after a {cfg.norm}; "
                 f"{'a final ' + cfg.norm + ' and ' if cfg.final_norm else ''}the output head turn the last stream "
                 f"into {cfg.vocab_size:,} logits.")
-    family = ctx.loaded.about.get("family")
-    st.markdown(f"**This model's blocks{' (' + family + ')' if family else ''}:**\n"
+    family = ctx.loaded.about.get("family")  # config.json's: the model folder's text, shown as text
+    st.markdown(f"**This model's blocks{' (' + plain(family) + ')' if family else ''}:**\n"
                 + "\n".join(f"- {note}" for note in architecture(cfg)))
     table = pd.DataFrame([{"part": p.label, "count": p.count, "share": f"{p.count / total:.1%}",
                            "parameters": ", ".join(f"{n} {list(s)}" for n, s in p.params) or p.note} for p in all_parts])

@@ -30,7 +30,7 @@ cfg = loaded.cfg
 
 with st.form("explore_prompt_form"):
     st.text_area("Prompt", key="explore_prompt", persist_state="session", height=68,
-                 help=f"Words this model knows: {', '.join(loaded.tokenizer.pieces)}" if loaded.tokenizer.word_level
+                 help=f"Words this model knows: {plain(loaded.tokenizer.known_words())}" if loaded.tokenizer.word_level
                  else f"Any text, up to {cfg.n_ctx} tokens (byte-level BPE)")
     st.form_submit_button("Run")
 try:

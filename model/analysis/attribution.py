@@ -25,6 +25,7 @@ from model.engine import GlassboxError, Transformer, check_prompt, check_token_i
 from model.engine.capture import capture
 
 METHODS = ("saliency", "input_x_gradient", "integrated_gradients", "attention_rollout")
+MAX_STEPS = 10_000  # integrated gradients' path points: 300 would do; 10^12 would allocate 8 TB of alphas
 
 
 @dataclass
@@ -67,6 +68,8 @@ def attribute(model: Transformer, tokens: list[int], target: int, method: str = 
     check_token_id(model.cfg, target)
     if method not in METHODS:
         raise GlassboxError(f"Unknown method {method!r}: one of {', '.join(METHODS)}")
+    if method == "integrated_gradients" and not 1 <= steps <= MAX_STEPS:  # checked before anything is allocated
+        raise GlassboxError(f"Integrated gradients needs at least 1 step and at most {MAX_STEPS:,}, not {steps:,}")
     ids = torch.tensor([tokens], device=model.device)
     x = _embeddings(model, ids)
     if method == "attention_rollout":
@@ -75,8 +78,6 @@ def attribute(model: Transformer, tokens: list[int], target: int, method: str = 
         f, gradient = _logit_and_gradient(model, ids, x[None], target)
         scores = gradient[0].norm(dim=-1) if method == "saliency" else (x * gradient[0]).sum(-1)
         return Attribution(method, scores.double().cpu().numpy(), float(f[0]))
-    if steps < 1:
-        raise GlassboxError("Integrated gradients needs at least 1 step")
     if baseline_token is not None:
         check_token_id(model.cfg, baseline_token, "Baseline token id")
     baseline = torch.zeros_like(x) if baseline_token is None else _embeddings(model, torch.full_like(ids, baseline_token))

@@ -26,7 +26,7 @@ from safetensors.torch import load_file, save_file
 from model.engine import DTYPES, GlassboxError, ModelConfig, Transformer, default_device
 from model.io.assets import asset
 from model.io.convert import CONVERTERS, FAMILY_NAMES
-from model.io.guard import CONFIG_BYTES, check_fits, model_directory, regular_file
+from model.io.guard import CONFIG_BYTES, check_fits, model_directory, read_json, regular_file, some
 from model.io.hub import Progress, download, parse_hub_id
 from model.io.tokenizer import Tokenizer
 
@@ -51,9 +51,15 @@ class LoadedModel:
         return self.tokenizer.encode(prompt)
 
     @property
-    def nbytes(self) -> int:
+    def weight_bytes(self) -> int:
         """The memory its weights and buffers take."""
         return sum(t.nbytes for t in itertools.chain(self.model.parameters(), self.model.buffers()))
+
+    @property
+    def nbytes(self) -> int:
+        """The memory it takes, what the model cache counts: its weights and buffers, and its
+        tokenizer (a word-level vocabulary of millions of words takes gigabytes)."""
+        return self.weight_bytes + self.tokenizer.nbytes
 
     @property
     def pieces(self) -> list[str]:
@@ -96,7 +102,7 @@ def load(name_or_path: str, dtype: str | None = None, device: str | torch.device
     checked before the model is allocated: the files are regular files of sane size, the
     config's sizes fit the machine, and the stored weights' names and shapes fit the config."""
     path = resolve(name_or_path, progress)
-    config = _read_json(regular_file(path / "config.json", CONFIG_BYTES))
+    config = read_json(path / "config.json", CONFIG_BYTES)
     if "glassbox" in config:
         cfg = ModelConfig.from_dict(config["glassbox"])
         convert = _as_stored
@@ -178,27 +184,13 @@ def save(path: Path, model: Transformer, tokenizer: Tokenizer, dtype: str, about
     tokenizer.save(path)
 
 
-def _read_json(path: Path) -> dict:
-    try:
-        config = json.loads(path.read_text())
-    except OSError as exc:
-        raise GlassboxError(f"{path} cannot be read ({exc.strerror})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise GlassboxError(f"{path} is not valid JSON ({exc})") from None
-    except RecursionError:
-        raise GlassboxError(f"{path} is nested too deeply to be a config") from None
-    if not isinstance(config, dict):
-        raise GlassboxError(f"{path} is not a JSON object")
-    return config
-
-
 def shard_files(path: Path) -> list[Path]:
     """The weight files: model.safetensors, or the shards model.safetensors.index.json names
     (plain file names in the same folder; each a regular file)."""
     index = path / "model.safetensors.index.json"
     if not index.exists():
         return [regular_file(path / "model.safetensors")]
-    weight_map = _read_json(regular_file(index, 16 * CONFIG_BYTES)).get("weight_map")
+    weight_map = read_json(index, 16 * CONFIG_BYTES).get("weight_map")
     if not isinstance(weight_map, dict) or not weight_map or not all(
             isinstance(f, str) and "/" not in f and f not in ("", ".", "..") for f in weight_map.values()):
         raise GlassboxError(f"{index} has no weight_map of file names in its folder")
@@ -229,18 +221,12 @@ def _read_weights(paths: list[Path]) -> dict[str, torch.Tensor]:
     return weights
 
 
-def _some(names: list[str], shown: int = 6) -> str:
-    """A list of names for a one-line message: the first few, and how many more."""
-    more = f" and {len(names) - shown} more" if len(names) > shown else ""
-    return str(names[:shown]) + more
-
-
 def _check_state(state: dict[str, torch.Tensor], expected: dict[str, torch.Tensor], path: Path) -> None:
     missing = sorted(set(expected) - set(state))
     unexpected = sorted(set(state) - set(expected))
     if missing or unexpected:
-        raise GlassboxError(f"Weights in {path} do not fit the config: missing {_some(missing)}, "
-                            f"unexpected {_some(unexpected)}")
+        raise GlassboxError(f"Weights in {path} do not fit the config: missing {some(missing, 6)}, "
+                            f"unexpected {some(unexpected, 6)}")
     for name, tensor in state.items():
         if tensor.shape != expected[name].shape:
             raise GlassboxError(

@@ -11,6 +11,7 @@ Settings (environment variables, read at each call so a test or a server can set
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -24,6 +25,7 @@ MAX_MODEL_GB = "GLASSBOX_MAX_MODEL_GB"
 
 CONFIG_BYTES = 1 << 20  # a config.json is a few hundred bytes; 1 MiB is generous
 TOKENIZER_BYTES = 100 << 20  # the largest hub tokenizer.json (Gemma's) is ~35 MB
+SIDE_FILE_BYTES = 16 << 20  # training.json, published.json: tens of kilobytes; 16 MiB is generous
 
 
 def allowed_roots() -> list[Path] | None:
@@ -64,15 +66,69 @@ def regular_file(path: Path, limit: int | None = None) -> Path:
     error. A directory, a device such as /dev/zero, a FIFO or a symlink loop is never opened."""
     try:
         info = path.stat()
-    except FileNotFoundError:
-        raise GlassboxError(f"{path} is missing: is {path.parent} a model directory?") from None
-    except OSError as exc:  # a symlink loop, a name too long, no permission
-        raise GlassboxError(f"{path} cannot be read ({exc.strerror})") from None
+    except OSError as exc:
+        raise _unreadable(path, exc) from None
+    _check(path, info, limit)
+    return path
+
+
+def read_file(path: Path, limit: int) -> bytes:
+    """The bytes of ``path``, a regular file (after symlinks) of at most ``limit`` bytes, else a
+    clear error. Checked on the opened file itself, so that nothing can be swapped in between: a
+    FIFO is opened without waiting for a writer (and refused), and a file that grows after the
+    check is read no further than ``limit``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise _unreadable(path, exc) from None
+    try:
+        _check(path, os.fstat(fd), limit)
+        with os.fdopen(fd, "rb", closefd=False) as file:
+            data = file.read(limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise GlassboxError(f"{path} is over {limit:,} bytes; a {path.name} is at most {limit:,}")
+    return data
+
+
+def read_json(path: Path, limit: int = CONFIG_BYTES) -> dict:
+    """A JSON object from ``path``, read by ``read_file``; anything else is a clear error."""
+    try:
+        value = json.loads(read_file(path, limit))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise GlassboxError(f"{path} is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise GlassboxError(f"{path} is nested too deeply to be a config") from None
+    if not isinstance(value, dict):
+        raise GlassboxError(f"{path} is not a JSON object")
+    return value
+
+
+def _unreadable(path: Path, exc: OSError) -> GlassboxError:
+    if isinstance(exc, FileNotFoundError):
+        return GlassboxError(f"{path} is missing: is {path.parent} a model directory?")
+    return GlassboxError(f"{path} cannot be read ({exc.strerror})")  # a symlink loop, a name too long, no permission
+
+
+def _check(path: Path, info: os.stat_result, limit: int | None) -> None:
     if not stat.S_ISREG(info.st_mode):
         raise GlassboxError(f"{path} is not a regular file")
     if limit is not None and info.st_size > limit:
         raise GlassboxError(f"{path} is {info.st_size:,} bytes; a {path.name} is at most {limit:,}")
-    return path
+
+
+def some(items: list, shown: int = 50) -> str:
+    """Items for a message or a help text: the first ``shown`` (each ``shortened``), then how
+    many more. A file's content (a word-level vocabulary of 500,000 words) must not become a
+    70 MB message."""
+    more = f" … and {len(items) - shown:,} more" if len(items) > shown else ""
+    return str([shortened(x) if isinstance(x, str) else x for x in items[:shown]]) + more
+
+
+def shortened(text: str, most: int = 80) -> str:
+    """Text for a message, cut to its first ``most`` characters."""
+    return text if len(text) <= most else text[:most] + "…"
 
 
 def gigabytes_setting(name: str) -> int | None:

@@ -10,13 +10,13 @@ Article names -> engine names: the table in names.py.
 
 from __future__ import annotations
 
-import json
 from functools import cache
 
 import torch
 
 from model.engine import ModelConfig
 from model.io.assets import asset
+from model.io.guard import SIDE_FILE_BYTES, read_json
 from model.lesson.names import article_tensor, slot, weight_names
 
 DIR = asset("worked-example")
@@ -30,7 +30,7 @@ SERIES_URL = "https://www.dimensionalityreduction.com/s/llms-from-scratch-series
 def published() -> dict:
     """The article's configuration, printed weights and printed figures, parsed once per
     process (treat it as read-only)."""
-    return json.loads(PUBLISHED.read_text())
+    return read_json(PUBLISHED, SIDE_FILE_BYTES)
 
 
 def config(article: dict) -> ModelConfig:

@@ -70,7 +70,28 @@ def cmd_app(args) -> int:
     checkout = main_script.parent.parent
     cwd = checkout if (checkout / ".streamlit" / "config.toml").exists() else None
     command = [sys.executable, "-m", "streamlit", "run", str(main_script), *args.streamlit_options]
-    return subprocess.call(command, cwd=cwd, env=os.environ.copy())
+    if os.name != "posix":
+        return subprocess.call(command, cwd=cwd, env=os.environ.copy())
+    # Streamlit takes this process's place (same pid): a SIGTERM or Ctrl-C meant for `glassbox app`
+    # reaches the server itself, rather than ending a parent and leaving the server on its port.
+    if cwd is not None:
+        os.chdir(cwd)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, command)
+
+
+def count_between(low: int, high: int):
+    """An argparse type: a whole number from ``low`` to ``high``, else the parser's one-line error."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value:,} is outside {low:,} to {high:,}")
+        return value
+    return parse
 
 
 def writable(path: Path, folder_ok: bool = False) -> Path:
@@ -372,7 +393,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--target", required=True, help="the token whose logit at the last position is attributed")
     p.add_argument("--method", default="saliency",
                    choices=["saliency", "input_x_gradient", "integrated_gradients", "attention_rollout"])
-    p.add_argument("--steps", type=int, default=32, help="integrated gradients: points on the path")
+    # attribution.MAX_STEPS, written out (a test keeps them equal); the analysis checks it too
+    p.add_argument("--steps", type=count_between(1, 10_000), default=32,
+                   help="integrated gradients: points on the path (1 to 10,000)")
     p.add_argument("--baseline", help="integrated gradients: this token's embedding at every position (default: zeros)")
     p.add_argument("--json", action="store_true", help='print {"tokens", "scores", "target_logit", ...}')
     p.set_defaults(func=cmd_attribute)
