@@ -3,12 +3,16 @@ Each is used by many sessions at once, so calls on them leave no state behind.""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
 import streamlit as st
 
 from app.components.labels import plain
+from app.components.timing import computing
 from model.io.checkpoint import LoadedModel
 from model.engine import default_device
-from model.serving import Admission, ModelCache, TraceCache
+from model.serving import Admission, ModelCache, TraceCache, check_budget
 from model.serving.admission import default_budget, return_freed_memory
 
 
@@ -46,3 +50,29 @@ def admission() -> Admission:
     (model/serving/admission.py)."""
     return_freed_memory()
     return Admission(trace_budget(), on_pressure=trace_cache().clear, kept=trace_cache().nbytes)
+
+
+def check_cost(what: str, cost: Callable[[int], int], n_tokens: int, n_ctx: int) -> int:
+    """``cost(n_tokens)`` in bytes, or a GlassboxError when it is over the server's whole trace
+    budget, naming the longest prompt that fits (model/serving/sizing.py)."""
+    return check_budget(cost, n_tokens, trace_budget(), n_ctx, what)
+
+
+@contextmanager
+def model_pass(what: str, cost: int) -> Iterator[None]:
+    """Every model pass a page runs: admitted against the server's trace budget, in its turn (the
+    queue shown, the wait bounded; a page that goes or reruns leaves the queue), and logged for
+    the view benchmark as ``what``."""
+    queued = st.empty()
+
+    def wait(ahead: int, waited: float, limit: float) -> None:
+        queued.info(plain(f"Queued: {ahead} ahead of yours on this server, waiting {waited:.0f} s (at most "
+                          f"{limit:.0f} s). Yours starts when there is memory for it."))
+
+    try:
+        with admission().admit(cost, wait):
+            queued.empty()
+            with computing(what):
+                yield
+    finally:
+        queued.empty()

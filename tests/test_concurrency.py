@@ -210,14 +210,15 @@ def test_a_wait_is_bounded_and_a_gone_page_leaves_the_queue():
 
 
 def test_sixteen_sessions_sizing_one_model_probe_it_once_one_trace_at_a_time(monkeypatch):
-    """Sizing a trace probes the model with three short traced passes, each holding every
-    parameter's gradient. Sixteen callers at once must share one probe, its passes one after
+    """Sizing a trace probes the model with four short traced passes (one forward for the names,
+    three for the sizes), none holding a parameter's gradient (which would double the model's
+    memory). Sixteen callers at once must share one probe, its passes one after
     another (a 16-session run had taken the server to 18 GB before any trace was admitted).
     Reference: counts kept by the test's own wrapper; the polynomial against a real trace's bytes."""
     from model.serving import sizing
 
     model = build_random_model(CFG)
-    calls, live, most = [], [0], [0]
+    calls, live, most, held_parameters = [], [0], [0], set()
     lock = threading.Lock()
 
     def counting(*args, **kwargs):
@@ -227,6 +228,7 @@ def test_sixteen_sessions_sizing_one_model_probe_it_once_one_trace_at_a_time(mon
         try:
             trace = run_trace(*args, **kwargs)
             calls.append(args[1])
+            held_parameters.update(n for n, _ in model.named_parameters() if "grad:" + n in trace.grads)
             return trace
         finally:
             with lock:
@@ -245,7 +247,7 @@ def test_sixteen_sessions_sizing_one_model_probe_it_once_one_trace_at_a_time(mon
         t.start()
     for t in threads:
         t.join()
-    assert len(calls) == 3 and most[0] == 1
+    assert len(calls) == 4 and most[0] == 1 and not held_parameters
     assert sizes == [sizing.trace_bytes(run_trace(model, [1, 2, 3, 4, 5], backward=True))] * 16
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -32,7 +33,7 @@ from model.io.checkpoint import load, model_key, save
 from model.io.tokenizer import Tokenizer
 from model.serving import ModelCache
 from model.tools.cli import main
-from tests.helpers import build_random_model, edit_weights, shown
+from tests.helpers import build_random_model, charts, edit_weights, shown, start
 
 ROOT = Path(__file__).resolve().parent.parent
 WORDS = ["<unk>", "a", "b", "c", "d", "e", "f", "g"]
@@ -538,3 +539,30 @@ def test_no_url_value_crashes_a_page(page, name):
         at.switch_page(page).run()
         assert not at.exception, (name, value)
         assert not [e for e in at.error if "Something went wrong" in e.value], (name, value)
+
+
+def test_the_playground_refuses_a_prompt_whose_pass_is_over_the_trace_budget(monkeypatch):
+    """The playground's passes are admitted like the explorer's (issue 32, item 4). With the
+    budget set to what a 60-token forward pass of the default model takes (its working memory,
+    by the engine's sizing), a 127-token prompt is refused with the tokens that fit, and a short
+    prompt is served. Reference: the page's own error and chart, and the prompt's token count."""
+    from app.resources import admission, trace_budget, trace_cache
+    from model.io.checkpoint import load
+    from model.serving import working_bytes
+
+    loaded = load("default")
+    long_prompt = "the cat sat on the mat. " * 18
+    n = len(loaded.encode(long_prompt))
+    monkeypatch.setenv("GLASSBOX_TRACE_BUDGET_GB", repr(working_bytes(loaded.model, 60, backward=False) / 2**30))
+    for cached in (trace_budget, trace_cache, admission):  # made again under this budget, and after the test
+        cached.clear()
+    try:
+        at = start("screens/playground.py", prompt=long_prompt)
+        error = shown(" ".join(e.value for e in at.error))
+        assert f"This prompt of {n} tokens needs" in error and re.search(r"At most (59|60) tokens fit here", error), error
+        short = start("screens/playground.py", prompt="Tom had")
+        assert not short.error and charts(short)
+    finally:
+        monkeypatch.delenv("GLASSBOX_TRACE_BUDGET_GB")
+        for cached in (trace_budget, trace_cache, admission):
+            cached.clear()

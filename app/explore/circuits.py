@@ -9,7 +9,8 @@ import pandas as pd
 import streamlit as st
 
 from app.components.labels import plain
-from app.explore.common import Explorer, choose_head, choose_layer, heatmap, model_pass
+from app.explore.common import Explorer, choose_head, choose_layer, heatmap
+from app.resources import model_pass
 from model.analysis.circuits import SCORED, bigram, head_scores, ov_circuit, qk_circuit
 from model.engine import block_label, head_label
 from model.serving import trace_cost

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import TypeVar
@@ -18,13 +17,12 @@ import torch
 
 from app.components.charts import show
 from app.components.heatmap import abs_max, heatmap_figure
-from app.components.labels import cell_text, plain, token_text
+from app.components.labels import cell_text, token_text
 from app.components.pipeline import pipeline_strip
-from app.components.timing import computing
 from model.analysis import downsample, parts
-from app.resources import admission, trace_budget, trace_cache
+from app.resources import check_cost, model_pass, trace_budget, trace_cache
 from model.engine.names import axes as names_axes
-from model.serving import Needs, capture_plan, check_budget, trace_cost, working_bytes
+from model.serving import Needs, capture_plan, trace_cost, working_bytes
 from model.io.checkpoint import LoadedModel
 from model.io.tokenizer import Tokenizer
 from model.engine import GRAD, Target, Trace, block_label, head_label, run_trace, to_numpy
@@ -109,8 +107,7 @@ class Explorer:
         """``cost`` (bytes, of a length in tokens) of this prompt (or of ``n_tokens``), or a
         GlassboxError when it is over the server's whole trace budget, naming the longest prompt
         that fits."""
-        n_tokens = len(self.tokens) if n_tokens is None else n_tokens
-        return check_budget(cost, n_tokens, trace_budget(), self.cfg.n_ctx, what)
+        return check_cost(what, cost, len(self.tokens) if n_tokens is None else n_tokens, self.cfg.n_ctx)
 
     def pass_cost(self, what: str, backward: bool, batch: Callable[[int], int] = lambda n: 1,
                   n_tokens: int | None = None) -> int:
@@ -132,26 +129,6 @@ class Explorer:
 
         with st.spinner("Tracing the prompt…"):
             return trace_cache().get(key, compute)
-
-
-@contextmanager
-def model_pass(what: str, cost: int) -> Iterator[None]:
-    """Every model pass a page runs: admitted against the server's trace budget, in its turn (the
-    queue shown, the wait bounded; a page that goes or reruns leaves the queue), and logged for
-    the view benchmark as ``what``."""
-    queued = st.empty()
-
-    def wait(ahead: int, waited: float, limit: float) -> None:
-        queued.info(plain(f"Queued: {ahead} ahead of yours on this server, waiting {waited:.0f} s (at most "
-                          f"{limit:.0f} s). Yours starts when there is memory for it."))
-
-    try:
-        with admission().admit(cost, wait):
-            queued.empty()
-            with computing(what):
-                yield
-    finally:
-        queued.empty()
 
 
 def probs_at(trace: Trace, position: int) -> torch.Tensor:

@@ -13,7 +13,8 @@ from app.components.charts import paired_bars, show
 from app.components.heatmap import abs_max
 from app.components.labels import plain
 from app.components.labels import token_labels
-from app.explore.common import Explorer, bar_chart, choose_layer, heatmap, model_pass, probs_at
+from app.explore.common import Explorer, bar_chart, choose_layer, heatmap, probs_at
+from app.resources import model_pass
 from model.analysis.batches import per_pass
 from model.analysis.ablation import ablate
 from model.analysis.attribution import attribute

@@ -13,9 +13,10 @@ from app.components.errors import fragment
 from app.components.charts import log_axis, paired_bars, show
 from app.components.labels import plain, plain_html, token_labels, token_text
 from app.components.model_picker import model_picker
-from app.resources import shared_model
+from app.resources import check_cost, model_pass, shared_model
 from app.state import read_url_settings, show_url_notes, write_url_settings
-from model.engine import GlassboxError, block_label
+from model.engine import GlassboxError, block_label, check_context
+from model.serving import working_bytes
 from model.io.guard import SIDE_FILE_BYTES, read_json
 from model.engine.sampling import Sampling, distributions, generate, kv_cache_bytes, next_token_logits, top
 
@@ -25,7 +26,17 @@ DEFAULTS = {"model": "default", "prompt": "Lily had a", "temperature": 1.0, "top
 
 @st.cache_data(max_entries=256, show_spinner=False)
 def prompt_logits(model_name: str, prompt: str):
-    return next_token_logits(shared_model(model_name), prompt)
+    loaded = shared_model(model_name)
+    with model_pass("next token", pass_cost(loaded, len(loaded.encode(prompt)))):
+        return next_token_logits(loaded, prompt)
+
+
+def pass_cost(loaded, n_tokens: int, n_new: int = 0) -> int:
+    """A forward pass over the prompt and, generating, the keys and values of every token: checked
+    against the server's trace budget (a GlassboxError naming the longest prompt that fits)."""
+    check_context(loaded.cfg, n_tokens, n_new)  # the context first: nothing past it is sized
+    return check_cost("This prompt", lambda n: working_bytes(loaded.model, n, backward=False)
+                      + kv_cache_bytes(loaded, n + n_new) * (n_new > 0), n_tokens, loaded.cfg.n_ctx)
 
 
 def sampling_from_state() -> Sampling:
@@ -181,7 +192,12 @@ def run_generation(loaded, sampling: Sampling) -> None:
     records = []
 
     def stream():
-        for token in generate(loaded, st.session_state.prompt, int(st.session_state.max_new), sampling):
+        n_new = int(st.session_state.max_new)
+        with model_pass("generation", pass_cost(loaded, len(loaded.encode(st.session_state.prompt)), n_new)):
+            yield from tokens(generate(loaded, st.session_state.prompt, n_new, sampling))
+
+    def tokens(generated):
+        for token in generated:
             records.append({"token": token.token, "token_id": token.token_id, "p": token.p, "p_model": token.p_model,
                             "entropy_before": token.entropy_before, "entropy_after": token.entropy_after,
                             "before": top(token.before, loaded.tokenizer.pieces, 15),

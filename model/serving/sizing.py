@@ -44,15 +44,17 @@ _probing = threading.Lock()
 
 def _probe(model: Transformer) -> tuple[dict[str, np.ndarray], list[str]]:
     """Per held tensor of a full trace, its bytes' polynomial coefficients (c0, c1, c2) in the
-    length; and the trace's names. Measured once per model object, one short trace at a time:
-    each holds every parameter's gradient (GPT-2: 0.5 GB), and sixteen sessions arriving at
-    once had probed side by side."""
+    length; and the trace's names. The probe traces capture the activations and their gradients
+    only: a parameter's gradient is the parameter's size (a constant), and holding them all would
+    double the model's memory while it probes. Measured once per model object, one short trace
+    at a time (sixteen sessions arriving at once had probed side by side)."""
     with _probing:
         if model not in _probes:
+            activations = tuple(run_trace(model, [0], target=Target(0)).activations)  # with the loss's tensors
             lengths = [t for t in (1, 2, 3) if t <= model.cfg.n_ctx]
             sizes, names = [], None
             for length in lengths:
-                trace = run_trace(model, [0] * length, backward=True, target=Target(0))
+                trace = run_trace(model, [0] * length, names=activations, backward=True, target=Target(0))
                 sizes.append(_held(trace))
                 names = names or trace.names()
                 del trace  # before the next one
@@ -60,6 +62,9 @@ def _probe(model: Transformer) -> tuple[dict[str, np.ndarray], list[str]]:
             for name in sizes[0]:
                 fitted = np.polyfit(lengths, [s[name] for s in sizes], len(lengths) - 1)[::-1]
                 polynomials[name] = np.concatenate([fitted, np.zeros(3 - len(lengths))])
+            for name, parameter in model.named_parameters():  # dense, in the parameter's dtype
+                polynomials[GRAD + name] = np.array([parameter.nbytes, 0.0, 0.0])
+                names.append(GRAD + name)
             _probes[model] = (polynomials, names)
     return _probes[model]
 
