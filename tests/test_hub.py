@@ -1,6 +1,8 @@
 """Hub ids: parsing, the hub cache laid out by the test itself (offline, as huggingface_hub lays
 it out: models--owner--name/refs/<branch> holding a commit, snapshots/<commit>/<files>), the
-server switch, the refusal of pickled weights, and ids past the tokenizer.
+server switch, the refusal of pickled weights, and ids past the tokenizer; downloads against a
+fake hub on 127.0.0.1 (sizes checked before the first byte, timeouts, bounded retries, a page
+that goes, partial files, garbled answers), and revisions checked against git's own rules.
 
 References: the files written into the cache are the ones loaded (same logits as loading the
 directory itself, exactly: one code path after resolution); huggingface_hub's own
@@ -10,7 +12,10 @@ checked by their words."""
 from __future__ import annotations
 
 import copy
+import json
+import re
 import shutil
+from collections import Counter
 
 import pytest
 import torch
@@ -59,7 +64,7 @@ def test_hub_ids_are_told_from_names_and_paths(tmp_path, monkeypatch):
     assert hub.parse_hub_id("EleutherAI/pythia-70m") == hub.HubId("EleutherAI/pythia-70m")
     assert hub.parse_hub_id("EleutherAI/pythia-70m@step3000") == hub.HubId("EleutherAI/pythia-70m", "step3000")
     assert str(hub.parse_hub_id("Qwen/Qwen2.5-0.5B@refs/pr/1")) == "Qwen/Qwen2.5-0.5B@refs/pr/1"
-    for not_an_id in ("default", "gpt2", "/abs/path", "./rel/path", "a/b/c", "../x/y", "a/..", "a b/c", "", "a/b@"):
+    for not_an_id in ("default", "gpt2", "/abs/path", "./rel/path", "a/b/c", "../x/y", "a/..", "a b/c", ""):
         assert hub.parse_hub_id(not_an_id) is None, not_an_id
     (tmp_path / "org" / "name").mkdir(parents=True)
     monkeypatch.chdir(tmp_path)
@@ -88,12 +93,29 @@ def test_offline_and_switched_off_hub_are_clear_errors(hub_cache, monkeypatch):
         load("test-org/tiny-neox")
 
 
+class FakeHub(list):
+    """The requests the fake hub served ("GET /path"), and what a test changes of its answers:
+    ``repos`` (name -> folder), ``answers`` (name -> the bytes its listing answers instead),
+    ``sizes`` (name -> {file: size} the listing and the file's HEAD claim instead of the real
+    one), ``misbehave`` ((name, file) -> "drop" (send ``part`` bytes of the file, then close
+    the connection) or "stall" (send ``part`` bytes, then wait); (name, "listing") -> "hang"
+    (the listing waits) or "fail" (HTTP 500)),
+    ``cap`` (after that many GETs of a misbehaving file it is a 404: the old code, which retries
+    for ever, ends too), and ``on_get`` (called with the path at each GET of a file)."""
+
+    def __init__(self, repos):
+        super().__init__()
+        self.repos, self.answers, self.sizes, self.misbehave = repos, {}, {}, {}
+        self.part, self.cap, self.on_get = 1000, 3, lambda path: None
+        self.release = None  # set at the end: what waits stops waiting
+
+
 @pytest.fixture
 def fake_hub(neox_dir, tmp_path, monkeypatch):
     """The hub's endpoints that huggingface_hub calls, served from folders on 127.0.0.1
     (HF_ENDPOINT): the model listing /api/models/<repo>/revision/<rev> and the files
     /<repo>/resolve/<commit>/<file>, with the headers it reads (X-Repo-Commit, ETag, length).
-    Yields the list of paths requested."""
+    Yields a FakeHub: the list of paths requested, and the answers a test may change."""
     import hashlib
     import json
     import threading
@@ -103,8 +125,9 @@ def fake_hub(neox_dir, tmp_path, monkeypatch):
     pickles.mkdir()
     (pickles / "config.json").write_text('{"model_type": "gpt2"}')
     (pickles / "pytorch_model.bin").write_bytes(b"a pickle")
-    repos = {"test-org/tiny-neox": neox_dir, "old-org/pickles-only": pickles}
-    requested = []
+    hub_state = FakeHub({"test-org/tiny-neox": neox_dir, "old-org/pickles-only": pickles})
+    hub_state.release = threading.Event()
+    gets = Counter()
 
     class Hub(BaseHTTPRequestHandler):
         def log_message(self, *args):
@@ -118,27 +141,55 @@ def fake_hub(neox_dir, tmp_path, monkeypatch):
 
         def reply(self, body: bool):
             path = self.path.split("?")[0]
-            requested.append(f"{self.command} {path}")
+            hub_state.append(f"{self.command} {path}")
             parts = path.strip("/").split("/")
-            if path.startswith("/api/models/") and "/".join(parts[2:4]) in repos:
-                folder = repos["/".join(parts[2:4])]
-                data = json.dumps({"id": "/".join(parts[2:4]), "sha": COMMIT, "siblings": [
-                    {"rfilename": f.name, "size": f.stat().st_size} for f in sorted(folder.iterdir())]}).encode()
-            elif len(parts) == 5 and parts[2] == "resolve" and "/".join(parts[:2]) in repos \
-                    and (repos["/".join(parts[:2])] / parts[4]).is_file():
-                data = (repos["/".join(parts[:2])] / parts[4]).read_bytes()
-            else:
-                self.send_response(404)
-                self.send_header("X-Error-Code", "RepoNotFound" if path.startswith("/api/") else "EntryNotFound")
-                self.end_headers()
-                return
+            listing = path.startswith("/api/models/")
+            name = "/".join(parts[2:4] if listing else parts[:2])
+            folder, claimed = hub_state.repos.get(name), hub_state.sizes.get(name, {})
+            misbehaving = hub_state.misbehave.get((name, "listing" if listing else parts[-1]))
+            if listing and (name in hub_state.answers or folder):
+                if misbehaving == "hang":
+                    hub_state.release.wait(15)
+                    return  # the connection closes without an answer
+                if misbehaving == "fail":
+                    self.send_response(500)
+                    self.end_headers()
+                    return
+                return self.send(hub_state.answers.get(name) or json.dumps({"id": name, "sha": COMMIT, "siblings": [
+                    {"rfilename": f.name, "size": claimed.get(f.name, f.stat().st_size)}
+                    for f in sorted(folder.iterdir())]}).encode(), body=body)
+            file = folder / parts[4] if len(parts) == 5 and parts[2] == "resolve" and folder else None
+            if file is None or not file.is_file():
+                return self.not_found(listing)
+            data = file.read_bytes()
+            if not body:  # HEAD: the size the listing claims
+                return self.send(data, length=claimed.get(file.name, len(data)), body=False)
+            hub_state.on_get(path)
+            gets[path] += 1
+            if not misbehaving:
+                return self.send(data, body=True)
+            if gets[path] > hub_state.cap:
+                return self.not_found(listing)
+            self.send(data, body=False)
+            self.wfile.write(data[:hub_state.part])
+            self.wfile.flush()
+            if misbehaving == "stall":
+                hub_state.release.wait(15)
+            self.close_connection = True
+
+        def send(self, data: bytes, body: bool, length: int | None = None):
             self.send_response(200)
-            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Content-Length", str(len(data) if length is None else length))
             self.send_header("ETag", f'"{hashlib.sha256(data).hexdigest()}"')
             self.send_header("X-Repo-Commit", COMMIT)
             self.end_headers()
             if body:
                 self.wfile.write(data)
+
+        def not_found(self, listing: bool):
+            self.send_response(404)
+            self.send_header("X-Error-Code", "RepoNotFound" if listing else "EntryNotFound")
+            self.end_headers()
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Hub)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -146,7 +197,8 @@ def fake_hub(neox_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     monkeypatch.delenv("HF_HUB_CACHE", raising=False)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    yield requested
+    yield hub_state
+    hub_state.release.set()
     server.shutdown()
 
 
@@ -265,3 +317,238 @@ def test_sharded_safetensors_load_like_one_file(neox_dir, tmp_path):
     one, many = load(str(neox_dir), device="cpu"), load(str(sharded), device="cpu")
     ids = torch.tensor([one.encode("The cat sat on the mat.")])
     assert torch.equal(one.model(ids).logits, many.model(ids).logits)
+
+
+# --- revisions: only names git allows (issue 32, item 2) ---------------------------------------
+
+REVISIONS = ["main", "step3000", "refs/pr/1", "v1.0", "feature/x-y_z", COMMIT, "a@b", "-x", "@", "ü-branch",
+             "", "/tmp/x/sub/dir", "/abs/path", "a//b", "a/", "a.", ".", "..", "../x", "a/../b", "a/./b", ".hidden",
+             "a/.b", "x.lock", "a/b.lock/c", "a b", "a~1", "a^", "a:b", "a?", "a*", "a[", "a\\b", "a\tb", "a\nb",
+             "a@{1}", "@{u}", "a\x7fb"]
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is the reference")
+def test_a_revision_is_accepted_exactly_when_git_takes_it_as_a_branch_name():
+    """Reference: git itself, `git check-ref-format refs/heads/<revision>`, for names git takes
+    and names it refuses (a path, `..`, control characters, `.lock`, `@{`): parse_hub_id takes
+    the first and refuses the second with a message, never None (which would make it a path)."""
+    import subprocess
+
+    for revision in REVISIONS:
+        git_takes = subprocess.run(["git", "check-ref-format", f"refs/heads/{revision}"]).returncode == 0
+        text = f"owner/name@{revision}"
+        if git_takes:
+            assert hub.parse_hub_id(text) == hub.HubId("owner/name", revision), revision
+        else:
+            with pytest.raises(GlassboxError, match="what follows the @ must be a branch, tag or commit name, and "):
+                hub.parse_hub_id(text)
+    assert not hub.parse_hub_id("owner/name@main").revision.startswith("/")
+
+
+def test_a_revision_that_is_a_path_writes_and_reads_nothing(fake_hub, tmp_path):
+    """Issue 32's repro, against the fake hub (which lists any revision): `owner/name@/abs/path`
+    through load, model_key and the CLI's download is refused with one clear line, and the path
+    is neither created nor read (reference: the file system, and the hub's request log)."""
+    target = tmp_path / "x" / "sub" / "dir"
+    fake_hub.repos["anyrev/tiny"] = fake_hub.repos["test-org/tiny-neox"]
+    for attempt in (lambda: load(f"anyrev/tiny@{target}"), lambda: model_key(f"anyrev/tiny@{target}")):
+        with pytest.raises(GlassboxError, match="^No model 'anyrev/tiny@/.*': what follows the @ must be a branch, "
+                                                "tag or commit name, and it starts or ends with /"):
+            attempt()
+    result = cli("download", f"anyrev/tiny@{target}")
+    assert result.returncode == 2 and result.stderr.startswith("error: No model") and len(result.stderr.splitlines()) == 1
+    assert not (tmp_path / "x").exists() and fake_hub == []
+
+
+def test_the_picker_says_why_a_revision_is_refused(fake_hub, tmp_path):
+    """The app in AppTest with `?model=anyrev/tiny@/abs/path`: an error in the visitor's words
+    (through plain), no Download button, nothing fetched or written (reference: the request log
+    and the file system)."""
+    from tests.helpers import shown, start
+
+    target = tmp_path / "x" / "sub" / "dir"
+    at = start("screens/explore.py", model=f"anyrev/tiny@{target}")
+    assert not at.exception
+    assert any("what follows the @ must be a branch, tag or commit name" in shown(e.value) for e in at.error)
+    assert not [b for b in at.button if b.label == "Download"]
+    assert not (tmp_path / "x").exists() and fake_hub == []
+
+
+# --- the same answer whether or not a folder exists (issue 32, item 7) -------------------------
+
+
+@pytest.mark.parametrize("hub_setting", ["0", "1"])
+def test_on_a_restricted_server_owner_name_never_tells_which_folders_exist(tmp_path, monkeypatch, hub_setting):
+    """Reference: the same text with and without a folder of that name in the working directory.
+    With GLASSBOX_MODEL_DIRS set, `model/io` (a folder here) and `model/zzz` (none) are one kind
+    of thing, a hub id, and get the same answer (the hub off, or offline and not cached)."""
+    (tmp_path / "model" / "io").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GLASSBOX_MODEL_DIRS", "")
+    monkeypatch.setenv("GLASSBOX_HUB", hub_setting)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert hub.parse_hub_id("model/io") == hub.HubId("model/io")
+    answers = set()
+    for text in ("model/io", "model/zzz"):
+        with pytest.raises(GlassboxError) as refused:
+            load(text)
+        answers.add(str(refused.value).replace(text, "<text>"))
+    assert len(answers) == 1, answers
+
+
+# --- downloads: sizes, timeouts, retries, cancelling, partial files (issue 32, items 5 and 7) --
+
+
+def numbers(text: str) -> list[float]:
+    return [float(n.replace(",", "")) for n in re.findall(r"(\d[\d,]*\.\d+) GB", text)]
+
+
+def test_weights_over_the_memory_limit_are_refused_before_the_first_byte(fake_hub, monkeypatch):
+    """A repository whose listing claims a 60 GB model.safetensors (over huggingface_hub's 50 GB
+    plain-download limit too), under GLASSBOX_MAX_MODEL_GB=2: refused naming the sizes
+    (reference: the claimed bytes / 2**30, half of it the least it takes in memory, and the
+    setting), and no file requested."""
+    fake_hub.sizes["test-org/tiny-neox"] = {"model.safetensors": 60 * 2**30}
+    monkeypatch.setenv("GLASSBOX_MAX_MODEL_GB", "2")
+    with pytest.raises(GlassboxError, match="GLASSBOX_MAX_MODEL_GB") as refused:
+        hub.download(hub.HubId("test-org/tiny-neox"))
+    assert numbers(str(refused.value)) == pytest.approx([60.0, 30.0, 2.0], abs=0.05)
+    assert not [p for p in fake_hub if "/resolve/" in p]
+
+
+def test_a_download_bigger_than_the_free_disk_is_refused_before_the_first_byte(fake_hub, monkeypatch, tmp_path):
+    """A listing claiming 1 PiB of weights, with the memory limit above it: refused naming the
+    free disk of the hub cache (reference: shutil.disk_usage of the folder it is made in)."""
+    fake_hub.sizes["test-org/tiny-neox"] = {"model.safetensors": 2**50}
+    monkeypatch.setenv("GLASSBOX_MAX_MODEL_GB", str(2**30))
+    with pytest.raises(GlassboxError, match="to download; the disk of this server's hub cache has") as refused:
+        hub.download(hub.HubId("test-org/tiny-neox"))
+    wanted, free = numbers(str(refused.value))
+    assert wanted == pytest.approx(2**20, rel=1e-3)
+    assert free == pytest.approx(shutil.disk_usage(tmp_path).free / 2**30, abs=1.0)
+    assert not [p for p in fake_hub if "/resolve/" in p]
+
+
+def test_a_file_over_huggingface_hubs_plain_download_limit_is_a_clean_message(fake_hub, monkeypatch):
+    """A 51 GB weight file (the listing and its HEAD say so) on a server with the memory and the
+    disk for it (disk_usage faked): huggingface_hub refuses plain downloads over 50 GB with a
+    ValueError (MAX_HTTP_DOWNLOAD_SIZE); it comes out as a GlassboxError in words, not a crash."""
+    import collections
+
+    fake_hub.sizes["test-org/tiny-neox"] = {"model.safetensors": 51 * 10**9}
+    monkeypatch.setenv("GLASSBOX_MAX_MODEL_GB", "1000")
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(2**50, 0, 2**50))
+    with pytest.raises(GlassboxError, match="Cannot fetch test-org/tiny-neox from the Hugging Face hub: .*too large"):
+        hub.download(hub.HubId("test-org/tiny-neox"))
+    assert "GET /test-org/tiny-neox/resolve/" + COMMIT + "/model.safetensors" not in fake_hub
+
+
+@pytest.mark.parametrize("answer", [
+    b"<html>a login page</html>", b"[]", b'{"siblings": 5}',
+    json.dumps({"id": "x", "sha": COMMIT, "siblings": [{"rfilename": "model.safetensors", "size": "huge"}]}).encode(),
+    json.dumps({"id": "x", "sha": COMMIT, "siblings": [{"rfilename": "model.safetensors", "size": -1}]}).encode(),
+    json.dumps({"id": "x", "sha": COMMIT, "siblings": [{"rfilename": "model.safetensors", "size": 1e40}]}).encode(),
+])
+def test_a_garbled_listing_is_a_clean_message(fake_hub, answer):
+    """Reference: what the hub's listing must be (JSON with a commit and files with byte counts);
+    anything else is one GlassboxError line that does not quote HF_ENDPOINT, not a crash."""
+    fake_hub.answers["test-org/tiny-neox"] = answer
+    with pytest.raises(GlassboxError, match="^Cannot fetch test-org/tiny-neox from the Hugging Face hub: "
+                                            "its answer is not a model listing$"):
+        hub.download(hub.HubId("test-org/tiny-neox"))
+    assert not [p for p in fake_hub if "/resolve/" in p]
+
+
+def test_a_hung_listing_times_out_and_hub_errors_do_not_quote_the_endpoint(fake_hub, monkeypatch):
+    """A listing that never answers, with GLASSBOX_HUB_TIMEOUT=0.5: a GlassboxError naming the
+    setting and its value (the fake hub would hold it 15 s); a listing answering HTTP 500 is named
+    by its status. Reference: the fake hub's address (HF_ENDPOINT), which no message contains."""
+    import os
+
+    monkeypatch.setenv("GLASSBOX_HUB_TIMEOUT", "0.5")
+    fake_hub.misbehave[("test-org/tiny-neox", "listing")] = "hang"
+    with pytest.raises(GlassboxError, match="did not answer within 0.5 s \\(GLASSBOX_HUB_TIMEOUT\\)") as hung:
+        hub.download(hub.HubId("test-org/tiny-neox"))
+    fake_hub.misbehave[("test-org/tiny-neox", "listing")] = "fail"
+    with pytest.raises(GlassboxError, match="^Cannot fetch test-org/tiny-neox from the Hugging Face hub: "
+                                            "it answered HTTP 500$") as failed:
+        hub.download(hub.HubId("test-org/tiny-neox"))
+    host = os.environ["HF_ENDPOINT"].split("//")[1]
+    for message in (str(hung.value), str(failed.value)):
+        assert host not in message and "127.0.0.1" not in message, message
+
+
+@pytest.mark.parametrize("misbehaving", ["drop", "stall"])
+def test_a_transfer_that_drops_or_stalls_is_retried_a_bounded_number_of_times(fake_hub, monkeypatch, misbehaving):
+    """The weights' GET sends 1,000 bytes, then closes the connection ("drop": huggingface_hub
+    resumes for ever while bytes keep coming) or sends nothing more ("stall"), every time. With
+    RETRIES=1 and GLASSBOX_HUB_TIMEOUT=0.5: exactly 2 GETs of the file (reference: the fake
+    hub's request log; it gives up with a 404 after 3), then one GlassboxError line naming the
+    setting, and no partial file left in the cache."""
+    monkeypatch.setattr(hub, "RETRIES", 1, raising=False)
+    monkeypatch.setenv("GLASSBOX_HUB_TIMEOUT", "0.5")
+    fake_hub.misbehave[("test-org/tiny-neox", "model.safetensors")] = misbehaving
+    with pytest.raises(GlassboxError, match="a request failed 2 times \\(each waits at most 0.5 s .*GLASSBOX_HUB_TIMEOUT"):
+        hub.download(hub.HubId("test-org/tiny-neox"))
+    assert [p for p in fake_hub if p.startswith("GET") and p.endswith("/model.safetensors")] == [
+        "GET /test-org/tiny-neox/resolve/main/model.safetensors"] * 2
+    assert not list(hub.cache_dir().rglob("*.incomplete"))
+
+
+def test_a_download_stops_at_once_when_its_page_goes(fake_hub):
+    """The tab closes while the weights are requested and the hub drops that connection before
+    a byte: the page's progress callback raises Streamlit's StopException (what st calls raise
+    in the script thread once its session asks the script to stop: ScriptRunner's
+    _maybe_handle_execution_control_request). Reference: the fake hub's log: the weights were
+    asked for once (no retry), nothing after; StopException reaches the caller unchanged; no
+    partial file is left."""
+    import threading
+
+    from streamlit.runtime.scriptrunner_utils.exceptions import StopException
+
+    gone = threading.Event()
+    fake_hub.part = 0
+    fake_hub.misbehave[("test-org/tiny-neox", "model.safetensors")] = "drop"
+    fake_hub.on_get = lambda path: gone.set() if path.endswith("/model.safetensors") else None
+
+    def progress(done, total):
+        if gone.is_set():
+            raise StopException()
+
+    with pytest.raises(StopException):
+        hub.download(hub.HubId("test-org/tiny-neox"), progress)
+    weights = [i for i, p in enumerate(fake_hub) if p.startswith("GET") and p.endswith("/model.safetensors")]
+    assert len(weights) == 1 and weights[0] == len(fake_hub) - 1
+    assert not list(hub.cache_dir().rglob("*.incomplete"))
+
+
+def test_partial_files_a_killed_download_left_are_removed_by_the_next(fake_hub, neox_dir):
+    """A killed process leaves `<etag>.<id>.incomplete` in the blobs folder under a name no later
+    download takes up. Reference: the files' modification times: one untouched for an hour is
+    deleted by the next download of the model, one written a moment ago (a live download's) is
+    kept."""
+    import os
+    import time
+
+    blobs = hub.cache_dir() / "models--test-org--tiny-neox" / "blobs"
+    blobs.mkdir(parents=True)
+    stale, live = blobs / "aaaa.0badf00d.incomplete", blobs / "bbbb.0c0ffee0.incomplete"
+    for partial in (stale, live):
+        partial.write_bytes(b"x" * 1000)
+    os.utime(stale, (time.time() - 3600, time.time() - 3600))
+    hub.download(hub.HubId("test-org/tiny-neox"))
+    assert not stale.exists() and live.exists()
+
+
+def test_a_bad_timeout_setting_is_a_clean_message(monkeypatch):
+    """Reference: the setting's rule (a number of seconds above 0)."""
+    for value in ("soon", "0", "-1", "nan", "inf"):
+        monkeypatch.setenv("GLASSBOX_HUB_TIMEOUT", value)
+        with pytest.raises(GlassboxError, match=f"GLASSBOX_HUB_TIMEOUT must be a number of seconds above 0, not '{value}'"):
+            hub.timeout()
+    monkeypatch.setenv("GLASSBOX_HUB_TIMEOUT", "2.5")
+    assert hub.timeout() == 2.5
+    monkeypatch.delenv("GLASSBOX_HUB_TIMEOUT")
+    assert hub.timeout() == hub.DEFAULT_TIMEOUT == 20

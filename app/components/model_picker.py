@@ -26,7 +26,10 @@ def _sources() -> list[str]:
 def _source_of(name: str) -> str:
     if name in NAMED_MODELS:
         return BUNDLED
-    hub = parse_hub_id(name)
+    try:
+        hub = parse_hub_id(name)
+    except GlassboxError:  # a hub id with a revision git refuses: the loader says why
+        return HUB
     if hub is None:
         return LOCAL
     return CURATED if name in [m.hub_id for m in curated()] else HUB
@@ -90,10 +93,10 @@ def model_picker(key: str) -> LoadedModel | None:
         if source == LOCAL:
             st.info("Give the path of a model directory.")
         return None
-    hub = parse_hub_id(name) if source in (CURATED, HUB) else None
-    if hub is not None and cached(hub) is None and not _offer_download(hub, key):
-        return None
     try:
+        hub = parse_hub_id(name) if source in (CURATED, HUB) else None
+        if hub is not None and cached(hub) is None and not _offer_download(hub, key):
+            return None
         return shared_model(name)
     except GlassboxError as exc:
         st.error(plain(exc))
@@ -102,7 +105,10 @@ def model_picker(key: str) -> LoadedModel | None:
 
 def _offer_download(hub: HubId, key: str) -> bool:
     """A Download button for a hub model not in the cache, with a progress bar while it runs.
-    True once it is downloaded (the page goes on to load it)."""
+    True once it is downloaded (the page goes on to load it). The bar is drawn at each request
+    and chunk: once the page is closed or reruns, Streamlit raises its StopException or
+    RerunException from that draw, which stops the download (huggingface_hub then deletes the
+    partial file)."""
     entry = next((m for m in curated() if m.hub_id == str(hub)), None)
     size = f" ({entry.download_bytes / 1e9:.2f} GB)" if entry else ""
     st.info(f"{plain(str(hub))} is not downloaded yet{plain(size)}. Only its config, tokenizer and safetensors weights "

@@ -5,25 +5,49 @@ Only what Glassbox reads is fetched, into the standard hub cache (``HF_HOME``, `
 config.json, the tokenizer files and the safetensors weights, sharded ones with their index.
 Pickled weights (``.bin``, ``.pt``) are never fetched: a model without safetensors is refused
 with a message saying so. A model already in the cache loads without the network, and
-``HF_HUB_OFFLINE=1`` never touches it; ``HF_ENDPOINT`` points at a mirror.
+``HF_HUB_OFFLINE=1`` never touches it; ``HF_ENDPOINT`` points at a mirror (never quoted in a
+message: a server's mirror may be private).
 
-Server setting: ``GLASSBOX_HUB`` ("0", "false", "off": visitors may not open hub ids; on by default).
+A download is checked before its first byte: the weights the hub lists must fit
+``GLASSBOX_MAX_MODEL_GB`` (guard.py) and the files the free disk of the cache. Every request
+it makes waits at most ``GLASSBOX_HUB_TIMEOUT`` seconds to connect or for its next bytes, and
+is repeated (huggingface_hub resumes a dropped transfer, for ever while bytes keep coming) at
+most ``RETRIES`` times. Once the files are listed, ``progress`` is called at each request and
+each chunk: in the app it draws the bar, and Streamlit raises StopException (or
+RerunException) from that call once the page is gone or rerun, which stops the download there.
+huggingface_hub deletes the partial file of a download that fails or stops; the ones a killed
+process left are deleted by the next download of the model.
+
+Server settings: ``GLASSBOX_HUB`` ("0", "false", "off": visitors may not open hub ids; on by
+default); ``GLASSBOX_HUB_TIMEOUT`` (seconds, default 20).
 """
 
 from __future__ import annotations
 
 import fnmatch
+import math
 import os
 import re
-from dataclasses import dataclass
+import shutil
+import threading
+import time
+from collections import Counter
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from model.engine import GlassboxError
+from model.engine.device import default_device
+from model.io.guard import MAX_MODEL_GB, allowed_roots, memory_limit, shortened
 
 HUB_SETTING = "GLASSBOX_HUB"
+TIMEOUT_SETTING = "GLASSBOX_HUB_TIMEOUT"
+DEFAULT_TIMEOUT = 20.0  # seconds; huggingface_hub's own are 10, and none at all for an API call
+RETRIES = 5  # repeats of one request (huggingface_hub's own, for a file, restart whenever bytes arrive)
 # what a hub id looks like: owner/name, each of letters, digits, "-", "_", "."; then @revision
-HUB_ID = re.compile(r"(?P<repo>[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95})(@(?P<revision>[\w./-]{1,200}))?")
+# (anything: revision_problem says what git allows, so that a bad one is refused, not read as a path)
+HUB_ID = re.compile(r"(?P<repo>[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95})(@(?P<revision>.*))?", re.DOTALL)
 CONFIG_FILES = ["config.json"]
 TOKENIZER_FILES = ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt"]
 WEIGHT_FILES = ["model.safetensors", "model.safetensors.index.json", "model-*-of-*.safetensors"]
@@ -41,12 +65,44 @@ class HubId:
 
 
 def parse_hub_id(text: str) -> HubId | None:
-    """The hub id ``text`` spells, or None when it is not one (a path, a bundled name). A string
-    shaped like ``org/name`` that is an existing local directory is that directory."""
+    """The hub id ``text`` spells, or None when it is not one (a path, a bundled name).
+
+    On a person's own machine (GLASSBOX_MODEL_DIRS unset) an existing directory of the shape
+    ``org/name`` is that directory. A server that restricts directories takes ``org/name`` as a
+    hub id whether or not such a folder exists, so that its answer never tells which folders
+    exist (a directory there is written ``./org/name``, or in full). A revision git would not
+    take as a branch or tag name is refused, never read as a path: huggingface_hub joins the
+    revision onto the cache's refs/ folder, so ``@/abs/path`` would write there."""
     match = HUB_ID.fullmatch(text.strip())
-    if match is None or ".." in text or os.path.isdir(text):
+    if match is None or ".." in match["repo"]:
         return None
-    return HubId(match["repo"], match["revision"])
+    revision = match["revision"]
+    why = None if revision is None else revision_problem(revision)
+    if why:
+        raise GlassboxError(f"No model {shortened(text)!r}: what follows the @ must be a branch, tag or commit "
+                            f"name, and {why}")
+    if allowed_roots() is None and os.path.isdir(text):
+        return None
+    return HubId(match["repo"], revision)
+
+
+def revision_problem(revision: str) -> str | None:
+    """Why git would refuse ``revision`` as a branch or tag name (``git check-ref-format
+    refs/heads/<revision>``), or None. Its rules keep the name a plain relative path: no leading
+    ``/``, no empty, ``.`` or ``..`` part."""
+    if not revision:
+        return "it is empty"
+    if len(revision) > 200:
+        return "it is over 200 characters"
+    if any(c < " " or c == "\x7f" or c in " ~^:?*[\\" for c in revision):
+        return "it holds a space, a control character or one of ~ ^ : ? * [ \\"
+    if revision.startswith("/") or revision.endswith(("/", ".")) or "//" in revision:
+        return "it starts or ends with /, holds //, or ends with ."
+    if ".." in revision or "@{" in revision:
+        return "it holds .. or @{"
+    if any(part.startswith(".") or part.endswith(".lock") for part in revision.split("/")):
+        return "a part of it starts with . or ends with .lock"
+    return None
 
 
 def hub_enabled() -> bool:
@@ -55,6 +111,20 @@ def hub_enabled() -> bool:
 
 def offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def timeout() -> float:
+    """Seconds a hub request may wait to connect or for its next bytes: GLASSBOX_HUB_TIMEOUT."""
+    value = os.environ.get(TIMEOUT_SETTING, "").strip()
+    if not value:
+        return DEFAULT_TIMEOUT
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds < math.inf:
+        raise GlassboxError(f"{TIMEOUT_SETTING} must be a number of seconds above 0, not {value!r}")
+    return seconds
 
 
 def cache_dir() -> Path:
@@ -92,7 +162,8 @@ def cached(hub: HubId) -> Path | None:
 
 def download(hub: HubId, progress: Progress | None = None) -> Path:
     """Fetch what Glassbox reads of ``hub`` (or find it in the cache) and return its folder.
-    ``progress`` is told the bytes done and in all as they arrive; without one, huggingface_hub's
+    ``progress`` is told the bytes done and in all, once the files are listed, at each request
+    and as they arrive (whatever it raises stops the download); without one, huggingface_hub's
     own progress bars are shown (tqdm, in a terminal)."""
     if not hub_enabled():
         raise GlassboxError(f"No model {str(hub)!r}: this server does not open models from the Hugging Face hub")
@@ -106,9 +177,16 @@ def download(hub: HubId, progress: Progress | None = None) -> Path:
     from huggingface_hub import errors
 
     endpoint = os.environ.get("HF_ENDPOINT") or None  # read at each call, like the cache's place
+    done, total = 0, None  # the total once the hub has listed the files
+
+    def report(in_flight: int = 0) -> None:
+        if progress is not None and total is not None:
+            progress(min(done + in_flight, total), total)
+
+    _hook_into_huggingface_hub()
+    transfer = _TRANSFER.set(_Transfer(timeout(), report))
     try:
-        info = HfApi(endpoint=endpoint).model_info(hub.repo, revision=hub.revision, files_metadata=True)
-        files = {s.rfilename: s.size or 0 for s in info.siblings or []}
+        sha, files = _listing(HfApi(endpoint=endpoint), hub)
         wanted = [f for f in files if _wanted(f)]
         if not any(f.endswith(".safetensors") for f in wanted):
             pickles = [f for f in files if any(fnmatch.fnmatchcase(f, p) for p in PICKLES)]
@@ -116,16 +194,17 @@ def download(hub: HubId, progress: Progress | None = None) -> Path:
                                 + ": Glassbox never loads pickled weights, which can run code")
         if "config.json" not in wanted:
             raise GlassboxError(f"{hub} has no config.json: it is not a transformers model")
-        total, done = sum(files[f] for f in wanted), 0
-        tqdm_class = None if progress is None else _reporting_tqdm(lambda n: progress(min(done + n, total), total))
+        total = sum(files[f] for f in wanted)
+        _check_room(hub, sum(files[f] for f in wanted if f.endswith(".safetensors")), total)
+        _remove_stale_partials(hub)
+        tqdm_class = None if progress is None else _reporting_tqdm(report)
         for filename in wanted:  # by the revision's name, so that the cache records it (refs/<revision>)
             path = hf_hub_download(hub.repo, filename, revision=hub.revision, cache_dir=cache_dir(),
                                    tqdm_class=tqdm_class, endpoint=endpoint)
-            if Path(path).parent.name != info.sha:  # a push midway: never mix two versions' files
+            if Path(path).parent.name != sha:  # a push midway: never mix two versions' files
                 raise GlassboxError(f"{hub} changed on the hub during the download: try again")
             done += files[filename]
-            if progress is not None:
-                progress(done, total)
+            report()
     except errors.RepositoryNotFoundError:
         raise GlassboxError(f"No model {hub.repo!r} on the Hugging Face hub (or it is private)") from None
     except errors.RevisionNotFoundError:
@@ -133,9 +212,166 @@ def download(hub: HubId, progress: Progress | None = None) -> Path:
     except errors.GatedRepoError:
         raise GlassboxError(f"{hub.repo} is gated: accept its licence on huggingface.co and log in "
                             "(`hf auth login`), then try again") from None
-    except (errors.HfHubHTTPError, errors.LocalEntryNotFoundError, errors.HFValidationError, OSError) as exc:
-        raise GlassboxError(f"Cannot fetch {hub} from the Hugging Face hub: {str(exc).splitlines()[0]}") from None
+    except (_GaveUp, _Garbled, _http().HTTPError, OSError, ValueError) as exc:  # HfHubHTTPError is an OSError
+        raise GlassboxError(f"Cannot fetch {hub} from the Hugging Face hub: {_reason(exc, endpoint)}") from None
+    finally:
+        _TRANSFER.reset(transfer)
     return Path(path).parent
+
+
+def _listing(api, hub: HubId) -> tuple[str, dict[str, int]]:
+    """The commit ``hub`` names and its files with their sizes, as the hub lists them, checked:
+    a garbled answer (not JSON, sizes that are not byte counts) is an error, not a crash."""
+    from huggingface_hub.errors import HFValidationError
+
+    try:
+        info = api.model_info(hub.repo, revision=hub.revision, files_metadata=True)
+        sha, files = info.sha, {s.rfilename: s.size for s in info.siblings or []}
+    except HFValidationError:  # a repository name the hub does not allow (a ValueError too)
+        raise
+    except (ValueError, TypeError, KeyError, AttributeError):  # not JSON (a ValueError), or not a listing
+        raise _Garbled() from None
+    if not isinstance(sha, str) or not all(isinstance(f, str) and type(n) is int and n >= 0 for f, n in files.items()):
+        raise _Garbled()
+    return sha, files
+
+
+def _check_room(hub: HubId, weights: int, total: int) -> None:
+    """Refuse, before the first byte, a download this server has no room for: weights that
+    cannot fit GLASSBOX_MAX_MODEL_GB in any dtype (stored in at most 4 bytes a number, they are
+    loaded in at least 2: half their size is the least they take), or files the disk of the
+    cache cannot hold. The exact check is the loader's, once the config is here."""
+    limit = memory_limit(default_device())
+    if weights / 2 > limit:
+        raise GlassboxError(f"{hub} has {_gb(weights)} of weights, at least {_gb(weights / 2)} in memory; "
+                            f"this server allows {_gb(limit)} ({MAX_MODEL_GB})")
+    where = cache_dir()
+    while not where.exists() and where != where.parent:  # the cache is made on the first download
+        where = where.parent
+    free = shutil.disk_usage(where).free
+    if total > free:
+        raise GlassboxError(f"{hub} is {_gb(total)} to download; the disk of this server's hub cache has {_gb(free)} free")
+
+
+def _gb(n: float) -> str:
+    return f"{n / 2**30:,.1f} GB"  # GB as GLASSBOX_MAX_MODEL_GB counts them
+
+
+def _remove_stale_partials(hub: HubId) -> None:
+    """Delete the partial files earlier downloads of ``hub`` left when their process was killed
+    (huggingface_hub removes those of a download that fails or is stopped, but a killed one's
+    name, unique to it, is never taken up again). A partial file is stale once untouched for
+    longer than any live download goes without writing: each of its RETRIES + 1 tries waits at
+    most the timeout, and huggingface_hub sleeps at most 8 s between them."""
+    from huggingface_hub.file_download import repo_folder_name
+
+    stale = (RETRIES + 1) * (timeout() + 8)
+    for partial in (cache_dir() / repo_folder_name(repo_id=hub.repo, repo_type="model") / "blobs").glob("*.incomplete"):
+        try:
+            if time.time() - partial.stat().st_mtime > stale:
+                partial.unlink()
+        except OSError:  # gone meanwhile (another download finished or removed it)
+            pass
+
+
+class _GaveUp(Exception):
+    """A request repeated more than RETRIES times."""
+
+
+class _Garbled(Exception):
+    """The hub's answer about a model is not a model listing."""
+
+
+@dataclass
+class _Transfer:
+    """One download in progress, in the thread that runs it (see _on_request)."""
+    timeout: float
+    report: Callable[[], None]  # the download's progress: raises when its page is gone
+    asked: Counter = field(default_factory=Counter)
+
+
+_TRANSFER: ContextVar[_Transfer | None] = ContextVar("glassbox_hub_transfer", default=None)
+_HOOK_LOCK = threading.Lock()
+_hooked = False
+
+
+def _on_request(request) -> None:
+    """Called by huggingface_hub's HTTP client before each request it sends (an event hook), in
+    the thread that asked. During a download: tell its page (which stops it if the page is
+    gone), count a request asked again (a retry: the same method and address) and cap each of
+    its waits (connect, read, write, pool) at the timeout."""
+    transfer = _TRANSFER.get()
+    if transfer is None:
+        return
+    transfer.report()
+    key = (request.method, str(request.url))
+    transfer.asked[key] += 1
+    if transfer.asked[key] > RETRIES + 1:
+        raise _GaveUp()
+    waits = request.extensions.get("timeout") or {}
+    request.extensions = {**request.extensions, "timeout": {
+        kind: min(waits.get(kind) or math.inf, transfer.timeout) for kind in ("connect", "read", "write", "pool")}}
+
+
+def _hook_into_huggingface_hub() -> None:
+    """Add _on_request to huggingface_hub's HTTP client, once per process: through its client
+    factory (set_client_factory), so that the client it makes anew after a connection error
+    (it closes the old one) has the hook too."""
+    global _hooked
+    with _HOOK_LOCK:
+        if _hooked:
+            return
+        from huggingface_hub import set_client_factory
+        from huggingface_hub.utils._http import default_client_factory  # the library's own client and hooks
+
+        def client():
+            made = default_client_factory()
+            made.event_hooks["request"].append(_on_request)
+            return made
+
+        set_client_factory(client)
+        _hooked = True
+
+
+def _http():
+    """The HTTP library huggingface_hub uses: httpx2 in its recent releases, httpx before."""
+    try:
+        import httpx2
+        return httpx2
+    except ImportError:
+        import httpx
+        return httpx
+
+
+def _reason(exc: BaseException, endpoint: str | None) -> str:
+    """Why a download failed, in our own words where we know them: huggingface_hub's messages
+    quote the hub's address, and a server's HF_ENDPOINT may be a private mirror."""
+    from huggingface_hub.errors import HfHubHTTPError
+
+    http = _http()
+    if isinstance(exc, _GaveUp):
+        return (f"a request failed {RETRIES + 1} times (each waits at most {timeout():g} s to connect or for "
+                f"data: {TIMEOUT_SETTING})")
+    if isinstance(exc, _Garbled):
+        return "its answer is not a model listing"
+    cause: BaseException | None = exc
+    while cause is not None:  # huggingface_hub raises "not found locally" from the network error behind it
+        if isinstance(cause, http.TimeoutException):
+            return f"it did not answer within {timeout():g} s ({TIMEOUT_SETTING})"
+        if isinstance(cause, HfHubHTTPError) and cause.response is not None:
+            return f"it answered HTTP {cause.response.status_code}"
+        if isinstance(cause, http.TransportError):
+            return "the connection to it failed"
+        if isinstance(cause, OSError) and cause.strerror:  # a full disk, a permission
+            return f"the hub cache cannot be written ({cause.strerror})"
+        cause = cause.__cause__
+    line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if endpoint:  # the whole address first, then its host alone
+        from urllib.parse import urlsplit
+
+        for address in filter(None, (endpoint.rstrip("/"), urlsplit(endpoint).netloc)):
+            line = line.replace(address, "the hub")
+    return line
 
 
 def _reporting_tqdm(report: Callable[[int], None]):
