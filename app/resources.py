@@ -3,6 +3,7 @@ Each is used by many sessions at once, so calls on them leave no state behind.""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -11,7 +12,7 @@ import streamlit as st
 from app.components.labels import plain
 from app.components.timing import computing
 from model.io.checkpoint import LoadedModel
-from model.engine import default_device
+from model.engine import GlassboxError, default_device
 from model.serving import Admission, ModelCache, TraceCache, check_budget
 from model.serving.admission import default_budget, return_freed_memory
 
@@ -76,3 +77,23 @@ def model_pass(what: str, cost: int) -> Iterator[None]:
                 yield
     finally:
         queued.empty()
+
+
+@contextmanager
+def same_request_waits(what: str) -> Iterator[Callable[[], None]]:
+    """For a wait on a request another visitor's page is computing (BoundedCache.get): each
+    second, say so on the page (which raises once the page has gone) and end the wait past
+    GLASSBOX_QUEUE_WAIT_S, as a wait in the queue ends."""
+    note, started = st.empty(), time.monotonic()
+
+    def waiting() -> None:
+        waited = time.monotonic() - started
+        if waited > admission().max_wait:
+            raise GlassboxError(f"The server is busy: {what} was still being computed for another visitor after "
+                                f"{admission().max_wait:.0f} s. Try again in a minute.")
+        note.info(plain(f"Waiting {waited:.0f} s for {what}, which is being computed for another visitor."))
+
+    try:
+        yield waiting
+    finally:
+        note.empty()

@@ -214,6 +214,8 @@ def test_a_download_fetches_only_what_glassbox_reads_with_progress_then_loads_of
     total = sum((neox_dir / f).stat().st_size for f in fetched)
     assert reports[-1] == (total, total) and all(d <= t == total for d, t in reports)
     assert [d for d, _ in reports] == sorted(d for d, _ in reports)  # never backwards
+    from huggingface_hub import constants  # plain HTTP, where the timeout, retry bound and stop apply: not hf_xet
+    assert constants.HF_HUB_DISABLE_XET is True
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     by_id, by_dir = load("test-org/tiny-neox", device="cpu"), load(str(neox_dir), device="cpu")
     ids = torch.tensor([by_dir.encode("The cat sat.")])

@@ -35,13 +35,15 @@ def scores(model_key: str, _ctx: Explorer):
         return half, *head_scores(_ctx.model, half, prefix)
 
 
-@st.cache_resource(max_entries=32, show_spinner="Reading the head's weights…")
+@st.cache_resource(max_entries=8, show_spinner="Reading the head's weights…")
 def circuits_of(model_key: str, layer: int, head: int, tokens: tuple, _ctx: Explorer):
     """The head's circuits over ``tokens`` and over the whole vocabulary, and the bigram table:
-    per model, head and token set, not per rerun."""
+    per model, head and token set, not per rerun. Admitted at what it computes and keeps: the
+    vocabulary-wide OV rows, as computed and in float64 (up to 8 bytes a number, twice)."""
     tokens = list(tokens)
-    return (qk_circuit(_ctx.model, layer, head, tokens, tokens), ov_circuit(_ctx.model, layer, head, tokens, tokens),
-            ov_circuit(_ctx.model, layer, head, tokens), bigram(_ctx.model, tokens))
+    with model_pass("circuits", 2 * 8 * len(tokens) * (_ctx.cfg.vocab_size + _ctx.cfg.d_model)):
+        return (qk_circuit(_ctx.model, layer, head, tokens, tokens), ov_circuit(_ctx.model, layer, head, tokens, tokens),
+                ov_circuit(_ctx.model, layer, head, tokens), bigram(_ctx.model, tokens))
 
 
 def top_columns(matrix: np.ndarray, k: int) -> np.ndarray:

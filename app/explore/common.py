@@ -7,7 +7,7 @@ import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import cached_property
 from typing import TypeVar
 
 import numpy as np
@@ -20,7 +20,7 @@ from app.components.heatmap import abs_max, heatmap_figure
 from app.components.labels import cell_text, token_text
 from app.components.pipeline import pipeline_strip
 from model.analysis import downsample, parts
-from app.resources import check_cost, model_pass, trace_budget, trace_cache
+from app.resources import check_cost, model_pass, same_request_waits, trace_budget, trace_cache
 from model.engine.names import axes as names_axes
 from model.serving import Needs, capture_plan, trace_cost, working_bytes
 from model.io.checkpoint import LoadedModel
@@ -52,11 +52,19 @@ def derived(trace: Trace, key: tuple, compute: Callable[[], T]) -> T:
         return store.setdefault(key, value)
 
 
-@lru_cache(maxsize=8)
+_drawn: "weakref.WeakKeyDictionary[Tokenizer, list[str]]" = weakref.WeakKeyDictionary()
+
+
 def drawn_vocabulary(tokenizer: Tokenizer) -> list[str]:
     """Every token of a (shared, unchanging) tokenizer as drawn, once per server rather than per
-    rerun: 150k tokens take a tenth of a second."""
-    return [token_text(tokenizer.readable(i)) for i in range(len(tokenizer.pieces))]
+    rerun (150k tokens take a tenth of a second), for as long as the tokenizer lives: the model
+    cache's bound decides, not this."""
+    with _deriving:
+        if tokenizer in _drawn:
+            return _drawn[tokenizer]
+    drawn = [token_text(tokenizer.readable(i)) for i in range(len(tokenizer.pieces))]
+    with _deriving:
+        return _drawn.setdefault(tokenizer, drawn)
 
 
 @dataclass
@@ -127,8 +135,8 @@ class Explorer:
             with model_pass("trace", cost):
                 return run_trace(self.model, self.tokens, names=names, backward=backward, target=self.target)
 
-        with st.spinner("Tracing the prompt…"):
-            return trace_cache().get(key, compute)
+        with st.spinner("Tracing the prompt…"), same_request_waits("the same trace") as waiting:
+            return trace_cache().get(key, compute, waiting)
 
 
 def probs_at(trace: Trace, position: int) -> torch.Tensor:

@@ -8,7 +8,7 @@ import streamlit as st
 from app.components.labels import plain
 from app.explore.common import Explorer
 from model.analysis import npz_bytes, to_csv
-from app.resources import admission
+from app.resources import admission, trace_budget
 from model.serving import Needs, trace_bytes, trace_names
 from model.serving.sizing import size_text
 from model.engine.names import axes as names_axes
@@ -46,12 +46,21 @@ def render(ctx: Explorer) -> None:
     st.markdown(f"`{name}`: shape {list(tensor.shape)} ({' × '.join(axes)}), {tensor.dtype}, {size_text(tensor.nbytes)}")
     slug = ctx.model_key.strip("/").replace("/", "_")
     a, b = st.columns(2)
-    a.download_button(f"Download {name} as CSV", lambda: admitted(CSV_BYTES_PER_VALUE * tensor.numel(), lambda: to_csv(to_numpy(tensor), axes)), file_name=f"{name}.csv",
-                      mime="text/csv", help="One row per cell: its index on every axis, then the value", on_click="ignore")
-    what = "every tensor and gradient" if full is None else "the tensors the open view captured (a full trace would pass 2 GiB)"
-    b.download_button("Download the trace as .npz", lambda: admitted(2 * trace_bytes(trace), lambda: npz_bytes(trace)), file_name=f"glassbox-{slug}.npz",
-                      mime="application/octet-stream", on_click="ignore",
-                      help=f"numpy.load gives {what} under the engine's names, plus 'tokens'")
+    what = "every tensor and gradient" if full is None else "the tensors the open view captured (a full trace is too large here)"
+    # built later, on the click, in a thread with no page: a file over the whole budget is refused here
+    files = [(a, f"Download {name} as CSV", CSV_BYTES_PER_VALUE * tensor.numel(),
+              lambda: to_csv(to_numpy(tensor), axes), f"{name}.csv", "text/csv",
+              "One row per cell: its index on every axis, then the value"),
+             (b, "Download the trace as .npz", 2 * trace_bytes(trace), lambda: npz_bytes(trace),
+              f"glassbox-{slug}.npz", "application/octet-stream",
+              f"numpy.load gives {what} under the engine's names, plus 'tokens'")]
+    for column, label, cost, make, file_name, mime, help in files:
+        if cost > trace_budget():
+            column.caption(plain(f"{label}: building it takes {size_text(cost)}, over this server's "
+                                 f"{size_text(trace_budget())} for traces (GLASSBOX_TRACE_BUDGET_GB)."))
+            continue
+        column.download_button(label, lambda cost=cost, make=make: admitted(cost, make), file_name=file_name,
+                               mime=mime, help=help, on_click="ignore")
     st.subheader("This page's link")
     st.caption("Model, prompt, target, view and the chosen block, head and positions are kept in the URL:")
     st.code("/explore?" + urlencode(st.query_params.to_dict()), language=None)

@@ -191,13 +191,10 @@ def sampling_view(loaded, top_k_max: int) -> None:
 def run_generation(loaded, sampling: Sampling) -> None:
     records = []
 
-    def stream():
-        n_new = int(st.session_state.max_new)
-        with model_pass("generation", pass_cost(loaded, len(loaded.encode(st.session_state.prompt)), n_new)):
-            yield from tokens(generate(loaded, st.session_state.prompt, n_new, sampling))
+    n_new = int(st.session_state.max_new)
 
-    def tokens(generated):
-        for token in generated:
+    def stream():
+        for token in generate(loaded, st.session_state.prompt, n_new, sampling):
             records.append({"token": token.token, "token_id": token.token_id, "p": token.p, "p_model": token.p_model,
                             "entropy_before": token.entropy_before, "entropy_after": token.entropy_after,
                             "before": top(token.before, loaded.tokenizer.pieces, 15),
@@ -207,7 +204,8 @@ def run_generation(loaded, sampling: Sampling) -> None:
 
     live = st.empty()  # the text as it streams; the chips below replace it, so it is not shown twice
     try:
-        with live.container():
+        cost = pass_cost(loaded, len(loaded.encode(st.session_state.prompt)), n_new)
+        with live.container(), model_pass("generation", cost):  # released however the stream ends
             st.markdown("**Generating…**")
             st.write_stream(stream())
         live.empty()

@@ -7,6 +7,7 @@ import streamlit as st
 
 from app.components.architecture import PART, architecture_figure
 from app.components.charts import show
+from app.components.labels import plain
 from app.resources import shared_model
 from app.state import show_url_notes, url_settings
 from model.lesson.article import ARTICLE_URL, SERIES_URL
@@ -63,10 +64,10 @@ with st.expander("About"):
     st.markdown(
         f"The worked example is the one in [Large Language Models from scratch — Part 2]({ARTICLE_URL}) (the series: "
         f"[LLMs from scratch]({SERIES_URL}) on Dimensionality Reduction). The weights the article prints are used "
-        f"exactly ({', '.join(worked.about.get('printed_weights', []))}); the others were "
-        f"{worked.about.get('reconstructed_weights', '')}."
+        f"exactly ({plain(', '.join(worked.about.get('printed_weights', [])))}); the others were "
+        f"{plain(worked.about.get('reconstructed_weights', ''))}."
     )
     default = shared_model("default")
-    st.markdown(f"The playground's default model was {default.about.get('source', '')}.")
+    st.markdown(f"The playground's default model was {plain(default.about.get('source', ''))}.")
     st.markdown("Start the app with `glassbox app`; the README lists every command, the models it opens and how "
                 "each number is checked against an independent reference.")

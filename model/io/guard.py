@@ -12,6 +12,7 @@ Settings (environment variables, read at each call so a test or a server can set
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
 from pathlib import Path
@@ -129,6 +130,20 @@ def some(items: list, shown: int = 50) -> str:
 def shortened(text: str, most: int = 80) -> str:
     """Text for a message, cut to its first ``most`` characters."""
     return text if len(text) <= most else text[:most] + "…"
+
+
+def seconds_setting(name: str, default: float) -> float:
+    """An environment setting in seconds, finite and above 0; ``default`` when unset or empty."""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds < math.inf:
+        raise GlassboxError(f"{name} must be a number of seconds above 0, not {value!r}")
+    return seconds
 
 
 def gigabytes_setting(name: str) -> int | None:

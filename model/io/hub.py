@@ -39,7 +39,7 @@ from typing import Callable
 
 from model.engine import GlassboxError
 from model.engine.device import default_device
-from model.io.guard import MAX_MODEL_GB, allowed_roots, memory_limit, shortened
+from model.io.guard import MAX_MODEL_GB, allowed_roots, memory_limit, seconds_setting, shortened
 
 HUB_SETTING = "GLASSBOX_HUB"
 TIMEOUT_SETTING = "GLASSBOX_HUB_TIMEOUT"
@@ -115,16 +115,7 @@ def offline() -> bool:
 
 def timeout() -> float:
     """Seconds a hub request may wait to connect or for its next bytes: GLASSBOX_HUB_TIMEOUT."""
-    value = os.environ.get(TIMEOUT_SETTING, "").strip()
-    if not value:
-        return DEFAULT_TIMEOUT
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = math.nan
-    if not 0 < seconds < math.inf:
-        raise GlassboxError(f"{TIMEOUT_SETTING} must be a number of seconds above 0, not {value!r}")
-    return seconds
+    return seconds_setting(TIMEOUT_SETTING, DEFAULT_TIMEOUT)
 
 
 def cache_dir() -> Path:
@@ -321,7 +312,7 @@ def _hook_into_huggingface_hub() -> None:
     with _HOOK_LOCK:
         if _hooked:
             return
-        from huggingface_hub import set_client_factory
+        from huggingface_hub import constants, set_client_factory
         from huggingface_hub.utils._http import default_client_factory  # the library's own client and hooks
 
         def client():
@@ -330,6 +321,9 @@ def _hook_into_huggingface_hub() -> None:
             return made
 
         set_client_factory(client)
+        # hf_xet moves files with its own Rust client, beyond this hook's timeout, retry bound and
+        # stop: Glassbox downloads over plain HTTP (read by huggingface_hub at each download)
+        constants.HF_HUB_DISABLE_XET = True
         _hooked = True
 
 

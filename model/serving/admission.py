@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import ctypes
 import itertools
-import os
 import threading
 import time
 from collections import deque
@@ -41,7 +40,7 @@ from typing import Callable, Iterator
 import torch
 
 from model.engine import GlassboxError
-from model.io.guard import gigabytes_setting
+from model.io.guard import gigabytes_setting, seconds_setting
 from model.serving.sizing import size_text
 
 TRACE_BUDGET_GB = "GLASSBOX_TRACE_BUDGET_GB"
@@ -84,14 +83,7 @@ HEARTBEAT_S = 1.0  # how often a waiting request looks again, and tells its page
 
 
 def default_max_wait() -> float:
-    text = os.environ.get(QUEUE_WAIT_S, "").strip()
-    try:
-        seconds = float(text) if text else DEFAULT_QUEUE_WAIT_S
-    except ValueError:
-        raise GlassboxError(f"{QUEUE_WAIT_S} must be a number of seconds, not {text!r}") from None
-    if not seconds > 0:
-        raise GlassboxError(f"{QUEUE_WAIT_S} must be positive, not {text!r}")
-    return seconds
+    return seconds_setting(QUEUE_WAIT_S, DEFAULT_QUEUE_WAIT_S)
 
 
 class Admission:
@@ -133,8 +125,9 @@ class Admission:
             self._queue.append(ticket)
             try:
                 while not self._fits(ticket, nbytes):
-                    if self.kept() and self.on_pressure is not None:
-                        self._unlocked(self.on_pressure)
+                    first = self._queue[0] == ticket
+                    if first and self.kept() and self.in_flight + nbytes <= self.budget and self.on_pressure:
+                        self._unlocked(self.on_pressure)  # only when letting go of the cache lets it in
                         if self._fits(ticket, nbytes):
                             break
                     waited = time.monotonic() - started

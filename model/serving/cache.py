@@ -28,31 +28,36 @@ class BoundedCache(Generic[V]):
         self._computing: dict[Hashable, threading.Lock] = {}
         self._lock = threading.Lock()
 
-    def get(self, key: Hashable, compute: Callable[[], V]) -> V:
+    def get(self, key: Hashable, compute: Callable[[], V], waiting: Callable[[], None] | None = None) -> V:
+        """The value of ``key``, computed once. A call that finds another computing it waits, and
+        calls ``waiting()`` every second meanwhile (an exception it raises ends the wait)."""
         with self._lock:
             if key in self._items:
                 self._items.move_to_end(key)
                 return self._items[key][0]
             key_lock = self._computing.setdefault(key, threading.Lock())
-        with key_lock:
-            try:
-                with self._lock:
-                    if key in self._items:  # computed while this call waited
-                        self._items.move_to_end(key)
-                        return self._items[key][0]
-                value = compute()  # outside the main lock: other keys stay available
-                size = self.size(value)
-                if size > self.max_bytes and not self.newest_stays:
-                    return value
-                with self._lock:
-                    self._items[key] = (value, size)
-                    self._bytes += size
-                    while len(self._items) > 1 and (len(self._items) > self.max_entries or self._bytes > self.max_bytes):
-                        self._bytes -= self._items.popitem(last=False)[1][1]
+        while not key_lock.acquire(timeout=1.0):
+            if waiting is not None:
+                waiting()
+        try:
+            with self._lock:
+                if key in self._items:  # computed while this call waited
+                    self._items.move_to_end(key)
+                    return self._items[key][0]
+            value = compute()  # outside the main lock: other keys stay available
+            size = self.size(value)
+            if size > self.max_bytes and not self.newest_stays:
                 return value
-            finally:
-                with self._lock:
-                    self._computing.pop(key, None)
+            with self._lock:
+                self._items[key] = (value, size)
+                self._bytes += size
+                while len(self._items) > 1 and (len(self._items) > self.max_entries or self._bytes > self.max_bytes):
+                    self._bytes -= self._items.popitem(last=False)[1][1]
+            return value
+        finally:
+            with self._lock:
+                self._computing.pop(key, None)
+            key_lock.release()
 
     def clear(self) -> None:
         """Drop every value (those still in use elsewhere live on there)."""
