@@ -72,3 +72,27 @@ def gpt2_dir(tmp_path_factory) -> Path:
     hf.save_pretrained(str(path))  # config.json + model.safetensors
     assert (path / "model.safetensors").exists()
     return path
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    """Debian's Chromium driven by Playwright, one for the whole run (one Playwright per process)."""
+    from playwright.sync_api import sync_playwright
+
+    from app.bench import CHROMIUM_ARGS  # the flags Debian's chromium needs in a container
+    from tests.helpers import CHROMIUM
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: run tests/install.sh (it installs Debian's chromium)")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(scope="module")
+def page(chromium):
+    """One tall page of the run's Chromium, shared by a browser test module's tests."""
+    page = chromium.new_page(viewport={"width": 1400, "height": 1600})
+    yield page
+    page.close()

@@ -1,11 +1,19 @@
-"""Helpers shared by test files: a random model, and the app run in-process by AppTest."""
+"""Helpers shared by test files: a random model, the app run in-process by AppTest, and the app
+served on a port of this machine for Chromium."""
 
 import base64
-import re
 import json
+import os
+import re
+import socket
 import subprocess
 import sys
+import tempfile
+import time
+import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import torch
@@ -15,6 +23,45 @@ from model.engine import ModelConfig, Transformer
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app" / "main.py")
+CHROMIUM = "/usr/bin/chromium"  # Debian's, installed by tests/install.sh; Playwright drives it
+
+
+def healthy(url: str, seconds: float = 120) -> bool:
+    """Whether the Streamlit server at ``url`` answers its health check within ``seconds``."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            if urllib.request.urlopen(url + "/_stcore/health", timeout=1).read() == b"ok":
+                return True
+        except OSError:
+            time.sleep(0.5)
+    return False
+
+
+@contextmanager
+def serving(command: list[str] | str, env: dict | None = None, seconds: float = 120) -> Iterator[subprocess.Popen]:
+    """A Streamlit app started by ``command`` (an argv, or a shell line such as the README's) on a
+    free port of 127.0.0.1, headless; yields the server, its address in ``server.url``. Stopped
+    with its process group at the end; its output is then in ``server.log``."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    options = ["--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false"]
+    shell = isinstance(command, str)
+    command = command + " " + " ".join(options) if shell else [*command, *options]
+    with tempfile.TemporaryFile("w+") as output:  # not a pipe: a chatty server would fill it and stall
+        server = subprocess.Popen(command, shell=shell, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT,
+                                  text=True, start_new_session=True)
+        server.url = f"http://127.0.0.1:{port}"
+        try:
+            if not healthy(server.url, seconds):
+                raise AssertionError(f"the app did not start with {command!r}")
+            yield server
+        finally:
+            os.killpg(server.pid, 15)
+            server.wait(timeout=60)
+            output.seek(0)
+            server.log = output.read()
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:

@@ -2,23 +2,15 @@
 driving Debian's /usr/bin/chromium, installed by tests/install.sh), and step through the
 worked example with the keyboard."""
 
-import os
 import re
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 from urllib.parse import quote, unquote, urlparse
-from pathlib import Path
 
 import pytest
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
-from app.bench import CHROMIUM_ARGS  # the flags Debian's chromium needs in a container
+from tests.helpers import ROOT, serving
 
-ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = "/usr/bin/chromium"
 pytestmark = [pytest.mark.browser, pytest.mark.subprocess]
 
 
@@ -29,45 +21,10 @@ def readme_app_command() -> str:
     return command.strip()
 
 
-def healthy(url: str, seconds: float = 120) -> bool:
-    """Whether the Streamlit server at ``url`` answers its health check within ``seconds``."""
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        try:
-            if urllib.request.urlopen(url + "/_stcore/health", timeout=1).read() == b"ok":
-                return True
-        except OSError:
-            time.sleep(0.5)
-    return False
-
-
 @pytest.fixture(scope="module")
 def app_url():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    command = readme_app_command() + f" --server.port {port} --server.headless true --browser.gatherUsageStats false"
-    server = subprocess.Popen(command, shell=True, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        if not healthy(url):
-            pytest.fail(f"the app did not start with {command!r}")
-        yield url
-    finally:
-        os.killpg(server.pid, 15)
-        server.wait(timeout=30)
-
-
-@pytest.fixture(scope="module")
-def page():
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: run tests/install.sh (it installs Debian's chromium)")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1600})
-        yield page
-        browser.close()
+    with serving(readme_app_command()) as server:
+        yield server.url
 
 
 def settled(page):
@@ -276,20 +233,8 @@ def test_markdown_in_the_url_makes_no_image_or_link(app_url, page, path):
 @pytest.fixture(scope="module")
 def plain_text_url():
     """tests/plain_text_page.py served by Streamlit."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "tests" / "plain_text_page.py"),
-                               "--server.port", str(port), "--server.headless", "true"],
-                              cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        if not healthy(url):
-            pytest.fail("tests/plain_text_page.py did not start")
-        yield url
-    finally:
-        os.killpg(server.pid, 15)
-        server.wait(timeout=30)
+    with serving([sys.executable, "-m", "streamlit", "run", str(ROOT / "tests" / "plain_text_page.py")]) as server:
+        yield server.url
 
 
 def test_plain_shows_hostile_text_as_typed_in_chromiums_renderer(plain_text_url, page):
@@ -309,28 +254,19 @@ def test_plain_shows_hostile_text_as_typed_in_chromiums_renderer(plain_text_url,
         assert seen == " ".join(text.split()), (text, seen)
 
 
-def test_sessions_arriving_together_at_a_fresh_server_all_draw(page):
+def test_sessions_arriving_together_at_a_fresh_server_all_draw(chromium):
     """Six Chromium sessions open chart pages at the same moment on a server that has just
     started (its own, not the shared fixture's, which earlier tests have warmed). Before the
     libraries were initialised once in app/__init__.py, about half of them crashed with
     "partially initialized module 'pandas'" (the server log's words). Reference: each page's
     own text (no error box, the page's heading drawn) and the server's log."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app/main.py", "--server.headless", "true",
-                               "--server.port", str(port), "--browser.gatherUsageStats", "false"], cwd=ROOT,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
     paths = ["/explore?view=Attention", "/playground", "/explore?view=Overview", "/", "/explore?view=Backward",
              "/playground"]
-    try:
-        assert healthy(url), "the app did not start"
-        browser = page.context.browser  # the module's Chromium (one Playwright per process)
-        sessions = [browser.new_page(viewport={"width": 1280, "height": 800}) for _ in paths]
+    with serving([sys.executable, "-m", "streamlit", "run", "app/main.py"]) as server:
+        sessions = [chromium.new_page(viewport={"width": 1280, "height": 800}) for _ in paths]
         try:
             for session, path in zip(sessions, paths):  # all requested before any is drawn
-                session.goto(url + path, wait_until="commit")
+                session.goto(server.url + path, wait_until="commit")
             for session, path in zip(sessions, paths):
                 settled(session)
                 session.wait_for_selector("h1", timeout=60_000)
@@ -339,10 +275,7 @@ def test_sessions_arriving_together_at_a_fresh_server_all_draw(page):
         finally:
             for session in sessions:
                 session.close()
-    finally:
-        os.killpg(server.pid, 15)
-        log = server.communicate(timeout=30)[0]
-    assert "partially initialized" not in log and "Traceback" not in log, log[-2000:]
+    assert "partially initialized" not in server.log and "Traceback" not in server.log, server.log[-2000:]
 
 
 def test_ask_why_runs_a_patching_experiment_and_draws_its_heatmap(app_url, page):

@@ -9,20 +9,17 @@ asserted is what the page shows, never how fast."""
 
 import os
 import re
-import socket
-import subprocess
 import sys
-from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
-from app.bench import CHROMIUM_ARGS
 from model.io.checkpoint import load
 from model.serving import check_budget, trace_cost
 from model.engine import GlassboxError
-from tests.test_browser import CHROMIUM, ROOT, healthy, settled
+from tests.helpers import serving
+from tests.test_browser import settled
 
 pytestmark = [pytest.mark.browser, pytest.mark.subprocess]
 
@@ -35,32 +32,16 @@ ATTENTION = ("blocks.0.attn.*", "blocks.*.attn.hook_pattern", "blocks.0.ln1.hook
 @pytest.fixture(scope="module")
 def public_server():
     """The README's public-hosting settings, with a trace budget small enough to refuse a view."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     env = {**os.environ, "GLASSBOX_HUB": "0", "GLASSBOX_MODEL_DIRS": "", "GLASSBOX_TRACE_BUDGET_GB": str(BUDGET_GB),
            "GLASSBOX_QUEUE_WAIT_S": "60"}
-    server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app/main.py", "--server.headless", "true",
-                               "--server.port", str(port), "--browser.gatherUsageStats", "false"], cwd=ROOT, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        assert healthy(url), "the app did not start"
-        yield url
-    finally:
-        os.killpg(server.pid, 15)
-        log = server.communicate(timeout=30)[0]
-    assert "Traceback" not in log, log[-3000:]
+    with serving([sys.executable, "-m", "streamlit", "run", "app/main.py"], env) as server:
+        yield server.url
+    assert "Traceback" not in server.log, server.log[-3000:]
 
 
 @pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: run tests/install.sh (it installs Debian's chromium)")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
+def browser(chromium):
+    return chromium
 
 
 def visitor(browser):

@@ -14,9 +14,6 @@ see tests/test_hub.py), and any model directory allowed (GLASSBOX_MODEL_DIRS uns
 from __future__ import annotations
 
 import os
-import shutil
-import socket
-import subprocess
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -24,10 +21,10 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
-from app.bench import CHROMIUM_ARGS  # the flags Debian's chromium needs in a container
-from tests.test_browser import CHROMIUM, ROOT, healthy, settled
+from tests.helpers import serving
+from tests.test_browser import settled
 
 pytestmark = [pytest.mark.browser, pytest.mark.subprocess]
 
@@ -101,33 +98,10 @@ def models(listener, tmp_path_factory):
 @pytest.fixture(scope="module")
 def app_url(models):
     folder, hf_home = models
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if k not in ("GLASSBOX_MODEL_DIRS", "GLASSBOX_HUB", "HF_HUB_CACHE")}
     env |= {"HF_HOME": str(hf_home), "HF_HUB_OFFLINE": "1"}
-    server = subprocess.Popen([sys.executable, "-m", "model", "app", "--server.port", str(port), "--server.headless",
-                               "true", "--browser.gatherUsageStats", "false"], cwd=ROOT, env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        if not healthy(url, seconds=240):
-            pytest.fail("the app did not start")
-        yield url
-    finally:
-        os.killpg(server.pid, 15)
-        server.wait(timeout=60)
-
-
-@pytest.fixture(scope="module")
-def page():
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: run tests/install.sh (it installs Debian's chromium)")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1600})
-        yield page
-        browser.close()
+    with serving([sys.executable, "-m", "model", "app"], env, seconds=240) as server:
+        yield server.url
 
 
 # every element that links to or loads a URL, in HTML and in plotly's SVG (xlink:href)

@@ -203,7 +203,7 @@ def test_sigterm_to_glassbox_app_stops_the_server_and_frees_its_port():
     import sys
 
     from tests.helpers import ROOT
-    from tests.test_browser import healthy
+    from tests.helpers import healthy
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
