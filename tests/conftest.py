@@ -96,3 +96,14 @@ def page(chromium):
     page = chromium.new_page(viewport={"width": 1400, "height": 1600})
     yield page
     page.close()
+
+
+@pytest.fixture(scope="session")
+def course_app():
+    """One app server for every course lesson's browser test: its address."""
+    import sys
+
+    from tests.helpers import APP, serving
+
+    with serving([sys.executable, "-m", "streamlit", "run", APP]) as server:
+        yield server.url

@@ -12,8 +12,8 @@ from model.engine.errors import GlassboxError
 from model.engine.kv_cache import KVCache
 from model.engine.names import GRAD, block_label, head_label
 from model.engine.trace import Target, Trace, loss_targets, next_token_targets, run_trace
-from model.engine.transformer import Output, Transformer
+from model.engine.transformer import Output, Transformer, variant
 
 __all__ = ["DTYPES", "Edit", "GRAD", "GlassboxError", "KVCache", "ModelConfig", "Output", "Target", "Trace", "Transformer",
            "block_label", "check_context", "check_prompt", "check_token_id", "default_device", "editing", "head_label", "loss_targets", "next_token_targets", "replaced",
-           "run_trace", "to_numpy"]
+           "run_trace", "to_numpy", "variant"]

@@ -51,6 +51,7 @@ class ModelConfig:
     embed_scale: float | None = None  # the embedding rows are multiplied by it (Gemma: √d_model)
     qk_norm: bool = False  # an RMSNorm over each head's q and k, before RoPE (Qwen 3, Gemma 3)
     post_norms: bool = False  # a norm on each sublayer's output before it joins the residual (Gemma 2, 3)
+    causal: bool = True  # False: every position sees every other, as an encoder does (the course's mask lesson)
 
     def __post_init__(self):
         _check_types(self)

@@ -20,6 +20,7 @@ windows) and Gemma (scaled embeddings, GeGLU, post norms, soft-capping, per-laye
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import NamedTuple
 
@@ -151,3 +152,26 @@ class Transformer(nn.Module):
         per_position = hook("hook_loss", torch.where(has_target, nll, float("nan")))
         loss = torch.where(has_target, per_position, 0.0).sum() / has_target.sum()
         return Output(logits, loss)
+
+
+# The config fields a variant may change: they change what the pass computes, not the shapes or
+# buffers of the weights it shares.
+VARIANT_FIELDS = ("causal", "attn_scale")
+
+
+def variant(model: Transformer, **changes) -> Transformer:
+    """The same weights under a changed config: ``variant(model, causal=False)`` attends both ways,
+    as an encoder does; ``variant(model, attn_scale=1.0)`` drops the 1/√d_head score scale. The
+    new module holds the model's own parameter and buffer objects (nothing is copied), so the
+    shared model is neither changed nor duplicated; as with the model itself, gradients are taken
+    with torch.autograd.grad, never .backward()."""
+    unknown = sorted(set(changes) - set(VARIANT_FIELDS))
+    if unknown:
+        raise GlassboxError(f"A variant changes only {', '.join(VARIANT_FIELDS)}, not {', '.join(unknown)}")
+    with torch.device("meta"):  # no memory for weights that are replaced at once
+        other = Transformer(dataclasses.replace(model.cfg, **changes))
+    other.load_state_dict(model.state_dict(keep_vars=True), assign=True)
+    for name, buffer in model.named_buffers():  # the non-persistent ones too (RoPE's frequencies)
+        owner, _, attribute = name.rpartition(".")
+        setattr(other.get_submodule(owner), attribute, buffer)
+    return other.train(model.training)

@@ -311,6 +311,25 @@ def cmd_download(args) -> int:
     return 0
 
 
+def cmd_course(args) -> int:
+    import json
+
+    from model.course import LESSONS, lesson
+
+    if args.lesson is None:
+        width = max(len(x.slug) for x in LESSONS)
+        for number, x in enumerate(LESSONS, 1):
+            print(f"{number}. {x.slug.ljust(width)}  {x.title}: {x.question}")
+        print("`glassbox course LESSON --json` prints a lesson's figures, computed now.")
+        return 0
+    chosen = lesson(args.lesson)  # an unknown name is refused before a model is loaded
+    from model.io.checkpoint import load
+
+    figures = chosen.figures(load(args.model, dtype=args.dtype))
+    print(json.dumps(figures, ensure_ascii=False) if args.json else json.dumps(figures, ensure_ascii=False, indent=2))
+    return 0
+
+
 class Parser(argparse.ArgumentParser):
     """argparse, with its errors in the same one line as every other ``error:``."""
 
@@ -408,6 +427,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--position", type=int, default=-1, help="the position (default: the last)")
     p.add_argument("--json", action="store_true", help='print {"logit", "components": [{"name", "value"}, ...]}')
     p.set_defaults(func=cmd_dla)
+
+    p = sub.add_parser("course", help="the course's lessons; with a lesson, its figures computed now")
+    p.add_argument("lesson", nargs="?", help="a lesson's name (`glassbox course` lists them)")
+    _model_args(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object (default: the same, indented)")
+    p.set_defaults(func=cmd_course)
 
     p = sub.add_parser("models", help="the curated hub models: family, parameters, download size, cached or not")
     p.set_defaults(func=cmd_models)

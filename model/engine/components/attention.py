@@ -74,7 +74,8 @@ class Attention(nn.Module):
         explicit = cfg.attn_softcap is not None or any(
             wants(p + n) for n in ("hook_scores_uncapped", "hook_scores", "hook_scores_masked", "hook_pattern"))
         # a generation step's one query sees every cached key: no mask (and the fastest kernel)
-        hidden = self._hidden(start, T, x.device) if explicit or (start and T > 1) or self.window else None
+        hidden = (self._hidden(start, T, x.device) if explicit or (start and T > 1) or self.window or not cfg.causal
+                  else None)
         if explicit:
             scores = q @ k.transpose(-1, -2) * self.scale
             if cfg.attn_softcap is not None:
@@ -102,10 +103,11 @@ class Attention(nn.Module):
 
     def _hidden(self, start: int, T: int, device: torch.device) -> torch.Tensor:
         """(T, start + T) mask, True where the query at position start + i may not see a key: the
-        future, and with a window the keys `window` or more positions back."""
+        future (unless the config says the model is not causal), and with a window the keys
+        `window` or more positions back."""
         query = torch.arange(start, start + T, device=device)[:, None]
         key = torch.arange(start + T, device=device)[None, :]
-        hidden = key > query
+        hidden = key > query if self.cfg.causal else torch.zeros_like(key > query)
         if self.window is not None:
             hidden |= query - key >= self.window
         return hidden

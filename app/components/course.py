@@ -1,0 +1,69 @@
+"""What every lesson page shares: its heading, its end (where the same thing happens in a real
+model, and the next lesson), the bundled model lessons run on with each pass admitted, and the
+links that explorer views and worked-example steps give to the lessons that explain them."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+import streamlit as st
+
+from app.resources import check_cost, model_pass, shared_model
+from model.course import LESSON, LESSONS, Lesson
+from model.io.checkpoint import LoadedModel
+from model.serving.sizing import trace_cost
+
+COURSE_MODEL = "default"  # the bundled story model: lessons that need a real model run on it
+
+
+def lesson_page(slug: str) -> Lesson:
+    """The page's title and the question it answers; returns its lesson."""
+    lesson = LESSON[slug]
+    number = LESSONS.index(lesson) + 1
+    st.title(f"{number}. {lesson.title}")
+    st.caption(f"Course, lesson {number} of {len(LESSONS)}: {lesson.question}")
+    return lesson
+
+
+def course_model() -> LoadedModel:
+    return shared_model(COURSE_MODEL)
+
+
+@contextmanager
+def lesson_pass(what: str, loaded: LoadedModel, n_tokens: int, backward: bool = False, passes: int = 1
+                ) -> Iterator[None]:
+    """A lesson's model passes (``passes`` of them, one after the other, each on ``n_tokens``),
+    admitted like every other page's: checked against the server's budget and run in turn."""
+    cost = check_cost(what, lambda n: trace_cost(loaded.model, n, None, backward), n_tokens, loaded.cfg.n_ctx)
+    with model_pass(what, cost * passes):
+        yield
+
+
+def lesson_end(lesson: Lesson) -> None:
+    """Where the same thing happens in a real model, then the way on: the next lesson, or, after
+    the last, the worked example."""
+    st.divider()
+    st.markdown("**See it in a real model**")
+    left, right = st.columns(2)
+    left.page_link("screens/worked_example.py", label="In the worked example, by hand", icon=":material/school:",
+                   query_params={"step": lesson.step})
+    right.page_link("screens/explore.py", label=f"On any prompt: the explorer's {lesson.view} view",
+                    icon=":material/search:", query_params={"view": lesson.view})
+    index = LESSONS.index(lesson)
+    if index + 1 < len(LESSONS):
+        after = LESSONS[index + 1]
+        st.page_link(after.page, label=f"Next lesson: {after.title}", icon=":material/arrow_forward:")
+    else:
+        st.page_link("screens/worked_example.py", label="Now the whole pass: the worked example",
+                     icon=":material/arrow_forward:")
+    st.page_link("course/index.py", label="All lessons", icon=":material/list:")
+
+
+def lessons_about(slugs: list[str], where=st) -> None:
+    """Links to the lessons that explain what a view or a step shows."""
+    if slugs:
+        where.caption("Learn the idea: " + " · ".join(f"lesson {LESSONS.index(LESSON[s]) + 1}" for s in slugs))
+        for column, slug in zip(where.columns(len(slugs)), slugs):
+            column.page_link(LESSON[slug].page, label=LESSON[slug].title, icon=":material/menu_book:")
+

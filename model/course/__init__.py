@@ -1,0 +1,63 @@
+"""The course: one module per lesson, each computing its figures on the spot (plain torch, or the
+engine on a loaded model). The app's lesson pages (app/course/) and `glassbox course LESSON
+--json` call the same functions; nothing here is typed in.
+
+Each lesson module has ``figures(loaded) -> dict``: the lesson's figures as JSON-ready values,
+``loaded`` being the model a lesson runs on (a LoadedModel; lessons about arithmetic alone
+ignore it). The rest of each module is the functions its page calls with the learner's settings.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+from model.engine import GlassboxError
+
+
+@dataclass(frozen=True)
+class Lesson:
+    slug: str  # `glassbox course <slug>`; the page's URL is /course-<slug>
+    title: str
+    question: str  # what the lesson answers, in one line
+    module: str  # model.course.<module>
+    step: str  # the worked example's step where the same thing happens (?step=)
+    view: str  # the explorer's view where it happens on any prompt (?view=)
+
+    @property
+    def url_path(self) -> str:
+        return f"course-{self.slug}"
+
+    @property
+    def page(self) -> str:
+        """The page's file, relative to app/."""
+        return f"course/{self.module}.py"
+
+    def figures(self, loaded: Any = None) -> dict:
+        return importlib.import_module(f"model.course.{self.module}").figures(loaded)
+
+
+LESSONS = [
+    Lesson("attention", "Attention by hand", "How one token mixes the others: scores, softmax, weighted values.",
+           "attention_by_hand", "b1-scores", "Attention"),
+    Lesson("sqrt-dk", "Why divide by √d_k", "What the scale on the scores keeps the softmax and its gradient from.",
+           "sqrt_dk", "b1-scores", "Attention"),
+    Lesson("positions", "Positions", "How a model that sees a set of vectors learns their order.",
+           "positions", "embedding", "Tokens & embeddings"),
+    Lesson("mask", "The causal mask", "Why a decoder never looks ahead, and what changes when it may.",
+           "mask", "b1-mask", "Attention"),
+    Lesson("objective", "The training objective", "What the loss measures, on every position at once, and how the "
+           "learning rate moves over training.", "objective", "loss", "Backward"),
+    Lesson("kv-cache", "The KV cache", "What generation keeps from step to step, and what that costs at real scale.",
+           "kv_cache", "b1-qkv", "Attention"),
+    Lesson("key-figures", "Key figures of real models", "Layers, widths, heads and parameters of real models, "
+           "counted from their configurations.", "key_figures", "tokens", "Overview"),
+]
+LESSON = {lesson.slug: lesson for lesson in LESSONS}
+
+
+def lesson(slug: str) -> Lesson:
+    if slug not in LESSON:
+        raise GlassboxError(f"No lesson {slug!r}: `glassbox course` lists them ({', '.join(LESSON)})")
+    return LESSON[slug]
