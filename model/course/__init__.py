@@ -37,6 +37,14 @@ class Lesson:
     def figures(self, loaded: Any = None) -> dict:
         return importlib.import_module(f"model.course.{self.module}").figures(loaded)
 
+    def remeasure(self) -> str:
+        """Re-run what the lesson ships as measured (a module's ``remeasure() -> str`` says what it
+        wrote); a lesson that ships nothing measured says so."""
+        module = importlib.import_module(f"model.course.{self.module}")
+        if not hasattr(module, "remeasure"):
+            raise GlassboxError(f"The {self.slug} lesson computes everything on the spot: nothing to remeasure")
+        return module.remeasure()
+
 
 LESSONS = [
     Lesson("attention", "Attention by hand", "How one token mixes the others: scores, softmax, weighted values.",

@@ -323,6 +323,9 @@ def cmd_course(args) -> int:
         print("`glassbox course LESSON --json` prints a lesson's figures, computed now.")
         return 0
     chosen = lesson(args.lesson)  # an unknown name is refused before a model is loaded
+    if args.remeasure:
+        print(chosen.remeasure())
+        return 0
     from model.io.checkpoint import load
 
     figures = chosen.figures(load(args.model, dtype=args.dtype))
@@ -432,6 +435,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("lesson", nargs="?", help="a lesson's name (`glassbox course` lists them)")
     _model_args(p)
     p.add_argument("--json", action="store_true", help="print one JSON object (default: the same, indented)")
+    p.add_argument("--remeasure", action="store_true",
+                   help="re-run what a lesson ships as measured (sqrt-dk: its two training runs) and rewrite it")
     p.set_defaults(func=cmd_course)
 
     p = sub.add_parser("models", help="the curated hub models: family, parameters, download size, cached or not")
