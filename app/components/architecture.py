@@ -23,22 +23,25 @@ class Part:
     x: float  # centre on the drawing
     y: float
     playground: bool = False
+    lessons: tuple[str, ...] = ()  # the course's lessons about it (model/course LESSONS' slugs)
 
 
 PARTS = [
     Part("tokens", "tokens", "Tokens",
          "The text is cut into tokens, each an id in the vocabulary: “the cat sat on the” is five of the worked "
-         "example's eight words.", "tokens", "Tokens & embeddings", 0.0, 0.0),
+         "example's eight words.", "tokens", "Tokens & embeddings", 0.0, 0.0,
+         lessons=("key-figures",)),
     Part("embedding", "embedding", "Embedding",
          "Each token id picks a row of W_E, a vector of d_model numbers; a row of the position table is added. "
-         "That sum starts the residual stream.", "embedding", "Tokens & embeddings", 1.55, 0.0),
+         "That sum starts the residual stream.", "embedding", "Tokens & embeddings", 1.55, 0.0,
+         lessons=("positions",)),
     Part("layernorm", "LayerNorm", "LayerNorm",
          "Before each sub-layer, every position's vector is centred and scaled to unit variance (RMSNorm in "
          "Llama-style models only scales).", "b1-layernorm1", "LayerNorm", 3.9, 1.25),
     Part("attention", "attention", "Attention",
          "Each head compares every position's query with the keys of the positions before it, turns the scores "
          "into weights with a softmax, and mixes their values: the only place positions exchange information.",
-         "b1-scores", "Attention", 5.3, 1.25),
+         "b1-scores", "Attention", 5.3, 1.25, lessons=("attention", "sqrt-dk", "mask", "kv-cache")),
     Part("residual", "+", "Residual stream",
          "Each sub-layer adds its output to the stream instead of replacing it, so every block reads and edits "
          "one shared vector per position.", "b1-residual1", "Residual stream", 6.5, 0.0),
@@ -53,16 +56,16 @@ PARTS = [
          "Overview", 12.9, 0.0, playground=True),
     Part("softmax", "softmax", "Next-token distribution",
          "The softmax turns the logits into probabilities; the playground samples from them with temperature, "
-         "top-k and top-p.", "softmax", "Overview", 14.3, 0.0, playground=True),
+         "top-k and top-p.", "softmax", "Overview", 14.3, 0.0, playground=True, lessons=("objective",)),
     Part("loss", "loss", "Loss",
          "−log p(correct next token): 1.768 for “mat” in the worked example. Training makes it smaller.", "loss",
-         "Backward", 14.3, -1.3),
+         "Backward", 14.3, -1.3, lessons=("objective",)),
     Part("backward", "gradients", "Backward pass",
          "The chain rule runs the pass in reverse: the gradient of the loss for every tensor and every weight.",
          "grad-logits", "Backward", 7.5, -1.3),
     Part("update", "update", "Weight update",
          "Each weight moves against its gradient (W − η·∂L/∂W); the loss of the same prompt then falls.", "update",
-         "Backward", 0.8, -1.3),
+         "Backward", 0.8, -1.3, lessons=("objective",)),
 ]
 PART = {p.key: p for p in PARTS}
 BOX_WIDTH, BOX_HEIGHT = 1.2, 0.62

@@ -3,12 +3,14 @@ gradient of the backward pass, one view at a time (app/explore/, one file per vi
 
 import streamlit as st
 
+from app.components.course import lessons_about
 from app.components.errors import fragment
 from app.components.labels import plain
 from app.explore import VIEWS
 from app.explore.common import Explorer, pipeline
 from app.components.model_picker import model_picker
 from app.state import read_url_settings, show_url_notes, url_settings, write_url_settings
+from model.course import lessons_for_view
 from model.io.checkpoint import LoadedModel
 from model.engine import GlassboxError, Target, check_context
 from model.lesson.article import published
@@ -94,6 +96,7 @@ def view(model_key: str, loaded: LoadedModel, tokens: list[int]) -> None:
         module.render(ctx)
     except GlassboxError as exc:
         st.error(plain(exc))
+    lessons_about(lessons_for_view(chosen))
     write_url_settings(settings, prefix="explore_")  # and what the view's widgets hold after it
 
 

@@ -7,6 +7,7 @@ import streamlit as st
 
 from app.components.architecture import PART, architecture_figure
 from app.components.charts import show
+from app.components.course import lessons_about
 from app.components.labels import plain
 from app.resources import shared_model
 from app.state import show_url_notes, url_settings
@@ -46,6 +47,7 @@ with st.container(border=True):
                        icon=":material/search:", query_params={"view": part.view})
     if part.playground:
         links[2].page_link("screens/playground.py", label="Sample from it: the playground", icon=":material/chat:")
+    lessons_about(list(part.lessons))
 
 st.subheader("A first visit")
 st.markdown(
@@ -56,9 +58,14 @@ st.markdown(
     "temperature, top-k and top-p and watch the distribution it samples from change.\n"
     "3. **Explore a prompt**: any prompt on any model, including GPT-2 and the other families it loads. "
     "Every tensor of the forward pass and every gradient of the backward pass.\n"
-    "4. **Train it live**: train the worked example's model yourself and watch the loss fall."
+    "4. **Train it live**: train the worked example's model yourself and watch the loss fall.\n"
+    "5. **Course**: seven short lessons on the ideas behind the pass (attention by hand, why √d_k, positions, "
+    "the mask, the objective, the KV cache, real models' figures), each computing its numbers as you change "
+    "them. New to transformers? Start here; the last lesson leads to the worked example."
 )
-st.page_link("screens/worked_example.py", label="Start with the worked example", icon=":material/arrow_forward:")
+first, second = st.columns(2)
+first.page_link("screens/worked_example.py", label="Start with the worked example", icon=":material/arrow_forward:")
+second.page_link("course/index.py", label="Or start with the course", icon=":material/menu_book:")
 
 with st.expander("About"):
     st.markdown(

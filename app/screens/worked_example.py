@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+from app.components.course import lessons_about
 from app.components.errors import fragment
 from app.components.charts import paired_bars, show
 from app.components.heatmap import abs_max, grid_figure, shared_scales
@@ -14,6 +15,7 @@ from app.components.pipeline import pipeline_strip
 from app.components.stepper import stepper
 from app.resources import shared_model
 from app.state import per_training_run
+from model.course import lessons_for_step
 from model.engine import block_label
 from model.lesson.steps import Grid, Panel, Step, stages, worked_example_steps
 from model.lesson.training import AfterUpdate
@@ -248,6 +250,7 @@ def step_view(steps: list[Step], n_layers: int) -> None:
             comparison(grid, f"article:{base}:{i}")
     if step.after is not None:
         after_update(step.after, shared_model("worked-example").tokenizer.pieces)
+    lessons_about(lessons_for_step(step.key))
 
 
 st.title("The worked example, step by step")

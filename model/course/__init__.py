@@ -10,6 +10,7 @@ ignore it). The rest of each module is the functions its page calls with the lea
 from __future__ import annotations
 
 import importlib
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,3 +70,16 @@ def lesson(slug: str) -> Lesson:
     if slug not in LESSON:
         raise GlassboxError(f"No lesson {slug!r}: `glassbox course` lists them ({', '.join(LESSON)})")
     return LESSON[slug]
+
+
+def lessons_for_view(view: str) -> list[str]:
+    """The lessons about what an explorer view shows."""
+    return [x.slug for x in LESSONS if x.view == view]
+
+
+def lessons_for_step(step: str) -> list[str]:
+    """The lessons about what a worked-example step shows, in any block (b2-scores as b1-scores)."""
+    def unblocked(key: str) -> str:
+        return re.sub(r"^b\d+-", "", key)
+
+    return [x.slug for x in LESSONS if unblocked(x.step) == unblocked(step)]

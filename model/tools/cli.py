@@ -329,7 +329,7 @@ def cmd_course(args) -> int:
     from model.io.checkpoint import load
 
     figures = chosen.figures(load(args.model, dtype=args.dtype))
-    print(json.dumps(figures, ensure_ascii=False) if args.json else json.dumps(figures, ensure_ascii=False, indent=2))
+    print(json.dumps(figures, ensure_ascii=False, allow_nan=False, indent=None if args.json else 2))
     return 0
 
 
