@@ -5,6 +5,7 @@
 - ``analysis``: the explorer's math on a trace (PCA, logit lens, saliency, …) and exports;
 - ``serving``: traces for many sessions at once: their size, what to capture, a bounded cache;
 - ``lesson``: the article's worked example: its data, names, steps and arithmetic, live training;
+- ``course``: the course's lessons, one module each, their figures computed on the spot;
 - ``data``: the default model's story corpus;
 - ``tools``: the command line (``glassbox``, ``python -m model``), benchmark, training the default model.
 
