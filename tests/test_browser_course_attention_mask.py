@@ -1,0 +1,63 @@
+"""Lessons 1 and 4 in Chromium: the attention lesson's angle slider moved by keyboard, and the mask
+lesson's head changed by a click; each shown number checked against numpy computed here."""
+
+import math
+
+import numpy as np
+import pytest
+from playwright.sync_api import expect
+
+from model.course.attention_by_hand import KEYS
+from model.course.mask import PROMPT
+from model.engine import run_trace, variant
+from model.io.checkpoint import load
+
+pytestmark = [pytest.mark.browser, pytest.mark.subprocess]
+
+
+def settled(page):
+    page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=60_000)
+
+
+def softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def test_the_angle_slider_moves_the_weight_of_cat(course_app, page):
+    """Reference: numpy's softmax of q·k/√2 over "the", "cat", "sat" for the query of length 2 at
+    the angle the slider shows after one ArrowRight (46°), written to 4 decimals as the page does."""
+    page.goto(course_app + "/course-attention")
+    settled(page)
+    table = page.locator("[data-testid='stTable']").first
+    expect(table).to_contain_text("0.5896", timeout=60_000)  # the walk-through: softmax(0.7, 2.1, 1.3)
+    # Streamlit's slider is a range input (role "slider" implied, not written): focused, as a click
+    # on its thumb would, then moved by one step
+    thumb = page.get_by_role("slider", name="Angle of its query (degrees)")
+    thumb.focus()
+    page.keyboard.press("ArrowRight")
+    expect(thumb).not_to_have_value("45", timeout=60_000)
+    angle = math.radians(float(thumb.input_value()))
+    q = 2.0 * np.array([math.cos(angle), math.sin(angle)])
+    weight = softmax(np.array(KEYS[:3]) @ q / math.sqrt(2))[1]
+    assert abs(weight - 0.5896) > 5e-4  # a number that differs from the one shown before
+    expect(table.locator("tr").filter(has_text="cat")).to_contain_text(f"{weight:.4f}", timeout=60_000)
+
+
+def test_choosing_another_head_updates_its_share_of_later_tokens(course_app, page):
+    """Reference: numpy's softmax of the encoder variant's q·kᵀ/√d_head for block 1, head 2 on the
+    default prompt, and the mean weight each position but the last puts on later tokens."""
+    loaded = load("default")
+    ids = loaded.encode(PROMPT)
+    trace = run_trace(variant(loaded.model, causal=False), ids, names=["blocks.0.attn.hook_q", "blocks.0.attn.hook_k"])
+    q, k = (trace[f"blocks.0.attn.{n}"][1].double().numpy() for n in ("hook_q", "hook_k"))
+    pattern = softmax(q @ k.T / math.sqrt(loaded.cfg.d_head))
+    share = 100 * np.triu(pattern, 1).sum(-1)[:-1].mean()
+
+    page.goto(course_app + "/course-mask")
+    settled(page)
+    text = page.locator("[data-testid='stMarkdownContainer']").filter(has_text="puts on average")
+    expect(text).to_contain_text("head 1 puts on average", timeout=60_000)
+    assert f"{share:.2f}%" not in text.inner_text()
+    page.locator("[data-testid='stRadio']").filter(has_text="Head").get_by_text("head 2", exact=True).click()
+    expect(text).to_contain_text(f"head 2 puts on average {share:.2f}%", timeout=60_000)
