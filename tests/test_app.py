@@ -124,7 +124,7 @@ def test_train_it_live_then_step_through_the_trained_weights():
     assert not at.exception and not at.error
     p_mat = float(at.metric[1].value)
     assert p_mat > 0.171
-    assert len(charts(at)) == 3 + 12  # loss, p(mat), embedding; 2 blocks x 2 heads: before, after, change
+    assert len(charts(at)) == 4 + 12  # loss, η, p(mat), embedding; 2 blocks x 2 heads: before, after, change
     at.switch_page("screens/worked_example.py").run()
     at.radio(key="weights_choice").set_value(at.radio(key="weights_choice").options[1]).run()
     at.query_params["step"] = "softmax"
@@ -132,6 +132,20 @@ def test_train_it_live_then_step_through_the_trained_weights():
     assert not at.exception
     (probs,) = [c for c in charts(at) if "<b>probs" in c["layout"]["title"]["text"]]
     assert float(probs["data"][0]["text"][0][5]) == pytest.approx(p_mat, abs=6e-4)  # shown to 3 decimals
+
+
+def test_train_it_live_gives_adamw_its_own_learning_rate_and_a_schedule():
+    """Reference: torch's documented AdamW default, 0.001; warmup over the first tenth of 20 steps
+    (η/2 at the first of 2 warmup steps), written out here."""
+    at = start("screens/train_live.py")
+    at.number_input(key="train_steps").set_value(20)
+    at.radio(key="train_optimizer").set_value("AdamW")
+    at.radio(key="train_schedule").set_value("warmup + cosine")
+    next(b for b in at.button if b.label == "Train").click().run()
+    assert not at.exception and not at.error
+    assert "AdamW, peak η = 0.001 (warmup + cosine)" in at.subheader[0].value
+    rates = next(c for c in charts(at) if c["layout"]["title"]["text"].startswith("Learning rate"))["data"][0]["y"]
+    assert rates[0] == pytest.approx(0.0005, rel=1e-12) and rates[1] == pytest.approx(0.001, rel=1e-12)
 
 
 def test_playground_shows_what_the_sliders_do_and_generates():

@@ -1,11 +1,13 @@
 """Train it live (model/training.py): trains a copy, never the shared model."""
 
+import math
+
 import pytest
 import torch
 
 from model.io.checkpoint import load
 from model.engine import GlassboxError
-from model.lesson.training import DATASETS, toy_corpus, train_copy, training_batch
+from model.lesson.training import DATASETS, SCHEDULES, learning_rate_at, toy_corpus, train_copy, training_batch
 from model.lesson.article import article_weights, published
 from model.lesson.contract import article_json
 
@@ -62,3 +64,43 @@ def test_bad_settings_are_clear_errors(loaded):
         train_copy(loaded.model, *args, "SGD", 0.1, 0)
     with pytest.raises(GlassboxError, match="dataset"):
         training_batch(loaded.tokenizer, [0], 5, "everything")
+
+
+def test_each_step_uses_the_schedules_rate(loaded):
+    """Reference: the schedule written out here: 10 warmup steps of peak·(s+1)/10 for 100 steps,
+    then peak·(0.1 + 0.9·½(1 + cos(π·(s − 10)/90))); and what the optimizer actually held (1e-12)."""
+    peak = 0.02
+    expected = [peak * (s + 1) / 10 if s < 10 else peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (s - 10) / 90)))
+                for s in range(100)]
+    run = train_copy(loaded.model, *batch(loaded, "the example"), "AdamW", peak, 100, schedule="warmup + cosine")
+    assert run.learning_rates == pytest.approx(expected, rel=1e-12, abs=0)
+    constant = train_copy(loaded.model, *batch(loaded, "the example"), "SGD", 0.3, 5)
+    assert constant.learning_rates == [0.3] * 5 and SCHEDULES == ("constant", "warmup + cosine")
+    with pytest.raises(GlassboxError, match="schedule"):
+        learning_rate_at("step decay", 0, 10, 0.1)
+
+
+def test_adamw_trains_at_its_own_rate_where_the_articles_rate_makes_it_jump(loaded):
+    """Reference: torch's documented AdamW default learning rate, 0.001. On the corpus, 300 steps at
+    the article's η = 0.5 send the loss far above where it started; AdamW's own rate lowers it and
+    never raises it above its start."""
+    args = batch(loaded, "the example + corpus")
+    own = train_copy(loaded.model, *args, "AdamW", None, 300)
+    assert own.learning_rate == 0.001
+    assert max(own.loss) == own.loss[0] and own.loss[-1] < own.loss[0] - 0.5
+    articles = train_copy(loaded.model, *args, "AdamW", 0.5, 300)
+    assert max(articles.loss) > 2 * articles.loss[0] and articles.loss[-1] > own.loss[-1]
+
+
+def test_the_default_models_schedule_is_unchanged():
+    """Reference: the default model's schedule as train_default.py wrote it before the schedules were
+    shared, copied here: bit-identical at every step."""
+    from model.tools.train_default import LR, STEPS, WARMUP, learning_rate
+
+    def before(step: int) -> float:
+        if step < WARMUP:
+            return LR * (step + 1) / WARMUP
+        t = (step - WARMUP) / max(STEPS - WARMUP, 1)
+        return LR * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t)))
+
+    assert all(learning_rate(s) == before(s) for s in range(STEPS))

@@ -16,9 +16,11 @@ from app.resources import shared_model
 from app.state import per_training_run
 from model.engine import GlassboxError, run_trace
 from model.lesson.steps import Grid
-from model.lesson.training import DATASETS, OPTIMIZERS, toy_corpus, train_copy, training_batch
+from model.lesson.training import (DATASETS, DEFAULT_LEARNING_RATE, OPTIMIZERS, SCHEDULES, toy_corpus, train_copy,
+                                   training_batch)
 from model.lesson.article import published
 
+OWN_RATE = "the optimizer's own"
 loaded = shared_model("worked-example")
 config = published()["config"]
 example, target = config["input_ids"], config["target_id"]
@@ -49,25 +51,34 @@ def pattern_grids(run) -> list[list[Grid]]:
 
 
 def results(run) -> None:
-    st.subheader(f"{run.steps} steps of {run.optimizer}, η = {run.learning_rate:g}, on {run.dataset}")
+    peak = "peak " if run.schedule != "constant" else ""
+    st.subheader(f"{run.steps} steps of {run.optimizer}, {peak}η = {run.learning_rate:g} ({run.schedule}), on "
+                 f"{run.dataset}")
     m1, m2, m3 = st.columns(3)
     m1.metric("training loss", f"{run.loss[-1]:.4f}", f"{run.loss[-1] - run.loss[0]:+.4f} from {run.loss[0]:.4f}",
               delta_color="inverse")
     m2.metric(f"p({word} | example)", f"{run.p_target[-1]:.4f}", f"{run.p_target[-1] - run.p_target[0]:+.4f}")
     m3.metric(f"−log p({word})", f"{-math.log(run.p_target[-1]):.4f}")
 
-    left, right = st.columns(2)
+    left, middle, right = st.columns(3)
     steps_axis = list(range(run.steps + 1))
     with left:
         fig = go.Figure(go.Scatter(x=steps_axis, y=run.loss, mode="lines", name="loss"))
         fig.update_layout(title="Training loss", xaxis_title="step", yaxis_title="cross-entropy", height=320,
-                          margin=dict(t=40, b=10))
+                          margin=dict(t=40, b=10, l=10, r=10))
+        show(fig)
+    with middle:
+        fig = go.Figure(go.Scatter(x=steps_axis[1:], y=run.learning_rates, mode="lines", name="η",
+                                   line=dict(color="#6D3FC0")))
+        fig.update_layout(title=f"Learning rate ({run.schedule})", xaxis_title="step", yaxis_title="η",
+                          xaxis_range=[0, run.steps], yaxis_range=[0, 1.1 * run.learning_rate], height=320,
+                          margin=dict(t=40, b=10, l=10, r=10))
         show(fig)
     with right:
         fig = go.Figure(go.Scatter(x=steps_axis, y=run.p_target, mode="lines", name=f"p({word})",
                                    line=dict(color="#2f9e44")))
         fig.update_layout(title=f"p({word} | {' '.join(pieces[t] for t in example)})", xaxis_title="step",
-                          yaxis_title="probability", yaxis_range=[0, 1], height=320, margin=dict(t=40, b=10))
+                          yaxis_title="probability", yaxis_range=[0, 1], height=320, margin=dict(t=40, b=10, l=10, r=10))
         show(fig)
 
     st.subheader(f"How the “{word}” embedding moved")
@@ -92,15 +103,21 @@ def results(run) -> None:
 def training() -> None:
     """The settings, training and its results: pressing Train reruns only this."""
     with st.form("training"):
-        c1, c2, c3, c4 = st.columns(4)
+        c1, c2, c3, c4, c5 = st.columns([1.2, 1, 1.6, 1.2, 0.8])
         dataset = c1.radio("Data", DATASETS, key="train_data", persist_state="session")
         optimizer = c2.radio("Optimizer", OPTIMIZERS, key="train_optimizer", persist_state="session",
                              help="SGD: W ← W − η ∂L/∂W, the article's update. AdamW: per-weight step sizes, weight "
                                   "decay 0.01.")
-        learning_rate = c3.select_slider("Learning rate η", [0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 0.5, 1.0], value=0.5,
-                                         key="train_lr", persist_state="session",
-                                         help="0.5 is the article's. AdamW usually wants 0.01 or less.")
-        steps = c4.number_input("Steps", min_value=1, max_value=2000, value=100, step=10, key="train_steps",
+        chosen_rate = c3.select_slider(
+            "Learning rate η", [OWN_RATE, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 0.5, 1.0], value=OWN_RATE,
+            key="train_lr", persist_state="session",
+            help=f"The optimizer's own: {DEFAULT_LEARNING_RATE['SGD']:g} for SGD (the article's), "
+                 f"{DEFAULT_LEARNING_RATE['AdamW']:g} for AdamW (torch's default; at 0.5 its loss on the corpus "
+                 "jumps about instead of falling).")
+        schedule = c4.radio("Schedule", SCHEDULES, key="train_schedule", persist_state="session",
+                            help="Constant: η every step. Warmup + cosine: η rises over the first tenth of the steps, "
+                                 "then falls along half a cosine to η/10 (the course's lesson 5 draws both).")
+        steps = c5.number_input("Steps", min_value=1, max_value=2000, value=100, step=10, key="train_steps",
                                 persist_state="session")
         submitted = st.form_submit_button("Train", type="primary")
 
@@ -108,8 +125,10 @@ def training() -> None:
         progress = st.progress(0.0, text="Training…")
         try:
             inputs, targets = training_batch(loaded.tokenizer, example, target, dataset)
+            learning_rate = None if chosen_rate == OWN_RATE else chosen_rate
             st.session_state.training_run = train_copy(
                 loaded.model, inputs, targets, example, target, optimizer, learning_rate, int(steps), dataset=dataset,
+                schedule=schedule,
                 on_step=lambda done, total: progress.progress(done / total, text=f"Step {done} of {total}"))
         except GlassboxError as exc:
             st.error(plain(exc))

@@ -8,6 +8,8 @@ to the trained weights.
 from __future__ import annotations
 
 import copy
+import inspect
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -18,6 +20,10 @@ from model.engine.names import is_norm_parameter
 from model.io.tokenizer import Tokenizer
 
 OPTIMIZERS = ("SGD", "AdamW")
+# Each optimizer's own learning rate: the article's for SGD; torch's default for AdamW, read from
+# its signature (η = 0.5 makes AdamW's first steps ±0.5 on every weight, and the toy diverges).
+DEFAULT_LEARNING_RATE = {"SGD": 0.5, "AdamW": inspect.signature(torch.optim.AdamW).parameters["lr"].default}
+SCHEDULES = ("constant", "warmup + cosine")
 DATASETS = ("the example", "the example + corpus")
 
 
@@ -47,6 +53,22 @@ def training_batch(tokenizer: Tokenizer, example: list[int], target_id: int, dat
     return torch.cat([inputs, sentences[:, :width]]), torch.cat([targets, corpus_targets[:, :width]])
 
 
+def learning_rate_at(schedule: str, step: int, steps: int, peak: float, warmup: int = 0, floor: float = 0.0
+                     ) -> float:
+    """The learning rate of step ``step`` (0, 1, …) of ``steps``. "constant": ``peak`` throughout.
+    "warmup + cosine": up in a straight line over the first ``warmup`` steps (peak/warmup, 2·peak/warmup,
+    …, peak), then half a cosine from peak down to ``floor`` × peak at the last step: large steps while
+    the loss is far from a minimum, small ones near it, and no large first steps from a random start."""
+    if schedule not in SCHEDULES:
+        raise GlassboxError(f"Unknown schedule {schedule!r}: choose one of {', '.join(SCHEDULES)}")
+    if schedule == "constant":
+        return peak
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    t = (step - warmup) / max(steps - warmup, 1)
+    return peak * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * t)))
+
+
 @dataclass
 class TrainingRun:
     model: Transformer  # the trained copy
@@ -57,6 +79,8 @@ class TrainingRun:
     loss: list[float] = field(default_factory=list)  # the training objective
     p_target: list[float] = field(default_factory=list)  # p(target | example)
     target_embedding: list[list[float]] = field(default_factory=list)  # W_E[target]
+    schedule: str = "constant"
+    learning_rates: list[float] = field(default_factory=list)  # the rate each step used
 
     @property
     def steps(self) -> int:
@@ -64,11 +88,18 @@ class TrainingRun:
 
 
 def train_copy(model: Transformer, inputs: torch.Tensor, targets: torch.Tensor, example: list[int], target_id: int,
-               optimizer: str = "SGD", learning_rate: float = 0.5, steps: int = 100,
-               on_step: Callable[[int, int], None] | None = None, dataset: str = "") -> TrainingRun:
-    """Full-batch training of a copy of ``model``. ``on_step(done, total)`` reports progress."""
+               optimizer: str = "SGD", learning_rate: float | None = None, steps: int = 100,
+               on_step: Callable[[int, int], None] | None = None, dataset: str = "",
+               schedule: str = "constant") -> TrainingRun:
+    """Full-batch training of a copy of ``model``. ``learning_rate``: the peak of ``schedule``
+    (None: the optimizer's own, DEFAULT_LEARNING_RATE). "warmup + cosine" warms up over the first
+    tenth of the steps and decays to a tenth of the peak. ``on_step(done, total)`` reports progress."""
     if optimizer not in OPTIMIZERS:
         raise GlassboxError(f"Unknown optimizer {optimizer!r}: choose one of {', '.join(OPTIMIZERS)}")
+    if learning_rate is None:
+        learning_rate = DEFAULT_LEARNING_RATE[optimizer]
+    if schedule not in SCHEDULES:
+        raise GlassboxError(f"Unknown schedule {schedule!r}: choose one of {', '.join(SCHEDULES)}")
     if not learning_rate > 0:
         raise GlassboxError(f"The learning rate must be positive, not {learning_rate}")
     if steps < 1:
@@ -83,7 +114,8 @@ def train_copy(model: Transformer, inputs: torch.Tensor, targets: torch.Tensor, 
     device = next(trained.parameters()).device
     inputs, targets = inputs.to(device), targets.to(device)
     example_ids = torch.tensor([example], device=device)
-    run = TrainingRun(trained, optimizer, learning_rate, dataset)
+    run = TrainingRun(trained, optimizer, learning_rate, dataset, schedule=schedule)
+    warmup = steps // 10
 
     def record(loss: float):
         """The state before the next update (or after the last)."""
@@ -98,6 +130,10 @@ def train_copy(model: Transformer, inputs: torch.Tensor, targets: torch.Tensor, 
         loss = trained(inputs, targets).loss  # also the loss after the previous update: computed once
         record(loss.item())
         loss.backward()
+        rate = learning_rate_at(schedule, step, steps, learning_rate, warmup, floor=0.1)
+        for group in opt.param_groups:
+            group["lr"] = rate
+        run.learning_rates.append(rate)
         opt.step()
         if on_step is not None:
             on_step(step + 1, steps)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -23,6 +22,7 @@ from model.engine import ModelConfig, Transformer
 from model.io.assets import asset
 from model.io.checkpoint import save
 from model.io.tokenizer import Tokenizer
+from model.lesson.training import learning_rate_at
 
 DIR = asset("default")
 SEED = 0
@@ -50,11 +50,8 @@ def progress(step: int, total: int, loss: float, started: float, out=sys.stderr)
 
 
 def learning_rate(step: int) -> float:
-    """Linear warm-up, then cosine decay to a tenth."""
-    if step < WARMUP:
-        return LR * (step + 1) / WARMUP
-    t = (step - WARMUP) / max(STEPS - WARMUP, 1)
-    return LR * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t)))
+    """Linear warm-up, then cosine decay to a tenth (over STEPS, whatever --steps says)."""
+    return learning_rate_at("warmup + cosine", step, STEPS, LR, WARMUP, floor=0.1)
 
 
 def train(path: Path = DIR, steps: int = STEPS, n_stories: int = N_STORIES, log=print) -> None:

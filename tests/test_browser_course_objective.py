@@ -1,0 +1,23 @@
+"""Lesson 5 in Chromium: the p slider moved by keyboard; the loss shown is −log of the p it shows."""
+
+import math
+
+import pytest
+from playwright.sync_api import expect
+
+pytestmark = [pytest.mark.browser, pytest.mark.subprocess]
+
+
+def test_the_p_slider_moves_the_loss(course_app, page):
+    """Reference: math.log of the slider's value after one ArrowRight (0.251), to the 4 decimals shown."""
+    page.goto(course_app + "/course-objective")
+    page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=60_000)
+    metric = page.locator("[data-testid='stMetricValue']").first
+    expect(metric).to_have_text(f"{-math.log(0.25):.4f}", timeout=60_000)
+    thumb = page.get_by_role("slider", name="p(correct next token)")
+    thumb.focus()
+    page.keyboard.press("ArrowRight")
+    expect(thumb).not_to_have_value("0.25", timeout=60_000)
+    p = float(thumb.input_value())
+    assert p == pytest.approx(0.251)
+    expect(metric).to_have_text(f"{-math.log(p):.4f}", timeout=60_000)
