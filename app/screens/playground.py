@@ -9,8 +9,9 @@ from pathlib import Path
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.components.errors import fragment
 from app.components.charts import log_axis, paired_bars, show
+from app.components.course import lessons_about
+from app.components.errors import fragment
 from app.components.labels import plain, plain_html, token_labels, token_text
 from app.components.model_picker import model_picker
 from app.resources import check_cost, model_pass, shared_model
@@ -245,12 +246,13 @@ def generation_view(loaded) -> None:
         cfg = loaded.cfg
         n = t["position"]
         size = kv_cache_bytes(loaded, n)
-        width = cfg.n_kv_heads * cfg.d_head
         element = loaded.model.embed.W_E.element_size()
         st.markdown(f"**KV cache** used to predict step {step + 1}: the keys and values of the {n} positions "
                     f"before it, in each of the {cfg.n_layers} layers.")
-        st.latex(r"2 \times \text{layers} \times \text{tokens} \times d_{model} \times \text{bytes}")
-        st.latex(rf"= 2 \times {cfg.n_layers} \times {n} \times {width} \times {element} = {size:,}\ \text{{bytes}}")
+        st.latex(r"2 \times \text{layers} \times \text{tokens} \times \text{key/value heads} \times d_{head} "
+                 r"\times \text{bytes}")
+        st.latex(rf"= 2 \times {cfg.n_layers} \times {n} \times {cfg.n_kv_heads} \times {cfg.d_head} \times {element} "
+                 rf"= {size:,}\ \text{{bytes}}")
         st.dataframe({"block": [block_label(i) for i in range(cfg.n_layers)],
                       "keys": [f"{cfg.n_kv_heads} heads × {n} positions × {cfg.d_head}"] * cfg.n_layers,
                       "values": [f"{cfg.n_kv_heads} heads × {n} positions × {cfg.d_head}"] * cfg.n_layers,
@@ -261,6 +263,7 @@ def generation_view(loaded) -> None:
         fig.update_layout(title="KV cache size as generation goes on", xaxis_title="tokens in the cache",
                           yaxis_title="bytes", height=260, margin=dict(t=40, b=10))
         show(fig, key="cache_chart")
+        lessons_about(["kv-cache"])
 
 
 read_url_settings(DEFAULTS, LIMITS)

@@ -51,17 +51,17 @@ LESSONS = [
     Lesson("attention", "Attention by hand", "How one token mixes the others: scores, softmax, weighted values.",
            "attention_by_hand", "b1-scores", "Attention"),
     Lesson("sqrt-dk", "Why divide by √d_k", "What the scale on the scores keeps the softmax and its gradient from.",
-           "score_scale", "b1-scores", "Attention"),
+           "dot_product_scale", "b1-scores", "Attention"),
     Lesson("positions", "Positions", "How a model that sees a set of vectors learns their order.",
-           "position_encoding", "embedding", "Tokens & embeddings"),
+           "positional_signals", "embedding", "Tokens & embeddings"),
     Lesson("mask", "The causal mask", "Why a decoder never looks ahead, and what changes when it may.",
            "mask", "b1-mask", "Attention"),
     Lesson("objective", "The training objective", "What the loss measures, on every position at once, and how the "
            "learning rate moves over training.", "training_objective", "loss", "Backward"),
     Lesson("kv-cache", "The KV cache", "What generation keeps from step to step, and what that costs at real scale.",
-           "kv_cache_costs", "b1-qkv", "Attention"),
+           "kv_growth", "b1-qkv", "Attention"),
     Lesson("key-figures", "Key figures of real models", "Layers, widths, heads and parameters of real models, "
-           "counted from their configurations.", "model_figures", "tokens", "Overview"),
+           "counted from their configurations.", "real_model_figures", "tokens", "Overview"),
 ]
 LESSON = {lesson.slug: lesson for lesson in LESSONS}
 

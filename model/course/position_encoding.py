@@ -1,5 +1,0 @@
-"""Lesson (in progress)."""
-
-
-def figures(loaded=None) -> dict:
-    return {}
