@@ -1,5 +1,132 @@
-"""Lesson (in progress)."""
+"""Lesson 2, why the scores are divided by √d_k: (a) q·k of random unit-variance vectors has
+variance d_k; (b) the course's two softmaxes, exactly; (c) the softmax's Jacobian vanishing as the
+scores grow; (d) the bundled model with its score scale removed (the engine's own attn_scale,
+through variant()): each head's entropy and ‖∂L/∂scores‖; (e) two training runs of a model of the
+default's shape, with and without the scale, measured by ``glassbox course sqrt-dk --remeasure``."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+
+import numpy as np
+import torch
+
+from model.engine import GRAD, GlassboxError, Transformer, check_prompt, run_trace, variant
+from model.io.assets import asset
+from model.lesson.training import learning_rate_at
+
+PROMPT = "the cat sat on the mat"
+D_KS = [4, 8, 16, 32, 64, 128, 256, 512, 1024]
+COURSE_SCORES = [8.0, 0.1, -0.3]  # the course's raw scores at d_k = 64
+COURSE_SOFTMAX = {"raw": [0.9997, 0.0002, 0.0001], "scaled": [0.58, 0.21, 0.21]}  # as the course prints them
+TRAINING_FILE = asset("course") / "sqrt-dk-training.json"
+TRAINING = {"steps": 300, "batch": 16, "peak_lr": 3e-3, "warmup": 30, "stories": 2000, "seed": 0}
 
 
-def figures(loaded=None) -> dict:
-    return {}
+def sampled_variances(d_ks: list[int] = D_KS, pairs: int = 20_000, seed: int = 0) -> list[dict]:
+    """For each d_k, ``pairs`` q, k ~ N(0, 1)^d_k: the variance of q·k and of q·k/√d_k."""
+    generator = torch.Generator().manual_seed(seed)
+    rows = []
+    for d in d_ks:
+        q = torch.randn(pairs, d, generator=generator, dtype=torch.float64)
+        k = torch.randn(pairs, d, generator=generator, dtype=torch.float64)
+        dots = (q * k).sum(dim=1)
+        rows.append({"d_k": d, "variance": float(dots.var()), "scaled_variance": float((dots / math.sqrt(d)).var())})
+    return rows
+
+
+def softmax(scores: list[float]) -> list[float]:
+    return torch.softmax(torch.tensor(scores, dtype=torch.float64), dim=0).tolist()
+
+
+def jacobian_norm(scores: list[float], scale: float) -> float:
+    """The Frobenius norm of ∂softmax(scale·s)/∂(scale·s) = diag(p) − p·pᵀ: how much the weights can
+    still move when the scores do. It falls to 0 as the softmax saturates."""
+    p = torch.softmax(scale * torch.tensor(scores, dtype=torch.float64), dim=0)
+    return float((torch.diag(p) - torch.outer(p, p)).norm())
+
+
+def head_table(model, tokens: list[int]) -> list[dict]:
+    """Per block and head, with the model's scale and without it (variant(attn_scale=1.0)): the
+    pattern's entropy (nats, mean over query positions) and ‖∂L/∂scores‖ for the mean next-token loss."""
+    check_prompt(model.cfg, tokens)
+    if len(tokens) < 2:
+        raise GlassboxError("A one-token prompt has no next token to predict: give at least two tokens.")
+    names = ["blocks.*.attn.hook_pattern", "blocks.*.attn.hook_scores"]
+    traces = {"scaled": run_trace(model, tokens, names=names, backward=True),
+              "unscaled": run_trace(variant(model, attn_scale=1.0), tokens, names=names, backward=True)}
+    rows = []
+    for b in range(model.cfg.n_layers):
+        for h in range(model.cfg.n_heads):
+            row = {"block": b, "head": h}
+            for kind, trace in traces.items():
+                pattern = trace[f"blocks.{b}.attn.hook_pattern"][h].double()
+                entropy = -(pattern * pattern.clamp_min(1e-300).log()).sum(-1).mean()
+                row[f"entropy_{kind}"] = float(entropy)
+                row[f"grad_norm_{kind}"] = float(trace[f"{GRAD}blocks.{b}.attn.hook_scores"][h].double().norm())
+            rows.append(row)
+    return rows
+
+
+def training_curves(steps: int, batch: int, peak_lr: float, warmup: int, stories: int, seed: int) -> dict:
+    """The default model's shape trained from the same start on the same batches, once with the
+    1/√d_head scale and once without (the engine's attn_scale = 1): each step's batch loss."""
+    from model.data.stories import corpus
+    from model.io.checkpoint import load
+    from model.tools.train_default import CONFIG, encode_corpus
+
+    tokenizer = load("default").tokenizer
+    data = encode_corpus(corpus(stories, seed), tokenizer)
+    cfg = dataclasses.replace(CONFIG, vocab_size=tokenizer.vocab_size)
+    curves = {}
+    for kind, scale in (("scaled", None), ("unscaled", 1.0)):
+        torch.manual_seed(seed)
+        model = Transformer(dataclasses.replace(cfg, attn_scale=scale)).init_weights(seed).train()
+        opt = torch.optim.AdamW(model.parameters(), lr=peak_lr, betas=(0.9, 0.95), weight_decay=0.1)
+        generator, losses = torch.Generator().manual_seed(seed), []
+        for step in range(steps):
+            for group in opt.param_groups:
+                group["lr"] = learning_rate_at("warmup + cosine", step, steps, peak_lr, warmup, 0.1)
+            starts = torch.randint(len(data) - cfg.n_ctx - 1, (batch,), generator=generator)
+            window = torch.stack([data[s:s + cfg.n_ctx + 1] for s in starts])
+            loss = model(window[:, :-1], window[:, 1:]).loss
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        curves[kind] = losses
+    return curves
+
+
+def remeasure() -> str:
+    started = time.time()
+    curves = training_curves(**TRAINING)
+    record = {"settings": TRAINING, "scaled": curves["scaled"], "unscaled": curves["unscaled"],
+              "seconds": round(time.time() - started, 1), "torch": torch.__version__,
+              "command": "glassbox course sqrt-dk --remeasure"}
+    TRAINING_FILE.parent.mkdir(parents=True, exist_ok=True)
+    TRAINING_FILE.write_text(json.dumps(record) + "\n")
+    return f"wrote {TRAINING_FILE} ({record['seconds']} s)"
+
+
+def shipped_curves() -> dict:
+    return json.loads(TRAINING_FILE.read_text())
+
+
+def figures(loaded) -> dict:
+    curves = shipped_curves()
+    scales = [0.25, 1.0, 4.0, 8.0, 16.0]
+    return {
+        "sampled_variances": sampled_variances(),
+        "softmax_raw": softmax(COURSE_SCORES),
+        "softmax_scaled": softmax([s / 8 for s in COURSE_SCORES]),
+        "course_prints": COURSE_SOFTMAX,
+        "jacobian_norm": {str(c): jacobian_norm([s / 8 for s in COURSE_SCORES], c) for c in scales},
+        "heads": head_table(loaded.model, loaded.encode(PROMPT)),
+        "training": {"settings": curves["settings"], "final_scaled": curves["scaled"][-1],
+                     "final_unscaled": curves["unscaled"][-1], "mean_last_50_scaled": float(np.mean(curves["scaled"][-50:])),
+                     "mean_last_50_unscaled": float(np.mean(curves["unscaled"][-50:]))},
+    }
