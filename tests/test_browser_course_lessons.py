@@ -1,0 +1,70 @@
+"""Lessons 2, 3, 6 and 7 in Chromium: one interaction each, the shown number checked against a
+computation written here."""
+
+import re
+
+import numpy as np
+import pytest
+from playwright.sync_api import expect
+
+from model.course.real_model_configs import MODEL
+
+pytestmark = [pytest.mark.browser, pytest.mark.subprocess]
+
+
+def opened(page, url: str, first_number: str | re.Pattern):
+    """The page, once its script has run and a number it computes is shown (notRunning alone can
+    come before the script starts)."""
+    page.goto(url)
+    page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=60_000)
+    expect(page.locator("[data-testid='stMetricValue']").first).to_have_text(first_number, timeout=60_000)
+
+
+def nudge(page, slider_name: str, before: str) -> float:
+    """One ArrowRight on a slider (a range input: focused as a click would); its new value."""
+    thumb = page.get_by_role("slider", name=slider_name)
+    thumb.focus()
+    page.keyboard.press("ArrowRight")
+    expect(thumb).not_to_have_value(before, timeout=60_000)
+    return float(thumb.input_value())
+
+
+def test_the_score_multiplier_moves_the_jacobian_norm(course_app, page):
+    """Reference: numpy's ‖diag(p) − p·pᵀ‖ for the softmax of [1, 0.0125, −0.0375] × c."""
+    def norm(c):
+        p = np.exp(c * np.array([1.0, 0.0125, -0.0375]))
+        p /= p.sum()
+        return np.linalg.norm(np.diag(p) - np.outer(p, p))
+
+    opened(page, course_app + "/course-sqrt-dk", f"{norm(1.0):.6f}")
+    c = nudge(page, "Score multiplier c", "1")
+    assert c == pytest.approx(1.25)
+    expect(page.locator("[data-testid='stMetricValue']").first).to_have_text(f"{norm(c):.6f}", timeout=60_000)
+
+
+def test_the_offset_slider_keeps_the_rotation_exact(course_app, page):
+    opened(page, course_app + "/course-positions", re.compile(r"e-1\d$"))  # the error at k = 1: rounding
+    k = nudge(page, "Offset k", "1")
+    assert k == 2
+    label = page.locator("[data-testid='stMetricLabel']").first
+    expect(label).to_contain_text("PE(pos + 2)", timeout=60_000)
+    assert float(page.locator("[data-testid='stMetricValue']").first.inner_text()) < 1e-12
+
+
+def test_a_generated_token_adds_one_row_per_layer(course_app, page):
+    """Reference: one more position in 4 layers' keys and values: 2 × 4 × 4 heads × 32 × 4 bytes."""
+    opened(page, course_app + "/course-kv-cache", "20,480")  # "the cat sat on the": 5 positions
+    page.get_by_role("button", name="Generate a token").click()
+    expect(page.locator("[data-testid='stMetricValue']").first).to_have_text(f"{20_480 + 2 * 4 * 4 * 32 * 4:,}",
+                                                                             timeout=60_000)
+
+
+def test_choosing_a_model_shows_its_parameters(course_app, page):
+    """Reference: transformers' count of Mixtral-8x7B equals the catalog's (tests/test_course_costs_figures.py)."""
+    page.goto(course_app + "/course-key-figures")
+    page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=60_000)
+    total = page.locator("[data-testid='stMetricValue']").last
+    expect(total).to_have_text(f"{MODEL['GPT-2 small'].parameters:,}", timeout=60_000)
+    page.locator("[data-testid='stSelectbox']").first.click()
+    page.get_by_role("option", name="Mixtral-8x7B").click()
+    expect(total).to_have_text(f"{MODEL['Mixtral-8x7B'].parameters:,}", timeout=60_000)
