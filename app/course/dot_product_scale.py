@@ -6,7 +6,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.components.charts import show
+from app.components.charts import log_axis, show
 from app.components.course import course_model, lesson_end, lesson_page, lesson_pass
 from app.components.errors import fragment
 from app.components.labels import plain
@@ -30,7 +30,8 @@ def variance_chart(rows: list[dict]) -> go.Figure:
                                 marker=dict(size=10)),
                      go.Scatter(x=d, y=[r["scaled_variance"] for r in rows], mode="markers+lines",
                                 name="Var(q·k/√d_k), sampled")])
-    fig.update_layout(xaxis=dict(title="d_k", type="log", tickvals=d), yaxis=dict(title="variance", type="log"),
+    values = [r["variance"] for r in rows] + [r["scaled_variance"] for r in rows]
+    fig.update_layout(xaxis=dict(title="d_k", type="log", tickvals=d), yaxis=log_axis(values, "variance"),
                       height=340, margin=dict(t=10, b=10), legend=dict(orientation="h", y=1.12, x=0))
     return fig
 
@@ -69,7 +70,7 @@ def saturation() -> None:
     fig = go.Figure([go.Scatter(x=SCALES, y=[jacobian_norm(base, x) for x in SCALES], mode="lines", name="‖J‖"),
                      go.Scatter(x=[c], y=[jacobian_norm(base, c)], mode="markers", marker=dict(size=11),
                                 name="your c")])
-    fig.update_layout(xaxis=dict(title="c: the scores [1.0, 0.0125, −0.0375] × c", type="log"),
+    fig.update_layout(xaxis=log_axis(SCALES, "c: the scores [1.0, 0.0125, −0.0375] × c"),
                       yaxis_title="‖diag(p) − p·pᵀ‖ (Frobenius)", height=300, margin=dict(t=10, b=10),
                       showlegend=False)
     show(fig, left, config={"displayModeBar": False})
@@ -120,7 +121,8 @@ def training() -> None:
     steps = list(range(1, len(curves["scaled"]) + 1))
     fig = go.Figure([go.Scatter(x=steps, y=curves["scaled"], mode="lines", name="with 1/√d_head"),
                      go.Scatter(x=steps, y=curves["unscaled"], mode="lines", name="without")])
-    fig.update_layout(xaxis_title="step", yaxis=dict(title="batch loss (nats)", type="log"), height=320,
+    fig.update_layout(xaxis_title="step", yaxis=log_axis(curves["scaled"] + curves["unscaled"], "batch loss (nats)"),
+                      height=320,
                       margin=dict(t=10, b=10), legend=dict(orientation="h", y=1.12, x=0))
     show(fig, config={"displayModeBar": False})
     st.markdown(

@@ -74,6 +74,8 @@ def generation(loaded: LoadedModel) -> None:
     ids = loaded.encode(prompt) + [s.next_id for s in steps[:-1]]
     labels = [f"{i} {token_text(loaded.pieces[t])}" for i, t in enumerate(ids)]
     show(cache_picture(steps, labels, cfg.n_layers), config={"displayModeBar": False})
+    st.caption("Orange: the positions this pass added to every layer's cache (and computed queries for); blue: the "
+               "positions cached by earlier passes, read again without being recomputed.")
     fed = "the whole prompt" if len(steps) == 1 else f"one token, {token_text(loaded.pieces[last.token_id])}"
     st.markdown(f"This pass fed {plain(fed)}: its queries are {last.query_shape} (batch, heads, new positions, d_head). "
                 f"Each layer's keys, and its values, are now {last.key_shapes[0]}: {last.cached} positions. Next, "
@@ -106,8 +108,8 @@ def calculator() -> None:
     tokens = c2.number_input("Tokens", min_value=1, max_value=10_000_000, value=8192, step=1024, key="kv_tokens")
     dtype = c3.radio("Numbers", list(BYTES), index=1, key="kv_dtype", horizontal=True)
     shape = MODEL[name].shape
-    every = c4.checkbox(f"as if it had {shape.heads} key/value heads", key="kv_every_head",
-                        help="One key/value head per query head, as the course's table assumes.")
+    every = c4.checkbox("one key/value head per query head", key="kv_every_head",
+                        help=f"As if {name} had {shape.heads} key/value heads, as the course's table assumes.")
     size = cache_bytes(name, int(tokens), dtype, shape.heads if every else None)
     heads = shape.heads if every else shape.kv_heads
     st.markdown(f"2 × {shape.layers} layers × {int(tokens):,} tokens × {heads} key/value heads × {shape.d_head} × "
@@ -151,11 +153,14 @@ def serving() -> None:
     m4.metric("needed ÷ memory", f"{result['times_over']:.2f}×")
     if result["fits"]:
         st.success(f"It fits: room for {result['users_that_fit']:,} users' caches beside the weights.")
-    elif not result["weights_placeable"]:
-        st.warning(f"The weights ({result['weights_bytes'] / GB:,.1f} GB) do not fit on one GPU: switch on tensor "
-                   "parallelism to split them.")
     else:
-        st.warning("It does not fit.")
+        problems = []
+        if result["need_bytes"] > result["memory_bytes"]:
+            problems.append(f"it needs {result['times_over']:.2f} times the GPUs' memory")
+        if not result["weights_placeable"]:
+            problems.append(f"the weights ({result['weights_bytes'] / GB:,.1f} GB) do not fit on one GPU: tensor "
+                            "parallelism splits them")
+        st.warning("It does not fit: " + "; and ".join(problems) + ".")
     st.markdown("**The course's remedies, added one at a time** (its defaults):")
     st.dataframe([{"switches": r["switches"], "cache per user (GB)": round(r["per_user_bytes"] / GB, 2),
                    "needed (GB)": round(r["need_bytes"] / GB, 1), "needed ÷ 640 GB": round(r["times_over"], 2),

@@ -35,12 +35,15 @@ st.markdown(
     "against the published one. Making one token costs about two operations per weight it meets (a multiply "
     "and an add), and the KV cache keeps two vectors per layer and key/value head for every token.")
 rows = figures()["models"]
+st.markdown("**Shapes**, from each configuration:")
 st.dataframe([{"model": r["model"], "layers": r["layers"], "d_model": r["d_model"], "heads": r["heads"],
-               "kv heads": r["kv_heads"], "d_head": r["d_head"], "d_ff": r["d_ff"], "vocabulary": r["vocab"],
-               "context": r["context"], "parameters (counted)": f"{r['parameters']:,}",
-               "published": f"{r['published']:,.0f}", "difference": f"{r['difference_percent']:+.2f}%",
-               "GFLOPs per token": round(r["flops_per_token"] / 1e9, 2),
-               "KV bytes per token (fp16)": f"{r['kv_bytes_per_token_fp16']:,}"} for r in rows],
+               "key/value heads": r["kv_heads"], "d_head": r["d_head"], "d_ff": r["d_ff"], "vocabulary": r["vocab"],
+               "context": r["context"]} for r in rows], hide_index=True, height=35 * (len(rows) + 1) + 3)
+st.markdown("**Sizes**, computed from the shapes:")
+st.dataframe([{"model": r["model"], "parameters (counted)": f"{r['parameters']:,}",
+               "published": f"{r['published'] / 1e9:,.3g}B" if r["published"] >= 1e9 else f"{r['published'] / 1e6:,.3g}M",
+               "difference": f"{r['difference_percent']:+.2f}%", "GFLOPs per token": round(r["flops_per_token"] / 1e9, 2),
+               "KV cache per token (fp16)": f"{r['kv_bytes_per_token_fp16']:,} bytes"} for r in rows],
              hide_index=True, height=35 * (len(rows) + 1) + 3)
 st.caption("Published counts are rounded by their authors (GPT-2 XL's 1.5B is 1.56B counted); Pythia's paper "
            "gives exact counts. Mixtral's FLOPs count the 2 experts of 8 a token uses (12.9B of 46.7B parameters). "
@@ -49,10 +52,9 @@ st.caption("Published counts are rounded by their authors (GPT-2 XL's 1.5B is 1.
 st.subheader("One model, part by part")
 name = st.selectbox("Model", list(MODEL), index=0, key="figures_model")
 chosen = next(r for r in rows if r["model"] == name)
-columns = st.columns(len(PART_COLOURS) + 1)
-for column, (part, size) in zip(columns, chosen["where"].items()):
-    column.metric(part, f"{size:,}")
-columns[-1].metric("parameters", f"{chosen['parameters']:,}")
+st.table([{"part": part, "parameters": f"{size:,}", "share": f"{100 * size / chosen['parameters']:.1f}%"}
+          for part, size in chosen["where"].items()]
+         + [{"part": "all", "parameters": f"{chosen['parameters']:,}", "share": "100%"}])
 show(where_the_parameters_are(rows), config={"displayModeBar": False})
 st.caption("Small models spend most of their parameters on the vocabulary; large ones on their MLPs (Mixtral's "
            "eight experts most of all).")
