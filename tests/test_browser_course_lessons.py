@@ -60,7 +60,7 @@ def test_a_generated_token_adds_one_row_per_layer(course_app, page):
 
 
 def test_choosing_a_model_shows_its_parameters(course_app, page):
-    """Reference: transformers' count of Mixtral-8x7B equals the catalog's (tests/test_course_costs_figures.py)."""
+    """Reference: transformers' count of Mixtral-8x7B equals the catalog's (tests/test_course_cache_and_model_sizes.py)."""
     page.goto(course_app + "/course-key-figures")
     page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=60_000)
     parts = page.locator("[data-testid='stTable']").first
