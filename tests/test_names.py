@@ -97,7 +97,8 @@ ALLOWED = {
     "analysis": {"engine"},
     "serving": {"engine", "io"},
     "lesson": {"engine", "io"},
-    "tools": {"engine", "io", "data", "analysis", "serving", "lesson"},
+    "course": {"engine", "io", "data", "lesson"},
+    "tools": {"engine", "io", "data", "analysis", "serving", "lesson", "course"},
 }
 
 

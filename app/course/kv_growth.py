@@ -152,7 +152,7 @@ def serving() -> None:
     m3.metric("GPU memory", f"{result['memory_bytes'] / GB:,.0f} GB")
     m4.metric("needed ÷ memory", f"{result['times_over']:.2f}×")
     if result["fits"]:
-        st.success(f"It fits: room for {result['users_that_fit']:,} users' caches beside the weights.")
+        st.success(plain(f"It fits: room for {result['users_that_fit']:,} users' caches beside the weights."))
     else:
         problems = []
         if result["need_bytes"] > result["memory_bytes"]:
@@ -160,7 +160,7 @@ def serving() -> None:
         if not result["weights_placeable"]:
             problems.append(f"the weights ({result['weights_bytes'] / GB:,.1f} GB) do not fit on one GPU: tensor "
                             "parallelism splits them")
-        st.warning("It does not fit: " + "; and ".join(problems) + ".")
+        st.warning(plain("It does not fit: " + "; and ".join(problems) + "."))
     st.markdown("**The course's remedies, added one at a time** (its defaults):")
     st.dataframe([{"switches": r["switches"], "cache per user (GB)": round(r["per_user_bytes"] / GB, 2),
                    "needed (GB)": round(r["need_bytes"] / GB, 1), "needed ÷ 640 GB": round(r["times_over"], 2),

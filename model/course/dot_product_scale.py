@@ -76,11 +76,11 @@ def training_curves(steps: int, batch: int, peak_lr: float, warmup: int, stories
     1/√d_head scale and once without (the engine's attn_scale = 1): each step's batch loss."""
     from model.data.stories import corpus
     from model.io.checkpoint import load
-    from model.tools.train_default import CONFIG, encode_corpus
 
-    tokenizer = load("default").tokenizer
-    data = encode_corpus(corpus(stories, seed), tokenizer)
-    cfg = dataclasses.replace(CONFIG, vocab_size=tokenizer.vocab_size)
+    default = load("default")  # its shape and tokenizer; its stories, as it was trained on them
+    end = default.tokenizer.token_id("<|endoftext|>")
+    data = torch.tensor([i for story in corpus(stories, seed) for i in default.tokenizer.encode(story) + [end]])
+    cfg = default.cfg
     curves = {}
     for kind, scale in (("scaled", None), ("unscaled", 1.0)):
         torch.manual_seed(seed)
