@@ -113,7 +113,7 @@ def test_views_steps_and_the_drawing_link_to_their_lessons():
     at = start()  # the drawing's default part is attention
     assert {page for _, page in links(at)} >= {"course-attention", "course-sqrt-dk", "course-mask"}
     at = start("screens/worked_example.py", step="loss")
-    assert ("The training objective", "course-objective") in links(at)
+    assert ("5. The training objective", "course-objective") in links(at)
 
 
 def test_every_lesson_has_figures_in_strict_json():

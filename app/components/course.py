@@ -63,7 +63,8 @@ def lesson_end(lesson: Lesson) -> None:
 def lessons_about(slugs: list[str], where=st) -> None:
     """Links to the lessons that explain what a view or a step shows."""
     if slugs:
-        where.caption("Learn the idea: " + " · ".join(f"lesson {LESSONS.index(LESSON[s]) + 1}" for s in slugs))
+        where.caption("The idea, in the course:")
         for column, slug in zip(where.columns(len(slugs)), slugs):
-            column.page_link(LESSON[slug].page, label=LESSON[slug].title, icon=":material/menu_book:")
+            column.page_link(LESSON[slug].page, label=f"{LESSONS.index(LESSON[slug]) + 1}. {LESSON[slug].title}",
+                             icon=":material/menu_book:")
 
