@@ -35,6 +35,11 @@ CONFIGS = {
     "layernorm QK-norm and post norms, output bias only": ModelConfig(
         vocab_size=20, n_ctx=16, d_model=8, n_layers=1, n_heads=2, d_ff=16, positional="rope", qk_norm=True,
         post_norms=True, attn_bias=False, attn_out_bias=True),
+    "attention-only, post norms (a micro-model's blocks)": ModelConfig(
+        vocab_size=20, n_ctx=16, d_model=8, n_layers=2, n_heads=2, d_ff=16, attn_only=True, post_norms=True),
+    "zero layers, no positions, untied (the bigram micro-model)": ModelConfig(
+        vocab_size=20, n_ctx=16, d_model=8, n_layers=0, n_heads=2, d_ff=16, positional="none", final_norm=False,
+        tie_embeddings=False),
 }
 TOKENS = [3, 1, 4, 1, 5, 9, 2]
 

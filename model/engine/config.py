@@ -9,7 +9,7 @@ from model.engine.errors import GlassboxError
 
 NORMS = ("layernorm", "rmsnorm")
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
-POSITIONALS = ("table", "rope")
+POSITIONALS = ("table", "rope", "none")
 ROPE_SCALINGS = ("none", "linear", "llama3")
 
 
@@ -27,7 +27,7 @@ class ModelConfig:
     norm_eps: float = 1e-5
     activation: str = "gelu_tanh"
     gated_mlp: bool = False  # SwiGLU = gated_mlp with activation "silu"
-    positional: str = "table"  # "table": a (n_ctx, d_model) matrix added to embeddings
+    positional: str = "table"  # "table": a (n_ctx, d_model) matrix added to embeddings; "none": no positions (bigram)
     rope_base: float = 10000.0
     attn_bias: bool = True  # biases on q, k, v (and on the output, unless attn_out_bias says otherwise)
     mlp_bias: bool = True
@@ -52,6 +52,7 @@ class ModelConfig:
     qk_norm: bool = False  # an RMSNorm over each head's q and k, before RoPE (Qwen 3, Gemma 3)
     post_norms: bool = False  # a norm on each sublayer's output before it joins the residual (Gemma 2, 3)
     causal: bool = True  # False: every position sees every other, as an encoder does (the course's mask lesson)
+    attn_only: bool = False  # blocks without an MLP: resid_post = resid_pre + attn_out (the micro-models' circuits)
 
     def __post_init__(self):
         _check_types(self)
@@ -81,6 +82,8 @@ class ModelConfig:
             problems.append(f"RoPE needs an even rotary_dim of at most d_head ({self.d_head}), not {self.rotary_dim}")
         if self.rope_scaling not in ROPE_SCALINGS:
             problems.append(f"rope_scaling must be one of {ROPE_SCALINGS}, not {self.rope_scaling!r}")
+        if self.attn_only and self.parallel_block:
+            problems.append("an attention-only block has no MLP to run in parallel")
         if self.local_layers is not None and not all(0 <= i < self.n_layers for i in self.local_layers):
             problems.append(f"local_layers must be block indices below {self.n_layers}")
         if problems:
@@ -111,6 +114,9 @@ class ModelConfig:
         return head // (self.n_heads // self.n_kv_heads)
 
 
+ZERO_ALLOWED = ("n_layers",)  # a zero-layer model is a bigram table: logits = W_E · W_U
+
+
 def _check_types(cfg: ModelConfig) -> None:
     """Sizes are positive integers, numbers are positive, switches are booleans: checked before
     any arithmetic on them, so a bad config file gives one clear message, not a TypeError.
@@ -131,8 +137,10 @@ def _check_types(cfg: ModelConfig) -> None:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
                 problems.append(f"{field.name} must be a positive number, not {value!r}")
         elif kind == "int":
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                problems.append(f"{field.name} must be a positive integer, not {value!r}")
+            least = 0 if field.name in ZERO_ALLOWED else 1
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                what = "a whole number ≥ 0" if least == 0 else "a positive integer"
+                problems.append(f"{field.name} must be {what}, not {value!r}")
         elif not isinstance(value, (list, tuple)) or not all(
                 isinstance(i, int) and not isinstance(i, bool) for i in value):  # tuple[int, ...]
             problems.append(f"{field.name} must be a list of integers, not {value!r}")

@@ -1,5 +1,7 @@
 """A transformer block, read like its math. Pre-norm (GPT-2, Llama):
     mid = x + attn(ln1(x));  out = mid + mlp(ln2(mid))
+attention-only (the micro-models whose circuits the course reads), no MLP at all,
+    out = x + attn(ln1(x))
 parallel (GPT-NeoX): both sublayers read the block's input,
     out = x + attn(ln1(x)) + mlp(ln2(x))
 with post norms (Gemma 2 and 3), each sublayer's output is normed again before it is added:
@@ -27,6 +29,8 @@ class Block(nn.Module):
         self.attn = Attention(cfg, p + "attn.", index)
         if cfg.post_norms:
             self.ln1_post = Norm(cfg, p + "ln1_post.")
+        if cfg.attn_only:
+            return
         self.ln2 = Norm(cfg, p + "ln2.")
         self.mlp = MLP(cfg, p + "mlp.")
         if cfg.post_norms:
@@ -39,6 +43,8 @@ class Block(nn.Module):
         if cfg.post_norms:
             attn_out = self.ln1_post(hook(p + "attn.hook_out", attn_out))
         attn_out = hook(p + "hook_attn_out", attn_out)
+        if cfg.attn_only:
+            return hook(p + "hook_resid_post", resid_pre + attn_out)
         if cfg.parallel_block:
             mlp_out = hook(p + "hook_mlp_out", self.mlp(self.ln2(resid_pre)))
             return hook(p + "hook_resid_post", resid_pre + hook(p + "hook_attn_mlp_sum", attn_out + mlp_out))
