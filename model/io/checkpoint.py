@@ -5,7 +5,8 @@ Two directory formats, both safetensors only (nothing is ever unpickled):
 - Glassbox's own: ``config.json`` with a ``"glassbox"`` entry (a ModelConfig), the weights
   under the engine's parameter names, and ``tokenizer.json``.
 - a Hugging Face layout whose ``model_type`` has a converter in ``convert/`` (GPT-2, GPT-NeoX,
-  GPT-Neo, Llama, Mistral, Qwen2, Qwen3, Gemma 1-3): ``config.json``, ``model.safetensors``
+  GPT-Neo, Llama, Mistral, Qwen2, Qwen3, Gemma 1-3, and the mixtures of experts Mixtral,
+  Qwen2-MoE, Qwen3-MoE, OLMoE): ``config.json``, ``model.safetensors``
   (or shards named by ``model.safetensors.index.json``), and ``tokenizer.json`` or
   ``vocab.json`` + ``merges.txt``. The weights are converted on load.
 """
@@ -30,7 +31,8 @@ from model.io.guard import CONFIG_BYTES, check_fits, model_directory, read_json,
 from model.io.hub import Progress, download, parse_hub_id
 from model.io.tokenizer import Tokenizer
 
-NAMED_MODELS = ("default", "worked-example")  # shipped in assets/
+# shipped in assets/: the default model, the article's, and the micro-models (model/micro/)
+NAMED_MODELS = ("default", "worked-example", "micro-bigram", "micro-attention-only", "micro-induction")
 MAX_LAYERS = 1024  # the deepest hub models have ~130 blocks; a bound keeps the meta models below cheap
 
 
@@ -147,19 +149,25 @@ def model_bytes(cfg: ModelConfig, dtype: torch.dtype) -> int:
 
 
 def count_numbers(cfg: ModelConfig, buffers: bool = False) -> int:
-    """How many numbers a model's parameters (and buffers) hold, from two small models on the
-    meta device (nothing allocated, nothing counted by hand): one block, two blocks, and the
-    difference per block."""
-    def numel(n_layers: int) -> int:
-        model = _meta_model(dataclasses.replace(cfg, n_layers=n_layers, local_layers=None))  # same sizes
+    """How many numbers a model's parameters (and buffers) hold, from small models on the meta
+    device (nothing allocated, nothing counted by hand): one block, two blocks, and the
+    difference per block; in a mixture of experts with dense blocks among the sparse ones, that
+    for each kind of block."""
+    def numel(n_layers: int, experts: bool) -> int:
+        # the window changes no size; experts do, so every block of these is of one kind
+        one_kind = {} if cfg.n_experts is None else {"moe_layers": None if experts else ()}
+        model = _meta_model(dataclasses.replace(cfg, n_layers=n_layers, local_layers=None, **one_kind))
         tensors = itertools.chain(model.parameters(), model.buffers() if buffers else ())
         return sum(t.numel() for t in tensors)
 
+    kinds = {cfg.is_moe(i) for i in range(cfg.n_layers)} or {False}
     try:
-        one, two = numel(1), numel(2)
+        per_block = {experts: numel(2, experts) - numel(1, experts) for experts in kinds}
+        kind = next(iter(kinds))
+        outside = numel(1, kind) - per_block[kind]  # the embeddings, the final norm, the head
     except (RuntimeError, OverflowError, TypeError, ValueError):  # a size past what a tensor can index
         raise GlassboxError("The config's sizes are too large for any tensor") from None
-    return one + (cfg.n_layers - 1) * (two - one)
+    return outside + sum(per_block[cfg.is_moe(i)] for i in range(cfg.n_layers))
 
 
 def _meta_model(cfg: ModelConfig) -> Transformer:

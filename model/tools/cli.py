@@ -8,6 +8,7 @@
   build-worked-example              reconstruct and write assets/worked-example
   generate --model M --prompt TEXT --max-new-tokens N --temperature T --top-k K --top-p P --seed S [--json]
   train-default                     regenerate the story corpus and train assets/default
+  train-micro NAME [--json]         train a micro-model (bigram, attention-only, induction) into assets/micro-NAME
   models                            the curated hub models: family, parameters, download size, cached
   download ID[@REVISION]            fetch a hub model's config, tokenizer and safetensors into the hub cache
   patch   --model M --clean TEXT --corrupt TEXT --answer TOKEN --wrong TOKEN [--site S] --json
@@ -39,6 +40,7 @@ from pathlib import Path
 # which `glassbox bench` shows is most of the traced backward's overhead on CPU. PyTorch's CPU
 # allocator reads it once, at its first allocation, so it must be set before torch is imported.
 PROCESS_ENVIRONMENT = {"THP_MEM_ALLOC_ENABLE": "1"}
+MICRO_NAMES = ("bigram", "attention-only", "induction")
 
 
 def configure_process() -> None:
@@ -287,6 +289,23 @@ def cmd_train_default(args) -> int:
     return 0
 
 
+def cmd_train_micro(args) -> int:
+    import json
+
+    from model.io.assets import asset
+    from model.io.checkpoint import load
+    from model.micro import micro
+
+    chosen = micro(args.name)
+    out = args.out or asset(chosen.asset)
+    writable(out, folder_ok=True)
+    chosen.train(out, args.steps)
+    figures = chosen.figures(load(str(out)))  # the proving figure, of the model just written
+    print(f"wrote {out}", file=sys.stderr)
+    print(json.dumps(figures, ensure_ascii=False, allow_nan=False, indent=None if args.json else 2))
+    return 0
+
+
 def cmd_models(args) -> int:
     from model.io.catalog import curated
 
@@ -397,6 +416,15 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=STEPS, help=argparse.SUPPRESS)  # smaller runs for tests
     p.add_argument("--stories", type=int, default=N_STORIES, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_train_default)
+
+    p = sub.add_parser("train-micro", help="train a micro-model that shows one mechanism, and print its figure")
+    # model.micro.MICRO's names, written out: torch is not imported before a command runs (a test keeps them equal)
+    p.add_argument("name", choices=MICRO_NAMES, help="bigram (zero layers), attention-only (one block, skip-trigrams), "
+                   "induction (two blocks, induction heads)")
+    p.add_argument("--out", type=Path, help="where to write the model (default: assets/micro-NAME)")
+    p.add_argument("--json", action="store_true", help="print the figure as one JSON line")
+    p.add_argument("--steps", type=count_between(1, 100_000), help=argparse.SUPPRESS)  # smaller runs for tests
+    p.set_defaults(func=cmd_train_micro)
 
     p = sub.add_parser("patch", help="activation patching: each site of a clean run put into a corrupted one")
     _model_args(p)
