@@ -40,9 +40,10 @@ def lesson_pass(what: str, loaded: LoadedModel, n_tokens: int, backward: bool = 
         yield
 
 
-def lesson_end(lesson: Lesson) -> None:
+def lesson_end(lesson: Lesson, models: tuple[tuple[str, str, str], ...] = ()) -> None:
     """Where the same thing happens in a real model, then the way on: the next lesson, or, after
-    the last, the worked example."""
+    the last, the worked example. ``models``: more explorer links, (label, model, prompt) each,
+    opening the lesson's view on that model."""
     st.divider()
     st.markdown("**See it in a real model**")
     left, right = st.columns(2)
@@ -50,6 +51,9 @@ def lesson_end(lesson: Lesson) -> None:
                    query_params={"step": lesson.step})
     right.page_link("screens/explore.py", label=f"On any prompt: the explorer's {lesson.view} view",
                     icon=":material/search:", query_params={"view": lesson.view})
+    for column, (label, model, prompt) in zip(st.columns(max(len(models), 1)), models):
+        column.page_link("screens/explore.py", label=label, icon=":material/search:",
+                         query_params={"view": lesson.view, "model": model, "prompt": prompt})
     index = LESSONS.index(lesson)
     if index + 1 < len(LESSONS):
         after = LESSONS[index + 1]

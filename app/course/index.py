@@ -6,7 +6,7 @@ from model.course import LESSONS
 
 st.title("Course")
 st.markdown(
-    "Seven short lessons on the ideas behind the pass the rest of Glassbox shows. Each one computes its "
+    f"{len(LESSONS)} short lessons on the ideas behind the pass the rest of Glassbox shows. Each one computes its "
     "numbers on the spot, with plain torch or with a real model, and ends where the same thing happens in the "
     "worked example and in the explorer."
 )

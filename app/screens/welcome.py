@@ -59,8 +59,9 @@ st.markdown(
     "3. **Explore a prompt**: any prompt on any model, including GPT-2 and the other families it loads. "
     "Every tensor of the forward pass and every gradient of the backward pass.\n"
     "4. **Train it live**: train the worked example's model yourself and watch the loss fall.\n"
-    "5. **Course**: seven short lessons on the ideas behind the pass (attention by hand, why √d_k, positions, "
-    "the mask, the objective, the KV cache, real models' figures), each computing its numbers as you change "
+    "5. **Course**: short lessons on the ideas behind the pass (attention by hand, why √d_k, positions, "
+    "the mask, the objective, the KV cache, real models' figures, zero- and one-layer models, induction heads), "
+    "each computing its numbers as you change "
     "them. New to transformers? Start here; the last lesson leads to the worked example."
 )
 first, second = st.columns(2)

@@ -62,6 +62,10 @@ LESSONS = [
            "kv_growth", "b1-qkv", "Attention"),
     Lesson("key-figures", "Key figures of real models", "Layers, widths, heads and parameters of real models, "
            "counted from their configurations.", "real_model_figures", "tokens", "Overview"),
+    Lesson("zero-one-layer", "Zero and one layer", "What a model with no block learns (a bigram table), and what one "
+           "block of attention heads adds (skip-trigrams).", "zero_one_layer", "b1-output-projection", "Circuits"),
+    Lesson("induction", "Induction heads", "How two heads in two blocks copy a sequence seen earlier in the prompt, "
+           "and when, in training, they form.", "induction_heads", "b2-scores", "Circuits"),
 ]
 LESSON = {lesson.slug: lesson for lesson in LESSONS}
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from functools import cache
 from pathlib import Path
 from typing import Callable
 
@@ -29,6 +30,7 @@ def plain_loss(model: Transformer, inputs: torch.Tensor, targets: torch.Tensor) 
     return model(inputs, targets).loss, {}
 
 
+@cache  # one corpus per process (lessons and figures ask again); read, never changed
 def story_tokens(n_stories: int, seed: int) -> tuple[Tokenizer, torch.Tensor, torch.Tensor]:
     """The default model's tokenizer, and ``n_stories`` generated stories (model/data/stories.py)
     as one sequence of ids, each story followed by the end token: 95% for training, the rest

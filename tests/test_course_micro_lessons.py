@@ -1,0 +1,98 @@
+"""Lessons 8 (zero and one layer) and 9 (induction heads), on the shipped micro-models.
+
+References and tolerances:
+- the zero-layer continuations against numpy: the counted bigram rows and the softmax of W_E · W_U
+  from the stored weights (1e-9 and 1e-6, float32 weights);
+- the page's claims about the losses: the zero-layer model's validation loss within 0.05 nats of
+  the counted table's entropy (the floor: they differ by the KL divergence and by the held-out
+  text), and the one-layer model's well below it;
+- the induction lesson's stripe share against numpy indexing of the traced pattern (1e-12), its
+  per-position losses against torch's cross_entropy of the model's own logits (1e-5).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from playwright.sync_api import expect
+from safetensors.numpy import load_file
+
+from model.course import induction_heads, zero_one_layer
+from model.io.assets import asset
+from model.io.checkpoint import load
+from model.micro import attention_only, bigram
+from model.micro.common import story_tokens
+
+
+def test_zero_layer_continuations_are_the_counted_and_learned_tables():
+    zero = load(zero_one_layer.BIGRAM)
+    ids = story_tokens(bigram.N_STORIES, bigram.SEED)[1].numpy()
+    w = load_file(str(asset(zero_one_layer.BIGRAM) / "model.safetensors"))
+    logits = w["embed.W_E"].astype(np.float64) @ w["unembed.W_U"].astype(np.float64)
+    token = zero.tokenizer.token_id(" cat")
+    after = ids[1:][ids[:-1] == token]
+    counted = np.bincount(after, minlength=zero.cfg.vocab_size) / len(after)
+    learned = np.exp(logits[token] - logits[token].max())
+    learned /= learned.sum()
+    rows = zero_one_layer.continuations(zero, token)
+    assert rows[0][0] == int(counted.argmax())
+    for i, c, m in rows:
+        assert c == pytest.approx(counted[i], abs=1e-9) and m == pytest.approx(learned[i], abs=1e-6)
+
+
+def test_the_zero_layer_model_stops_at_the_floor_and_one_block_goes_below():
+    loss = zero_one_layer.losses(load(zero_one_layer.BIGRAM), load(zero_one_layer.ONE_LAYER))
+    assert loss["zero_layer"] == pytest.approx(loss["bigram_floor"], abs=0.05)
+    assert loss["one_layer"] < loss["bigram_floor"] - 0.5
+
+
+def test_the_induction_stripe_and_the_losses_by_hand():
+    loaded = load(induction_heads.MODEL)
+    n = induction_heads.LENGTH
+    seen = induction_heads.repeated(loaded, 3)
+    assert seen.tokens[:n] == seen.tokens[n:]
+    pattern = seen.patterns[1, 0]
+    assert induction_heads.stripe_share(pattern, n) == pytest.approx(
+        pattern[np.arange(n, 2 * n), np.arange(1, n + 1)].mean(), abs=1e-12)
+    with torch.no_grad():
+        logits = loaded.model(torch.tensor([seen.tokens])).logits[0].double()
+    expected = F.cross_entropy(logits[:-1], torch.tensor(seen.tokens[1:]), reduction="none").numpy()
+    unseen, repeat = induction_heads.split_losses(seen, n)
+    assert np.allclose(np.concatenate([unseen, repeat]), expected, atol=1e-5)
+    assert repeat.mean() < 0.25 * unseen.mean()
+
+
+# one Chromium interaction per lesson, the shown numbers against the computations above
+
+@pytest.mark.browser
+@pytest.mark.subprocess
+def test_choosing_a_head_lists_its_skip_trigrams(course_app, page):
+    one = load(zero_one_layer.ONE_LAYER)
+    rows = attention_only.figures(one)["skip_trigrams"]
+    page.goto(course_app + "/course-zero-one-layer")
+    page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=60_000)
+    table = page.locator("[data-testid='stTable']").first
+    expect(table).to_contain_text(f"{rows[0][0]['ov']:.3f}", timeout=90_000)
+    page.get_by_text("head 4", exact=True).click()
+    expect(table).to_contain_text(f"{rows[3][0]['ov']:.3f}", timeout=60_000)
+    expect(table).to_contain_text(one.pieces[rows[3][0]["raised"]].strip(), timeout=60_000)
+
+
+@pytest.mark.browser
+@pytest.mark.subprocess
+def test_another_sequence_gives_its_own_losses(course_app, page):
+    loaded = load(induction_heads.MODEL)
+    n = induction_heads.LENGTH
+    seen = induction_heads.repeated(loaded, 5)
+    with torch.no_grad():
+        logits = loaded.model(torch.tensor([seen.tokens])).logits[0].double()
+    copyable = F.cross_entropy(logits[n:2 * n - 1], torch.tensor(seen.tokens[n + 1:]), reduction="none").mean().item()
+    page.goto(course_app + "/course-induction")
+    page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=60_000)
+    seed = page.get_by_label("Random sequence (seed)", exact=True)
+    expect(seed).to_have_value("0", timeout=90_000)
+    seed.fill("5")
+    seed.press("Enter")
+    expect(page.locator("[data-testid='stMetricValue']").nth(1)).to_have_text(f"{copyable:.3f} nats", timeout=60_000)
