@@ -26,6 +26,12 @@ CONFIGS = {
         vocab_size=20, n_ctx=16, d_model=8, n_layers=3, n_heads=4, n_kv_heads=1, d_ff=16,
         activation="relu", final_norm=False,
     ),
+    "mixture of experts (gated shared expert, a dense block, full-width QK-norm, clipped q/k/v)": ModelConfig(
+        vocab_size=20, n_ctx=16, d_model=16, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=24, norm="rmsnorm",
+        activation="silu", gated_mlp=True, positional="rope", mlp_bias=False, qk_norm=True, qk_norm_width="full",
+        clip_qkv=0.8, n_experts=4, norm_top_k=False, d_ff_expert=12, d_ff_shared=10, shared_expert_gate=True,
+        moe_layers=[1],
+    ),
 }
 
 
@@ -154,7 +160,8 @@ def test_attention_invariants(model):
             trace[p + "hook_resid_post"], trace[p + "hook_resid_mid"] + trace[p + "hook_mlp_out"], atol=1e-12
         )
         # each head's z is its pattern times its values
-        v = trace[p + "attn.hook_v"].repeat_interleave(model.cfg.n_heads // model.cfg.n_kv_heads, dim=0)
+        v = trace[p + ("attn.hook_v_clipped" if model.cfg.clip_qkv else "attn.hook_v")]
+        v = v.repeat_interleave(model.cfg.n_heads // model.cfg.n_kv_heads, dim=0)
         assert torch.allclose(trace[p + "attn.hook_z"], pattern @ v, atol=1e-12)
 
 

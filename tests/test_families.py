@@ -89,15 +89,20 @@ def _tokenizer(bos: bool):
 
 @pytest.fixture(scope="module", params=list(FAMILIES))
 def family(request, tmp_path_factory):
-    """(transformers model, its tokenizer, Glassbox's model loaded from their saved directory)."""
     make_config, bos = FAMILIES[request.param]
+    return saved_family(make_config(), bos, tmp_path_factory.mktemp(request.param.split()[0]))
+
+
+def saved_family(config, bos: bool, path):
+    """(transformers model, its tokenizer, Glassbox's model loaded from their saved directory):
+    a model of ``config`` with perturbed norms and biases, saved with a tokenizer into ``path``
+    (also the fixture of tests/test_moe_families.py)."""
     torch.manual_seed(0)
-    hf = transformers.AutoModelForCausalLM.from_config(make_config(), attn_implementation="eager").float().eval()
+    hf = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager").float().eval()
     with torch.no_grad():  # norms and biases away from their initial values, so that a mistake shows
         for name, p in hf.named_parameters():
             if "norm" in name or name.endswith("bias"):
                 p.add_(0.2 * torch.randn_like(p))
-    path = tmp_path_factory.mktemp(request.param.split()[0])
     hf.save_pretrained(str(path))
     tokenizer = _tokenizer(bos)
     tokenizer.save_pretrained(str(path))
@@ -117,8 +122,10 @@ DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.i
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_forward_and_backward_match_transformers(family, device):
-    """On each device both models run on (CUDA where there is one: the same tolerances, TF32 off
-    as PyTorch's default leaves it)."""
+    """Reference: transformers' forward and backward pass of the same model: logits and residuals
+    <= 1e-4, attention patterns, the loss and the gradients w.r.t. every residual and parameter
+    <= 1e-5. On each device both models run on (CUDA where there is one: the same tolerances,
+    TF32 off as PyTorch's default leaves it)."""
     hf, tokenizer, loaded = family
     if device != "cpu":
         hf = copy.deepcopy(hf).to(device)
@@ -157,6 +164,7 @@ def test_forward_and_backward_match_transformers(family, device):
 
 
 def test_kv_cache_steps_equal_recomputing_the_prefix(family):
+    """Reference: the same model's pass over the whole prefix; each cached step's logits <= 1e-4."""
     hf, tokenizer, loaded = family
     tokens = loaded.encode(PROMPT)
     model = loaded.model
@@ -169,6 +177,7 @@ def test_kv_cache_steps_equal_recomputing_the_prefix(family):
 
 
 def test_greedy_generation_is_transformers_generate(family):
+    """Reference: transformers' ``generate`` (greedy, 12 new tokens); the tokens exactly."""
     hf, tokenizer, loaded = family
     ids = torch.tensor([loaded.encode(PROMPT)])
     expected = hf.generate(ids, max_new_tokens=12, min_new_tokens=12, do_sample=False)[0, ids.shape[1]:].tolist()

@@ -37,6 +37,13 @@ CONFIGS = {
         post_norms=True, attn_bias=False, attn_out_bias=True),
     "attention-only, post norms (a micro-model's blocks)": ModelConfig(
         vocab_size=20, n_ctx=16, d_model=8, n_layers=2, n_heads=2, d_ff=16, attn_only=True, post_norms=True),
+    "mixture of experts: a gated shared expert, a dense block, raw top-2 weights": ModelConfig(
+        vocab_size=20, n_ctx=16, d_model=16, n_layers=3, n_heads=4, n_kv_heads=2, d_ff=24, norm="rmsnorm",
+        activation="silu", gated_mlp=True, positional="rope", mlp_bias=False, tie_embeddings=False, n_experts=4,
+        norm_top_k=False, d_ff_expert=10, d_ff_shared=12, shared_expert_gate=True, moe_layers=[0, 2]),
+    "olmoe-like: full-width QK-norm, clipped q/k/v, ungated experts, a LayerNorm": ModelConfig(
+        vocab_size=20, n_ctx=16, d_model=12, n_layers=2, n_heads=3, d_ff=8, mlp_bias=False, qk_norm=True,
+        qk_norm_width="full", clip_qkv=0.5, n_experts=5, experts_top_k=3, d_ff_shared=6),
     "zero layers, no positions, untied (the bigram micro-model)": ModelConfig(
         vocab_size=20, n_ctx=16, d_model=8, n_layers=0, n_heads=2, d_ff=16, positional="none", final_norm=False,
         tie_embeddings=False),
@@ -64,7 +71,7 @@ def test_the_parameters_are_exactly_the_registered_ones(model):
     for name, p in params:
         assert tuple(p.shape) == names.shape(name, model.cfg, 5), name
     norms = {n for n, _ in params if names.is_norm_parameter(n)}
-    assert norms == {n for n, _ in params if re.search(r"(^|\.)(ln1|ln2|ln1_post|ln2_post|ln_final|q_norm|k_norm)\.", n)}
+    assert norms == {n for n, _ in params if re.search(r"(^|\.)(ln1|ln2|ln1_post|ln2_post|ln_final|[qk]_norm|[qk]_norm_full)\.", n)}
 
 
 def test_unknown_names_are_refused():
@@ -102,8 +109,9 @@ ALLOWED = {
     "analysis": {"engine"},
     "serving": {"engine", "io"},
     "lesson": {"engine", "io"},
-    "course": {"engine", "io", "data", "lesson"},
-    "tools": {"engine", "io", "data", "analysis", "serving", "lesson", "course"},
+    "micro": {"engine", "io", "data", "analysis", "lesson"},  # the micro-models' training and figures
+    "course": {"engine", "io", "data", "lesson", "micro"},
+    "tools": {"engine", "io", "data", "analysis", "serving", "lesson", "course", "micro"},
 }
 
 

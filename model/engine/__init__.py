@@ -9,11 +9,12 @@ from model.engine.config import ModelConfig, check_context, check_prompt, check_
 from model.engine.device import DTYPES, default_device, to_numpy
 from model.engine.edits import Edit, editing, replaced
 from model.engine.errors import GlassboxError
+from model.engine.components.moe import load_balancing_loss
 from model.engine.kv_cache import KVCache
 from model.engine.names import GRAD, block_label, head_label
 from model.engine.trace import Target, Trace, loss_targets, next_token_targets, run_trace
 from model.engine.transformer import Output, Transformer, variant
 
 __all__ = ["DTYPES", "Edit", "GRAD", "GlassboxError", "KVCache", "ModelConfig", "Output", "Target", "Trace", "Transformer",
-           "block_label", "check_context", "check_prompt", "check_token_id", "default_device", "editing", "head_label", "loss_targets", "next_token_targets", "replaced",
+           "block_label", "check_context", "check_prompt", "check_token_id", "default_device", "editing", "head_label", "load_balancing_loss", "loss_targets", "next_token_targets", "replaced",
            "run_trace", "to_numpy", "variant"]

@@ -31,6 +31,10 @@ class Recorder:
     ``None`` records everything.
     """
 
+    # run_trace's recorder asks for the embedding's gradient sparse (it densifies it; see
+    # Transformer.forward); a training loop that captures keeps the dense one its optimizer reads
+    sparse_embedding = False
+
     def __init__(self, patterns: Iterable[str] | None = None):
         self.patterns = None if patterns is None else tuple(patterns)
         self.tensors: dict[str, torch.Tensor] = {}
@@ -66,9 +70,10 @@ def wants(name: str) -> bool:
     return recorder is not None and recorder.wants(name)
 
 
-def capturing() -> bool:
-    """True inside a ``capture()`` block (run_trace's passes), whatever it records."""
-    return _active.get() is not None
+def sparse_embedding() -> bool:
+    """True inside a capture whose recorder takes the embedding's gradient sparse (run_trace's)."""
+    recorder = _active.get()
+    return recorder is not None and recorder.sparse_embedding
 
 
 def matches(name: str, patterns: Iterable[str] | None) -> bool:

@@ -11,6 +11,7 @@ NORMS = ("layernorm", "rmsnorm")
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
 POSITIONALS = ("table", "rope", "none")
 ROPE_SCALINGS = ("none", "linear", "llama3")
+QK_NORM_WIDTHS = ("head", "full")  # over each head's d_head features (Qwen 3, Gemma 3), or all heads' together (OLMoE)
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,16 @@ class ModelConfig:
     post_norms: bool = False  # a norm on each sublayer's output before it joins the residual (Gemma 2, 3)
     causal: bool = True  # False: every position sees every other, as an encoder does (the course's mask lesson)
     attn_only: bool = False  # blocks without an MLP: resid_post = resid_pre + attn_out (the micro-models' circuits)
+    qk_norm_width: str = "head"  # "full": QK-norm over all heads' q (and k) features at once, before the split (OLMoE)
+    clip_qkv: float | None = None  # q, k and v clamped to ±clip_qkv after QK-norm, before RoPE (OLMoE)
+    # A mixture of experts (Mixtral, Qwen-MoE, OLMoE) in place of the MLP; None keeps the dense MLP.
+    n_experts: int | None = None  # routed experts per MoE block
+    experts_top_k: int = 2  # experts each position is routed to
+    norm_top_k: bool = True  # the chosen experts' probabilities renormalised to sum to 1 (Mixtral; Qwen: norm_topk_prob)
+    d_ff_expert: int | None = None  # each routed expert's width (default d_ff; d_ff stays the dense blocks' width)
+    d_ff_shared: int | None = None  # a shared expert every position goes through, of this width (Qwen2-MoE)
+    shared_expert_gate: bool = False  # the shared expert's output scaled by sigmoid(x · W_shared_gate) (Qwen2-MoE)
+    moe_layers: tuple[int, ...] | None = None  # the blocks with experts (None: every block); the others keep a dense MLP
 
     def __post_init__(self):
         _check_types(self)
@@ -69,6 +80,10 @@ class ModelConfig:
             object.__setattr__(self, "rotary_dim", self.d_head)
         if self.local_layers is not None:
             object.__setattr__(self, "local_layers", tuple(self.local_layers))
+        if self.moe_layers is not None:
+            object.__setattr__(self, "moe_layers", tuple(self.moe_layers))
+        if self.n_experts is not None and self.d_ff_expert is None:
+            object.__setattr__(self, "d_ff_expert", self.d_ff)
         problems = []
         if self.norm not in NORMS:
             problems.append(f"norm must be one of {NORMS}, not {self.norm!r}")
@@ -86,8 +101,32 @@ class ModelConfig:
             problems.append("an attention-only block has no MLP to run in parallel")
         if self.local_layers is not None and not all(0 <= i < self.n_layers for i in self.local_layers):
             problems.append(f"local_layers must be block indices below {self.n_layers}")
+        if self.qk_norm_width not in QK_NORM_WIDTHS:
+            problems.append(f"qk_norm_width must be one of {QK_NORM_WIDTHS}, not {self.qk_norm_width!r}")
+        elif self.qk_norm_width != "head" and not self.qk_norm:
+            problems.append(f"qk_norm_width {self.qk_norm_width!r} needs qk_norm")
+        problems += self._experts_problems()
         if problems:
             raise GlassboxError("Invalid model config: " + "; ".join(problems))
+
+    def _experts_problems(self) -> list[str]:
+        """What is wrong with the mixture-of-experts fields (nothing when they are unset)."""
+        if self.n_experts is None:
+            moe_only = [name for name in ("d_ff_shared", "moe_layers") if getattr(self, name) is not None]
+            moe_only += ["shared_expert_gate"] if self.shared_expert_gate else []
+            return [f"{name} needs n_experts (a mixture of experts)" for name in moe_only]
+        problems = []
+        if self.experts_top_k > self.n_experts:
+            problems.append(f"experts_top_k ({self.experts_top_k}) must be at most n_experts ({self.n_experts})")
+        if self.mlp_bias:
+            problems.append("a mixture of experts has no MLP biases: mlp_bias must be false")
+        if self.attn_only:
+            problems.append("an attention-only block has no MLP to replace with experts")
+        if self.shared_expert_gate and self.d_ff_shared is None:
+            problems.append("shared_expert_gate needs a shared expert (d_ff_shared)")
+        if self.moe_layers is not None and not all(0 <= i < self.n_layers for i in self.moe_layers):
+            problems.append(f"moe_layers must be block indices below {self.n_layers}")
+        return problems
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -108,6 +147,10 @@ class ModelConfig:
     def is_local(self, layer: int) -> bool:
         """Whether a layer's attention is windowed (local) rather than over the whole prefix."""
         return self.window is not None and (self.local_layers is None or layer in self.local_layers)
+
+    def is_moe(self, layer: int) -> bool:
+        """Whether a block's MLP is a mixture of experts (else the dense MLP)."""
+        return self.n_experts is not None and (self.moe_layers is None or layer in self.moe_layers)
 
     def kv_head(self, head: int) -> int:
         """The key/value head a query head reads (grouped-query attention shares them)."""

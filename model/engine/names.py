@@ -43,36 +43,60 @@ AXES: dict[str, tuple[str, Callable[[ModelConfig, int], int]]] = {
     "d_head": ("d", lambda cfg, T: cfg.d_head),
     "d_model": ("D", lambda cfg, T: cfg.d_model),
     "neuron": ("F", lambda cfg, T: cfg.d_ff),
+    "q_width": ("H·d", lambda cfg, T: cfg.n_heads * cfg.d_head),  # every head's query features side by side
+    "kv_width": ("K·d", lambda cfg, T: cfg.n_kv_heads * cfg.d_head),
+    "expert": ("E", lambda cfg, T: cfg.n_experts),
+    "expert_neuron": ("F_e", lambda cfg, T: cfg.d_ff_expert),
+    "shared_neuron": ("F_s", lambda cfg, T: cfg.d_ff_shared),
     "vocab": ("V", lambda cfg, T: cfg.vocab_size),
     "context": ("n_ctx", lambda cfg, T: cfg.n_ctx),  # every position the model accepts (W_pos's rows)
 }
 
-# which models produce a name
-ARCHITECTURES: dict[str, Callable[[ModelConfig], bool]] = {
-    "all": lambda cfg: True,
-    "LayerNorm": lambda cfg: cfg.norm == "layernorm",
-    "learned positions": lambda cfg: cfg.positional == "table",
-    "RoPE": lambda cfg: cfg.positional == "rope",
-    "gated MLP": lambda cfg: cfg.gated_mlp and not cfg.attn_only,
-    "final norm": lambda cfg: cfg.final_norm,
-    "final LayerNorm": lambda cfg: cfg.final_norm and cfg.norm == "layernorm",
-    "attention biases": lambda cfg: cfg.attn_bias,
-    "attention output bias": lambda cfg: cfg.attn_out_bias,
-    "QK-norm": lambda cfg: cfg.qk_norm,
-    "QK-norm LayerNorm": lambda cfg: cfg.qk_norm and cfg.norm == "layernorm",
-    "post norms": lambda cfg: cfg.post_norms,
-    "post LayerNorms": lambda cfg: cfg.post_norms and cfg.norm == "layernorm",
-    "post MLP norms": lambda cfg: cfg.post_norms and not cfg.attn_only,
-    "post MLP LayerNorms": lambda cfg: cfg.post_norms and cfg.norm == "layernorm" and not cfg.attn_only,
-    "sequential block": lambda cfg: not cfg.parallel_block and not cfg.attn_only,
-    "MLP": lambda cfg: not cfg.attn_only,
-    "MLP LayerNorm": lambda cfg: not cfg.attn_only and cfg.norm == "layernorm",
-    "parallel block": lambda cfg: cfg.parallel_block,
-    "attention soft-capping": lambda cfg: cfg.attn_softcap is not None,
-    "final soft-capping": lambda cfg: cfg.final_softcap is not None,
-    "MLP biases": lambda cfg: cfg.mlp_bias and not cfg.attn_only,
-    "gated MLP with biases": lambda cfg: cfg.gated_mlp and cfg.mlp_bias and not cfg.attn_only,
-    "untied head": lambda cfg: not cfg.tie_embeddings,
+# which models produce a name: (config, block index) -> bool. The block matters where blocks of one
+# model differ (a mixture-of-experts model may keep a dense MLP in some); for a name outside the
+# blocks it is None.
+def _dense(cfg: ModelConfig, i: int | None) -> bool:
+    return not cfg.attn_only and not (i is not None and cfg.is_moe(i))
+
+
+def _moe(cfg: ModelConfig, i: int | None) -> bool:
+    return i is not None and cfg.is_moe(i)
+
+
+ARCHITECTURES: dict[str, Callable[[ModelConfig, int | None], bool]] = {
+    "all": lambda cfg, i: True,
+    "LayerNorm": lambda cfg, i: cfg.norm == "layernorm",
+    "learned positions": lambda cfg, i: cfg.positional == "table",
+    "RoPE": lambda cfg, i: cfg.positional == "rope",
+    "gated MLP": lambda cfg, i: cfg.gated_mlp and _dense(cfg, i),
+    "final norm": lambda cfg, i: cfg.final_norm,
+    "final LayerNorm": lambda cfg, i: cfg.final_norm and cfg.norm == "layernorm",
+    "attention biases": lambda cfg, i: cfg.attn_bias,
+    "attention output bias": lambda cfg, i: cfg.attn_out_bias,
+    "QK-norm": lambda cfg, i: cfg.qk_norm and cfg.qk_norm_width == "head",
+    "QK-norm LayerNorm": lambda cfg, i: cfg.qk_norm and cfg.qk_norm_width == "head" and cfg.norm == "layernorm",
+    "full-width QK-norm": lambda cfg, i: cfg.qk_norm and cfg.qk_norm_width == "full",
+    "full-width QK-norm LayerNorm": lambda cfg, i: cfg.qk_norm and cfg.qk_norm_width == "full" and cfg.norm == "layernorm",
+    "q/k/v clipping": lambda cfg, i: cfg.clip_qkv is not None,
+    "post norms": lambda cfg, i: cfg.post_norms,
+    "post LayerNorms": lambda cfg, i: cfg.post_norms and cfg.norm == "layernorm",
+    "post MLP norms": lambda cfg, i: cfg.post_norms and not cfg.attn_only,
+    "post MLP LayerNorms": lambda cfg, i: cfg.post_norms and cfg.norm == "layernorm" and not cfg.attn_only,
+    "sequential block": lambda cfg, i: not cfg.parallel_block and not cfg.attn_only,
+    "MLP": lambda cfg, i: not cfg.attn_only,
+    "dense MLP": _dense,
+    "MLP LayerNorm": lambda cfg, i: not cfg.attn_only and cfg.norm == "layernorm",
+    "parallel block": lambda cfg, i: cfg.parallel_block,
+    "attention soft-capping": lambda cfg, i: cfg.attn_softcap is not None,
+    "final soft-capping": lambda cfg, i: cfg.final_softcap is not None,
+    "MLP biases": lambda cfg, i: cfg.mlp_bias and _dense(cfg, i),
+    "gated MLP with biases": lambda cfg, i: cfg.gated_mlp and cfg.mlp_bias and _dense(cfg, i),
+    "mixture of experts": _moe,
+    "gated experts": lambda cfg, i: cfg.gated_mlp and _moe(cfg, i),
+    "shared expert": lambda cfg, i: cfg.d_ff_shared is not None and _moe(cfg, i),
+    "gated shared expert": lambda cfg, i: cfg.gated_mlp and cfg.d_ff_shared is not None and _moe(cfg, i),
+    "shared expert gate": lambda cfg, i: cfg.shared_expert_gate and _moe(cfg, i),
+    "untied head": lambda cfg, i: not cfg.tie_embeddings,
 }
 
 
@@ -83,15 +107,14 @@ class Name:
     what: str
     produced_by: str = "all"  # a key of ARCHITECTURES
 
-    def produced(self, cfg: ModelConfig) -> bool:
-        return ARCHITECTURES[self.produced_by](cfg)
+    def produced(self, cfg: ModelConfig, block: int | None = None) -> bool:
+        """Whether a model of ``cfg`` produces the name (in ``block``, for a name inside the blocks)."""
+        return ARCHITECTURES[self.produced_by](cfg, block)
 
     def expand(self, cfg: ModelConfig) -> list[str]:
-        if not self.produced(cfg):
-            return []
         blocks = range(cfg.n_layers) if "{i}" in self.pattern else [None]
         norms = ("ln1", "ln2") if "{ln}" in self.pattern else (None,)
-        return [self.pattern.format(i=i, ln=ln) for i in blocks for ln in norms]
+        return [self.pattern.format(i=i, ln=ln) for i in blocks if self.produced(cfg, i) for ln in norms]
 
 
 def _norm(prefix: str, norm: str = "all", layernorm: str = "LayerNorm", rows: tuple[str, ...] = ("position",),
@@ -119,6 +142,14 @@ ACTIVATIONS: list[Name] = [
     Name("blocks.{i}.attn.hook_v", ("kv_head", "position", "d_head"), "values, per key/value head"),
     *_norm("blocks.{i}.attn.q_norm.", "QK-norm", "QK-norm LayerNorm", ("head", "position"), "d_head"),
     *_norm("blocks.{i}.attn.k_norm.", "QK-norm", "QK-norm LayerNorm", ("kv_head", "position"), "d_head"),
+    *_norm("blocks.{i}.attn.q_norm_full.", "full-width QK-norm", "full-width QK-norm LayerNorm", ("position",), "q_width"),
+    *_norm("blocks.{i}.attn.k_norm_full.", "full-width QK-norm", "full-width QK-norm LayerNorm", ("position",), "kv_width"),
+    Name("blocks.{i}.attn.hook_q_clipped", ("head", "position", "d_head"), "queries clamped to ±clip_qkv (after QK-norm)",
+         "q/k/v clipping"),
+    Name("blocks.{i}.attn.hook_k_clipped", ("kv_head", "position", "d_head"), "keys clamped to ±clip_qkv (after QK-norm)",
+         "q/k/v clipping"),
+    Name("blocks.{i}.attn.hook_v_clipped", ("kv_head", "position", "d_head"), "values clamped to ±clip_qkv",
+         "q/k/v clipping"),
     Name("blocks.{i}.attn.hook_rot_q", ("head", "position", "d_head"), "queries after RoPE", "RoPE"),
     Name("blocks.{i}.attn.hook_rot_k", ("kv_head", "position", "d_head"), "keys after RoPE", "RoPE"),
     Name("blocks.{i}.attn.hook_scores_uncapped", ("head", "query", "key"), "QKᵀ × scale, before soft-capping",
@@ -138,13 +169,42 @@ ACTIVATIONS: list[Name] = [
     Name("blocks.{i}.hook_resid_mid", ("position", "d_model"), "resid_pre + attn_out", "sequential block"),
     *_norm("blocks.{i}.ln2.", "MLP", "MLP LayerNorm"),
     Name("blocks.{i}.mlp.hook_pre", ("position", "neuron"), "pre-activation x·W_in + b_in (gated MLP: x·W_gate + b_gate)",
-         "MLP"),
+         "dense MLP"),
     Name("blocks.{i}.mlp.hook_gate", ("position", "neuron"), "the activation of hook_pre", "gated MLP"),
     Name("blocks.{i}.mlp.hook_linear", ("position", "neuron"), "the linear branch x·W_in + b_in", "gated MLP"),
-    Name("blocks.{i}.mlp.hook_post", ("position", "neuron"), "after the activation (gated MLP: gate × linear)", "MLP"),
+    Name("blocks.{i}.mlp.hook_post", ("position", "neuron"), "after the activation (gated MLP: gate × linear)", "dense MLP"),
+    Name("blocks.{i}.mlp.hook_router_logits", ("position", "expert"), "the router's score of each expert, x·W_router",
+         "mixture of experts"),
+    Name("blocks.{i}.mlp.hook_router_probs", ("position", "expert"), "softmax of the router logits (float32 in a half model)",
+         "mixture of experts"),
+    Name("blocks.{i}.mlp.hook_expert_weights", ("position", "expert"),
+         "what each expert's output is multiplied by: its probability if among the top-k (renormalised over them where "
+         "the model does), else 0", "mixture of experts"),
+    Name("blocks.{i}.mlp.experts.hook_pre", ("expert", "position", "expert_neuron"),
+         "each expert's pre-activation x·W_in[e] (gated: x·W_gate[e]), at every position, chosen or not", "mixture of experts"),
+    Name("blocks.{i}.mlp.experts.hook_gate", ("expert", "position", "expert_neuron"), "the activation of experts.hook_pre",
+         "gated experts"),
+    Name("blocks.{i}.mlp.experts.hook_linear", ("expert", "position", "expert_neuron"), "each expert's linear branch x·W_in[e]",
+         "gated experts"),
+    Name("blocks.{i}.mlp.experts.hook_post", ("expert", "position", "expert_neuron"),
+         "each expert's neurons after the activation (gated: gate × linear)", "mixture of experts"),
+    Name("blocks.{i}.mlp.experts.hook_out", ("expert", "position", "d_model"),
+         "each expert's output post·W_out[e], before its weight: Σ over experts of weight × out is their sum", "mixture of experts"),
+    Name("blocks.{i}.mlp.shared.hook_pre", ("position", "shared_neuron"), "the shared expert's pre-activation (gated: x·W_gate)",
+         "shared expert"),
+    Name("blocks.{i}.mlp.shared.hook_gate", ("position", "shared_neuron"), "the activation of shared.hook_pre",
+         "gated shared expert"),
+    Name("blocks.{i}.mlp.shared.hook_linear", ("position", "shared_neuron"), "the shared expert's linear branch x·W_in",
+         "gated shared expert"),
+    Name("blocks.{i}.mlp.shared.hook_post", ("position", "shared_neuron"), "the shared expert's neurons after the activation",
+         "shared expert"),
+    Name("blocks.{i}.mlp.shared.hook_out", ("position", "d_model"), "the shared expert's output, before its gate", "shared expert"),
+    Name("blocks.{i}.mlp.hook_shared_gate", ("position",), "σ(x·W_shared_gate): what the shared expert's output is multiplied by",
+         "shared expert gate"),
     Name("blocks.{i}.mlp.hook_out", ("position", "d_model"), "the MLP's output before its post norm", "post MLP norms"),
     *_norm("blocks.{i}.ln2_post.", "post MLP norms", "post MLP LayerNorms"),
-    Name("blocks.{i}.hook_mlp_out", ("position", "d_model"), "the MLP output, post·W_out + b_out (after ln2_post where there is one)",
+    Name("blocks.{i}.hook_mlp_out", ("position", "d_model"), "the MLP output, post·W_out + b_out (experts: their weighted sum, plus the shared expert's; "
+         "after ln2_post where there is one)",
          "MLP"),
     Name("blocks.{i}.hook_attn_mlp_sum", ("position", "d_model"), "attn_out + mlp_out: what a parallel block adds",
          "parallel block"),
@@ -177,16 +237,32 @@ PARAMETERS: list[Name] = [
     Name("blocks.{i}.attn.q_norm.b", ("d_head",), "QK-norm shift on queries", "QK-norm LayerNorm"),
     Name("blocks.{i}.attn.k_norm.w", ("d_head",), "QK-norm scale on keys", "QK-norm"),
     Name("blocks.{i}.attn.k_norm.b", ("d_head",), "QK-norm shift on keys", "QK-norm LayerNorm"),
+    Name("blocks.{i}.attn.q_norm_full.w", ("q_width",), "full-width QK-norm scale on queries", "full-width QK-norm"),
+    Name("blocks.{i}.attn.q_norm_full.b", ("q_width",), "full-width QK-norm shift on queries", "full-width QK-norm LayerNorm"),
+    Name("blocks.{i}.attn.k_norm_full.w", ("kv_width",), "full-width QK-norm scale on keys", "full-width QK-norm"),
+    Name("blocks.{i}.attn.k_norm_full.b", ("kv_width",), "full-width QK-norm shift on keys", "full-width QK-norm LayerNorm"),
     Name("blocks.{i}.ln1_post.w", ("d_model",), "post-attention norm scale", "post norms"),
     Name("blocks.{i}.ln1_post.b", ("d_model",), "post-attention norm shift", "post LayerNorms"),
     Name("blocks.{i}.ln2.w", ("d_model",), "norm scale γ", "MLP"),
     Name("blocks.{i}.ln2.b", ("d_model",), "norm shift β", "MLP LayerNorm"),
-    Name("blocks.{i}.mlp.W_in", ("d_model", "neuron"), "MLP input (gated MLP: the linear branch)", "MLP"),
-    Name("blocks.{i}.mlp.W_out", ("neuron", "d_model"), "MLP output", "MLP"),
+    Name("blocks.{i}.mlp.W_in", ("d_model", "neuron"), "MLP input (gated MLP: the linear branch)", "dense MLP"),
+    Name("blocks.{i}.mlp.W_out", ("neuron", "d_model"), "MLP output", "dense MLP"),
     Name("blocks.{i}.mlp.W_gate", ("d_model", "neuron"), "the gate's projection", "gated MLP"),
     Name("blocks.{i}.mlp.b_in", ("neuron",), "MLP input bias", "MLP biases"),
     Name("blocks.{i}.mlp.b_out", ("d_model",), "MLP output bias", "MLP biases"),
     Name("blocks.{i}.mlp.b_gate", ("neuron",), "the gate's bias", "gated MLP with biases"),
+    Name("blocks.{i}.mlp.W_router", ("d_model", "expert"), "the router: a column of scores per expert", "mixture of experts"),
+    Name("blocks.{i}.mlp.W_shared_gate", ("d_model",), "the shared expert's gate", "shared expert gate"),
+    Name("blocks.{i}.mlp.experts.W_in", ("expert", "d_model", "expert_neuron"), "each expert's input (gated: its linear branch)",
+         "mixture of experts"),
+    Name("blocks.{i}.mlp.experts.W_out", ("expert", "expert_neuron", "d_model"), "each expert's output", "mixture of experts"),
+    Name("blocks.{i}.mlp.experts.W_gate", ("expert", "d_model", "expert_neuron"), "each expert's gate projection",
+         "gated experts"),
+    Name("blocks.{i}.mlp.shared.W_in", ("d_model", "shared_neuron"), "the shared expert's input (gated: its linear branch)",
+         "shared expert"),
+    Name("blocks.{i}.mlp.shared.W_out", ("shared_neuron", "d_model"), "the shared expert's output", "shared expert"),
+    Name("blocks.{i}.mlp.shared.W_gate", ("d_model", "shared_neuron"), "the shared expert's gate projection",
+         "gated shared expert"),
     Name("blocks.{i}.ln2_post.w", ("d_model",), "post-MLP norm scale", "post MLP norms"),
     Name("blocks.{i}.ln2_post.b", ("d_model",), "post-MLP norm shift", "post MLP LayerNorms"),
     Name("ln_final.w", ("d_model",), "final norm scale γ", "final norm"),
@@ -227,7 +303,7 @@ def activation_names(cfg: ModelConfig) -> list[str]:
     after = ACTIVATIONS[ACTIVATIONS.index(per_block[-1]) + 1:]
     names = [x for n in before for x in n.expand(cfg)]
     for i in range(cfg.n_layers):
-        names += [n.pattern.format(i=i) for n in per_block if n.produced(cfg)]
+        names += [n.pattern.format(i=i) for n in per_block if n.produced(cfg, i)]
     return names + [x for n in after for x in n.expand(cfg)]
 
 
@@ -236,13 +312,13 @@ def parameter_names(cfg: ModelConfig) -> list[str]:
     per_block = [n for n in PARAMETERS if n.pattern.startswith("blocks.")]
     names = [x for n in PARAMETERS[:2] for x in n.expand(cfg)]
     for i in range(cfg.n_layers):
-        names += [n.pattern.format(i=i) for n in per_block if n.produced(cfg)]
+        names += [n.pattern.format(i=i) for n in per_block if n.produced(cfg, i)]
     return names + [x for n in PARAMETERS[2 + len(per_block):] for x in n.expand(cfg)]
 
 
 def is_norm_parameter(name: str) -> bool:
     """A norm's scale γ or shift β (LayerNorm's or RMSNorm's), under any block or the final norm."""
-    return re.fullmatch(r"(blocks\.\d+\.(ln[12](_post)?|attn\.[qk]_norm)|ln_final)\.[wb]", name) is not None
+    return re.fullmatch(r"(blocks\.\d+\.(ln[12](_post)?|attn\.[qk]_norm(_full)?)|ln_final)\.[wb]", name) is not None
 
 
 def registered_hooks() -> set[str]:

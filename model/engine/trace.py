@@ -66,6 +66,8 @@ class Activations(Mapping):
 class _TraceRecorder(Recorder):
     """Records what the patterns match, except a derived tensor: its source instead."""
 
+    sparse_embedding = True  # _gradients densifies it
+
     def wants(self, name: str) -> bool:
         if name not in self._wanted:
             self._wanted[name] = (name not in DERIVED and matches(name, self.patterns)) or any(

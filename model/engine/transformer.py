@@ -15,7 +15,9 @@ biases, a positional table, no attention biases, tied head), GPT-2 (learned posi
 tanh-GELU, biases, final LayerNorm, tied head), and the families model/io/convert/ opens:
 GPT-NeoX (parallel blocks, partial RoPE), GPT-Neo (unscaled scores, local attention),
 Llama/Mistral/Qwen (RMSNorm, SwiGLU, RoPE with scaling, grouped-query attention, QK-norm,
-windows) and Gemma (scaled embeddings, GeGLU, post norms, soft-capping, per-layer RoPE).
+windows), Gemma (scaled embeddings, GeGLU, post norms, soft-capping, per-layer RoPE) and the
+mixtures of experts Mixtral, Qwen-MoE and OLMoE (a router and its experts in place of the MLP,
+a gated shared expert, dense blocks among sparse ones, full-width QK-norm, q/k/v clipping).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from model.engine.capture import capturing, hook, wants
+from model.engine.capture import hook, sparse_embedding, wants
 from model.engine.components import Block, Norm
 from model.engine.config import ModelConfig, check_context
 from model.engine.device import HALF, widened
@@ -121,7 +123,7 @@ class Transformer(nn.Module):
         # In a traced backward the lookup's gradient is sparse, so autograd adds its rows in place
         # into the tied head's dense gradient: a dense one would be a vocabulary-sized zero tensor
         # and a vocabulary-sized sum, a third of GPT-2's traced backward. run_trace densifies it.
-        x = F.embedding(tokens, self.embed.W_E, sparse=capturing() and torch.is_grad_enabled())
+        x = F.embedding(tokens, self.embed.W_E, sparse=sparse_embedding() and torch.is_grad_enabled())
         if self.cfg.embed_scale is not None:
             x = x * torch.tensor(self.cfg.embed_scale, dtype=x.dtype)  # rounded to the model's precision, as in Gemma
         x = hook("hook_embed", x)

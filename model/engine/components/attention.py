@@ -1,7 +1,11 @@
 """Causal multi-head attention (grouped-query and multi-query when there are fewer key/value
 heads), with RoPE (whole or partial), QK-norm, a local window, and score soft-capping where
 the model uses them. Every head's weights are stored split per head: W_Q[h] is head h's
-(d_model, d_head) matrix."""
+(d_model, d_head) matrix.
+
+QK-norm is an RMSNorm over each head's q and k (Qwen 3, Gemma 3), or, in OLMoE, over all heads'
+features at a position together (``qk_norm_width`` "full": the norms ``q_norm_full`` and
+``k_norm_full``); OLMoE may then clamp q, k and v to ±clip_qkv."""
 
 from __future__ import annotations
 
@@ -34,7 +38,10 @@ class Attention(nn.Module):
             self.b_V = nn.Parameter(torch.zeros(K, dh))
         if cfg.attn_out_bias:
             self.b_O = nn.Parameter(torch.zeros(D))
-        if cfg.qk_norm:  # one RMSNorm over d_head, shared by every head
+        if cfg.qk_norm and cfg.qk_norm_width == "full":  # one norm over every head's features at once
+            self.q_norm_full = Norm(cfg, prefix + "q_norm_full.", H * dh)
+            self.k_norm_full = Norm(cfg, prefix + "k_norm_full.", K * dh)
+        elif cfg.qk_norm:  # one RMSNorm over d_head, shared by every head
             self.q_norm = Norm(cfg, prefix + "q_norm.", dh)
             self.k_norm = Norm(cfg, prefix + "k_norm.", dh)
         if cfg.positional == "rope":
@@ -57,8 +64,15 @@ class Attention(nn.Module):
         q = hook(p + "hook_q", self._project(x, self.W_Q, "b_Q"))
         k = hook(p + "hook_k", self._project(x, self.W_K, "b_K"))
         v = hook(p + "hook_v", self._project(x, self.W_V, "b_V"))
-        if cfg.qk_norm:
+        if cfg.qk_norm and cfg.qk_norm_width == "full":
+            q, k = _across_heads(self.q_norm_full, q), _across_heads(self.k_norm_full, k)
+        elif cfg.qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
+        if cfg.clip_qkv is not None:
+            c = cfg.clip_qkv
+            q = hook(p + "hook_q_clipped", q.clamp(-c, c))
+            k = hook(p + "hook_k_clipped", k.clamp(-c, c))
+            v = hook(p + "hook_v_clipped", v.clamp(-c, c))
         if cfg.positional == "rope":
             cos, sin = rope_angles(self.inv_freq, start, T, x.dtype)
             q = hook(p + "hook_rot_q", apply_rope(q, cos, sin))
@@ -111,3 +125,10 @@ class Attention(nn.Module):
         if self.window is not None:
             hidden |= query - key >= self.window
         return hidden
+
+
+def _across_heads(norm: Norm, x: torch.Tensor) -> torch.Tensor:
+    """``norm`` over all heads' features at each position: (b, h, t, e) is viewed as (b, t, h·e),
+    head by head, as the model's projection lays them out before it is split into heads."""
+    b, h, t, e = x.shape
+    return norm(x.transpose(1, 2).reshape(b, t, h * e)).reshape(b, t, h, e).transpose(1, 2)

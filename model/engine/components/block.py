@@ -5,7 +5,9 @@ attention-only (the micro-models whose circuits the course reads), no MLP at all
 parallel (GPT-NeoX): both sublayers read the block's input,
     out = x + attn(ln1(x)) + mlp(ln2(x))
 with post norms (Gemma 2 and 3), each sublayer's output is normed again before it is added:
-    mid = x + ln1_post(attn(ln1(x)));  out = mid + ln2_post(mlp(ln2(mid)))"""
+    mid = x + ln1_post(attn(ln1(x)));  out = mid + ln2_post(mlp(ln2(mid)))
+In a mixture-of-experts model (Mixtral, Qwen-MoE, OLMoE) the mlp of the blocks cfg.is_moe names
+is a router and its experts (moe.py); any other block keeps the dense MLP."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from torch import nn
 from model.engine.capture import hook
 from model.engine.components.attention import Attention
 from model.engine.components.mlp import MLP
+from model.engine.components.moe import MoE
 from model.engine.components.norm import Norm
 from model.engine.config import ModelConfig
 from model.engine.kv_cache import KVCache
@@ -32,7 +35,7 @@ class Block(nn.Module):
         if cfg.attn_only:
             return
         self.ln2 = Norm(cfg, p + "ln2.")
-        self.mlp = MLP(cfg, p + "mlp.")
+        self.mlp = MoE(cfg, p + "mlp.") if cfg.is_moe(index) else MLP(cfg, p + "mlp.")
         if cfg.post_norms:
             self.ln2_post = Norm(cfg, p + "ln2_post.")
 

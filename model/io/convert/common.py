@@ -1,6 +1,7 @@
 """What the converters share: reading a foreign config.json with clear errors, its RoPE and
 layer-type settings in both the hub's older spelling and transformers 5's, and a foreign
-state dict read weight by weight, each checked for shape before it is split into heads."""
+state dict read weight by weight, each checked for shape before it is split into heads (or,
+for a mixture of experts, stacked by expert)."""
 
 from __future__ import annotations
 
@@ -111,3 +112,33 @@ def linear_mlp(s: Weights, state: dict, src_in: str, src_out: str, dst: str, cfg
     state[dst + "b_in"] = s.take(src_in + ".bias", F)
     state[dst + "W_out"] = s.take(src_out + ".weight", D, F).T
     state[dst + "b_out"] = s.take(src_out + ".bias", D)
+
+
+def n_experts(hf: dict) -> int:
+    """How many routed experts: ``num_experts`` or ``num_local_experts`` (a family's config class
+    maps one name onto the other, and transformers 5 writes the one it keeps, not always the
+    spelling of the hub's files)."""
+    return hf["num_experts"] if "num_experts" in hf else hf["num_local_experts"]
+
+
+def experts(s: Weights, state: dict, cfg: ModelConfig, src: str, dst: str,
+            per_expert: tuple[str, str, str] = ("gate_proj", "up_proj", "down_proj")) -> None:
+    """A mixture of experts' router (``src`` + "gate.weight": (experts, d_model)) and gated experts,
+    into the engine's W_router and experts.W_gate, W_in, W_out under ``dst`` (the expert axis
+    first, each matrix (in, out)). The experts are read in either layout: fused, as transformers 5
+    holds them (``experts.gate_up_proj``: (experts, 2·width, d_model), the gate's rows first;
+    ``experts.down_proj``), or one nn.Linear per expert, as the hub's checkpoints and
+    ``save_pretrained`` store them (``experts.{e}.<name>.weight``, ``per_expert`` naming the gate,
+    up and down projections)."""
+    E, D, Fe = cfg.n_experts, cfg.d_model, cfg.d_ff_expert
+    state[dst + "W_router"] = s.take(src + "gate.weight", E, D).T
+    if src + "experts.gate_up_proj" in s:
+        gate_up = s.take(src + "experts.gate_up_proj", E, 2 * Fe, D)
+        gate, up = gate_up[:, :Fe], gate_up[:, Fe:]
+        down = s.take(src + "experts.down_proj", E, D, Fe)
+    else:
+        gate, up, down = (torch.stack([s.take(f"{src}experts.{e}.{name}.weight", *shape) for e in range(E)])
+                          for name, shape in zip(per_expert, ((Fe, D), (Fe, D), (D, Fe))))
+    state[dst + "experts.W_gate"] = gate.transpose(1, 2)
+    state[dst + "experts.W_in"] = up.transpose(1, 2)
+    state[dst + "experts.W_out"] = down.transpose(1, 2)

@@ -12,6 +12,8 @@ nn.Linear stores (out, in); the engine stores (in, out), split per head.
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 
 from model.engine import ModelConfig
@@ -25,13 +27,8 @@ def config(hf: dict) -> ModelConfig:
     kind = hf.get("model_type", "llama")
 
     def make() -> ModelConfig:
-        D, H = hf["hidden_size"], hf["num_attention_heads"]
         cfg = ModelConfig(
-            vocab_size=hf["vocab_size"], n_ctx=hf["max_position_embeddings"], d_model=D,
-            n_layers=hf["num_hidden_layers"], n_heads=H, n_kv_heads=hf.get("num_key_value_heads") or H,
-            d_head=hf.get("head_dim") or D // H, d_ff=hf["intermediate_size"], norm="rmsnorm",
-            norm_eps=hf.get("rms_norm_eps", 1e-6), activation=ACTIVATIONS[hf.get("hidden_act", "silu")],
-            gated_mlp=True, positional="rope", **rope_settings(hf),
+            **settings(hf),
             attn_bias=kind == "qwen2" or hf.get("attention_bias", False),
             attn_out_bias=kind != "qwen2" and hf.get("attention_bias", False),
             mlp_bias=hf.get("mlp_bias", False), tie_embeddings=hf.get("tie_word_embeddings", kind == "qwen3"),
@@ -40,6 +37,18 @@ def config(hf: dict) -> ModelConfig:
         return with_window(cfg, _window(hf, kind), _local_layers(hf, kind))
 
     return build(kind, make)
+
+
+def settings(hf: dict) -> dict:
+    """The ModelConfig fields every Llama-style family reads alike (the mixtures of experts too):
+    sizes, RMSNorm, a gated MLP, RoPE."""
+    D, H = hf["hidden_size"], hf["num_attention_heads"]
+    return dict(
+        vocab_size=hf["vocab_size"], n_ctx=hf["max_position_embeddings"], d_model=D,
+        n_layers=hf["num_hidden_layers"], n_heads=H, n_kv_heads=hf.get("num_key_value_heads") or H,
+        d_head=hf.get("head_dim") or D // H, d_ff=hf["intermediate_size"], norm="rmsnorm",
+        norm_eps=hf.get("rms_norm_eps", 1e-6), activation=ACTIVATIONS[hf.get("hidden_act", "silu")],
+        gated_mlp=True, positional="rope", **rope_settings(hf))
 
 
 def _window(hf: dict, kind: str) -> int | None:
@@ -58,7 +67,14 @@ def _local_layers(hf: dict, kind: str) -> tuple[int, ...] | None:
 
 def state_dict(cfg: ModelConfig, hf: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     s = Weights(hf, FAMILY, ("model.",))
-    D, F = cfg.d_model, cfg.d_ff
+    return convert(s, cfg, lambda state, i, src, dst: mlp(s, state, cfg, src + "mlp.", dst + "mlp.", cfg.d_ff))
+
+
+def convert(s: Weights, cfg: ModelConfig, feed_forward: Callable[[dict, int, str, str], None]) -> dict[str, torch.Tensor]:
+    """A Llama-style state dict into the engine's: the embeddings, the norms, the attention, and
+    ``feed_forward(state, i, src, dst)`` for block i's MLP (or experts: the mixtures of experts
+    differ from Llama there only), from ``src`` ("layers.{i}.") into ``dst`` ("blocks.{i}.")."""
+    D = cfg.d_model
     state = {"embed.W_E": s.take("embed_tokens.weight", cfg.vocab_size, D), "ln_final.w": s.take("norm.weight", D)}
     if not cfg.tie_embeddings:
         state["unembed.W_U"] = s.take("lm_head.weight", cfg.vocab_size, D).T
@@ -67,12 +83,13 @@ def state_dict(cfg: ModelConfig, hf: dict[str, torch.Tensor]) -> dict[str, torch
         state[dst + "ln1.w"] = s.take(src + "input_layernorm.weight", D)
         state[dst + "ln2.w"] = s.take(src + "post_attention_layernorm.weight", D)
         attention(s, state, cfg, src + "self_attn.", dst + "attn.")
-        mlp(s, state, cfg, src + "mlp.", dst + "mlp.", F)
+        feed_forward(state, i, src, dst)
     return state
 
 
 def attention(s: Weights, state: dict, cfg: ModelConfig, src: str, dst: str) -> None:
-    """q/k/v/o projections (and their biases, and QK-norm) of a Llama-style attention layer."""
+    """q/k/v/o projections (and their biases, and QK-norm, per head or full-width) of a Llama-style
+    attention layer."""
     H, K, D, dh = cfg.n_heads, cfg.n_kv_heads, cfg.d_model, cfg.d_head
     for name, proj, heads in (("Q", "q_proj", H), ("K", "k_proj", K), ("V", "v_proj", K)):
         state[f"{dst}W_{name}"] = heads_in(s.take(f"{src}{proj}.weight", heads * dh, D), heads, dh)
@@ -81,7 +98,10 @@ def attention(s: Weights, state: dict, cfg: ModelConfig, src: str, dst: str) -> 
     state[dst + "W_O"] = heads_out(s.take(src + "o_proj.weight", D, H * dh), H, dh)
     if cfg.attn_out_bias:
         state[dst + "b_O"] = s.take(src + "o_proj.bias", D)
-    if cfg.qk_norm:
+    if cfg.qk_norm and cfg.qk_norm_width == "full":  # OLMoE: one norm over all heads' features
+        state[dst + "q_norm_full.w"] = s.take(src + "q_norm.weight", H * dh)
+        state[dst + "k_norm_full.w"] = s.take(src + "k_norm.weight", K * dh)
+    elif cfg.qk_norm:
         state[dst + "q_norm.w"] = s.take(src + "q_norm.weight", dh)
         state[dst + "k_norm.w"] = s.take(src + "k_norm.weight", dh)
 
