@@ -136,6 +136,27 @@ def test_ask_why_commands_fail_in_one_line(command):
     assert len(run.stderr.strip().splitlines()) == 1
 
 
+def test_ask_why_on_an_attention_only_micro_model():
+    """micro-attention-only: the logit split into its parts adds up to run_trace's logit with no MLP
+    among them (in-process reference, float32: ≤1e-4); patching an MLP it lacks fails in one line."""
+    from model.analysis.architecture import NO_MLP
+    from model.engine import run_trace
+    from model.io.checkpoint import load
+
+    run = cli("dla", "--model", "micro-attention-only", "--prompt", "the cat sat on the", "--token", " mat", "--json")
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout)
+    loaded = load("micro-attention-only")
+    logits = run_trace(loaded.model, loaded.encode("the cat sat on the"), names=["hook_logits"])["hook_logits"][-1]
+    assert out["logit"] == pytest.approx(float(logits[loaded.tokenizer.token_id(" mat")]), abs=1e-4)
+    assert sum(c["value"] for c in out["components"]) == pytest.approx(out["logit"], abs=1e-4)
+    names = {c["name"] for c in out["components"]}
+    assert {"hook_embed", "blocks.0.attn.hook_result[3]"} <= names and not any("mlp" in n for n in names)
+    run = cli("patch", "--model", "micro-attention-only", "--clean", "the cat sat on the", "--corrupt",
+              "the dog sat on the", "--answer", " mat", "--wrong", " bed", "--site", "mlp_out")
+    assert run.returncode == 2 and run.stderr.strip() == f"error: {NO_MLP}"
+
+
 def test_the_ask_why_choices_are_the_analyses_own():
     """cli.py writes the sites and methods out (torch is not imported before a command runs)."""
     from model.analysis.attribution import METHODS

@@ -11,7 +11,7 @@ import streamlit as st
 from app.components.charts import show
 from app.components.heatmap import ClickLayer, heatmap_figure
 from app.components.labels import plain
-from app.explore.common import Explorer, array, choose_head, choose_layer, choose_position, derived, heatmap
+from app.explore.common import Explorer, array, choose_head, choose_layer, choose_position, derived, heatmap, lacks
 from model.engine import block_label, head_label
 from model.analysis import attention_pair, tile
 from model.serving import Needs
@@ -152,6 +152,8 @@ def head_view(ctx: Explorer, trace, layer: int, query: int) -> go.Figure:
 
 def render(ctx: Explorer) -> None:
     cfg = ctx.cfg
+    if lacks(ctx):
+        return
     trace = ctx.trace(needs(st.session_state.explore_block))
     overview(ctx, trace)
     c1, c2, c3, c4 = st.columns(4)

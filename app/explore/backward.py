@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 import streamlit as st
 import torch
 
-from app.explore.common import (Explorer, bar_chart, choose_head, choose_layer, derived, has_heads, heatmap,
+from app.explore.common import (Explorer, bar_chart, choose_head, choose_layer, derived, has_heads, heatmap, lacks,
                                 tensor_grid)
 from app.components.charts import show
 from app.components.errors import fragment
@@ -155,6 +155,39 @@ def step_through(ctx: Explorer, trace, steps) -> None:
     cell_arithmetic(ctx, trace, list(step.names), head)
 
 
+def dead_neurons_view(ctx: Explorer, trace) -> None:
+    """A block's neurons that are off at every position, and the gradient they pass."""
+    cfg = ctx.cfg
+    layer = choose_layer(ctx, "Block (dead neurons)")
+    dead = dead_neurons(trace, cfg, layer)
+    if cfg.activation == "relu" and not cfg.gated_mlp:
+        st.markdown(f"{block_label(layer).capitalize()}: **{len(dead.neurons)}** of {cfg.d_ff} neurons are off at every position of this "
+                    f"prompt; ReLU passes them no gradient, so their W_in columns get exactly zero (largest |∂L/∂W_in| "
+                    f"over them: {dead.weight_grad_max:g}). Over all positions {dead.off_fraction:.1%} of (position, "
+                    f"neuron) pairs are off and {dead.zero_grad_fraction:.1%} of ∂L/∂pre entries are exactly 0.")
+    else:
+        st.markdown(f"{block_label(layer).capitalize()} uses {cfg.activation}, which is never exactly flat: {len(dead.neurons)} neurons have "
+                    f"pre-activation ≤ 0 everywhere, yet still pass some gradient (largest |∂L/∂W_in| over them: "
+                    f"{dead.weight_grad_max:.3g}); {dead.zero_grad_fraction:.1%} of ∂L/∂pre entries are exactly 0.")
+    if ctx.target is None:
+        st.caption("A position with nothing to predict (the last one, under the mean next-token loss) receives no "
+                   "gradient at all, so its entries count among the exact zeros.")
+    elif ctx.target.position % len(ctx.tokens) < len(ctx.tokens) - 1:  # -1: the last position
+        st.caption(f"The loss reads only position {ctx.target.position % len(ctx.tokens)}; attention looks back, never ahead, so every "
+                   "later position receives no gradient at all, and its entries count among the exact zeros.")
+    if len(dead.neurons):
+        st.caption("Dead here: " + ", ".join(map(str, dead.neurons[:60])) + (" …" if len(dead.neurons) > 60 else ""))
+
+
+def highway(labels: list[str], norms: np.ndarray) -> go.Figure:
+    """The gradient's norm over all positions at each point of the residual stream."""
+    fig = go.Figure(go.Scatter(x=labels, y=np.linalg.norm(norms, axis=1), mode="lines+markers"))
+    fig.update_layout(title=dict(text="<b>The residual highway</b>: gradient norm, all positions", font=dict(size=13), x=0),
+                      height=320, margin=dict(l=10, r=10, t=40, b=10), yaxis=dict(title="‖∂L/∂x‖", rangemode="tozero"),
+                      xaxis=dict(title="from the embeddings to the last block", type="category"))
+    return fig
+
+
 def render(ctx: Explorer) -> None:
     cfg = ctx.cfg
     target_controls(ctx)
@@ -179,18 +212,17 @@ def render(ctx: Explorer) -> None:
                 "torch.autograd.grad call on this trace; the shared model is left untouched.")
 
     labels, norms = derived(trace, ("gradient norms",), lambda: gradient_norms(trace, cfg))
-    a, b = st.columns([3, 2])
+    # the tensors drawn, as the engine names them (with no blocks, the embeddings alone)
+    stream = "grad:blocks.i.hook_resid_post" if cfg.n_layers else GRAD + residual_points(cfg)[0][1]
+    a, b = st.columns([3, 2]) if cfg.n_layers else (st.container(), None)  # no blocks: one point, no highway
     with a:
-        heatmap(norms, labels, ctx.labels, "‖∂L/∂residual stream‖ per position", "grad:blocks.i.hook_resid_post",
-                row_title="residual stream", col_title="token", sequential=True, zoom_key="bw:norms", width=300, trace=trace)
-    with b:
-        fig = go.Figure(go.Scatter(x=labels, y=np.linalg.norm(norms, axis=1), mode="lines+markers"))
-        fig.update_layout(title=dict(text="<b>The residual highway</b>: gradient norm, all positions", font=dict(size=13), x=0),
-                          height=320, margin=dict(l=10, r=10, t=40, b=10), yaxis=dict(title="‖∂L/∂x‖", rangemode="tozero"),
-                          xaxis=dict(title="from the embeddings to the last block", type="category"))
-        show(fig, width="stretch")
+        heatmap(norms, labels, ctx.labels, "‖∂L/∂residual stream‖ per position", stream, row_title="residual stream",
+                col_title="token", sequential=True, zoom_key="bw:norms", width=300 if b else 900, trace=trace)
+    if b:
+        show(highway(labels, norms), b, width="stretch")
     st.caption("The skip connections pass the gradient down unchanged and each block adds its own share on top, so it "
-               "does not fade with depth. Where it jumps, a norm whose input has a small spread σ scaled it by about 1/σ.")
+               "does not fade with depth. Where it jumps, a norm whose input has a small spread σ scaled it by about 1/σ."
+               if cfg.n_layers else "With no blocks the stream has one point: the gradient the head hands the embeddings.")
 
     signed, size = derived(trace, ("saliency",), lambda: saliency(trace))
     # one power of ten for every bar, said on the axis, so the labels read alike (2.8, not 2.83e-06)
@@ -209,25 +241,8 @@ def render(ctx: Explorer) -> None:
     step_through(ctx, trace, steps)
 
     st.subheader("Dead neurons")
-    layer = choose_layer(ctx, "Block (dead neurons)")
-    dead = dead_neurons(trace, cfg, layer)
-    if cfg.activation == "relu" and not cfg.gated_mlp:
-        st.markdown(f"{block_label(layer).capitalize()}: **{len(dead.neurons)}** of {cfg.d_ff} neurons are off at every position of this "
-                    f"prompt; ReLU passes them no gradient, so their W_in columns get exactly zero (largest |∂L/∂W_in| "
-                    f"over them: {dead.weight_grad_max:g}). Over all positions {dead.off_fraction:.1%} of (position, "
-                    f"neuron) pairs are off and {dead.zero_grad_fraction:.1%} of ∂L/∂pre entries are exactly 0.")
-    else:
-        st.markdown(f"{block_label(layer).capitalize()} uses {cfg.activation}, which is never exactly flat: {len(dead.neurons)} neurons have "
-                    f"pre-activation ≤ 0 everywhere, yet still pass some gradient (largest |∂L/∂W_in| over them: "
-                    f"{dead.weight_grad_max:.3g}); {dead.zero_grad_fraction:.1%} of ∂L/∂pre entries are exactly 0.")
-    if ctx.target is None:
-        st.caption("A position with nothing to predict (the last one, under the mean next-token loss) receives no "
-                   "gradient at all, so its entries count among the exact zeros.")
-    elif ctx.target.position % len(ctx.tokens) < len(ctx.tokens) - 1:  # -1: the last position
-        st.caption(f"The loss reads only position {ctx.target.position % len(ctx.tokens)}; attention looks back, never ahead, so every "
-                   "later position receives no gradient at all, and its entries count among the exact zeros.")
-    if len(dead.neurons):
-        st.caption("Dead here: " + ", ".join(map(str, dead.neurons[:60])) + (" …" if len(dead.neurons) > 60 else ""))
+    if not lacks(ctx, mlp=True):
+        dead_neurons_view(ctx, trace)
 
     st.subheader("Any weight's gradient")
     left, right = st.columns([3, 1])

@@ -9,13 +9,17 @@ import pandas as pd
 import streamlit as st
 
 from app.components.labels import plain
-from app.explore.common import Explorer, choose_head, choose_layer, heatmap
+from app.explore.common import Explorer, choose_head, choose_layer, heatmap, lacks
 from app.resources import model_pass
 from model.analysis.circuits import SCORED, bigram, head_scores, ov_circuit, qk_circuit
 from model.engine import block_label, head_label
 from model.serving import trace_cost
 
 MOST_TOKENS = 24  # the prompt's distinct tokens shown in the circuit grids
+# The worked example of this view: a two-block attention-only model trained on repeated syllables,
+# whose block 1 has a previous-token head and block 2 induction heads; on this prompt it predicts
+# "ne" (p ≈ 0.96) by copying what followed "li" the first time
+INDUCTION_MODEL, INDUCTION_PROMPT = "micro-induction", "ba ko mi to ze li ne ga ba ko mi to ze li"
 REPEAT = 20  # length of the random sequence that is repeated for the head scores
 TOP = 5
 
@@ -35,15 +39,46 @@ def scores(model_key: str, _ctx: Explorer):
         return half, *head_scores(_ctx.model, half, prefix)
 
 
+def circuits_cost(ctx: Explorer, tokens: tuple) -> int:
+    """What a circuit over the whole vocabulary computes and keeps: its rows as computed and in
+    float64 (up to 8 bytes a number, twice)."""
+    return 2 * 8 * len(tokens) * (ctx.cfg.vocab_size + ctx.cfg.d_model)
+
+
 @st.cache_resource(max_entries=8, show_spinner="Reading the head's weights…")
 def circuits_of(model_key: str, layer: int, head: int, tokens: tuple, _ctx: Explorer):
-    """The head's circuits over ``tokens`` and over the whole vocabulary, and the bigram table:
-    per model, head and token set, not per rerun. Admitted at what it computes and keeps: the
-    vocabulary-wide OV rows, as computed and in float64 (up to 8 bytes a number, twice)."""
+    """The head's circuits over ``tokens`` and over the whole vocabulary: per model, head and
+    token set, not per rerun."""
     tokens = list(tokens)
-    with model_pass("circuits", 2 * 8 * len(tokens) * (_ctx.cfg.vocab_size + _ctx.cfg.d_model)):
+    with model_pass("circuits", circuits_cost(_ctx, tokens)):
         return (qk_circuit(_ctx.model, layer, head, tokens, tokens), ov_circuit(_ctx.model, layer, head, tokens, tokens),
-                ov_circuit(_ctx.model, layer, head, tokens), bigram(_ctx.model, tokens))
+                ov_circuit(_ctx.model, layer, head, tokens))
+
+
+@st.cache_resource(max_entries=8, show_spinner="Reading the direct path…")
+def direct_path(model_key: str, tokens: tuple, _ctx: Explorer):
+    """The bigram table over the whole vocabulary, per model and token set."""
+    with model_pass("circuits", circuits_cost(_ctx, tokens)):
+        return bigram(_ctx.model, list(tokens))
+
+
+def open_induction_model() -> None:
+    """What the model picker does when a model is chosen (the page then writes it into the URL),
+    with a prompt that model reads."""
+    st.session_state.explore_model = INDUCTION_MODEL
+    st.session_state.explore_prompt = INDUCTION_PROMPT
+
+
+def induction_example(ctx: Explorer) -> None:
+    """Where the induction micro-model is not the open one, a click that opens it here."""
+    if ctx.model_key == INDUCTION_MODEL:
+        return
+    st.markdown(f"**The worked example of this view** is {INDUCTION_MODEL}: two attention-only blocks trained on "
+                "repeated syllables. Its head scores show a previous-token head in block 1 and induction heads in "
+                "block 2, the circuit that continues a repeated sequence.")
+    if st.button(f"Open {INDUCTION_MODEL} on “{INDUCTION_PROMPT}”", on_click=open_induction_model,
+                 icon=":material/open_in_new:"):
+        st.rerun()  # the whole page: the model and the prompt are chosen above this view
 
 
 def top_columns(matrix: np.ndarray, k: int) -> np.ndarray:
@@ -60,26 +95,43 @@ def top_outputs(ctx: Explorer, circuit) -> pd.DataFrame:
                         index=[ctx.piece(t) for t in circuit.rows])
 
 
-def render(ctx: Explorer) -> None:
-    st.markdown("A head read from its weights alone, as in Elhage et al., *A Mathematical Framework for Transformer "
-                "Circuits*: norms, biases and positions left out, the head's input taken to be one token's embedding "
-                "and its output read straight through the unembedding. Exact for the weights; an approximation of "
-                "what the model computes on a prompt (the other views show that).")
-    left, right = st.columns(2)
-    with left:
-        layer = choose_layer(ctx)
-    with right:
-        head = choose_head(ctx)
+def circuit_tokens(ctx: Explorer) -> list[int]:
+    """The tokens the grids and tables are read over: a typed text's distinct ones, else the prompt's."""
     typed = st.text_input("Tokens to read the circuits over", key="explore_circuit_tokens", persist_state="session",
                           placeholder="empty: this prompt's",
                           help="Any text: its distinct tokens, in order, are the grids' rows and columns")
     chosen = ctx.loaded.encode(typed) if typed else ctx.tokens
     tokens = list(dict.fromkeys(chosen))[:MOST_TOKENS]
-    labels = [ctx.piece(t) for t in tokens]
     st.caption(f"Tokens: the {len(tokens)} distinct ones of " + ("the text above" if typed else "this prompt")
                + (f" (the first {MOST_TOKENS})" if len(set(chosen)) > MOST_TOKENS else "") + ".")
+    return tokens
+
+
+def direct_path_table(ctx: Explorer, tokens: list[int]) -> None:
+    whole = ctx.cfg.n_layers == 0 and not ctx.cfg.final_norm and ctx.cfg.positional != "table"
+    st.markdown("**The direct path (bigram table).** e W_U: what each token alone, through no block, says comes next"
+                + ("; with no blocks, no positions and no final norm these are the model's logits." if whole else "."))
+    st.dataframe(top_outputs(ctx, direct_path(ctx.model_key, tuple(tokens), ctx)), width="stretch")
+
+
+def render(ctx: Explorer) -> None:
+    st.markdown("A head read from its weights alone, as in Elhage et al., *A Mathematical Framework for Transformer "
+                "Circuits*: norms, biases and positions left out, the head's input taken to be one token's embedding "
+                "and its output read straight through the unembedding. Exact for the weights; an approximation of "
+                "what the model computes on a prompt (the other views show that).")
+    induction_example(ctx)
+    if lacks(ctx):  # no heads to read: the direct path is the whole model
+        direct_path_table(ctx, circuit_tokens(ctx))
+        return
+    left, right = st.columns(2)
+    with left:
+        layer = choose_layer(ctx)
+    with right:
+        head = choose_head(ctx)
+    tokens = circuit_tokens(ctx)
+    labels = [ctx.piece(t) for t in tokens]
     where = f"blocks.{layer}.attn, {head_label(head)}"
-    qk, ov, full, table = circuits_of(ctx.model_key, layer, head, tuple(tokens), ctx)
+    qk, ov, full = circuits_of(ctx.model_key, layer, head, tuple(tokens), ctx)
     a, b = st.columns(2)
     with a:
         heatmap(qk.matrix, labels, labels, "QK circuit: the score a query token gives a key token",
@@ -96,9 +148,17 @@ def render(ctx: Explorer) -> None:
                 f"attending to each token raises most; the token itself is among its top {top} for {diagonal:.0%} of "
                 "these tokens (a copying head: near 100%).")
     st.dataframe(top_outputs(ctx, full), width="stretch")
-    st.markdown("**The direct path (bigram table).** e W_U: what each token alone, through no block, says comes next.")
-    st.dataframe(top_outputs(ctx, table), width="stretch")
+    direct_path_table(ctx, tokens)
+    head_scores_view(ctx)
 
+
+def strongest(scores: np.ndarray) -> str:
+    """The block and head with the highest score, and the score."""
+    block, head = np.unravel_index(np.argmax(scores), scores.shape)
+    return f"{plain(block_label(int(block)))}, {plain(head_label(int(head)))} ({scores[block, head]:.2f})"
+
+
+def head_scores_view(ctx: Explorer) -> None:
     st.subheader("Induction and previous-token heads")
     half, induction, previous = scores(ctx.model_key, ctx)
     n = len(half)
@@ -115,6 +175,4 @@ def render(ctx: Explorer) -> None:
     with b:
         heatmap(previous, rows, cols, "Previous-token score", "mean pattern[t, t − 1]", row_title="block",
                 col_title="head", sequential=True, width=450)
-    best = np.unravel_index(np.argmax(induction), induction.shape)
-    st.caption(f"Most induction-like here: {plain(block_label(int(best[0])))}, {plain(head_label(int(best[1])))} "
-               f"({induction[best]:.2f}).")
+    st.caption(f"Most induction-like here: {strongest(induction)}. Most previous-token-like: {strongest(previous)}.")

@@ -20,6 +20,7 @@ from app.components.heatmap import abs_max, heatmap_figure
 from app.components.labels import cell_text, token_text
 from app.components.pipeline import pipeline_strip
 from model.analysis import downsample, parts
+from model.analysis.architecture import missing
 from app.resources import check_cost, model_pass, same_request_waits, trace_budget, trace_cache
 from model.engine.names import axes as names_axes
 from model.serving import Needs, capture_plan, trace_cost, working_bytes
@@ -147,6 +148,24 @@ def probs_at(trace: Trace, position: int) -> torch.Tensor:
 
 def array(tensor: torch.Tensor) -> np.ndarray:
     return to_numpy(tensor.float())  # float32 for drawing, whatever the model's precision
+
+
+def lacks(ctx: Explorer, mlp: bool = False) -> bool:
+    """Whether the model lacks what a view (or a part of one) reads: its blocks, or with ``mlp``
+    their MLPs; where it does, says so in one sentence (model/analysis/architecture.py's)."""
+    why = missing(ctx.cfg, mlp)
+    if why:
+        st.info(why)
+    return why is not None
+
+
+def offered(key: str, options: list[str], default: str | None = None) -> list[str]:
+    """``options`` for a choice kept in ``st.session_state[key]``: a value this model does not
+    offer (kept from another model, such as an MLP's tensor on an attention-only one) becomes
+    ``default``, where it is offered, else the first option."""
+    if st.session_state.get(key) not in options:
+        st.session_state[key] = default if default in options else options[0]
+    return options
 
 
 def choose_layer(ctx: Explorer, label: str = "Block") -> int:

@@ -7,7 +7,7 @@ import numpy as np
 import streamlit as st
 
 from app.components.labels import plain
-from app.explore.common import Explorer, has_heads, heatmap, tensor_grid
+from app.explore.common import Explorer, has_heads, heatmap, offered, tensor_grid
 from model.engine import GRAD, GlassboxError, check_prompt, head_label
 from model.serving import Needs, trace_names
 
@@ -17,9 +17,7 @@ def lit(ctx: Explorer) -> set[str]:
 
 
 def render(ctx: Explorer) -> None:
-    names = trace_names(ctx.model)
-    if st.session_state.get("explore_compare_tensor") not in names:
-        st.session_state.explore_compare_tensor = "blocks.0.hook_resid_post"
+    names = offered("explore_compare_tensor", trace_names(ctx.model), "blocks.0.hook_resid_post")
     other_text = st.text_input("Prompt B", key="explore_compare_prompt", persist_state="session",
                                help="Compared with this page's prompt (A); the same length in tokens gives a difference")
     left, right = st.columns([3, 1])

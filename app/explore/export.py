@@ -6,7 +6,7 @@ from urllib.parse import urlencode
 import streamlit as st
 
 from app.components.labels import plain
-from app.explore.common import Explorer
+from app.explore.common import Explorer, offered
 from model.analysis import npz_bytes, to_csv
 from app.resources import admission, trace_budget
 from model.serving import Needs, trace_bytes, trace_names
@@ -30,9 +30,7 @@ def lit(ctx: Explorer) -> set[str]:
 
 
 def render(ctx: Explorer) -> None:
-    names = trace_names(ctx.model)
-    if st.session_state.get("explore_tensor") not in names:
-        st.session_state.explore_tensor = "blocks.0.attn.hook_pattern"
+    names = offered("explore_tensor", trace_names(ctx.model), "blocks.0.attn.hook_pattern")
     name = st.selectbox("Tensor", names, key="explore_tensor", persist_state="session",
                         help="Every captured activation, and with grad: its gradient or a weight's gradient")
     full, _ = ctx.plan(Needs(()))

@@ -6,7 +6,7 @@ import streamlit as st
 
 from app.components.charts import show
 from app.components.labels import plain
-from app.explore.common import Explorer, array, bar_chart, choose_layer, choose_position, heatmap
+from app.explore.common import Explorer, array, bar_chart, choose_layer, choose_position, heatmap, lacks
 from model.analysis import active, top_neurons
 from model.serving import Needs
 
@@ -17,6 +17,8 @@ def lit(ctx: Explorer) -> set[str]:
 
 def render(ctx: Explorer) -> None:
     cfg = ctx.cfg
+    if lacks(ctx, mlp=True):
+        return
     left, right = st.columns(2)
     with left:
         layer = choose_layer(ctx)

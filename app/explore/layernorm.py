@@ -9,7 +9,7 @@ import streamlit as st
 from app.components.charts import show
 from app.components.labels import cell_text
 from model.lesson.steps.explain import power
-from app.explore.common import Explorer, array, derived, heatmap
+from app.explore.common import Explorer, array, derived, heatmap, lacks
 from model.engine import block_label
 from model.analysis import norm_prefixes, norm_summary
 from model.serving import Needs
@@ -19,7 +19,8 @@ def label(prefix: str) -> str:
     if prefix == "ln_final.":
         return "final norm (before the head)"
     block, which = prefix.split(".")[1], prefix.split(".")[2]
-    return f"{block_label(int(block))} {which} (before {'attention' if which == 'ln1' else 'the MLP'})"
+    where = {"ln1": "before attention", "ln1_post": "after attention", "ln2": "before the MLP", "ln2_post": "after the MLP"}
+    return f"{block_label(int(block))} {which} ({where[which]})"
 
 
 def lit(ctx: Explorer) -> set[str]:
@@ -30,6 +31,8 @@ def lit(ctx: Explorer) -> set[str]:
 def render(ctx: Explorer) -> None:
     cfg = ctx.cfg
     prefixes = dict(norm_prefixes(cfg))
+    if not prefixes and lacks(ctx):  # only a zero-layer model without a final norm has none
+        return
     if st.session_state.get("explore_norm") not in prefixes:
         st.session_state.explore_norm = next(iter(prefixes))
     prefix = st.selectbox("Norm", list(prefixes), key="explore_norm", persist_state="session", format_func=label)

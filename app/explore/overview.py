@@ -17,18 +17,33 @@ def lit(ctx: Explorer) -> set[str]:
     return set()
 
 
+POSITIONS = {"table": "plus a positional row", "rope": "positions enter as RoPE rotations",
+             "none": "with no position added"}
+
+
+def pass_in_words(cfg) -> str:
+    """The forward pass in one sentence, for this model's architecture."""
+    if cfg.n_layers:
+        mlp = "" if cfg.attn_only else f" and an MLP ({cfg.d_ff} {cfg.activation} neurons)"
+        adds = f"{cfg.n_layers} blocks each add" if cfg.n_layers > 1 else "1 block adds"
+        blocks = (f"then {adds} attention ({cfg.n_heads} heads of {cfg.d_head}){mlp} to the residual stream, "
+                  f"{'' if cfg.attn_only else 'each '}after a {cfg.norm}; ")  # each sublayer after its own norm
+        stream = "the last stream"
+    else:
+        blocks, stream = "no block follows: ", "each token's embedding"
+    head = f"a final {cfg.norm} and the output head turn" if cfg.final_norm else "the output head turns"
+    return (f"Tokens are looked up in the embedding, {POSITIONS[cfg.positional]}; {blocks}{head} {stream} into "
+            f"{cfg.vocab_size:,} logits" + ("" if cfg.n_layers else ", a bigram table") + ".")
+
+
 def render(ctx: Explorer) -> None:
     cfg, model = ctx.cfg, ctx.model
     all_parts = parts(model)
     total = sum(p.count for p in all_parts)
-    st.markdown(f"**{total:,} parameters.** Tokens are looked up in the embedding, "
-                f"{'plus a positional row' if cfg.positional == 'table' else 'positions enter as RoPE rotations'}; "
-                f"then {cfg.n_layers} blocks each add attention ({cfg.n_heads} heads of {cfg.d_head}) and an MLP "
-                f"({cfg.d_ff} {cfg.activation} neurons) to the residual stream, each after a {cfg.norm}; "
-                f"{'a final ' + cfg.norm + ' and ' if cfg.final_norm else ''}the output head turn the last stream "
-                f"into {cfg.vocab_size:,} logits.")
+    st.markdown(f"**{total:,} parameters.** {pass_in_words(cfg)}")
     family = ctx.loaded.about.get("family")  # config.json's: the model folder's text, shown as text
-    st.markdown(f"**This model's blocks{' (' + plain(family) + ')' if family else ''}:**\n"
+    heading = "This model's blocks" if cfg.n_layers else "This model"  # a zero-layer model: no blocks to describe
+    st.markdown(f"**{heading}{' (' + plain(family) + ')' if family else ''}:**\n"
                 + "\n".join(f"- {note}" for note in architecture(cfg)))
     table = pd.DataFrame([{"part": p.label, "count": p.count, "share": f"{p.count / total:.1%}",
                            "parameters": ", ".join(f"{n} {list(s)}" for n, s in p.params) or p.note} for p in all_parts])

@@ -9,13 +9,25 @@ from app.components.charts import show
 from app.components.heatmap import heatmap_figure
 from app.components.labels import plain
 from app.explore.common import Explorer, choose_position, derived, heatmap, probs_at
-from model.analysis import contribution_norms, logit_lens
+from model.analysis import contribution_norms, logit_lens, residual_points
+from model.analysis.residual import contribution_names
 from model.serving import Needs
 from model.engine import GlassboxError
 
-NEEDS = Needs(("blocks.*.hook_resid_pre", "blocks.*.hook_resid_post", "blocks.*.hook_attn_out", "blocks.*.hook_mlp_out",
-               "hook_probs"))
 LENS_WINDOW = 24  # positions shown at once in the lens grid
+
+
+def needs(ctx: Explorer) -> Needs:
+    """What each part adds and the stream after each block, for this model's parts."""
+    names = [name for _, name in contribution_names(ctx.cfg) + residual_points(ctx.cfg)]
+    return Needs((*dict.fromkeys(names), "hook_probs"))
+
+
+def parts_named(ctx: Explorer) -> str:
+    """The norm chart's tensors, as the engine names them."""
+    added = "‖blocks.i.hook_attn_out‖" + ("" if ctx.cfg.attn_only else ", ‖blocks.i.hook_mlp_out‖")
+    first = f"‖{contribution_names(ctx.cfg)[0][1]}‖"
+    return f"{added} (first row: {first})" if ctx.cfg.n_layers else first
 
 
 def lit(ctx: Explorer) -> set[str]:
@@ -29,11 +41,10 @@ def lens(model_key: str, tokens: tuple, token_id: int, positions: tuple, _ctx: E
 
 def render(ctx: Explorer) -> None:
     cfg = ctx.cfg
-    trace = ctx.trace(NEEDS)
+    trace = ctx.trace(needs(ctx))
     labels, norms = derived(trace, ("contribution norms",), lambda: contribution_norms(trace, cfg))
-    heatmap(norms, labels, ctx.labels, "What each part adds: ‖contribution‖ per position", "‖blocks.i.hook_attn_out‖, "
-            "‖blocks.i.hook_mlp_out‖ (first row: ‖blocks.0.hook_resid_pre‖)", row_title="part", col_title="token",
-            sequential=True, zoom_key="res:norms", trace=trace)
+    heatmap(norms, labels, ctx.labels, "What each part adds: ‖contribution‖ per position", parts_named(ctx),
+            row_title="part", col_title="token", sequential=True, zoom_key="res:norms", trace=trace)
 
     st.subheader("Logit lens")
     left, right = st.columns(2)
@@ -54,8 +65,11 @@ def render(ctx: Explorer) -> None:
     window = range(start, min(T, start + LENS_WINDOW))
     result = lens(ctx.model_key, tuple(ctx.tokens), token_id, tuple(window), ctx, trace)
     at = position - start  # the chosen position's index in the window
-    st.caption(f"The final {cfg.norm if cfg.final_norm else '(no) norm'} and the output head applied to the residual "
-               "stream after every block. The last row is the model's own output (hook_probs).")
+    head = f"The final {cfg.norm} and the output head" if cfg.final_norm else "The output head (this model has no final norm)"
+    st.caption(f"{head} applied to the residual stream after every block. The last row is the model's own output "
+               "(hook_probs)." if cfg.n_layers else
+               f"{head} applied to the residual stream; with no blocks it is the embeddings alone, so the one row is "
+               "the model's own output (hook_probs).")
 
     top_p = result.top_probs[:, :, 0]
     text = [[ctx.piece(int(i)) for i in row] for row in result.top_ids[:, :, 0]]
@@ -66,14 +80,23 @@ def render(ctx: Explorer) -> None:
                          marks=[(None, at)], height=120 + 34 * len(result.labels))
     show(fig, width="stretch")
 
+    if cfg.n_layers:
+        show(chosen_chart(ctx, result, token_id, position, at), width="stretch")
+    else:  # one point: a chart of it would be empty
+        st.markdown(f"p(“{plain(ctx.piece(token_id))}”) at “{plain(ctx.labels[position])}”: "
+                    f"**{result.chosen[0, at]:.4f}**")
+    table = pd.DataFrame({f"top {k + 1}": [f"{ctx.piece(int(result.top_ids[r, at, k]))} {result.top_probs[r, at, k]:.3f}"
+                                           for r in range(len(result.labels))] for k in range(result.top_ids.shape[2])},
+                         index=result.labels)
+    st.dataframe(table, width="stretch")  # a row per point of the stream, the top 5 across: it fits the page
+
+
+def chosen_chart(ctx: Explorer, result, token_id: int, position: int, at: int) -> go.Figure:
+    """The followed token's probability at each point of the stream."""
     fig = go.Figure(go.Scatter(x=result.labels, y=result.chosen[:, at], mode="lines+markers+text",
                                text=[f"{p:.3f}" for p in result.chosen[:, at]], textposition="top center"))
     fig.update_layout(title=dict(text=f"<b>p(“{ctx.piece(token_id)}”)</b> at “{ctx.labels[position]}”, block by block",
                                  font=dict(size=13), x=0),
                       height=320, margin=dict(l=10, r=10, t=40, b=10), yaxis=dict(title="probability", range=[0, 1.05]),
                       xaxis=dict(title="residual stream", type="category"))
-    show(fig, width="stretch")
-    table = pd.DataFrame({f"top {k + 1}": [f"{ctx.piece(int(result.top_ids[r, at, k]))} {result.top_probs[r, at, k]:.3f}"
-                                           for r in range(len(result.labels))] for k in range(result.top_ids.shape[2])},
-                         index=result.labels)
-    st.dataframe(table, width="stretch")  # a row per point of the stream, the top 5 across: it fits the page
+    return fig

@@ -9,6 +9,7 @@ import streamlit as st
 from app.components.charts import place_labels, show
 from app.explore.common import Explorer, array, choose_position, heatmap
 from model.analysis import EmbeddingPCA, nearest_tokens, positional_table
+from model.analysis.architecture import NO_POSITIONS
 from model.engine import block_label
 from model.serving import Needs
 
@@ -61,6 +62,7 @@ def render(ctx: Explorer) -> None:
     if ctx.cfg.positional == "table":
         heatmap(array(trace["hook_pos_embed"]), ctx.labels, None, "Position rows W_pos[position]", "hook_pos_embed",
                 col_title="d_model", zoom_key="tok:pos", trace=trace)
+    if ctx.cfg.positional == "table" and ctx.cfg.n_layers:  # with no block, the sum is traced nowhere
         heatmap(array(trace["blocks.0.hook_resid_pre"]), ctx.labels, None, "Their sum: the residual stream entering block 1 (blocks.0)",
                 "blocks.0.hook_resid_pre", col_title="d_model", zoom_key="tok:sum", trace=trace)
 
@@ -117,13 +119,16 @@ def render(ctx: Explorer) -> None:
             st.caption(f"{labelled} of the prompt's {len(ids)} distinct tokens are labelled; the others would print "
                        "over them. Hover over any point to read it.")
 
+    st.subheader("The positional table")
+    if ctx.cfg.positional == "none":
+        st.info(NO_POSITIONS)
+        return
     layer = 0
     if ctx.cfg.positional == "rope" and ctx.cfg.local_rope_base is not None:  # local and global layers differ
         layer = st.selectbox("RoPE of block", range(ctx.cfg.n_layers), key="explore_rope_layer",
                              format_func=lambda i: block_label(i) + (" (local)" if ctx.cfg.is_local(i) else ""),
                              help="This model's layers rotate at different frequencies (local and global layers).")
     table, what, col_title = positional_table(ctx.model, layer, rows=max(64, len(ctx.tokens)))
-    st.subheader("The positional table")
     st.caption(what + f". The prompt uses rows 0–{len(ctx.tokens) - 1}.")
     shown = f"Positions: the first {len(table)} of {ctx.cfg.n_ctx}" if len(table) < ctx.cfg.n_ctx else "Positions"
     heatmap(table, [str(i) for i in range(len(table))], None, shown, "pos_embed.W_pos" if ctx.cfg.positional == "table"

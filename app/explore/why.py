@@ -13,13 +13,14 @@ from app.components.charts import paired_bars, show
 from app.components.heatmap import abs_max
 from app.components.labels import plain
 from app.components.labels import token_labels
-from app.explore.common import Explorer, bar_chart, choose_layer, heatmap, probs_at
+from app.explore.common import Explorer, bar_chart, choose_layer, heatmap, lacks, offered, probs_at
 from app.resources import model_pass
 from model.analysis.batches import per_pass
 from model.analysis.ablation import ablate
 from model.analysis.attribution import attribute
 from model.analysis.dla import direct_logit_attribution
-from model.analysis.patching import activation_patching
+from model.analysis.architecture import has_mlp, missing
+from model.analysis.patching import activation_patching, sites
 from model.engine import GlassboxError, block_label, head_label
 from model.serving import Needs
 
@@ -110,15 +111,19 @@ def logit_attribution(ctx: Explorer, token: int, wrong: int) -> None:
     fig = go.Figure(go.Bar(y=[result.names[i] for i in order], x=result.values[order], orientation="h",
                            marker_color=["#0068C9" if result.values[i] >= 0 else "#FF2B2B" for i in order],
                            hovertemplate="%{y}: %{x:.6g}<extra></extra>"))
+    shown = f"the {len(order)} largest of {len(result.names)}" if len(order) < len(result.names) else "every part"
     fig.update_layout(title=dict(text=f"<b>What each part writes into {what}</b> at the last position "
-                                      f"({ctx.labels[-1]}): the {len(order)} largest of {len(result.names)}",
+                                      f"({ctx.labels[-1]}): {shown}",
                                  font=dict(size=13), x=0),
-                      height=120 + 22 * len(order), margin=dict(l=10, r=10, t=40, b=10),
+                      height=max(220, 120 + 22 * len(order)), margin=dict(l=10, r=10, t=40, b=10),  # the axis title fits
                       xaxis=dict(title="direct share of the logit"),
                       yaxis=dict(title="part (engine name)", autorange="reversed", type="category"))
     show(fig, width="stretch")
-    st.caption(f"Each part is put through the final norm, with this position's scale held fixed, and the unembedding. "
-               f"All {len(result.names)} parts add up to {result.values.sum():.6g}; the model's {plain(what)} is "
+    through = ("the final norm, with this position's scale held fixed, and the unembedding" if ctx.cfg.final_norm
+               else "the unembedding (this model has no final norm)")
+    total = f"All {len(result.names)} parts add up to" if len(result.names) > 1 else "The one part is"
+    st.caption(f"Each part is put through {through}. "
+               f"{total} {result.values.sum():.6g}; the model's {plain(what)} is "
                f"{result.logit:.6g}." + (" Logits are taken before the soft-cap, which is not linear."
                                          if ctx.cfg.final_softcap else ""))
 
@@ -161,10 +166,14 @@ def input_attribution(ctx: Explorer, token: int) -> None:
 
 def ablation_view(ctx: Explorer, token: int) -> None:
     st.subheader("Switch one unit off (ablation)")
+    if lacks(ctx):
+        return
     a, b, c, d = st.columns(4)
     with a:
         layer = choose_layer(ctx)
-    kind = b.radio("Unit", ["head", "MLP neuron"], key="explore_why_unit", persist_state="session", horizontal=True)
+    units = offered("explore_why_unit", ["head", "MLP neuron"] if has_mlp(ctx.cfg) else ["head"])
+    kind = b.radio("Unit", units, key="explore_why_unit", persist_state="session", horizontal=True,
+                   help=missing(ctx.cfg, mlp=True))  # where only heads are offered, why
     if kind == "head":
         head = c.selectbox("Head", range(ctx.cfg.n_heads), key="explore_why_head", persist_state="session",
                            format_func=head_label)
@@ -200,6 +209,8 @@ def ablation_view(ctx: Explorer, token: int) -> None:
 
 def patching_view(ctx: Explorer, token: int, wrong: int) -> None:
     st.subheader("Activation patching")
+    if lacks(ctx):
+        return
     st.markdown(f"Run a **corrupted** prompt of the same length ({len(ctx.tokens)} tokens), then run it again with "
                 f"one activation taken from this prompt's run. The metric is logit({plain(ctx.piece(token))}) − "
                 f"logit({plain(ctx.piece(wrong))}) at the last position; each cell says how much of this prompt's value "
@@ -207,7 +218,8 @@ def patching_view(ctx: Explorer, token: int, wrong: int) -> None:
     with st.form("explore_why_patch"):
         corrupt_text = st.text_input("Corrupted prompt", key="explore_why_corrupt", persist_state="session",
                                      help="Change a word or two; the token count must stay the same")
-        site_label = st.radio("Patch", list(SITES), key="explore_why_site", persist_state="session", horizontal=True)
+        labels = offered("explore_why_site", [label for label, site in SITES.items() if site in sites(ctx.cfg)])
+        site_label = st.radio("Patch", labels, key="explore_why_site", persist_state="session", horizontal=True)
         st.form_submit_button("Patch")
     if not corrupt_text:
         st.info("Type a corrupted prompt to patch. With the default model: “Zoe had a frog. Zoe loved the” against "

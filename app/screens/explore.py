@@ -63,14 +63,18 @@ if not 0 <= st.session_state.explore_target_pos < len(tokens):  # -1 (the defaul
 # Per-prompt choices, kept in the URL, clamped to this model and prompt.
 PROMPT_SETTINGS = {"block": 0, "head": 0, "pos": len(tokens) - 1, "key_pos": 0, "norm": "", "bstep": "", "weight": "",
                    "tensor": ""}  # the views check the names against this model
-LIMITS = {"block": (0, cfg.n_layers - 1), "head": (0, cfg.n_heads - 1), "pos": (0, len(tokens) - 1),
+# (a zero-layer model keeps block 0, unused: its views say it has no blocks)
+LIMITS = {"block": (0, max(cfg.n_layers - 1, 0)), "head": (0, cfg.n_heads - 1), "pos": (0, len(tokens) - 1),
           "key_pos": (0, len(tokens) - 1)}
 read_url_settings(PROMPT_SETTINGS, LIMITS, prefix="explore_")
 show_url_notes("explore_")
 for key, (low, high) in LIMITS.items():  # kept from another model or prompt: into this one's range
     st.session_state["explore_" + key] = min(max(int(st.session_state["explore_" + key]), low), high)
 
-st.caption(f"**{plain(loaded.name)}** · {cfg.n_layers} blocks × {cfg.n_heads} heads, d_model {cfg.d_model}, "
+shape = (f"{cfg.n_layers} block{'s' * (cfg.n_layers > 1)} × {cfg.n_heads} heads" if cfg.n_layers
+         else "no blocks (a bigram table)")
+shape += ", attention only" if cfg.attn_only else ""
+st.caption(f"**{plain(loaded.name)}** · {shape}, d_model {cfg.d_model}, "
            f"vocabulary {cfg.vocab_size:,}, context {cfg.n_ctx} · this prompt: {len(tokens)} tokens · computed in "
            f"{str(loaded.model.embed.W_E.dtype).removeprefix('torch.')} on {loaded.model.device.type.upper()}")
 

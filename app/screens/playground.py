@@ -16,6 +16,7 @@ from app.components.labels import plain, plain_html, token_labels, token_text
 from app.components.model_picker import model_picker
 from app.resources import check_cost, model_pass, shared_model
 from app.state import read_url_settings, show_url_notes, write_url_settings
+from model.analysis.architecture import NO_BLOCKS
 from model.engine import GlassboxError, block_label, check_context
 from model.serving import working_bytes
 from model.io.guard import SIDE_FILE_BYTES, read_json
@@ -243,27 +244,35 @@ def generation_view(loaded) -> None:
         st.page_link("screens/explore.py", label="Open this step's full trace in the explorer", icon=":material/search:",
                      query_params={"model": result["model"], "prompt": prefix})
     with right:
-        cfg = loaded.cfg
-        n = t["position"]
-        size = kv_cache_bytes(loaded, n)
-        element = loaded.model.embed.W_E.element_size()
-        st.markdown(f"**KV cache** used to predict step {step + 1}: the keys and values of the {n} positions "
-                    f"before it, in each of the {cfg.n_layers} layers.")
-        st.latex(r"2 \times \text{layers} \times \text{tokens} \times \text{key/value heads} \times d_{head} "
-                 r"\times \text{bytes}")
-        st.latex(rf"= 2 \times {cfg.n_layers} \times {n} \times {cfg.n_kv_heads} \times {cfg.d_head} \times {element} "
-                 rf"= {size:,}\ \text{{bytes}}")
-        st.dataframe({"block": [block_label(i) for i in range(cfg.n_layers)],
-                      "keys": [f"{cfg.n_kv_heads} heads × {n} positions × {cfg.d_head}"] * cfg.n_layers,
-                      "values": [f"{cfg.n_kv_heads} heads × {n} positions × {cfg.d_head}"] * cfg.n_layers,
-                      "bytes": [size // cfg.n_layers] * cfg.n_layers}, hide_index=True)
-        st.caption(f"Measured on the engine's own cache during generation: {t['cache_bytes']:,} bytes.")
-        fig = go.Figure(go.Scatter(x=[x["position"] for x in tokens], y=[x["cache_bytes"] for x in tokens],
-                                   mode="lines+markers"))
-        fig.update_layout(title="KV cache size as generation goes on", xaxis_title="tokens in the cache",
-                          yaxis_title="bytes", height=260, margin=dict(t=40, b=10))
-        show(fig, key="cache_chart")
-        lessons_about(["kv-cache"])
+        kv_cache_view(loaded, tokens, step)
+
+
+def kv_cache_view(loaded, tokens: list[dict], step: int) -> None:
+    """The KV cache that predicted ``step``: its size by the formula and as measured."""
+    cfg, t = loaded.cfg, tokens[step]
+    if cfg.n_layers == 0:
+        st.markdown(f"**KV cache**: none. {NO_BLOCKS} No attention, so no keys or values to keep.")
+        return
+    n = t["position"]
+    size = kv_cache_bytes(loaded, n)
+    element = loaded.model.embed.W_E.element_size()
+    st.markdown(f"**KV cache** used to predict step {step + 1}: the keys and values of the {n} positions "
+                f"before it, in each of the {cfg.n_layers} layers.")
+    st.latex(r"2 \times \text{layers} \times \text{tokens} \times \text{key/value heads} \times d_{head} "
+             r"\times \text{bytes}")
+    st.latex(rf"= 2 \times {cfg.n_layers} \times {n} \times {cfg.n_kv_heads} \times {cfg.d_head} \times {element} "
+             rf"= {size:,}\ \text{{bytes}}")
+    st.dataframe({"block": [block_label(i) for i in range(cfg.n_layers)],
+                  "keys": [f"{cfg.n_kv_heads} heads × {n} positions × {cfg.d_head}"] * cfg.n_layers,
+                  "values": [f"{cfg.n_kv_heads} heads × {n} positions × {cfg.d_head}"] * cfg.n_layers,
+                  "bytes": [size // cfg.n_layers] * cfg.n_layers}, hide_index=True)
+    st.caption(f"Measured on the engine's own cache during generation: {t['cache_bytes']:,} bytes.")
+    fig = go.Figure(go.Scatter(x=[x["position"] for x in tokens], y=[x["cache_bytes"] for x in tokens],
+                               mode="lines+markers"))
+    fig.update_layout(title="KV cache size as generation goes on", xaxis_title="tokens in the cache",
+                      yaxis_title="bytes", height=260, margin=dict(t=40, b=10))
+    show(fig, key="cache_chart")
+    lessons_about(["kv-cache"])
 
 
 read_url_settings(DEFAULTS, LIMITS)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from model.analysis.architecture import require
 from model.engine import GlassboxError, Transformer, check_prompt, editing
 from model.engine.capture import capture
 
@@ -43,6 +44,7 @@ def ablate(model: Transformer, tokens: list[int], layer: int, head: int | None =
         raise GlassboxError(f"Unknown ablation {mode!r}: zero or mean")
     if (head is None) == (neuron is None):
         raise GlassboxError("Ablate one head or one neuron")
+    require(cfg, mlp=neuron is not None)
     if not 0 <= layer < cfg.n_layers:
         raise GlassboxError(f"Block {layer} does not exist (0..{cfg.n_layers - 1})")
     if head is not None and not 0 <= head < cfg.n_heads:

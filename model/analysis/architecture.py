@@ -5,7 +5,32 @@ from __future__ import annotations
 
 import math
 
-from model.engine import ModelConfig
+from model.engine import GlassboxError, ModelConfig
+
+# What the explorer, the analyses and the CLI say where a model lacks what they read
+NO_BLOCKS = "This model has no blocks: its logits are W_E · W_U, a bigram table."
+NO_MLP = "This model has no MLP: its blocks are attention only."
+NO_POSITIONS = "This model has no positions: a token's vector is the same wherever it stands."
+
+
+def has_mlp(cfg: ModelConfig) -> bool:
+    """Whether the model's blocks have MLPs (not a zero-layer or an attention-only model)."""
+    return cfg.n_layers > 0 and not cfg.attn_only
+
+
+def missing(cfg: ModelConfig, mlp: bool = False) -> str | None:
+    """Why a model lacks what an analysis reads, in one sentence: its blocks (a zero-layer
+    model), or with ``mlp`` their MLPs (an attention-only model); None where it has them."""
+    if cfg.n_layers == 0:
+        return NO_BLOCKS
+    return NO_MLP if mlp and cfg.attn_only else None
+
+
+def require(cfg: ModelConfig, mlp: bool = False) -> None:
+    """A GlassboxError saying ``missing``'s sentence, where there is one."""
+    why = missing(cfg, mlp)
+    if why:
+        raise GlassboxError(why)
 
 
 def _ranges(layers: list[int]) -> str:
@@ -25,19 +50,46 @@ def architecture(cfg: ModelConfig) -> list[str]:
     notes = []
     if cfg.embed_scale is not None:
         notes.append(f"embeddings × {cfg.embed_scale:.4g} (√d_model)")
-    notes.append("parallel block: attention and MLP both read the block's input" if cfg.parallel_block
-                 else "sequential block: the MLP reads the stream after attention")
-    notes.append({"layernorm": "LayerNorm", "rmsnorm": "RMSNorm"}[cfg.norm]
-                 + (" before and after each sublayer" if cfg.post_norms else " before each sublayer"))
-    if cfg.positional == "table":
-        notes.append(f"learned positions ({cfg.n_ctx:,} rows)")
+    if cfg.n_layers == 0:  # nothing of a block applies
+        return notes + ["no blocks: the head reads the embeddings directly, a bigram table", *_positions(cfg), *_head(cfg)]
+    if cfg.attn_only:
+        notes.append("attention only: no MLP, each block adds its attention output alone")
     else:
-        share = "each head" if cfg.rotary_dim == cfg.d_head else (
-            f"{cfg.rotary_dim / cfg.d_head:.0%} of each head ({cfg.rotary_dim} of {cfg.d_head} features)")
-        scaling = {"none": "", "linear": f", positions ÷ {cfg.rope_factor:g}",
-                   "llama3": f", llama3 scaling ×{cfg.rope_factor:g}"}[cfg.rope_scaling]
-        notes.append(f"RoPE on {share}, base {cfg.rope_base:g}{scaling}"
-                     + (f"; local layers base {cfg.local_rope_base:g}" if cfg.local_rope_base else ""))
+        notes.append("parallel block: attention and MLP both read the block's input" if cfg.parallel_block
+                     else "sequential block: the MLP reads the stream after attention")
+    where = "attention" if cfg.attn_only else "each sublayer"
+    notes.append({"layernorm": "LayerNorm", "rmsnorm": "RMSNorm"}[cfg.norm]
+                 + (f" before and after {where}" if cfg.post_norms else f" before {where}"))
+    notes += _positions(cfg)
+    notes += _attention(cfg)
+    if cfg.gated_mlp and not cfg.attn_only:
+        kind = {"silu": "SwiGLU", "gelu_tanh": "GeGLU", "gelu": "GeGLU"}.get(cfg.activation, f"gated {cfg.activation}")
+        notes.append(f"{kind} MLP: act(x·W_gate) × x·W_in")
+    return notes + _head(cfg)
+
+
+def _positions(cfg: ModelConfig) -> list[str]:
+    if cfg.positional == "none":
+        return ["no positions: nothing says where a token stands"]
+    if cfg.positional == "table":
+        return [f"learned positions ({cfg.n_ctx:,} rows)"]
+    share = "each head" if cfg.rotary_dim == cfg.d_head else (
+        f"{cfg.rotary_dim / cfg.d_head:.0%} of each head ({cfg.rotary_dim} of {cfg.d_head} features)")
+    scaling = {"none": "", "linear": f", positions ÷ {cfg.rope_factor:g}",
+               "llama3": f", llama3 scaling ×{cfg.rope_factor:g}"}[cfg.rope_scaling]
+    return [f"RoPE on {share}, base {cfg.rope_base:g}{scaling}"
+            + (f"; local layers base {cfg.local_rope_base:g}" if cfg.local_rope_base else "")]
+
+
+def _head(cfg: ModelConfig) -> list[str]:
+    notes = [f"logits soft-capped at ±{cfg.final_softcap:g}"] if cfg.final_softcap is not None else []
+    if not cfg.final_norm:
+        notes.append("no final norm: the head reads the stream as it is")
+    return notes + ["tied head (W_U = W_Eᵀ)" if cfg.tie_embeddings else "untied head"]
+
+
+def _attention(cfg: ModelConfig) -> list[str]:
+    notes = []
     if cfg.n_kv_heads == 1 and cfg.n_heads > 1:
         notes.append(f"multi-query: {cfg.n_heads} query heads share 1 key/value head")
     elif cfg.n_kv_heads < cfg.n_heads:
@@ -55,10 +107,4 @@ def architecture(cfg: ModelConfig) -> list[str]:
         layers = [i for i in range(cfg.n_layers) if cfg.is_local(i)]
         where = "every layer" if len(layers) == cfg.n_layers else f"layers {_ranges(layers)}"
         notes.append(f"window {cfg.window:,} on {where}")
-    if cfg.gated_mlp:
-        kind = {"silu": "SwiGLU", "gelu_tanh": "GeGLU", "gelu": "GeGLU"}.get(cfg.activation, f"gated {cfg.activation}")
-        notes.append(f"{kind} MLP: act(x·W_gate) × x·W_in")
-    if cfg.final_softcap is not None:
-        notes.append(f"logits soft-capped at ±{cfg.final_softcap:g}")
-    notes.append("tied head (W_U = W_Eᵀ)" if cfg.tie_embeddings else "untied head")
     return notes

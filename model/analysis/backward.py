@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from model.analysis.residual import residual_points
+from model.analysis.residual import residual_points, stream_end
 from model.engine import GRAD, ModelConfig, Trace, Transformer, block_label
 
 
@@ -34,54 +34,73 @@ def backward_steps(model: Transformer) -> list[BackwardStep]:
     if cfg.final_norm:
         steps.append(BackwardStep("ln_final", f"final {cfg.norm}",
                                   "Through the head (∂L/∂logits · W_Uᵀ), then back through the norm's scale and shift.",
-                                  g("ln_final.hook_out", "ln_final.hook_normalized",
-                                    f"blocks.{cfg.n_layers - 1}.hook_resid_post"), w("ln_final."), "ln_final"))
-    mlp_inner = ("hook_post", "hook_gate", "hook_linear", "hook_pre") if cfg.gated_mlp else ("hook_post", "hook_pre")
-    post = cfg.post_norms
+                                  g("ln_final.hook_out", "ln_final.hook_normalized", stream_end(cfg)), w("ln_final."),
+                                  "ln_final"))
     for i in reversed(range(cfg.n_layers)):
-        p = f"blocks.{i}."
-        # a parallel block has no resid_mid: both sublayers read resid_pre
-        split = p + ("hook_resid_pre" if cfg.parallel_block else "hook_resid_mid")
-        steps += [
-            BackwardStep(f"b{i}-mlp", f"{block_label(i)} MLP",
-                         f"∂L/∂mlp_out is ∂L/∂resid_post (the residual passes it on unchanged); back through W_out, "
-                         f"the {cfg.activation} (its derivative at each pre-activation) and W_in.",
-                         g(p + "hook_mlp_out", *((p + "ln2_post.hook_normalized", p + "mlp.hook_out") if post else ()),
-                           *(p + "mlp." + n for n in mlp_inner)), w(p + "mlp.") + w(p + "ln2_post."), p + "mlp"),
-            BackwardStep(f"b{i}-ln2", f"{block_label(i)} {cfg.norm} 2 and the residual split",
-                         ("In a parallel block the MLP's gradient joins attention's at resid_pre (the next step)."
-                          if cfg.parallel_block else
-                          "∂L/∂resid_mid = ∂L/∂resid_post (the skip) + what comes back through the norm and the MLP."),
-                         g(p + "ln2.hook_out", p + "ln2.hook_normalized", *(() if cfg.parallel_block else (split,))),
-                         w(p + "ln2."), p + "norms"),
-            BackwardStep(f"b{i}-attn-out", f"{block_label(i)} attention output",
-                         f"∂L/∂attn_out = ∂L/∂{split.split('hook_')[-1]}"
-                         + ("; back through the post norm ln1_post" if post else "")
-                         + "; each head's share after W_O, then its weighted values z.",
-                         g(p + "hook_attn_out", *((p + "ln1_post.hook_normalized", p + "attn.hook_out") if post else ()),
-                           p + "attn.hook_result", p + "attn.hook_z"),
-                         w(p + "attn.W_O") + w(p + "attn.b_O") + w(p + "ln1_post."), p + "attn"),
-            BackwardStep(f"b{i}-pattern", f"{block_label(i)} attention pattern and softmax",
-                         "∂L/∂pattern = ∂L/∂z · vᵀ is not zero above the diagonal, but the softmax passes none of it "
-                         "to the masked scores: their gradient is exactly 0.",
-                         g(p + "attn.hook_pattern", p + "attn.hook_scores_masked", p + "attn.hook_scores"), (), p + "attn"),
-            BackwardStep(f"b{i}-qkv", f"{block_label(i)} Q, K, V",
-                         "∂L/∂q = ∂L/∂scores · k × scale, ∂L/∂k = ∂L/∂scoresᵀ · q × scale (through RoPE, QK-norm and "
-                         "soft-capping where the model has them), ∂L/∂v = patternᵀ · ∂L/∂z; then W_Q, W_K, W_V.",
-                         g(p + "attn.hook_q", p + "attn.hook_k", p + "attn.hook_v"),
-                         tuple(n for n in w(p + "attn.") if not n.endswith(("W_O", "b_O"))), p + "attn"),
-            BackwardStep(f"b{i}-ln1", f"{block_label(i)} {cfg.norm} 1 and the residual split",
-                         ("∂L/∂resid_pre = ∂L/∂resid_post (the skip) + what comes back through both norms, attention "
-                          "and the MLP." if cfg.parallel_block else
-                          "∂L/∂resid_pre = ∂L/∂resid_mid (the skip) + what comes back through the norm and attention."),
-                         g(p + "ln1.hook_out", p + "ln1.hook_normalized", p + "hook_resid_pre"), w(p + "ln1."), p + "norms"),
-        ]
-    steps.append(BackwardStep("embed", "embeddings",
-                              "The token embedding and the position rows receive ∂L/∂resid_pre of block 0, row by row"
+        steps += ([] if cfg.attn_only else _mlp_steps(cfg, i, g, w)) + _attention_steps(cfg, i, g, w)
+    into = ("∂L/∂resid_pre of block 0" if cfg.n_layers else
+            "the head's gradient directly (∂L/∂logits · W_Uᵀ" + (", through the final norm)" if cfg.final_norm else ")"))
+    what = "The token embedding and the position rows receive" if cfg.positional == "table" else "The token embedding receives"
+    steps.append(BackwardStep("embed", "embeddings", f"{what} {into}, row by row"
                               + (" (W_E also receives the head's gradient: it is tied)." if cfg.tie_embeddings else "."),
                               g("hook_embed", *(("hook_pos_embed",) if cfg.positional == "table" else ())),
                               w("embed.") + w("pos_embed."), "embed"))
     return steps
+
+
+def _split(cfg: ModelConfig, p: str) -> str:
+    """The stream tensor whose gradient attention's output receives: resid_mid, or resid_pre in
+    a parallel block, or resid_post in an attention-only one (where nothing follows attention)."""
+    return p + ("hook_resid_post" if cfg.attn_only else "hook_resid_pre" if cfg.parallel_block else "hook_resid_mid")
+
+
+def _mlp_steps(cfg: ModelConfig, i: int, g, w) -> list[BackwardStep]:
+    """Block i's MLP and its norm, backwards."""
+    p, post = f"blocks.{i}.", cfg.post_norms
+    mlp_inner = ("hook_post", "hook_gate", "hook_linear", "hook_pre") if cfg.gated_mlp else ("hook_post", "hook_pre")
+    split = _split(cfg, p)
+    return [
+        BackwardStep(f"b{i}-mlp", f"{block_label(i)} MLP",
+                     f"∂L/∂mlp_out is ∂L/∂resid_post (the residual passes it on unchanged); back through W_out, "
+                     f"the {cfg.activation} (its derivative at each pre-activation) and W_in.",
+                     g(p + "hook_mlp_out", *((p + "ln2_post.hook_normalized", p + "mlp.hook_out") if post else ()),
+                       *(p + "mlp." + n for n in mlp_inner)), w(p + "mlp.") + w(p + "ln2_post."), p + "mlp"),
+        BackwardStep(f"b{i}-ln2", f"{block_label(i)} {cfg.norm} 2 and the residual split",
+                     ("In a parallel block the MLP's gradient joins attention's at resid_pre (the next step)."
+                      if cfg.parallel_block else
+                      "∂L/∂resid_mid = ∂L/∂resid_post (the skip) + what comes back through the norm and the MLP."),
+                     g(p + "ln2.hook_out", p + "ln2.hook_normalized", *(() if cfg.parallel_block else (split,))),
+                     w(p + "ln2."), p + "norms"),
+    ]
+
+
+def _attention_steps(cfg: ModelConfig, i: int, g, w) -> list[BackwardStep]:
+    """Block i's attention and its norm, backwards."""
+    p, post = f"blocks.{i}.", cfg.post_norms
+    split = _split(cfg, p)
+    skip = ("∂L/∂resid_pre = ∂L/∂resid_post (the skip) + what comes back through both norms, attention "
+            "and the MLP." if cfg.parallel_block else
+            f"∂L/∂resid_pre = ∂L/∂{split.split('hook_')[-1]} (the skip) + what comes back through the norm and attention.")
+    return [
+        BackwardStep(f"b{i}-attn-out", f"{block_label(i)} attention output",
+                     f"∂L/∂attn_out = ∂L/∂{split.split('hook_')[-1]}"
+                     + ("; back through the post norm ln1_post" if post else "")
+                     + "; each head's share after W_O, then its weighted values z.",
+                     g(p + "hook_attn_out", *((p + "ln1_post.hook_normalized", p + "attn.hook_out") if post else ()),
+                       p + "attn.hook_result", p + "attn.hook_z"),
+                     w(p + "attn.W_O") + w(p + "attn.b_O") + w(p + "ln1_post."), p + "attn"),
+        BackwardStep(f"b{i}-pattern", f"{block_label(i)} attention pattern and softmax",
+                     "∂L/∂pattern = ∂L/∂z · vᵀ is not zero above the diagonal, but the softmax passes none of it "
+                     "to the masked scores: their gradient is exactly 0.",
+                     g(p + "attn.hook_pattern", p + "attn.hook_scores_masked", p + "attn.hook_scores"), (), p + "attn"),
+        BackwardStep(f"b{i}-qkv", f"{block_label(i)} Q, K, V",
+                     "∂L/∂q = ∂L/∂scores · k × scale, ∂L/∂k = ∂L/∂scoresᵀ · q × scale (through RoPE, QK-norm and "
+                     "soft-capping where the model has them), ∂L/∂v = patternᵀ · ∂L/∂z; then W_Q, W_K, W_V.",
+                     g(p + "attn.hook_q", p + "attn.hook_k", p + "attn.hook_v"),
+                     tuple(n for n in w(p + "attn.") if not n.endswith(("W_O", "b_O"))), p + "attn"),
+        BackwardStep(f"b{i}-ln1", f"{block_label(i)} {cfg.norm} 1 and the residual split", skip,
+                     g(p + "ln1.hook_out", p + "ln1.hook_normalized", p + "hook_resid_pre"), w(p + "ln1."), p + "norms"),
+    ]
 
 
 def gradient_norms(trace: Trace, cfg: ModelConfig) -> tuple[list[str], np.ndarray]:
@@ -106,7 +125,7 @@ def weight_gradient_product(cfg: ModelConfig, name: str) -> tuple[str, str] | No
     gradient is not one such product (tied W_E, positions, norms' scale and shift)."""
     parts_ = name.split(".")
     if parts_[0] == "unembed":
-        return (f"ln_final.hook_out" if cfg.final_norm else f"blocks.{cfg.n_layers - 1}.hook_resid_post", "hook_logits")
+        return ("ln_final.hook_out" if cfg.final_norm else stream_end(cfg), "hook_logits")
     if parts_[0] != "blocks":
         return None
     p, kind = f"blocks.{parts_[1]}.", parts_[-1]

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from model.analysis.architecture import require
 from model.engine import GlassboxError, Transformer
 from model.engine.capture import capture
 
@@ -49,6 +50,7 @@ def _embeddings(model: Transformer, tokens: list[int]) -> torch.Tensor:
 
 def _head(model: Transformer, layer: int, head: int):
     cfg = model.cfg
+    require(cfg)
     if not 0 <= layer < cfg.n_layers or not 0 <= head < cfg.n_heads:
         raise GlassboxError(f"No head {head} in block {layer} ({cfg.n_layers} blocks of {cfg.n_heads} heads)")
     return model.blocks[layer].attn, cfg.kv_head(head)
@@ -91,6 +93,7 @@ def head_scores(model: Transformer, half: list[int], prefix: list[int] = ()) -> 
     ``half`` twice: the induction score (the mean attention from each position of the repeat to
     the token after its earlier occurrence, t − n + 1) and the previous-token score (the mean
     attention from each position of the halves, after the first, to t − 1)."""
+    require(model.cfg)
     n, start = len(half), len(prefix)
     if n < 2:
         raise GlassboxError("The repeated sequence needs at least 2 tokens")

@@ -43,7 +43,7 @@ def parts_written(model: Transformer) -> list[str]:
         else:
             names += [f"{p}attn.hook_result[{h}]" for h in range(cfg.n_heads)]
             names += [p + "attn.b_O"] if cfg.attn_out_bias else []
-        names.append(p + "hook_mlp_out")
+        names += [] if cfg.attn_only else [p + "hook_mlp_out"]
     return names + (["ln_final.b"] if cfg.final_norm and cfg.norm == "layernorm" else [])
 
 

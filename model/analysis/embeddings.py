@@ -7,7 +7,8 @@ import math
 import numpy as np
 import torch
 
-from model.engine import Transformer, block_label, to_numpy
+from model.analysis.architecture import NO_POSITIONS
+from model.engine import GlassboxError, Transformer, block_label, to_numpy
 from model.engine.rope import rope_angles
 
 
@@ -82,6 +83,8 @@ def positional_table(model: Transformer, layer: int = 0, rows: int = 512) -> tup
     included)."""
     cfg = model.cfg
     rows = min(rows, cfg.n_ctx)
+    if cfg.positional == "none":
+        raise GlassboxError(NO_POSITIONS)
     if cfg.positional == "table":
         return (to_numpy(model.pos_embed.W_pos[:rows]), "pos_embed.W_pos: added to each token's embedding",
                 "d_model")

@@ -7,12 +7,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from model.analysis.architecture import require
 from model.engine import GRAD, ModelConfig, Trace, Transformer
 
 
 def active(trace: Trace, cfg: ModelConfig, layer: int) -> torch.Tensor:
     """(positions, neurons) booleans: the neuron passes signal. ReLU: output > 0; smooth
     activations (GELU, SiLU) have no exact off: pre-activation > 0."""
+    require(cfg, mlp=True)
     p = f"blocks.{layer}.mlp."
     return trace[p + "hook_post"] > 0 if cfg.activation == "relu" and not cfg.gated_mlp else trace[p + "hook_pre"] > 0
 
@@ -27,6 +29,7 @@ class Neuron:
 
 def top_neurons(model: Transformer, trace: Trace, layer: int, position: int, k: int = 10) -> list[Neuron]:
     """The neurons that write most into the residual stream at ``position``."""
+    require(model.cfg, mlp=True)
     p = f"blocks.{layer}.mlp."
     pre, post = trace[p + "hook_pre"][position], trace[p + "hook_post"][position]
     write = post.abs() * model.blocks[layer].mlp.W_out.detach().norm(dim=1)

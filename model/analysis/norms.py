@@ -5,22 +5,26 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from model.analysis.residual import stream_end
 from model.engine import ModelConfig, Trace
 
 
 def norm_prefixes(cfg: ModelConfig) -> list[tuple[str, str]]:
-    """(prefix of a norm's tensors, name of its input tensor), in forward order."""
+    """(prefix of a norm's tensors, name of its input tensor), in forward order (an
+    attention-only block has no MLP and so no ln2; a zero-layer model at most the final norm)."""
     out = []
     for i in range(cfg.n_layers):
         p = f"blocks.{i}."
         out.append((p + "ln1.", p + "hook_resid_pre"))
         if cfg.post_norms:
             out.append((p + "ln1_post.", p + "attn.hook_out"))
+        if cfg.attn_only:
+            continue
         out.append((p + "ln2.", p + ("hook_resid_pre" if cfg.parallel_block else "hook_resid_mid")))
         if cfg.post_norms:
             out.append((p + "ln2_post.", p + "mlp.hook_out"))
     if cfg.final_norm:
-        out.append(("ln_final.", f"blocks.{cfg.n_layers - 1}.hook_resid_post"))
+        out.append(("ln_final.", stream_end(cfg)))
     return out
 
 

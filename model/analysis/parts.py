@@ -33,13 +33,16 @@ def parts(model: Transformer) -> list[Part]:
     out = [Part("embed", "token embedding", under("embed."))]
     if cfg.positional == "table":
         out.append(Part("pos", "positions", under("pos_embed.")))
-    else:
+    elif cfg.positional == "rope":  # a model without positions (a bigram) has no part for them
         out.append(Part("pos", "positions (RoPE)", (), "rotations inside attention: no parameters"))
+    one_norm = cfg.attn_only and not cfg.post_norms  # an attention-only block norms only attention's input
     for i in range(cfg.n_layers):
         p = f"blocks.{i}."
         out += [Part(p + "attn", f"{block_label(i)} attention", under(p + "attn.")),
-                Part(p + "norms", f"{block_label(i)} {cfg.norm}s", under(p + "ln1") + under(p + "ln2")),
-                Part(p + "mlp", f"{block_label(i)} MLP", under(p + "mlp."))]
+                Part(p + "norms", f"{block_label(i)} {cfg.norm}{'' if one_norm else 's'}",
+                     under(p + "ln1") + under(p + "ln2"))]
+        if not cfg.attn_only:
+            out.append(Part(p + "mlp", f"{block_label(i)} MLP", under(p + "mlp.")))
     if cfg.final_norm:
         out.append(Part("ln_final", f"final {cfg.norm}", under("ln_final.")))
     if cfg.tie_embeddings:

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from model.analysis import batches
+from model.analysis.architecture import require
 from model.engine import GlassboxError, Transformer, check_prompt, check_token_id, editing
 from model.engine.capture import capture
 
@@ -77,6 +78,7 @@ def activation_patching(model: Transformer, clean: list[int], corrupt: list[int]
     """Patch every ``site`` of the clean run into the corrupted one, one at a time."""
     if site not in SITES:
         raise GlassboxError(f"Unknown site {site!r}: one of {', '.join(SITES)}")
+    require(model.cfg, mlp=site == "mlp_out")  # every site is in a block
     if len(clean) != len(corrupt):
         raise GlassboxError(f"The clean prompt is {len(clean)} tokens and the corrupted one {len(corrupt)}: "
                             "patching needs prompts of equal length, position by position")
@@ -142,4 +144,9 @@ def _attribution(model: Transformer, corrupt_ids: torch.Tensor, clean_acts: dict
     return value.item(), estimate.cpu().numpy()
 
 
-__all__ = ["SITES", "SITE_NAMES", "Patching", "activation_patching", "logit_difference"]
+def sites(cfg) -> tuple[str, ...]:
+    """The sites a model has: none without blocks, no MLP output in attention-only blocks."""
+    return () if cfg.n_layers == 0 else tuple(s for s in SITES if not (s == "mlp_out" and cfg.attn_only))
+
+
+__all__ = ["SITES", "SITE_NAMES", "sites", "Patching", "activation_patching", "logit_difference"]

@@ -8,22 +8,45 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from model.engine import ModelConfig, Trace, Transformer, block_label
+from model.engine import GlassboxError, ModelConfig, Trace, Transformer, block_label
+
+
+def stream_start(cfg: ModelConfig) -> str:
+    """The traced tensor that starts the residual stream: block 0's input, or with no blocks the
+    token embeddings (a zero-layer model adding a positional table has no one tensor for it)."""
+    if cfg.n_layers:
+        return "blocks.0.hook_resid_pre"
+    if cfg.positional == "table":
+        raise GlassboxError("A zero-layer model with learned positions: its residual stream (token plus position "
+                            "rows) is not traced as one tensor")
+    return "hook_embed"
+
+
+def stream_end(cfg: ModelConfig) -> str:
+    """The traced tensor the final norm (or the head) reads: the last block's output."""
+    return f"blocks.{cfg.n_layers - 1}.hook_resid_post" if cfg.n_layers else stream_start(cfg)
+
+
+def contribution_names(cfg: ModelConfig) -> list[tuple[str, str]]:
+    """(label, tensor) of what each part adds to the residual stream, in order: the embeddings
+    (with positions), then every attention output and MLP output (an attention-only block has none)."""
+    out = [("embeddings", stream_start(cfg))]
+    for i in range(cfg.n_layers):
+        out.append((f"{block_label(i)} attention", f"blocks.{i}.hook_attn_out"))
+        out += [] if cfg.attn_only else [(f"{block_label(i)} MLP", f"blocks.{i}.hook_mlp_out")]
+    return out
 
 
 def contribution_norms(trace: Trace, cfg: ModelConfig) -> tuple[list[str], np.ndarray]:
-    """L2 norm per position of what each part adds to the residual stream: the embeddings
-    (with positions), then every attention and MLP output, in order."""
-    labels, rows = ["embeddings"], [trace["blocks.0.hook_resid_pre"]]
-    for i in range(cfg.n_layers):
-        labels += [f"{block_label(i)} attention", f"{block_label(i)} MLP"]
-        rows += [trace[f"blocks.{i}.hook_attn_out"], trace[f"blocks.{i}.hook_mlp_out"]]
-    return labels, torch.stack([r.to(torch.float64).norm(dim=-1) for r in rows]).cpu().numpy()
+    """L2 norm per position of what each part adds to the residual stream (``contribution_names``)."""
+    parts = contribution_names(cfg)
+    return [label for label, _ in parts], torch.stack(
+        [trace[name].to(torch.float64).norm(dim=-1) for _, name in parts]).cpu().numpy()
 
 
 def residual_points(cfg: ModelConfig) -> list[tuple[str, str]]:
     """(label, tensor) of the residual stream before block 0 and after every block."""
-    return [("embeddings", "blocks.0.hook_resid_pre")] + [
+    return [("embeddings", stream_start(cfg))] + [
         (f"after {block_label(i)}", f"blocks.{i}.hook_resid_post") for i in range(cfg.n_layers)]
 
 
