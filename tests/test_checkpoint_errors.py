@@ -72,7 +72,7 @@ CASES = {
     "config.json not JSON": (write("config.json", b'{"model_type": "gpt2", n_embd: 64'), "not valid JSON"),
     "config.json binary": (write("config.json", b"\xff\xfe\x00\x01garbage"), "not valid JSON"),
     "config.json a JSON list": (write("config.json", b"[1, 2, 3]"), "not a JSON object"),
-    "unknown model_type": (edit_config(model_type="bert"), "model_type 'bert'"),
+    "unknown model_type": (edit_config(model_type="xlnet"), "model_type 'xlnet'"),
     "config lacks n_embd": (edit_config(n_embd=None), "n_embd"),
     "n_embd not a multiple of n_head": (edit_config(n_head=5), "d_model (64) must be a multiple of n_heads (5)"),
     "unsupported activation": (edit_config(activation_function="swish"), "activation 'swish'"),

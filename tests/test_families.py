@@ -93,15 +93,17 @@ def family(request, tmp_path_factory):
     return saved_family(make_config(), bos, tmp_path_factory.mktemp(request.param.split()[0]))
 
 
-def saved_family(config, bos: bool, path):
+def saved_family(config, bos: bool, path, auto=None):
     """(transformers model, its tokenizer, Glassbox's model loaded from their saved directory):
-    a model of ``config`` with perturbed norms and biases, saved with a tokenizer into ``path``
-    (also the fixture of tests/test_moe_families.py)."""
+    a model of ``config`` (built by the ``auto`` class, default AutoModelForCausalLM) with perturbed
+    norms and biases, saved with a tokenizer into ``path`` (also the fixture of
+    tests/test_moe_families.py and tests/test_encoder_families.py)."""
     torch.manual_seed(0)
-    hf = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager").float().eval()
+    auto = auto or transformers.AutoModelForCausalLM
+    hf = auto.from_config(config, attn_implementation="eager").float().eval()
     with torch.no_grad():  # norms and biases away from their initial values, so that a mistake shows
         for name, p in hf.named_parameters():
-            if "norm" in name or name.endswith("bias"):
+            if "norm" in name.lower() or name.endswith("bias"):
                 p.add_(0.2 * torch.randn_like(p))
     hf.save_pretrained(str(path))
     tokenizer = _tokenizer(bos)

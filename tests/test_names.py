@@ -5,12 +5,13 @@ Reference: real traces of every kind of model the engine builds (their names, or
 shapes), the model's own named_parameters(), the README's text and the source files."""
 
 import ast
+import dataclasses
 import re
 from pathlib import Path
 
 import pytest
 
-from model.engine import GRAD, ModelConfig, names, run_trace
+from model.engine import GRAD, ModelConfig, build_model, names, run_seq2seq_trace, run_trace
 from model.io.checkpoint import load
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,6 +45,9 @@ CONFIGS = {
     "olmoe-like: full-width QK-norm, clipped q/k/v, ungated experts, a LayerNorm": ModelConfig(
         vocab_size=20, n_ctx=16, d_model=12, n_layers=2, n_heads=3, d_ff=8, mlp_bias=False, qk_norm=True,
         qk_norm_width="full", clip_qkv=0.5, n_experts=5, experts_top_k=3, d_ff_shared=6),
+    "bert-like: an encoder, post-norm, token types, embedding norm, MLM head with an output bias": ModelConfig(
+        vocab_size=20, n_ctx=16, d_model=8, n_layers=2, n_heads=2, d_ff=16, activation="gelu", final_norm=False,
+        causal=False, norm_position="post", n_token_types=2, embed_norm=True, mlm_head=True, unembed_bias=True),
     "zero layers, no positions, untied (the bigram micro-model)": ModelConfig(
         vocab_size=20, n_ctx=16, d_model=8, n_layers=0, n_heads=2, d_ff=16, positional="none", final_norm=False,
         tie_embeddings=False),
@@ -71,11 +75,37 @@ def test_the_parameters_are_exactly_the_registered_ones(model):
     for name, p in params:
         assert tuple(p.shape) == names.shape(name, model.cfg, 5), name
     norms = {n for n, _ in params if names.is_norm_parameter(n)}
-    assert norms == {n for n, _ in params if re.search(r"(^|\.)(ln1|ln2|ln1_post|ln2_post|ln_final|[qk]_norm|[qk]_norm_full)\.", n)}
+    assert norms == {n for n, _ in params if re.search(
+        r"(^|\.)(ln1|ln2|ln1_post|ln2_post|ln_cross|ln_final|ln_embed|[qk]_norm|[qk]_norm_full|mlm\.ln)\.", n)}
+
+
+# an encoder-decoder with the switches T5 has off: LayerNorms, biases on every attention (the
+# cross-attention's too), learned positions in each stack, an encoder deeper than its decoder
+ENCODER_DECODER = ModelConfig(vocab_size=20, n_ctx=16, d_model=8, n_layers=3, n_decoder_layers=2, n_heads=2, d_ff=16,
+                              encoder_decoder=True, tie_embeddings=False, decoder_start_token_id=0)
+
+
+@pytest.mark.parametrize("cfg", [ENCODER_DECODER, dataclasses.replace(
+    ENCODER_DECODER, norm="rmsnorm", positional="relative", attn_bias=False, mlp_bias=False, gated_mlp=True,
+    tie_embeddings=True, head_scale=0.5)], ids=["layernorm, biases, learned positions", "t5-like"])
+def test_an_encoder_decoder_trace_holds_exactly_the_registered_names_in_order_and_shape(cfg):
+    """As the test above, for an encoder-decoder traced with run_seq2seq_trace: its names and
+    shapes (source length 5, target length 3), its parameters'."""
+    model = build_model(cfg).init_weights(0, std=0.3).double()
+    trace = run_seq2seq_trace(model, TOKENS[:5], TOKENS[:3], backward=True)
+    assert list(trace.activations) == names.activation_names(cfg)
+    for name, tensor in [*trace.activations.items(), *trace.grads.items()]:
+        assert tuple(tensor.shape) == names.shape(name, cfg, 3, 5), name
+    params = list(model.named_parameters())
+    assert [n for n, _ in params] == names.parameter_names(cfg)
+    assert {GRAD + n for n, _ in params} <= set(trace.grads)
+    for name, p in params:
+        assert tuple(p.shape) == names.shape(name, cfg, 3, 5), name
 
 
 def test_unknown_names_are_refused():
-    for bad in ("blocks.0.attn.hook_scores_maskd", "hook_logit", "blocks.x.hook_resid_pre", "embed.W_U"):
+    for bad in ("blocks.0.attn.hook_scores_maskd", "hook_logit", "blocks.x.hook_resid_pre", "embed.W_U",
+                "encoder.hook_logits", "decoder.embed.W_E", "encoder.encoder.hook_out"):
         with pytest.raises(KeyError):
             names.lookup(bad)
     assert names.axes(GRAD + "blocks.3.attn.hook_k") == ("kv_head", "position", "d_head")

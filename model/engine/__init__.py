@@ -1,4 +1,4 @@
-"""The engine: a decoder-only transformer whose forward pass names every tensor, per-call
+"""The engine: a decoder-only transformer (or an encoder, or an encoder-decoder) whose forward pass names every tensor, per-call
 capture and per-call edits (patching, ablation), traces with gradients, the registry of names, the KV cache and exact sampling.
 
 It imports nothing from the rest of Glassbox (io, lesson, analysis, serving, tools, app);
@@ -12,9 +12,10 @@ from model.engine.errors import GlassboxError
 from model.engine.components.moe import load_balancing_loss
 from model.engine.kv_cache import KVCache
 from model.engine.names import GRAD, block_label, head_label
-from model.engine.trace import Target, Trace, loss_targets, next_token_targets, run_trace
+from model.engine.trace import Target, Trace, loss_targets, next_token_targets, run_seq2seq_trace, run_trace
 from model.engine.transformer import Output, Transformer, variant
+from model.engine.seq2seq import EncoderDecoder, build_model
 
-__all__ = ["DTYPES", "Edit", "GRAD", "GlassboxError", "KVCache", "ModelConfig", "Output", "Target", "Trace", "Transformer",
-           "block_label", "check_context", "check_prompt", "check_token_id", "default_device", "editing", "head_label", "load_balancing_loss", "loss_targets", "next_token_targets", "replaced",
-           "run_trace", "to_numpy", "variant"]
+__all__ = ["DTYPES", "Edit", "EncoderDecoder", "GRAD", "GlassboxError", "KVCache", "ModelConfig", "Output", "Target", "Trace", "Transformer",
+           "block_label", "build_model", "check_context", "check_prompt", "check_token_id", "default_device", "editing", "head_label", "load_balancing_loss", "loss_targets", "next_token_targets", "replaced",
+           "run_seq2seq_trace", "run_trace", "to_numpy", "variant"]

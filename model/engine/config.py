@@ -9,7 +9,8 @@ from model.engine.errors import GlassboxError
 
 NORMS = ("layernorm", "rmsnorm")
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
-POSITIONALS = ("table", "rope", "none")
+POSITIONALS = ("table", "rope", "relative", "none")  # "relative": T5's bucketed bias on the scores (relative.py)
+NORM_POSITIONS = ("pre", "post")
 ROPE_SCALINGS = ("none", "linear", "llama3")
 QK_NORM_WIDTHS = ("head", "full")  # over each head's d_head features (Qwen 3, Gemma 3), or all heads' together (OLMoE)
 
@@ -64,6 +65,19 @@ class ModelConfig:
     d_ff_shared: int | None = None  # a shared expert every position goes through, of this width (Qwen2-MoE)
     shared_expert_gate: bool = False  # the shared expert's output scaled by sigmoid(x · W_shared_gate) (Qwen2-MoE)
     moe_layers: tuple[int, ...] | None = None  # the blocks with experts (None: every block); the others keep a dense MLP
+    # Encoders (BERT) and encoder-decoders (T5); every default keeps the decoder-only behaviour above.
+    norm_position: str = "pre"  # "post": each sublayer's sum is normed, x = LN(x + f(x)) (BERT, BART)
+    n_token_types: int | None = None  # BERT's token-type (segment) embeddings; a single sentence is type 0
+    embed_norm: bool = False  # a norm on the summed embeddings, before the first block (BERT)
+    mlm_head: bool = False  # BERT's transform before the output head: LN(act(x W_dense + b_dense))
+    unembed_bias: bool = False  # a bias b_U added to the logits (BERT's decoder bias)
+    head_scale: float | None = None  # the stream multiplied by it before the head (T5 with a tied head: d_model^-0.5)
+    encoder_decoder: bool = False  # an encoder of n_layers blocks and a decoder of n_decoder_layers (seq2seq.py)
+    n_decoder_layers: int | None = None  # default n_layers
+    relative_buckets: int = 32  # positional "relative": how many buckets of distance, each a learned bias per head
+    relative_max_distance: int = 128  # distances from here on share the last bucket
+    decoder_start_token_id: int = 0  # what an encoder-decoder's decoder reads first (T5: the pad token, 0)
+    cross_attention: bool = False  # set on an encoder-decoder's decoder stack: each block attends to the encoder's output
 
     def __post_init__(self):
         _check_types(self)
@@ -82,6 +96,8 @@ class ModelConfig:
             object.__setattr__(self, "local_layers", tuple(self.local_layers))
         if self.moe_layers is not None:
             object.__setattr__(self, "moe_layers", tuple(self.moe_layers))
+        if self.encoder_decoder and self.n_decoder_layers is None:
+            object.__setattr__(self, "n_decoder_layers", self.n_layers)
         if self.n_experts is not None and self.d_ff_expert is None:
             object.__setattr__(self, "d_ff_expert", self.d_ff)
         problems = []
@@ -106,6 +122,7 @@ class ModelConfig:
         elif self.qk_norm_width != "head" and not self.qk_norm:
             problems.append(f"qk_norm_width {self.qk_norm_width!r} needs qk_norm")
         problems += self._experts_problems()
+        problems += self._encoder_problems()
         if problems:
             raise GlassboxError("Invalid model config: " + "; ".join(problems))
 
@@ -127,6 +144,37 @@ class ModelConfig:
         if self.moe_layers is not None and not all(0 <= i < self.n_layers for i in self.moe_layers):
             problems.append(f"moe_layers must be block indices below {self.n_layers}")
         return problems
+
+    def _encoder_problems(self) -> list[str]:
+        """What is wrong with the encoder and encoder-decoder fields (nothing when they are unset)."""
+        problems = []
+        if self.norm_position not in NORM_POSITIONS:
+            problems.append(f"norm_position must be one of {NORM_POSITIONS}, not {self.norm_position!r}")
+        elif self.norm_position == "post" and (self.parallel_block or self.post_norms or self.attn_only):
+            problems.append("a post-norm block is sequential, with an MLP and no other post norms")
+        if self.cross_attention or self.encoder_decoder:
+            unsupported = [name for name in ("qk_norm", "clip_qkv", "attn_softcap", "window") if getattr(self, name)]
+            unsupported += ["post-norm blocks"] if self.norm_position == "post" else []
+            problems += [f"an encoder-decoder's cross-attention has no {name}" for name in unsupported]
+        if self.n_decoder_layers is not None and not self.encoder_decoder:
+            problems.append("n_decoder_layers needs encoder_decoder")
+        if self.encoder_decoder and not self.causal:
+            problems.append("an encoder-decoder's decoder is causal (its encoder attends both ways by itself)")
+        return problems
+
+    def stacks(self) -> tuple["ModelConfig", "ModelConfig"]:
+        """An encoder-decoder's two stacks, each as a config of its own: the encoder's n_layers
+        blocks attend both ways; the decoder's n_decoder_layers blocks are causal and attend to
+        the encoder's output too."""
+        plain = dict(encoder_decoder=False, n_decoder_layers=None)
+        return (dataclasses.replace(self, causal=False, **plain),
+                dataclasses.replace(self, n_layers=self.n_decoder_layers, cross_attention=True, **plain))
+
+    @property
+    def kind(self) -> str:
+        """"decoder" (GPT-2, Llama: causal, predicts the next token), "encoder" (BERT: attends both
+        ways, predicts masked tokens) or "encoder-decoder" (T5: seq2seq.py)."""
+        return "encoder-decoder" if self.encoder_decoder else "decoder" if self.causal else "encoder"
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -157,7 +205,7 @@ class ModelConfig:
         return head // (self.n_heads // self.n_kv_heads)
 
 
-ZERO_ALLOWED = ("n_layers",)  # a zero-layer model is a bigram table: logits = W_E · W_U
+ZERO_ALLOWED = ("n_layers", "decoder_start_token_id")  # a zero-layer model is a bigram table: logits = W_E · W_U
 
 
 def _check_types(cfg: ModelConfig) -> None:

@@ -49,7 +49,12 @@ AXES: dict[str, tuple[str, Callable[[ModelConfig, int], int]]] = {
     "expert_neuron": ("F_e", lambda cfg, T: cfg.d_ff_expert),
     "shared_neuron": ("F_s", lambda cfg, T: cfg.d_ff_shared),
     "vocab": ("V", lambda cfg, T: cfg.vocab_size),
+    "token_type": ("n_types", lambda cfg, T: cfg.n_token_types),
+    "bucket": ("n_buckets", lambda cfg, T: cfg.relative_buckets),
     "context": ("n_ctx", lambda cfg, T: cfg.n_ctx),  # every position the model accepts (W_pos's rows)
+    # an encoder-decoder's encoder positions (the source; "position" is then the decoder's):
+    # its length is given apart, see ``shape``
+    "source": ("S", None),
 }
 
 # which models produce a name: (config, block index) -> bool. The block matters where blocks of one
@@ -66,6 +71,22 @@ def _moe(cfg: ModelConfig, i: int | None) -> bool:
 ARCHITECTURES: dict[str, Callable[[ModelConfig, int | None], bool]] = {
     "all": lambda cfg, i: True,
     "LayerNorm": lambda cfg, i: cfg.norm == "layernorm",
+    "pre-norm block": lambda cfg, i: cfg.norm_position == "pre",
+    "pre-norm LayerNorm": lambda cfg, i: cfg.norm_position == "pre" and cfg.norm == "layernorm",
+    "post-norm block": lambda cfg, i: cfg.norm_position == "post",
+    "post-norm LayerNorm": lambda cfg, i: cfg.norm_position == "post" and cfg.norm == "layernorm",
+    "token types": lambda cfg, i: cfg.n_token_types is not None,
+    "embedding norm": lambda cfg, i: cfg.embed_norm,
+    "embedding LayerNorm": lambda cfg, i: cfg.embed_norm and cfg.norm == "layernorm",
+    "relative positions": lambda cfg, i: cfg.positional == "relative",
+    "cross-attention": lambda cfg, i: cfg.cross_attention,
+    "cross-attention LayerNorm": lambda cfg, i: cfg.cross_attention and cfg.norm == "layernorm",
+    "cross-attention biases": lambda cfg, i: cfg.cross_attention and cfg.attn_bias,
+    "cross-attention output bias": lambda cfg, i: cfg.cross_attention and cfg.attn_out_bias,
+    "encoder-decoder": lambda cfg, i: cfg.encoder_decoder,
+    "MLM head": lambda cfg, i: cfg.mlm_head,
+    "MLM head LayerNorm": lambda cfg, i: cfg.mlm_head and cfg.norm == "layernorm",
+    "output bias": lambda cfg, i: cfg.unembed_bias,
     "learned positions": lambda cfg, i: cfg.positional == "table",
     "RoPE": lambda cfg, i: cfg.positional == "rope",
     "gated MLP": lambda cfg, i: cfg.gated_mlp and _dense(cfg, i),
@@ -86,6 +107,8 @@ ARCHITECTURES: dict[str, Callable[[ModelConfig, int | None], bool]] = {
     "MLP": lambda cfg, i: not cfg.attn_only,
     "dense MLP": _dense,
     "MLP LayerNorm": lambda cfg, i: not cfg.attn_only and cfg.norm == "layernorm",
+    "pre-norm MLP": lambda cfg, i: not cfg.attn_only and cfg.norm_position == "pre",
+    "pre-norm MLP LayerNorm": lambda cfg, i: not cfg.attn_only and cfg.norm_position == "pre" and cfg.norm == "layernorm",
     "parallel block": lambda cfg, i: cfg.parallel_block,
     "attention soft-capping": lambda cfg, i: cfg.attn_softcap is not None,
     "final soft-capping": lambda cfg, i: cfg.final_softcap is not None,
@@ -135,8 +158,13 @@ def _norm(prefix: str, norm: str = "all", layernorm: str = "LayerNorm", rows: tu
 ACTIVATIONS: list[Name] = [
     Name("hook_embed", ("position", "d_model"), "the token embedding rows W_E[token] (× embed_scale: Gemma's √d_model)"),
     Name("hook_pos_embed", ("position", "d_model"), "the positional rows W_pos[position]", "learned positions"),
+    Name("hook_token_type_embed", ("position", "d_model"), "the token-type row W_type[0] (a single sentence is type 0)",
+         "token types"),
+    *_norm("ln_embed.", "embedding norm", "embedding LayerNorm"),
+    Name("hook_pos_bias", ("head", "query", "key"),
+         "the relative position bias W_pos_bias[bucket(key − query)], added to every block's scores", "relative positions"),
     Name("blocks.{i}.hook_resid_pre", ("position", "d_model"), "the residual stream entering block i"),
-    *_norm("blocks.{i}.ln1."),
+    *_norm("blocks.{i}.ln1.", "pre-norm block", "pre-norm LayerNorm"),
     Name("blocks.{i}.attn.hook_q", ("head", "position", "d_head"), "queries, per head"),
     Name("blocks.{i}.attn.hook_k", ("kv_head", "position", "d_head"), "keys, per key/value head"),
     Name("blocks.{i}.attn.hook_v", ("kv_head", "position", "d_head"), "values, per key/value head"),
@@ -155,7 +183,8 @@ ACTIVATIONS: list[Name] = [
     Name("blocks.{i}.attn.hook_scores_uncapped", ("head", "query", "key"), "QKᵀ × scale, before soft-capping",
          "attention soft-capping"),
     Name("blocks.{i}.attn.hook_scores", ("head", "query", "key"),
-         "QKᵀ × scale (1/√d_head unless the model says otherwise; soft-capped where it is), before the mask"),
+         "QKᵀ × scale (1/√d_head unless the model says otherwise; soft-capped where it is; + hook_pos_bias where "
+         "there is one), before the mask"),
     Name("blocks.{i}.attn.hook_scores_masked", ("head", "query", "key"), "the scores with −∞ on the future (and, in a window, past it)"),
     Name("blocks.{i}.attn.hook_pattern", ("head", "query", "key"), "softmax over keys; rows sum to 1"),
     Name("blocks.{i}.attn.hook_z", ("head", "position", "d_head"), "each head's weighted values, pattern · v"),
@@ -166,8 +195,30 @@ ACTIVATIONS: list[Name] = [
     *_norm("blocks.{i}.ln1_post.", "post norms", "post LayerNorms"),
     Name("blocks.{i}.hook_attn_out", ("position", "d_model"),
          "the attention output added to the residual stream (after ln1_post where there is one)"),
-    Name("blocks.{i}.hook_resid_mid", ("position", "d_model"), "resid_pre + attn_out", "sequential block"),
-    *_norm("blocks.{i}.ln2.", "MLP", "MLP LayerNorm"),
+    Name("blocks.{i}.hook_attn_sum", ("position", "d_model"), "resid_pre + attn_out, what a post-norm block's ln1 normalizes",
+         "post-norm block"),
+    *_norm("blocks.{i}.ln1.", "post-norm block", "post-norm LayerNorm"),
+    Name("blocks.{i}.hook_resid_mid", ("position", "d_model"), "resid_pre + attn_out (post-norm: ln1 of it)",
+         "sequential block"),
+    *_norm("blocks.{i}.ln_cross.", "cross-attention", "cross-attention LayerNorm"),
+    Name("blocks.{i}.cross_attn.hook_q", ("head", "position", "d_head"), "cross-attention queries, from the decoder's stream",
+         "cross-attention"),
+    Name("blocks.{i}.cross_attn.hook_k", ("kv_head", "source", "d_head"),
+         "cross-attention keys, from the encoder's output (encoder.hook_out)", "cross-attention"),
+    Name("blocks.{i}.cross_attn.hook_v", ("kv_head", "source", "d_head"),
+         "cross-attention values, from the encoder's output", "cross-attention"),
+    Name("blocks.{i}.cross_attn.hook_scores", ("head", "query", "source"), "QKᵀ × scale: each target position "
+         "(query) against each source position (key); no mask", "cross-attention"),
+    Name("blocks.{i}.cross_attn.hook_pattern", ("head", "query", "source"), "softmax over the source positions",
+         "cross-attention"),
+    Name("blocks.{i}.cross_attn.hook_z", ("head", "position", "d_head"), "each head's weighted source values",
+         "cross-attention"),
+    Name("blocks.{i}.cross_attn.hook_result", ("head", "position", "d_model"), "each head's contribution after W_O",
+         "cross-attention"),
+    Name("blocks.{i}.hook_cross_attn_out", ("position", "d_model"), "the cross-attention's output", "cross-attention"),
+    Name("blocks.{i}.hook_resid_cross", ("position", "d_model"), "resid_mid + cross_attn_out: what the MLP's norm reads",
+         "cross-attention"),
+    *_norm("blocks.{i}.ln2.", "pre-norm MLP", "pre-norm MLP LayerNorm"),
     Name("blocks.{i}.mlp.hook_pre", ("position", "neuron"), "pre-activation x·W_in + b_in (gated MLP: x·W_gate + b_gate)",
          "dense MLP"),
     Name("blocks.{i}.mlp.hook_gate", ("position", "neuron"), "the activation of hook_pre", "gated MLP"),
@@ -206,14 +257,21 @@ ACTIVATIONS: list[Name] = [
     Name("blocks.{i}.hook_mlp_out", ("position", "d_model"), "the MLP output, post·W_out + b_out (experts: their weighted sum, plus the shared expert's; "
          "after ln2_post where there is one)",
          "MLP"),
+    Name("blocks.{i}.hook_mlp_sum", ("position", "d_model"), "resid_mid + mlp_out, what a post-norm block's ln2 normalizes",
+         "post-norm block"),
+    *_norm("blocks.{i}.ln2.", "post-norm block", "post-norm LayerNorm"),
     Name("blocks.{i}.hook_attn_mlp_sum", ("position", "d_model"), "attn_out + mlp_out: what a parallel block adds",
          "parallel block"),
     Name("blocks.{i}.hook_resid_post", ("position", "d_model"),
          "the residual stream leaving block i: resid_mid + mlp_out (parallel: resid_pre + attn_mlp_sum; "
-         "attention-only: resid_pre + attn_out)"),
+         "attention-only: resid_pre + attn_out; post-norm: ln2 of mlp_sum; with cross-attention: resid_cross + mlp_out)"),
     *_norm("ln_final.", "final norm", "final LayerNorm"),
+    Name("mlm.hook_dense", ("position", "d_model"), "the MLM transform's x·W_dense + b_dense", "MLM head"),
+    Name("mlm.hook_act", ("position", "d_model"), "its activation, which mlm.ln normalizes before the head", "MLM head"),
+    *_norm("mlm.ln.", "MLM head", "MLM head LayerNorm"),
     Name("hook_logits_uncapped", ("position", "vocab"), "x · W_U, before soft-capping", "final soft-capping"),
-    Name("hook_logits", ("position", "vocab"), "next-token scores (soft-capped where the model caps them)"),
+    Name("hook_logits", ("position", "vocab"),
+         "next-token scores (an encoder's: each position's token; soft-capped where the model caps them)"),
     Name("hook_log_probs", ("position", "vocab"), "log-softmax of the logits (the loss is computed from these)"),
     Name("hook_probs", ("position", "vocab"), "softmax of the logits (a side branch: it has no gradient; exp(hook_log_probs), computed when read)"),
     Name("hook_loss", ("position",), "each position's cross-entropy; NaN where the loss has no target"),
@@ -223,6 +281,11 @@ ACTIVATIONS: list[Name] = [
 PARAMETERS: list[Name] = [
     Name("embed.W_E", ("vocab", "d_model"), "token embedding (also the head when tied)"),
     Name("pos_embed.W_pos", ("context", "d_model"), "positional table", "learned positions"),
+    Name("token_type_embed.W_type", ("token_type", "d_model"), "token-type (segment) rows", "token types"),
+    Name("ln_embed.w", ("d_model",), "embedding norm scale γ", "embedding norm"),
+    Name("ln_embed.b", ("d_model",), "embedding norm shift β", "embedding LayerNorm"),
+    Name("W_pos_bias", ("bucket", "head"), "relative position bias: a score per bucket of distance and head",
+         "relative positions"),
     Name("blocks.{i}.ln1.w", ("d_model",), "norm scale γ"),
     Name("blocks.{i}.ln1.b", ("d_model",), "norm shift β", "LayerNorm"),
     Name("blocks.{i}.attn.W_Q", ("head", "d_model", "d_head"), "query projection, per head"),
@@ -243,6 +306,18 @@ PARAMETERS: list[Name] = [
     Name("blocks.{i}.attn.k_norm_full.b", ("kv_width",), "full-width QK-norm shift on keys", "full-width QK-norm LayerNorm"),
     Name("blocks.{i}.ln1_post.w", ("d_model",), "post-attention norm scale", "post norms"),
     Name("blocks.{i}.ln1_post.b", ("d_model",), "post-attention norm shift", "post LayerNorms"),
+    Name("blocks.{i}.ln_cross.w", ("d_model",), "cross-attention norm scale γ", "cross-attention"),
+    Name("blocks.{i}.ln_cross.b", ("d_model",), "cross-attention norm shift β", "cross-attention LayerNorm"),
+    Name("blocks.{i}.cross_attn.W_Q", ("head", "d_model", "d_head"), "cross-attention query projection", "cross-attention"),
+    Name("blocks.{i}.cross_attn.W_K", ("kv_head", "d_model", "d_head"), "cross-attention key projection (of the source)",
+         "cross-attention"),
+    Name("blocks.{i}.cross_attn.W_V", ("kv_head", "d_model", "d_head"), "cross-attention value projection (of the source)",
+         "cross-attention"),
+    Name("blocks.{i}.cross_attn.W_O", ("head", "d_head", "d_model"), "cross-attention output projection", "cross-attention"),
+    Name("blocks.{i}.cross_attn.b_Q", ("head", "d_head"), "cross-attention query bias", "cross-attention biases"),
+    Name("blocks.{i}.cross_attn.b_K", ("kv_head", "d_head"), "cross-attention key bias", "cross-attention biases"),
+    Name("blocks.{i}.cross_attn.b_V", ("kv_head", "d_head"), "cross-attention value bias", "cross-attention biases"),
+    Name("blocks.{i}.cross_attn.b_O", ("d_model",), "cross-attention output bias", "cross-attention output bias"),
     Name("blocks.{i}.ln2.w", ("d_model",), "norm scale γ", "MLP"),
     Name("blocks.{i}.ln2.b", ("d_model",), "norm shift β", "MLP LayerNorm"),
     Name("blocks.{i}.mlp.W_in", ("d_model", "neuron"), "MLP input (gated MLP: the linear branch)", "dense MLP"),
@@ -267,23 +342,52 @@ PARAMETERS: list[Name] = [
     Name("blocks.{i}.ln2_post.b", ("d_model",), "post-MLP norm shift", "post MLP LayerNorms"),
     Name("ln_final.w", ("d_model",), "final norm scale γ", "final norm"),
     Name("ln_final.b", ("d_model",), "final norm shift β", "final LayerNorm"),
+    Name("mlm.W_dense", ("d_model", "d_model"), "the MLM transform's matrix", "MLM head"),
+    Name("mlm.b_dense", ("d_model",), "the MLM transform's bias", "MLM head"),
+    Name("mlm.ln.w", ("d_model",), "the MLM transform's norm scale γ", "MLM head"),
+    Name("mlm.ln.b", ("d_model",), "the MLM transform's norm shift β", "MLM head LayerNorm"),
     Name("unembed.W_U", ("d_model", "vocab"), "output head", "untied head"),
+    Name("unembed.b_U", ("vocab",), "output bias, added to the logits", "output bias"),
 ]
+
+
+# An encoder-decoder's own names, beside its two stacks' (see ``lookup``).
+SEQ2SEQ: list[Name] = [
+    Name("encoder.hook_out", ("source", "d_model"),
+         "the encoder's output (after its final norm): what every cross-attention's keys and values are computed from",
+         "encoder-decoder"),
+]
+STACKS = ("encoder.", "decoder.")  # an encoder-decoder's two stacks: each holds the names a decoder-only model's stack does
+SHARED = ("embed.W_E",)  # outside the stacks, before them: an encoder-decoder's one embedding
+HEAD = ("mlm.", "unembed.", "hook_logits", "hook_log_probs", "hook_probs", "hook_loss")  # outside the stacks, after them
 
 
 def _regex(pattern: str) -> re.Pattern:
     return re.compile(re.escape(pattern).replace(r"\{i\}", r"\d+").replace(r"\{ln\}", "ln[12]") + "$")
 
 
-_ENTRIES = [(_regex(n.pattern), n) for n in ACTIVATIONS + PARAMETERS]
+_ENTRIES = [(_regex(n.pattern), n) for n in SEQ2SEQ + ACTIVATIONS + PARAMETERS]
+
+
+def _in_stack(pattern: str) -> bool:
+    return not pattern.startswith(HEAD) and pattern not in SHARED
 
 
 def lookup(name: str) -> Name:
-    """The registry entry of a tensor, parameter or gradient name ("grad:" is dropped)."""
+    """The registry entry of a tensor, parameter or gradient name ("grad:" is dropped). A name
+    under an encoder-decoder's "encoder." or "decoder." is its stack's name (the encoder's
+    positions on the "source" axis)."""
     name = name.removeprefix(GRAD)
     for regex, entry in _ENTRIES:
         if regex.match(name):
             return entry
+    stack = next((s for s in STACKS if name.startswith(s)), None)
+    if stack is not None:
+        entry = lookup(name.removeprefix(stack))
+        if _in_stack(entry.pattern) and entry not in SEQ2SEQ:
+            encoder = stack == "encoder."
+            axes = tuple("source" if encoder and a in ("position", "query", "key") else a for a in entry.axes)
+            return Name(stack + entry.pattern, axes, entry.what, entry.produced_by)
     raise KeyError(f"{name!r} is not a Glassbox tensor name")
 
 
@@ -292,45 +396,66 @@ def axes(name: str) -> tuple[str, ...]:
     return lookup(name).axes
 
 
-def shape(name: str, cfg: ModelConfig, n_tokens: int) -> tuple[int, ...]:
-    return tuple(AXES[a][1](cfg, n_tokens) for a in axes(name))
+def shape(name: str, cfg: ModelConfig, n_tokens: int, n_source: int | None = None) -> tuple[int, ...]:
+    """The shape of a tensor of a pass over ``n_tokens`` (an encoder-decoder's: target tokens,
+    with ``n_source`` source tokens)."""
+    return tuple(n_source if a == "source" else AXES[a][1](cfg, n_tokens) for a in axes(name))
+
+
+def _stack_names(entries: list[Name], cfg: ModelConfig) -> list[str]:
+    """One stack's names in forward (or registration) order: those before the blocks, each
+    block's, those after."""
+    inside = [n for n in entries if _in_stack(n.pattern)]
+    per_block = [n for n in inside if n.pattern.startswith("blocks.")]
+    first, last = inside.index(per_block[0]), inside.index(per_block[-1])
+    names = [x for n in inside[:first] for x in n.expand(cfg)]
+    for i in range(cfg.n_layers):
+        names += [n.pattern.format(i=i) for n in per_block if n.produced(cfg, i)]
+    return names + [x for n in inside[last + 1:] for x in n.expand(cfg)]
+
+
+def _model_names(entries: list[Name], cfg: ModelConfig, between: list[str]) -> list[str]:
+    """The shared names, the stack's (an encoder-decoder's two, with ``between`` them), the head's."""
+    shared = [x for n in entries if n.pattern in SHARED for x in n.expand(cfg)]
+    head = [x for n in entries if n.pattern.startswith(HEAD) for x in n.expand(cfg)]
+    if not cfg.encoder_decoder:
+        return shared + _stack_names(entries, cfg) + head
+    encoder, decoder = cfg.stacks()
+    return [*shared, *("encoder." + n for n in _stack_names(entries, encoder)), *between,
+            *("decoder." + n for n in _stack_names(entries, decoder)), *head]
 
 
 def activation_names(cfg: ModelConfig) -> list[str]:
     """Every activation a full trace of this model holds, in forward order."""
-    per_block = [n for n in ACTIVATIONS if n.pattern.startswith("blocks.")]
-    before = ACTIVATIONS[:ACTIVATIONS.index(per_block[0])]
-    after = ACTIVATIONS[ACTIVATIONS.index(per_block[-1]) + 1:]
-    names = [x for n in before for x in n.expand(cfg)]
-    for i in range(cfg.n_layers):
-        names += [n.pattern.format(i=i) for n in per_block if n.produced(cfg, i)]
-    return names + [x for n in after for x in n.expand(cfg)]
+    return _model_names(ACTIVATIONS, cfg, [x for n in SEQ2SEQ for x in n.expand(cfg)])
 
 
 def parameter_names(cfg: ModelConfig) -> list[str]:
     """Every parameter of this model, in the order it registers them."""
-    per_block = [n for n in PARAMETERS if n.pattern.startswith("blocks.")]
-    names = [x for n in PARAMETERS[:2] for x in n.expand(cfg)]
-    for i in range(cfg.n_layers):
-        names += [n.pattern.format(i=i) for n in per_block if n.produced(cfg, i)]
-    return names + [x for n in PARAMETERS[2 + len(per_block):] for x in n.expand(cfg)]
+    return _model_names(PARAMETERS, cfg, [])
 
 
 def is_norm_parameter(name: str) -> bool:
-    """A norm's scale γ or shift β (LayerNorm's or RMSNorm's), under any block or the final norm."""
-    return re.fullmatch(r"(blocks\.\d+\.(ln[12](_post)?|attn\.[qk]_norm(_full)?)|ln_final)\.[wb]", name) is not None
+    """A norm's scale γ or shift β (LayerNorm's or RMSNorm's), under any block, the final or the
+    embedding norm, or BERT's MLM transform; in either stack of an encoder-decoder."""
+    return re.fullmatch(r"((encoder|decoder)\.)?(blocks\.\d+\.(ln[12](_post)?|ln_cross|attn\.[qk]_norm(_full)?)"
+                        r"|ln_final|ln_embed)\.[wb]|mlm\.ln\.[wb]", name) is not None
 
 
 def registered_hooks() -> set[str]:
     """The last part of every activation name ("hook_q", "hook_resid_pre", …)."""
-    return {n.pattern.rsplit(".", 1)[-1] for n in ACTIVATIONS}
+    return {n.pattern.rsplit(".", 1)[-1] for n in ACTIVATIONS + SEQ2SEQ}
 
 
 def markdown_table() -> str:
     """The README's table of names (a test checks the README holds exactly this)."""
     rows = ["| name | shape | what | produced by |", "|---|---|---|---|"]
-    for entry in ACTIVATIONS + PARAMETERS:
+    for entry in ACTIVATIONS + SEQ2SEQ + PARAMETERS:
         symbols = "×".join(AXES[a][0] for a in entry.axes)
         rows.append(f"| `{entry.pattern}` | {symbols} | {entry.what} | {entry.produced_by} |")
+    rows.append("| `encoder.<name>`, `decoder.<name>` | as `<name>`; the encoder's positions S for T | an "
+                "encoder-decoder's two stacks: each holds the names above from `hook_embed` to `ln_final.*` (the "
+                "decoder's blocks with cross-attention); `embed.W_E` and the head's names stay unprefixed | "
+                "encoder-decoder |")
     rows.append(f"| `{GRAD}<any name above>` | same | ∂L/∂(that tensor) | where the tensor is on the loss's path |")
     return "\n".join(rows)

@@ -107,27 +107,60 @@ class GeneratedToken:
 def generate(loaded: TextModel, prompt: str, max_new_tokens: int, sampling: Sampling = Sampling()
              ) -> Iterator[GeneratedToken]:
     """Yield new tokens one at a time (a generator, so a UI can stream them). The prompt is
-    run once; each new token is then fed alone, with the others' keys and values cached."""
+    run once; each new token is then fed alone, with the others' keys and values cached.
+    An encoder-decoder (T5) reads the prompt as its source, once, and its decoder writes the new
+    tokens from decoder_start_token_id on; the cross-attention's keys and values are computed
+    from the source at the first step and cached with the decoder's own."""
     sampling.check()
     tokens = loaded.encode(prompt)
     if max_new_tokens < 1:
         raise GlassboxError(f"Generate at least one token, not {max_new_tokens}")
+    if loaded.cfg.encoder_decoder:
+        yield from _generate_from_source(loaded, tokens, max_new_tokens, sampling)
+        return
     check_context(loaded.cfg, len(tokens), max_new_tokens)
     model = loaded.model
-    device = model.device
-    generator = torch.Generator().manual_seed(sampling.seed)
     cache = KVCache(loaded.cfg.n_layers)
     with torch.no_grad():
-        logits = model(torch.tensor([tokens], device=device), cache=cache, last_only=True).logits[0, -1]
-        for i in range(max_new_tokens):
-            before, after = distributions(logits.cpu(), sampling)
-            # greedy: ``after`` is one-hot, so the draw is its one token (no vocabulary-wide draw)
-            drawn = torch.argmax(after) if sampling.temperature == 0 else torch.multinomial(after, 1, generator=generator)
-            choice = int(drawn)
-            yield GeneratedToken(choice, loaded.pieces[choice], float(after[choice]), float(before[choice]),
-                                 before, after, entropy(before), entropy(after), cache.nbytes(), len(tokens) + i)
-            if i < max_new_tokens - 1:
-                logits = model(torch.tensor([[choice]], device=device), cache=cache).logits[0, -1]
+        logits = model(torch.tensor([tokens], device=model.device), cache=cache, last_only=True).logits[0, -1]
+        yield from _draw(loaded, logits, lambda token: model(torch.tensor([[token]], device=model.device),
+                                                            cache=cache).logits[0, -1],
+                         max_new_tokens, sampling, [cache], len(tokens))
+
+
+def _generate_from_source(loaded: TextModel, source: list[int], max_new_tokens: int, sampling: Sampling
+                          ) -> Iterator[GeneratedToken]:
+    """An encoder-decoder's generation: the source encoded once, the decoder fed one token a step."""
+    cfg, model = loaded.cfg, loaded.model
+    check_context(cfg, len(source), what="The source")
+    check_context(cfg, 1, max_new_tokens, what="The decoder's start token")
+    cache, source_cache = KVCache(cfg.n_decoder_layers), KVCache(cfg.n_decoder_layers)
+    device = model.device
+    with torch.no_grad():
+        encoded = model.encode(torch.tensor([source], device=device))
+
+        def step(token: int) -> torch.Tensor:
+            return model(None, torch.tensor([[token]], device=device), encoded=encoded, cache=cache,
+                         source_cache=source_cache).logits[0, -1]
+
+        yield from _draw(loaded, step(cfg.decoder_start_token_id), step, max_new_tokens, sampling,
+                         [cache, source_cache], 1)
+
+
+def _draw(loaded: TextModel, logits: torch.Tensor, step, max_new_tokens: int, sampling: Sampling,
+          caches: list[KVCache], first_position: int) -> Iterator[GeneratedToken]:
+    """Draw a token from ``logits``, yield it, and get the next logits from ``step(token)``, until
+    ``max_new_tokens`` are drawn. The first goes at ``first_position`` in the sequence."""
+    generator = torch.Generator().manual_seed(sampling.seed)
+    for i in range(max_new_tokens):
+        before, after = distributions(logits.cpu(), sampling)
+        # greedy: ``after`` is one-hot, so the draw is its one token (no vocabulary-wide draw)
+        drawn = torch.argmax(after) if sampling.temperature == 0 else torch.multinomial(after, 1, generator=generator)
+        choice = int(drawn)
+        yield GeneratedToken(choice, loaded.pieces[choice], float(after[choice]), float(before[choice]), before, after,
+                             entropy(before), entropy(after), sum(c.nbytes() for c in caches), first_position + i)
+        if i < max_new_tokens - 1:
+            logits = step(choice)
 
 
 def top(p: torch.Tensor, pieces: list[str], n: int = 10) -> list[dict]:

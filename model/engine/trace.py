@@ -20,11 +20,12 @@ import numpy as np
 import torch
 
 from model.engine.capture import Recorder, capture, matches
-from model.engine.config import check_prompt
+from model.engine.config import check_prompt, check_token_id
 from model.engine.device import to_numpy
 from model.engine.errors import GlassboxError
 from model.engine.names import GRAD
-from model.engine.transformer import Transformer
+from model.engine.seq2seq import EncoderDecoder, shift_right
+from model.engine.transformer import Output, Transformer
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,7 @@ class Trace:
     # "grad:<activation or parameter name>" -> dL/d(that tensor); absent when the tensor is
     # off the loss's path (hook_probs: the loss is computed from hook_log_probs)
     grads: dict[str, torch.Tensor] = field(default_factory=dict)
+    source: list[int] | None = None  # an encoder-decoder's source tokens (``tokens`` are then the decoder's input)
 
     def __getitem__(self, name: str) -> torch.Tensor:
         return self.grads[name] if name.startswith(GRAD) else self.activations[name]
@@ -98,6 +100,8 @@ class Trace:
 
     def to_numpy(self) -> dict[str, np.ndarray]:
         arrays = {"tokens": np.asarray(self.tokens, dtype=np.int64)}
+        if self.source is not None:
+            arrays["source"] = np.asarray(self.source, dtype=np.int64)
         for name in self.names():
             arrays[name] = to_numpy(self[name])
         return arrays
@@ -114,20 +118,31 @@ def next_token_targets(tokens: torch.Tensor) -> torch.Tensor:
     return targets
 
 
-def loss_targets(ids: torch.Tensor, target: Target | None, vocab_size: int) -> tuple[torch.Tensor, str]:
+def loss_targets(ids: torch.Tensor, target: Target | list[Target] | None, vocab_size: int, encoder: bool = False
+                 ) -> tuple[torch.Tensor, str]:
     """Each position's target id (-1: none) for the loss, and the loss described in words:
-    ``target``'s token at its position, or by default every next token."""
+    ``target``'s token at its position (several targets: the mean over them, as BERT's masked-LM
+    loss is over its masked positions), or by default every next token. An ``encoder`` (BERT) sees
+    every token, the next one too, so its default is each position's own token: the masked-LM
+    loss as if every position were masked and its token the answer (a [MASK] position's own token
+    is [MASK]: give a Target for the word it hides)."""
+    if target is None and encoder:
+        return ids.clone(), "mean cross-entropy of each position's own token (an encoder sees them all)"
     if target is None:
         return next_token_targets(ids), "mean next-token cross-entropy over all positions"
     n = ids.shape[1]
-    position = target.position + n if target.position < 0 else target.position
-    if not 0 <= position < n:
-        raise GlassboxError(f"Target position {target.position} is outside the prompt's {n} positions")
-    if not 0 <= target.token_id < vocab_size:
-        raise GlassboxError(f"Target token id {target.token_id} is outside the vocabulary (0..{vocab_size - 1})")
     targets = torch.full_like(ids, -1)
-    targets[0, position] = target.token_id
-    return targets, f"cross-entropy of token {target.token_id} at position {position}"
+    for one in [target] if isinstance(target, Target) else target:
+        position = one.position + n if one.position < 0 else one.position
+        if not 0 <= position < n:
+            raise GlassboxError(f"Target position {one.position} is outside the prompt's {n} positions")
+        if not 0 <= one.token_id < vocab_size:
+            raise GlassboxError(f"Target token id {one.token_id} is outside the vocabulary (0..{vocab_size - 1})")
+        targets[0, position] = one.token_id
+    chosen = [(int(p), int(targets[0, p])) for p in (targets[0] >= 0).nonzero()[:, 0]]
+    if len(chosen) == 1:
+        return targets, f"cross-entropy of token {chosen[0][1]} at position {chosen[0][0]}"
+    return targets, "mean cross-entropy of " + ", ".join(f"token {t} at position {p}" for p, t in chosen)
 
 
 def run_trace(
@@ -136,21 +151,50 @@ def run_trace(
     *,
     names: Iterable[str] | None = None,
     backward: bool = False,
-    target: Target | None = None,
+    target: Target | list[Target] | None = None,
 ) -> Trace:
     """Run ``tokens`` through ``model``, capturing the tensors whose names match ``names``
     (shell patterns; None: all). With ``backward``, also the gradient of the loss: the
-    cross-entropy of ``target``, or by default the mean next-token cross-entropy."""
+    cross-entropy of ``target`` (of several, their mean), or by default the mean next-token
+    cross-entropy (an encoder's: of each position's own token, see loss_targets)."""
+    if model.cfg.encoder_decoder:
+        raise GlassboxError("An encoder-decoder reads a source and a target: trace it with run_seq2seq_trace")
     check_prompt(model.cfg, tokens)
-    names = None if names is None else tuple(names)
     ids = torch.tensor([tokens], dtype=torch.long, device=model.device)
-    targets, description = loss_targets(ids, target, model.cfg.vocab_size)
+    targets, description = loss_targets(ids, target, model.cfg.vocab_size, encoder=model.cfg.kind == "encoder")
     has_loss = bool((targets >= 0).any())
     if backward and not has_loss:
         raise GlassboxError("A one-token prompt has no next token to predict: choose a target for the backward pass.")
+    return _traced(model, lambda: model(ids, targets if has_loss else None), names, backward,
+                   Trace(tokens=list(tokens), loss_description=description))
 
+
+def run_seq2seq_trace(model: EncoderDecoder, source: list[int], target: list[int], *,
+                      names: Iterable[str] | None = None, backward: bool = False) -> Trace:
+    """An encoder-decoder's pass with teacher forcing: the encoder reads ``source``; the decoder
+    reads decoder_start_token_id and then ``target`` but its last token (the trace's ``tokens``),
+    and position i predicts ``target[i]``. The loss is the mean cross-entropy over the target's
+    tokens (transformers' loss with labels = target). Captures and gradients as run_trace's."""
+    check_prompt(model.cfg, source, what="The source")
+    check_prompt(model.cfg, target, what="The target")
+    for token in (*source, *target):
+        check_token_id(model.cfg, token)
+    labels = torch.tensor([target], dtype=torch.long, device=model.device)
+    decoder_input = shift_right(labels, model.cfg.decoder_start_token_id)
+    source_ids = torch.tensor([source], dtype=torch.long, device=model.device)
+    trace = Trace(tokens=decoder_input[0].tolist(), source=list(source),
+                  loss_description="mean cross-entropy of each target token, given the source and the target's "
+                                   "tokens before it (teacher forcing)")
+    return _traced(model, lambda: model(source_ids, decoder_input, labels), names, backward, trace)
+
+
+def _traced(model: Transformer | EncoderDecoder, run: Callable[[], Output], names: Iterable[str] | None,
+            backward: bool, trace: Trace) -> Trace:
+    """``trace`` filled by ``run()``, a pass of ``model``: the tensors and parameters whose names
+    match ``names`` (shell patterns; None: all), the loss and, with ``backward``, the gradients."""
+    names = None if names is None else tuple(names)
     with torch.set_grad_enabled(backward), capture(recorder=_TraceRecorder(names)) as recorder:
-        out = model(ids, targets if has_loss else None)
+        out = run()
     captured = recorder.tensors
     listed = []  # what was asked for, in the pass's order, each derived tensor after its source
     for name in captured:
@@ -160,7 +204,6 @@ def run_trace(
     if names and not listed and not parameters:  # patterns given, none matched (names=(): capture nothing)
         raise GlassboxError(f"No tensor or parameter is named like {list(names)}: `glassbox hooks` lists the names")
 
-    trace = Trace(tokens=list(tokens), loss_description=description)
     if out.loss is not None:
         trace.loss = out.loss.item()
     if backward:

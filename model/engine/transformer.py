@@ -1,4 +1,4 @@
-"""A config-driven decoder-only transformer whose forward pass names every tensor.
+"""A config-driven decoder-only transformer (or encoder) whose forward pass names every tensor.
 
 Conventions (shared by the engine, the CLI, npz exports and the UI):
 - Row vectors times matrices: ``q = x @ W_Q``. Weights are stored (in, out), like GPT-2's
@@ -17,7 +17,10 @@ GPT-NeoX (parallel blocks, partial RoPE), GPT-Neo (unscaled scores, local attent
 Llama/Mistral/Qwen (RMSNorm, SwiGLU, RoPE with scaling, grouped-query attention, QK-norm,
 windows), Gemma (scaled embeddings, GeGLU, post norms, soft-capping, per-layer RoPE) and the
 mixtures of experts Mixtral, Qwen-MoE and OLMoE (a router and its experts in place of the MLP,
-a gated shared expert, dense blocks among sparse ones, full-width QK-norm, q/k/v clipping).
+a gated shared expert, dense blocks among sparse ones, full-width QK-norm, q/k/v clipping), and
+the encoder BERT (attention both ways, post-norm blocks, token types, an embedding norm, the MLM
+head). The layers between the embedding and the head are a Stack (stack.py), which an
+encoder-decoder (seq2seq.py) has two of; what both kinds of model share is LanguageModel.
 """
 
 from __future__ import annotations
@@ -31,12 +34,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from model.engine.capture import hook, sparse_embedding, wants
-from model.engine.components import Block, Norm
+from model.engine.components import Norm
+from model.engine.components.mlp import activation
 from model.engine.config import ModelConfig, check_context
 from model.engine.device import HALF, widened
 from model.engine.errors import GlassboxError
 from model.engine.kv_cache import KVCache
 from model.engine.names import is_norm_parameter
+from model.engine.stack import Stack
 
 
 class Output(NamedTuple):
@@ -44,23 +49,32 @@ class Output(NamedTuple):
     loss: torch.Tensor | None  # mean cross-entropy over the positions that have a target
 
 
-class Transformer(nn.Module):
-    def __init__(self, cfg: ModelConfig):
-        super().__init__()
-        self.cfg = cfg
+class LanguageModel:
+    """What a decoder-only model and an encoder-decoder share: the token embedding W_E, the head
+    (BERT's MLM transform, the output matrix W_U, its bias, soft-capping), the loss, precision and
+    initialisation. A mixin of an nn.Module with ``cfg`` and ``embed.W_E``."""
+
+    cfg: ModelConfig
+
+    def _add_embedding(self, cfg: ModelConfig) -> None:
         self.embed = nn.Module()
         self.embed.W_E = nn.Parameter(torch.zeros(cfg.vocab_size, cfg.d_model))
-        if cfg.positional == "table":
-            self.pos_embed = nn.Module()
-            self.pos_embed.W_pos = nn.Parameter(torch.zeros(cfg.n_ctx, cfg.d_model))
-        self.blocks = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layers))
-        if cfg.final_norm:
-            self.ln_final = Norm(cfg, "ln_final.")
-        if not cfg.tie_embeddings:
-            self.unembed = nn.Module()
-            self.unembed.W_U = nn.Parameter(torch.zeros(cfg.d_model, cfg.vocab_size))
 
-    def in_precision(self, dtype: torch.dtype) -> "Transformer":
+    def _add_head(self, cfg: ModelConfig) -> None:
+        """BERT's MLM transform (dense, activation, LayerNorm) and the output head's own weights."""
+        if cfg.mlm_head:
+            self.mlm = nn.Module()
+            self.mlm.W_dense = nn.Parameter(torch.zeros(cfg.d_model, cfg.d_model))
+            self.mlm.b_dense = nn.Parameter(torch.zeros(cfg.d_model))
+            self.mlm.ln = Norm(cfg, "mlm.ln.")
+        if not cfg.tie_embeddings or cfg.unembed_bias:
+            self.unembed = nn.Module()
+        if not cfg.tie_embeddings:
+            self.unembed.W_U = nn.Parameter(torch.zeros(cfg.d_model, cfg.vocab_size))
+        if cfg.unembed_bias:
+            self.unembed.b_U = nn.Parameter(torch.zeros(cfg.vocab_size))
+
+    def in_precision(self, dtype: torch.dtype) -> "LanguageModel":
         """The weights cast to ``dtype``, in place. In a half-precision model two small things stay
         float32: RoPE's frequencies, as transformers keeps them (rounded to bfloat16 they would turn
         far positions wrong), and the norms' weights, which the norms apply in float32 (Gemma's
@@ -84,7 +98,7 @@ class Transformer(nn.Module):
         return self.embed.W_E.device
 
     @torch.no_grad()
-    def init_weights(self, seed: int = 0, std: float = 0.02) -> "Transformer":
+    def init_weights(self, seed: int = 0, std: float = 0.02) -> "LanguageModel":
         """GPT-2's initialisation: N(0, std), output projections scaled by 1/sqrt(2 n_layers)."""
         gen = torch.Generator().manual_seed(seed)
         for name, param in self.named_parameters():
@@ -97,47 +111,37 @@ class Transformer(nn.Module):
                 param.copy_(torch.randn(param.shape, generator=gen, dtype=torch.float64) * scale)
         return self
 
-    def head(self, x: torch.Tensor) -> torch.Tensor:
-        """Residual stream → logits: the final norm, the output head, and soft-capping where the
-        model caps its logits (also what the logit lens applies to earlier points of the stream)."""
-        if self.cfg.final_norm:
-            x = self.ln_final(x)
-        logits = x @ self.W_U
-        if self.cfg.final_softcap is not None:
-            cap = self.cfg.final_softcap
-            logits = torch.tanh(hook("hook_logits_uncapped", logits) / cap) * cap
-        return logits
-
-    def forward(self, tokens: torch.Tensor, targets: torch.Tensor | None = None, cache: KVCache | None = None,
-                last_only: bool = False) -> Output:
-        """tokens: (batch, positions) ids. targets: same shape, the id each position should
-        predict, -1 where none; the loss is the mean cross-entropy over positions with one.
-        With a ``cache``, ``tokens`` continue the cached positions, and are added to it.
-        ``last_only``: the logits of the last position alone (generation needs no others, and the
-        head is the largest product of a long prompt)."""
-        if last_only and targets is not None:
-            raise GlassboxError("last_only computes the last position's logits alone: no loss over the others")
-        T = tokens.shape[1]
-        start = cache.length if cache is not None else 0
-        check_context(self.cfg, start + T)
+    def _embed(self, tokens: torch.Tensor, prefix: str = "") -> torch.Tensor:
+        """The rows W_E[token] (× embed_scale), hooked as ``prefix`` + "hook_embed"."""
         # In a traced backward the lookup's gradient is sparse, so autograd adds its rows in place
         # into the tied head's dense gradient: a dense one would be a vocabulary-sized zero tensor
         # and a vocabulary-sized sum, a third of GPT-2's traced backward. run_trace densifies it.
         x = F.embedding(tokens, self.embed.W_E, sparse=sparse_embedding() and torch.is_grad_enabled())
         if self.cfg.embed_scale is not None:
             x = x * torch.tensor(self.cfg.embed_scale, dtype=x.dtype)  # rounded to the model's precision, as in Gemma
-        x = hook("hook_embed", x)
-        if self.cfg.positional == "table":
-            # looked up like the tokens (a copy, not a view): a trace never aliases a weight
-            positions = torch.arange(start, start + T, device=tokens.device)
-            x = x + hook("hook_pos_embed", self.pos_embed.W_pos[positions].expand_as(x))
-        for block in self.blocks:
-            x = block(x, cache)
-        if cache is not None:
-            cache.length += T
-        if last_only:
-            x = x[:, -1:]
-        logits = hook("hook_logits", self.head(x))
+        return hook(prefix + "hook_embed", x)
+
+    def _vocab_logits(self, x: torch.Tensor) -> torch.Tensor:
+        """The normed stream → logits: BERT's MLM transform, T5's scale, x · W_U (+ b_U), and
+        soft-capping where the model caps its logits."""
+        cfg = self.cfg
+        if cfg.mlm_head:
+            pre = hook("mlm.hook_dense", x @ self.mlm.W_dense + self.mlm.b_dense)
+            x = self.mlm.ln(hook("mlm.hook_act", activation(cfg.activation, pre)))
+        if cfg.head_scale is not None:
+            x = x * cfg.head_scale
+        logits = x @ self.W_U
+        if cfg.unembed_bias:
+            logits = logits + self.unembed.b_U
+        if cfg.final_softcap is not None:
+            cap = cfg.final_softcap
+            logits = torch.tanh(hook("hook_logits_uncapped", logits) / cap) * cap
+        return logits
+
+    def _output(self, logits: torch.Tensor, targets: torch.Tensor | None) -> Output:
+        """The hooked logits and, with ``targets`` (-1 where a position has none), the mean
+        cross-entropy over the positions with one."""
+        logits = hook("hook_logits", logits)
         if targets is None and not (wants("hook_log_probs") or wants("hook_probs")):
             return Output(logits, None)
 
@@ -154,6 +158,41 @@ class Transformer(nn.Module):
         per_position = hook("hook_loss", torch.where(has_target, nll, float("nan")))
         loss = torch.where(has_target, per_position, 0.0).sum() / has_target.sum()
         return Output(logits, loss)
+
+
+class Transformer(Stack, LanguageModel):
+    """A decoder-only model (or, with ``causal`` false, an encoder such as BERT): the embedding,
+    one stack of blocks (stack.py), the head."""
+
+    def __init__(self, cfg: ModelConfig):
+        nn.Module.__init__(self)
+        self.cfg = cfg
+        self._add_embedding(cfg)
+        self._add_stack(cfg, "")
+        self._add_head(cfg)
+
+    def head(self, x: torch.Tensor) -> torch.Tensor:
+        """Residual stream → logits: the final norm and the head (also what the logit lens
+        applies to earlier points of the stream)."""
+        if self.cfg.final_norm:
+            x = self.ln_final(x)
+        return self._vocab_logits(x)
+
+    def forward(self, tokens: torch.Tensor, targets: torch.Tensor | None = None, cache: KVCache | None = None,
+                last_only: bool = False) -> Output:
+        """tokens: (batch, positions) ids. targets: same shape, the id each position should
+        predict, -1 where none; the loss is the mean cross-entropy over positions with one.
+        With a ``cache``, ``tokens`` continue the cached positions, and are added to it.
+        ``last_only``: the logits of the last position alone (generation needs no others, and the
+        head is the largest product of a long prompt)."""
+        if last_only and targets is not None:
+            raise GlassboxError("last_only computes the last position's logits alone: no loss over the others")
+        start = cache.length if cache is not None else 0
+        check_context(self.cfg, start + tokens.shape[1])
+        x = self.run(self._embed(tokens), cache)
+        if last_only:
+            x = x[:, -1:]
+        return self._output(self.head(x), targets)
 
 
 # The config fields a variant may change: they change what the pass computes, not the shapes or

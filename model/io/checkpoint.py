@@ -6,7 +6,7 @@ Two directory formats, both safetensors only (nothing is ever unpickled):
   under the engine's parameter names, and ``tokenizer.json``.
 - a Hugging Face layout whose ``model_type`` has a converter in ``convert/`` (GPT-2, GPT-NeoX,
   GPT-Neo, Llama, Mistral, Qwen2, Qwen3, Gemma 1-3, and the mixtures of experts Mixtral,
-  Qwen2-MoE, Qwen3-MoE, OLMoE): ``config.json``, ``model.safetensors``
+  Qwen2-MoE, Qwen3-MoE, OLMoE, the encoder BERT and the encoder-decoder T5): ``config.json``, ``model.safetensors``
   (or shards named by ``model.safetensors.index.json``), and ``tokenizer.json`` or
   ``vocab.json`` + ``merges.txt``. The weights are converted on load.
 """
@@ -24,7 +24,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
-from model.engine import DTYPES, GlassboxError, ModelConfig, Transformer, default_device
+from model.engine import DTYPES, GlassboxError, ModelConfig, Transformer, build_model, default_device
 from model.io.assets import asset
 from model.io.convert import CONVERTERS, FAMILY_NAMES
 from model.io.guard import CONFIG_BYTES, check_fits, model_directory, read_json, regular_file, some
@@ -32,14 +32,15 @@ from model.io.hub import Progress, download, parse_hub_id
 from model.io.tokenizer import Tokenizer
 
 # shipped in assets/: the default model, the article's, and the micro-models (model/micro/)
-NAMED_MODELS = ("default", "worked-example", "micro-bigram", "micro-attention-only", "micro-induction")
+NAMED_MODELS = ("default", "worked-example", "micro-bigram", "micro-attention-only", "micro-induction", "micro-moe",
+                "micro-moe-unbalanced")
 MAX_LAYERS = 1024  # the deepest hub models have ~130 blocks; a bound keeps the meta models below cheap
 
 
 @dataclass
 class LoadedModel:
     name: str
-    model: Transformer
+    model: Transformer  # an EncoderDecoder where cfg.kind is "encoder-decoder"
     tokenizer: Tokenizer
     path: Path
     about: dict = field(default_factory=dict)  # provenance notes shown by the CLI and UI
@@ -128,8 +129,9 @@ def load(name_or_path: str, dtype: str | None = None, device: str | torch.device
     if dtype not in DTYPES:
         raise GlassboxError(f"dtype must be one of {list(DTYPES)}, not {dtype!r}")
     device = torch.device(device or default_device())
-    if cfg.n_layers > MAX_LAYERS:
-        raise GlassboxError(f"The config asks for {cfg.n_layers:,} blocks; at most {MAX_LAYERS:,} are supported")
+    if max(cfg.n_layers, cfg.n_decoder_layers or 0) > MAX_LAYERS:
+        blocks = max(cfg.n_layers, cfg.n_decoder_layers or 0)
+        raise GlassboxError(f"The config asks for {blocks:,} blocks; at most {MAX_LAYERS:,} are supported")
     check_fits(model_bytes(cfg, DTYPES[dtype]), dtype, device)
     weights = shard_files(path)
     _check_state(convert(cfg, _stored_shapes(weights)), _meta_model(cfg).state_dict(), path)
@@ -137,7 +139,7 @@ def load(name_or_path: str, dtype: str | None = None, device: str | torch.device
     if tokenizer.vocab_size > cfg.vocab_size:
         raise GlassboxError(f"The tokenizer has {tokenizer.vocab_size} tokens but the model only {cfg.vocab_size}")
     tokenizer.cover(cfg.vocab_size)  # ids past the tokenizer's (padding rows) get labels too
-    model = Transformer(cfg).in_precision(DTYPES[dtype])  # the first allocation: everything above has passed
+    model = build_model(cfg).in_precision(DTYPES[dtype])  # the first allocation: everything above has passed
     model.load_state_dict(convert(cfg, _read_weights(weights)))  # casts the stored weights to the model's dtype
     model = model.to(device).eval()
     return LoadedModel(model_key(name_or_path), model, tokenizer, path, about)
@@ -173,7 +175,7 @@ def count_numbers(cfg: ModelConfig, buffers: bool = False) -> int:
 def _meta_model(cfg: ModelConfig) -> Transformer:
     """The model's structure with shapes but no storage."""
     with torch.device("meta"):
-        return Transformer(cfg)
+        return build_model(cfg)
 
 
 def _as_stored(cfg: ModelConfig, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -7,7 +7,12 @@ parallel (GPT-NeoX): both sublayers read the block's input,
 with post norms (Gemma 2 and 3), each sublayer's output is normed again before it is added:
     mid = x + ln1_post(attn(ln1(x)));  out = mid + ln2_post(mlp(ln2(mid)))
 In a mixture-of-experts model (Mixtral, Qwen-MoE, OLMoE) the mlp of the blocks cfg.is_moe names
-is a router and its experts (moe.py); any other block keeps the dense MLP."""
+is a router and its experts (moe.py); any other block keeps the dense MLP.
+
+Post-norm (BERT, the original transformer): the norm comes after each sum, not before the sublayer,
+    mid = ln1(x + attn(x));  out = ln2(mid + mlp(mid))
+An encoder-decoder's decoder block (T5) attends to the encoder's output between the two:
+    mid = x + attn(ln1(x));  cross = mid + cross_attn(ln_cross(mid), source);  out = cross + mlp(ln2(cross))"""
 
 from __future__ import annotations
 
@@ -24,14 +29,18 @@ from model.engine.kv_cache import KVCache
 
 
 class Block(nn.Module):
-    def __init__(self, cfg: ModelConfig, index: int):
+    def __init__(self, cfg: ModelConfig, index: int, stack: str = ""):
+        """``stack``: the prefix of an encoder-decoder's stack ("encoder.", "decoder.")."""
         super().__init__()
         self.cfg = cfg
-        self.prefix = p = f"blocks.{index}."
+        self.prefix = p = f"{stack}blocks.{index}."
         self.ln1 = Norm(cfg, p + "ln1.")
         self.attn = Attention(cfg, p + "attn.", index)
         if cfg.post_norms:
             self.ln1_post = Norm(cfg, p + "ln1_post.")
+        if cfg.cross_attention:
+            self.ln_cross = Norm(cfg, p + "ln_cross.")
+            self.cross_attn = Attention(cfg, p + "cross_attn.", index, cross=True)
         if cfg.attn_only:
             return
         self.ln2 = Norm(cfg, p + "ln2.")
@@ -39,10 +48,15 @@ class Block(nn.Module):
         if cfg.post_norms:
             self.ln2_post = Norm(cfg, p + "ln2_post.")
 
-    def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None, bias: torch.Tensor | None = None,
+                source: torch.Tensor | None = None, source_cache: KVCache | None = None) -> torch.Tensor:
+        """``bias``: on every attention score (relative positions); ``source`` (the encoder's
+        output) and ``source_cache`` (its keys and values): the cross-attention's."""
         p, cfg = self.prefix, self.cfg
         resid_pre = hook(p + "hook_resid_pre", x)
-        attn_out = self.attn(self.ln1(resid_pre), cache)
+        if cfg.norm_position == "post":
+            return self._post_norm(resid_pre, cache, bias)
+        attn_out = self.attn(self.ln1(resid_pre), cache, bias)
         if cfg.post_norms:
             attn_out = self.ln1_post(hook(p + "attn.hook_out", attn_out))
         attn_out = hook(p + "hook_attn_out", attn_out)
@@ -52,8 +66,20 @@ class Block(nn.Module):
             mlp_out = hook(p + "hook_mlp_out", self.mlp(self.ln2(resid_pre)))
             return hook(p + "hook_resid_post", resid_pre + hook(p + "hook_attn_mlp_sum", attn_out + mlp_out))
         resid_mid = hook(p + "hook_resid_mid", resid_pre + attn_out)
+        if cfg.cross_attention:
+            cross_out = self.cross_attn(self.ln_cross(resid_mid), source_cache, source=source)
+            resid_mid = hook(p + "hook_resid_cross", resid_mid + hook(p + "hook_cross_attn_out", cross_out))
         mlp_out = self.mlp(self.ln2(resid_mid))
         if cfg.post_norms:
             mlp_out = self.ln2_post(hook(p + "mlp.hook_out", mlp_out))
         mlp_out = hook(p + "hook_mlp_out", mlp_out)
         return hook(p + "hook_resid_post", resid_mid + mlp_out)
+
+    def _post_norm(self, resid_pre: torch.Tensor, cache: KVCache | None, bias: torch.Tensor | None) -> torch.Tensor:
+        """mid = ln1(x + attn(x)); out = ln2(mid + mlp(mid)): each norm reads the sum, and its
+        output is the stream (BERT)."""
+        p = self.prefix
+        attn_out = hook(p + "hook_attn_out", self.attn(resid_pre, cache, bias))
+        resid_mid = hook(p + "hook_resid_mid", self.ln1(hook(p + "hook_attn_sum", resid_pre + attn_out)))
+        mlp_out = hook(p + "hook_mlp_out", self.mlp(resid_mid))
+        return hook(p + "hook_resid_post", self.ln2(hook(p + "hook_mlp_sum", resid_mid + mlp_out)))
