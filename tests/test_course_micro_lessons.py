@@ -96,3 +96,24 @@ def test_another_sequence_gives_its_own_losses(course_app, page):
     seed.fill("5")
     seed.press("Enter")
     expect(page.locator("[data-testid='stMetricValue']").nth(1)).to_have_text(f"{copyable:.3f} nats", timeout=60_000)
+
+
+@pytest.mark.browser
+@pytest.mark.subprocess
+def test_route_sends_another_sentence_through_the_router(course_app, page):
+    """Reference: the balance loss of block 1 on the sentence the button picks, written out in numpy
+    from the router's probabilities (N · Σ f_i · P_i, f from the top 2)."""
+    from model.course.mixture_of_experts import BALANCED, route, sentences
+
+    loaded = load(BALANCED)
+    sentence = sentences()[1]  # the first click's
+    probs = route(loaded, loaded.encode(sentence)).probs[0]
+    top2 = np.argsort(-probs, axis=-1)[:, :2]
+    f = np.array([(top2 == e).any(-1).mean() for e in range(probs.shape[-1])])
+    expected = probs.shape[-1] * (f * probs.mean(0)).sum()
+    page.goto(course_app + "/course-moe")
+    page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=60_000)
+    expect(page.get_by_text("N · Σ f_i · P_i =")).to_be_visible(timeout=90_000)
+    page.get_by_role("button", name="Route another sentence").click()
+    expect(page.get_by_label("Prompt", exact=True)).to_have_value(sentence, timeout=60_000)
+    expect(page.get_by_text("N · Σ f_i · P_i =")).to_contain_text(f"{expected:.4f}", timeout=60_000)

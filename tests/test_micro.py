@@ -167,3 +167,49 @@ def test_train_micro_prints_the_trained_models_figure(tmp_path):
     assert (out / "training.json").exists()
     bad = cli("train-micro", "trigram")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "invalid choice" in bad.stderr
+
+
+def test_the_moe_runs_balance_with_the_loss_and_collapse_without():
+    """The MoE micro-model's two runs. References: each expert's held-out share counted from the
+    expert weights the pass used (nonzero = chosen), against the figure's count from the router's
+    top-2 (two computations, 1e-12); the balance term as N · Σ f_i · P_i written out in numpy (1e-9).
+    The claims the lesson makes, measured: without the balance loss one expert of a block ends with
+    a far larger share, and more experts are starved."""
+    from model.micro import moe
+
+    balanced = load("micro-moe")
+    figure = moe.figures(balanced)
+    ids = story_tokens(moe.N_STORIES, moe.SEED)[2][:moe.T * 8].reshape(8, moe.T)
+    for name, run in (("balanced", balanced), ("unbalanced", load("micro-moe-unbalanced"))):
+        chosen = np.zeros((run.cfg.n_layers, run.cfg.n_experts))
+        for row in ids:
+            weights = moe.routing(run.model, row.tolist())
+            for i in range(run.cfg.n_layers):
+                w = weights[f"blocks.{i}.mlp.hook_expert_weights"].numpy()
+                assert ((w > 0).sum(-1) == 2).all() and np.allclose(w.sum(-1), 1, atol=1e-6)  # top 2, renormalised
+                chosen[i] += (w > 0).sum(0)
+        assert np.allclose(figure[name]["shares_held_out"], chosen / chosen.sum(-1, keepdims=True), atol=1e-4)
+    assert max(figure["unbalanced"]["largest_share_end_of_training"]) > 1.5 * max(
+        figure["balanced"]["largest_share_end_of_training"])
+    assert sum(figure["unbalanced"]["starved_experts_end_of_training"]) > sum(
+        figure["balanced"]["starved_experts_end_of_training"])
+
+
+def test_the_balance_terms_are_the_formula_written_out():
+    from model.course.mixture_of_experts import PROMPT, balance_terms, route
+
+    loaded = load("micro-moe")
+    routing = route(loaded, loaded.encode(PROMPT))
+    probs = routing.probs[1]
+    top2 = np.argsort(-probs, axis=-1)[:, :2]
+    f = np.array([(top2 == e).any(-1).mean() for e in range(probs.shape[-1])])
+    terms = balance_terms(routing, 1, 2)
+    assert np.allclose(terms["f"], f, atol=1e-12) and np.allclose(terms["P"], probs.mean(0), atol=1e-12)
+    assert terms["loss"] == pytest.approx(probs.shape[-1] * (f * probs.mean(0)).sum(), abs=1e-9)
+
+
+@pytest.mark.parametrize("name", [m.asset for m in MICRO.values()] + ["micro-moe-unbalanced"])
+def test_every_micro_models_sample_prompt_is_in_its_vocabulary(name):
+    """The explorer and `glassbox hooks` fall back to a model's sample prompt."""
+    loaded = load(name)
+    assert loaded.encode(loaded.about["sample_prompt"])

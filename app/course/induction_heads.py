@@ -147,5 +147,5 @@ st.markdown(
     "its smallest.")
 the_stripe(loaded)
 every_head(loaded)
-lesson_end(lesson, (("The induction micro-model in the Circuits view", MODEL, "ba ko mi du ze ba ko mi du ze"),
+lesson_end(lesson, (("The induction micro-model in the Circuits view", MODEL, "ba ko mi to ze li ba ko mi to ze li"),
                     ("The default story model in the Circuits view", "default", "the cat sat on the")))

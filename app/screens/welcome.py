@@ -60,7 +60,8 @@ st.markdown(
     "Every tensor of the forward pass and every gradient of the backward pass.\n"
     "4. **Train it live**: train the worked example's model yourself and watch the loss fall.\n"
     "5. **Course**: short lessons on the ideas behind the pass (attention by hand, why √d_k, positions, "
-    "the mask, the objective, the KV cache, real models' figures, zero- and one-layer models, induction heads), "
+    "the mask, the objective, the KV cache, real models' figures, zero- and one-layer models, induction heads, "
+    "mixtures of experts), "
     "each computing its numbers as you change "
     "them. New to transformers? Start here; the last lesson leads to the worked example."
 )

@@ -66,6 +66,8 @@ LESSONS = [
            "block of attention heads adds (skip-trigrams).", "zero_one_layer", "b1-output-projection", "Circuits"),
     Lesson("induction", "Induction heads", "How two heads in two blocks copy a sequence seen earlier in the prompt, "
            "and when, in training, they form.", "induction_heads", "b2-scores", "Circuits"),
+    Lesson("moe", "Mixture of experts", "How a router sends each token to 2 of 8 experts, and what keeps it from "
+           "sending everything to a few.", "mixture_of_experts", "b1-ffn-expand", "FFN"),
 ]
 LESSON = {lesson.slug: lesson for lesson in LESSONS}
 

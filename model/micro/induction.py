@@ -84,7 +84,7 @@ def train(path: Path, steps: int = STEPS) -> None:
     curve = fit(model, lambda gen: sequences(BATCH, tokenizer.vocab_size, gen), steps, LR, SEED, every=every,
                 every_steps=50)
     about = {"source": "trained by `glassbox train-micro induction` on random syllables with repeated spans",
-             "sample_prompt": "ba ko mi du ze ba ko mi",
+             "sample_prompt": "ba ko mi to ze li ba ko mi to",
              "card": {"architecture": f"two attention-only blocks of {model.cfg.n_heads} heads, d_model "
                                       f"{model.cfg.d_model}, learned positions, context {T}, no MLP",
                       "data": f"{T + 1} random syllables of {tokenizer.vocab_size}: up to {LEAD}, then a span of "

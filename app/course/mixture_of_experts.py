@@ -1,0 +1,137 @@
+"""Lesson 10, mixture of experts: the MoE micro-model's router on a prompt (each token's top 2 of 8,
+per block, with a Route button for another sentence), the balance loss written out from that
+routing, and each expert's share over training with and without the load-balancing loss.
+Computed by model/course/mixture_of_experts.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+import streamlit as st
+
+from app.components.charts import show
+from app.components.course import lesson_end, lesson_page, lesson_pass
+from app.components.errors import fragment
+from app.components.heatmap import heatmap_figure
+from app.components.labels import plain, token_text
+from app.resources import shared_model
+from model.course.mixture_of_experts import (BALANCED, PROMPT, UNBALANCED, Routing, balance_terms, route,
+                                             sentences, share_curves)
+from model.engine import GlassboxError, block_label
+from model.micro import moe
+
+EXPERT_COLOURS = ["#1f6feb", "#d9480f", "#2f9e44", "#7048e8", "#e8590c", "#0c8599", "#c2255c", "#868e96"]
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def routed(prompt: str, _loaded) -> Routing:
+    tokens = _loaded.encode(prompt)
+    with lesson_pass("routing a prompt", _loaded, len(tokens)):
+        return route(_loaded, tokens)
+
+
+@st.cache_data(max_entries=2, show_spinner="Routing held-out text through both runs…")
+def both_runs(_loaded) -> dict:
+    return moe.figures(_loaded)
+
+
+@fragment
+def the_router(loaded) -> None:
+    st.subheader("The router, on a prompt")
+    st.markdown(
+        "In each block the MLP is replaced by 8 experts, each a SwiGLU MLP of its own. A router, one vector per "
+        "expert (`W_router`), scores the token's residual stream against each expert; a softmax turns the scores "
+        "into probabilities; the top 2 are kept and renormalised to sum to 1; the block adds those two experts' "
+        "outputs, weighted. The other 6 experts are not run for that token. **Route** picks another sentence.")
+    st.session_state.setdefault("moe_prompt", PROMPT)
+    if st.button("Route another sentence", icon=":material/shuffle:"):
+        st.session_state.moe_route = st.session_state.get("moe_route", 0) + 1
+        choices = sentences()
+        st.session_state.moe_prompt = choices[st.session_state.moe_route % len(choices)]
+    settings = st.columns([4, 2], vertical_alignment="bottom")
+    prompt = settings[0].text_input("Prompt", key="moe_prompt", max_chars=400)
+    block = settings[1].selectbox("Block", range(loaded.cfg.n_layers), format_func=block_label, key="moe_block")
+    try:
+        seen = routed(prompt, loaded)
+    except GlassboxError as exc:
+        st.error(plain(str(exc)))
+        return
+    labels = [f"{i}:{token_text(loaded.pieces[t])}" for i, t in enumerate(seen.tokens)]
+    experts = [f"expert {e + 1}" for e in range(loaded.cfg.n_experts)]
+    weights = seen.weights[block]
+    text = [[f"{v:.2f}" if v > 0 else "" for v in row] for row in weights]
+    fig = heatmap_figure(weights, labels, experts, f"Each token's 2 experts and their weights, {block_label(block)}",
+                         row_title="token", col_title="expert", colour="sequential", zmax=1.0, fixed=True,
+                         colorbar="weight", text=text, text_size=11,
+                         hover="token %{y}<br>%{x}<br>weight %{z:.4f}<extra></extra>")
+    fig.update_layout(height=min(140 + 30 * len(labels), 700), margin=dict(l=10, r=10, t=40, b=10))
+    show(fig, config={"displayModeBar": False})
+    balance(seen, block, loaded)
+
+
+def balance(seen: Routing, block: int, loaded) -> None:
+    terms = balance_terms(seen, block, loaded.cfg.experts_top_k)
+    st.markdown(
+        f"**The load-balancing loss on this prompt**, N · Σ f_i · P_i with N = {terms['N']}: f_i is the share of "
+        "positions that chose expert i (the columns' counts above over the number of tokens; they sum to 2), P_i "
+        "the router's mean probability for expert i. It is smallest, 2, when both are spread evenly; it grows "
+        "when the experts that are chosen most are also the ones the router is surest of.")
+    table = pd.DataFrame({"f_i": terms["f"], "P_i": terms["P"], "f_i · P_i": np.multiply(terms["f"], terms["P"])},
+                         index=[f"expert {e + 1}" for e in range(terms["N"])]).T.map(lambda v: f"{v:.4f}")
+    st.table(table)
+    st.markdown(f"N · Σ f_i · P_i = {terms['N']} × {sum(np.multiply(terms['f'], terms['P'])):.4f} = "
+                f"**{terms['loss']:.4f}**")
+
+
+def over_training(balanced, unbalanced) -> None:
+    st.subheader("Trained with the balance loss, and without it")
+    st.markdown(
+        f"The same model was trained twice from the same start on the same batches, once with "
+        f"{moe.ALPHA} × the balance loss added to the next-token loss and once without. Without it, nothing stops a "
+        "rich-get-richer loop: an expert that gets more tokens gets more gradient, gets better at them, and the "
+        "router sends it more, while others starve.")
+    block = st.radio("Block", range(balanced.cfg.n_layers), format_func=block_label, horizontal=True,
+                     key="moe_curve_block")
+    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.04,
+                        subplot_titles=("with the balance loss", "without it"))
+    for column, run in ((1, balanced), (2, unbalanced)):
+        curves = share_curves(run)[:, block]  # (step, expert)
+        smooth = np.array([np.convolve(curves[:, e], np.ones(10) / 10, mode="valid") for e in range(curves.shape[1])])
+        for e, values in enumerate(smooth):
+            fig.add_scatter(x=np.arange(10, len(curves) + 1), y=values, mode="lines", name=f"expert {e + 1}",
+                            line=dict(color=EXPERT_COLOURS[e], width=1.5), legendgroup=str(e), showlegend=column == 1,
+                            row=1, col=column)
+    fig.add_hline(y=1 / balanced.cfg.n_experts, line=dict(dash="dot", color="#495057"))
+    fig.update_layout(height=380, margin=dict(l=10, r=10, t=60, b=10), yaxis_title="share of the token-slots",
+                      legend=dict(orientation="h", x=0, y=-0.25, xanchor="left", yanchor="top"))
+    fig.update_xaxes(title="training step")
+    show(fig, config={"displayModeBar": False})
+    st.caption("Each expert's share of the token-slots routed in each training batch (a running mean of 10 batches). "
+               f"The dotted line is 1/{balanced.cfg.n_experts}, perfect balance; one expert can get at most 1/2 "
+               "(every token chose it).")
+    figure = both_runs(balanced)
+    rows = {}
+    for name in ("balanced", "unbalanced"):
+        run = figure[name]
+        rows["with the balance loss" if name == "balanced" else "without it"] = {
+            "largest share": f"{run['largest_share_end_of_training'][block]:.3f}",
+            "smallest share": f"{run['smallest_share_end_of_training'][block]:.3f}",
+            f"experts under {moe.STARVED:.0%}": str(run["starved_experts_end_of_training"][block]),
+            "largest share, held-out text": f"{run['largest_share_held_out'][block]:.3f}",
+            "final training loss": f"{run['final_loss']:.4f}"}
+    st.table(pd.DataFrame(rows).T)
+    st.caption("Over the last 50 training batches, and on 8 held-out windows of the corpus routed now.")
+
+
+lesson = lesson_page("moe")
+balanced, unbalanced = shared_model(BALANCED), shared_model(UNBALANCED)
+st.markdown(
+    "A mixture of experts grows a model's parameters without growing the work per token: each token runs through 2 "
+    "of the block's 8 expert MLPs, chosen for it by a router. Mixtral-8x7B is built this way. The micro-model here "
+    f"({plain(balanced.about.get('card', {}).get('architecture', ''))}) was trained on the story corpus in a few "
+    "minutes; `glassbox train-micro moe` trains both runs again.")
+the_router(balanced)
+over_training(balanced, unbalanced)
+lesson_end(lesson, (("The MoE micro-model in the explorer", BALANCED, PROMPT),))

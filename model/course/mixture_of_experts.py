@@ -1,0 +1,68 @@
+"""Lesson 10, mixture of experts, on the MoE micro-model trained twice (model/micro/moe.py): with the
+load-balancing loss and without it.
+
+A router scores each position against 8 experts (x · W_router), keeps the top 2 and mixes their
+outputs with the renormalised softmax weights. On a prompt, the lesson shows each token's two
+experts and weights per block, and the balance loss N · Σ f_i · P_i written out from that prompt's
+routing; over training, each expert's share of the routed token-slots in both runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from model.data.stories import corpus
+from model.engine import check_prompt, load_balancing_loss
+from model.io.checkpoint import LoadedModel, load
+from model.micro import moe
+from model.micro.common import read_curve
+
+BALANCED, UNBALANCED = "micro-moe", "micro-moe" + moe.UNBALANCED
+PROMPT = "the cat sat on the mat and the dog ran to the park"
+
+
+@dataclass
+class Routing:
+    tokens: list[int]
+    probs: np.ndarray  # (block, position, expert): the router's softmax
+    weights: np.ndarray  # (block, position, expert): the weight each expert's output gets (0: not chosen)
+
+
+def route(loaded: LoadedModel, tokens: list[int]) -> Routing:
+    check_prompt(loaded.cfg, tokens)
+    seen = moe.routing(loaded.model, tokens)
+    blocks = range(loaded.cfg.n_layers)
+    return Routing(tokens, np.stack([seen[f"blocks.{i}.mlp.hook_router_probs"].double().numpy() for i in blocks]),
+                   np.stack([seen[f"blocks.{i}.mlp.hook_expert_weights"].double().numpy() for i in blocks]))
+
+
+def sentences() -> list[str]:
+    """Story sentences for the page's Route button: the corpus's generator, with another seed than
+    the training text's."""
+    return [s.strip() + "." for story in corpus(40, seed=12345) for s in story.split(".") if 4 < len(s.split()) < 14]
+
+
+def balance_terms(routing: Routing, block: int, top_k: int) -> dict:
+    """The balance loss of one block on one prompt, term by term: f_i (the share of positions that
+    chose expert i among their top_k), P_i (expert i's mean router probability), N · Σ f_i · P_i."""
+    probs = routing.probs[block]
+    n = probs.shape[-1]
+    f = (routing.weights[block] > 0).sum(0) / probs.shape[0]
+    P = probs.mean(0)
+    loss = float(load_balancing_loss(torch.from_numpy(probs), top_k))
+    return {"f": f.tolist(), "P": P.tolist(), "N": n, "loss": loss}
+
+
+def share_curves(loaded: LoadedModel) -> np.ndarray:
+    """(step, block, expert): each expert's share of the token-slots at each training step."""
+    return np.array(read_curve(loaded.path)["shares"])
+
+
+def figures(loaded=None) -> dict:
+    """Both runs' figures (the course's model, ``loaded``, is not used)."""
+    balanced = load(BALANCED)
+    routing = route(balanced, balanced.encode(PROMPT))
+    return moe.figures(balanced) | {"prompt": PROMPT,
+                                    "balance_terms_block1": balance_terms(routing, 0, balanced.cfg.experts_top_k)}
