@@ -83,13 +83,14 @@ def test_each_step_uses_the_schedules_rate(loaded):
 def test_adamw_trains_at_its_own_rate_where_the_articles_rate_makes_it_jump(loaded):
     """Reference: torch's documented AdamW default learning rate, 0.001. On the corpus, 300 steps at
     the article's η = 0.5 send the loss far above where it started; AdamW's own rate lowers it and
-    never raises it above its start."""
+    never raises it above its start. (Where the jumping run ends is chaotic: on this project's AMD
+    machine it ends below AdamW's own run, elsewhere above; the test does not compare the ends.)"""
     args = batch(loaded, "the example + corpus")
     own = train_copy(loaded.model, *args, "AdamW", None, 300)
     assert own.learning_rate == 0.001
     assert max(own.loss) == own.loss[0] and own.loss[-1] < own.loss[0] - 0.5
     articles = train_copy(loaded.model, *args, "AdamW", 0.5, 300)
-    assert max(articles.loss) > 2 * articles.loss[0] and articles.loss[-1] > own.loss[-1]
+    assert max(articles.loss) > 2 * articles.loss[0]
 
 
 def test_the_default_models_schedule_is_unchanged():

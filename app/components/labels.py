@@ -27,9 +27,12 @@ def power_of_ten(value: float) -> int:
 
 
 def cell_text(value: float, largest: float, digits: str = ".3g") -> str:
-    """A value as written in a cell: −∞ as such, rounding noise (5.55e-17 beside 1.2) as 0."""
+    """A value as written in a cell: −∞ as such, rounding noise (5.55e-17 beside 1.2) as 0, NaN
+    (nothing there: an expert that did not run) left blank."""
     if value == -float("inf"):
         return "−∞"
+    if value != value:
+        return ""
     if abs(value) < NEGLIGIBLE * largest:
         return "0"
     return f"{value:{digits}}"
@@ -44,6 +47,11 @@ def token_text(piece: str) -> str:
     shown = piece.translate(_VISIBLE)
     shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in shown) or "∅"
     return _CHART_MARKUP.sub(WORD_JOINER, shown)
+
+
+def position_labels(pieces: list[str], tokens: list[int], first: int = 0) -> list[str]:
+    """A prompt's positions as axis labels, "position:token" ("3:␣on"), counting from ``first``."""
+    return [f"{i}:{token_text(pieces[t])}" for i, t in enumerate(tokens, first)]
 
 
 def token_labels(pieces: list[str], ids: list[int]) -> list[str]:

@@ -12,7 +12,7 @@ import streamlit as st
 from app.components.charts import show
 from app.components.course import lesson_end, lesson_pass, lesson_page
 from app.components.heatmap import heatmap_figure
-from app.components.labels import plain, token_text
+from app.components.labels import plain, position_labels
 from app.resources import shared_model
 from model.course.induction_heads import LENGTH, MODEL, Repeat, repeated, split_losses, stripe_share
 from model.engine import block_label
@@ -57,7 +57,7 @@ def the_stripe(loaded) -> None:
                            help="Another seed draws other syllables; the mechanism is the same for any.")
     seen = sequence(int(seed), LENGTH, loaded)
     n = LENGTH
-    labels = [f"{i}:{token_text(loaded.pieces[t])}" for i, t in enumerate(seen.tokens)]
+    labels = position_labels(loaded.pieces, seen.tokens)
     figure = scores(loaded)
     prev, ind = figure["previous_token_head"], figure["induction_head"]
     left, right = st.columns(2)
@@ -74,7 +74,7 @@ def the_stripe(loaded) -> None:
 
 
 def losses(seen: Repeat, loaded, n: int) -> None:
-    predicted = [f"{i}:{token_text(loaded.pieces[t])}" for i, t in enumerate(seen.tokens[1:], 1)]
+    predicted = position_labels(loaded.pieces, seen.tokens[1:], first=1)
     unseen, repeat = split_losses(seen, n)
     fig = go.Figure()
     fig.add_bar(x=predicted[:n], y=unseen, name="nothing to copy yet", marker_color=FIRST_COLOUR)

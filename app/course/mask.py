@@ -11,7 +11,7 @@ from app.components.charts import paired_bars, show
 from app.components.course import course_model, lesson_end, lesson_page, lesson_pass
 from app.components.errors import fragment
 from app.components.heatmap import abs_max, heatmap_figure
-from app.components.labels import cell_text, plain, token_labels, token_text
+from app.components.labels import cell_text, plain, position_labels, token_labels, token_text
 from model.course.mask import PROMPT, TOP, Comparison, compare, later_share, toy, top_tokens, total_variation
 from model.engine import GlassboxError, block_label, check_prompt
 from model.io.checkpoint import LoadedModel
@@ -113,7 +113,7 @@ def on_the_model() -> None:
     except GlassboxError as exc:
         st.error(plain(str(exc)))
         return
-    labels = [f"{i}:{token_text(loaded.pieces[t])}" for i, t in enumerate(seen.tokens)]
+    labels = position_labels(loaded.pieces, seen.tokens)
     patterns(seen, labels, block, head)
     st.caption("In block 1 the last row is the same both ways: the last position sees every token anyway. Its "
                "prediction still changes, because the earlier positions now read later tokens and the blocks "

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 import streamlit as st
 
@@ -15,14 +14,14 @@ from app.components.charts import show
 from app.components.course import lesson_end, lesson_page, lesson_pass
 from app.components.errors import fragment
 from app.components.heatmap import heatmap_figure
-from app.components.labels import plain, token_text
+from app.components.labels import plain, position_labels
 from app.resources import shared_model
 from model.course.mixture_of_experts import (BALANCED, PROMPT, UNBALANCED, Routing, balance_terms, route,
                                              sentences, share_curves)
 from model.engine import GlassboxError, block_label
 from model.micro import moe
 
-EXPERT_COLOURS = ["#1f6feb", "#d9480f", "#2f9e44", "#7048e8", "#e8590c", "#0c8599", "#c2255c", "#868e96"]
+EXPERT_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]  # D3's ten, 8
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
@@ -58,7 +57,7 @@ def the_router(loaded) -> None:
     except GlassboxError as exc:
         st.error(plain(str(exc)))
         return
-    labels = [f"{i}:{token_text(loaded.pieces[t])}" for i, t in enumerate(seen.tokens)]
+    labels = position_labels(loaded.pieces, seen.tokens)
     experts = [f"expert {e + 1}" for e in range(loaded.cfg.n_experts)]
     weights = seen.weights[block]
     text = [[f"{v:.2f}" if v > 0 else "" for v in row] for row in weights]
@@ -93,7 +92,7 @@ def over_training(balanced, unbalanced) -> None:
         "rich-get-richer loop: an expert that gets more tokens gets more gradient, gets better at them, and the "
         "router sends it more, while others starve.")
     block = st.radio("Block", range(balanced.cfg.n_layers), format_func=block_label, horizontal=True,
-                     key="moe_curve_block")
+                     key="moe_curve_block", index=balanced.cfg.n_layers - 1)  # the last block: where it collapsed
     fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.04,
                         subplot_titles=("with the balance loss", "without it"))
     for column, run in ((1, balanced), (2, unbalanced)):
