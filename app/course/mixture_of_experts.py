@@ -18,6 +18,7 @@ from app.components.labels import plain, position_labels
 from app.resources import shared_model
 from model.course.mixture_of_experts import (BALANCED, PROMPT, UNBALANCED, Routing, balance_terms, route,
                                              sentences, share_curves)
+from model.analysis.experts import expert_label
 from model.engine import GlassboxError, block_label
 from model.micro import moe
 
@@ -58,7 +59,7 @@ def the_router(loaded) -> None:
         st.error(plain(str(exc)))
         return
     labels = position_labels(loaded.pieces, seen.tokens)
-    experts = [f"expert {e + 1}" for e in range(loaded.cfg.n_experts)]
+    experts = [expert_label(e) for e in range(loaded.cfg.n_experts)]
     weights = seen.weights[block]
     text = [[f"{v:.2f}" if v > 0 else "" for v in row] for row in weights]
     fig = heatmap_figure(weights, labels, experts, f"Each token's 2 experts and their weights, {block_label(block)}",
@@ -78,7 +79,7 @@ def balance(seen: Routing, block: int, loaded) -> None:
         "the router's mean probability for expert i. It is smallest, 2, when both are spread evenly; it grows "
         "when the experts that are chosen most are also the ones the router is surest of.")
     table = pd.DataFrame({"f_i": terms["f"], "P_i": terms["P"], "f_i · P_i": np.multiply(terms["f"], terms["P"])},
-                         index=[f"expert {e + 1}" for e in range(terms["N"])]).T.map(lambda v: f"{v:.4f}")
+                         index=[expert_label(e) for e in range(terms["N"])]).T.map(lambda v: f"{v:.4f}")
     st.table(table)
     st.markdown(f"N · Σ f_i · P_i = {terms['N']} × {sum(np.multiply(terms['f'], terms['P'])):.4f} = "
                 f"**{terms['loss']:.4f}**")
@@ -99,7 +100,7 @@ def over_training(balanced, unbalanced) -> None:
         curves = share_curves(run)[:, block]  # (step, expert)
         smooth = np.array([np.convolve(curves[:, e], np.ones(10) / 10, mode="valid") for e in range(curves.shape[1])])
         for e, values in enumerate(smooth):
-            fig.add_scatter(x=np.arange(10, len(curves) + 1), y=values, mode="lines", name=f"expert {e + 1}",
+            fig.add_scatter(x=np.arange(10, len(curves) + 1), y=values, mode="lines", name=expert_label(e),
                             line=dict(color=EXPERT_COLOURS[e], width=1.5), legendgroup=str(e), showlegend=column == 1,
                             row=1, col=column)
     fig.add_hline(y=1 / balanced.cfg.n_experts, line=dict(dash="dot", color="#495057"))

@@ -7,13 +7,14 @@ import plotly.graph_objects as go
 import streamlit as st
 import torch
 
-from app.explore.common import (Explorer, bar_chart, choose_head, choose_layer, derived, has_heads, heatmap, lacks,
-                                tensor_grid)
+from app.explore.common import (Explorer, bar_chart, choose_expert, choose_head, choose_layer, derived, has_experts,
+                                has_heads, heatmap, lacks, tensor_grid)
 from app.components.charts import show
 from app.components.errors import fragment
 from app.components.labels import plain, power_of_ten
 from app.components.stepper import stepper
 from model.analysis import (backward_steps, dead_neurons, gradient_norms, recomputed_weight_gradient, residual_points, saliency, weight_gradient_product)
+from model.analysis.experts import expert_label, unit
 from model.serving import Needs
 from model.engine.names import axes as names_axes
 from model.engine import GRAD, block_label, head_label
@@ -62,6 +63,7 @@ def needs(ctx: Explorer, step_names: tuple[str, ...], weights: tuple[str, ...], 
     """The gradients this view draws, by name (used only when a full trace would not fit)."""
     names = [n.removeprefix(GRAD) for n in step_names] + [n for _, n in residual_points(ctx.cfg)] + ["hook_embed"]
     names += [f"blocks.{layer}.mlp.*", f"blocks.{layer}.mlp.W_in", f"blocks.{layer}.mlp.W_gate", weight, *weights]
+    names += [f"blocks.{layer}.mlp.{unit}.W_{w}" for unit in ("experts", "shared") for w in ("in", "gate")]
     for w in (*weights, weight):
         names += list(weight_gradient_product(ctx.cfg, w) or ())
     # what a cell's written arithmetic reads: the step's blocks (and the next one's input), the head's end
@@ -71,16 +73,16 @@ def needs(ctx: Explorer, step_names: tuple[str, ...], weights: tuple[str, ...], 
     return Needs(tuple(dict.fromkeys(names)), backward=True)
 
 
-def cached_grid(ctx: Explorer, trace, name: str, head: int):
+def cached_grid(ctx: Explorer, trace, name: str, head: int, expert: int = 0):
     """``tensor_grid`` of a traced gradient, made once per trace: ∂L/∂logits alone is T × vocabulary."""
-    return derived(trace, ("grad grid", name, head), lambda: tensor_grid(ctx, name, trace[name], head))
+    return derived(trace, ("grad grid", name, head, expert), lambda: tensor_grid(ctx, name, trace[name], head, expert))
 
 
 COLUMN_LIST = 256  # more columns than this (a vocabulary): the column is typed as a number
 
 
 @fragment
-def cell_arithmetic(ctx: Explorer, trace, names: list[str], head: int) -> None:
+def cell_arithmetic(ctx: Explorer, trace, names: list[str], head: int, expert: int = 0) -> None:
     """One cell of one of the step's gradients, written out from the gradients one step closer to
     the loss and the forward pass's tensors (model/lesson/gradient_cells.py), as the worked
     example writes its cells. A fragment: choosing a cell reruns only this, not the view's charts."""
@@ -92,6 +94,7 @@ def cell_arithmetic(ctx: Explorer, trace, names: list[str], head: int) -> None:
     name = a.selectbox("Gradient", names, key="explore_cell_tensor", format_func=lambda n: "∂L/∂" + n.removeprefix(GRAD))
     axes = names_axes(name.removeprefix(GRAD))
     index = ((head if axes[0] == "head" else ctx.cfg.kv_head(head)),) if axes[0] in ("head", "kv_head") else ()
+    index = (expert,) if axes[0] == "expert" else index
     tensor = trace[name][index] if index else trace[name]  # (rows, columns): every step's gradient is 2-D per head
     row_axis, col_axis = axes[-2], axes[-1]
 
@@ -135,15 +138,17 @@ def step_through(ctx: Explorer, trace, steps) -> None:
     st.markdown(f"**{step.title}.** {step.sentence}")
     # a head to show only where this step has per-head tensors
     head = choose_head(ctx) if any(has_heads(n) for n in step.names + step.weights) else 0
+    # and an expert where it has every expert's tensors (a mixture of experts)
+    expert = choose_expert(ctx, shared=False) if any(has_experts(n) for n in step.names + step.weights) else 0
     for name in step.names:
         if name not in trace.grads:
             st.caption(f"{name}: not on this loss's path (no gradient).")
             continue
-        values, rows, cols, row_title, col_title, note = cached_grid(ctx, trace, name, head)
+        values, rows, cols, row_title, col_title, note = cached_grid(ctx, trace, name, head, expert)
         heatmap(values, rows, cols, "∂L/∂" + name.removeprefix(GRAD).split(".")[-1] + note, name + note,
                 row_title=row_title, col_title=col_title, zoom_key="bw:" + name, trace=trace)
     for weight in step.weights:
-        values, rows, cols, row_title, col_title, note = cached_grid(ctx, trace, GRAD + weight, head)
+        values, rows, cols, row_title, col_title, note = cached_grid(ctx, trace, GRAD + weight, head, expert)
         heatmap(values, rows, cols, "∂L/∂" + weight.split(".")[-1] + note, GRAD + weight + note, row_title=row_title,
                 col_title=col_title, zoom_key="bw:" + weight, trace=trace)
         rebuilt = recomputed_weight_gradient(trace, ctx.cfg, weight)
@@ -152,23 +157,37 @@ def step_through(ctx: Explorer, trace, steps) -> None:
             gap = float((rebuilt - trace[GRAD + weight].to(torch.float64)).abs().max())
             st.caption(f"Check: Σ over positions of {x}ᵀ · ∂L/∂{dy} rebuilds this gradient from the trace; largest "
                        f"difference from autograd's: {gap:.2g}.")
-    cell_arithmetic(ctx, trace, list(step.names), head)
+    cell_arithmetic(ctx, trace, list(step.names), head, expert)
 
 
 def dead_neurons_view(ctx: Explorer, trace) -> None:
-    """A block's neurons that are off at every position, and the gradient they pass."""
+    """A block's neurons (in a mixture of experts, one expert's) that are off at every position,
+    and the gradient they pass."""
     cfg = ctx.cfg
     layer = choose_layer(ctx, "Block (dead neurons)")
-    dead = dead_neurons(trace, cfg, layer)
+    expert = choose_expert(ctx, label="Expert (dead neurons)", key="explore_dead_expert") if cfg.is_moe(layer) else None
+    chosen = unit(cfg, layer, expert)
+    dead = dead_neurons(trace, cfg, layer, expert)
+    whose = block_label(layer).capitalize() + (f", {expert_label(expert)}" if expert is not None else "")
+    where = "every position of this prompt"
+    if chosen.routed:
+        if not dead.positions:
+            st.markdown(f"{whose} ran on no position of this prompt (the router chose other experts everywhere): "
+                        f"its weight is 0 at every position, so none of its {chosen.width} neurons receives any gradient.")
+            return
+        where = f"each of the {dead.positions} positions routed to it"
     if cfg.activation == "relu" and not cfg.gated_mlp:
-        st.markdown(f"{block_label(layer).capitalize()}: **{len(dead.neurons)}** of {cfg.d_ff} neurons are off at every position of this "
-                    f"prompt; ReLU passes them no gradient, so their W_in columns get exactly zero (largest |∂L/∂W_in| "
-                    f"over them: {dead.weight_grad_max:g}). Over all positions {dead.off_fraction:.1%} of (position, "
-                    f"neuron) pairs are off and {dead.zero_grad_fraction:.1%} of ∂L/∂pre entries are exactly 0.")
+        st.markdown(f"{whose}: **{len(dead.neurons)}** of {chosen.width} neurons are off at {where}; ReLU passes them no "
+                    f"gradient, so their W_in columns get exactly zero (largest |∂L/∂W_in| over them: "
+                    f"{dead.weight_grad_max:g}). Over those positions {dead.off_fraction:.1%} of (position, neuron) pairs "
+                    f"are off and {dead.zero_grad_fraction:.1%} of ∂L/∂pre entries are exactly 0.")
     else:
-        st.markdown(f"{block_label(layer).capitalize()} uses {cfg.activation}, which is never exactly flat: {len(dead.neurons)} neurons have "
-                    f"pre-activation ≤ 0 everywhere, yet still pass some gradient (largest |∂L/∂W_in| over them: "
-                    f"{dead.weight_grad_max:.3g}); {dead.zero_grad_fraction:.1%} of ∂L/∂pre entries are exactly 0.")
+        st.markdown(f"{whose} uses {cfg.activation}, which is never exactly flat: {len(dead.neurons)} neurons have "
+                    f"pre-activation ≤ 0 at {where}, yet still pass some gradient (largest |∂L/∂W_in| over them: "
+                    f"{dead.weight_grad_max:.3g}); {dead.zero_grad_fraction:.1%} of ∂L/∂pre entries there are exactly 0.")
+    if chosen.routed:
+        st.caption("An expert receives gradient only where it was chosen: elsewhere its weight is 0, so every one of "
+                   "its entries there is exactly 0 and is not counted above.")
     if ctx.target is None:
         st.caption("A position with nothing to predict (the last one, under the mean next-token loss) receives no "
                    "gradient at all, so its entries count among the exact zeros.")

@@ -17,10 +17,11 @@ import torch
 
 from app.components.charts import show
 from app.components.heatmap import abs_max, heatmap_figure
-from app.components.labels import cell_text, token_text
+from app.components.labels import cell_text, plain, token_text
 from app.components.pipeline import pipeline_strip
 from model.analysis import downsample, parts
 from model.analysis.architecture import missing
+from model.analysis.experts import SHARED, expert_label, units
 from app.resources import check_cost, model_pass, same_request_waits, trace_budget, trace_cache
 from model.engine.names import axes as names_axes
 from model.serving import Needs, capture_plan, trace_cost, working_bytes
@@ -155,7 +156,7 @@ def lacks(ctx: Explorer, mlp: bool = False) -> bool:
     their MLPs; where it does, says so in one sentence (model/analysis/architecture.py's)."""
     why = missing(ctx.cfg, mlp)
     if why:
-        st.info(why)
+        st.info(plain(why))
     return why is not None
 
 
@@ -184,16 +185,32 @@ def has_heads(name: str) -> bool:
     return names_axes(name.removeprefix(GRAD))[0] in ("head", "kv_head")
 
 
-def tensor_grid(ctx: Explorer, name: str, tensor: torch.Tensor, head: int):
+def has_experts(name: str) -> bool:
+    """Whether a tensor holds every expert of a block, the expert axis first (experts.hook_pre, W_in …)."""
+    return names_axes(name.removeprefix(GRAD))[0] == "expert"
+
+
+def choose_expert(ctx: Explorer, where=st, label: str = "Expert", key: str = "explore_expert", shared: bool = True,
+                  default: int | None = None, help: str | None = None) -> int | str:
+    """A routed expert of the model (counted from 0, as its index in expert_weights[:, e]), or the
+    shared expert where the model has one (and ``shared``); ``default`` where none is chosen yet."""
+    options = units(ctx.cfg, next(i for i in range(ctx.cfg.n_layers) if ctx.cfg.is_moe(i)))
+    options = offered(key, options if shared else [u for u in options if u != SHARED], default)
+    return where.selectbox(label, options, key=key, persist_state="session", format_func=expert_label, help=help)
+
+
+def tensor_grid(ctx: Explorer, name: str, tensor: torch.Tensor, head: int, expert: int = 0):
     """Any named tensor or gradient as a 2-D grid: (values, rows, columns, row title, column
     title, what was selected). A per-head tensor gives ``head``'s (the key/value head a query head
-    reads, where they are shared), a 1-D one a single row; the embedding and unembedding give
-    the prompt's tokens' rows or columns."""
+    reads, where they are shared), a per-expert one ``expert``'s, a 1-D one a single row; the
+    embedding and unembedding give the prompt's tokens' rows or columns."""
     axes = names_axes(name)
     values, note = tensor, ""
     if axes[0] in ("head", "kv_head"):
         h = head if axes[0] == "head" else ctx.cfg.kv_head(head)
         values, axes, note = tensor[h], axes[1:], f"[{h}]"
+    elif axes[0] == "expert":
+        values, axes, note = tensor[expert], axes[1:], f"[{expert}]"
     if values.dim() == 1:
         values, axes = values[None], ("",) + axes
     rows = ctx.labels if axes[0] in ("position", "query") else [str(i) for i in range(values.shape[0])]
@@ -247,6 +264,13 @@ def mean_label(labels: list[str], start: int, stop: int) -> str:
     return f"{first}–{last}" if first.isdigit() and last.isdigit() else first + "…"
 
 
+def fits_text(text: list[list[str]], n_cols: int, width: int = 900) -> bool:
+    """Whether the cells' text fits across ``n_cols`` columns of a chart ``width`` pixels wide,
+    rather than the numbers spilling into each other."""
+    widest = max((len(t) for row in text for t in row), default=0)
+    return (width - LABELS_PX) / max(n_cols, 1) >= CHAR_PX * widest + 4
+
+
 def heatmap(values: np.ndarray, rows: list[str], cols: list[str] | None, title: str, name: str, *,
             row_title: str = "position", col_title: str = "", sequential: bool = False, zoom_key: str | None = None,
             height: int | None = None, marks: list[tuple[int, int]] = (), width: int = 900,
@@ -274,9 +298,7 @@ def heatmap(values: np.ndarray, rows: list[str], cols: list[str] | None, title: 
         elif len(shown_rows) <= TEXT_ROWS:
             largest = abs_max(shown)
             text = [[cell_text(v, largest) for v in row] for row in shown]
-            widest = max((len(t) for row in text for t in row), default=0)
-            if (width - LABELS_PX) / max(len(shown_cols), 1) < CHAR_PX * widest + 4:
-                text = None  # the numbers would spill into each other
+            text = text if fits_text(text, len(shown_cols), width) else None
         return heatmap_figure(shown, shown_rows, shown_cols, title, name, size=size, row_title=row_title,
                               col_title=col_title, colour="sequential" if sequential else "diverging", text=text,
                               gaps=exact, height=height, marks=[(r - r0, c - c0) for r, c in marks], image=not exact,

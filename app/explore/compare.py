@@ -7,7 +7,7 @@ import numpy as np
 import streamlit as st
 
 from app.components.labels import plain
-from app.explore.common import Explorer, has_heads, heatmap, offered, tensor_grid
+from app.explore.common import Explorer, choose_expert, has_experts, has_heads, heatmap, offered, tensor_grid
 from model.engine import GRAD, GlassboxError, check_prompt, head_label
 from model.serving import Needs, trace_names
 
@@ -22,10 +22,12 @@ def render(ctx: Explorer) -> None:
                                help="Compared with this page's prompt (A); the same length in tokens gives a difference")
     left, right = st.columns([3, 1])
     name = left.selectbox("Tensor", names, key="explore_compare_tensor", persist_state="session")
-    head = 0
+    head = expert = 0
     if has_heads(name):
         head = right.selectbox("Head", range(ctx.cfg.n_heads), key="explore_head", persist_state="session",
                                format_func=head_label)
+    elif has_experts(name):
+        expert = choose_expert(ctx, right, shared=False)
     if not other_text:
         st.info("Type a prompt B to compare with. Changing one word of A shows where its effect travels.")
         return
@@ -36,8 +38,8 @@ def render(ctx: Explorer) -> None:
     a_trace, b_trace = ctx.trace(needs), other.trace(needs)
     if name not in a_trace.names() or name not in b_trace.names():
         raise GlassboxError(f"{name} has no value for one of the prompts (off the loss's path, or one token long)")
-    a, a_rows, a_cols, row_title, col_title, note = tensor_grid(ctx, name, a_trace[name], head)
-    b, b_rows, b_cols, _, _, _ = tensor_grid(other, name, b_trace[name], head)
+    a, a_rows, a_cols, row_title, col_title, note = tensor_grid(ctx, name, a_trace[name], head, expert)
+    b, b_rows, b_cols, _, _, _ = tensor_grid(other, name, b_trace[name], head, expert)
     shown = name + note
     st.caption(f"A: {len(ctx.tokens)} tokens; B: {len(other.tokens)} tokens. Each map has its own colour scale. Gradients "
                "are of the same loss for both: the page's target, or the mean next-token loss.")

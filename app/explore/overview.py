@@ -7,6 +7,7 @@ from app.components.charts import log_axis, show
 from app.explore.common import Explorer, bar_chart, probs_at
 from app.components.labels import bar_label, plain, token_labels
 from model.analysis import architecture, parts
+from model.analysis.experts import active_parameters
 from model.serving import Needs, full_trace_bytes
 from model.engine.sampling import top
 
@@ -25,6 +26,10 @@ def pass_in_words(cfg) -> str:
     """The forward pass in one sentence, for this model's architecture."""
     if cfg.n_layers:
         mlp = "" if cfg.attn_only else f" and an MLP ({cfg.d_ff} {cfg.activation} neurons)"
+        if cfg.n_experts is not None:  # the MLP is a mixture of experts (in some blocks, or all)
+            some = "" if all(cfg.is_moe(i) for i in range(cfg.n_layers)) else " in some blocks"
+            mlp = (f" and{some} a mixture of {cfg.n_experts} experts ({cfg.d_ff_expert} {cfg.activation} neurons each, "
+                   f"{cfg.experts_top_k} per token)")
         adds = f"{cfg.n_layers} blocks each add" if cfg.n_layers > 1 else "1 block adds"
         blocks = (f"then {adds} attention ({cfg.n_heads} heads of {cfg.d_head}){mlp} to the residual stream, "
                   f"{'' if cfg.attn_only else 'each '}after a {cfg.norm}; ")  # each sublayer after its own norm
@@ -40,7 +45,9 @@ def render(ctx: Explorer) -> None:
     cfg, model = ctx.cfg, ctx.model
     all_parts = parts(model)
     total = sum(p.count for p in all_parts)
-    st.markdown(f"**{total:,} parameters.** {pass_in_words(cfg)}")
+    active = active_parameters(cfg, total)
+    used = f" ({active:,} used per token: only {cfg.experts_top_k} experts run)" if active != total else ""
+    st.markdown(f"**{total:,} parameters{used}.** {pass_in_words(cfg)}")
     family = ctx.loaded.about.get("family")  # config.json's: the model folder's text, shown as text
     heading = "This model's blocks" if cfg.n_layers else "This model"  # a zero-layer model: no blocks to describe
     st.markdown(f"**{heading}{' (' + plain(family) + ')' if family else ''}:**\n"

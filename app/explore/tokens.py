@@ -7,6 +7,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.components.charts import place_labels, show
+from app.components.labels import plain
 from app.explore.common import Explorer, array, choose_position, heatmap
 from model.analysis import EmbeddingPCA, nearest_tokens, positional_table
 from model.analysis.architecture import NO_POSITIONS
@@ -121,7 +122,7 @@ def render(ctx: Explorer) -> None:
 
     st.subheader("The positional table")
     if ctx.cfg.positional == "none":
-        st.info(NO_POSITIONS)
+        st.info(plain(NO_POSITIONS))
         return
     layer = 0
     if ctx.cfg.positional == "rope" and ctx.cfg.local_rope_base is not None:  # local and global layers differ

@@ -13,13 +13,14 @@ from app.components.charts import paired_bars, show
 from app.components.heatmap import abs_max
 from app.components.labels import plain
 from app.components.labels import token_labels
-from app.explore.common import Explorer, bar_chart, choose_layer, heatmap, lacks, offered, probs_at
+from app.explore.common import Explorer, bar_chart, choose_expert, choose_layer, heatmap, lacks, offered, probs_at
 from app.resources import model_pass
 from model.analysis.batches import per_pass
 from model.analysis.ablation import ablate
 from model.analysis.attribution import attribute
 from model.analysis.dla import direct_logit_attribution
 from model.analysis.architecture import has_mlp, missing
+from model.analysis.experts import unit
 from model.analysis.patching import activation_patching, sites
 from model.engine import GlassboxError, block_label, head_label
 from model.serving import Needs
@@ -52,11 +53,12 @@ def attribution(model_key: str, tokens: tuple, token: int, method: str, steps: i
 
 @st.cache_resource(max_entries=32, show_spinner="Running the prompt with the unit switched off…")
 def ablation(model_key: str, tokens: tuple, layer: int, head: int | None, neuron: int | None, mode: str,
-             reference: tuple | None, _ctx: Explorer):
+             reference: tuple | None, _ctx: Explorer, expert: int | str | None = None):
     lengths = [len(tokens)] + ([] if reference is None else [len(reference)])
     cost = max(_ctx.pass_cost("Ablation", backward=False, n_tokens=n) for n in lengths)
     with model_pass("ablation", cost):
-        return ablate(_ctx.model, list(tokens), layer, head, neuron, mode, None if reference is None else list(reference))
+        return ablate(_ctx.model, list(tokens), layer, head, neuron, mode, None if reference is None else list(reference),
+                      expert)
 
 
 @st.cache_resource(max_entries=16, show_spinner="Patching, one site at a time…")
@@ -155,7 +157,10 @@ def input_attribution(ctx: Explorer, token: int) -> None:
         gap = result.target_logit - result.baseline_logit
         st.caption(f"Completeness: the scores add up to {result.scores.sum():.6g}; f(prompt) − f(baseline) = "
                    f"{result.target_logit:.6g} − {result.baseline_logit:.6g} = {gap:.6g}. Error "
-                   f"{result.completeness_error:.3g} with {result.steps} steps (the midpoint rule's; more steps, less).")
+                   f"{result.completeness_error:.3g} with {result.steps} steps "
+                   + ("(the midpoint rule's, and the routing's: along the path a token's chosen experts change, and the "
+                      "logit jumps where they do, which no gradient sees, so more steps do not remove that part)."
+                      if ctx.cfg.n_experts else "(the midpoint rule's; more steps, less)."))
     elif METHODS[method] == "attention_rollout":
         st.caption("Attention rollout multiplies each block's head-averaged pattern, with the skip connection as "
                    "½(A + I), through the blocks: it reads attention weights only, no gradients and nothing of the MLPs.")
@@ -177,10 +182,15 @@ def ablation_view(ctx: Explorer, token: int) -> None:
     if kind == "head":
         head = c.selectbox("Head", range(ctx.cfg.n_heads), key="explore_why_head", persist_state="session",
                            format_func=head_label)
-        neuron = None
+        neuron = expert = None
     else:
-        head, neuron = None, c.number_input("Neuron", 0, ctx.cfg.d_ff - 1, key="explore_why_neuron",
-                                            persist_state="session")
+        head = None
+        expert = choose_expert(ctx, c, help="A mixture-of-experts block: the neuron is this expert's") \
+            if ctx.cfg.is_moe(layer) else None
+        width = unit(ctx.cfg, layer, expert).width  # a dense block's d_ff, an expert's own
+        st.session_state.explore_why_neuron = min(st.session_state.get("explore_why_neuron", 0), width - 1)
+        neuron = c.number_input("Neuron", 0, width - 1, key="explore_why_neuron", persist_state="session",
+                                help=f"0 to {width - 1}")
     mode = d.radio("Set it to", ["zero", "mean", "mean on another prompt"], key="explore_why_mode",
                    persist_state="session",
                    help="zero: its output is 0; mean: its mean over this prompt's positions (what it writes on "
@@ -193,7 +203,7 @@ def ablation_view(ctx: Explorer, token: int) -> None:
             return
         reference = tuple(ctx.loaded.encode(text))
     result = ablation(ctx.model_key, tuple(ctx.tokens), layer, head, neuron, "zero" if mode == "zero" else "mean",
-                      reference, ctx)
+                      reference, ctx, expert)
     shown = np.argsort(-np.maximum(result.before, result.after), kind="stable")[:10]
     if token not in shown:
         shown = np.append(shown[:9], token)

@@ -2,8 +2,10 @@
 does. Zero ablation sets its output to 0 (a head's weighted values ``hook_z``, a neuron's
 ``hook_post``); mean ablation to its mean over the prompt's positions, which keeps what the
 unit writes on average and removes only what varies with the position; or to its mean over a
-reference prompt's positions (what it writes on other text). Done by a per-call
-edit (model/engine/edits.py): the shared model is not touched."""
+reference prompt's positions (what it writes on other text). In a mixture-of-experts block the
+neuron is one expert's (``experts.hook_post[e]``) or the shared expert's, and a routed expert's
+mean is over the positions routed to it: elsewhere its output is weighted 0 anyway. Done by a
+per-call edit (model/engine/edits.py): the shared model is not touched."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import numpy as np
 import torch
 
 from model.analysis.architecture import require
+from model.analysis.experts import Unit, unit
 from model.engine import GlassboxError, Transformer, check_prompt, editing
 from model.engine.capture import capture
 
@@ -35,9 +38,10 @@ class Ablation:
 
 
 def ablate(model: Transformer, tokens: list[int], layer: int, head: int | None = None, neuron: int | None = None,
-           mode: str = "zero", reference: list[int] | None = None) -> Ablation:
-    """Ablate ``head`` or ``neuron`` (exactly one) of block ``layer``. With ``reference`` (a
-    prompt), mean ablation uses the unit's mean over that prompt's positions instead."""
+           mode: str = "zero", reference: list[int] | None = None, expert: int | str | None = None) -> Ablation:
+    """Ablate ``head`` or ``neuron`` (exactly one) of block ``layer``; in an MoE block the neuron
+    is ``expert``'s (an index, or experts.SHARED). With ``reference`` (a prompt), mean ablation
+    uses the unit's mean over that prompt's positions instead."""
     cfg = model.cfg
     check_prompt(cfg, tokens)
     if mode not in MODES:
@@ -49,32 +53,64 @@ def ablate(model: Transformer, tokens: list[int], layer: int, head: int | None =
         raise GlassboxError(f"Block {layer} does not exist (0..{cfg.n_layers - 1})")
     if head is not None and not 0 <= head < cfg.n_heads:
         raise GlassboxError(f"Head {head} does not exist (0..{cfg.n_heads - 1})")
-    if neuron is not None and not 0 <= neuron < cfg.d_ff:
-        raise GlassboxError(f"Neuron {neuron} does not exist (0..{cfg.d_ff - 1})")
-    # hook_z is batch × head × position × d_head; hook_post batch × position × neuron
-    name, index = ((f"blocks.{layer}.attn.hook_z", (slice(None), head)) if head is not None
-                   else (f"blocks.{layer}.mlp.hook_post", (..., neuron)))
+    mlp = None if neuron is None else unit(cfg, layer, expert)
+    if mlp is not None and not 0 <= neuron < mlp.width:
+        raise GlassboxError(f"Neuron {neuron} does not exist (0..{mlp.width - 1})")
+    # hook_z is batch × head × position × d_head; hook_post batch × position × neuron (a routed
+    # expert's: batch × expert × position × neuron)
+    if head is not None:
+        name, index = f"blocks.{layer}.attn.hook_z", (slice(None), head)
+    else:
+        name = mlp.prefix + "hook_post"
+        index = (slice(None), mlp.expert, slice(None), neuron) if mlp.routed else (..., neuron)
     positions = -2 if head is not None else -1  # the position axis of what the index selects
+    ids = torch.tensor([tokens], device=model.device)
     reference_mean = None
     if mode == "mean" and reference is not None:
         check_prompt(cfg, reference, "The reference prompt")
-        with torch.no_grad(), capture([name]) as recorder:
-            model(torch.tensor([reference], device=model.device))
-        reference_mean = recorder.tensors[name][index].mean(dim=positions, keepdim=True)
+        reference_mean = _unit_mean(model, reference, name, index, positions, mlp)
+    with torch.no_grad(), capture(_routing_names(mlp)) as recorder:
+        before = model(ids, last_only=True).logits[0, -1].double().softmax(-1)
+    ran = _ran(recorder.tensors, mlp)
 
     def edit(tensor: torch.Tensor) -> torch.Tensor:
         out = tensor.clone()
         if mode == "zero":
             out[index] = 0.0
         else:
-            out[index] = out[index].mean(dim=positions, keepdim=True) if reference_mean is None else reference_mean
+            out[index] = _mean(out[index], positions, ran) if reference_mean is None else reference_mean
         return out
 
-    ids = torch.tensor([tokens], device=model.device)
-    with torch.no_grad():
-        before = model(ids, last_only=True).logits[0, -1].double().softmax(-1)
-        with editing({name: edit}):
-            after = model(ids, last_only=True).logits[0, -1].double().softmax(-1)
-    shown = f"{name}[{head}]" if head is not None else f"{name}[:, {neuron}]"
+    with torch.no_grad(), editing({name: edit}):
+        after = model(ids, last_only=True).logits[0, -1].double().softmax(-1)
+    shown = (f"{name}[{head}]" if head is not None else
+             f"{name}[{mlp.expert}, :, {neuron}]" if mlp.routed else f"{name}[:, {neuron}]")
     return Ablation(shown, mode if reference is None or mode == "zero" else "reference mean", before.cpu().numpy(),
                     after.cpu().numpy())
+
+
+def _routing_names(mlp: Unit | None) -> list[str]:
+    """What a run must record to know where a routed expert ran: its block's expert weights."""
+    return [f"blocks.{mlp.layer}.mlp.hook_expert_weights"] if mlp is not None and mlp.routed else []
+
+
+def _ran(recorded: dict[str, torch.Tensor], mlp: Unit | None) -> torch.Tensor | None:
+    """(position,) booleans: where a routed expert ran (weight > 0); None for any other unit."""
+    names = _routing_names(mlp)
+    return recorded[names[0]][0, :, mlp.expert] > 0 if names else None
+
+
+def _mean(values: torch.Tensor, positions: int, ran: torch.Tensor | None) -> torch.Tensor:
+    """The mean over the position axis, or over the positions a routed expert ran on (where there
+    are any: an expert that ran nowhere is weighted 0 everywhere, and any value does)."""
+    if ran is None or not ran.any():
+        return values.mean(dim=positions, keepdim=True)
+    return values[..., ran].mean(dim=positions, keepdim=True)
+
+
+def _unit_mean(model: Transformer, reference: list[int], name: str, index: tuple, positions: int,
+               mlp: Unit | None) -> torch.Tensor:
+    """The unit's mean over a reference prompt (a routed expert's: over the positions routed to it there)."""
+    with torch.no_grad(), capture([name, *_routing_names(mlp)]) as recorder:
+        model(torch.tensor([reference], device=model.device))
+    return _mean(recorder.tensors[name][index], positions, _ran(recorder.tensors, mlp))

@@ -11,6 +11,9 @@ from model.engine import GlassboxError, ModelConfig
 NO_BLOCKS = "This model has no blocks: its logits are W_E · W_U, a bigram table."
 NO_MLP = "This model has no MLP: its blocks are attention only."
 NO_POSITIONS = "This model has no positions: a token's vector is the same wherever it stands."
+ENCODER_DECODER = ("This model is an encoder-decoder, which reads a source and writes a target: this page reads a "
+                   "single decoder's pass over one prompt, so it cannot open it yet (course lesson 11, "
+                   "cross-attention, shows it at work).")
 
 
 def has_mlp(cfg: ModelConfig) -> bool:
@@ -19,8 +22,11 @@ def has_mlp(cfg: ModelConfig) -> bool:
 
 
 def missing(cfg: ModelConfig, mlp: bool = False) -> str | None:
-    """Why a model lacks what an analysis reads, in one sentence: its blocks (a zero-layer
-    model), or with ``mlp`` their MLPs (an attention-only model); None where it has them."""
+    """Why a model lacks what an analysis reads, in one sentence: a single decoder-only pass (an
+    encoder-decoder), its blocks (a zero-layer model), or with ``mlp`` their MLPs (an
+    attention-only model); None where it has them."""
+    if cfg.encoder_decoder:
+        return ENCODER_DECODER
     if cfg.n_layers == 0:
         return NO_BLOCKS
     return NO_MLP if mlp and cfg.attn_only else None
@@ -64,8 +70,23 @@ def architecture(cfg: ModelConfig) -> list[str]:
     notes += _attention(cfg)
     if cfg.gated_mlp and not cfg.attn_only:
         kind = {"silu": "SwiGLU", "gelu_tanh": "GeGLU", "gelu": "GeGLU"}.get(cfg.activation, f"gated {cfg.activation}")
-        notes.append(f"{kind} MLP: act(x·W_gate) × x·W_in")
-    return notes + _head(cfg)
+        notes.append(f"{kind} {'experts' if cfg.n_experts else 'MLP'}: act(x·W_gate) × x·W_in")
+    return notes + _experts(cfg) + _head(cfg)
+
+
+def _experts(cfg: ModelConfig) -> list[str]:
+    if cfg.n_experts is None:
+        return []
+    weights = "renormalised to sum to 1" if cfg.norm_top_k else "their router probabilities, not renormalised"
+    notes = [f"mixture of experts: {cfg.n_experts} experts of {cfg.d_ff_expert} neurons; a router sends each token "
+             f"to {cfg.experts_top_k}, whose outputs are summed with weights {weights}"]
+    if cfg.d_ff_shared is not None:
+        notes.append(f"a shared expert of {cfg.d_ff_shared} neurons that every token goes through"
+                     + (", its output scaled by a sigmoid gate" if cfg.shared_expert_gate else ""))
+    if cfg.moe_layers is not None:
+        layers = [i for i in range(cfg.n_layers) if cfg.is_moe(i)]
+        notes.append(f"experts in layers {_ranges(layers)}; a dense MLP of {cfg.d_ff} neurons in the others")
+    return notes
 
 
 def _positions(cfg: ModelConfig) -> list[str]:

@@ -7,7 +7,8 @@ positions, where a table adds them, stay as they are).
 - integrated gradients (Sundararajan et al., 2017): (e_i − b_i) · the mean of ∂f/∂e_i along
   the straight path from a baseline b (zeros, or one token's embedding at every position) to
   e, by the midpoint rule with ``steps`` points. Completeness: the scores add up to
-  f(e) − f(b), up to the rule's error, which is reported;
+  f(e) − f(b), up to the rule's error, which is reported (in a mixture of experts also the
+  jumps where a token's top-k experts change along the path: the gradient does not see them);
 - attention rollout (Abnar and Zuidema, 2020): each block's head-averaged pattern with the
   skip connection as ½(A + I), multiplied through the blocks; the last row. It reads the
   attention weights only (no gradients, nothing of the MLPs): a heuristic beside the others.

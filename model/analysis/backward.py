@@ -59,12 +59,29 @@ def _mlp_steps(cfg: ModelConfig, i: int, g, w) -> list[BackwardStep]:
     p, post = f"blocks.{i}.", cfg.post_norms
     mlp_inner = ("hook_post", "hook_gate", "hook_linear", "hook_pre") if cfg.gated_mlp else ("hook_post", "hook_pre")
     split = _split(cfg, p)
+    into = g(p + "hook_mlp_out", *((p + "ln2_post.hook_normalized", p + "mlp.hook_out") if post else ()))
+    if cfg.is_moe(i):
+        inside = [p + "mlp.experts.hook_out", p + "mlp.hook_expert_weights", p + "mlp.hook_router_probs",
+                  p + "mlp.hook_router_logits", *(p + "mlp.experts." + n for n in mlp_inner)]
+        if cfg.d_ff_shared is not None:
+            inside += [p + "mlp.shared.hook_out", *((p + "mlp.hook_shared_gate",) if cfg.shared_expert_gate else ()),
+                       *(p + "mlp.shared." + n for n in mlp_inner)]
+        mlp = BackwardStep(
+            f"b{i}-mlp", f"{block_label(i)} experts",
+            "∂L/∂mlp_out is ∂L/∂resid_post (the residual passes it on unchanged). Each expert's output receives it "
+            "times its weight, so an expert not chosen at a position receives 0 there; each weight receives "
+            "∂L/∂mlp_out · the expert's output, and the router's probabilities and logits receive it through the "
+            "top-k" + (" renormalisation" if cfg.norm_top_k else "") + " and the softmax; then each expert back "
+            f"through its own W_out, {cfg.activation} and W_in"
+            + (", and the shared expert through its own." if cfg.d_ff_shared is not None else "."),
+            into + g(*inside), w(p + "mlp.") + w(p + "ln2_post."), p + "mlp")
+    else:
+        mlp = BackwardStep(f"b{i}-mlp", f"{block_label(i)} MLP",
+                           f"∂L/∂mlp_out is ∂L/∂resid_post (the residual passes it on unchanged); back through W_out, "
+                           f"the {cfg.activation} (its derivative at each pre-activation) and W_in.",
+                           into + g(*(p + "mlp." + n for n in mlp_inner)), w(p + "mlp.") + w(p + "ln2_post."), p + "mlp")
     return [
-        BackwardStep(f"b{i}-mlp", f"{block_label(i)} MLP",
-                     f"∂L/∂mlp_out is ∂L/∂resid_post (the residual passes it on unchanged); back through W_out, "
-                     f"the {cfg.activation} (its derivative at each pre-activation) and W_in.",
-                     g(p + "hook_mlp_out", *((p + "ln2_post.hook_normalized", p + "mlp.hook_out") if post else ()),
-                       *(p + "mlp." + n for n in mlp_inner)), w(p + "mlp.") + w(p + "ln2_post."), p + "mlp"),
+        mlp,
         BackwardStep(f"b{i}-ln2", f"{block_label(i)} {cfg.norm} 2 and the residual split",
                      ("In a parallel block the MLP's gradient joins attention's at resid_pre (the next step)."
                       if cfg.parallel_block else
@@ -132,11 +149,17 @@ def weight_gradient_product(cfg: ModelConfig, name: str) -> tuple[str, str] | No
     # with post norms, the sublayers' own outputs (before the norm) are what W_O and W_out make
     attn_out, mlp_out = (p + "attn.hook_out", p + "mlp.hook_out") if cfg.post_norms else (p + "hook_attn_out",
                                                                                        p + "hook_mlp_out")
+    # an MLP's weights by its prefix: the dense MLP's, or in a mixture of experts the experts' (all
+    # of them, the expert axis first) or the shared expert's, each writing its own hook_out
+    mlp = ".".join(parts_[2:-1]) + "."  # "mlp.", "mlp.experts.", "mlp.shared." (or "attn.", not read)
+    if mlp in ("mlp.experts.", "mlp.shared."):
+        mlp_out = p + mlp + "hook_out"
     return {"W_Q": (p + "ln1.hook_out", p + "attn.hook_q"), "W_K": (p + "ln1.hook_out", p + "attn.hook_k"),
             "W_V": (p + "ln1.hook_out", p + "attn.hook_v"), "W_O": (p + "attn.hook_z", attn_out),
-            "W_in": (p + "ln2.hook_out", p + ("mlp.hook_linear" if cfg.gated_mlp else "mlp.hook_pre")),
-            "W_gate": (p + "ln2.hook_out", p + "mlp.hook_pre"),
-            "W_out": (p + "mlp.hook_post", mlp_out)}.get(kind)
+            "W_in": (p + "ln2.hook_out", p + mlp + ("hook_linear" if cfg.gated_mlp else "hook_pre")),
+            "W_gate": (p + "ln2.hook_out", p + mlp + "hook_pre"),
+            "W_out": (p + mlp + "hook_post", mlp_out),
+            "W_router": (p + "ln2.hook_out", p + "mlp.hook_router_logits")}.get(kind)
 
 
 def recomputed_weight_gradient(trace: Trace, cfg: ModelConfig, name: str) -> torch.Tensor | None:
@@ -148,6 +171,8 @@ def recomputed_weight_gradient(trace: Trace, cfg: ModelConfig, name: str) -> tor
     x, dy = trace[product[0]].to(torch.float64), trace[GRAD + product[1]].to(torch.float64)
     if name.endswith("W_O"):  # z is per head: (H, T, dh); attn_out is (T, D)
         return torch.einsum("htd,te->hde", x, dy)
-    if dy.dim() == 3:  # W_Q/W_K/W_V: input (T, D), gradient per head (H, T, dh)
+    if x.dim() == 3 and dy.dim() == 3:  # the experts' W_out: per expert, (E, T, F) and (E, T, D)
+        return torch.einsum("etf,etd->efd", x, dy)
+    if dy.dim() == 3:  # W_Q/W_K/W_V: input (T, D), gradient per head (H, T, dh); the experts' W_in, W_gate per expert
         return torch.einsum("td,hte->hde", x, dy)
     return x.T @ dy

@@ -5,7 +5,11 @@ and so is the unembedding. Each part put through both is its direct share of a l
 norm's bias (a LayerNorm's β) they add up to the logit exactly.
 
 Models with post norms (Gemma 2 and 3) norm each attention output as a whole, so there the
-heads are not split: the part is ``blocks.{i}.hook_attn_out``. With final soft-capping the
+heads are not split: the part is ``blocks.{i}.hook_attn_out`` (and likewise the MLP output is
+one part there). A mixture-of-experts block's output is split per expert: each chosen expert's
+output times its weight (``…mlp.experts.hook_out[e]``; the experts not chosen at the position
+wrote nothing and are left out) and the shared expert's output times its gate
+(``…mlp.shared.hook_out``). With final soft-capping the
 logit attributed is the one before the cap (``hook_logits_uncapped``): the cap is not linear.
 """
 
@@ -33,7 +37,8 @@ class LogitAttribution:
 
 
 def parts_written(model: Transformer) -> list[str]:
-    """The names of what is added into the residual stream, in order (heads as ``…hook_result[h]``)."""
+    """The names of what is added into the residual stream, in order (heads as ``…hook_result[h]``,
+    experts as ``…mlp.experts.hook_out[e]``)."""
     cfg = model.cfg
     names = ["hook_embed"] + (["hook_pos_embed"] if cfg.positional == "table" else [])
     for i in range(cfg.n_layers):
@@ -43,7 +48,11 @@ def parts_written(model: Transformer) -> list[str]:
         else:
             names += [f"{p}attn.hook_result[{h}]" for h in range(cfg.n_heads)]
             names += [p + "attn.b_O"] if cfg.attn_out_bias else []
-        names += [] if cfg.attn_only else [p + "hook_mlp_out"]
+        if cfg.is_moe(i) and not cfg.post_norms:  # the experts' weighted outputs, summed into the MLP output
+            names += [f"{p}mlp.experts.hook_out[{e}]" for e in range(cfg.n_experts)]
+            names += [p + "mlp.shared.hook_out"] if cfg.d_ff_shared is not None else []
+        else:
+            names += [] if cfg.attn_only else [p + "hook_mlp_out"]
     return names + (["ln_final.b"] if cfg.final_norm and cfg.norm == "layernorm" else [])
 
 
@@ -61,9 +70,13 @@ def direct_logit_attribution(model: Transformer, tokens: list[int], token_id: in
     logits_name = "hook_logits_uncapped" if cfg.final_softcap is not None else "hook_logits"
     wanted = ["hook_embed", "hook_pos_embed", "blocks.*.attn.hook_result", "blocks.*.hook_attn_out",
               "blocks.*.hook_mlp_out", "ln_final.hook_scale", logits_name]
+    if cfg.n_experts is not None and not cfg.post_norms:
+        wanted += ["blocks.*.mlp.experts.hook_out", "blocks.*.mlp.hook_expert_weights", "blocks.*.mlp.shared.hook_out",
+                   "blocks.*.mlp.hook_shared_gate"]
     with capture(wanted) as recorder:
         model(torch.tensor([tokens], device=model.device))
-    got = {name: t[0, ..., position, :] if name.endswith("hook_result") else t[0, position]
+    per_unit = ("hook_result", "experts.hook_out")  # (head or expert, position, d_model)
+    got = {name: t[0, ..., position, :] if name.endswith(per_unit) else t[0, position]
            for name, t in recorder.tensors.items()}
     W_U = model.W_U.detach()
     direction = W_U[:, token_id].double() - (W_U[:, wrong_id].double() if wrong_id is not None else 0)
@@ -77,17 +90,29 @@ def direct_logit_attribution(model: Transformer, tokens: list[int], token_id: in
             x = x / got["ln_final.hook_scale"].to(torch.float64) * model.ln_final.w.to(torch.float64)
         return float(x @ direction)
 
-    values = []
-    for name in parts_written(model):
-        if name.endswith("]"):  # one head: blocks.i.attn.hook_result[h]
-            source, head = name[:-1].split("[")
-            values.append(through_head(got[source][int(head)]))
-        elif name.endswith("attn.b_O"):
-            values.append(through_head(model.get_parameter(name).detach()))
-        elif name == "ln_final.b":
-            values.append(float(model.ln_final.b.to(torch.float64) @ direction))
-        else:
-            values.append(through_head(got[name]))
+    def share(name: str) -> float | None:
+        """A part's direct share; None for an expert not chosen at this position (it wrote nothing)."""
+        if name.endswith("]"):  # one head, blocks.i.attn.hook_result[h], or one expert, blocks.i.mlp.experts.hook_out[e]
+            source, unit = name[:-1].split("[")
+            vector = got[source][int(unit)].to(torch.float64)
+            if source.endswith("experts.hook_out"):
+                weight = got[source.replace("experts.hook_out", "hook_expert_weights")][int(unit)]
+                if weight == 0:
+                    return None
+                vector = vector * weight.to(torch.float64)
+            return through_head(vector)
+        if name.endswith("attn.b_O"):
+            return through_head(model.get_parameter(name).detach())
+        if name == "ln_final.b":
+            return float(model.ln_final.b.to(torch.float64) @ direction)
+        if name.endswith("mlp.shared.hook_out"):  # times its gate, where the model gates it
+            gate = got.get(name.replace("shared.hook_out", "hook_shared_gate"))
+            return through_head(got[name].to(torch.float64) * (1 if gate is None else gate.to(torch.float64)))
+        return through_head(got[name])
+
+    shares = {name: share(name) for name in parts_written(model)}
+    names = [name for name, value in shares.items() if value is not None]
+    values = [shares[name] for name in names]
     logits = got[logits_name].to(torch.float64)
     logit = float(logits[token_id] - (logits[wrong_id] if wrong_id is not None else 0))
-    return LogitAttribution(parts_written(model), np.array(values), logit, token_id, wrong_id, position)
+    return LogitAttribution(names, np.array(values), logit, token_id, wrong_id, position)

@@ -41,7 +41,11 @@ def parts(model: Transformer) -> list[Part]:
         out += [Part(p + "attn", f"{block_label(i)} attention", under(p + "attn.")),
                 Part(p + "norms", f"{block_label(i)} {cfg.norm}{'' if one_norm else 's'}",
                      under(p + "ln1") + under(p + "ln2"))]
-        if not cfg.attn_only:
+        if cfg.is_moe(i):  # counted in all: a token uses the router, top_k experts (and the shared one)
+            shared = " and a shared expert" if cfg.d_ff_shared is not None else ""
+            out.append(Part(p + "mlp", f"{block_label(i)} experts", under(p + "mlp."),
+                            f"{cfg.n_experts} experts{shared}, each token routed to {cfg.experts_top_k}"))
+        elif not cfg.attn_only:
             out.append(Part(p + "mlp", f"{block_label(i)} MLP", under(p + "mlp.")))
     if cfg.final_norm:
         out.append(Part("ln_final", f"final {cfg.norm}", under("ln_final.")))

@@ -65,6 +65,9 @@ class ModelConfig:
     d_ff_shared: int | None = None  # a shared expert every position goes through, of this width (Qwen2-MoE)
     shared_expert_gate: bool = False  # the shared expert's output scaled by sigmoid(x · W_shared_gate) (Qwen2-MoE)
     moe_layers: tuple[int, ...] | None = None  # the blocks with experts (None: every block); the others keep a dense MLP
+    # GShard's capacity factor C: each expert takes at most ceil(C · positions · top_k / n_experts) of a
+    # sequence's positions, first come first served; a position over capacity loses that expert (None: no cap)
+    expert_capacity: float | None = None
     # Encoders (BERT) and encoder-decoders (T5); every default keeps the decoder-only behaviour above.
     norm_position: str = "pre"  # "post": each sublayer's sum is normed, x = LN(x + f(x)) (BERT, BART)
     n_token_types: int | None = None  # BERT's token-type (segment) embeddings; a single sentence is type 0
@@ -129,7 +132,8 @@ class ModelConfig:
     def _experts_problems(self) -> list[str]:
         """What is wrong with the mixture-of-experts fields (nothing when they are unset)."""
         if self.n_experts is None:
-            moe_only = [name for name in ("d_ff_shared", "moe_layers") if getattr(self, name) is not None]
+            moe_only = [name for name in ("d_ff_shared", "moe_layers", "expert_capacity")
+                        if getattr(self, name) is not None]
             moe_only += ["shared_expert_gate"] if self.shared_expert_gate else []
             return [f"{name} needs n_experts (a mixture of experts)" for name in moe_only]
         problems = []
@@ -139,6 +143,8 @@ class ModelConfig:
             problems.append("a mixture of experts has no MLP biases: mlp_bias must be false")
         if self.attn_only:
             problems.append("an attention-only block has no MLP to replace with experts")
+        if self.expert_capacity is not None and self.expert_capacity * self.experts_top_k < 1 / self.n_experts:
+            problems.append("expert_capacity leaves no expert a single position")
         if self.shared_expert_gate and self.d_ff_shared is None:
             problems.append("shared_expert_gate needs a shared expert (d_ff_shared)")
         if self.moe_layers is not None and not all(0 <= i < self.n_layers for i in self.moe_layers):

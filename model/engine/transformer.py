@@ -197,7 +197,7 @@ class Transformer(Stack, LanguageModel):
 
 # The config fields a variant may change: they change what the pass computes, not the shapes or
 # buffers of the weights it shares.
-VARIANT_FIELDS = ("causal", "attn_scale")
+VARIANT_FIELDS = ("causal", "attn_scale", "expert_capacity")
 
 
 def variant(model: Transformer, **changes) -> Transformer:

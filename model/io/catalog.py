@@ -94,6 +94,12 @@ CURATED: list[Curated] = [
              "attn_logit_softcapping": None, "final_logit_softcapping": None, "hidden_activation": "gelu_pytorch_tanh",
              "layer_types": ["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(18)],
              "tie_word_embeddings": True, "torch_dtype": "bfloat16"}),
+    Curated("allenai/OLMoE-1B-7B-0924", "a mixture of experts: 64 per block, 8 per token (6.9B in all, 1.3B used per token)",
+            {"model_type": "olmoe", "vocab_size": 50304, "max_position_embeddings": 4096, "hidden_size": 2048,
+             "intermediate_size": 1024, "num_hidden_layers": 16, "num_attention_heads": 16, "num_key_value_heads": 16,
+             "num_experts": 64, "num_experts_per_tok": 8, "norm_topk_prob": False, "rms_norm_eps": 1e-05,
+             "rope_theta": 10000.0, "rope_scaling": None, "attention_bias": False, "clip_qkv": None,
+             "hidden_act": "silu", "tie_word_embeddings": False, "torch_dtype": "bfloat16"}),
 ]
 
 

@@ -418,7 +418,9 @@ class GradientCells:
         return [Part(f"back through the {cfg.activation} at pre = {x:.4f}",
                      [formula, rf"{num(gu)}\times{num(slope)} = {num(value)}"], value)]
 
-    def _mlp_input(self, index, i: int) -> list[Part]:
+    def _mlp_input(self, index, i: int) -> list[Part] | None:
+        if self.cfg.is_moe(i):  # every expert and the router read it: not written out
+            return None
         t, c = index
         p = f"blocks.{i}.mlp."
         paths = [("hook_pre", "W_gate" if self.cfg.gated_mlp else "W_in")]

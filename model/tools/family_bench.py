@@ -7,7 +7,9 @@ another's, and building it does not count towards the peak): transformers builds
 Glassbox loads that directory (float32), traces a 128-token prompt with every activation and
 every gradient captured, and generates 16 tokens with the KV cache. Reported: load time, trace
 time, generation speed, the bytes the trace holds and the process's peak resident memory.
-Needs transformers (a test and benchmark dependency). Nothing is downloaded.
+Needs transformers (a test and benchmark dependency). Nothing is downloaded. A model too large
+for this machine's memory (OLMoE-1B-7B: 6.9B parameters, ~83 GB here) is benched with fewer of
+its blocks, each of its real shape, and the row says so.
 """
 
 from __future__ import annotations
@@ -21,6 +23,44 @@ import time
 from pathlib import Path
 
 N_TOKENS, N_NEW = 128, 16
+# float32 weights, their gradients in the full trace, and the hub-dtype copy while loading
+BYTES_PER_PARAMETER = 12
+MEMORY_SHARE = 0.6  # of this machine's memory a bench may plan to use
+LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers")  # config.json's block count, by family
+
+
+def memory_bytes() -> int:
+    import os
+
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def parameters(config: dict) -> int:
+    """A hub config.json's parameter count, as the loader counts it (meta device)."""
+    from model.io.checkpoint import count_numbers
+    from model.io.convert import CONVERTERS
+
+    return count_numbers(CONVERTERS[config["model_type"]].config(config))
+
+
+def fitted(config: dict, memory: int) -> tuple[dict, str | None]:
+    """``config`` where its model fits ``memory`` when benched, else the same with as many of its
+    blocks as fit (at least one), and the reason in words."""
+    key = next(k for k in LAYER_KEYS if k in config)
+    total, layers = parameters(config), config[key]
+    if total * BYTES_PER_PARAMETER <= memory * MEMORY_SHARE or layers == 1:
+        return config, None
+    one = parameters(dict(config, **{key: 1}))
+    per_block = (total - one) / (layers - 1)  # every block has the same shape
+    outside = one - per_block  # the embeddings, the head, the final norm
+    keep = max(1, min(layers - 1, int((memory * MEMORY_SHARE / BYTES_PER_PARAMETER - outside) // per_block)))
+    smaller = dict(config, **{key: keep})
+    if "layer_types" in config:
+        smaller["layer_types"] = config["layer_types"][:keep]
+    why = (f"{total / 1e9:.1f}B parameters need about {total * BYTES_PER_PARAMETER / 1e9:.0f} GB here, over "
+           f"{MEMORY_SHARE:.0%} of this machine's {memory / 1e9:.0f} GB: benched with {keep} of its {layers} blocks "
+           f"({parameters(smaller) / 1e9:.2f}B parameters)")
+    return smaller, why
 
 
 def build(hub_id: str, path: Path) -> None:
@@ -30,7 +70,7 @@ def build(hub_id: str, path: Path) -> None:
 
     from model.io.catalog import entry
 
-    config = dict(entry(hub_id).config)
+    config, _ = fitted(dict(entry(hub_id).config), memory_bytes())
     dtype = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[config.get("torch_dtype", "float32")]
     hf_config = transformers.AutoConfig.for_model(**config)
     torch.manual_seed(0)
@@ -81,7 +121,7 @@ def measure(hub_id: str, path: Path) -> dict:
 
 
 def run(models: list[str] | None = None, json_path: Path | None = None) -> int:
-    from model.io.catalog import curated
+    from model.io.catalog import entry, curated
 
     results = []
     print(f"each curated model's shape, random weights, float32 on the CPU: load, a {N_TOKENS}-token trace with "
@@ -89,6 +129,9 @@ def run(models: list[str] | None = None, json_path: Path | None = None) -> int:
     header = f"{'model':<28} {'params':>8} {'load s':>7} {'trace s':>8} {'trace GB':>9} {'gen tok/s':>9} {'peak GB':>8}"
     print(header)
     for hub_id in models or [m.hub_id for m in curated()]:
+        _, why = fitted(entry(hub_id).config, memory_bytes())
+        if why:
+            print(f"{hub_id:<28} {why}")
         with tempfile.TemporaryDirectory() as folder:
             done = subprocess.run([sys.executable, "-m", "model.tools.family_bench", "build", hub_id, folder],
                                   capture_output=True, text=True)

@@ -3,7 +3,8 @@ each position x:
     router logits   r = x W_router                    one score per expert
     probabilities   p = softmax(r)                    (float32 in a half model, as transformers has it)
     weights         w_e = p_e for the experts_top_k largest p_e, renormalised to sum to 1 where
-                    the model does so (norm_top_k); w_e = 0 for every other expert
+                    the model does so (norm_top_k); w_e = 0 for every other expert, and for an
+                    expert over its capacity at that position (expert_capacity, GShard's C)
     out             = Σ_e w_e · expert_e(x)  [+ σ(x · W_shared_gate) · shared(x)]
 Each expert is a (gated) MLP of its own weights W_gate[e], W_in[e], W_out[e], without biases; a
 shared expert (Qwen2-MoE) is an MLP every position goes through, its output scaled by its gate.
@@ -20,6 +21,7 @@ its experts (Switch Transformer, eqs. 4-6; transformers' ``load_balancing_loss_f
 
 from __future__ import annotations
 
+import math
 from functools import partial
 
 import torch
@@ -93,7 +95,10 @@ class MoE(nn.Module):
         top, chosen = probs.topk(cfg.experts_top_k, dim=-1)
         if cfg.norm_top_k:
             top = top / top.sum(dim=-1, keepdim=True)
-        weights = hook(p + "hook_expert_weights", torch.zeros_like(probs).scatter(-1, chosen, top))
+        weights = torch.zeros_like(probs).scatter(-1, chosen, top)
+        if cfg.expert_capacity is not None:
+            weights = weights * within_capacity(weights > 0, cfg.expert_capacity, cfg.experts_top_k)
+        weights = hook(p + "hook_expert_weights", weights)
         weights = weights.to(x.dtype)  # the experts' outputs are weighted in the model's precision, as in transformers
         if any(wants(p + name) for name in EVERYWHERE):
             out = torch.einsum("bte,betd->btd", weights, self.experts.everywhere(x))
@@ -105,6 +110,17 @@ class MoE(nn.Module):
         if cfg.shared_expert_gate:
             shared = hook(p + "hook_shared_gate", torch.sigmoid(x @ self.W_shared_gate))[..., None] * shared
         return out + shared
+
+
+def within_capacity(routed: torch.Tensor, factor: float, top_k: int) -> torch.Tensor:
+    """Which routings an expert with GShard's capacity takes: ``routed`` (batch, position, expert)
+    says which experts each position chose; each expert takes, in position order, at most
+    ceil(factor · positions · top_k / n_experts) of a sequence's positions, and the rest are
+    dropped (the position keeps its other expert, or only the residual stream). The weights are
+    not renormalised after a drop, as in GShard and Switch."""
+    positions, n_experts = routed.shape[-2], routed.shape[-1]
+    capacity = math.ceil(factor * positions * top_k / n_experts)
+    return routed & (routed.cumsum(dim=-2) <= capacity)
 
 
 def load_balancing_loss(router_probs: torch.Tensor, top_k: int) -> torch.Tensor:
