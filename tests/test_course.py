@@ -108,7 +108,7 @@ def test_a_learner_goes_from_the_welcome_page_through_every_lesson_to_the_worked
 
 
 def test_views_steps_and_the_drawing_link_to_their_lessons():
-    assert lessons_for_view("Attention") == ["attention", "sqrt-dk", "mask", "kv-cache"]
+    assert lessons_for_view("Attention") == ["attention", "sqrt-dk", "mask", "kv-cache", "cross-attention"]
     assert lessons_for_step("b2-mask") == ["mask"]  # the same step in another block
     at = start()  # the drawing's default part is attention
     assert {page for _, page in links(at)} >= {"course-attention", "course-sqrt-dk", "course-mask"}

@@ -29,7 +29,7 @@ import torch
 
 from model.engine import GlassboxError, ModelConfig
 from model.io import checkpoint
-from model.io.checkpoint import load, model_key, save
+from model.io.checkpoint import NAMED_MODELS, load, model_key, save
 from model.io.tokenizer import Tokenizer
 from model.serving import ModelCache
 from model.tools.cli import main
@@ -93,7 +93,7 @@ def test_outside_the_roots_one_message_whether_or_not_the_path_exists(roots, tmp
         "~", "~/.ssh",  # the server user's home
     ]}
     assert len(set(messages.values())) == 1, messages
-    assert next(iter(messages.values())).startswith("No model <path>: give a model name (default, worked-example) "
+    assert next(iter(messages.values())).startswith(f"No model <path>: give a model name ({', '.join(NAMED_MODELS)}) "
                                                     f"or a model directory under {allowed.resolve()}")
 
 
@@ -190,7 +190,7 @@ FILE_CASES = {
     "vocab_size 10^10": (config(vocab_size=10**10), "GB for its weights"),
     "n_ctx 10^30": (config(n_ctx=10**30), "too large"),
     "n_layers 10^9": (config(n_layers=10**9), "at most 1,024 are supported"),
-    "negative n_layers": (config(n_layers=-2), "n_layers must be a positive integer, not -2"),
+    "negative n_layers": (config(n_layers=-2), "n_layers must be a whole number ≥ 0, not -2"),
     "zero d_ff": (config(d_ff=0), "d_ff must be a positive integer, not 0"),
     "string vocab_size": (config(vocab_size="8"), "vocab_size must be a positive integer, not '8'"),
     "float d_model": (config(d_model=8.0), "d_model must be a positive integer, not 8.0"),
@@ -198,7 +198,7 @@ FILE_CASES = {
     "null n_ctx": (config(n_ctx=None), "lacks ['n_ctx']"),
     "heads do not divide d_model": (config(n_heads=3), "must be a multiple of n_heads"),
     "kv heads do not divide heads": (config(n_kv_heads=3), "multiple of n_kv_heads"),
-    "unknown field": (config(n_experts=8), "Unknown model config fields"),
+    "unknown field": (config(n_wizards=8), "Unknown model config fields"),
     "unknown norm": (config(norm="batchnorm"), "norm must be one of"),
     "zero norm_eps": (config(norm_eps=0), "norm_eps must be a positive number"),
     "string switch": (config(tie_embeddings="yes"), "tie_embeddings must be true or false"),
@@ -302,9 +302,9 @@ def test_model_bytes_is_what_the_loaded_model_takes(good):
 
 
 def test_a_huge_config_is_refused_before_the_model_is_built(good, tmp_path, monkeypatch):
-    built, real = [], checkpoint.Transformer  # where each model is built: only ever on the meta device
+    built, real = [], checkpoint.build_model  # where each model is built: only ever on the meta device
 
-    monkeypatch.setattr(checkpoint, "Transformer", lambda cfg: built.append(torch.empty(0).device.type) or real(cfg))
+    monkeypatch.setattr(checkpoint, "build_model", lambda cfg: built.append(torch.empty(0).device.type) or real(cfg))
     d = write_model(tmp_path / "m")
     config(**BIG)(d)
     with pytest.raises(GlassboxError):

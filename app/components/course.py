@@ -12,7 +12,7 @@ import streamlit as st
 from app.resources import check_cost, model_pass, shared_model
 from model.course import LESSON, LESSONS, Lesson
 from model.io.checkpoint import LoadedModel
-from model.serving.sizing import trace_cost
+from model.serving.sizing import seq2seq_pass_bound, trace_cost
 
 COURSE_MODEL = "default"  # the bundled story model: lessons that need a real model run on it
 
@@ -35,7 +35,10 @@ def lesson_pass(what: str, loaded: LoadedModel, n_tokens: int, backward: bool = 
                 ) -> Iterator[None]:
     """A lesson's model passes (``passes`` of them, one after the other, each on ``n_tokens``),
     admitted like every other page's: checked against the server's budget and run in turn."""
-    cost = check_cost(what, lambda n: trace_cost(loaded.model, n, None, backward), n_tokens, loaded.cfg.n_ctx)
+    if loaded.cfg.kind == "encoder-decoder":  # the sizer probes decoders' traces: a bound instead
+        cost = check_cost(what, lambda n: seq2seq_pass_bound(loaded.model), n_tokens, loaded.cfg.n_ctx)
+    else:
+        cost = check_cost(what, lambda n: trace_cost(loaded.model, n, None, backward), n_tokens, loaded.cfg.n_ctx)
     with model_pass(what, cost * passes):
         yield
 

@@ -11,6 +11,7 @@ from app.explore.common import Explorer, pipeline
 from app.components.model_picker import model_picker
 from app.state import read_url_settings, show_url_notes, url_settings, write_url_settings
 from model.course import lessons_for_view
+from model.analysis.architecture import ENCODER_DECODER
 from model.io.checkpoint import LoadedModel
 from model.engine import GlassboxError, Target, check_context
 from model.lesson.article import published
@@ -29,6 +30,9 @@ st.query_params["model"] = st.session_state.explore_model
 if loaded is None:
     st.stop()
 cfg = loaded.cfg
+if cfg.kind == "encoder-decoder":  # every view reads run_trace's single pass
+    st.info(plain(ENCODER_DECODER))
+    st.stop()
 
 with st.form("explore_prompt_form"):
     st.text_area("Prompt", key="explore_prompt", persist_state="session", height=68,

@@ -16,7 +16,7 @@ from app.components.labels import plain, plain_html, token_labels, token_text
 from app.components.model_picker import model_picker
 from app.resources import check_cost, model_pass, shared_model
 from app.state import read_url_settings, show_url_notes, write_url_settings
-from model.analysis.architecture import NO_BLOCKS
+from model.analysis.architecture import ENCODER_DECODER, NO_BLOCKS
 from model.engine import GlassboxError, block_label, check_context
 from model.serving import working_bytes
 from model.io.guard import SIDE_FILE_BYTES, read_json
@@ -281,6 +281,9 @@ show_url_notes()
 current = model_picker("model")
 st.query_params["model"] = st.session_state.model
 if current is None:
+    st.stop()
+if current.cfg.kind == "encoder-decoder":  # the next-token view reads a prompt's continuation, not a target
+    st.info(plain(ENCODER_DECODER))
     st.stop()
 top_k_limit = min(current.cfg.vocab_size, 100)
 st.session_state.top_k = min(st.session_state.top_k, top_k_limit)

@@ -33,7 +33,7 @@ from model.io.tokenizer import Tokenizer
 
 # shipped in assets/: the default model, the article's, and the micro-models (model/micro/)
 NAMED_MODELS = ("default", "worked-example", "micro-bigram", "micro-attention-only", "micro-induction", "micro-moe",
-                "micro-moe-unbalanced")
+                "micro-moe-unbalanced", "micro-seq2seq")
 MAX_LAYERS = 1024  # the deepest hub models have ~130 blocks; a bound keeps the meta models below cheap
 
 

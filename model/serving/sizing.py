@@ -16,7 +16,7 @@ from typing import Callable
 
 import numpy as np
 
-from model.engine import GlassboxError, Target, Trace, Transformer, run_trace
+from model.engine import EncoderDecoder, GlassboxError, Target, Trace, Transformer, run_seq2seq_trace, run_trace
 from model.engine.names import GRAD
 
 
@@ -123,6 +123,19 @@ def trace_cost(model: Transformer, n_tokens: int, names: tuple[str, ...] | None,
     """What computing a trace takes at its peak: what it keeps and its pass's working memory
     (a full trace: about 1.5 × its bytes, as `glassbox bench` measured, 1.23–1.46×)."""
     return held_bytes(model, n_tokens, names, backward) + working_bytes(model, n_tokens, backward)
+
+
+_seq2seq_bounds: "weakref.WeakKeyDictionary[EncoderDecoder, int]" = weakref.WeakKeyDictionary()
+
+
+def seq2seq_pass_bound(model: EncoderDecoder) -> int:
+    """A bound on any pass of an encoder-decoder (whose sizes are not probed as a decoder's are): a
+    full trace of the longest source and target it reads, twice over (what the trace keeps, and at
+    most as much again of working memory: decoders measure 1.23–1.46×). Measured once per model."""
+    if model not in _seq2seq_bounds:
+        n = model.cfg.n_ctx
+        _seq2seq_bounds[model] = 2 * trace_bytes(run_seq2seq_trace(model, [0] * n, [0] * n))
+    return _seq2seq_bounds[model]
 
 
 def size_text(n: int) -> str:

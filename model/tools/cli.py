@@ -8,7 +8,7 @@
   build-worked-example              reconstruct and write assets/worked-example
   generate --model M --prompt TEXT --max-new-tokens N --temperature T --top-k K --top-p P --seed S [--json]
   train-default                     regenerate the story corpus and train assets/default
-  train-micro NAME [--json]         train a micro-model (bigram, attention-only, induction, moe) into assets/micro-NAME
+  train-micro NAME [--json]         train a micro-model (bigram, attention-only, induction, moe, seq2seq) into assets/micro-NAME
   models                            the curated hub models: family, parameters, download size, cached
   download ID[@REVISION]            fetch a hub model's config, tokenizer and safetensors into the hub cache
   patch   --model M --clean TEXT --corrupt TEXT --answer TOKEN --wrong TOKEN [--site S] --json
@@ -40,7 +40,7 @@ from pathlib import Path
 # which `glassbox bench` shows is most of the traced backward's overhead on CPU. PyTorch's CPU
 # allocator reads it once, at its first allocation, so it must be set before torch is imported.
 PROCESS_ENVIRONMENT = {"THP_MEM_ALLOC_ENABLE": "1"}
-MICRO_NAMES = ("bigram", "attention-only", "induction", "moe")
+MICRO_NAMES = ("bigram", "attention-only", "induction", "moe", "seq2seq")
 
 
 def configure_process() -> None:
@@ -421,7 +421,7 @@ def parser() -> argparse.ArgumentParser:
     # model.micro.MICRO's names, written out: torch is not imported before a command runs (a test keeps them equal)
     p.add_argument("name", choices=MICRO_NAMES, help="bigram (zero layers), attention-only (one block, skip-trigrams), "
                    "induction (two blocks, induction heads), moe (8 experts, top-2; trained with and without the "
-                   "load-balancing loss, the second into OUT-unbalanced)")
+                   "load-balancing loss, the second into OUT-unbalanced), seq2seq (an encoder-decoder that reverses its source)")
     p.add_argument("--out", type=Path, help="where to write the model (default: assets/micro-NAME)")
     p.add_argument("--json", action="store_true", help="print the figure as one JSON line")
     p.add_argument("--steps", type=count_between(1, 100_000), help=argparse.SUPPRESS)  # smaller runs for tests

@@ -1,0 +1,66 @@
+"""Lesson 11, encoders, decoders and cross-attention, on the encoder-decoder micro-model
+(model/micro/seq2seq.py), a tiny T5 trained to reverse a sequence of syllables.
+
+Its three kinds of attention, on one source and the model's own output: the encoder's
+self-attention (no mask: every source position reads every other), the decoder's (causal: each
+target position reads itself and the ones before), and cross-attention, where the decoder's
+queries read the encoder's output. For a reversal, the query that predicts target token t needs
+source token n − 1 − t: a head doing the job puts its weight on the anti-diagonal."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from model.engine import run_seq2seq_trace
+from model.io.checkpoint import LoadedModel, load
+from model.micro import seq2seq
+
+MODEL = "micro-seq2seq"
+LENGTH = 8  # the lesson's random source
+
+
+@dataclass
+class Reversal:
+    source: list[int]
+    output: list[int]  # the model's greedy output, as long as the source
+    encoder: np.ndarray  # (block, head, source, source): the encoder's self-attention
+    decoder: np.ndarray  # (block, head, target, target): the decoder's causal self-attention
+    cross: np.ndarray  # (block, head, target, source)
+
+    @property
+    def correct(self) -> bool:
+        return self.output == self.source[::-1]
+
+
+def random_source(seed: int, length: int = LENGTH, vocab_size: int = len(seq2seq.vocabulary())) -> list[int]:
+    """``length`` distinct random syllables (as the model was trained on), from ``seed``."""
+    return (np.random.default_rng(seed).permutation(vocab_size - 1)[:length] + 1).tolist()
+
+
+def reverse(loaded: LoadedModel, source: list[int]) -> Reversal:
+    """The model's greedy output for ``source``, and every attention pattern of the pass that wrote
+    it: the decoder traced on what it read while generating (the start token, then its own output)."""
+    output = seq2seq.reverse_greedily(loaded, source)
+    trace = run_seq2seq_trace(loaded.model, source, output, names=["*hook_pattern"])
+    encoder, decoder = loaded.cfg.n_layers, loaded.cfg.n_decoder_layers
+
+    def stacked(name: str, n: int) -> np.ndarray:
+        return np.stack([trace[name.format(i)].double().numpy() for i in range(n)])
+
+    return Reversal(source, output, stacked("encoder.blocks.{}.attn.hook_pattern", encoder),
+                    stacked("decoder.blocks.{}.attn.hook_pattern", decoder),
+                    stacked("decoder.blocks.{}.cross_attn.hook_pattern", decoder))
+
+
+def figures(loaded=None) -> dict:
+    """The lesson's figures on the shipped micro-model (the course's model, ``loaded``, is not used)."""
+    model = load(MODEL)
+    seen = reverse(model, random_source(0))
+    return seq2seq.figures(model) | {
+        "example": {"source": [model.pieces[t] for t in seen.source], "output": [model.pieces[t] for t in seen.output],
+                    "correct": seen.correct,
+                    "aligned_share": [seq2seq.aligned_share(p).round(4).tolist() for p in seen.cross],
+                    "encoder_weight_after_query": float(np.triu(seen.encoder, 1).sum(-1).mean()),
+                    "decoder_weight_after_query": float(np.triu(seen.decoder, 1).sum(-1).mean())}}
