@@ -117,3 +117,29 @@ def test_route_sends_another_sentence_through_the_router(course_app, page):
     page.get_by_role("button", name="Route another sentence").click()
     expect(page.get_by_label("Prompt", exact=True)).to_have_value(sentence, timeout=60_000)
     expect(page.get_by_text("N · Σ f_i · P_i =")).to_contain_text(f"{expected:.4f}", timeout=60_000)
+
+
+def test_a_capacity_factor_drops_the_routings_over_each_experts_cap():
+    """Reference: each block's top 2 of the router's probabilities (in the capped run: a cap in block
+    1 changes what block 2 reads), renormalised, with GShard's rule applied here in numpy (each
+    expert keeps its first ceil(C · tokens · 2 / 8) positions); the kept weights unchanged (1e-6)."""
+    import math
+
+    from model.course.mixture_of_experts import BALANCED, PROMPT, route
+
+    loaded = load(BALANCED)
+    tokens = loaded.encode(PROMPT)
+    capped = route(loaded, tokens, 1.0)
+    capacity = math.ceil(1.0 * len(tokens) * 2 / 8)
+    assert capped.capacity == capacity
+    for block in range(loaded.cfg.n_layers):
+        probs = capped.probs[block]
+        top = np.argsort(-probs, axis=-1)[:, :2]
+        chosen = np.zeros_like(probs)
+        np.put_along_axis(chosen, top, np.take_along_axis(probs, top, -1), -1)
+        expected = chosen / chosen.sum(-1, keepdims=True)
+        routed = expected > 0
+        for e in range(8):
+            expected[np.flatnonzero(routed[:, e])[capacity:], e] = 0.0
+        assert np.allclose(capped.weights[block], expected, atol=1e-6)
+        assert capped.dropped[block].sum() == routed.sum() - (expected > 0).sum() > 0

@@ -25,11 +25,15 @@ from model.micro import moe
 EXPERT_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]  # D3's ten, 8
 
 
+NO_CAP = "none"
+CAPACITY_FACTORS = (NO_CAP, 2.0, 1.25, 1.0, 0.5)
+
+
 @st.cache_data(max_entries=32, show_spinner=False)
-def routed(prompt: str, _loaded) -> Routing:
+def routed(prompt: str, capacity_factor: float | None, _loaded) -> Routing:
     tokens = _loaded.encode(prompt)
     with lesson_pass("routing a prompt", _loaded, len(tokens)):
-        return route(_loaded, tokens)
+        return route(_loaded, tokens, capacity_factor)
 
 
 @st.cache_data(max_entries=2, show_spinner="Routing held-out text through both runs…")
@@ -50,24 +54,36 @@ def the_router(loaded) -> None:
         st.session_state.moe_route = st.session_state.get("moe_route", 0) + 1
         choices = sentences()
         st.session_state.moe_prompt = choices[st.session_state.moe_route % len(choices)]
-    settings = st.columns([4, 2], vertical_alignment="bottom")
+    settings = st.columns([4, 2, 2], vertical_alignment="bottom")
     prompt = settings[0].text_input("Prompt", key="moe_prompt", max_chars=400)
     block = settings[1].selectbox("Block", range(loaded.cfg.n_layers), format_func=block_label, key="moe_block")
+    factor = settings[2].selectbox(
+        "Capacity factor C", CAPACITY_FACTORS, key="moe_capacity",
+        help="GShard's cap: each expert takes at most ceil(C · tokens · 2 / 8) of the prompt's tokens, first come "
+             "first served; a token over the cap loses that expert (its weight becomes 0, not renormalised).")
     try:
-        seen = routed(prompt, loaded)
+        seen = routed(prompt, None if factor == NO_CAP else float(factor), loaded)
     except GlassboxError as exc:
         st.error(plain(str(exc)))
         return
     labels = position_labels(loaded.pieces, seen.tokens)
     experts = [expert_label(e) for e in range(loaded.cfg.n_experts)]
     weights = seen.weights[block]
-    text = [[f"{v:.2f}" if v > 0 else "" for v in row] for row in weights]
+    dropped = seen.dropped[block]
+    text = [[f"{v:.2f}" if v > 0 else ("dropped" if cut else "") for v, cut in zip(row, cuts)]
+            for row, cuts in zip(weights, dropped)]
     fig = heatmap_figure(weights, labels, experts, f"Each token's 2 experts and their weights, {block_label(block)}",
                          row_title="token", col_title="expert", colour="sequential", zmax=1.0, fixed=True,
                          colorbar="weight", text=text, text_size=11,
                          hover="token %{y}<br>%{x}<br>weight %{z:.4f}<extra></extra>")
     fig.update_layout(height=min(140 + 30 * len(labels), 700), margin=dict(l=10, r=10, t=40, b=10))
     show(fig, config={"displayModeBar": False})
+    if seen.capacity is not None:
+        st.markdown(f"With C = {factor}, each expert takes at most **{seen.capacity}** of the {len(labels)} tokens in "
+                    f"this block. **{int(dropped.sum())}** of the {int(seen.chosen[block].sum())} routings the router "
+                    "chose were over their expert's cap and dropped (written “dropped”): those tokens keep only their "
+                    "other expert, or nothing but the residual stream. A cap keeps any expert from taking everything, "
+                    "at the price of the tokens it turns away.")
     balance(seen, block, loaded)
 
 

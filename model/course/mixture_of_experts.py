@@ -8,13 +8,14 @@ routing; over training, each expert's share of the routed token-slots in both ru
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from model.data.stories import corpus
-from model.engine import check_prompt, load_balancing_loss
+from model.engine import check_prompt, load_balancing_loss, variant
 from model.io.checkpoint import LoadedModel, load
 from model.micro import moe
 from model.micro.common import read_curve
@@ -27,15 +28,36 @@ PROMPT = "the cat sat on the mat and the dog ran to the park"
 class Routing:
     tokens: list[int]
     probs: np.ndarray  # (block, position, expert): the router's softmax
-    weights: np.ndarray  # (block, position, expert): the weight each expert's output gets (0: not chosen)
+    weights: np.ndarray  # (block, position, expert): the weight each expert's output gets (0: not chosen, or dropped)
+    top_k: int = 2  # experts per position
+    capacity: int | None = None  # the most positions an expert takes (None: no capacity factor)
+
+    @property
+    def chosen(self) -> np.ndarray:
+        """(block, position, expert): the router's top_k at each position."""
+        top = np.argsort(-self.probs, axis=-1, kind="stable")[..., :self.top_k]
+        chosen = np.zeros_like(self.probs, dtype=bool)
+        np.put_along_axis(chosen, top, True, axis=-1)
+        return chosen
+
+    @property
+    def dropped(self) -> np.ndarray:
+        """(block, position, expert): chosen, but over the expert's capacity, so its weight is 0."""
+        return self.chosen & (self.weights == 0)
 
 
-def route(loaded: LoadedModel, tokens: list[int]) -> Routing:
+def route(loaded: LoadedModel, tokens: list[int], capacity_factor: float | None = None) -> Routing:
+    """Every block's routing of ``tokens``; with a capacity factor C, as GShard caps each expert at
+    ceil(C · positions · k / experts) positions (the same weights: ``variant``)."""
     check_prompt(loaded.cfg, tokens)
-    seen = moe.routing(loaded.model, tokens)
+    model = loaded.model if capacity_factor is None else variant(loaded.model, expert_capacity=capacity_factor)
+    seen = moe.routing(model, tokens)
     blocks = range(loaded.cfg.n_layers)
+    capacity = None if capacity_factor is None else math.ceil(
+        capacity_factor * len(tokens) * loaded.cfg.experts_top_k / loaded.cfg.n_experts)
     return Routing(tokens, np.stack([seen[f"blocks.{i}.mlp.hook_router_probs"].double().numpy() for i in blocks]),
-                   np.stack([seen[f"blocks.{i}.mlp.hook_expert_weights"].double().numpy() for i in blocks]))
+                   np.stack([seen[f"blocks.{i}.mlp.hook_expert_weights"].double().numpy() for i in blocks]),
+                   loaded.cfg.experts_top_k, capacity)
 
 
 def sentences() -> list[str]:
@@ -49,7 +71,7 @@ def balance_terms(routing: Routing, block: int, top_k: int) -> dict:
     chose expert i among their top_k), P_i (expert i's mean router probability), N · Σ f_i · P_i."""
     probs = routing.probs[block]
     n = probs.shape[-1]
-    f = (routing.weights[block] > 0).sum(0) / probs.shape[0]
+    f = routing.chosen[block].sum(0) / probs.shape[0]
     P = probs.mean(0)
     loss = float(load_balancing_loss(torch.from_numpy(probs), top_k))
     return {"f": f.tolist(), "P": P.tolist(), "N": n, "loss": loss}
