@@ -13,7 +13,7 @@ from app.explore.circuits import INDUCTION_MODEL, INDUCTION_PROMPT
 from model.analysis.architecture import NO_BLOCKS, NO_MLP, NO_POSITIONS
 from model.engine import run_trace
 from model.io.checkpoint import load
-from tests.helpers import charts, start, z
+from tests.helpers import charts, shown, start, z
 
 PROMPTS = {"micro-bigram": "the cat sat on the", "micro-attention-only": "the cat sat on the",
            INDUCTION_MODEL: INDUCTION_PROMPT}
@@ -32,7 +32,7 @@ def test_every_view_opens_on_every_micro_model(model):
     for view in VIEWS:
         at = start("screens/explore.py", model=model, prompt=PROMPTS[model], view=view)
         assert not at.exception and not at.error, (model, view)
-        said = [i.value for i in at.info]
+        said = [shown(i.value) for i in at.info]  # as a reader sees the escaped text
         expected = SAID[model].get(view)
         assert (expected in said) if expected else not any(s in said for s in (NO_BLOCKS, NO_MLP, NO_POSITIONS)), \
             (model, view, said)
@@ -98,4 +98,4 @@ def test_the_encoder_decoder_micro_model_is_said_not_to_open_yet(page):
 
     at = start(page, model="micro-seq2seq", prompt="ba ko mi to ze li")
     assert not at.exception and not at.error
-    assert [i.value for i in at.info] == [ENCODER_DECODER]
+    assert [shown(i.value) for i in at.info] == [ENCODER_DECODER]

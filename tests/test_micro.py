@@ -161,12 +161,18 @@ def test_training_is_seeded(tmp_path):
     assert first.keys() == second.keys() and all(np.array_equal(first[k], second[k]) for k in first)
 
 
+def train_micro(name: str, steps: int, folder) -> tuple:
+    """`glassbox train-micro NAME --steps N --out FOLDER/NAME --json` in a process of its own: the
+    folder it wrote and the figure it printed."""
+    out = folder / name
+    done = cli("train-micro", name, "--steps", str(steps), "--out", str(out), "--json")
+    assert done.returncode == 0, done.stderr
+    return out, json.loads(done.stdout)
+
+
 @pytest.mark.subprocess
 def test_train_micro_prints_the_trained_models_figure(tmp_path):
-    out = tmp_path / "bigram"
-    done = cli("train-micro", "bigram", "--steps", "40", "--out", str(out), "--json")
-    assert done.returncode == 0, done.stderr
-    figure = json.loads(done.stdout)
+    out, figure = train_micro("bigram", 40, tmp_path)
     assert figure["kl_nats"] == pytest.approx(bigram.figures(load(str(out)))["kl_nats"], abs=1e-12)
     assert (out / "training.json").exists()
     bad = cli("train-micro", "trigram")
@@ -249,10 +255,7 @@ def test_the_seq2seq_model_reads_its_source_back_to_front():
 def test_train_micro_trains_the_seq2seq_model(tmp_path):
     from model.micro import seq2seq
 
-    out = tmp_path / "seq2seq"
-    done = cli("train-micro", "seq2seq", "--steps", "20", "--out", str(out), "--json")
-    assert done.returncode == 0, done.stderr
-    figure = json.loads(done.stdout)
+    out, figure = train_micro("seq2seq", 20, tmp_path)
     assert figure == seq2seq.figures(load(str(out)))
     assert len(read_curve(out)["loss"]) == 20
 
