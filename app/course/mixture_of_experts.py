@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from plotly.subplots import make_subplots
 import streamlit as st
 
 from app.components.charts import show
+from app.components.experts import share_caption, share_figure
 from app.components.course import lesson_end, lesson_page, lesson_pass
 from app.components.errors import fragment
 from app.components.heatmap import heatmap_figure
@@ -21,9 +21,6 @@ from model.course.mixture_of_experts import (BALANCED, PROMPT, UNBALANCED, Routi
 from model.analysis.experts import expert_label
 from model.engine import GlassboxError, block_label
 from model.micro import moe
-
-EXPERT_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]  # D3's ten, 8
-
 
 NO_CAP = "none"
 CAPACITY_FACTORS = (NO_CAP, 2.0, 1.25, 1.0, 0.5)
@@ -110,23 +107,10 @@ def over_training(balanced, unbalanced) -> None:
         "router sends it more, while others starve.")
     block = st.radio("Block", range(balanced.cfg.n_layers), format_func=block_label, horizontal=True,
                      key="moe_curve_block", index=balanced.cfg.n_layers - 1)  # the last block: where it collapsed
-    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.04,
-                        subplot_titles=("with the balance loss", "without it"))
-    for column, run in ((1, balanced), (2, unbalanced)):
-        curves = share_curves(run)[:, block]  # (step, expert)
-        smooth = np.array([np.convolve(curves[:, e], np.ones(10) / 10, mode="valid") for e in range(curves.shape[1])])
-        for e, values in enumerate(smooth):
-            fig.add_scatter(x=np.arange(10, len(curves) + 1), y=values, mode="lines", name=expert_label(e),
-                            line=dict(color=EXPERT_COLOURS[e], width=1.5), legendgroup=str(e), showlegend=column == 1,
-                            row=1, col=column)
-    fig.add_hline(y=1 / balanced.cfg.n_experts, line=dict(dash="dot", color="#495057"))
-    fig.update_layout(height=380, margin=dict(l=10, r=10, t=60, b=10), yaxis_title="share of the token-slots",
-                      legend=dict(orientation="h", x=0, y=-0.25, xanchor="left", yanchor="top"))
-    fig.update_xaxes(title="training step")
-    show(fig, config={"displayModeBar": False})
-    st.caption("Each expert's share of the token-slots routed in each training batch (a running mean of 10 batches). "
-               f"The dotted line is 1/{balanced.cfg.n_experts}, perfect balance; one expert can get at most 1/2 "
-               "(every token chose it).")
+    runs = [(title, share_curves(run)[:, block]) for title, run in (("with the balance loss", balanced),
+                                                                       ("without it", unbalanced))]
+    show(share_figure(runs, balanced.cfg.n_experts), config={"displayModeBar": False})
+    st.caption(share_caption(balanced.cfg.n_experts, balanced.cfg.experts_top_k))
     figure = both_runs(balanced)
     rows = {}
     for name in ("balanced", "unbalanced"):

@@ -10,6 +10,7 @@ import streamlit as st
 
 from app.components.charts import show
 from app.components.errors import fragment
+from app.components.expert_training import expert_training
 from app.components.heatmap import grid_figure
 from app.components.labels import plain
 from app.resources import shared_model
@@ -142,12 +143,17 @@ def training() -> None:
 
 
 st.title("Train it live")
-st.markdown(f"Train a copy of the worked-example model (the shared one is never changed) to predict “{word}” after "
-            f"“{' '.join(pieces[t] for t in example)}”. Full-batch training: every step uses all the data. "
-            "LayerNorm's γ and β stay at 1 and 0, as in the article, so the step-through's arithmetic still applies.")
-corpus = toy_corpus()
-with st.expander(f"The corpus: the example and {len(corpus)} sentences like it"):
-    st.markdown("\n".join(f"- {s}" for s in corpus))
-    st.caption("With the corpus, the loss is the mean next-token cross-entropy over every position of every "
-               f"sentence; with the example alone it is the article's loss, −log p({word}) at the last position.")
-training()
+article_tab, experts_tab = st.tabs(["The article's model", "A mixture of experts"])
+with article_tab:
+    st.markdown(f"Train a copy of the worked-example model (the shared one is never changed) to predict “{word}” "
+                f"after “{' '.join(pieces[t] for t in example)}”. Full-batch training: every step uses all the data. "
+                "LayerNorm's γ and β stay at 1 and 0, as in the article, so the step-through's arithmetic still "
+                "applies.")
+    corpus = toy_corpus()
+    with st.expander(f"The corpus: the example and {len(corpus)} sentences like it"):
+        st.markdown("\n".join(f"- {s}" for s in corpus))
+        st.caption("With the corpus, the loss is the mean next-token cross-entropy over every position of every "
+                   f"sentence; with the example alone it is the article's loss, −log p({word}) at the last position.")
+    training()
+with experts_tab:
+    expert_training()

@@ -82,6 +82,15 @@ def share_curves(loaded: LoadedModel) -> np.ndarray:
     return np.array(read_curve(loaded.path)["shares"])
 
 
+def running_mean(curves: np.ndarray, window: int = 10) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, means): the mean of each column of ``curves`` (step, …) over the ``window`` steps
+    ending at each step from ``window`` on (fewer steps than that: one mean of them all); steps
+    counted from 1."""
+    window = min(window, len(curves))
+    sums = np.cumsum(np.concatenate([np.zeros_like(curves[:1]), curves]), axis=0)
+    return np.arange(window, len(curves) + 1), (sums[window:] - sums[:-window]) / window
+
+
 def figures(loaded=None) -> dict:
     """Both runs' figures (the course's model, ``loaded``, is not used)."""
     balanced = load(BALANCED)

@@ -54,20 +54,22 @@ def windows(source: torch.Tensor, batch: int, T: int, generator: torch.Generator
 
 def fit(model: Transformer, next_batch: Callable[[torch.Generator], tuple[torch.Tensor, torch.Tensor]], steps: int,
         lr: float, seed: int, warmup: int = 50, weight_decay: float = 0.0, step_loss: StepLoss = plain_loss,
-        every: Callable[[int, Transformer], dict] | None = None, every_steps: int = 25) -> dict:
+        every: Callable[[int, Transformer], dict] | None = None, every_steps: int = 25,
+        on_step: Callable[[int, int], None] | None = None) -> dict:
     """Train ``model`` in place for ``steps`` steps and return its curve: every step's batch loss
     (and whatever ``step_loss`` records), and at step 0, every ``every_steps`` steps and the end,
-    what ``every(step, model)`` measures (scores on held-out data, checkpoints). Deterministic:
-    the same seed on the same machine gives the same weights."""
+    what ``every(step, model)`` measures (scores on held-out data, checkpoints); ``on_step(done,
+    steps)`` after each step (a progress bar). Deterministic: the same seed on the same machine
+    gives the same weights."""
     deterministic = torch.are_deterministic_algorithms_enabled()
     torch.use_deterministic_algorithms(True)
     try:
-        return _fit(model, next_batch, steps, lr, seed, warmup, weight_decay, step_loss, every, every_steps)
+        return _fit(model, next_batch, steps, lr, seed, warmup, weight_decay, step_loss, every, every_steps, on_step)
     finally:
         torch.use_deterministic_algorithms(deterministic)
 
 
-def _fit(model, next_batch, steps, lr, seed, warmup, weight_decay, step_loss, every, every_steps) -> dict:
+def _fit(model, next_batch, steps, lr, seed, warmup, weight_decay, step_loss, every, every_steps, on_step) -> dict:
     started = time.time()
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=weight_decay)
     gen = torch.Generator().manual_seed(seed)
@@ -98,6 +100,8 @@ def _fit(model, next_batch, steps, lr, seed, warmup, weight_decay, step_loss, ev
             curve.setdefault(key, []).append(value)
         if (step + 1) % every_steps == 0 or step == steps - 1:
             measure(step + 1)  # after step + 1 updates
+        if on_step is not None:
+            on_step(step + 1, steps)
         if step % 50 == 0 or step == steps - 1:
             sys.stderr.write(f"\rstep {step + 1}/{steps} loss {loss.item():.3f} {time.time() - started:.0f}s ")
             sys.stderr.flush()

@@ -10,7 +10,9 @@ can give one expert: every position chose it), and how many experts are starved 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -21,7 +23,7 @@ from model.micro.common import fit, read_curve, story_tokens, windows, write
 SEED, N_STORIES, STEPS, BATCH, LR = 0, 5000, 600, 32, 0.01
 T = 64
 ALPHA = 0.01  # the balance loss's weight (Switch Transformer, Mixtral)
-ROUTED = ["blocks.*.mlp.hook_router_probs"]
+ROUTED = ["blocks.*.mlp.hook_router_probs", "blocks.*.mlp.hook_expert_weights"]
 STARVED = 0.02  # an expert with less than this share of the token-slots is all but unused
 UNBALANCED = "-unbalanced"  # the second run's folder: the first's name with this after it
 
@@ -40,17 +42,26 @@ def shares(router_probs: torch.Tensor, top_k: int) -> torch.Tensor:
     return torch.bincount(chosen.flatten(), minlength=probs.shape[-1]).double() / chosen.numel()
 
 
+def dropped_share(expert_weights: torch.Tensor, top_k: int) -> float:
+    """The share of one block's top_k routings that an expert's capacity dropped: chosen by the
+    router but given weight 0 (expert_weights is 0 on every expert not chosen or dropped)."""
+    positions = expert_weights[..., 0].numel()
+    return 1 - int((expert_weights > 0).sum()) / (positions * top_k)
+
+
 def balanced_loss(alpha: float):
     """A step's loss: the next-token cross-entropy plus alpha × the balance loss of every block's
-    router; records each block's expert shares and the balance term."""
+    router; records each block's expert shares, the routings dropped over capacity and the balance term."""
     def step_loss(model: Transformer, inputs: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, dict]:
         with capture(ROUTED) as recorder:  # the router's probabilities, still in the graph
             loss = model(inputs, targets).loss
-        probs = [recorder.tensors[f"blocks.{i}.mlp.hook_router_probs"] for i in range(model.cfg.n_layers)]
-        balance = load_balancing_loss(torch.stack(probs), model.cfg.experts_top_k)
+        top_k, blocks = model.cfg.experts_top_k, range(model.cfg.n_layers)
+        probs = [recorder.tensors[f"blocks.{i}.mlp.hook_router_probs"] for i in blocks]
+        balance = load_balancing_loss(torch.stack(probs), top_k)
         recorded = {"balance_loss": round(balance.item(), 5),
-                    "shares": [[round(s, 4) for s in shares(p.detach(), model.cfg.experts_top_k).tolist()]
-                               for p in probs]}
+                    "shares": [[round(s, 4) for s in shares(p.detach(), top_k).tolist()] for p in probs],
+                    "dropped": [round(dropped_share(recorder.tensors[f"blocks.{i}.mlp.hook_expert_weights"], top_k), 4)
+                                for i in blocks]}
         return (loss + alpha * balance if alpha else loss), recorded
     return step_loss
 
@@ -74,6 +85,32 @@ def train(path: Path, steps: int = STEPS) -> None:
         write(where, model, tokenizer, about, curve)
 
 
+LIVE_STEPS = 100  # Train it live's default: block 2 of the unbalanced run has collapsed by then
+
+
+def train_live(steps: int, alpha: float, capacity_factor: float | None, seed: int = SEED,
+               on_step: Callable[[int, int], None] | None = None) -> dict:
+    """A fresh model of the micro-MoE's shape, with GShard's capacity factor C where one is given,
+    trained for ``steps`` steps with balance weight ``alpha`` (0: none), as ``train`` trains the
+    shipped ones; returns the curve (per step: loss, balance term, each block's expert shares and
+    dropped routings). Nothing is written: the Train it live page keeps it per session."""
+    tokenizer, train_ids, _ = story_tokens(N_STORIES, SEED)
+    model = Transformer(replace(config(tokenizer.vocab_size), expert_capacity=capacity_factor)).init_weights(seed)
+    return fit(model, lambda gen: windows(train_ids, BATCH, T, gen), steps, LR, seed,
+               warmup=min(50, steps // 5), step_loss=balanced_loss(alpha), on_step=on_step)
+
+
+def live_training_bytes() -> int:
+    """What a ``train_live`` run holds at its peak: the parameters, their gradients and AdamW's
+    two moments (4 copies), and a batch's pass with its backward (the serving sizer's bound)."""
+    from model.serving import working_bytes
+
+    tokenizer, _, _ = story_tokens(N_STORIES, SEED)
+    model = Transformer(config(tokenizer.vocab_size))
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    return 4 * weights + working_bytes(model, T, backward=True, batch=BATCH)
+
+
 @torch.no_grad()
 def routing(model: Transformer, tokens: list[int]) -> dict[str, torch.Tensor]:
     """Every block's router probabilities and expert weights on ``tokens``."""
@@ -82,12 +119,15 @@ def routing(model: Transformer, tokens: list[int]) -> dict[str, torch.Tensor]:
     return {name: t[0] for name, t in recorder.tensors.items()}
 
 
-def end_shares(path: Path, last: int = 50) -> list[list[float]]:
-    """Per block, each expert's share of the token-slots over the last ``last`` training batches
-    (what the run recorded at each step)."""
-    curve = read_curve(path)
-    per_step = torch.tensor(curve["shares"][-last:])  # (step, block, expert)
-    return per_step.mean(0).tolist()
+def curve_end(curve: dict, last: int) -> dict:
+    """A run's end, per block, over its last ``last`` batches: each expert's mean share, the
+    largest and smallest, how many experts are starved (under STARVED), and the share of routings
+    dropped over capacity (0 in runs without a cap, or recorded before drops were)."""
+    shares_ = torch.tensor(curve["shares"][-last:]).mean(0)  # (block, expert)
+    dropped = torch.tensor(curve["dropped"][-last:]).mean(0) if "dropped" in curve else torch.zeros(len(shares_))
+    return {"shares": shares_.tolist(), "largest": shares_.max(-1).values.tolist(),
+            "smallest": shares_.min(-1).values.tolist(), "starved": (shares_ < STARVED).sum(-1).tolist(),
+            "dropped": dropped.tolist(), "loss": sum(curve["loss"][-last:]) / len(curve["loss"][-last:])}
 
 
 def figures(loaded) -> dict:
@@ -104,11 +144,11 @@ def figures(loaded) -> dict:
                              for row in held_out for i in range(run.cfg.n_layers)]).reshape(
             len(held_out), run.cfg.n_layers, T, -1).transpose(0, 1)
         held = [shares(p, run.cfg.experts_top_k).tolist() for p in probs]
-        trained = end_shares(run.path)
-        out[name] = {"largest_share_end_of_training": [round(max(s), 4) for s in trained],
-                     "smallest_share_end_of_training": [round(min(s), 4) for s in trained],
-                     "starved_experts_end_of_training": [sum(v < STARVED for v in s) for s in trained],
+        end = curve_end(read_curve(run.path), 50)
+        out[name] = {"largest_share_end_of_training": [round(v, 4) for v in end["largest"]],
+                     "smallest_share_end_of_training": [round(v, 4) for v in end["smallest"]],
+                     "starved_experts_end_of_training": end["starved"],
                      "largest_share_held_out": [round(max(s), 4) for s in held],
                      "shares_held_out": [[round(v, 4) for v in s] for s in held],
-                     "final_loss": round(sum(read_curve(run.path)["loss"][-50:]) / 50, 4)}
+                     "final_loss": round(end["loss"], 4)}
     return out
