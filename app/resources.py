@@ -15,6 +15,7 @@ from model.io.checkpoint import LoadedModel
 from model.engine import GlassboxError, default_device
 from model.serving import Admission, ModelCache, TraceCache, check_budget
 from model.serving.admission import default_budget, return_freed_memory
+from model.serving.sizing import seq2seq_pass_bound, trace_cost
 
 
 @st.cache_resource
@@ -77,6 +78,20 @@ def model_pass(what: str, cost: int) -> Iterator[None]:
                 yield
     finally:
         queued.empty()
+
+
+@contextmanager
+def admitted_pass(what: str, loaded: LoadedModel, n_tokens: int, backward: bool = False, passes: int = 1
+                  ) -> Iterator[None]:
+    """``passes`` full passes of ``loaded`` (one after the other, each on ``n_tokens``), admitted
+    like every other pass: checked against the server's budget and run in turn. An
+    encoder-decoder's cost is a bound (``seq2seq_pass_bound``): the sizer probes decoders' traces."""
+    if loaded.cfg.kind == "encoder-decoder":
+        cost = check_cost(what, lambda n: seq2seq_pass_bound(loaded.model, backward), n_tokens, loaded.cfg.n_ctx)
+    else:
+        cost = check_cost(what, lambda n: trace_cost(loaded.model, n, None, backward), n_tokens, loaded.cfg.n_ctx)
+    with model_pass(what, cost * passes):
+        yield
 
 
 @contextmanager

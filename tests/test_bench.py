@@ -83,3 +83,41 @@ def test_load_script_drives_sessions_at_once_and_checks_their_losses():
                             capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "errors: 0" in result.stdout and "in 2 of 2 sessions, 0 mismatched" in result.stdout
+
+
+TINY_SHAPES = {  # the curated entries' config.json with tiny sizes: their keys, their model classes
+    "google-bert/bert-base-uncased": dict(vocab_size=320, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                          num_attention_heads=4),
+    "google-t5/t5-small": dict(vocab_size=320, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4),
+}
+
+
+@pytest.mark.parametrize("hub_id", list(TINY_SHAPES))
+def test_family_bench_builds_loads_traces_an_encoder_and_an_encoder_decoder(hub_id, tmp_path):
+    """The family bench's two halves (family_bench.write, as build does, then measure) on tiny shapes of the
+    curated BERT and T5, in this process (the bench runs each half in one of its own; a tiny model needs no
+    isolation). Reference for the counts: transformers' BertForMaskedLM / T5ForConditionalGeneration of the same
+    config, parameters counted on the meta device; the rest are sanity checks (the timings of a tiny model mean
+    nothing)."""
+    transformers = pytest.importorskip("transformers")
+    import torch
+
+    from model.io.catalog import entry
+    from model.tools import family_bench
+
+    config = dict(entry(hub_id).config, **TINY_SHAPES[hub_id])
+    family_bench.write(config, tmp_path)
+    with torch.device("meta"):
+        hf = family_bench.auto_class(config["model_type"]).from_config(transformers.AutoConfig.for_model(**config))
+    assert type(hf).__name__ == {"bert": "BertForMaskedLM", "t5": "T5ForConditionalGeneration"}[config["model_type"]]
+    r = family_bench.measure(hub_id, tmp_path)
+    assert r["parameters"] == family_bench.parameters(config) == sum(p.numel() for p in hf.parameters())
+    assert r["kind"] == {"bert": "encoder", "t5": "encoder-decoder"}[config["model_type"]]
+    assert all(positive_finite(r[k]) for k in ("load_s", "trace_s"))
+    assert r["stored_bytes"] > 4 * r["parameters"] and r["trace_bytes"] > 4 * r["parameters"]  # weights, gradients
+    assert r["peak_rss_bytes"] > r["trace_bytes"] and r["trace_tensors"] > 0
+    if r["kind"] == "encoder":  # nothing to generate
+        assert r["generate_tokens_per_s"] is None and "n/a (encoder)" in family_bench.row(r)
+    else:
+        assert positive_finite(r["generate_tokens_per_s"])
+    assert family_bench.row(r).split()[:2] == [hub_id, f"{r['parameters'] / 1e6:.0f}M"]

@@ -88,14 +88,3 @@ def test_the_playground_generates_on_a_zero_layer_model_and_says_it_caches_nothi
     next(b for b in at.button if b.label == "Generate").click().run()
     assert not at.exception and not at.error
     assert any(NO_BLOCKS in m.value and "KV cache" in m.value for m in at.markdown)
-
-
-@pytest.mark.parametrize("page", ["screens/explore.py", "screens/playground.py"])
-def test_the_encoder_decoder_micro_model_is_said_not_to_open_yet(page):
-    """micro-seq2seq is in the Bundled list; the explorer and the playground read one decoder-only
-    pass, so they say so in one sentence instead of failing."""
-    from model.analysis.architecture import ENCODER_DECODER
-
-    at = start(page, model="micro-seq2seq", prompt="ba ko mi to ze li")
-    assert not at.exception and not at.error
-    assert [shown(i.value) for i in at.info] == [ENCODER_DECODER]

@@ -258,13 +258,16 @@ def test_cli_models_and_download(hub_cache):
 @pytest.mark.parametrize("hub_id", [m.hub_id for m in curated()])
 def test_each_curated_config_is_the_shape_transformers_builds(hub_id):
     """Reference: transformers' own config and model classes for the same config.json, built on
-    the meta device (no memory): the same parameter count, windowed layers and head sizes."""
+    the meta device (no memory): the same parameter count, windowed layers and head sizes. Each
+    family's class is the family bench's (BertForMaskedLM, T5ForConditionalGeneration, else the
+    causal LM)."""
     from model.io.catalog import entry
+    from model.tools.family_bench import auto_class
 
     model = entry(hub_id)
     hf_config = transformers.AutoConfig.for_model(**model.config)
     with torch.device("meta"):
-        hf = transformers.AutoModelForCausalLM.from_config(hf_config)
+        hf = auto_class(hf_config.model_type).from_config(hf_config)
     assert model.parameters == sum(p.numel() for p in hf.parameters())
     cfg = model.model_config
     types = getattr(hf_config, "layer_types", None)
@@ -276,7 +279,9 @@ def test_each_curated_config_is_the_shape_transformers_builds(hub_id):
         assert windowed == [i for i, t in enumerate(hf_config.attention_layers) if t == "local"]
     else:
         assert windowed == []
-    assert cfg.d_head == (getattr(hf_config, "head_dim", None) or hf_config.hidden_size // hf_config.num_attention_heads)
+    assert cfg.d_head == (getattr(hf_config, "head_dim", None) or getattr(hf_config, "d_kv", None)
+                          or hf_config.hidden_size // hf_config.num_attention_heads)
+    assert cfg.kind == {"bert": "encoder", "t5": "encoder-decoder"}.get(hf_config.model_type, "decoder")
 
 
 def test_the_picker_opens_a_cached_hub_model_and_offers_a_download_for_the_others(hub_cache):

@@ -4,15 +4,13 @@ links that explorer views and worked-example steps give to the lessons that expl
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-from typing import Iterator
+from contextlib import AbstractContextManager
 
 import streamlit as st
 
-from app.resources import check_cost, model_pass, shared_model
+from app.resources import admitted_pass, shared_model
 from model.course import LESSON, LESSONS, Lesson
 from model.io.checkpoint import LoadedModel
-from model.serving.sizing import seq2seq_pass_bound, trace_cost
 
 COURSE_MODEL = "default"  # the bundled story model: lessons that need a real model run on it
 
@@ -30,17 +28,11 @@ def course_model() -> LoadedModel:
     return shared_model(COURSE_MODEL)
 
 
-@contextmanager
 def lesson_pass(what: str, loaded: LoadedModel, n_tokens: int, backward: bool = False, passes: int = 1
-                ) -> Iterator[None]:
+                ) -> AbstractContextManager[None]:
     """A lesson's model passes (``passes`` of them, one after the other, each on ``n_tokens``),
-    admitted like every other page's: checked against the server's budget and run in turn."""
-    if loaded.cfg.kind == "encoder-decoder":  # the sizer probes decoders' traces: a bound instead
-        cost = check_cost(what, lambda n: seq2seq_pass_bound(loaded.model), n_tokens, loaded.cfg.n_ctx)
-    else:
-        cost = check_cost(what, lambda n: trace_cost(loaded.model, n, None, backward), n_tokens, loaded.cfg.n_ctx)
-    with model_pass(what, cost * passes):
-        yield
+    admitted like every other page's (``admitted_pass``)."""
+    return admitted_pass(what, loaded, n_tokens, backward, passes)
 
 
 def lesson_end(lesson: Lesson, models: tuple[tuple[str, str, str], ...] = ()) -> None:

@@ -16,6 +16,7 @@ from app.components.labels import plain
 from app.resources import model_pass
 from model.engine import GlassboxError, block_label
 from model.micro import moe
+from model.serving.sizing import training_bytes
 
 NO_CAP = "none"
 ALPHAS = (0.0, 0.001, 0.01, 0.1)
@@ -32,7 +33,7 @@ def settings_text(alpha: float, capacity: float | None, steps: int, seed: int) -
 def train(alpha: float, capacity: float | None, steps: int, seed: int) -> None:
     progress = st.progress(0.0, text="Training…")
     try:
-        with model_pass("training experts", moe.live_training_bytes()):
+        with model_pass("training experts", training_bytes(moe.live_model(), moe.T, moe.BATCH)):
             curve = moe.train_live(steps, alpha, capacity, seed, on_step=lambda done, total: progress.progress(
                 done / total, text=f"Step {done} of {total}"))
     except GlassboxError as exc:

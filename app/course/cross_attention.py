@@ -154,4 +154,5 @@ st.markdown(
     "write its source backwards.")
 the_model_at_work(loaded)
 every_head(loaded)
-lesson_end(lesson)
+lesson_end(lesson, (("The micro-model in the explorer: both stacks, every head, every gradient", MODEL,
+                     " ".join(loaded.pieces[t] for t in random_source(0))),))  # no target: its own output

@@ -39,40 +39,46 @@ def select_head(chart_key: str, cell: int) -> None:
         st.session_state.explore_head = int(points[0]["x"]) // (cell + 1)
 
 
-def overview(ctx: Explorer, trace) -> None:
-    cfg, T = ctx.cfg, len(ctx.tokens)
-    cell = min(T, GRID_CELL)
-    tiled = derived(trace, ("attention tiles", cell), lambda: tile(
-        [[array(trace[f"blocks.{l}.attn.hook_pattern"][h]) for h in range(cfg.n_heads)] for l in range(cfg.n_layers)], cell))
-    centres = [i * (cell + 1) + (cell - 1) / 2 for i in range(max(cfg.n_layers, cfg.n_heads))]
-    ll, hh = np.meshgrid(range(cfg.n_layers), range(cfg.n_heads), indexing="ij")
+def overview(ctx: Explorer, trace, pattern: str = "blocks.{}.attn.hook_pattern", n_layers: int | None = None,
+             title: str = "Every head's pattern", key: str = "attn:grid") -> None:
+    """Every head of every block as one grid of patterns (``pattern``: a block's, by its index;
+    ``n_layers`` blocks, by default the model's); a click opens that block and head."""
+    cfg = ctx.cfg
+    n_layers = cfg.n_layers if n_layers is None else n_layers
+    n_queries, n_keys = trace[pattern.format(0)].shape[1:]
+    cell = min(max(n_queries, n_keys), GRID_CELL)
+    tiled = derived(trace, ("attention tiles", pattern, cell), lambda: tile(
+        [[array(trace[pattern.format(l)][h]) for h in range(cfg.n_heads)] for l in range(n_layers)], cell))
+    centres = [i * (cell + 1) + (cell - 1) / 2 for i in range(max(n_layers, cfg.n_heads))]
+    ll, hh = np.meshgrid(range(n_layers), range(cfg.n_heads), indexing="ij")
     clicks = ClickLayer(  # one invisible square per head: what a click lands on
         [centres[h] for h in hh.ravel()], [centres[l] for l in ll.ravel()],
         "%{customdata[0]}, %{customdata[1]}: click to open<extra></extra>",
-        np.array([[block_label(l), head_label(h)] for l, h in zip(ll.ravel(), hh.ravel())], dtype=object), size=max(12, min(60, 640 // max(cfg.n_heads, cfg.n_layers))),
+        np.array([[block_label(l), head_label(h)] for l, h in zip(ll.ravel(), hh.ravel())], dtype=object), size=max(12, min(60, 640 // max(cfg.n_heads, n_layers))),
         symbol="square")
     panel = lambda i: range(i * (cell + 1), i * (cell + 1) + cell)  # noqa: E731 (a head's cells in the tiling)
-    size = f"{cfg.n_layers} blocks × {cfg.n_heads} heads"
-    if cell < T:
-        size += f" (each {T}×{T} shown as {cell}×{cell} block means)"
+    size = f"{n_layers} blocks × {cfg.n_heads} heads"
+    if cell < max(n_queries, n_keys):
+        size += f" (each {n_queries}×{n_keys} shown as {min(n_queries, cell)}×{min(n_keys, cell)} block means)"
     fig = heatmap_figure(
-        tiled, {centres[l]: f"block {l + 1}" for l in range(cfg.n_layers)},
-        {centres[h]: f"head {h + 1}" for h in range(cfg.n_heads)}, "Every head's pattern", "blocks.*.attn.hook_pattern",
+        tiled, {centres[l]: f"block {l + 1}" for l in range(n_layers)},
+        {centres[h]: f"head {h + 1}" for h in range(cfg.n_heads)}, title, pattern.format("*"),
         size=size,
-        colour="sequential", colorbar="weight", gaps=False, fixed=True, clicks=clicks, image=cell < T,
+        colour="sequential", colorbar="weight", gaps=False, fixed=True, clicks=clicks, image=cell < max(n_queries, n_keys),
         marks=[(panel(st.session_state.explore_block), panel(st.session_state.explore_head))],
-        height=min(900, 110 + 110 * cfg.n_layers))
+        height=min(900, 110 + 110 * n_layers))
     fig.update_layout(width=min(900, 160 + 110 * cfg.n_heads), xaxis=dict(constrain="domain"),
                       yaxis=dict(scaleanchor="x", constrain="domain"))
-    show(fig, key="attn:grid", on_select=partial(select_head, "attn:grid", cell), selection_mode="points")
+    show(fig, key=key, on_select=partial(select_head, key, cell), selection_mode="points")
 
 
 def lines(ctx: Explorer, pattern: np.ndarray, query: int) -> go.Figure:
     """Where the query token looks: every token in two columns, the query on the left, a line to
     each key it may see, as thick and dark as its weight (under 1% left out on long prompts)."""
-    weights = pattern[query, : query + 1]
-    keys = [j for j in range(query + 1) if weights[j] >= 0.01 or query < 40]
-    shown = range(min(keys + [query]), query + 1)
+    last = query + 1 if ctx.cfg.causal else len(pattern)  # an encoder's query sees the keys after it too
+    weights = pattern[query, :last]
+    keys = [j for j in range(last) if weights[j] >= 0.01 or last <= 40]
+    shown = range(min(keys + [query]), max(keys + [query]) + 1)
     top = float(weights.max()) or 1.0
     fig = go.Figure()
     for j in keys:
@@ -109,7 +115,9 @@ def head_view(ctx: Explorer, trace, layer: int, query: int) -> go.Figure:
     their colours."""
     cfg, T = ctx.cfg, len(ctx.tokens)
     queries = range(T) if T <= HEAD_VIEW_TOKENS else [query]
-    shown = range(T) if T <= HEAD_VIEW_TOKENS else range(max(0, query - HEAD_VIEW_TOKENS + 1), query + 1)
+    around = max(0, min(query - HEAD_VIEW_TOKENS // 2, T - HEAD_VIEW_TOKENS))  # an encoder's query sees both ways
+    shown = range(T) if T <= HEAD_VIEW_TOKENS else range(max(0, query - HEAD_VIEW_TOKENS + 1), query + 1) \
+        if cfg.causal else range(around, around + HEAD_VIEW_TOKENS)
     panels = cfg.n_heads <= SIDE_BY_SIDE
     fig = go.Figure()
     for h in range(cfg.n_heads):
@@ -120,7 +128,7 @@ def head_view(ctx: Explorer, trace, layer: int, query: int) -> go.Figure:
             xs, ys = [], []
             for q in queries:
                 for k in shown:
-                    if k <= q and low <= pattern[q, k] < high:
+                    if (k <= q or not cfg.causal) and low <= pattern[q, k] < high:
                         xs += [x0, x0 + 1, None]
                         ys += [q, k, None]
             if xs:
@@ -174,7 +182,8 @@ def render(ctx: Explorer) -> None:
         heatmap(array(trace[p + "hook_scores"][head]), L, L, "Scores q·k × scale", f"{p}hook_scores[{head}]",
                 row_title="query", col_title="key", zoom_key="attn:scores", marks=[(query, key)], width=300, trace=trace)
     with b:
-        heatmap(array(trace[p + "hook_scores_masked"][head]), L, L, "After the causal mask (blank: −∞)"
+        heatmap(array(trace[p + "hook_scores_masked"][head]), L, L, "After the mask: none here, every key is seen"
+                if not cfg.causal else "After the causal mask (blank: −∞)"
                 if not cfg.is_local(layer) else f"After the causal mask and the {cfg.window}-position window (blank: −∞)",
                 f"{p}hook_scores_masked[{head}]", row_title="query", col_title="key", zoom_key="attn:masked", marks=[(query, key)],
                 width=300, trace=trace)
@@ -209,7 +218,7 @@ def render(ctx: Explorer) -> None:
     pattern = array(trace[p + "hook_pattern"][head])
     st.caption(f"Recorded in {p}hook_scores: {pair.recorded:.6g} (recomputed above in float64). "
                + (f"Key {key} is after query {query}: the mask sets it to −∞ and its weight is exactly 0."
-                  if key > query else
+                  if key > query and cfg.causal else
                   f"Key {key} is outside query {query}'s window of {cfg.window} positions: the mask sets it to −∞ "
                   "and its weight is exactly 0." if cfg.is_local(layer) and query - key >= cfg.window else
                   f"After the mask and the softmax over row {query}: weight {pattern[query, key]:.6g}."))
@@ -235,5 +244,7 @@ def render(ctx: Explorer) -> None:
             f"{p}hook_result[{head}]", col_title="d_model", zoom_key="attn:result", trace=trace)
     st.caption(f"Summed over the {cfg.n_heads} heads{' plus b_O' if cfg.attn_out_bias else ''}"
                + (f", then normed by blocks.{layer}.ln1_post" if cfg.post_norms else "")
-               + f", these are blocks.{layer}.hook_attn_out, which is added to the residual stream.")
+               + f", these are blocks.{layer}.hook_attn_out, which is added to the residual stream"
+               + (f" (blocks.{layer}.hook_attn_sum), and blocks.{layer}.ln1 norms the sum (post-norm)."
+                  if cfg.norm_position == "post" else "."))
     show(lines(ctx, pattern, query), width="stretch")

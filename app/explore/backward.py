@@ -21,6 +21,11 @@ from model.engine import GRAD, block_label, head_label
 from model.lesson.gradient_cells import GradientCells
 
 LM_LOSS, ONE_TOKEN = "mean next-token loss", "one token at one position"
+ENCODER_LOSS = "mean loss of each position's own token"  # how LM_LOSS reads for an encoder (BERT)
+# The stream's gradients, which model/lesson/gradient_cells.py writes out for pre-norm blocks: in a
+# post-norm block (BERT) they also pass through ln1 and ln2, which it does not write out
+POST_NORM_UNWRITTEN = ("hook_resid_pre", "hook_resid_mid", "hook_resid_post", "hook_attn_out", "hook_mlp_out",
+                       "ln1.hook_out", "ln2.hook_out", "hook_embed", "hook_pos_embed", "hook_token_type_embed")
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
@@ -37,7 +42,8 @@ def lit(ctx: Explorer) -> set[str]:
 def target_controls(ctx: Explorer) -> None:
     T = len(ctx.tokens)
     pieces = ctx.loaded.tokenizer.pieces  # the target is typed as the tokenizer's text, not as drawn
-    following = pieces[ctx.tokens[min(st.session_state.explore_target_pos + 1, T - 1)]]
+    encoder = ctx.cfg.kind == "encoder"  # a position predicts its own token (masked LM), not the next one
+    following = pieces[ctx.tokens[min(st.session_state.explore_target_pos + (0 if encoder else 1), T - 1)]]
 
     def switch() -> None:
         st.session_state.explore_target = following if st.session_state.explore_target_mode == ONE_TOKEN else ""
@@ -45,10 +51,14 @@ def target_controls(ctx: Explorer) -> None:
     st.session_state.explore_target_mode = ONE_TOKEN if st.session_state.explore_target else LM_LOSS
     a, b, c = st.columns([2, 2, 2])
     mode = a.radio("Loss to differentiate", [LM_LOSS, ONE_TOKEN], key="explore_target_mode", persist_state="session", on_change=switch,
-                   help="The mean cross-entropy of every next token of the prompt, or −log p(token) at one position")
+                   format_func=lambda m: ENCODER_LOSS if encoder and m == LM_LOSS else m,
+                   help=("The mean cross-entropy of each position's own token (an encoder sees them all; a [MASK] "
+                         "position's own token is [MASK]: choose the word it hides below)" if encoder else
+                         "The mean cross-entropy of every next token of the prompt") + ", or −log p(token) at one position")
     if mode == ONE_TOKEN:
         b.text_input("Target token", key="explore_target", persist_state="session", help="One token of this vocabulary (e.g. ' mat' with its space)")
-        c.selectbox("at position", range(T), key="explore_target_pos", persist_state="session", format_func=lambda i: f"{ctx.labels[i]} (predicting the next)")
+        c.selectbox("at position", range(T), key="explore_target_pos", persist_state="session",
+                    format_func=lambda i: f"{ctx.labels[i]} ({'the token there' if encoder else 'predicting the next'})")
 
 
 def block_of(step, n_layers: int) -> int:
@@ -116,6 +126,10 @@ def cell_arithmetic(ctx: Explorer, trace, names: list[str], head: int, expert: i
         col = c.number_input(f"{col_axis} (0–{tensor.shape[1] - 1})", 0, tensor.shape[1] - 1, key="explore_cell_col")
         c.caption(plain(label(col_axis, col)))
     index += (row, col)
+    if ctx.cfg.norm_position == "post" and name.endswith(POST_NORM_UNWRITTEN):
+        st.caption("This gradient's arithmetic is written out for pre-norm blocks only: in this post-norm model it "
+                   "also passes through the norms on the stream (ln1, ln2).")
+        return
     try:
         arithmetic = GradientCells(ctx.model, trace).explain(name, index)
     except KeyError:  # a large model's partial trace lacks an operand
@@ -188,10 +202,11 @@ def dead_neurons_view(ctx: Explorer, trace) -> None:
     if chosen.routed:
         st.caption("An expert receives gradient only where it was chosen: elsewhere its weight is 0, so every one of "
                    "its entries there is exactly 0 and is not counted above.")
-    if ctx.target is None:
+    # (an encoder has neither case: every position has a target, and attention carries the loss both ways)
+    if cfg.causal and ctx.target is None:
         st.caption("A position with nothing to predict (the last one, under the mean next-token loss) receives no "
                    "gradient at all, so its entries count among the exact zeros.")
-    elif ctx.target.position % len(ctx.tokens) < len(ctx.tokens) - 1:  # -1: the last position
+    elif cfg.causal and ctx.target.position % len(ctx.tokens) < len(ctx.tokens) - 1:  # -1: the last position
         st.caption(f"The loss reads only position {ctx.target.position % len(ctx.tokens)}; attention looks back, never ahead, so every "
                    "later position receives no gradient at all, and its entries count among the exact zeros.")
     if len(dead.neurons):
@@ -239,7 +254,10 @@ def render(ctx: Explorer) -> None:
                 col_title="token", sequential=True, zoom_key="bw:norms", width=300 if b else 900, trace=trace)
     if b:
         show(highway(labels, norms), b, width="stretch")
-    st.caption("The skip connections pass the gradient down unchanged and each block adds its own share on top, so it "
+    st.caption("The norms sit on the stream itself (post-norm): on its way down the gradient passes through every "
+               "block's ln2 and ln1, each scaling it by about γ/σ, so there is no untouched highway and it can grow or "
+               "fade with depth." if cfg.n_layers and cfg.norm_position == "post" else
+               "The skip connections pass the gradient down unchanged and each block adds its own share on top, so it "
                "does not fade with depth. Where it jumps, a norm whose input has a small spread σ scaled it by about 1/σ."
                if cfg.n_layers else "With no blocks the stream has one point: the gradient the head hands the embeddings.")
 

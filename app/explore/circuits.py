@@ -109,7 +109,9 @@ def circuit_tokens(ctx: Explorer) -> list[int]:
 
 def direct_path_table(ctx: Explorer, tokens: list[int]) -> None:
     whole = ctx.cfg.n_layers == 0 and not ctx.cfg.final_norm and ctx.cfg.positional != "table"
-    st.markdown("**The direct path (bigram table).** e W_U: what each token alone, through no block, says comes next"
+    says = "stands where it is (an encoder predicts each position's own token)" if ctx.cfg.kind == "encoder" \
+        else "comes next"
+    st.markdown(f"**The direct path (bigram table).** e W_U: what each token alone, through no block, says {says}"
                 + ("; with no blocks, no positions and no final norm these are the model's logits." if whole else "."))
     st.dataframe(top_outputs(ctx, direct_path(ctx.model_key, tuple(tokens), ctx)), width="stretch")
 
@@ -164,10 +166,13 @@ def head_scores_view(ctx: Explorer) -> None:
     n = len(half)
     rows = [block_label(i) for i in range(ctx.cfg.n_layers)]
     cols = [head_label(h) for h in range(ctx.cfg.n_heads)]
+    # uniform attention: over the keys up to each query, or (an encoder) over every key of the sequence
+    length = len(ctx.loaded.tokenizer.prefix()) + 2 * n
+    uniform = np.mean([1 / (t + 1) for t in range(n, 2 * n)]) if ctx.cfg.causal else 1 / length
     st.caption(f"{n} random tokens, then the same {n} again. An induction head attends from each token of "
                f"the repeat to the token that followed it the first time (t − {n - 1}); a previous-token head to "
                f"t − 1. Each cell is that attention weight averaged over the positions; uniform attention would give "
-               f"about {np.mean([1 / (t + 1) for t in range(n, 2 * n)]):.2f}.")
+               f"about {uniform:.2f}" + (f" (an encoder's query sees all {length} tokens)." if not ctx.cfg.causal else "."))
     a, b = st.columns(2)
     with a:
         heatmap(induction, rows, cols, "Induction score", "mean pattern[t, t − n + 1]", row_title="block",

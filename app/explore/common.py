@@ -75,6 +75,7 @@ class Explorer:
     loaded: LoadedModel
     tokens: list[int]
     target: Target | None  # None: the mean next-token loss
+    source: list[int] | None = None  # an encoder-decoder's source (``tokens`` are then what its decoder reads)
 
     @property
     def model(self):
@@ -93,6 +94,11 @@ class Explorer:
     def labels(self) -> list[str]:
         """Unique axis labels: position and token (a token can occur twice)."""
         return [f"{i}:{p}" for i, p in enumerate(self.pieces)]
+
+    @cached_property
+    def source_labels(self) -> list[str]:
+        """An encoder-decoder's source positions, labelled as ``labels`` are."""
+        return [f"{i}:{self.piece(t)}" for i, t in enumerate(self.source or [])]
 
     @cached_property
     def vocab_pieces(self) -> list[str]:
@@ -199,11 +205,20 @@ def choose_expert(ctx: Explorer, where=st, label: str = "Expert", key: str = "ex
     return where.selectbox(label, options, key=key, persist_state="session", format_func=expert_label, help=help)
 
 
+def axis_labels(ctx: Explorer, axis: str) -> list[str] | None:
+    """The labels of a registered axis of positions (model/engine/names.py): the tokens' for
+    "position", "query" and "key", an encoder-decoder's source's for "source"; None for any other."""
+    if axis in ("position", "query", "key"):
+        return ctx.labels
+    return ctx.source_labels if axis == "source" else None
+
+
 def tensor_grid(ctx: Explorer, name: str, tensor: torch.Tensor, head: int, expert: int = 0):
     """Any named tensor or gradient as a 2-D grid: (values, rows, columns, row title, column
     title, what was selected). A per-head tensor gives ``head``'s (the key/value head a query head
     reads, where they are shared), a per-expert one ``expert``'s, a 1-D one a single row; the
-    embedding and unembedding give the prompt's tokens' rows or columns."""
+    embedding and unembedding give the prompt's tokens' rows or columns. Positions are labelled
+    with their tokens (an encoder-decoder's source positions with the source's)."""
     axes = names_axes(name)
     values, note = tensor, ""
     if axes[0] in ("head", "kv_head"):
@@ -213,8 +228,8 @@ def tensor_grid(ctx: Explorer, name: str, tensor: torch.Tensor, head: int, exper
         values, axes, note = tensor[expert], axes[1:], f"[{expert}]"
     if values.dim() == 1:
         values, axes = values[None], ("",) + axes
-    rows = ctx.labels if axes[0] in ("position", "query") else [str(i) for i in range(values.shape[0])]
-    cols = ctx.labels if axes[1] == "key" else None
+    rows = axis_labels(ctx, axes[0]) or [str(i) for i in range(values.shape[0])]
+    cols = axis_labels(ctx, axes[1])
     if axes[1] == "vocab":
         cols = [f"{i}:{p}" for i, p in enumerate(ctx.vocab_pieces)]
     if axes == ("vocab", "d_model"):  # W_E: the prompt's tokens' rows (the tied head adds to all rows)

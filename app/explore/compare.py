@@ -42,7 +42,8 @@ def render(ctx: Explorer) -> None:
     b, b_rows, b_cols, _, _, _ = tensor_grid(other, name, b_trace[name], head, expert)
     shown = name + note
     st.caption(f"A: {len(ctx.tokens)} tokens; B: {len(other.tokens)} tokens. Each map has its own colour scale. Gradients "
-               "are of the same loss for both: the page's target, or the mean next-token loss.")
+               "are of the same loss for both: the page's target, or the mean "
+               + ("loss of each position's own token." if ctx.cfg.kind == "encoder" else "next-token loss."))
     first, second = st.columns(2)
     with first:
         heatmap(a, a_rows, a_cols, "A: this prompt", shown, row_title=row_title,

@@ -50,7 +50,9 @@ def describe(cfg, chosen: Unit) -> str:
         what = "The shared expert, which every token goes through: "
         into = ("times its sigmoid gate, " if cfg.shared_expert_gate else "") + "joins the routed experts' sum"
     else:
-        what, into = "", "adds back into the residual stream" + (" (after the post norm ln2_post)" if cfg.post_norms else "")
+        what, into = "", "adds back into the residual stream" + (" (after the post norm ln2_post)" if cfg.post_norms else
+                                                                 ", and ln2 norms the sum (post-norm)"
+                                                                 if cfg.norm_position == "post" else "")
     if cfg.gated_mlp:
         return (f"{what}{chosen.width:,} neurons, gated: pre = x·W_gate, gate = {cfg.activation}(pre), linear = x·W_in "
                 f"(the up projection), post = gate × linear; then post·W_out {into}.")

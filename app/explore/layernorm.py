@@ -15,17 +15,24 @@ from model.analysis import norm_prefixes, norm_summary
 from model.serving import Needs
 
 
-def label(prefix: str) -> str:
+def label(prefix: str, post: bool = False) -> str:
+    """A norm's name in the picker; ``post``: a post-norm model's, whose ln1 and ln2 norm the sums."""
     if prefix == "ln_final.":
         return "final norm (before the head)"
+    if prefix == "mlm.ln.":
+        return "MLM head's norm (before the unembedding)"
     block, which = prefix.split(".")[1], prefix.split(".")[2]
     where = {"ln1": "before attention", "ln1_post": "after attention", "ln2": "before the MLP", "ln2_post": "after the MLP"}
+    if post:
+        where = {"ln1": "after attention, on the sum", "ln2": "after the MLP, on the sum"}
     return f"{block_label(int(block))} {which} ({where[which]})"
 
 
 def lit(ctx: Explorer) -> set[str]:
     prefix = st.session_state.get("explore_norm", "blocks.0.ln1.")
-    return {"ln_final"} if prefix == "ln_final." else {".".join(prefix.split(".")[:2]) + ".norms"}
+    if not prefix.startswith("blocks."):  # the final norm, or the MLM head's
+        return {"ln_final" if prefix == "ln_final." else "mlm"}
+    return {".".join(prefix.split(".")[:2]) + ".norms"}
 
 
 def render(ctx: Explorer) -> None:
@@ -35,12 +42,12 @@ def render(ctx: Explorer) -> None:
         return
     if st.session_state.get("explore_norm") not in prefixes:
         st.session_state.explore_norm = next(iter(prefixes))
-    prefix = st.selectbox("Norm", list(prefixes), key="explore_norm", persist_state="session", format_func=label)
+    prefix = st.selectbox("Norm", list(prefixes), key="explore_norm", persist_state="session",
+                          format_func=lambda p: label(p, cfg.norm_position == "post"))
     source = prefixes[prefix]
     trace = ctx.trace(Needs((prefix + "*", source)))
     summary = derived(trace, ("norm summary", prefix), lambda: norm_summary(trace, cfg, prefix, source))
-    module = ctx.model.ln_final if prefix == "ln_final." else getattr(ctx.model.blocks[int(prefix.split(".")[1])],
-                                                                      prefix.split(".")[2])
+    module = ctx.model.get_submodule(prefix[:-1])  # blocks.0.ln1, ln_final, mlm.ln
     if cfg.norm == "layernorm":
         st.latex(r"\mathrm{out} = \frac{x - \mu}{\sqrt{\sigma^2 + \varepsilon}} \odot \gamma + \beta,\quad "
                  rf"\mu = \tfrac{{1}}{{{cfg.d_model}}}\textstyle\sum_i x_i,\ \sigma^2 = \tfrac{{1}}{{{cfg.d_model}}}\sum_i (x_i-\mu)^2,"

@@ -31,14 +31,20 @@ def pass_in_words(cfg) -> str:
             mlp = (f" and{some} a mixture of {cfg.n_experts} experts ({cfg.d_ff_expert} {cfg.activation} neurons each, "
                    f"{cfg.experts_top_k} per token)")
         adds = f"{cfg.n_layers} blocks each add" if cfg.n_layers > 1 else "1 block adds"
-        blocks = (f"then {adds} attention ({cfg.n_heads} heads of {cfg.d_head}){mlp} to the residual stream, "
-                  f"{'' if cfg.attn_only else 'each '}after a {cfg.norm}; ")  # each sublayer after its own norm
+        where = ("each sum then normed by a " if cfg.norm_position == "post"  # x = norm(x + sublayer(x))
+                 else f"{'' if cfg.attn_only else 'each '}after a ")  # each sublayer after its own norm
+        blocks = f"then {adds} attention ({cfg.n_heads} heads of {cfg.d_head}){mlp} to the residual stream, {where}{cfg.norm}; "
         stream = "the last stream"
     else:
         blocks, stream = "no block follows: ", "each token's embedding"
     head = f"a final {cfg.norm} and the output head turn" if cfg.final_norm else "the output head turns"
-    return (f"Tokens are looked up in the embedding, {POSITIONS[cfg.positional]}; {blocks}{head} {stream} into "
-            f"{cfg.vocab_size:,} logits" + ("" if cfg.n_layers else ", a bigram table") + ".")
+    if cfg.mlm_head:
+        head = f"the MLM head (dense, {cfg.activation}, {cfg.norm}) and the unembedding turn"
+    embedded = POSITIONS[cfg.positional] + (" and a token-type row" if cfg.n_token_types else "") + (
+        f", the sum normed by a {cfg.norm}" if cfg.embed_norm else "")
+    every = " at every position, each its guess of the token at that position" if cfg.kind == "encoder" else ""
+    return (f"Tokens are looked up in the embedding, {embedded}; {blocks}{head} {stream} into "
+            f"{cfg.vocab_size:,} logits{every}" + ("" if cfg.n_layers else ", a bigram table") + ".")
 
 
 def render(ctx: Explorer) -> None:
@@ -68,10 +74,13 @@ def render(ctx: Explorer) -> None:
     trace = ctx.trace(NEEDS)
     probs = probs_at(trace, -1)
     best = top(probs, ctx.vocab_pieces, 10)
+    encoder = cfg.kind == "encoder"  # it predicts the token at each position (masked LM), not the one after
     show(bar_chart(token_labels([t["token"] for t in best], [t["token_id"] for t in best]),
                    [t["p"] for t in best],
-                   f"What the model predicts after “{ctx.pieces[-1]}” (hook_probs, last position)",
-                   "probability", x_title="next token", text=[bar_label(t["p"]) for t in best]), width="stretch")
+                   f"What the model predicts {'at' if encoder else 'after'} “{ctx.pieces[-1]}” (hook_probs, last position"
+                   + ("; an encoder's guess of the token there, seeing every token" if encoder else "") + ")",
+                   "probability", x_title="token there" if encoder else "next token",
+                   text=[bar_label(t["p"]) for t in best]), width="stretch")
     full = full_trace_bytes(model, len(ctx.tokens))
     st.caption(f"A full trace of this prompt (every tensor and every gradient) holds {full / 2**20:,.1f} MiB; "
                + ("one trace serves every view." if ctx.plan(Needs(()))[0] is None else

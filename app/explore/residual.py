@@ -45,6 +45,9 @@ def render(ctx: Explorer) -> None:
     labels, norms = derived(trace, ("contribution norms",), lambda: contribution_norms(trace, cfg))
     heatmap(norms, labels, ctx.labels, "What each part adds: ‖contribution‖ per position", parts_named(ctx),
             row_title="part", col_title="token", sequential=True, zoom_key="res:norms", trace=trace)
+    if cfg.norm_position == "post":
+        st.caption("Post-norm: each output is added to the stream and the sum is normed again (ln1, ln2), so the stream "
+                   "is not the sum of these parts; each row is what a sublayer wrote, before that norm rescaled it.")
 
     st.subheader("Logit lens")
     left, right = st.columns(2)
@@ -66,6 +69,9 @@ def render(ctx: Explorer) -> None:
     result = lens(ctx.model_key, tuple(ctx.tokens), token_id, tuple(window), ctx, trace)
     at = position - start  # the chosen position's index in the window
     head = f"The final {cfg.norm} and the output head" if cfg.final_norm else "The output head (this model has no final norm)"
+    if cfg.mlm_head:  # the lens applies the whole head, its nonlinear transform included
+        head = (f"The MLM head (x·W_dense + b_dense, {cfg.activation}, {cfg.norm}) and the unembedding"
+                + (" with its bias" if cfg.unembed_bias else ""))
     st.caption(f"{head} applied to the residual stream after every block. The last row is the model's own output "
                "(hook_probs)." if cfg.n_layers else
                f"{head} applied to the residual stream; with no blocks it is the embeddings alone, so the one row is "
@@ -75,7 +81,8 @@ def render(ctx: Explorer) -> None:
     text = [[ctx.piece(int(i)) for i in row] for row in result.top_ids[:, :, 0]]
     fig = heatmap_figure(top_p, result.labels, [ctx.labels[c] for c in window], "Top token after each block",
                          size=f"(positions {window.start}–{window.stop - 1} of {T})", row_title="residual stream",
-                         col_title="position (predicting the next token)", colour="sequential", zmax=1, text=text,
+                         col_title="position (predicting its own token)" if cfg.kind == "encoder" else
+                         "position (predicting the next token)", colour="sequential", zmax=1, text=text,
                          hover="%{y}, %{x}<br>top token %{text}: p = %{z:.4f}<extra></extra>", colorbar="p", gaps=False,
                          marks=[(None, at)], height=120 + 34 * len(result.labels))
     show(fig, width="stretch")

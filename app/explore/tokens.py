@@ -18,7 +18,7 @@ from model.serving import Needs
 # WebGL context slowly). Chromium here draws 1,500 in ~70 ms, 3,000 in ~160 ms.
 CLOUD = 1500
 PCA_PX = (440, 300)  # the PCA's plot area in pixels, about, in its column at 1280–1400 px wide
-NEEDS = Needs(("hook_embed", "hook_pos_embed", "blocks.0.hook_resid_pre"))
+NEEDS = Needs(("hook_embed", "hook_pos_embed", "hook_token_type_embed", "blocks.0.hook_resid_pre"))
 
 
 def lit(ctx: Explorer) -> set[str]:
@@ -63,8 +63,12 @@ def render(ctx: Explorer) -> None:
     if ctx.cfg.positional == "table":
         heatmap(array(trace["hook_pos_embed"]), ctx.labels, None, "Position rows W_pos[position]", "hook_pos_embed",
                 col_title="d_model", zoom_key="tok:pos", trace=trace)
+    if ctx.cfg.n_token_types:  # BERT: one prompt is one sentence, type 0 at every position
+        heatmap(array(trace["hook_token_type_embed"]), ctx.labels, None, "Token-type rows W_type[0] (one sentence: type 0)",
+                "hook_token_type_embed", col_title="d_model", zoom_key="tok:type", trace=trace)
     if ctx.cfg.positional == "table" and ctx.cfg.n_layers:  # with no block, the sum is traced nowhere
-        heatmap(array(trace["blocks.0.hook_resid_pre"]), ctx.labels, None, "Their sum: the residual stream entering block 1 (blocks.0)",
+        summed = (f"Their sum, normed by ln_embed ({ctx.cfg.norm})" if ctx.cfg.embed_norm else "Their sum")
+        heatmap(array(trace["blocks.0.hook_resid_pre"]), ctx.labels, None, f"{summed}: the residual stream entering block 1 (blocks.0)",
                 "blocks.0.hook_resid_pre", col_title="d_model", zoom_key="tok:sum", trace=trace)
 
     st.subheader("The embedding matrix")

@@ -18,7 +18,7 @@ from app.resources import model_pass
 from model.analysis.batches import per_pass
 from model.analysis.ablation import ablate
 from model.analysis.attribution import attribute
-from model.analysis.dla import direct_logit_attribution
+from model.analysis.dla import direct_logit_attribution, linear_head
 from model.analysis.architecture import has_mlp, missing
 from model.analysis.experts import unit
 from model.analysis.patching import activation_patching, sites
@@ -85,7 +85,9 @@ def token_choice(ctx: Explorer, label: str, key: str, default: int, help: str) -
 def render(ctx: Explorer) -> None:
     trace = ctx.trace(Needs(("hook_probs",)))
     ranked = np.argsort(-probs_at(trace, -1).float().cpu().numpy(), kind="stable")
-    st.markdown("Why does the model predict what it does after the last token? Choose the token to explain "
+    where = ("at the last position (an encoder: its guess of the token there, seeing every token)"
+             if ctx.cfg.kind == "encoder" else "after the last token")
+    st.markdown(f"Why does the model predict what it does {where}? Choose the token to explain "
                 "(empty: the model's most likely one) and the token it is compared with (empty: its second).")
     left, right = st.columns(2)
     with left:
@@ -105,6 +107,9 @@ def render(ctx: Explorer) -> None:
 
 def logit_attribution(ctx: Explorer, token: int, wrong: int) -> None:
     st.subheader("Direct logit attribution")
+    if linear_head(ctx.cfg):  # post-norm (BERT): the parts do not add up to the stream
+        st.info(plain(linear_head(ctx.cfg)))
+        return
     difference = st.toggle(plain(f"Split logit({ctx.piece(token)}) − logit({ctx.piece(wrong)})"), key="explore_why_difference",
                            persist_state="session")
     result = dla(ctx.model_key, tuple(ctx.tokens), token, wrong if difference else None, ctx)
@@ -210,9 +215,11 @@ def ablation_view(ctx: Explorer, token: int) -> None:
     labels = token_labels([ctx.loaded.tokenizer.pieces[i] if i < len(ctx.loaded.tokenizer.pieces) else f"#{i}"
                            for i in shown], [int(i) for i in shown])
     show(paired_bars(labels, [("as computed", result.before[shown], "#9db4d0"), ("ablated", result.after[shown], "#d9480f")],
-                     f"Next token after “{ctx.pieces[-1]}” with {result.name} set to "
+                     ("Token at" if ctx.cfg.kind == "encoder" else "Next token after")
+                     + f" “{ctx.pieces[-1]}” with {result.name} set to "
                      + {"zero": "zero", "mean": "its mean over the positions"}.get(mode, "its mean on the reference"), "probability",
-                     "next token", highlight=int(np.flatnonzero(shown == token)[0])), width="stretch")
+                     "token there" if ctx.cfg.kind == "encoder" else "next token",
+                     highlight=int(np.flatnonzero(shown == token)[0])), width="stretch")
     st.caption(f"p({plain(ctx.piece(token))}) {result.before[token]:.4f} → {result.after[token]:.4f}; KL(as computed ‖ "
                f"ablated) = {result.kl:.4g} nats over the whole vocabulary.")
 

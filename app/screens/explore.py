@@ -7,18 +7,19 @@ from app.components.course import lessons_about
 from app.components.errors import fragment
 from app.components.labels import plain
 from app.explore import VIEWS
-from app.explore.common import Explorer, pipeline
+from app.explore.common import Explorer, offered, pipeline
+from app.explore.seq2seq import VIEWS as SEQ2SEQ_VIEWS
+from app.explore.seq2seq.page import page as seq2seq_page
 from app.components.model_picker import model_picker
 from app.state import read_url_settings, show_url_notes, url_settings, write_url_settings
 from model.course import lessons_for_view
-from model.analysis.architecture import ENCODER_DECODER
 from model.io.checkpoint import LoadedModel
 from model.engine import GlassboxError, Target, check_context
 from model.lesson.article import published
 
 PAGE_SETTINGS = {"model": "default", "prompt": "the cat sat on the", "view": "Overview", "target": "", "target_pos": -1}
 target_in_url = "target" in st.query_params  # read before the settings are written back
-url_settings(PAGE_SETTINGS, choices={"view": list(VIEWS)}, prefix="explore_")
+url_settings(PAGE_SETTINGS, choices={"view": list(dict.fromkeys([*VIEWS, *SEQ2SEQ_VIEWS]))}, prefix="explore_")
 st.title("Explore a prompt")
 show_url_notes("explore_")
 st.caption("Every number below is the model's own: one trace of this prompt, forward and backward, cached "
@@ -30,8 +31,12 @@ st.query_params["model"] = st.session_state.explore_model
 if loaded is None:
     st.stop()
 cfg = loaded.cfg
-if cfg.kind == "encoder-decoder":  # every view reads run_trace's single pass
-    st.info(plain(ENCODER_DECODER))
+if st.session_state.get("explore_opened_seq2seq", cfg.encoder_decoder) != cfg.encoder_decoder:
+    st.session_state.explore_target = ""  # a loss token is no target text for an encoder-decoder, nor the other way
+st.session_state.explore_opened_seq2seq = cfg.encoder_decoder
+if cfg.encoder_decoder:  # a source and a target, two stacks: views of their own (app/explore/seq2seq/)
+    st.session_state.explore_opened_model = loaded.name
+    seq2seq_page(loaded.name, loaded, PAGE_SETTINGS)
     st.stop()
 
 with st.form("explore_prompt_form"):
@@ -95,7 +100,8 @@ def view(model_key: str, loaded: LoadedModel, tokens: list[int]) -> None:
         except GlassboxError as exc:
             st.error(f"Target: {plain(exc)}. The backward pass uses the mean next-token loss until it is fixed.")
     ctx = Explorer(model_key, loaded, tokens, target)
-    chosen = st.segmented_control("View", list(VIEWS), key="explore_view", persist_state="session", required=True)
+    chosen = st.segmented_control("View", offered("explore_view", list(VIEWS)), key="explore_view",
+                                  persist_state="session", required=True)
     settings = {**PAGE_SETTINGS, **PROMPT_SETTINGS}
     write_url_settings(settings, prefix="explore_")  # what this run starts from (the Export view shows the URL)
     module = VIEWS[chosen]

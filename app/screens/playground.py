@@ -1,5 +1,6 @@
 """Playground: type a prompt, see the next-token distribution before and after temperature,
-top-k and top-p, and generate token by token with a KV cache."""
+top-k and top-p, and generate token by token with a KV cache. An encoder-decoder reads the prompt
+as its source and writes a target; an encoder (BERT) fills in the prompt's mask token."""
 
 from __future__ import annotations
 
@@ -16,26 +17,39 @@ from app.components.labels import plain, plain_html, token_labels, token_text
 from app.components.model_picker import model_picker
 from app.resources import check_cost, model_pass, shared_model
 from app.state import read_url_settings, show_url_notes, write_url_settings
-from model.analysis.architecture import ENCODER_DECODER, NO_BLOCKS
+from model.analysis.architecture import NO_BLOCKS
 from model.engine import GlassboxError, block_label, check_context
 from model.serving import working_bytes
+from model.serving.sizing import seq2seq_pass_bound
 from model.io.guard import SIDE_FILE_BYTES, read_json
-from model.engine.sampling import Sampling, distributions, generate, kv_cache_bytes, next_token_logits, top
+from model.engine.sampling import (Sampling, distributions, fill_mask, first_target_logits, generate, kv_cache_bytes,
+                                   masked_token_logits, next_token_logits, top)
 
 DEFAULTS = {"model": "default", "prompt": "Lily had a", "temperature": 1.0, "top_k": 0, "top_p": 1.0,
             "max_new": 20, "seed": 0, "greedy": False}
+
+
+# What the chart shows, per kind of model: the engine's logits for it, and the chart's title
+LOGITS = {"decoder": next_token_logits, "encoder-decoder": first_target_logits, "encoder": masked_token_logits}
+CHART_TITLE = {"decoder": "Next token after the prompt", "encoder-decoder": "First target token, given the source",
+               "encoder": "The masked token"}
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
 def prompt_logits(model_name: str, prompt: str):
     loaded = shared_model(model_name)
     with model_pass("next token", pass_cost(loaded, len(loaded.encode(prompt)))):
-        return next_token_logits(loaded, prompt)
+        return LOGITS[loaded.cfg.kind](loaded, prompt)
 
 
 def pass_cost(loaded, n_tokens: int, n_new: int = 0) -> int:
     """A forward pass over the prompt and, generating, the keys and values of every token: checked
     against the server's trace budget (a GlassboxError naming the longest prompt that fits)."""
+    cfg = loaded.cfg
+    if cfg.encoder_decoder:  # the source and the target each have the whole context; the sizer probes decoders
+        check_context(cfg, n_tokens, what="The source")
+        check_context(cfg, 1, n_new, what="The target")
+        return check_cost("This source", lambda n: seq2seq_pass_bound(loaded.model), n_tokens, cfg.n_ctx)
     check_context(loaded.cfg, n_tokens, n_new)  # the context first: nothing past it is sized
     return check_cost("This prompt", lambda n: working_bytes(loaded.model, n, backward=False)
                       + kv_cache_bytes(loaded, n + n_new) * (n_new > 0), n_tokens, loaded.cfg.n_ctx)
@@ -156,10 +170,20 @@ def model_card(loaded) -> None:
 
 
 @fragment
-def sampling_view(loaded, top_k_max: int) -> None:
-    """The prompt, the settings and the distribution they give, and generation: a slider moved
-    reruns only this (the URL is written here)."""
-    st.text_area("Prompt", key="prompt", height=80)
+def sampling_view(loaded, top_k_max: int, new_max: int) -> None:
+    """The prompt, the settings and the distribution they give, and generation (an encoder: filling
+    in the mask): a slider moved reruns only this (the URL is written here)."""
+    kind = loaded.cfg.kind
+    encoder = kind == "encoder"
+    st.text_area({"decoder": "Prompt", "encoder-decoder": "Source", "encoder": "Text with a mask"}[kind], key="prompt",
+                 height=80, help={"decoder": "The text the model continues.",
+                                  "encoder-decoder": "What the encoder reads; the decoder then writes the target.",
+                                  "encoder": "Write the mask token where a word is missing."}[kind])
+    if encoder:
+        mask = loaded.tokenizer.mask_token
+        st.caption((f"Write {plain(mask)} where a word is missing. " if mask else "")
+                   + "An encoder predicts the masked positions of a text, seeing the words on both sides; it does "
+                     "not continue text, so it fills in the first mask instead of generating token by token.")
     c1, c2, c3, c4 = st.columns(4)
     c1.slider("Temperature", 0.05, 2.0, step=0.05, key="temperature", disabled=st.session_state.greedy,
               help="Divides the logits: below 1 sharpens the distribution, above 1 flattens it.")
@@ -167,11 +191,12 @@ def sampling_view(loaded, top_k_max: int) -> None:
               help="Keep only the k most likely tokens, then renormalise.")
     c3.slider("top-p", 0.01, 1.0, step=0.01, key="top_p",
               help="Keep the smallest set of most likely tokens whose probability adds up to p, then renormalise.")
-    c4.slider("Max new tokens", 1, 100, key="max_new")
+    c4.slider("Max new tokens", 1, new_max, key="max_new", disabled=encoder,
+              help="An encoder fills in one mask: it writes no new tokens." if encoder else None)
     c5, c6, c7 = st.columns([1, 1, 2], vertical_alignment="bottom")
     c5.number_input("Seed", min_value=0, step=1, key="seed", help="The same seed and settings give the same sample.")
     c6.toggle("Greedy", key="greedy", help="Always take the most likely token (temperature 0).")
-    generate_clicked = c7.button("Generate", type="primary")
+    clicked = c7.button("Fill" if encoder else "Generate", type="primary")
     write_url_settings(DEFAULTS)
 
     sampling = sampling_from_state()
@@ -181,13 +206,50 @@ def sampling_view(loaded, top_k_max: int) -> None:
     except GlassboxError as exc:
         st.error(plain(exc))
         return
+    if encoder and clicked:
+        run_fill(loaded, sampling)
+    filled = current_fill(sampling) if encoder else None
     pieces = loaded.tokenizer.pieces
     show(before_after_chart(top(before, pieces, 15), top(after, pieces, 15),
-                            f"Next token after the prompt: {int((after > 0).sum())} of {len(after)} tokens "
-                            f"can be drawn"), key="next_token_chart")
-    if generate_clicked:
+                            f"{CHART_TITLE[kind]}: {int((after > 0).sum())} of {len(after)} tokens can be drawn",
+                            drawn=filled and filled["token_id"]), key="next_token_chart")
+    if encoder:
+        fill_view(filled)
+        return
+    if clicked:
         run_generation(loaded, sampling)
     generation_view(loaded)
+
+
+def run_fill(loaded, sampling: Sampling) -> None:
+    prompt = st.session_state.prompt
+    try:
+        with model_pass("fill", pass_cost(loaded, len(loaded.encode(prompt)))):
+            filled = fill_mask(loaded, prompt, sampling)
+    except GlassboxError as exc:
+        st.error(plain(exc))
+        return
+    st.session_state.filled = {"model": st.session_state.model, "prompt": prompt, "settings": str(sampling),
+                               "text": filled.text, "token": filled.token, "token_id": filled.token_id,
+                               "p": filled.p, "p_model": filled.p_model}
+
+
+def current_fill(sampling: Sampling) -> dict | None:
+    """The last fill, while the model, the text and the settings are still the ones it was drawn with."""
+    filled = st.session_state.get("filled")
+    same = filled and (filled["model"], filled["prompt"], filled["settings"]) == (
+        st.session_state.model, st.session_state.prompt, str(sampling))
+    return filled if same else None
+
+
+def fill_view(filled: dict | None) -> None:
+    if not filled:
+        return
+    st.subheader("Filled")
+    st.caption(f"{filled['settings']} · the first mask replaced by the token drawn (bold in the chart)")
+    st.html(f"<div style='font-family:monospace;font-size:1.1em'>{plain_html(filled['text'])}</div>")
+    st.markdown(f"The mask became “{plain(token_text(filled['token']))}”, drawn with p = {filled['p']:.3f} "
+                f"(model: {filled['p_model']:.3f}).")
 
 
 def run_generation(loaded, sampling: Sampling) -> None:
@@ -206,13 +268,16 @@ def run_generation(loaded, sampling: Sampling) -> None:
 
     live = st.empty()  # the text as it streams; the chips below replace it, so it is not shown twice
     try:
-        cost = pass_cost(loaded, len(loaded.encode(st.session_state.prompt)), n_new)
+        n_prompt = len(loaded.encode(st.session_state.prompt))
+        cost = pass_cost(loaded, n_prompt, n_new)
         with live.container(), model_pass("generation", cost):  # released however the stream ends
             st.markdown("**Generating…**")
             st.write_stream(stream())
         live.empty()
         st.session_state.generation = {"model": st.session_state.model, "prompt": st.session_state.prompt,
-                                       "settings": str(sampling), "tokens": records}
+                                       "settings": str(sampling), "tokens": records,
+                                       # an encoder-decoder's cross-attention caches the whole source
+                                       "source_tokens": n_prompt if loaded.cfg.encoder_decoder else 0}
         st.session_state.pop("chosen_step", None)  # a new generation starts at its first step
     except GlassboxError as exc:
         st.error(plain(exc))
@@ -222,19 +287,27 @@ def run_generation(loaded, sampling: Sampling) -> None:
 def generation_view(loaded) -> None:
     """The last generation, one step at a time: choosing a step reruns only this."""
     result = st.session_state.get("generation")
-    if not result:
+    if not result or result["model"] != st.session_state.model:  # another model's: its cache is not this one's
         return
-    st.subheader("Generated")
+    seq2seq = loaded.cfg.encoder_decoder
+    st.subheader("Generated target" if seq2seq else "Generated")
     st.caption(f"{result['settings']} · colour: the probability each token was drawn with (green high, red low)")
     tokens = result["tokens"]
     chosen = st.session_state.get("chosen_step", 0)  # the pills' value from the last run (None: unpicked)
-    st.html(f"<div style='font-family:monospace;color:#444'>{plain_html(result['prompt'])}</div>"
+    prompt = plain_html(result["prompt"])
+    st.html((f"<div style='color:#444'>Source: <span style='font-family:monospace'>{prompt}</span></div>"
+             "<div style='color:#444'>Target:</div>" if seq2seq else
+             f"<div style='font-family:monospace;color:#444'>{prompt}</div>")
             + chips(tokens, 0 if chosen is None else chosen))
     step = st.pills("Step", range(len(tokens)), format_func=lambda i: f"{i + 1}: {plain(token_text(tokens[i]['token']))}",
                     default=0, key="chosen_step")
     step = 0 if step is None else step
     t = tokens[step]
-    prefix = result["prompt"] + "".join(x["token"] for x in tokens[:step])
+    if seq2seq:  # the explorer's target ends with this step's token: its last position is what predicted it
+        link = {"prompt": result["prompt"],
+                "target": loaded.tokenizer.decode([x["token_id"] for x in tokens[:step + 1]])}
+    else:
+        link = {"prompt": result["prompt"] + "".join(x["token"] for x in tokens[:step])}
     left, right = st.columns([3, 2])
     with left:
         show(before_after_chart(t["before"], t["after"],
@@ -242,35 +315,52 @@ def generation_view(loaded) -> None:
                                 f"(model: {t['p_model']:.3f})", drawn=t["token_id"]), key="step_chart")
         st.caption(f"Entropy {t['entropy_before']:.3f} nats before the settings, {t['entropy_after']:.3f} after.")
         st.page_link("screens/explore.py", label="Open this step's full trace in the explorer", icon=":material/search:",
-                     query_params={"model": result["model"], "prompt": prefix})
+                     query_params={"model": result["model"], **link})
     with right:
-        kv_cache_view(loaded, tokens, step)
+        kv_cache_view(loaded, result, step)
 
 
-def kv_cache_view(loaded, tokens: list[dict], step: int) -> None:
+def kv_cache_view(loaded, result: dict, step: int) -> None:
     """The KV cache that predicted ``step``: its size by the formula and as measured."""
-    cfg, t = loaded.cfg, tokens[step]
-    if cfg.n_layers == 0:
+    cfg, tokens = loaded.cfg, result["tokens"]
+    t = tokens[step]
+    if cfg.n_layers == 0 and not cfg.encoder_decoder:
         st.markdown(f"**KV cache**: none. {NO_BLOCKS} No attention, so no keys or values to keep.")
         return
-    n = t["position"]
-    size = kv_cache_bytes(loaded, n)
+    n, source = t["position"], result.get("source_tokens", 0)
+    size = kv_cache_bytes(loaded, n, source)
     element = loaded.model.embed.W_E.element_size()
-    st.markdown(f"**KV cache** used to predict step {step + 1}: the keys and values of the {n} positions "
-                f"before it, in each of the {cfg.n_layers} layers.")
-    st.latex(r"2 \times \text{layers} \times \text{tokens} \times \text{key/value heads} \times d_{head} "
-             r"\times \text{bytes}")
-    st.latex(rf"= 2 \times {cfg.n_layers} \times {n} \times {cfg.n_kv_heads} \times {cfg.d_head} \times {element} "
-             rf"= {size:,}\ \text{{bytes}}")
-    st.dataframe({"block": [block_label(i) for i in range(cfg.n_layers)],
-                  "keys": [f"{cfg.n_kv_heads} heads × {n} positions × {cfg.d_head}"] * cfg.n_layers,
-                  "values": [f"{cfg.n_kv_heads} heads × {n} positions × {cfg.d_head}"] * cfg.n_layers,
-                  "bytes": [size // cfg.n_layers] * cfg.n_layers}, hide_index=True)
+    heads = f"{cfg.n_kv_heads} heads × {{}} positions × {cfg.d_head}"
+    if cfg.encoder_decoder:
+        layers = cfg.n_decoder_layers
+        st.markdown(f"**KV cache** used to predict step {step + 1}: in each of the {layers} decoder blocks, the "
+                    f"self-attention's keys and values of the {n} target position{'s' * (n != 1)} before it (the "
+                    f"start token and the tokens written) and the cross-attention's of the {source} source positions "
+                    "(computed once, from the encoder's output).")
+        st.latex(r"2 \times \text{decoder layers} \times (\text{target tokens} + \text{source tokens}) \times "
+                 r"\text{key/value heads} \times d_{head} \times \text{bytes}")
+        st.latex(rf"= 2 \times {layers} \times ({n} + {source}) \times {cfg.n_kv_heads} \times {cfg.d_head} \times "
+                 rf"{element} = {size:,}\ \text{{bytes}}")
+        st.dataframe({"block": [f"decoder block {i + 1} (decoder.blocks.{i})" for i in range(layers)],
+                      "self-attention keys, values": [heads.format(n)] * layers,
+                      "cross-attention keys, values": [heads.format(source)] * layers,
+                      "bytes": [size // layers] * layers}, hide_index=True)
+    else:
+        layers = cfg.n_layers
+        st.markdown(f"**KV cache** used to predict step {step + 1}: the keys and values of the {n} positions "
+                    f"before it, in each of the {layers} layers.")
+        st.latex(r"2 \times \text{layers} \times \text{tokens} \times \text{key/value heads} \times d_{head} "
+                 r"\times \text{bytes}")
+        st.latex(rf"= 2 \times {layers} \times {n} \times {cfg.n_kv_heads} \times {cfg.d_head} \times {element} "
+                 rf"= {size:,}\ \text{{bytes}}")
+        st.dataframe({"block": [block_label(i) for i in range(layers)], "keys": [heads.format(n)] * layers,
+                      "values": [heads.format(n)] * layers, "bytes": [size // layers] * layers}, hide_index=True)
     st.caption(f"Measured on the engine's own cache during generation: {t['cache_bytes']:,} bytes.")
     fig = go.Figure(go.Scatter(x=[x["position"] for x in tokens], y=[x["cache_bytes"] for x in tokens],
                                mode="lines+markers"))
-    fig.update_layout(title="KV cache size as generation goes on", xaxis_title="tokens in the cache",
-                      yaxis_title="bytes", height=260, margin=dict(t=40, b=10))
+    fig.update_layout(title="KV cache size as generation goes on", yaxis_title="bytes", height=260,
+                      xaxis_title="target tokens in the cache (beside the source's)" if cfg.encoder_decoder
+                      else "tokens in the cache", margin=dict(t=40, b=10))
     show(fig, key="cache_chart")
     lessons_about(["kv-cache"])
 
@@ -282,10 +372,10 @@ current = model_picker("model")
 st.query_params["model"] = st.session_state.model
 if current is None:
     st.stop()
-if current.cfg.kind == "encoder-decoder":  # the next-token view reads a prompt's continuation, not a target
-    st.info(plain(ENCODER_DECODER))
-    st.stop()
 top_k_limit = min(current.cfg.vocab_size, 100)
 st.session_state.top_k = min(st.session_state.top_k, top_k_limit)
+# an encoder-decoder's target has the context to itself: its start token and up to n_ctx new tokens
+new_limit = min(LIMITS["max_new"][1], current.cfg.n_ctx) if current.cfg.encoder_decoder else LIMITS["max_new"][1]
+st.session_state.max_new = min(st.session_state.max_new, new_limit)
 model_card(current)
-sampling_view(current, top_k_limit)
+sampling_view(current, top_k_limit, new_limit)

@@ -11,9 +11,9 @@ from model.engine import GlassboxError, ModelConfig
 NO_BLOCKS = "This model has no blocks: its logits are W_E · W_U, a bigram table."
 NO_MLP = "This model has no MLP: its blocks are attention only."
 NO_POSITIONS = "This model has no positions: a token's vector is the same wherever it stands."
-ENCODER_DECODER = ("This model is an encoder-decoder, which reads a source and writes a target: this page reads a "
-                   "single decoder's pass over one prompt, so it cannot open it yet (course lesson 11, "
-                   "cross-attention, shows it at work).")
+ENCODER_DECODER = ("This model is an encoder-decoder, which reads a source and writes a target: this analysis reads a "
+                   "single decoder's pass over one prompt, so it does not apply (the explorer shows an encoder-decoder "
+                   "in views of its own: both stacks, cross-attention, every tensor and gradient).")
 
 
 def has_mlp(cfg: ModelConfig) -> bool:
@@ -54,8 +54,15 @@ def _ranges(layers: list[int]) -> str:
 def architecture(cfg: ModelConfig) -> list[str]:
     """One short phrase per feature of this model's blocks, in the order a token meets them."""
     notes = []
+    if cfg.kind == "encoder":
+        notes.append("an encoder: every position sees every other, and each predicts its own token (masked LM), "
+                     "not the next one")
     if cfg.embed_scale is not None:
         notes.append(f"embeddings × {cfg.embed_scale:.4g} (√d_model)")
+    if cfg.n_token_types:
+        notes.append(f"token-type rows ({cfg.n_token_types}) added to the embeddings: a single sentence is type 0")
+    if cfg.embed_norm:
+        notes.append(f"a {_norm_name(cfg)} on the summed embeddings, before the first block")
     if cfg.n_layers == 0:  # nothing of a block applies
         return notes + ["no blocks: the head reads the embeddings directly, a bigram table", *_positions(cfg), *_head(cfg)]
     if cfg.attn_only:
@@ -64,8 +71,11 @@ def architecture(cfg: ModelConfig) -> list[str]:
         notes.append("parallel block: attention and MLP both read the block's input" if cfg.parallel_block
                      else "sequential block: the MLP reads the stream after attention")
     where = "attention" if cfg.attn_only else "each sublayer"
-    notes.append({"layernorm": "LayerNorm", "rmsnorm": "RMSNorm"}[cfg.norm]
-                 + (f" before and after {where}" if cfg.post_norms else f" before {where}"))
+    if cfg.norm_position == "post":  # the norm is on the stream itself: nothing passes a block un-normed
+        notes.append(f"{_norm_name(cfg)} after each sublayer, on the stream plus its output: x = norm(x + sublayer(x)) "
+                     "(post-norm)")
+    else:
+        notes.append(_norm_name(cfg) + (f" before and after {where}" if cfg.post_norms else f" before {where}"))
     notes += _positions(cfg)
     notes += _attention(cfg)
     if cfg.gated_mlp and not cfg.attn_only:
@@ -102,11 +112,19 @@ def _positions(cfg: ModelConfig) -> list[str]:
             + (f"; local layers base {cfg.local_rope_base:g}" if cfg.local_rope_base else "")]
 
 
+def _norm_name(cfg: ModelConfig) -> str:
+    return {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm"}[cfg.norm]
+
+
 def _head(cfg: ModelConfig) -> list[str]:
     notes = [f"logits soft-capped at ±{cfg.final_softcap:g}"] if cfg.final_softcap is not None else []
     if not cfg.final_norm:
-        notes.append("no final norm: the head reads the stream as it is")
-    return notes + ["tied head (W_U = W_Eᵀ)" if cfg.tie_embeddings else "untied head"]
+        notes.append("no final norm: the last block's norm has normed the stream already" if cfg.norm_position == "post"
+                     and cfg.n_layers else "no final norm: the head reads the stream as it is")
+    if cfg.mlm_head:
+        notes.append(f"the MLM head: {_norm_name(cfg)}({cfg.activation}(x·W_dense + b_dense)) before the unembedding")
+    head = "tied head (W_U = W_Eᵀ)" if cfg.tie_embeddings else "untied head"
+    return notes + [head + (" with a bias b_U of its own" if cfg.unembed_bias else "")]
 
 
 def _attention(cfg: ModelConfig) -> list[str]:

@@ -11,6 +11,10 @@ output times its weight (``…mlp.experts.hook_out[e]``; the experts not chosen 
 wrote nothing and are left out) and the shared expert's output times its gate
 (``…mlp.shared.hook_out``). With final soft-capping the
 logit attributed is the one before the cap (``hook_logits_uncapped``): the cap is not linear.
+
+A post-norm model (BERT) norms the stream after every sublayer, and its MLM head puts a GELU
+before the unembedding: its last stream is not a sum of what each part wrote, and the head is not
+linear in it, so there is no direct attribution (``linear_head`` says why, in one sentence).
 """
 
 from __future__ import annotations
@@ -34,6 +38,16 @@ class LogitAttribution:
     token_id: int
     wrong_id: int | None
     position: int
+
+
+NO_DLA = ("This model norms the stream after every sublayer (post-norm) and its MLM head is not linear: the last "
+          "stream is not a sum of what each part wrote, so no part has a direct share of a logit. Ablation and "
+          "patching below measure each part's effect instead.")
+
+
+def linear_head(cfg) -> str | None:
+    """None where a logit is a sum of the parts' direct shares; else why not (NO_DLA)."""
+    return NO_DLA if cfg.norm_position == "post" or cfg.mlm_head else None
 
 
 def parts_written(model: Transformer) -> list[str]:
@@ -60,6 +74,8 @@ def parts_written(model: Transformer) -> list[str]:
 def direct_logit_attribution(model: Transformer, tokens: list[int], token_id: int, position: int = -1,
                              wrong_id: int | None = None) -> LogitAttribution:
     cfg, T = model.cfg, len(tokens)
+    if linear_head(cfg):
+        raise GlassboxError(linear_head(cfg))
     check_prompt(cfg, tokens)
     position = position + T if position < 0 else position
     if not 0 <= position < T:

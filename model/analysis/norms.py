@@ -11,10 +11,15 @@ from model.engine import ModelConfig, Trace
 
 def norm_prefixes(cfg: ModelConfig) -> list[tuple[str, str]]:
     """(prefix of a norm's tensors, name of its input tensor), in forward order (an
-    attention-only block has no MLP and so no ln2; a zero-layer model at most the final norm)."""
+    attention-only block has no MLP and so no ln2; a zero-layer model at most the final norm).
+    The embedding norm of a model that has one (BERT's ln_embed) is not listed: its input, the
+    sum of the token, position and token-type rows, is not traced as one tensor."""
     out = []
     for i in range(cfg.n_layers):
         p = f"blocks.{i}."
+        if cfg.norm_position == "post":  # BERT: each norm reads the stream plus its sublayer's output
+            out += [(p + "ln1.", p + "hook_attn_sum"), (p + "ln2.", p + "hook_mlp_sum")]
+            continue
         out.append((p + "ln1.", p + "hook_resid_pre"))
         if cfg.post_norms:
             out.append((p + "ln1_post.", p + "attn.hook_out"))
@@ -25,6 +30,8 @@ def norm_prefixes(cfg: ModelConfig) -> list[tuple[str, str]]:
             out.append((p + "ln2_post.", p + "mlp.hook_out"))
     if cfg.final_norm:
         out.append(("ln_final.", stream_end(cfg)))
+    if cfg.mlm_head:  # the MLM head's transform ends in a norm of its own
+        out.append(("mlm.ln.", "mlm.hook_act"))
     return out
 
 

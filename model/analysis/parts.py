@@ -12,7 +12,7 @@ from model.engine import Transformer, block_label
 class Part:
     """One part of the pipeline: its parameters (name, shape) and how many numbers they hold."""
 
-    key: str  # "embed", "pos", "blocks.0.attn", "blocks.0.norms", "blocks.0.mlp", "ln_final", "head"
+    key: str  # "embed", "pos", ("types", "ln_embed"), "blocks.0.attn", "blocks.0.norms", "blocks.0.mlp", "ln_final", ("mlm"), "head"
     label: str
     params: tuple[tuple[str, tuple[int, ...]], ...]
     note: str = ""
@@ -35,6 +35,10 @@ def parts(model: Transformer) -> list[Part]:
         out.append(Part("pos", "positions", under("pos_embed.")))
     elif cfg.positional == "rope":  # a model without positions (a bigram) has no part for them
         out.append(Part("pos", "positions (RoPE)", (), "rotations inside attention: no parameters"))
+    if cfg.n_token_types:  # BERT: a row per token type (a single sentence: type 0), added with the positions
+        out.append(Part("types", "token types", under("token_type_embed.")))
+    if cfg.embed_norm:
+        out.append(Part("ln_embed", f"embedding {cfg.norm}", under("ln_embed.")))
     one_norm = cfg.attn_only and not cfg.post_norms  # an attention-only block norms only attention's input
     for i in range(cfg.n_layers):
         p = f"blocks.{i}."
@@ -49,8 +53,11 @@ def parts(model: Transformer) -> list[Part]:
             out.append(Part(p + "mlp", f"{block_label(i)} MLP", under(p + "mlp.")))
     if cfg.final_norm:
         out.append(Part("ln_final", f"final {cfg.norm}", under("ln_final.")))
-    if cfg.tie_embeddings:
-        out.append(Part("head", "output head", (), "tied: the head is W_Eᵀ, counted once under the embedding"))
+    if cfg.mlm_head:  # BERT's transform before the decoder: LN(act(x W_dense + b_dense))
+        out.append(Part("mlm", "MLM transform", under("mlm.")))
+    if cfg.tie_embeddings:  # its own bias (BERT's decoder bias) is all it holds
+        out.append(Part("head", "output head", under("unembed."), "tied: the head is W_Eᵀ, counted once under the "
+                                                                  "embedding" + ("; its bias b_U" if cfg.unembed_bias else "")))
     else:
         out.append(Part("head", "output head", under("unembed.")))
     return out

@@ -3,13 +3,15 @@
 For each new token: the softmax of the logits over the whole vocabulary (before), then
 temperature, top-k and top-p, renormalised (after), then a draw from ``after`` with a seeded
 generator. Every step reports both distributions, the chosen token and its probability.
+An encoder-decoder writes its target this way from a source; an encoder (BERT), which has no next
+token, has the token at its mask drawn the same way (``fill_mask``).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterator, Protocol
+from typing import Any, Iterator, Protocol
 
 import torch
 
@@ -23,6 +25,7 @@ class TextModel(Protocol):
     """A model with its tokenizer (model.io's LoadedModel is one)."""
 
     model: Transformer
+    tokenizer: Any  # model.io's Tokenizer: an encoder's mask_token and vocab
 
     @property
     def cfg(self) -> ModelConfig: ...
@@ -154,13 +157,17 @@ def _draw(loaded: TextModel, logits: torch.Tensor, step, max_new_tokens: int, sa
     generator = torch.Generator().manual_seed(sampling.seed)
     for i in range(max_new_tokens):
         before, after = distributions(logits.cpu(), sampling)
-        # greedy: ``after`` is one-hot, so the draw is its one token (no vocabulary-wide draw)
-        drawn = torch.argmax(after) if sampling.temperature == 0 else torch.multinomial(after, 1, generator=generator)
-        choice = int(drawn)
+        choice = _choose(after, sampling, generator)
         yield GeneratedToken(choice, loaded.pieces[choice], float(after[choice]), float(before[choice]), before, after,
                              entropy(before), entropy(after), sum(c.nbytes() for c in caches), first_position + i)
         if i < max_new_tokens - 1:
             logits = step(choice)
+
+
+def _choose(after: torch.Tensor, sampling: Sampling, generator: torch.Generator) -> int:
+    """One token id drawn from ``after`` with ``generator``."""
+    # greedy: ``after`` is one-hot, so the draw is its one token (no vocabulary-wide draw)
+    return int(torch.argmax(after) if sampling.temperature == 0 else torch.multinomial(after, 1, generator=generator))
 
 
 def top(p: torch.Tensor, pieces: list[str], n: int = 10) -> list[dict]:
@@ -169,10 +176,16 @@ def top(p: torch.Tensor, pieces: list[str], n: int = 10) -> list[dict]:
     return [{"token": pieces[int(i)], "token_id": int(i), "p": float(v)} for v, i in zip(values[:n], ids[:n]) if v > 0]
 
 
-def kv_cache_bytes(loaded: TextModel, n_tokens: int) -> int:
-    """2 (keys and values) × layers × tokens × key/value width × bytes per number."""
+def kv_cache_bytes(loaded: TextModel, n_tokens: int, source_tokens: int = 0) -> int:
+    """2 (keys and values) × layers × positions × key/value width × bytes per number. An
+    encoder-decoder's cache is its decoder's: in each decoder block the self-attention's keys and
+    values of ``n_tokens`` target positions and the cross-attention's of ``source_tokens``."""
     cfg = loaded.cfg
-    return 2 * cfg.n_layers * n_tokens * cfg.n_kv_heads * cfg.d_head * loaded.model.embed.W_E.element_size()
+    if cfg.encoder_decoder:
+        layers, positions = cfg.n_decoder_layers, n_tokens + source_tokens
+    else:
+        layers, positions = cfg.n_layers, n_tokens
+    return 2 * layers * positions * cfg.n_kv_heads * cfg.d_head * loaded.model.embed.W_E.element_size()
 
 
 def next_token_logits(loaded: TextModel, prompt: str) -> torch.Tensor:
@@ -181,3 +194,59 @@ def next_token_logits(loaded: TextModel, prompt: str) -> torch.Tensor:
     check_context(loaded.cfg, len(tokens))
     with torch.no_grad():
         return loaded.model(torch.tensor([tokens], device=loaded.model.device), last_only=True).logits[0, -1].double().cpu()
+
+
+def first_target_logits(loaded: TextModel, source: str) -> torch.Tensor:
+    """An encoder-decoder's logits for the target's first token (vocabulary,), float64, on the CPU:
+    the encoder reads ``source``, the decoder its start token (generation's first step)."""
+    cfg, model = loaded.cfg, loaded.model
+    tokens = loaded.encode(source)
+    check_context(cfg, len(tokens), what="The source")
+    with torch.no_grad():
+        return model(torch.tensor([tokens], device=model.device),
+                     torch.tensor([[cfg.decoder_start_token_id]], device=model.device)).logits[0, -1].double().cpu()
+
+
+def _masked(loaded: TextModel, prompt: str) -> tuple[list[int], int]:
+    """The prompt's tokens and the position of its first mask token."""
+    mask = loaded.tokenizer.mask_token
+    if mask is None:
+        raise GlassboxError("This model's tokenizer has no mask token, so there is no position for it to fill in.")
+    tokens = loaded.encode(prompt)
+    if loaded.tokenizer.vocab[mask] not in tokens:
+        raise GlassboxError(f"Put {mask} where a word should be filled in: an encoder predicts the masked "
+                            "positions of a text, it does not continue it.")
+    return tokens, tokens.index(loaded.tokenizer.vocab[mask])
+
+
+def masked_token_logits(loaded: TextModel, prompt: str) -> torch.Tensor:
+    """An encoder's (BERT's) logits at the first mask token of ``prompt`` (vocabulary,), float64,
+    on the CPU: what its masked-LM head predicts goes there, the text on both sides seen."""
+    tokens, position = _masked(loaded, prompt)
+    check_context(loaded.cfg, len(tokens))
+    with torch.no_grad():
+        return loaded.model(torch.tensor([tokens], device=loaded.model.device)).logits[0, position].double().cpu()
+
+
+@dataclass
+class Filled:
+    """A mask filled in: the token drawn, its probabilities, and the text with it in the mask's place."""
+
+    token_id: int
+    token: str
+    p: float  # in ``after``, the distribution it was drawn from
+    p_model: float  # in the model's softmax
+    before: torch.Tensor
+    after: torch.Tensor
+    text: str
+
+
+def fill_mask(loaded: TextModel, prompt: str, sampling: Sampling = Sampling()) -> Filled:
+    """Draw the first mask token's filling, as generation draws a token: from ``after`` (the
+    settings applied to the masked-LM distribution) with a generator seeded by ``sampling.seed``."""
+    sampling.check()
+    before, after = distributions(masked_token_logits(loaded, prompt), sampling)
+    choice = _choose(after, sampling, torch.Generator().manual_seed(sampling.seed))
+    token = loaded.pieces[choice]
+    return Filled(choice, token, float(after[choice]), float(before[choice]), before, after,
+                  prompt.replace(loaded.tokenizer.mask_token, token, 1))

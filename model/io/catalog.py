@@ -100,6 +100,19 @@ CURATED: list[Curated] = [
              "num_experts": 64, "num_experts_per_tok": 8, "norm_topk_prob": False, "rms_norm_eps": 1e-05,
              "rope_theta": 10000.0, "rope_scaling": None, "attention_bias": False, "clip_qkv": None,
              "hidden_act": "silu", "tie_word_embeddings": False, "torch_dtype": "bfloat16"}),
+    # The two files below name no torch_dtype (float32, the default here) and BERT's no tie_word_embeddings (tied).
+    # The hub's model.safetensors is 440 MB: BertForPreTraining's weights, with the pooler and the next-sentence
+    # head (0.6M) that the masked-LM model Glassbox builds does not read; the count here is the masked-LM's.
+    Curated("google-bert/bert-base-uncased", "an encoder: attention both ways, post-norm blocks, a masked-LM head",
+            {"model_type": "bert", "vocab_size": 30522, "max_position_embeddings": 512, "hidden_size": 768,
+             "intermediate_size": 3072, "num_hidden_layers": 12, "num_attention_heads": 12, "type_vocab_size": 2,
+             "hidden_act": "gelu", "layer_norm_eps": 1e-12, "position_embedding_type": "absolute", "pad_token_id": 0}),
+    # t5-small's file predates feed_forward_proj (ReLU), tie_word_embeddings (tied, the head scaled by
+    # d_model^-0.5) and relative_attention_max_distance (128): the converter's defaults are those.
+    Curated("google-t5/t5-small", "an encoder-decoder: a source read both ways, cross-attention, relative positions",
+            {"model_type": "t5", "vocab_size": 32128, "d_model": 512, "d_kv": 64, "d_ff": 2048, "num_layers": 6,
+             "num_heads": 8, "n_positions": 512, "relative_attention_num_buckets": 32, "layer_norm_epsilon": 1e-06,
+             "decoder_start_token_id": 0, "pad_token_id": 0, "eos_token_id": 1, "is_encoder_decoder": True}),
 ]
 
 

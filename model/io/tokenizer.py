@@ -109,6 +109,15 @@ class Tokenizer:
         # with the tokenizer's own special tokens (the BOS Llama and Gemma put first), as transformers does
         return self._tok.encode(text, add_special_tokens=True).ids
 
+    @property
+    def mask_token(self) -> str | None:
+        """The special token a masked-LM encoder fills in ([MASK] for BERT, <mask> for RoBERTa),
+        as tokenizer.json declares it; None when the tokenizer has none."""
+        for token in self._tok.get_added_tokens_decoder().values():
+            if token.special and token.content.strip("[]<>").lower() == "mask":
+                return token.content
+        return None
+
     def known_words(self) -> str:
         """A word-level vocabulary for a message or a help text, in id order: its first words
         and how many more."""

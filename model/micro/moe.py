@@ -94,21 +94,16 @@ def train_live(steps: int, alpha: float, capacity_factor: float | None, seed: in
     trained for ``steps`` steps with balance weight ``alpha`` (0: none), as ``train`` trains the
     shipped ones; returns the curve (per step: loss, balance term, each block's expert shares and
     dropped routings). Nothing is written: the Train it live page keeps it per session."""
-    tokenizer, train_ids, _ = story_tokens(N_STORIES, SEED)
-    model = Transformer(replace(config(tokenizer.vocab_size), expert_capacity=capacity_factor)).init_weights(seed)
+    _, train_ids, _ = story_tokens(N_STORIES, SEED)
+    model = live_model(capacity_factor, seed)
     return fit(model, lambda gen: windows(train_ids, BATCH, T, gen), steps, LR, seed,
                warmup=min(50, steps // 5), step_loss=balanced_loss(alpha), on_step=on_step)
 
 
-def live_training_bytes() -> int:
-    """What a ``train_live`` run holds at its peak: the parameters, their gradients and AdamW's
-    two moments (4 copies), and a batch's pass with its backward (the serving sizer's bound)."""
-    from model.serving import working_bytes
-
+def live_model(capacity_factor: float | None = None, seed: int = SEED) -> Transformer:
+    """A fresh, untrained model of the micro-MoE's shape, with GShard's capacity factor C where given."""
     tokenizer, _, _ = story_tokens(N_STORIES, SEED)
-    model = Transformer(config(tokenizer.vocab_size))
-    weights = sum(p.numel() * p.element_size() for p in model.parameters())
-    return 4 * weights + working_bytes(model, T, backward=True, batch=BATCH)
+    return Transformer(replace(config(tokenizer.vocab_size), expert_capacity=capacity_factor)).init_weights(seed)
 
 
 @torch.no_grad()

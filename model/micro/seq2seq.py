@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from model.analysis.seq2seq import greedy_target
 from model.engine import EncoderDecoder, ModelConfig, run_seq2seq_trace
-from model.engine.sampling import Sampling, generate
 from model.engine.seq2seq import shift_right
 from model.io.tokenizer import Tokenizer
 from model.micro.common import fit, write
@@ -85,8 +85,7 @@ def cross_patterns(model: EncoderDecoder, source: list[int]) -> np.ndarray:
 
 def reverse_greedily(loaded, source: list[int]) -> list[int]:
     """The model's output for ``source``: len(source) tokens, greedy, through the engine's generation."""
-    text = " ".join(loaded.pieces[t] for t in source)
-    return [step.token_id for step in generate(loaded, text, len(source), Sampling(temperature=0))]
+    return greedy_target(loaded, " ".join(loaded.pieces[t] for t in source), len(source))
 
 
 def figures(loaded) -> dict:

@@ -119,6 +119,13 @@ def working_bytes(model: Transformer, n_tokens: int, backward: bool, batch: int 
     return batch * (outside + max((_bytes(p, n_tokens) for p in blocks.values()), default=0))
 
 
+def training_bytes(model: Transformer, n_tokens: int, batch: int) -> int:
+    """A training step's peak on a model of its own: its weights, their gradients and AdamW's two
+    moments (4 copies of the parameters), and a pass over ``batch`` sequences with its backward."""
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    return 4 * weights + working_bytes(model, n_tokens, backward=True, batch=batch)
+
+
 def trace_cost(model: Transformer, n_tokens: int, names: tuple[str, ...] | None, backward: bool) -> int:
     """What computing a trace takes at its peak: what it keeps and its pass's working memory
     (a full trace: about 1.5 × its bytes, as `glassbox bench` measured, 1.23–1.46×)."""
@@ -128,14 +135,19 @@ def trace_cost(model: Transformer, n_tokens: int, names: tuple[str, ...] | None,
 _seq2seq_bounds: "weakref.WeakKeyDictionary[EncoderDecoder, int]" = weakref.WeakKeyDictionary()
 
 
-def seq2seq_pass_bound(model: EncoderDecoder) -> int:
+def seq2seq_pass_bound(model: EncoderDecoder, backward: bool = False) -> int:
     """A bound on any pass of an encoder-decoder (whose sizes are not probed as a decoder's are): a
     full trace of the longest source and target it reads, twice over (what the trace keeps, and at
-    most as much again of working memory: decoders measure 1.23–1.46×). Measured once per model."""
+    most as much again of working memory: decoders measure 1.23–1.46×). With ``backward``, the
+    trace also keeps a gradient per activation (at most its size) and per parameter. The forward
+    trace is measured once per model."""
     if model not in _seq2seq_bounds:
         n = model.cfg.n_ctx
-        _seq2seq_bounds[model] = 2 * trace_bytes(run_seq2seq_trace(model, [0] * n, [0] * n))
-    return _seq2seq_bounds[model]
+        _seq2seq_bounds[model] = trace_bytes(run_seq2seq_trace(model, [0] * n, [0] * n))
+    held = _seq2seq_bounds[model]
+    if backward:
+        held = 2 * held + sum(p.nbytes for p in model.parameters())
+    return 2 * held
 
 
 def size_text(n: int) -> str:
