@@ -207,3 +207,21 @@ def test_playground_fills_berts_mask(bert, monkeypatch):
     at.text_area(key="prompt").set_value("The cat sat on the mat.").run()
     assert not at.exception
     assert [e.value for e in at.error] and "where a word should be filled in" in at.error[0].value.replace("\\", "")
+
+
+@pytest.mark.parametrize("page,model_key,prompt_key", [("screens/playground.py", "model", "prompt"),
+                                                       ("screens/explore.py", "explore_model", "explore_prompt")])
+def test_a_model_that_cannot_read_the_prompt_opens_on_its_sample_prompt(page, model_key, prompt_key):
+    """Opening micro-seq2seq (word-level syllables) after a story prompt: its config's sample
+    prompt replaces the prompt, the page says so, and nothing fails; a prompt typed while it is
+    open stays as typed (here one it cannot read: the error names the word)."""
+    at = start(page, prompt="Lily had a")
+    at.selectbox(key=model_key + "_bundled").set_value("micro-seq2seq").run()
+    assert not at.exception and not at.error
+    sample = load("micro-seq2seq").about["sample_prompt"]
+    assert at.session_state[prompt_key] == sample
+    assert any("cannot read the prompt" in i.value for i in at.info)
+    assert charts(at)  # the page goes on with the sample prompt
+    at.session_state[prompt_key] = "ba zz"
+    at.run()
+    assert at.session_state[prompt_key] == "ba zz" and at.error

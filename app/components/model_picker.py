@@ -127,3 +127,21 @@ def _offer_download(hub: HubId, key: str) -> bool:
         return False
     bar.progress(1.0, text="Downloaded")
     return True
+
+
+def readable_prompt(loaded: LoadedModel, prompt_key: str, default: str) -> None:
+    """A model just opened that cannot read the prompt it inherits in ``st.session_state[prompt_key]``
+    (the previous model's, or the page's ``default``: a word-level model such as micro-seq2seq opened
+    after a story prompt) gets its own sample prompt (config.json's about.sample_prompt) in its
+    place, and the page says so. A prompt typed or linked for this model is left as it is."""
+    opened_key = prompt_key + "_opened"  # (model, prompt) of the last run
+    prompt, before = st.session_state.get(prompt_key, ""), st.session_state.get(opened_key)
+    inherited = prompt == (before[1] if before else default)
+    sample = loaded.about.get("sample_prompt")
+    if (before is None or before[0] != loaded.name) and inherited and isinstance(sample, str) and prompt:
+        try:
+            loaded.encode(prompt)
+        except GlassboxError:
+            st.session_state[prompt_key] = sample
+            st.info(plain(f"{loaded.name} cannot read the prompt “{prompt}”: its own sample prompt is shown instead."))
+    st.session_state[opened_key] = (loaded.name, st.session_state.get(prompt_key, ""))

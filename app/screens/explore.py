@@ -10,7 +10,7 @@ from app.explore import VIEWS
 from app.explore.common import Explorer, offered, pipeline
 from app.explore.seq2seq import VIEWS as SEQ2SEQ_VIEWS
 from app.explore.seq2seq.page import page as seq2seq_page
-from app.components.model_picker import model_picker
+from app.components.model_picker import model_picker, readable_prompt
 from app.state import read_url_settings, show_url_notes, url_settings, write_url_settings
 from model.course import lessons_for_view
 from model.io.checkpoint import LoadedModel
@@ -30,6 +30,7 @@ loaded = model_picker("explore_model")
 st.query_params["model"] = st.session_state.explore_model
 if loaded is None:
     st.stop()
+readable_prompt(loaded, "explore_prompt", PAGE_SETTINGS["prompt"])
 cfg = loaded.cfg
 if st.session_state.get("explore_opened_seq2seq", cfg.encoder_decoder) != cfg.encoder_decoder:
     st.session_state.explore_target = ""  # a loss token is no target text for an encoder-decoder, nor the other way

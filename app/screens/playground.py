@@ -14,7 +14,7 @@ from app.components.charts import log_axis, paired_bars, show
 from app.components.course import lessons_about
 from app.components.errors import fragment
 from app.components.labels import plain, plain_html, token_labels, token_text
-from app.components.model_picker import model_picker
+from app.components.model_picker import model_picker, readable_prompt
 from app.resources import check_cost, model_pass, shared_model
 from app.state import read_url_settings, show_url_notes, write_url_settings
 from model.analysis.architecture import NO_BLOCKS
@@ -337,24 +337,24 @@ def kv_cache_view(loaded, result: dict, step: int) -> None:
                     f"self-attention's keys and values of the {n} target position{'s' * (n != 1)} before it (the "
                     f"start token and the tokens written) and the cross-attention's of the {source} source positions "
                     "(computed once, from the encoder's output).")
-        st.latex(r"2 \times \text{decoder layers} \times (\text{target tokens} + \text{source tokens}) \times "
-                 r"\text{key/value heads} \times d_{head} \times \text{bytes}")
-        st.latex(rf"= 2 \times {layers} \times ({n} + {source}) \times {cfg.n_kv_heads} \times {cfg.d_head} \times "
-                 rf"{element} = {size:,}\ \text{{bytes}}")
-        st.dataframe({"block": [f"decoder block {i + 1} (decoder.blocks.{i})" for i in range(layers)],
-                      "self-attention keys, values": [heads.format(n)] * layers,
-                      "cross-attention keys, values": [heads.format(source)] * layers,
-                      "bytes": [size // layers] * layers}, hide_index=True)
+        st.latex(r"\begin{gathered} 2 \times \text{decoder layers} \times (\text{target} + \text{source tokens}) \\ "
+                 r"\times \text{key/value heads} \times d_{head} \times \text{bytes} \end{gathered}")
+        st.latex(rf"\begin{{gathered}} = 2 \times {layers} \times ({n} + {source}) \times {cfg.n_kv_heads} \times "
+                 rf"{cfg.d_head} \times {element} \\ = {size:,}\ \text{{bytes}} \end{{gathered}}")
+        st.table({"block": [f"decoder block {i + 1} (decoder.blocks.{i})" for i in range(layers)],
+                  "self-attention keys, values": [heads.format(n)] * layers,
+                  "cross-attention keys, values": [heads.format(source)] * layers,
+                  "bytes": [f"{size // layers:,}"] * layers}, hide_index=True)
     else:
         layers = cfg.n_layers
         st.markdown(f"**KV cache** used to predict step {step + 1}: the keys and values of the {n} positions "
                     f"before it, in each of the {layers} layers.")
-        st.latex(r"2 \times \text{layers} \times \text{tokens} \times \text{key/value heads} \times d_{head} "
-                 r"\times \text{bytes}")
-        st.latex(rf"= 2 \times {layers} \times {n} \times {cfg.n_kv_heads} \times {cfg.d_head} \times {element} "
-                 rf"= {size:,}\ \text{{bytes}}")
-        st.dataframe({"block": [block_label(i) for i in range(layers)], "keys": [heads.format(n)] * layers,
-                      "values": [heads.format(n)] * layers, "bytes": [size // layers] * layers}, hide_index=True)
+        st.latex(r"\begin{gathered} 2 \times \text{layers} \times \text{tokens} \\ \times \text{key/value heads} "
+                 r"\times d_{head} \times \text{bytes} \end{gathered}")
+        st.latex(rf"\begin{{gathered}} = 2 \times {layers} \times {n} \times {cfg.n_kv_heads} \times {cfg.d_head} "
+                 rf"\times {element} \\ = {size:,}\ \text{{bytes}} \end{{gathered}}")
+        st.table({"block": [block_label(i) for i in range(layers)], "keys": [heads.format(n)] * layers,
+                  "values": [heads.format(n)] * layers, "bytes": [f"{size // layers:,}"] * layers}, hide_index=True)
     st.caption(f"Measured on the engine's own cache during generation: {t['cache_bytes']:,} bytes.")
     fig = go.Figure(go.Scatter(x=[x["position"] for x in tokens], y=[x["cache_bytes"] for x in tokens],
                                mode="lines+markers"))
@@ -372,6 +372,7 @@ current = model_picker("model")
 st.query_params["model"] = st.session_state.model
 if current is None:
     st.stop()
+readable_prompt(current, "prompt", DEFAULTS["prompt"])
 top_k_limit = min(current.cfg.vocab_size, 100)
 st.session_state.top_k = min(st.session_state.top_k, top_k_limit)
 # an encoder-decoder's target has the context to itself: its start token and up to n_ctx new tokens
