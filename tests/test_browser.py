@@ -210,6 +210,28 @@ def test_explorer_opens_every_view_and_a_click_opens_a_head(app_url, page):
     page.wait_for_url(re.compile(r"block=3&head=4"), timeout=30_000)
 
 
+
+def test_a_click_on_a_gradient_cell_in_the_backward_view_writes_its_arithmetic(app_url, page):
+    """Reference: the engine's gradient at the clicked cell (run_trace, backward), as the page's
+    caption prints autograd's value (6 significant digits)."""
+    from model.engine import GRAD, run_trace
+    from model.io.checkpoint import load
+
+    loaded = load("default")
+    trace = run_trace(loaded.model, loaded.encode("the cat sat on the"), backward=True)
+    name = GRAD + "ln_final.hook_out"
+    rows, cols = trace[name].shape
+    row, col = 3, 5
+    page.goto(app_url + "/explore?model=default&prompt=the+cat+sat+on+the&view=Backward&bstep=ln_final")
+    settled(page)
+    chart = page.locator("[data-testid='stPlotlyChart']", has=page.locator(".gtitle", has_text="∂L/∂hook_out")).first
+    chart.wait_for(timeout=60_000)
+    chart.scroll_into_view_if_needed()
+    # the cell's invisible marker (app/explore/common.py's click_layer: one per cell, row by row)
+    chart.locator(".scatterlayer .point").nth(row * cols + col).click(force=True)
+    settled(page)
+    expect(page.get_by_text(f"Autograd's value: {float(trace[name][row, col]):.6g}")).to_be_visible(timeout=60_000)
+
 # --- user text stays text -------------------------------------------------------------------------
 
 INJECTIONS = [  # URL query strings that put Markdown where the page quotes user text

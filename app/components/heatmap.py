@@ -148,6 +148,7 @@ def heatmap_figure(values: np.ndarray, rows: Labels, cols: Labels, title: str, n
         fig.add_trace(go.Scatter(x=clicks.x, y=clicks.y, mode="markers", showlegend=False, customdata=clicks.customdata,
                                  marker=dict(symbol=clicks.symbol, size=clicks.size, opacity=0),
                                  hovertemplate=clicks.hover))
+        fig.update_layout(clickmode="event+select")  # a click reports its marker (st.plotly_chart's on_select)
     if changed is not None and not changed.all():  # outline what changed, unless everything did
         for r, c in zip(*np.nonzero(changed)):
             fig.add_shape(type="rect", x0=c - .45, x1=c + .45, y0=r - .45, y1=r + .45,

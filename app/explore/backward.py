@@ -2,6 +2,8 @@
 through from the loss to the embeddings, with the residual highway, dead neurons and input
 saliency made visible."""
 
+from functools import partial
+
 import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
@@ -91,6 +93,22 @@ def cached_grid(ctx: Explorer, trace, name: str, head: int, expert: int = 0):
 COLUMN_LIST = 256  # more columns than this (a vocabulary): the column is typed as a number
 
 
+def grid_index(ctx: Explorer, name: str, head: int, expert: int) -> tuple[int, ...]:
+    """Where a gradient's drawn grid sits in it: the head's (the key/value head a query head
+    reads) or the expert's, for tensors with such an axis first; () for the others."""
+    first = names_axes(name.removeprefix(GRAD))[0]
+    if first in ("head", "kv_head"):
+        return (head if first == "head" else ctx.cfg.kv_head(head),)
+    return (expert,) if first == "expert" else ()
+
+
+def choose_cell(name: str, index: tuple[int, ...], row: int, col: int) -> None:
+    """A gradient grid's cell clicked: its arithmetic below (on_select, before the rerun)."""
+    st.session_state.explore_cell_tensor = name
+    st.session_state.explore_cell_of = (name, index)
+    st.session_state.explore_cell_row, st.session_state.explore_cell_col = row, col
+
+
 @fragment
 def cell_arithmetic(ctx: Explorer, trace, names: list[str], head: int, expert: int = 0) -> None:
     """One cell of one of the step's gradients, written out from the gradients one step closer to
@@ -101,10 +119,11 @@ def cell_arithmetic(ctx: Explorer, trace, names: list[str], head: int, expert: i
         return
     st.markdown("**Arithmetic of one cell**: how autograd got it from what its consumers pass back")
     a, b, c = st.columns([2, 2, 2])
+    if st.session_state.get("explore_cell_tensor") not in names:
+        st.session_state.explore_cell_tensor = names[0]
     name = a.selectbox("Gradient", names, key="explore_cell_tensor", format_func=lambda n: "∂L/∂" + n.removeprefix(GRAD))
     axes = names_axes(name.removeprefix(GRAD))
-    index = ((head if axes[0] == "head" else ctx.cfg.kv_head(head)),) if axes[0] in ("head", "kv_head") else ()
-    index = (expert,) if axes[0] == "expert" else index
+    index = grid_index(ctx, name, head, expert)
     tensor = trace[name][index] if index else trace[name]  # (rows, columns): every step's gradient is 2-D per head
     row_axis, col_axis = axes[-2], axes[-1]
 
@@ -159,8 +178,12 @@ def step_through(ctx: Explorer, trace, steps) -> None:
             st.caption(f"{name}: not on this loss's path (no gradient).")
             continue
         values, rows, cols, row_title, col_title, note = cached_grid(ctx, trace, name, head, expert)
+        index = grid_index(ctx, name, head, expert)
+        chosen = st.session_state.get("explore_cell_of") == (name, index)
         heatmap(values, rows, cols, "∂L/∂" + name.removeprefix(GRAD).split(".")[-1] + note, name + note,
-                row_title=row_title, col_title=col_title, zoom_key="bw:" + name, trace=trace)
+                row_title=row_title, col_title=col_title, zoom_key="bw:" + name, trace=trace,
+                marks=[(st.session_state.explore_cell_row, st.session_state.explore_cell_col)] if chosen else [],
+                on_click=partial(choose_cell, name, index))
     for weight in step.weights:
         values, rows, cols, row_title, col_title, note = cached_grid(ctx, trace, GRAD + weight, head, expert)
         heatmap(values, rows, cols, "∂L/∂" + weight.split(".")[-1] + note, GRAD + weight + note, row_title=row_title,

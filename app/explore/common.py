@@ -16,7 +16,7 @@ import streamlit as st
 import torch
 
 from app.components.charts import show
-from app.components.heatmap import abs_max, heatmap_figure
+from app.components.heatmap import ClickLayer, abs_max, heatmap_figure
 from app.components.labels import cell_text, plain, token_text
 from app.components.pipeline import pipeline_strip
 from model.analysis import downsample, parts
@@ -289,13 +289,15 @@ def fits_text(text: list[list[str]], n_cols: int, width: int = 900) -> bool:
 def heatmap(values: np.ndarray, rows: list[str], cols: list[str] | None, title: str, name: str, *,
             row_title: str = "position", col_title: str = "", sequential: bool = False, zoom_key: str | None = None,
             height: int | None = None, marks: list[tuple[int, int]] = (), width: int = 900,
-            trace: Trace | None = None, zmax: float | None = None) -> None:
+            trace: Trace | None = None, zmax: float | None = None,
+            on_click: Callable[[int, int], None] | None = None) -> None:
     """``heatmap_figure`` for an array of any size, in a column about ``width`` pixels wide.
     Values are written into the cells only where they fit (every exact value is on hover);
     large arrays are drawn as block means, and ``zoom_key`` adds sliders that narrow the rows
     and columns down to exact values. ``trace``: the trace the values come from; the figure is
     then kept with it (by name, labels and zoom), not built again on each rerun. ``zmax``: a
-    colour scale shared with another chart."""
+    colour scale shared with another chart. ``on_click(row, column)``: called (before the rerun)
+    when a cell is clicked, where its exact values are drawn and there are at most CLICKABLE."""
     cols = cols if cols is not None else [str(i) for i in range(np.shape(values)[1])]
     # each slider says which chart it zooms: a view can have several of the same shape
     r0, r1 = _zoom(values.shape[0], MAX_ROWS, f"{title}, {row_title} rows", zoom_key and zoom_key + ":rows")
@@ -314,15 +316,52 @@ def heatmap(values: np.ndarray, rows: list[str], cols: list[str] | None, title: 
             largest = abs_max(shown)
             text = [[cell_text(v, largest) for v in row] for row in shown]
             text = text if fits_text(text, len(shown_cols), width) else None
-        return heatmap_figure(shown, shown_rows, shown_cols, title, name, size=size, row_title=row_title,
-                              col_title=col_title, colour="sequential" if sequential else "diverging", text=text,
-                              gaps=exact, height=height, marks=[(r - r0, c - c0) for r, c in marks], image=not exact,
-                              zmax=zmax)
+        clicks = click_layer(shown, shown_rows, shown_cols, r0, c0, row_title, col_title) if clickable and exact else None
+        fig = heatmap_figure(shown, shown_rows, shown_cols, title, name, size=size, row_title=row_title,
+                             col_title=col_title, colour="sequential" if sequential else "diverging", text=text,
+                             gaps=exact, height=height, marks=[(r - r0, c - c0) for r, c in marks], image=not exact,
+                             zmax=zmax, clicks=clicks)
+        if clicks is not None:  # the markers would widen the axes (padding for their size): the map fills the plot
+            fig.update_xaxes(range=[-0.5, shown.shape[1] - 0.5])
+            fig.update_yaxes(range=[shown.shape[0] - 0.5, -0.5])
+        return fig
 
+    clickable = on_click is not None and zoom_key is not None and (r1 - r0) * (c1 - c0) <= CLICKABLE
     key = ("heatmap", name, title, tuple(rows), tuple(cols), r0, r1, c0, c1, row_title, col_title, sequential, height,
-           tuple(marks), width, zmax)
+           tuple(marks), width, zmax, clickable)
     fig = build() if trace is None else derived(trace, key, build)
-    show(fig, width="stretch", key=None if zoom_key is None else zoom_key + ":chart")
+    chart_key = None if zoom_key is None else zoom_key + ":chart"
+    if clickable:
+        show(fig, width="stretch", key=chart_key, on_select=lambda: clicked(chart_key, on_click, c1 - c0, r0, c0),
+             selection_mode="points")
+    else:
+        show(fig, width="stretch", key=chart_key)
+
+
+CLICKABLE = 4096  # the most cells a heatmap makes clickable: one invisible marker each
+
+
+def click_layer(values: np.ndarray, rows: list[str], cols: list[str], r0: int, c0: int, row_title: str,
+                col_title: str) -> ClickLayer:
+    """One invisible marker per cell of a heatmap drawn at (r0, c0) of its tensor, row by row (the
+    second trace), carrying the cell's row, column (in the tensor) and value for the hover: plotly
+    reports clicks on markers, not on heatmaps."""
+    rr, cc = np.mgrid[0:values.shape[0], 0:values.shape[1]]
+    data = np.stack([rr.ravel() + r0, cc.ravel() + c0, values.ravel()], axis=1)
+    return ClickLayer([cols[c] for c in cc.ravel()], [rows[r] for r in rr.ravel()],
+                      f"{row_title} %{{y}}<br>{col_title} %{{x}}<br>value %{{customdata[2]:.6g}}<br>"
+                      "click: its arithmetic<extra></extra>", data, symbol="square",
+                      size=int(np.clip(800 / values.shape[1], 4, 14)))  # no wider than a cell: a click finds its own
+
+
+def clicked(chart_key: str, on_click: Callable[[int, int], None], n_cols: int, r0: int, c0: int) -> None:
+    """A heatmap's cell clicked (on_select, before the rerun): ``on_click`` with its row and column
+    in the tensor, from the marker's index (click_layer lays them row by row over the shown window,
+    which starts at (r0, c0) and is ``n_cols`` wide)."""
+    points = [p for p in st.session_state[chart_key].selection.points if p.get("curve_number") == 1]
+    if points:
+        row, col = divmod(int(points[0]["point_index"]), n_cols)
+        on_click(r0 + row, c0 + col)
 
 
 BAR_TEXT = 48  # the most bars that get their value written above them
