@@ -232,6 +232,25 @@ def test_a_click_on_a_gradient_cell_in_the_backward_view_writes_its_arithmetic(a
     settled(page)
     expect(page.get_by_text(f"Autograd's value: {float(trace[name][row, col]):.6g}")).to_be_visible(timeout=60_000)
 
+
+OVERFLOW = """() => [...document.querySelectorAll('[data-testid=stMain] .katex-display')]
+    .filter(d => d.scrollWidth > d.clientWidth + 4).map(d => d.textContent.slice(0, 80))"""
+
+
+@pytest.mark.parametrize("step", ["grad-b2-softmax", "grad-b1-residual2", "grad-b1-ffn-input", "softmax"])
+def test_written_arithmetic_fits_its_box_at_1280_px(app_url, page, step):
+    """The worked example's longest arithmetic (the steps whose lines ran to 120 characters, cut
+    before their result at 1280 px): no formula or arithmetic line overflows its box
+    (app/components/latex.py breaks long lines at their = and + signs)."""
+    page.set_viewport_size({"width": 1280, "height": 800})
+    try:
+        page.goto(f"{app_url}/worked-example?step={step}")
+        settled(page)
+        page.locator(".katex-display").first.wait_for(timeout=60_000)
+        assert page.evaluate(OVERFLOW) == []
+    finally:
+        page.set_viewport_size({"width": 1400, "height": 1600})
+
 # --- user text stays text -------------------------------------------------------------------------
 
 INJECTIONS = [  # URL query strings that put Markdown where the page quotes user text

@@ -34,3 +34,22 @@ def test_a_large_map_goes_as_an_image_with_its_colour_bar_and_a_small_one_as_num
                                                          [str(i) for i in range(256)], "t").to_json())
     small = heatmap_figure(big[:4, :4], list("abcd"), list("abcd"), "t")
     assert small.data[0].type == "heatmap"
+
+
+def test_a_grid_writes_its_values_only_where_they_fit_side_by_side():
+    """Train it live's attention grids (5 columns of "0.480", three charts across the narrowest
+    page) and the worked example's 1×8 comparison rows ran their numbers into each other at
+    1280 px: where a chart's width leaves a cell less room than its text, the values are left to
+    the hover (the exact value is there either way)."""
+    from app.components.heatmap import PAGE_PX, grid_figure
+    from model.lesson.steps import Grid
+
+    labels = [f"{i} w" for i in range(5)]
+    grid = Grid("A(1,1)", "blocks.0.attn.hook_pattern[0]", np.full((5, 5), 0.48), labels, labels, "query", "key",
+                probability=True)
+    assert grid_figure(grid)["data"][0]["text"] is not None  # no width known: as before
+    assert grid_figure(grid, width=PAGE_PX)["data"][0]["text"] is not None
+    narrow = grid_figure(grid, width=PAGE_PX // 3)["data"][0]
+    assert narrow["text"] is None and narrow["customdata"][0][0] == "0.48"  # on hover
+    eight = Grid("x", "x", np.full((1, 8), -0.123), ["0"], [str(i) for i in range(8)], "", "")
+    assert grid_figure(eight, width=PAGE_PX // 3)["data"][0]["text"] is None

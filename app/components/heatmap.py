@@ -38,6 +38,17 @@ class ClickLayer:
     symbol: str = "circle"
 
 
+CHAR_PX, LABELS_PX = 5.6, 110  # a 10 px digit's width; the row labels' and the colour bar's
+PAGE_PX = 820  # the main column at 1280 px with the sidebar open, the narrowest layout checked
+
+
+def fits_text(text: list[list[str]], n_cols: int, width: int = 900, font_px: int = 10) -> bool:
+    """Whether the cells' text (in a ``font_px`` font) fits across ``n_cols`` columns of a chart
+    ``width`` pixels wide, rather than the numbers spilling into each other."""
+    widest = max((len(t) for row in text for t in row), default=0)
+    return (width - LABELS_PX) / max(n_cols, 1) >= CHAR_PX * font_px / 10 * widest + 4
+
+
 def abs_max(values: np.ndarray) -> float:
     """The largest |value| over the finite entries; 1 where there is none (or it is 0)."""
     finite = np.asarray(values)[np.isfinite(values)]
@@ -198,14 +209,17 @@ def _image_figure(z: np.ndarray, colorscale: str, zmin: float, zmax: float, colo
 
 
 def grid_figure(grid: Grid, marks: Sequence[tuple[int | None, int | None]] = (), selected: tuple[int, int] | None = None,
-                clickable: bool = False, zmax: float | None = None, colorbar: bool = True) -> go.Figure:
+                clickable: bool = False, zmax: float | None = None, colorbar: bool = True,
+                width: int | None = None) -> go.Figure:
     """A worked-example grid with its values written in, every exact value on hover, and a colour
     bar: centred at 0, or 0..1 for probabilities; ``zmax`` sets a scale shared with other grids.
     Cells this step changed are dotted, ``marks`` (rows, columns or cells an explanation reads)
     and ``selected`` are outlined in gold; ``clickable`` makes a click on a cell report it.
     A grid whose largest entry is under 0.01 (gradients, differences) is written in units of a
     power of ten said in its title (0.000278 as 2.78 under "dL/dX ×10⁻⁴"), so a cell holds 4 or 5
-    characters; ``colorbar`` False leaves the scale to a neighbour that shares it."""
+    characters; ``colorbar`` False leaves the scale to a neighbour that shares it. ``width``: about
+    how many pixels wide the chart is drawn, where known: values that would run into each other
+    there are left to the hover."""
     values = grid.values
     n_rows, n_cols = values.shape
     largest = abs_max(values)
@@ -214,6 +228,9 @@ def grid_figure(grid: Grid, marks: Sequence[tuple[int | None, int | None]] = (),
     text = [[cell_text(v * unit, largest * unit, ".2f" if power else ".3f") if grid.quantity else f"{v:g}" for v in row]
             for row in values]
     widest = max((len(t) for row in text for t in row), default=0)
+    text_size = 11 if widest <= 5 else 10
+    if width is not None and not fits_text(text, n_cols, width, text_size):
+        text = None
     hover = "row %{y}, column %{x}<br>exact: %{customdata}<extra></extra>"
     exact = values.astype(str)
     clicks = None
@@ -225,7 +242,7 @@ def grid_figure(grid: Grid, marks: Sequence[tuple[int | None, int | None]] = (),
         size=f"{n_rows}×{n_cols}" + (f"  · <i>{grid.provenance}</i>" if grid.provenance else ""),
         row_title=grid.row_title, col_title=grid.col_title,
         colour="plain" if not grid.quantity else "sequential" if grid.probability else "diverging",
-        zmax=1.0 if grid.probability else zmax, text=text, text_size=11 if widest <= 5 else 10, hover=hover,
+        zmax=1.0 if grid.probability else zmax, text=text, text_size=text_size, hover=hover,
         customdata=exact.tolist(), marks=marks, selected=selected, changed=grid.changed, clicks=clicks,
         colorbar="" if grid.quantity and colorbar else None, fixed=True,
         height=110 + 34 * n_rows + (30 if n_cols > 5 else 0))

@@ -12,6 +12,7 @@ import torch
 from app.explore.common import (Explorer, bar_chart, choose_expert, choose_head, choose_layer, derived, has_experts,
                                 has_heads, heatmap, lacks, tensor_grid)
 from app.components.charts import show
+from app.components.latex import wrapped
 from app.components.errors import fragment
 from app.components.labels import plain, power_of_ten
 from app.components.stepper import stepper
@@ -159,7 +160,8 @@ def cell_arithmetic(ctx: Explorer, trace, names: list[str], head: int, expert: i
         return
     with st.container(border=True):
         for line in arithmetic.lines:
-            st.latex(line)
+            for shown in wrapped(line):  # a long line broken at its = and + signs: the result stays on screen
+                st.latex(shown)
         st.caption(f"Autograd's value: {float(trace[name][index]):.6g}; recomputed above in float64 from the numbers "
                    f"written: {arithmetic.value:.6g}.")
 

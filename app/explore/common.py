@@ -16,7 +16,7 @@ import streamlit as st
 import torch
 
 from app.components.charts import show
-from app.components.heatmap import ClickLayer, abs_max, heatmap_figure
+from app.components.heatmap import ClickLayer, abs_max, fits_text, heatmap_figure
 from app.components.labels import cell_text, plain, token_text
 from app.components.pipeline import pipeline_strip
 from model.analysis import downsample, parts
@@ -31,7 +31,6 @@ from model.engine import GRAD, Target, Trace, block_label, head_label, run_trace
 
 MAX_ROWS, MAX_COLS = 160, 256  # a heatmap larger than this is drawn as block means, with a zoom
 TEXT_ROWS = 24  # up to this many rows, values are written in the cells where they fit across
-CHAR_PX, LABELS_PX = 5.6, 110  # a 10 px digit's width; the row labels' and the colour bar's
 
 
 T = TypeVar("T")
@@ -277,13 +276,6 @@ def mean_label(labels: list[str], start: int, stop: int) -> str:
     if stop - start == 1:
         return first
     return f"{first}–{last}" if first.isdigit() and last.isdigit() else first + "…"
-
-
-def fits_text(text: list[list[str]], n_cols: int, width: int = 900) -> bool:
-    """Whether the cells' text fits across ``n_cols`` columns of a chart ``width`` pixels wide,
-    rather than the numbers spilling into each other."""
-    widest = max((len(t) for row in text for t in row), default=0)
-    return (width - LABELS_PX) / max(n_cols, 1) >= CHAR_PX * widest + 4
 
 
 def heatmap(values: np.ndarray, rows: list[str], cols: list[str] | None, title: str, name: str, *,

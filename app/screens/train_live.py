@@ -11,7 +11,7 @@ import streamlit as st
 from app.components.charts import show
 from app.components.errors import fragment
 from app.components.expert_training import expert_training
-from app.components.heatmap import grid_figure
+from app.components.heatmap import PAGE_PX, grid_figure
 from app.components.labels import plain
 from app.resources import shared_model
 from app.state import per_training_run
@@ -44,7 +44,8 @@ def pattern_grids(run) -> list[list[Grid]]:
         for h in range(loaded.cfg.n_heads):
             name = f"blocks.{b}.attn.hook_pattern"
             grids = [Grid(f"A({b + 1},{h + 1}) {when}", f"{name}[{h}]", trace[name][h].double().cpu().numpy(), labels, labels,
-                          "query position", "key position") for when, trace in (("before", before), ("after", after))]
+                          "query position", "key position", probability=True)  # on 0..1, as on every page
+                     for when, trace in (("before", before), ("after", after))]
             grids.append(Grid(f"A({b + 1},{h + 1}) change", "after − before", grids[1].values - grids[0].values, labels,
                               labels, "query position", "key position"))
             heads.append(grids)
@@ -95,7 +96,8 @@ def results(run) -> None:
     st.subheader("Attention on the example, before and after")
     for grids in per_training_run("pattern_grids", pattern_grids):
         for column, grid in zip(st.columns(3), grids):
-            show(grid_figure(grid), column, key=f"pattern:{grid.label}", config={"displayModeBar": False})
+            show(grid_figure(grid, width=PAGE_PX // 3), column, key=f"pattern:{grid.label}",
+                 config={"displayModeBar": False})
     st.page_link("screens/worked_example.py", label="Step through the trained weights in the worked example",
                  icon=":material/arrow_forward:")
 

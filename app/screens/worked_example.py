@@ -9,8 +9,9 @@ import streamlit as st
 from app.components.course import lessons_about
 from app.components.errors import fragment
 from app.components.charts import paired_bars, show
-from app.components.heatmap import abs_max, grid_figure, shared_scales
+from app.components.heatmap import PAGE_PX, abs_max, grid_figure, shared_scales
 from app.components.labels import HIGHLIGHT, plain, pretty
+from app.components.latex import wrapped
 from app.components.pipeline import pipeline_strip
 from app.components.stepper import stepper
 from app.resources import shared_model
@@ -110,7 +111,8 @@ def grid_width(grid: Grid) -> float:
 
 
 def grid_row(grids: list[Grid], draw, budget: int = 28) -> None:
-    """Lay grids out left to right, each as wide as its columns need, wrapping at ``budget``."""
+    """Lay grids out left to right, each as wide as its columns need, wrapping at ``budget``;
+    ``draw(index, grid, width)`` draws each, ``width`` its column's pixels at the narrowest layout."""
     rows, row, used = [], [], 0
     for i, grid in enumerate(grids):
         width = grid_width(grid)
@@ -123,9 +125,9 @@ def grid_row(grids: list[Grid], draw, budget: int = 28) -> None:
     for row in rows:
         widths = [w for _, _, w in row]
         columns = st.columns(widths + [max(budget - sum(widths), 0.01)])
-        for column, (i, grid, _) in zip(columns, row):
+        for column, (i, grid, width) in zip(columns, row):
             with column:
-                draw(i, grid)
+                draw(i, grid, int(PAGE_PX * width / budget))
 
 
 def comparison(grid: Grid, key: str) -> None:
@@ -145,8 +147,8 @@ def comparison(grid: Grid, key: str) -> None:
                  grid.row_title, grid.col_title)]
     top = max(abs_max(trio[0].values), abs_max(trio[1].values))  # one scale: a 0.001 difference stays pale
     # one colour bar, on the last: the three share the scale
-    grid_row(trio, lambda i, g: show(grid_figure(g, zmax=top, colorbar=i == 2), key=f"{key}:{i}",
-                                     config={"displayModeBar": False}),
+    grid_row(trio, lambda i, g, width: show(grid_figure(g, zmax=top, colorbar=i == 2, width=width), key=f"{key}:{i}",
+                                            config={"displayModeBar": False}),
              budget=3 * grid_width(grid) + 2)
 
 
@@ -173,15 +175,15 @@ def cell_view(base: str, panel: Panel) -> None:
     scales = shared_scales(panel.inputs + panel.outputs)
     if panel.inputs:
         st.markdown("**In**")
-        grid_row(panel.inputs, lambda i, g: show(
-            grid_figure(g, marks=uses.get(g.label, []), zmax=scales.get(g.scale)), key=f"in:{base}:{i}",
+        grid_row(panel.inputs, lambda i, g, width: show(
+            grid_figure(g, marks=uses.get(g.label, []), zmax=scales.get(g.scale), width=width), key=f"in:{base}:{i}",
             config={"displayModeBar": False}))
     st.markdown("**Out** — click a cell to see its arithmetic")
 
-    def draw_output(i: int, grid: Grid) -> None:
+    def draw_output(i: int, grid: Grid, width: int) -> None:
         chart_key = f"out:{base}:{i}"
         show(grid_figure(grid, selected=(row, col) if i == out_index else None, clickable=True,
-                         zmax=scales.get(grid.scale)),
+                         zmax=scales.get(grid.scale), width=width),
              key=chart_key, on_select=lambda: select_cell(base, chart_key, i), selection_mode="points",
              config={"displayModeBar": False})
 
@@ -203,7 +205,8 @@ def cell_view(base: str, panel: Panel) -> None:
     if arithmetic:
         with st.container(border=True):
             for line in arithmetic.lines:
-                st.latex(line)
+                for shown in wrapped(line):  # a long line broken at its = and + signs: the result stays on screen
+                    st.latex(shown)
 
 
 def after_update(after: AfterUpdate, vocab: list[str]) -> None:
@@ -238,7 +241,8 @@ def step_view(steps: list[Step], n_layers: int) -> None:
     st.badge(step.phase, color=PHASE_COLOURS[step.phase])
     st.subheader(step.title)
     st.markdown(step.sentence)
-    st.latex(step.formula)
+    for line in wrapped(step.formula):
+        st.latex(line)
     panel = chosen_panel(step)
     base = f"cell:{step.key}:{panel.label}"
     cell_view(base, panel)

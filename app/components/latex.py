@@ -1,0 +1,75 @@
+"""Written arithmetic that never runs off its box: a LaTeX line longer than a narrow page holds
+is broken at its top-level equals signs into aligned lines, and a part still too long at its
+top-level plus signs, so the result is always on screen (KaTeX does not wrap a display line)."""
+
+from __future__ import annotations
+
+import re
+
+LINE = 72  # visible characters a display line holds in the main column at 1280 px (KaTeX, about 10 px each)
+_COMMAND = re.compile(r"\\(text|mathrm|operatorname)\{([^{}]*)\}")
+
+
+def visible(latex: str) -> int:
+    """About how many characters ``latex`` shows: commands count as one, braces and scripts' marks as none."""
+    shown = _COMMAND.sub(r"\2", latex)
+    shown = re.sub(r"\\[a-zA-Z]+\s*", "#", shown)
+    return len(re.sub(r"[{}_^]|\\[,;: ]", "", shown))
+
+
+def _split_top(latex: str, separator: str) -> list[str]:
+    """``latex`` split at ``separator`` where it stands outside every brace and bracket."""
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(latex):
+        char = latex[i]
+        if depth == 0 and latex.startswith(separator, i):
+            parts.append(latex[start:i])
+            start = i = i + len(separator)
+            continue
+        if char == "\\" and i + 1 < len(latex):  # an escaped character or a command's first letter: skipped
+            i += 2
+            continue
+        if char in "{([":
+            depth += 1
+        elif char in "})]":
+            depth -= 1
+        i += 1
+    return parts + [latex[start:]]
+
+
+def _chunks(part: str, limit: int) -> list[str]:
+    """A right-hand side cut into pieces of about ``limit`` visible characters at its top-level
+    " + " (each piece after the first starts with its +)."""
+    terms = _split_top(part, " + ")
+    pieces = [terms[0]]
+    for term in terms[1:]:
+        if visible(pieces[-1]) + visible(term) + 3 > limit:
+            pieces.append("+ " + term)
+        else:
+            pieces[-1] += " + " + term
+    return pieces
+
+
+def wrapped(latex: str, limit: int = LINE) -> list[str]:
+    """``latex`` as display lines: as it is where it fits in ``limit`` visible characters; else
+    each statement (they are separated by \\quad) on its own, and a statement too long as an
+    aligned block with one "= …" per line (long sums continued on lines of their own)."""
+    if visible(latex) <= limit or "\\\\" in latex or "&" in latex:
+        return [latex]
+    statements = [s.strip().rstrip(",") for s in _split_top(latex, r"\quad")]
+    if len(statements) > 1:
+        return [line for statement in statements if statement for line in wrapped(statement, limit)]
+    return [_aligned(latex, limit)]
+
+
+def _aligned(latex: str, limit: int) -> str:
+    first, *rest = _split_top(latex, "=")
+    if not rest:
+        return latex
+    lines = []
+    room = max(limit - visible(first) - 2, 24)  # every right-hand line starts after the left-hand side
+    for i, part in enumerate(rest):
+        for j, piece in enumerate(_chunks(part.strip(), room)):
+            start = (first.strip() + " " if i == 0 and j == 0 else "") + ("&= " if j == 0 else r"&\quad ")
+            lines.append(start + piece)
+    return r"\begin{aligned} " + r" \\ ".join(lines) + r" \end{aligned}"
