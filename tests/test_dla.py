@@ -54,6 +54,18 @@ def test_heads_are_split_unless_post_norms_join_them():
         assert any("hook_result[" in p for p in parts) != post
 
 
+def test_every_part_has_words_of_its_own():
+    """The Ask why chart names parts as every page names blocks and heads (from 1): each model's
+    parts get distinct words, none of them an engine name."""
+    from model.analysis.dla import part_words
+
+    for name, cfg in MODELS.items():
+        parts = parts_written(build_random_model(cfg))
+        words = [part_words(p) for p in parts]
+        assert len(set(words)) == len(parts) and not any("hook_" in w or "blocks." in w for w in words), name
+    assert part_words("blocks.3.attn.hook_result[1]") == "block 4, head 2"
+
+
 def test_bad_positions_and_tokens_say_why():
     model, tokens = model_and_tokens("worked-example")
     with pytest.raises(GlassboxError, match="outside the prompt"):

@@ -397,3 +397,15 @@ def test_compare_reads_the_key_value_head_a_query_head_uses():
     assert rows == ctx.labels and row_title == "position"
     values, *_ = tensor_grid(ctx, "blocks.0.attn.hook_k", keys, head=3)
     np.testing.assert_array_equal(values, keys[1].numpy())
+
+
+def test_the_layernorm_view_names_what_an_rmsnorm_has():
+    """micro-moe's norms are RMSNorm without a shift (its config): the view records no mean,
+    says so, and draws the learned scale alone."""
+    assert load("micro-moe").cfg.norm == "rmsnorm"
+    at = start("screens/explore.py", model="micro-moe", prompt="the cat sat on the", view="LayerNorm")
+    assert not at.exception and not at.error
+    per_position = titled(at, "Per position")["layout"]["title"]["text"]
+    assert "hook_scale" in per_position and "hook_mean" not in per_position
+    assert any("RMSNorm" in m.value and "no mean is subtracted" in m.value for m in at.markdown)
+    assert "Learned scale (this norm has no shift)" in titled(at, "Learned scale")["layout"]["title"]["text"]

@@ -53,11 +53,15 @@ def render(ctx: Explorer) -> None:
                  rf"\mu = \tfrac{{1}}{{{cfg.d_model}}}\textstyle\sum_i x_i,\ \sigma^2 = \tfrac{{1}}{{{cfg.d_model}}}\sum_i (x_i-\mu)^2,"
                  rf"\ \varepsilon = {power(cfg.norm_eps)}")
     else:
-        st.latex(r"\mathrm{out} = \frac{x}{\sqrt{\tfrac{1}{d}\sum_i x_i^2 + \varepsilon}} \odot \gamma" + rf",\ \varepsilon = {power(cfg.norm_eps)}")
+        st.markdown("This model's norms are **RMSNorm**: no mean is subtracted and, "
+                    + ("as here, there is often no shift β." if module.b is None else "here, a shift β is added."))
+        st.latex(r"\mathrm{out} = \frac{x}{\sqrt{\tfrac{1}{d}\sum_i x_i^2 + \varepsilon}} \odot \gamma"
+                 + (r" + \beta" if module.b is not None else "") + rf",\ \varepsilon = {power(cfg.norm_eps)}")
     fig = go.Figure()
     for name in ("input mean", "input std") if cfg.norm == "layernorm" else ("input rms",):
         fig.add_trace(go.Bar(x=ctx.labels, y=summary[name], name=name))
-    fig.update_layout(title=dict(text=f"<b>Per position</b> {prefix}hook_mean, hook_scale (input: {source})", font=dict(size=13), x=0),
+    recorded = "hook_mean, hook_scale" if cfg.norm == "layernorm" else "hook_scale"  # RMSNorm records no mean
+    fig.update_layout(title=dict(text=f"<b>Per position</b> {prefix}{recorded} (input: {source})", font=dict(size=13), x=0),
                       height=300, margin=dict(l=10, r=10, t=40, b=10), xaxis=dict(title="token", type="category"),
                       barmode="group", legend=dict(orientation="h", y=1.12, x=1, xanchor="right"))
     show(fig, width="stretch")
@@ -77,7 +81,9 @@ def render(ctx: Explorer) -> None:
     heatmap(array(trace[prefix + "hook_normalized"]), ctx.labels, None, "Normalised", prefix + "hook_normalized",
             col_title="d_model", zoom_key="ln:norm", trace=trace)
     weights = [array(module.w)[None]] + ([array(module.b)[None]] if module.b is not None else [])
-    heatmap(np.concatenate(weights), ["γ (scale)", "β (shift)"][: len(weights)], None, "Learned scale and shift",
-            prefix[:-1] + ".w, .b", row_title="", col_title="d_model", height=240)
+    shifted = len(weights) == 2
+    heatmap(np.concatenate(weights), ["γ (scale)", "β (shift)"][: len(weights)], None,
+            "Learned scale and shift" if shifted else "Learned scale (this norm has no shift)",
+            prefix[:-1] + (".w, .b" if shifted else ".w"), row_title="", col_title="d_model", height=240)
     heatmap(array(trace[prefix + "hook_out"]), ctx.labels, None, "Output", prefix + "hook_out", col_title="d_model",
             zoom_key="ln:out", trace=trace)

@@ -18,7 +18,7 @@ from app.resources import model_pass
 from model.analysis.batches import per_pass
 from model.analysis.ablation import ablate
 from model.analysis.attribution import attribute
-from model.analysis.dla import direct_logit_attribution, linear_head
+from model.analysis.dla import direct_logit_attribution, linear_head, part_words
 from model.analysis.architecture import has_mlp, missing
 from model.analysis.experts import unit
 from model.analysis.patching import activation_patching, sites
@@ -115,16 +115,17 @@ def logit_attribution(ctx: Explorer, token: int, wrong: int) -> None:
     result = dla(ctx.model_key, tuple(ctx.tokens), token, wrong if difference else None, ctx)
     what = f"logit({ctx.piece(token)})" + (f" − logit({ctx.piece(wrong)})" if difference else "")
     order = np.argsort(-np.abs(result.values), kind="stable")[:PARTS_SHOWN]
-    fig = go.Figure(go.Bar(y=[result.names[i] for i in order], x=result.values[order], orientation="h",
+    fig = go.Figure(go.Bar(y=[part_words(result.names[i]) for i in order], x=result.values[order], orientation="h",
                            marker_color=["#0068C9" if result.values[i] >= 0 else "#FF2B2B" for i in order],
-                           hovertemplate="%{y}: %{x:.6g}<extra></extra>"))
+                           customdata=[result.names[i] for i in order],
+                           hovertemplate="%{y} (%{customdata}): %{x:.6g}<extra></extra>"))
     shown = f"the {len(order)} largest of {len(result.names)}" if len(order) < len(result.names) else "every part"
     fig.update_layout(title=dict(text=f"<b>What each part writes into {what}</b> at the last position "
                                       f"({ctx.labels[-1]}): {shown}",
                                  font=dict(size=13), x=0),
                       height=max(220, 120 + 22 * len(order)), margin=dict(l=10, r=10, t=40, b=10),  # the axis title fits
                       xaxis=dict(title="direct share of the logit"),
-                      yaxis=dict(title="part (engine name)", autorange="reversed", type="category"))
+                      yaxis=dict(title="part (its engine name on hover)", autorange="reversed", type="category"))
     show(fig, width="stretch")
     through = ("the final norm, with this position's scale held fixed, and the unembedding" if ctx.cfg.final_norm
                else "the unembedding (this model has no final norm)")
@@ -156,8 +157,10 @@ def input_attribution(ctx: Explorer, token: int) -> None:
                              "backward: too many for this server. Fewer steps or a shorter prompt."))
             return
     result = attribution(ctx.model_key, tuple(ctx.tokens), token, METHODS[method], steps, baseline, ctx)
-    show(bar_chart(ctx.labels, result.scores, f"<b>{method.capitalize()}</b> of logit({ctx.piece(token)}) at the last "
-                   "position, per input token", "score", text=[f"{v:.3g}" for v in result.scores]), width="stretch")
+    title = (f"<b>{method.capitalize()}</b> of logit({ctx.piece(token)}) at the last position, per input token"
+             if METHODS[method] != "attention_rollout"  # it reads attention weights only, no logit and no gradient
+             else "<b>Attention rollout</b>: how much the last position reads each input token, through every block")
+    show(bar_chart(ctx.labels, result.scores, title, "score", text=[f"{v:.3g}" for v in result.scores]), width="stretch")
     if result.completeness_error is not None:
         gap = result.target_logit - result.baseline_logit
         st.caption(f"Completeness: the scores add up to {result.scores.sum():.6g}; f(prompt) − f(baseline) = "

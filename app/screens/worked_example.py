@@ -224,8 +224,8 @@ def after_update(after: AfterUpdate, vocab: list[str]) -> None:
         st.markdown(f"One step made “{word}” {p[1] / p[0]:.2f} times as likely. The probability it gained came from "
                     f"the other {others} words, which held {1 - p[0]:.4f} together before and {1 - p[1]:.4f} after: "
                     "a softmax's outputs always sum to 1. The learning rate η sets how far one step goes.")
-        st.page_link("screens/train_live.py", label="Train it live: take many such steps (SGD or AdamW) and watch "
-                     "the loss fall", icon=":material/model_training:")
+        st.page_link("screens/train_live.py", label="Train it live: many such steps", icon=":material/model_training:",
+                     help="SGD or AdamW, on the example or a small corpus: watch the loss fall")
     with right:
         show(paired_bars(vocab, [("before the update", after.probs[0], "#9db4d0"),
                       ("after the update", after.probs[1], "#2f9e44")],

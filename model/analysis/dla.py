@@ -19,6 +19,7 @@ linear in it, so there is no direct attribution (``linear_head`` says why, in on
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,6 +49,29 @@ NO_DLA = ("This model norms the stream after every sublayer (post-norm) and its 
 def linear_head(cfg) -> str | None:
     """None where a logit is a sum of the parts' direct shares; else why not (NO_DLA)."""
     return NO_DLA if cfg.norm_position == "post" or cfg.mlm_head else None
+
+
+_PART_WORDS = [  # engine name → words, as every page names blocks (from 1) and heads (from 1)
+    (r"hook_embed", lambda m: "token embedding"),
+    (r"hook_pos_embed", lambda m: "position embedding"),
+    (r"hook_token_type_embed", lambda m: "token-type embedding"),
+    (r"ln_final\.b", lambda m: "final norm's bias"),
+    (r"blocks\.(\d+)\.attn\.hook_result\[(\d+)\]", lambda m: f"block {int(m[1]) + 1}, head {int(m[2]) + 1}"),
+    (r"blocks\.(\d+)\.hook_attn_out", lambda m: f"block {int(m[1]) + 1}, attention"),
+    (r"blocks\.(\d+)\.attn\.b_O", lambda m: f"block {int(m[1]) + 1}, attention's output bias"),
+    (r"blocks\.(\d+)\.hook_mlp_out", lambda m: f"block {int(m[1]) + 1}, MLP"),
+    (r"blocks\.(\d+)\.mlp\.experts\.hook_out\[(\d+)\]", lambda m: f"block {int(m[1]) + 1}, expert {int(m[2]) + 1}"),
+    (r"blocks\.(\d+)\.mlp\.shared\.hook_out", lambda m: f"block {int(m[1]) + 1}, shared expert"),
+]
+
+
+def part_words(name: str) -> str:
+    """A part of ``parts_written`` in words: "blocks.3.attn.hook_result[1]" → "block 4, head 2"."""
+    for pattern, words in _PART_WORDS:
+        match = re.fullmatch(pattern, name)
+        if match:
+            return words(match)
+    return name
 
 
 def parts_written(model: Transformer) -> list[str]:
