@@ -120,23 +120,13 @@ DRAWN = """([title, idle]) => {
     return shown ? (performance.now() - window.__clicked) / 1000 : false; }"""
 
 
-STEP_CHANGES = ("Backward step change", "Worked-example step change", "Playground slider (in the page)")
-# a slider moved in the page: from the input event until two animation frames later (the redraw painted)
-SLIDE = """(input, value) => new Promise((done) => {
-    const start = performance.now();
-    input.value = value;
-    input.dispatchEvent(new Event("input", {bubbles: true}));
-    requestAnimationFrame(() => requestAnimationFrame(() => done((performance.now() - start) / 1000)));
-})"""
-
-
 def time_views(url: str, clock: ServerClock, reopens: int = 3) -> dict[str, list[tuple[float, float, float]]]:
     """Per view, (until drawn, server, of which traces) seconds of its first open and of
     ``reopens`` reopens; then of three backward-step changes in the explorer and three
-    worked-example step changes, and of five playground temperature changes (answered in the page)."""
+    worked-example step changes."""
     from playwright.sync_api import sync_playwright
 
-    times = {view: [] for view in VIEWS} | {name: [] for name in STEP_CHANGES}
+    times = {view: [] for view in VIEWS} | {"Backward step change": [], "Worked-example step change": []}
 
     def timed_click(click, title: str | None, changes_url: bool = True) -> float:
         before = page.url
@@ -173,13 +163,6 @@ def time_views(url: str, clock: ServerClock, reopens: int = 3) -> dict[str, list
         for _ in range(3):
             drawn = timed_click(lambda: page.keyboard.press("ArrowRight"), "")
             times["Worked-example step change"].append((drawn, *clock.read()))
-        page.goto(url.replace("/explore?", "/playground?"))
-        page.locator(".gb-chart[data-drawn]").wait_for(timeout=600_000)
-        page.wait_for_selector(IDLE, timeout=600_000)
-        clock.read()
-        for value in (0.5, 1.3, 0.8, 1.7, 0.3):  # temperature: the whole vocabulary's distribution again
-            drawn = page.locator("input[data-setting=temperature]").evaluate(SLIDE, value)
-            times["Playground slider (in the page)"].append((drawn, *clock.read()))
         browser.close()
     return times
 
@@ -221,8 +204,8 @@ def main(argv: list[str] | None = None) -> int:
         (cold, cold_server, cold_trace), warm, warm_server = times[view][0], *reopened(times[view])
         print(f"{view:<22}{cold:>18.2f}s{cold_server:>8.2f}s{cold_trace:>7.2f}s{cold_server - cold_trace:>6.2f}s"
               f"{warm:>14.2f}s{warm_server:>8.2f}s")
-    print(f"\n{'step change (median)':<34}{'drawn':>8}{'server':>9}{'trace':>8}")
-    for name in STEP_CHANGES:
+    print(f"\n{'step change (median of 3)':<34}{'drawn':>8}{'server':>9}{'trace':>8}")
+    for name in ("Backward step change", "Worked-example step change"):
         drawn, server_time, trace_time = (statistics.median(t[k] for t in times[name]) for k in range(3))
         print(f"{name:<34}{drawn:>7.2f}s{server_time:>8.2f}s{trace_time:>7.2f}s")
     print("\n(trace: the model's own passes inside the server time (traces; Ask why's attribution, ablation and logit "
@@ -234,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
                           "reopen_s": reopened(times[v])[0], "reopen_server_s": reopened(times[v])[1],
                           "reopens": [{"drawn_s": t, "server_s": s} for t, s, _ in times[v][1:]]} for v in VIEWS},
             "step_changes": {n: [{"drawn_s": t, "server_s": s, "trace_s": c} for t, s, c in times[n]]
-                             for n in STEP_CHANGES}}, indent=2))
+                             for n in ("Backward step change", "Worked-example step change")}}, indent=2))
         print(f"\nwrote {args.json}")
     return 0
 
