@@ -7,7 +7,7 @@ import sys
 from urllib.parse import quote, unquote, urlparse
 
 import pytest
-from playwright.sync_api import expect
+from playwright.sync_api import TimeoutError as PlaywrightTimeout, expect
 
 from tests.helpers import ROOT, serving
 
@@ -40,8 +40,14 @@ def press_next(page, until: str, limit: int = 80):
         if step_title(page).startswith(until):
             return
         before = page.url
-        page.keyboard.press("ArrowRight")  # the Next button's shortcut
-        page.wait_for_function("u => window.location.href !== u", arg=before, timeout=30_000)
+        for attempt in range(2):  # a key pressed while a fresh page still attaches its shortcuts can be lost: once more
+            page.keyboard.press("ArrowRight")  # the Next button's shortcut
+            try:
+                page.wait_for_function("u => window.location.href !== u", arg=before, timeout=30_000)
+                break
+            except PlaywrightTimeout:
+                if attempt:
+                    raise
         settled(page)
     pytest.fail(f"never reached the step {until!r}")
 
