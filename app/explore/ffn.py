@@ -13,8 +13,9 @@ import streamlit as st
 from app.components.charts import paired_bars, show
 from app.components.heatmap import ClickLayer, heatmap_figure
 from app.components.labels import plain
+from app.components.heatmap import fits_text
 from app.explore.common import (Explorer, array, bar_chart, choose_expert, choose_layer, choose_position, derived,
-                                fits_text, heatmap, lacks)
+                                heatmap, lacks)
 from model.analysis import active, top_neurons
 from model.analysis.experts import SHARED, Unit, expert_label, routing, unit
 from model.serving import Needs
