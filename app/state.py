@@ -26,15 +26,16 @@ def read_url_settings(defaults: dict, limits: dict | None = None, choices: dict 
                       prefix: str = "") -> None:
     """Settings that live in the URL, so a setup can be shared. Each query parameter ``name``
     backs the session state key ``prefix + name`` (pages that share parameter names keep
-    their own state). On a page's first run a setting is read from the query string (a bad
-    value falls back to its default, a number is clamped into ``limits``); later runs keep
-    what the session holds. ``write_url_settings`` writes the values back. A block or a head
+    their own state). A setting is read from the query string on a page's first run, and
+    whenever the URL holds a value this session did not write there (a link followed within the
+    app, an address typed): a bad value falls back to its default, a number is clamped into
+    ``limits``. Otherwise a run keeps what the session holds. ``write_url_settings`` writes the values back. A block or a head
     (``COUNTED_FROM_ONE``) is counted from 1 in the URL and in what a note says, from 0 in
     ``defaults``, ``limits`` and the session."""
     limits, choices = limits or {}, choices or {}
     for name, default in defaults.items():
         key = prefix + name
-        if key in st.session_state:
+        if key in st.session_state and not followed_link(name, prefix):
             continue
         raw, value = st.query_params.get(name), default
         if raw is not None:
@@ -60,6 +61,19 @@ def read_url_settings(defaults: dict, limits: dict | None = None, choices: dict 
         st.session_state[key] = value
 
 
+def followed_link(name: str, prefix: str = "") -> str | None:
+    """The URL's value for ``name`` where this session did not write it there (``set_url``): a link
+    followed or an address typed, which must win over what the session remembers. None otherwise."""
+    raw = st.query_params.get(name)
+    return raw if raw is not None and raw != st.session_state.get(prefix + "url_written", {}).get(name) else None
+
+
+def set_url(values: dict[str, str], prefix: str = "") -> None:
+    """Write these query parameters, remembering them as this session's own (see ``followed_link``)."""
+    st.query_params.update(values)
+    st.session_state.setdefault(prefix + "url_written", {}).update(values)
+
+
 def _note(prefix: str, message: str) -> None:
     st.session_state.setdefault(prefix + "url_notes", []).append(message)
 
@@ -73,7 +87,7 @@ def show_url_notes(prefix: str = "") -> None:
 def write_url_settings(names: Iterable[str], prefix: str = "") -> None:
     """The current values of these settings into the URL: call it where a run (or a fragment's
     rerun) has its final values."""
-    st.query_params.update({name: str(_shown(name, st.session_state[prefix + name])) for name in names})
+    set_url({name: str(_shown(name, st.session_state[prefix + name])) for name in names}, prefix)
 
 
 def url_settings(defaults: dict, limits: dict | None = None, choices: dict | None = None, prefix: str = "") -> None:

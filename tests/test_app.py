@@ -97,6 +97,26 @@ def test_an_unknown_step_in_the_url_opens_the_first_and_says_so():
     assert any("no step called “zzz”" in w.value for w in at.warning)
 
 
+def test_a_link_followed_within_the_session_wins_over_what_the_page_remembers():
+    """A page_link carries its query parameters into a page the session has already opened (Streamlit
+    keeps the session, and its widget state, across such a link and sometimes across a reload): the
+    step and the view in the link are the ones shown, not those the session held before."""
+    at = start(WORKED, step="b1-scores")
+    assert at.selectbox(key="step").value == "b1-scores"
+    at.switch_page("screens/welcome.py").run()
+    at.query_params["step"] = "b1-ffn-expand"
+    at.switch_page(WORKED).run()
+    assert at.selectbox(key="step").value == "b1-ffn-expand"
+    next(b for b in at.button if b.label.startswith("Next")).click().run()  # its own writes are not links
+    assert at.selectbox(key="step").value not in ("b1-ffn-expand", "b1-scores")
+    at = start("screens/explore.py", view="Attention")
+    assert at.session_state["explore_view"] == "Attention"
+    at.switch_page("screens/welcome.py").run()
+    at.query_params["view"] = "FFN"
+    at.switch_page("screens/explore.py").run()
+    assert not at.exception and at.session_state["explore_view"] == "FFN"
+
+
 def test_welcome_page_names_a_real_step_and_view_for_every_part_of_the_drawing():
     """Each part of the welcome page's drawing links to a worked-example step and an explorer view that
     exist (checked against the steps the engine builds and the explorer's views), and a part chosen in

@@ -15,7 +15,7 @@ from app.components.latex import wrapped
 from app.components.pipeline import pipeline_strip
 from app.components.stepper import stepper
 from app.resources import shared_model
-from app.state import per_training_run
+from app.state import followed_link, per_training_run, set_url
 from model.course import lessons_for_step
 from model.engine import block_label
 from model.lesson.steps import Grid, Panel, Step, stages, worked_example_steps
@@ -71,17 +71,19 @@ def pipeline_diagram(step: Step, n_layers: int) -> None:
 def navigation(steps: list[Step]) -> Step:
     keys = [s.key for s in steps]
     labels = {s.key: f"{i + 1}/{len(steps)} · {s.phase} · {s.title}" for i, s in enumerate(steps)}
-    if st.session_state.get("step") not in keys:  # first run: the URL's step, if any
-        asked = st.query_params.get("step")
-        st.session_state.step = asked if asked in keys else keys[0]
-        if asked is not None and asked not in keys:
-            st.session_state.unknown_step = asked
+    asked = followed_link("step")
+    if asked in keys:  # the first run on a shared URL, or a link to a step from another page
+        st.session_state.step = asked
+    elif st.session_state.get("step") not in keys:
+        st.session_state.step = keys[0]
+    if asked is not None and asked not in keys:
+        st.session_state.unknown_step = asked
     if "unknown_step" in st.session_state:  # said once, on the run that opened the page
         st.warning(f"There is no step called “{plain(st.session_state.pop('unknown_step'))}”: here is the first step. "
                    "The list below has every step.", icon=":material/info:")
     index = stepper(keys, "step", "Step", labels.get, shortcuts=True,
                     help="Jump to any step. The URL holds the step, so it can be shared.")
-    st.query_params["step"] = st.session_state.step
+    set_url({"step": st.session_state.step})
     return steps[index]
 
 
