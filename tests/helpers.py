@@ -114,6 +114,18 @@ def charts(at) -> list[dict]:
     return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
 
 
+def played(at, step: str | None = None) -> dict:
+    """What the worked example's page sends its in-page player (app/components/step_player.py):
+    everything, or one step's part of it."""
+    data = json.loads(at.get("bidi_component")[0].proto.json)
+    return data if step is None else next(s for s in data["steps"] if s["key"] == step)
+
+
+def exact(grid: dict) -> np.ndarray:
+    """A played grid's exact values (−∞ where the mask put it)."""
+    return np.array([[float(v) for v in row] for row in grid["exact"]])
+
+
 def values(data) -> np.ndarray:
     """An array as sent to the browser: a list, or plotly's typed array for numpy input
     ({"dtype": "f4", "bdata": base64, "shape": "rows, cols"})."""

@@ -12,51 +12,53 @@ from model.lesson.steps import worked_example_steps
 from model.engine import run_trace
 from model.lesson.article import published
 
-from tests.helpers import charts, shown as shown_text, start, values
+from tests.helpers import charts, exact, played, shown as shown_text, start, values
 
 WORKED = "screens/worked_example.py"
 
-def test_worked_example_steps_through_every_step_and_back():
+def test_the_page_plays_every_step_the_engine_builds_with_every_cells_arithmetic():
+    """The worked example is sent once and played in the page (stepping and clicking are tested in
+    Chromium, tests/test_browser.py). Reference: worked_example_steps on the bundled weights,
+    called here: the same steps in the same order, every grid's exact values unchanged (float64
+    written with repr, so equal to the bit), and every output cell with its arithmetic."""
     at = start(WORKED)
-    article = published()
+    data = played(at)
     loaded = load("worked-example")
-    keys = [s.key for s in worked_example_steps(loaded.model, loaded.tokenizer, article, lambda w: "")]
-    assert at.selectbox(key="step").value == keys[0]
-    seen = [keys[0]]
-    next_button = next(b for b in at.button if b.label.startswith("Next"))
-    while not next_button.disabled:
-        next_button.click().run()
-        assert not at.exception and not at.error, seen[-1]
-        seen.append(at.selectbox(key="step").value)
-        assert at.query_params["step"] == [seen[-1]] or at.query_params["step"] == seen[-1]  # shareable URL
-        assert charts(at), seen[-1]
-        assert at.latex, seen[-1]  # the step's formula and a cell's arithmetic
-        next_button = next(b for b in at.button if b.label.startswith("Next"))
-    assert seen == keys
-    previous = next(b for b in at.button if b.label.startswith("◀"))
-    previous.click().run()
-    assert at.selectbox(key="step").value == keys[-2]
+    steps = worked_example_steps(loaded.model, loaded.tokenizer, published(), lambda w: "")
+    assert [s["key"] for s in data["steps"]] == [s.key for s in steps]
+    assert data["step"] is None  # no step in the URL: the page opens on the tab's last step, or the first
+    for sent, step in zip(data["steps"], steps):
+        assert sent["title"] == step.title and sent["formula"], step.key
+        for sent_panel, panel in zip(sent["panels"], step.panels, strict=True):
+            for sent_grid, grid in zip(sent_panel["inputs"] + sent_panel["outputs"], panel.inputs + panel.outputs):
+                assert np.array_equal(exact(sent_grid), grid.values), (step.key, grid.label)
+            for sent_grid, grid in zip(sent_panel["outputs"], panel.outputs):
+                if grid.explain is not None:
+                    assert np.shape(sent_grid["cells"])[:2] == grid.shape
+                    assert all(cell["lines"] for row in sent_grid["cells"] for cell in row), step.key
 
 
 def test_the_loss_step_shows_the_articles_loss_and_its_arithmetic():
     at = start(WORKED, step="loss")
-    assert at.selectbox(key="step").value == "loss"
-    (loss_chart,) = [c for c in charts(at) if "loss" in c["layout"]["title"]["text"]]
-    assert loss_chart["data"][0]["text"] == [["1.768"]]
-    assert any("-\\log 0.1706" in el.value and "1.7685" in el.value for el in at.latex)
+    assert played(at)["step"] == "loss"
+    (loss,) = [g for g in played(at, "loss")["panels"][0]["outputs"] if "loss" in g["title"]]
+    assert loss["text"] == [["1.768"]]
+    lines = " ".join(loss["cells"][0][0]["lines"])
+    assert "-\\log 0.1706" in lines and "1.7685" in lines
 
 
-def test_choosing_a_cell_shows_its_dot_product():
+def test_a_cells_arithmetic_is_its_dot_product_with_the_operands_written_out():
     at = start(WORKED, step="b1-scores")
-    at.selectbox(key="cell:b1-scores:head 1 ([0]):row").set_value(4).run()
-    at.selectbox(key="cell:b1-scores:head 1 ([0]):col").set_value(0).run()
-    assert not at.exception
-    text = " ".join(el.value for el in at.latex)
+    head = played(at, "b1-scores")["panels"][0]
+    assert head["label"] == "head 1 ([0])"
+    (scores,) = head["outputs"]
+    text = " ".join(scores["cells"][4][0]["lines"])
     # scores(1,1)[4,0] = Q[4]·K[0]/√2, with the operands written out
     trace = run_trace(load("worked-example").model, [0, 1, 2, 3, 0], names=["*attn.hook_*"])
     q, k = trace["blocks.0.attn.hook_q"][0], trace["blocks.0.attn.hook_k"][0]
     assert f"{q[4, 0].item():.4f}\\times{k[0, 0].item():.4f}" in text
     assert f"{trace['blocks.0.attn.hook_scores'][0, 4, 0].item():.4f}" in text
+    assert ["Q(1,1)", 4, None] in scores["cells"][4][0]["uses"]  # the row it reads, outlined in the page
 
 
 def test_the_update_step_runs_the_forward_pass_again_with_the_new_weights():
@@ -78,37 +80,34 @@ def test_the_update_step_runs_the_forward_pass_again_with_the_new_weights():
 
     at = start(WORKED, step="update")
     assert not at.exception
-    shown = {m.label: m for m in at.metric}
-    assert float(shown["loss −log p(mat)"].value) == pytest.approx(after, abs=6e-5)
-    assert f"from {before.item():.4f}" in shown["loss −log p(mat)"].delta
-    assert float(shown["p(mat)"].value) == pytest.approx(p_after, abs=6e-5) and after < before.item()
-    (bars,) = [c for c in charts(at) if "Next-word probabilities" in c["layout"]["title"]["text"]]
-    assert bars["data"][1]["x"][config["target_id"]] == pytest.approx(p_after, abs=1e-9)
-    assert any("Train it live" in link.proto.label for link in at.get("page_link"))
+    payoff = played(at, "update")["after"]
+    shown = {m["label"]: m for m in payoff["metrics"]}
+    assert float(shown["loss −log p(mat)"]["value"]) == pytest.approx(after, abs=6e-5)
+    assert f"from {before.item():.4f}" in shown["loss −log p(mat)"]["delta"]
+    assert float(shown["p(mat)"]["value"]) == pytest.approx(p_after, abs=6e-5) and after < before.item()
+    assert payoff["after"][config["target_id"]] == pytest.approx(p_after, abs=1e-9)
     p_before = torch.softmax(loaded.model(ids).logits[0, -1].double(), -1)[config["target_id"]].item()
-    said = shown_text(" ".join(m.value for m in at.markdown))
-    assert f"{p_after / p_before:.2f} times as likely" in said
-    assert f"held {1 - p_before:.4f} together before and {1 - p_after:.4f} after" in said
+    assert f"{p_after / p_before:.2f} times as likely" in payoff["sentence"]
+    assert f"held {1 - p_before:.4f} together before and {1 - p_after:.4f} after" in payoff["sentence"]
 
 
 def test_an_unknown_step_in_the_url_opens_the_first_and_says_so():
     at = start(WORKED, step="zzz")
-    assert at.selectbox(key="step").value == "tokens"
+    assert played(at)["step"] == "tokens"
     assert any("no step called “zzz”" in w.value for w in at.warning)
 
 
 def test_a_link_followed_within_the_session_wins_over_what_the_page_remembers():
     """A page_link carries its query parameters into a page the session has already opened (Streamlit
     keeps the session, and its widget state, across such a link and sometimes across a reload): the
-    step and the view in the link are the ones shown, not those the session held before."""
+    step and the view in the link are the ones shown, not those the session held before. (That the
+    page then draws the step it is sent is tested in Chromium.)"""
     at = start(WORKED, step="b1-scores")
-    assert at.selectbox(key="step").value == "b1-scores"
+    assert played(at)["step"] == "b1-scores"
     at.switch_page("screens/welcome.py").run()
     at.query_params["step"] = "b1-ffn-expand"
     at.switch_page(WORKED).run()
-    assert at.selectbox(key="step").value == "b1-ffn-expand"
-    next(b for b in at.button if b.label.startswith("Next")).click().run()  # its own writes are not links
-    assert at.selectbox(key="step").value not in ("b1-ffn-expand", "b1-scores")
+    assert played(at)["step"] == "b1-ffn-expand"  # the page's player follows a step that differs from its last
     at = start("screens/explore.py", view="Attention")
     assert at.session_state["explore_view"] == "Attention"
     at.switch_page("screens/welcome.py").run()
@@ -146,12 +145,12 @@ def test_train_it_live_then_step_through_the_trained_weights():
     assert p_mat > 0.171
     assert len(charts(at)) == 4 + 12  # loss, η, p(mat), embedding; 2 blocks x 2 heads: before, after, change
     at.switch_page("screens/worked_example.py").run()
+    article = played(at)["id"]
     at.radio(key="weights_choice").set_value(at.radio(key="weights_choice").options[1]).run()
-    at.query_params["step"] = "softmax"
-    at.selectbox(key="step").set_value("softmax").run()
-    assert not at.exception
-    (probs,) = [c for c in charts(at) if "<b>probs" in c["layout"]["title"]["text"]]
-    assert float(probs["data"][0]["text"][0][5]) == pytest.approx(p_mat, abs=6e-4)  # shown to 3 decimals
+    assert not at.exception and played(at)["id"] != article  # the page replays the trained weights
+    (probs,) = [g for g in played(at, "softmax")["panels"][0]["outputs"] if g["title"].startswith("probs")]
+    assert float(probs["text"][0][5]) == pytest.approx(p_mat, abs=6e-4)  # shown to 3 decimals
+    assert probs["provenance"] == "" and "trained" in {g["provenance"] for g in played(at, "embedding")["panels"][0]["inputs"]}
 
 
 def test_train_it_live_gives_adamw_its_own_learning_rate_and_a_schedule():
@@ -219,40 +218,66 @@ def chart_titled(at, title: str) -> dict:
     return chart
 
 
+def fill_at(value: float, low: float, high: float, scale: str) -> np.ndarray:
+    """The colour plotly gives ``value`` on its named scale from ``low`` to ``high``, as RGB (the
+    reference for the page's cell fills; plotly interpolates in floats, a page paints integers)."""
+    import plotly.colors
+
+    at = min(max((value - low) / (high - low), 0), 1)
+    return np.array(plotly.colors.unlabel_rgb(plotly.colors.sample_colorscale(scale, [at])[0]))
+
+
+def same_colour(fill: str, expected: np.ndarray) -> bool:
+    """A page's "#rrggbb" within 2 of a reference colour in each channel (a 256-step scale and rounding)."""
+    return bool(np.abs(np.array([int(fill[i:i + 2], 16) for i in (1, 3, 5)]) - expected).max() <= 2)
+
+
+def played_grid(step: dict, title: str, panel: int = 0) -> dict:
+    chosen = step["panels"][panel]
+    grids = chosen["inputs"] + chosen["outputs"] + [g for c in chosen["compared"] for g in c["grids"]]
+    (grid,) = [g for g in grids if g["title"] == title]
+    return grid
+
+
 def test_grids_meant_to_be_compared_share_one_colour_scale():
     """W and W_new share a scale; so do the computed figure, the article's and their difference
-    (a 0.003 difference is pale, not saturated); probabilities run 0..1 on a sequential scale;
-    every quantity grid has a colour bar. Reference: the grids' own values sent to the browser."""
+    (a 0.003 difference is pale, not saturated); probabilities run 0..1 on a sequential scale.
+    Reference: each cell's fill against plotly's own colour scale at the grids' shared top."""
     at = start(WORKED, step="update")
-    before, after = chart_titled(at, "W_E"), chart_titled(at, "W_E_new")
-    top = max(np.nanmax(np.abs(values(c["data"][0]["z"]))) for c in (before, after))
-    assert before["data"][0]["zmax"] == after["data"][0]["zmax"] == pytest.approx(top, rel=1e-6)
-    assert before["data"][0]["showscale"] and after["data"][0]["showscale"]
+    update = played(at, "update")
+    before, after = played_grid(update, "W_E"), played_grid(update, "W_E_new")
+    top = max(np.abs(exact(g)).max() for g in (before, after))
+    assert before["scale"]["high_text"] == after["scale"]["high_text"] == f"{top:.3g}"
+    for grid in (before, after):
+        for (r, c), value in np.ndenumerate(exact(grid)):
+            assert same_colour(grid["fill"][r][c], fill_at(value, -top, top, "RdBu_r")), (grid["title"], r, c)
 
-    at = start(WORKED, step="final-layernorm")
-    trio = [chart_titled(at, title) for title in ("X_final computed", "X_final in the article")]
-    trio.append(next(c for c in charts(at) if c["layout"]["title"]["text"].startswith("<b>computed − article")))
-    assert len({c["data"][0]["zmax"] for c in trio}) == 1
-    difference = np.abs(values(trio[2]["data"][0]["z"]))
-    assert np.nanmax(difference) < 0.01 * trio[2]["data"][0]["zmax"]
+    final = played(at, "final-layernorm")
+    trio = [played_grid(final, title) for title in ("X_final computed", "X_final in the article", "computed − article")]
+    assert len({g["scale"]["high_text"] for g in trio}) == 1
+    top = max(np.abs(exact(g)).max() for g in trio[:2])
+    assert np.abs(exact(trio[2])).max() < 0.01 * top
+    white = fill_at(0.0, -top, top, "RdBu_r")
+    assert all(same_colour(fill, white) for row in trio[2]["fill"] for fill in row)  # a 0.003 difference stays pale
 
-    at = start(WORKED, step="b1-softmax")
-    pattern = chart_titled(at, "A(1,1)")["data"][0]
-    assert (pattern["zmin"], pattern["zmax"]) == (0, 1) and pattern["colorscale"][0][1] != pattern["colorscale"][-1][1]
+    pattern = played_grid(played(at, "b1-softmax"), "A(1,1)")
+    assert (pattern["scale"]["low_text"], pattern["scale"]["high_text"]) == ("0", "1")
+    probabilities = exact(pattern)
+    for (r, c), value in np.ndenumerate(probabilities):
+        assert same_colour(pattern["fill"][r][c], fill_at(value, 0, 1, "Blues"))
 
 
 def test_rounding_noise_is_written_as_zero_with_the_exact_value_on_hover():
     """The logit of "and": X_final[4]·W_E[and], where W_E[and] = (0.2, 0.2, 0.2, 0.2) and the
     LayerNorm output sums to 0, so the exact value is rounding noise (under 1e-12 × the largest)."""
     at = start(WORKED, step="logits")
-    heat = chart_titled(at, "logits")["data"]
-    exact = float(heat[1]["customdata"][7])  # the click layer carries the exact values
-    largest = np.abs(values(heat[0]["z"])).max()
-    assert abs(exact) < 1e-12 * largest
-    assert heat[0]["text"][0][7] == "0"
+    logits = played_grid(played(at, "logits"), "logits")
+    largest = np.abs(exact(logits)).max()
+    assert abs(exact(logits)[0, 7]) < 1e-12 * largest  # the exact value, written on hover
+    assert logits["text"][0][7] == "0"
 
 
-@pytest.mark.parametrize("page, query", [(None, {}), (WORKED, {"step": "update"}), ("screens/playground.py", {}),
+@pytest.mark.parametrize("page, query", [(None, {}), ("screens/playground.py", {}),
                                          ("screens/explore.py", {"view": "Tokens & embeddings"})])
 def test_every_chart_is_sent_with_glassboxs_template_and_no_streamlit_theme(page, query):
     """Streamlit's chart theme is applied in the browser on every draw (app/components/charts.py

@@ -32,7 +32,10 @@ def settled(page):
 
 
 def step_title(page) -> str:
-    return page.locator("[data-testid='stHeading'] h3").first.inner_text()
+    """The worked example's step, as its in-page player (app/components/step_player.js) draws it."""
+    title = page.locator(".gb-player .gb-title").first
+    title.wait_for(timeout=60_000)
+    return title.inner_text()
 
 
 def press_next(page, until: str, limit: int = 80):
@@ -71,8 +74,36 @@ def test_step_to_the_loss_then_back_through_the_gradients_to_the_update(app_url,
     expect(main.get_by_text("0.3503", exact=True)).to_be_visible()  # p(mat), from 0.1706
     expect(main.get_by_role("link", name=re.compile("Train it live"))).to_be_visible()
     assert "step=update" in page.url
-    assert page.locator("[data-testid='stPlotlyChart']").count() >= 3
+    assert page.locator(".gb-player .gb-grid").count() >= 3
     assert page.locator("[data-testid='stException']").count() == 0
+    # back, by the key and by the button; the URL follows, and a reload opens the same step
+    page.keyboard.press("ArrowLeft")
+    page.wait_for_url(re.compile(r"step=grad-embedding"), timeout=30_000)
+    page.get_by_role("button", name="◀ Previous").click()
+    page.wait_for_url(re.compile(r"step=grad-positions"), timeout=30_000)
+    page.reload()
+    settled(page)
+    expect(page.locator(".gb-player")).to_have_attribute("data-step", "grad-positions", timeout=60_000)
+
+
+def test_the_worked_example_reopens_where_the_reader_left_it(app_url, page):
+    """Stepping asks nothing of the server: the page writes the step into the URL and this tab's
+    sessionStorage, so leaving by the sidebar and coming back (a URL without ?step=) opens the same
+    step with the same cell chosen."""
+    page.goto(app_url + "/worked-example?step=b1-softmax")
+    settled(page)
+    page.locator(".gb-grid[data-label='A(1,1)'] td[data-cell='3,1']").click()
+    expect(page.locator(".gb-arithmetic")).to_have_attribute("data-cell", "A(1,1),3,1")
+    page.keyboard.press("ArrowRight")
+    page.wait_for_url(re.compile(r"step=b1-weighted-values"), timeout=30_000)
+    page.keyboard.press("ArrowLeft")
+    page.get_by_role("link", name="Welcome").click()
+    settled(page)
+    page.get_by_role("link", name="Worked example").first.click()
+    settled(page)
+    expect(page.locator(".gb-player")).to_have_attribute("data-step", "b1-softmax", timeout=60_000)
+    expect(page.locator(".gb-arithmetic")).to_have_attribute("data-cell", "A(1,1),3,1")
+    assert "step=b1-softmax" in page.url
 
 
 def test_the_same_tensor_has_the_same_label_on_both_pages(app_url, page):
@@ -82,7 +113,7 @@ def test_the_same_tensor_has_the_same_label_on_both_pages(app_url, page):
     main = page.locator("[data-testid='stMain']")
     expect(main.get_by_text("block 1 (blocks.0)").first).to_be_visible(timeout=30_000)  # the pipeline strip
     expect(main.get_by_role("radio", name="head 1 ([0])")).to_be_visible()
-    expect(main.locator(".gtitle", has_text="blocks.0.attn.hook_pattern[0]").first).to_be_visible()
+    expect(main.locator(".gb-engine", has_text="blocks.0.attn.hook_pattern[0]").first).to_be_visible()
     page.goto(app_url + "/explore?model=worked-example&prompt=the+cat+sat+on+the&view=Attention&block=1&head=1")
     settled(page)
     expect(main.get_by_role("heading", name="Block 1 (blocks.0), head 1 ([0])")).to_be_visible(timeout=60_000)
@@ -94,13 +125,13 @@ def test_a_shared_step_url_opens_that_step_and_a_click_explains_a_cell(app_url, 
     page.goto(app_url + "/worked-example?step=b1-scores")
     settled(page)
     assert step_title(page) == "Block 1: attention scores"
-    scores = page.locator("[data-testid='stPlotlyChart']").nth(2)  # Q, K in; the scores out
-    plot = scores.locator(".nsewdrag").first.bounding_box()
-    page.mouse.click(plot["x"] + plot["width"] * 1.5 / 5, plot["y"] + plot["height"] * 2.5 / 5)  # row 2, column 1
-    settled(page)
-    expect(page.get_by_role("combobox", name="Row")).to_have_value("2 sat", timeout=30_000)
-    expect(page.get_by_role("combobox", name="Column")).to_have_value("1 cat")
+    page.locator(".gb-grid[data-label='scores(1,1)'] td[data-cell='2,1']").click()  # row 2, column 1
+    expect(page.get_by_role("combobox", name="Row")).to_have_value("2")
+    expect(page.get_by_role("combobox", name="Row").locator("option:checked")).to_have_text("2 sat")
+    expect(page.get_by_role("combobox", name="Column").locator("option:checked")).to_have_text("1 cat")
     expect(page.locator(".katex").filter(has_text="scores(1,1)2,1").first).to_be_visible()
+    expect(page.locator(".gb-grid[data-label='Q(1,1)'] td.gb-mark")).to_have_count(2)  # the row of Q it reads
+    assert "step=b1-scores" in page.url  # the click asked nothing of the server
 
 
 def test_welcome_page_a_click_on_the_drawing_leads_to_the_matching_step_and_view(app_url, page):

@@ -11,7 +11,7 @@ import torch
 
 from model.course import LESSONS, lessons_for_step, lessons_for_view
 from model.engine import GlassboxError, ModelConfig, editing, run_trace, variant
-from tests.helpers import cli, start
+from tests.helpers import cli, played, start
 
 CFG = ModelConfig(vocab_size=11, n_ctx=8, d_model=8, n_layers=2, n_heads=2, d_ff=16)
 TOKENS = [1, 4, 2, 7, 3]
@@ -113,7 +113,7 @@ def test_views_steps_and_the_drawing_link_to_their_lessons():
     at = start()  # the drawing's default part is attention
     assert {page for _, page in links(at)} >= {"course-attention", "course-sqrt-dk", "course-mask"}
     at = start("screens/worked_example.py", step="loss")
-    assert ("5. The training objective", "course-objective") in links(at)
+    assert {"label": "5. The training objective", "href": "course-objective"} in played(at, "loss")["lessons"]
 
 
 def test_every_lesson_has_figures_in_strict_json():

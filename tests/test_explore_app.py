@@ -15,7 +15,7 @@ from app.explore import VIEWS
 from model.analysis import attention_pair, logit_lens
 from model.io.checkpoint import load
 from model.engine import GRAD, Target, run_trace
-from tests.helpers import charts, shown, start, values, z
+from tests.helpers import charts, exact, played, shown, start, values, z
 
 PROMPT = "the cat sat on the"
 
@@ -160,10 +160,11 @@ def test_the_same_tensor_has_the_same_label_and_numbers_on_both_pages():
 
     worked = start("screens/worked_example.py", step="b1-softmax")
     assert not worked.exception
-    assert "head 1 ([0])" in worked.get("button_group")[0].proto.options[0].content
-    assert any("block 1 (blocks.0)" in el.proto.body for el in worked.get("html"))  # the pipeline strip
-    (worked_chart,) = [c for c in charts(worked) if "blocks.0.attn.hook_pattern[0]" in c["layout"]["title"]["text"]]
-    assert np.allclose(z(worked_chart), expected, atol=1e-6)
+    step = played(worked, "b1-softmax")
+    assert step["panels"][0]["label"] == "head 1 ([0])"
+    assert "block 1 (blocks.0)" in step["pipeline"]  # the pipeline strip
+    (pattern,) = [g for g in step["panels"][0]["outputs"] if g["name"] == "blocks.0.attn.hook_pattern[0]"]
+    assert np.allclose(exact(pattern), expected, atol=1e-6)
 
     explorer = start("screens/explore.py", model="worked-example", prompt=PROMPT, view="Attention", block="1", head="1")
     assert not explorer.exception

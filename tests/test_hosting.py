@@ -520,7 +520,7 @@ URL_SETTINGS = {  # every setting each page reads from its URL
     "screens/playground.py": ["model", "prompt", "temperature", "top_k", "top_p", "seed", "max_new", "greedy"],
     "screens/explore.py": ["model", "prompt", "view", "target", "target_pos", "block", "head", "pos", "key_pos", "norm",
                            "bstep", "weight", "tensor"],
-    "screens/worked_example.py": ["step", "row", "col", "weights"],
+    "screens/worked_example.py": ["step"],
 }
 NASTY = ["inf", "1e309", "![x](http://127.0.0.1:9/p.png)"]  # past float, past int, Markdown
 # (the three kinds of value that crashed pages; 15 kinds on every setting, 375 runs, now run clean)

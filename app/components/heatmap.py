@@ -208,6 +208,48 @@ def _image_figure(z: np.ndarray, colorscale: str, zmin: float, zmax: float, colo
     return fig
 
 
+def grid_text(grid: Grid) -> tuple[int, list[list[str]]]:
+    """A worked-example grid's cells as written, and the power of ten they are written in: a grid
+    whose largest entry is under 0.01 (gradients, differences) is written in units of 10^power
+    (0.000278 as 2.78 with power −4), so a cell holds 4 or 5 characters; 0 where written as is."""
+    largest = abs_max(grid.values)
+    power = power_of_ten(largest) if grid.quantity and largest < 0.01 else 0
+    unit = 10.0 ** -power
+    return power, [[cell_text(v * unit, largest * unit, ".2f" if power else ".3f") if grid.quantity else f"{v:g}"
+                    for v in row] for row in grid.values]
+
+
+def grid_colour(grid: Grid) -> str:
+    """How a worked-example grid is coloured: "plain" (labels), "sequential" (probabilities) or "diverging"."""
+    return "plain" if not grid.quantity else "sequential" if grid.probability else "diverging"
+
+
+COLOURSCALES = {"diverging": DIVERGING, "sequential": "Blues"}
+
+
+def cell_fills(values: np.ndarray, colour: str, zmax: float) -> tuple[list[list[str | None]], list[list[str]]]:
+    """Each cell's background as plotly's heatmap would paint it (its colour scale sampled at 256
+    points, from −zmax, or 0 where sequential, to zmax; None where blank: −∞, NaN, or a plain grid)
+    and an ink (dark or white) that reads on it."""
+    n_rows, n_cols = np.shape(values)
+    if colour == "plain":
+        return [[None] * n_cols for _ in range(n_rows)], [["#31333f"] * n_cols for _ in range(n_rows)]
+    zmin = 0.0 if colour == "sequential" else -zmax
+    scaled = np.clip((np.asarray(values, dtype=float) - zmin) / ((zmax - zmin) or 1.0), 0, 1)
+    rgb = _palette(COLOURSCALES[colour])[np.round(np.nan_to_num(scaled) * 255).astype(int)]
+    blank = ~np.isfinite(values)
+    fills = [[None if blank[r, c] else "#%02x%02x%02x" % tuple(rgb[r, c]) for c in range(n_cols)] for r in range(n_rows)]
+    dark = rgb @ np.array([0.299, 0.587, 0.114]) < 140
+    inks = [["#ffffff" if dark[r, c] else "#1b1d24" for c in range(n_cols)] for r in range(n_rows)]
+    return fills, inks
+
+
+def colour_stops(colour: str, stops: int = 9) -> list[str]:
+    """A colour scale as ``stops`` colours from its bottom to its top (for a CSS gradient)."""
+    palette = _palette(COLOURSCALES[colour])
+    return ["#%02x%02x%02x" % tuple(palette[i]) for i in np.linspace(0, 255, stops).round().astype(int)]
+
+
 def grid_figure(grid: Grid, marks: Sequence[tuple[int | None, int | None]] = (), selected: tuple[int, int] | None = None,
                 clickable: bool = False, zmax: float | None = None, colorbar: bool = True,
                 width: int | None = None) -> go.Figure:
@@ -222,11 +264,7 @@ def grid_figure(grid: Grid, marks: Sequence[tuple[int | None, int | None]] = (),
     there are left to the hover."""
     values = grid.values
     n_rows, n_cols = values.shape
-    largest = abs_max(values)
-    power = power_of_ten(largest) if grid.quantity and largest < 0.01 else 0
-    unit = 10.0 ** -power
-    text = [[cell_text(v * unit, largest * unit, ".2f" if power else ".3f") if grid.quantity else f"{v:g}" for v in row]
-            for row in values]
+    power, text = grid_text(grid)
     widest = max((len(t) for row in text for t in row), default=0)
     text_size = 11 if widest <= 5 else 10
     if width is not None and not fits_text(text, n_cols, width, text_size):
@@ -240,8 +278,7 @@ def grid_figure(grid: Grid, marks: Sequence[tuple[int | None, int | None]] = (),
     return heatmap_figure(
         values, grid.rows, grid.cols, pretty(grid.label) + (f" ×10<sup>{power}</sup>" if power else ""), grid.name,
         size=f"{n_rows}×{n_cols}" + (f"  · <i>{grid.provenance}</i>" if grid.provenance else ""),
-        row_title=grid.row_title, col_title=grid.col_title,
-        colour="plain" if not grid.quantity else "sequential" if grid.probability else "diverging",
+        row_title=grid.row_title, col_title=grid.col_title, colour=grid_colour(grid),
         zmax=1.0 if grid.probability else zmax, text=text, text_size=text_size, hover=hover,
         customdata=exact.tolist(), marks=marks, selected=selected, changed=grid.changed, clicks=clicks,
         colorbar="" if grid.quantity and colorbar else None, fixed=True,

@@ -110,7 +110,9 @@ def train_copy(model: Transformer, inputs: torch.Tensor, targets: torch.Tensor, 
         p.requires_grad_(not is_norm_parameter(name))  # LayerNorm stays gamma = 1, beta = 0
         if p.requires_grad:
             params.append(p)
-    opt = torch.optim.SGD(params, lr=learning_rate) if optimizer == "SGD" else torch.optim.AdamW(params, lr=learning_rate)
+    # plain SGD is written out: torch.optim's first use imports torch._dynamo (about 1 s), which the
+    # worked example's first open (its one update) would otherwise wait on
+    opt = None if optimizer == "SGD" else torch.optim.AdamW(params, lr=learning_rate)
     device = next(trained.parameters()).device
     inputs, targets = inputs.to(device), targets.to(device)
     example_ids = torch.tensor([example], device=device)
@@ -126,15 +128,21 @@ def train_copy(model: Transformer, inputs: torch.Tensor, targets: torch.Tensor, 
             run.target_embedding.append(trained.embed.W_E[target_id].double().tolist())
 
     for step in range(steps):
-        opt.zero_grad(set_to_none=True)
+        for p in params:
+            p.grad = None
         loss = trained(inputs, targets).loss  # also the loss after the previous update: computed once
         record(loss.item())
         loss.backward()
         rate = learning_rate_at(schedule, step, steps, learning_rate, warmup, floor=0.1)
-        for group in opt.param_groups:
-            group["lr"] = rate
         run.learning_rates.append(rate)
-        opt.step()
+        if opt is None:
+            with torch.no_grad():
+                for p in params:
+                    p -= rate * p.grad  # W_new = W - η ∂L/∂W
+        else:
+            for group in opt.param_groups:
+                group["lr"] = rate
+            opt.step()
         if on_step is not None:
             on_step(step + 1, steps)
     with torch.no_grad():
