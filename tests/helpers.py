@@ -121,6 +121,17 @@ def played(at, step: str | None = None) -> dict:
     return data if step is None else next(s for s in data["steps"] if s["key"] == step)
 
 
+def press(at, label: str = "Generate"):
+    """The playground's Generate (or Fill) button, drawn in the page with the sliders
+    (app/components/sampling_controls.js): AppTest cannot click it, so this does what its click
+    makes the server do: the settings the page shows become the session's, and the run that
+    follows knows it was clicked (Chromium clicks the real one, tests/test_browser.py)."""
+    sent = json.loads(at.get("bidi_component")[0].proto.json)
+    assert sent["action"] == label, sent["action"]
+    at.session_state["sampling_controls:clicked"] = dict(sent["settings"])
+    return at.run()
+
+
 def exact(grid: dict) -> np.ndarray:
     """A played grid's exact values (−∞ where the mask put it)."""
     return np.array([[float(v) for v in row] for row in grid["exact"]])

@@ -12,7 +12,7 @@ from model.lesson.steps import worked_example_steps
 from model.engine import run_trace
 from model.lesson.article import published
 
-from tests.helpers import charts, exact, played, shown as shown_text, start, values
+from tests.helpers import charts, exact, played, press, shown as shown_text, start, values
 
 WORKED = "screens/worked_example.py"
 
@@ -168,20 +168,19 @@ def test_train_it_live_gives_adamw_its_own_learning_rate_and_a_schedule():
 
 
 def test_playground_shows_what_the_sliders_do_and_generates():
+    """The sliders and the distribution are in the page (tests/test_sampling_in_the_page.py holds
+    its arithmetic to the sampler's); here, the settings it sends back (what its callback writes
+    into the session) reach the page's data, the URL and Generate."""
     at = start("screens/playground.py", prompt="Tom had")
-    (chart,) = [c for c in charts(at) if "Next token" in c["layout"]["title"]["text"]]
-    model_bars, sampled_bars = chart["data"]  # horizontal bars: the probabilities are x
-    # temperature 1, no filtering: the same distribution
-    assert model_bars["x"] == pytest.approx(sampled_bars["x"], rel=1e-9)
-    at.slider(key="temperature").set_value(0.3).run()
-    at.slider(key="top_k").set_value(3).run()
-    (chart,) = [c for c in charts(at) if "Next token" in c["layout"]["title"]["text"]]
-    model_bars, sampled_bars = chart["data"]
-    assert sum(p > 0 for p in sampled_bars["x"]) == 3 and "3 of" in chart["layout"]["title"]["text"]
-    assert sampled_bars["x"][0] > model_bars["x"][0]  # a low temperature sharpens
+    sent = lambda: json.loads(at.get("bidi_component")[0].proto.json)  # noqa: E731
+    assert sent()["settings"] == {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "greedy": False}
+    assert sent()["title"] == "Next token after the prompt"
+    at.session_state["temperature"], at.session_state["top_k"] = 0.3, 3  # as a slider let go sends them
+    at.run()
+    assert sent()["settings"]["temperature"] == 0.3 and sent()["settings"]["top_k"] == 3
     assert at.query_params["temperature"] in (["0.3"], "0.3") and at.query_params["top_k"] in (["3"], "3")
     at.slider(key="max_new").set_value(5).run()
-    next(b for b in at.button if b.label == "Generate").click().run()
+    press(at)
     assert not at.exception and not at.error
     generation = at.session_state["generation"]
     assert len(generation["tokens"]) == 5 and all(t["p"] > 0 for t in generation["tokens"])
@@ -197,7 +196,7 @@ def test_playground_shows_what_the_sliders_do_and_generates():
 
 def test_playground_greedy_continues_the_worked_example_with_mat():
     at = start("screens/playground.py", greedy="true", max_new="1", prompt="the cat sat on the")
-    next(b for b in at.button if b.label == "Generate").click().run()
+    press(at)
     assert not at.exception
     assert at.session_state["generation"]["tokens"][0]["token"].strip() == "mat"
 

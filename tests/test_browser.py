@@ -2,6 +2,7 @@
 driving Debian's /usr/bin/chromium, installed by tests/install.sh), and step through the
 worked example with the keyboard."""
 
+import json
 import re
 import sys
 from urllib.parse import quote, unquote, urlparse
@@ -186,16 +187,26 @@ def test_playground_types_a_prompt_moves_the_temperature_and_generates(app_url, 
     prompt.press("Control+Enter")
     settled(page)
     expect(page.get_by_text("Next token after the prompt").first).to_be_visible()
+    chart = page.locator(".gb-chart[data-drawn]")  # drawn in the page (app/components/sampling_controls.js)
     slider = page.get_by_role("slider", name="Temperature")
     slider.focus()
     for _ in range(4):
         page.keyboard.press("ArrowLeft")  # 1.0 -> 0.8
+    # redrawn by the page itself at each step, before the server has been asked anything
+    assert json.loads(chart.get_attribute("data-drawn"))["temperature"] == 0.8
+    page.get_by_role("slider", name="top-k").focus()
+    for _ in range(3):
+        page.keyboard.press("ArrowRight")  # 0 -> 3
+    assert json.loads(chart.get_attribute("data-drawn"))["drawable"] == 3
+    expect(chart).to_contain_text("3 of 598 tokens can be drawn")
+    for _ in range(3):  # back to no top-k: the generation below is checked without it
+        page.keyboard.press("ArrowLeft")
+    assert json.loads(chart.get_attribute("data-drawn"))["drawable"] == 598
+    # Generate, drawn beside the sliders, sends the settings the chart shows: temperature 0.8, no top-k
+    page.locator(".gb-sampling").get_by_role("button", name="Generate").click()
     settled(page)
-    expect(page.get_by_role("slider", name="Temperature")).to_have_value("0.8", timeout=30_000)
-    page.wait_for_url(re.compile(r"temperature=0\.8"), timeout=30_000)  # the rerun writes the URL after the widget moves
-    assert "prompt=Tom" in page.url  # the setup can be shared
-    page.get_by_role("button", name="Generate").click()
-    settled(page)
+    page.wait_for_url(re.compile(r"temperature=0\.8"), timeout=60_000)
+    assert "top_k=3" not in page.url and "prompt=Tom" in page.url  # the setup can be shared
     # the engine, run here with the same settings, must give the text the page shows
     expected = "".join(t.token for t in generate(load("default"), "Tom had a", 8, Sampling(temperature=0.8, seed=3)))
     expect(page.get_by_text(expected.strip(), exact=False).first).to_be_visible(timeout=60_000)

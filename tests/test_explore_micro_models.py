@@ -13,7 +13,7 @@ from app.explore.circuits import INDUCTION_MODEL, INDUCTION_PROMPT
 from model.analysis.architecture import NO_BLOCKS, NO_MLP, NO_POSITIONS
 from model.engine import run_trace
 from model.io.checkpoint import load
-from tests.helpers import charts, shown, start, z
+from tests.helpers import charts, press, shown, start, z
 
 PROMPTS = {"micro-bigram": "the cat sat on the", "micro-attention-only": "the cat sat on the",
            INDUCTION_MODEL: INDUCTION_PROMPT}
@@ -85,6 +85,6 @@ def test_one_click_opens_micro_induction_as_the_model_picker_would():
 
 def test_the_playground_generates_on_a_zero_layer_model_and_says_it_caches_nothing():
     at = start("screens/playground.py", model="micro-bigram", prompt="Lily had a", max_new="3")
-    next(b for b in at.button if b.label == "Generate").click().run()
+    press(at)
     assert not at.exception and not at.error
     assert any(NO_BLOCKS in m.value and "KV cache" in m.value for m in at.markdown)

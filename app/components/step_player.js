@@ -332,12 +332,15 @@ class Player {
       box.append(heading, pickers, arithmetic);
     }
     if (panel.compared.length) {
-      box.append(element("p", "gb-sentence", "Beside the article. The article rounded each intermediate to 3 decimals " +
-        "before using it in the next step; Glassbox computes exactly, so some figures differ by a few thousandths."));
+      const beside = element("p", "gb-sentence");
+      beside.append(element("b", "", "Beside the article."), " The article rounded each intermediate to 3 decimals " +
+        "before using it in the next step; Glassbox computes exactly, so some figures differ by a few thousandths.");
+      box.append(beside);
       for (const compared of panel.compared) {
         if (compared.sentence) box.append(element("div", "gb-caption", compared.sentence));
         const trio = element("div", "gb-grids");
-        compared.grids.forEach((grid, i) => trio.append(gridNode(grid, { scale: i === compared.grids.length - 1 })));
+        // one scale for the three, drawn under the computed grid (whose units it is in)
+        compared.grids.forEach((grid, i) => trio.append(gridNode(grid, { scale: i === 0 })));
         box.append(trio);
       }
     }

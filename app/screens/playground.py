@@ -15,6 +15,7 @@ from app.components.course import lessons_about
 from app.components.errors import fragment
 from app.components.labels import plain, plain_html, token_labels, token_text
 from app.components.model_picker import model_picker, readable_prompt
+from app.components.sampling_controls import clicked as generate_clicked, sampling_controls
 from app.resources import check_cost, model_pass, shared_model
 from app.state import read_url_settings, show_url_notes, write_url_settings
 from model.analysis.architecture import NO_BLOCKS
@@ -22,7 +23,7 @@ from model.engine import GlassboxError, block_label, check_context
 from model.serving import working_bytes
 from model.serving.sizing import seq2seq_pass_bound
 from model.io.guard import SIDE_FILE_BYTES, read_json
-from model.engine.sampling import (Sampling, distributions, fill_mask, first_target_logits, generate, kv_cache_bytes,
+from model.engine.sampling import (Sampling, fill_mask, first_target_logits, generate, kv_cache_bytes,
                                    masked_token_logits, next_token_logits, top)
 
 DEFAULTS = {"model": "default", "prompt": "Lily had a", "temperature": 1.0, "top_k": 0, "top_p": 1.0,
@@ -184,35 +185,26 @@ def sampling_view(loaded, top_k_max: int, new_max: int) -> None:
         st.caption((f"Write {plain(mask)} where a word is missing. " if mask else "")
                    + "An encoder predicts the masked positions of a text, seeing the words on both sides; it does "
                      "not continue text, so it fills in the first mask instead of generating token by token.")
-    c1, c2, c3, c4 = st.columns(4)
-    c1.slider("Temperature", 0.05, 2.0, step=0.05, key="temperature", disabled=st.session_state.greedy,
-              help="Divides the logits: below 1 sharpens the distribution, above 1 flattens it.")
-    c2.slider("top-k (0 = off)", 0, top_k_max, key="top_k",
-              help="Keep only the k most likely tokens, then renormalise.")
-    c3.slider("top-p", 0.01, 1.0, step=0.01, key="top_p",
-              help="Keep the smallest set of most likely tokens whose probability adds up to p, then renormalise.")
+    clicked = generate_clicked()  # the button is drawn with the sliders, in the page
+    c4, c5 = st.columns([3, 1], vertical_alignment="bottom")
     c4.slider("Max new tokens", 1, new_max, key="max_new", disabled=encoder,
               help="An encoder fills in one mask: it writes no new tokens." if encoder else None)
-    c5, c6, c7 = st.columns([1, 1, 2], vertical_alignment="bottom")
     c5.number_input("Seed", min_value=0, step=1, key="seed", help="The same seed and settings give the same sample.")
-    c6.toggle("Greedy", key="greedy", help="Always take the most likely token (temperature 0).")
-    clicked = c7.button("Fill" if encoder else "Generate", type="primary")
+    chart_area = st.container()  # the settings, the distribution and the button that uses them
     write_url_settings(DEFAULTS)
 
     sampling = sampling_from_state()
     try:
         logits = prompt_logits(st.session_state.model, st.session_state.prompt)
-        before, after = distributions(logits, sampling)
     except GlassboxError as exc:
-        st.error(plain(exc))
+        chart_area.error(plain(exc))
         return
     if encoder and clicked:
         run_fill(loaded, sampling)
     filled = current_fill(sampling) if encoder else None
-    pieces = loaded.tokenizer.pieces
-    show(before_after_chart(top(before, pieces, 15), top(after, pieces, 15),
-                            f"{CHART_TITLE[kind]}: {int((after > 0).sum())} of {len(after)} tokens can be drawn",
-                            drawn=filled and filled["token_id"]), key="next_token_chart")
+    with chart_area:
+        sampling_controls(logits, loaded.tokenizer.pieces, top_k_max, CHART_TITLE[kind],
+                          drawn=filled and filled["token_id"], action="Fill" if encoder else "Generate")
     if encoder:
         fill_view(filled)
         return

@@ -71,7 +71,8 @@ def cmd_app(args) -> int:
     main_script = Path(str(resources.files("app").joinpath("main.py")))
     checkout = main_script.parent.parent
     cwd = checkout if (checkout / ".streamlit" / "config.toml").exists() else None
-    command = [sys.executable, "-m", "streamlit", "run", str(main_script), *args.streamlit_options]
+    # app.launch is `streamlit run` with the libraries imported before the server listens
+    command = [sys.executable, "-m", "app.launch", "run", str(main_script), *args.streamlit_options]
     if os.name != "posix":
         return subprocess.call(command, cwd=cwd, env=os.environ.copy())
     # Streamlit takes this process's place (same pid): a SIGTERM or Ctrl-C meant for `glassbox app`

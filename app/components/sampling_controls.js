@@ -1,0 +1,190 @@
+// The playground's sampling settings and the next-token distribution they give, computed and drawn
+// in the page: moving a slider redraws at once, with no round trip to the server. The server sends
+// the logits once per prompt (float64, most likely first); `distributions` is the engine's
+// (model/engine/sampling.py) written again step for step, and a test holds them equal (1e-12).
+// When a slider is let go, the settings go back to the server (for Generate and the URL).
+
+// (before, after) for logits sorted most likely first: the model's softmax, and what is sampled from
+// after temperature, then top-k, then top-p, renormalised (one-hot on the first at temperature 0).
+export function distributions(logits, { temperature, top_k, top_p }) {
+  const n = logits.length;
+  const max = logits[0];
+  let sum = 0;
+  for (let i = 0; i < n; i++) sum += Math.exp(logits[i] - max);
+  const before = new Float64Array(n);
+  for (let i = 0; i < n; i++) before[i] = Math.exp(logits[i] - max) / sum;
+  const after = new Float64Array(n);
+  if (temperature === 0) {
+    after[0] = 1;
+    return { before, after };
+  }
+  // softmax(log_softmax(logits) / T): the log-softmax has its maximum subtracted first
+  const logSum = Math.log(sum);
+  const top = (logits[0] - max - logSum) / temperature;
+  let sum2 = 0;
+  const probs = new Float64Array(n);
+  for (let i = 0; i < n; i++) {
+    probs[i] = Math.exp((logits[i] - max - logSum) / temperature - top);
+    sum2 += probs[i];
+  }
+  for (let i = 0; i < n; i++) probs[i] /= sum2;
+  let keep = top_k ? Math.min(top_k, n) : n;
+  if (top_p < 1) {
+    let head = 0;
+    for (let i = 0; i < keep; i++) head += probs[i];
+    let cumulative = 0;
+    let count = 0;
+    for (let i = 0; i < keep; i++) {
+      const p = probs[i] / head;
+      cumulative += p;
+      if (cumulative - p < top_p) count++; // the mass of the tokens ranked above it
+    }
+    keep = Math.max(1, count);
+  }
+  let kept = 0;
+  for (let i = 0; i < keep; i++) kept += probs[i];
+  for (let i = 0; i < keep; i++) after[i] = probs[i] / kept;
+  return { before, after };
+}
+
+export function decodeFloat64(base64) {
+  const bytes = Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
+  return new Float64Array(bytes.buffer);
+}
+
+const SLIDERS = [
+  ["temperature", "Temperature", 0.05, 2.0, 0.05, "Divides the logits: below 1 sharpens the distribution, above 1 flattens it."],
+  ["top_k", "top-k (0 = off)", 0, null, 1, "Keep only the k most likely tokens, then renormalise."],
+  ["top_p", "top-p", 0.01, 1.0, 0.01, "Keep the smallest set of most likely tokens whose probability adds up to p, then renormalise."],
+];
+
+function element(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined) node.textContent = text; // tokens are the model's text: never markup
+  return node;
+}
+
+function label(p) {
+  return p >= 0.001 ? p.toFixed(3) : "";
+}
+
+const mounted = new WeakMap(); // parentElement -> the logits and the redraw of what is on screen
+// The settings the reader last set in this page: they win over the server's, which only ever learns
+// them from here (a rerun already under way when a slider moved, or a remount, sends older ones).
+let pageSettings = null;
+
+export default function (component) {
+  const { data, parentElement, setStateValue, setTriggerValue } = component;
+  const previous = mounted.get(parentElement);
+  if (previous && previous.sent === data.logits && previous.drawnId === data.drawn) {
+    // the server's rerun after a slider was let go: the page already shows these settings (or newer
+    // ones, mid-gesture); rebuilding would take the focus from the slider being moved. A change sent
+    // while the server was busy can be lost: where the server's settings are not the page's, send
+    // the page's again (once for each).
+    const page = JSON.stringify(previous.settings);
+    if (JSON.stringify(data.settings) !== page && previous.resent !== page) {
+      previous.resent = page;
+      setStateValue("settings", { ...previous.settings });
+    }
+    return;
+  }
+  const logits = decodeFloat64(data.logits);
+  const settings = { ...(pageSettings ?? data.settings) };
+  if (pageSettings && JSON.stringify(pageSettings) !== JSON.stringify(data.settings)) {
+    setStateValue("settings", { ...pageSettings });
+  }
+  const root = element("div", "gb-sampling");
+  const controls = element("div", "gb-controls");
+  const chart = element("div", "gb-chart");
+  root.append(controls, chart);
+  parentElement.querySelector(".gb-sampling")?.remove(); // ours only: the CSS is a sibling
+  parentElement.appendChild(root);
+
+  const inputs = {};
+  for (const [key, name, min, max, step, help] of SLIDERS) {
+    const box = element("label", "gb-slider");
+    box.title = help;
+    const head = element("span", "gb-slider-head");
+    const value = element("span", "gb-value");
+    head.append(element("span", "", name), value);
+    const input = element("input");
+    Object.assign(input, { type: "range", min, max: max ?? data.top_k_max, step, value: settings[key] });
+    input.dataset.setting = key;
+    box.append(head, input);
+    controls.append(box);
+    inputs[key] = { input, value };
+  }
+  const greedyBox = element("label", "gb-greedy");
+  greedyBox.title = "Always take the most likely token (temperature 0).";
+  const greedy = element("input");
+  Object.assign(greedy, { type: "checkbox", checked: settings.greedy });
+  greedy.dataset.setting = "greedy";
+  greedyBox.append(greedy, element("span", "", "Greedy"));
+  controls.append(greedyBox);
+  // Generate (or Fill) sends the settings it is drawn with: what is sampled is what the chart shows,
+  // whatever became of a slider's own message to the server
+  const action = element("button", "gb-action", data.action);
+  action.type = "button";
+  action.addEventListener("click", () => {
+    read();
+    setTriggerValue("action", { ...settings });
+  });
+  controls.append(action);
+
+  function read() {
+    settings.temperature = Number(inputs.temperature.input.value);
+    settings.top_k = Number(inputs.top_k.input.value);
+    settings.top_p = Number(inputs.top_p.input.value);
+    settings.greedy = greedy.checked;
+    pageSettings = { ...settings };
+  }
+
+  function draw() {
+    inputs.temperature.input.disabled = settings.greedy;
+    inputs.temperature.value.textContent = settings.temperature.toFixed(2);
+    inputs.top_k.value.textContent = String(settings.top_k);
+    inputs.top_p.value.textContent = settings.top_p.toFixed(2);
+    const { before, after } = distributions(logits, {
+      temperature: settings.greedy ? 0 : settings.temperature, top_k: settings.top_k, top_p: settings.top_p,
+    });
+    let drawable = 0;
+    for (let i = 0; i < after.length; i++) drawable += after[i] > 0;
+    const shown = data.labels.length;
+    let largest = 0;
+    for (let i = 0; i < shown; i++) largest = Math.max(largest, before[i], after[i]);
+    const title = element("div", "gb-title", `${data.title}: ${drawable} of ${after.length} tokens can be drawn`);
+    const legend = element("div", "gb-legend");
+    for (const [name, kind] of [["model (softmax of the logits)", "before"], ["sampled from (after the settings)", "after"]]) {
+      const item = element("span", "gb-key");
+      item.append(element("span", `gb-swatch gb-${kind}`), element("span", "", name));
+      legend.append(item);
+    }
+    const rows = element("div", "gb-rows");
+    for (let i = 0; i < shown; i++) {
+      const row = element("div", "gb-row");
+      const token = element("span", "gb-token", data.labels[i]);
+      if (data.ids[i] === data.drawn) token.classList.add("gb-drawn");
+      row.append(token);
+      const bars = element("span", "gb-bars");
+      for (const [kind, values] of [["before", before], ["after", after]]) {
+        const line = element("span", "gb-line");
+        const bar = element("span", `gb-bar gb-${kind}`);
+        bar.style.width = `${(100 * values[i]) / (largest * 1.18 || 1)}%`;
+        bar.title = `${data.labels[i]}: ${values[i].toPrecision(6)}`;
+        line.append(bar, element("span", "gb-number", label(values[i])));
+        bars.append(line);
+      }
+      row.append(bars);
+      rows.append(row);
+    }
+    const axis = element("div", "gb-axis", "probability (bar length; each value written at its end)");
+    chart.replaceChildren(title, legend, rows, axis);
+    chart.dataset.drawn = JSON.stringify({ ...settings, drawable }); // what a test or benchmark waits on
+  }
+
+  mounted.set(parentElement, { sent: data.logits, drawnId: data.drawn, settings });
+  controls.addEventListener("input", () => { read(); draw(); });
+  controls.addEventListener("change", () => { read(); setStateValue("settings", { ...settings }); });
+  draw();
+}

@@ -1,0 +1,100 @@
+"""The playground's temperature, top-k, top-p and greedy settings, and the next-token distribution
+they give, answered in the page (sampling_controls.js): the logits of the prompt are sent once,
+and the browser applies the settings to them exactly as the engine's sampler does and redraws at
+once. A slider let go sends the settings back, into ``st.session_state`` (for the URL); the
+Generate (or Fill) button, drawn with the sliders, sends the settings it was clicked with, so
+what is sampled is what the chart shows."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import streamlit as st
+import torch
+
+from app.components.labels import token_labels
+
+SETTINGS = ("temperature", "top_k", "top_p", "greedy")
+SHOWN = 15  # the most likely tokens drawn (the settings never reorder them: see ``controls``)
+
+CSS = """
+.gb-sampling { font-family: "Source Sans Pro", sans-serif; font-size: 14px; color: #31333f; }
+.gb-controls { display: grid; grid-template-columns: repeat(3, 1fr) auto auto; gap: 18px; align-items: end;
+               margin-bottom: 10px; }
+.gb-slider { display: flex; flex-direction: column; gap: 2px; }
+.gb-slider-head { display: flex; justify-content: space-between; }
+.gb-value { font-variant-numeric: tabular-nums; color: #d9480f; font-weight: 600; }
+.gb-slider input { width: 100%; accent-color: #d9480f; }
+.gb-greedy { display: flex; gap: 6px; align-items: center; padding-bottom: 4px; }
+.gb-action { height: 40px; padding: 0 18px; border-radius: 8px; border: 1px solid #ff4b4b; background: #ff4b4b;
+             color: white; font: inherit; cursor: pointer; }
+.gb-title { font-size: 13px; font-weight: 600; margin: 6px 0 4px; }
+.gb-legend { display: flex; gap: 16px; font-size: 12px; margin-bottom: 6px; }
+.gb-key { display: inline-flex; gap: 5px; align-items: center; }
+.gb-swatch { width: 12px; height: 12px; display: inline-block; }
+.gb-before { background: #9db4d0; }
+.gb-after { background: #d9480f; }
+.gb-rows { display: grid; grid-template-columns: minmax(60px, max-content) 1fr; align-items: center; }
+.gb-row { display: contents; }
+.gb-row > * { border-top: 1px solid #eef0f4; padding: 2px 0; }
+.gb-token { font-family: monospace; white-space: pre; max-width: 260px; overflow: hidden; text-overflow: ellipsis;
+            padding-right: 8px; text-align: right; }
+.gb-drawn { font-weight: 700; }
+.gb-bars { display: flex; flex-direction: column; gap: 2px; }
+.gb-line { display: flex; align-items: center; gap: 4px; height: 11px; }
+.gb-bar { height: 10px; min-width: 0; }
+.gb-number { font-size: 11px; font-variant-numeric: tabular-nums; }
+.gb-axis { font-size: 12px; color: #6b6f7b; margin-top: 4px; text-align: center; }
+"""
+
+_component = st.components.v2.component("glassbox_sampling_controls", css=CSS,
+                                        js=Path(__file__).with_name("sampling_controls.js").read_text())
+
+
+def _settings_sent(key: str) -> None:
+    """A slider let go in the page: its settings become the session's (before the rerun)."""
+    _adopt(st.session_state[key].get("settings") or {})
+
+
+def _adopt(sent: dict) -> None:
+    for name in SETTINGS:
+        if name in sent:
+            st.session_state[name] = bool(sent[name]) if name == "greedy" else type(st.session_state[name])(sent[name])
+
+
+def _action_sent(key: str) -> None:
+    """The button clicked in the page: the settings it was clicked with, kept for the run it starts."""
+    st.session_state[key + ":clicked"] = dict(st.session_state[key].get("action") or {})
+
+
+def payload(logits: torch.Tensor, pieces: list[str], settings: dict, top_k_max: int, title: str,
+            drawn: int | None = None, action: str = "Generate") -> dict:
+    """What the page computes from: the logits most likely first (float64, ties in id order, as the
+    sampler's sort keeps them) and the labels of the first SHOWN. Temperature divides every logit
+    and top-k and top-p cut the tail, so the order, and the tokens shown, never change. ``drawn``: a
+    token id drawn in bold (a filled mask)."""
+    order = torch.argsort(logits.double(), descending=True, stable=True)
+    ids = order[:SHOWN].tolist()
+    return {"logits": base64.b64encode(logits.double()[order].cpu().numpy().astype("<f8").tobytes()).decode("ascii"),
+            "ids": ids, "labels": token_labels([pieces[i] for i in ids], ids), "settings": settings,
+            "top_k_max": top_k_max, "title": title, "drawn": drawn, "action": action}
+
+
+def clicked(key: str = "sampling_controls") -> bool:
+    """Whether this run was started by the element's Generate (Fill) button; if so, the settings it
+    was clicked with become the session's here, after every callback of the run (a slider's own
+    message, sent before the click, can be handled after it). Call it once, at the top of the run."""
+    sent = st.session_state.pop(key + ":clicked", None)
+    if sent is None:
+        return False
+    _adopt(sent)
+    return True
+
+
+def sampling_controls(logits: torch.Tensor, pieces: list[str], top_k_max: int, title: str, drawn: int | None = None,
+                      action: str = "Generate", key: str = "sampling_controls") -> None:
+    """The sliders, the distribution and the ``action`` button, in the page, from ``st.session_state``'s settings."""
+    settings = {name: st.session_state[name] for name in SETTINGS}
+    _component(data=payload(logits, pieces, settings, top_k_max, title, drawn, action), key=key,
+               on_settings_change=lambda: _settings_sent(key), on_action_change=lambda: _action_sent(key))
