@@ -303,7 +303,9 @@ def test_a_training_json_that_is_not_a_curve_file_is_a_note_on_the_card(case, ca
 
     monkeypatch.delenv("GLASSBOX_MODEL_DIRS", raising=False)
     at = start("screens/playground.py", model=str(carded_model))
-    assert [e.label for e in at.expander][0].startswith("Model card") and len(at.get("plotly_chart")) == 2
+    # the loss curve (the next-token distribution is drawn in the page: a components-v2 element)
+    assert [e.label for e in at.expander][0].startswith("Model card") and len(at.get("plotly_chart")) == 1
+    assert at.get("bidi_component")
     assert not at.warning  # the unbroken curve: drawn, no note
 
     model = tmp_path / "model"  # a folder of its own: the page caches each folder's curve

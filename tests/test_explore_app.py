@@ -334,6 +334,46 @@ def test_ask_why_patches_attributes_and_splits_the_logit():
     assert scales[0] == scales[1] >= np.abs(restored).max()  # one colour scale for the two
 
 
+def test_ask_why_offers_tokens_to_pick_and_says_where_attribution_patching_is_unreliable():
+    """References: the model's top 5 predictions (run_trace's hook_probs at the last position) and
+    the prompt's own tokens are what the token boxes offer, and a pick writes the token's text into
+    the box; attribution patching's agreement with the patched runs (activation_patching, run
+    here): on "MLP output" the correlation is −0.94 and the page warns, on the residual stream
+    0.80 and it does not. The corrupted-prompt hint names a pair only for the model it works on."""
+    from app.explore.why import SITES
+    from model.analysis.patching import activation_patching
+
+    clean, corrupt = "Zoe had a frog. Zoe loved the", "Zoe had a boat. Zoe loved the"
+    loaded = load("default")
+    at = start("screens/explore.py", prompt=clean, view="Ask why")
+    assert "Zoe had a boat" in shown(" ".join(i.value for i in at.info))  # the pair that works with this model
+    probs = run_trace(loaded.model, loaded.encode(clean), names=["hook_probs"])["hook_probs"][-1]
+    offered = list(dict.fromkeys(torch.argsort(probs, descending=True, stable=True)[:5].tolist() + loaded.encode(clean)))
+    picks = at.pills(key="explore_why_token:pick")
+    assert len(picks.options) == len(offered)
+    frog, boat = loaded.tokenizer.token_id(" frog"), loaded.tokenizer.token_id(" boat")
+    picks.set_value(frog).run()
+    assert at.text_input(key="explore_why_token").value == " frog"
+    at.pills(key="explore_why_wrong:pick").set_value(offered[-1]).run()  # the prompt's last token
+    assert at.text_input(key="explore_why_wrong").value == loaded.tokenizer.pieces[offered[-1]]
+    assert "logit(␣frog)" in shown(" ".join(c.value for c in at.caption))
+    at.text_input(key="explore_why_wrong").input(" boat").run()  # typed: " boat" is neither predicted nor in the prompt
+
+    at.text_input(key="explore_why_corrupt").input(corrupt)
+    for label, site in SITES.items():
+        if site not in ("mlp_out", "resid_pre"):
+            continue
+        at.radio(key="explore_why_site").set_value(label)
+        next(b for b in at.button if b.label == "Patch").click().run()
+        r, _ = activation_patching(loaded.model, loaded.encode(clean), loaded.encode(corrupt), frog, boat, site).agreement()
+        warned = any("unreliable" in w.value for w in at.warning)
+        assert (r < 0.5) == warned and (site == "mlp_out") == warned, (site, r)
+
+    other = start("screens/explore.py", model="worked-example", prompt="the cat sat on the", view="Ask why")
+    hint = shown(" ".join(i.value for i in other.info))
+    assert "keeping its 5 tokens" in hint and "Zoe" not in hint
+
+
 def test_circuits_view_draws_the_heads_circuits_and_scores():
     """The default model, block 1, head 1. References, computed here: the QK product
     (e W_Q)(e W_K)ᵀ / √d_head over the prompt's distinct tokens, and the induction scores from

@@ -29,6 +29,7 @@ METHODS = {"input × gradient": "input_x_gradient", "integrated gradients": "int
            "saliency": "saliency", "attention rollout": "attention_rollout"}
 SITES = {"residual stream, per position": "resid_pre", "each head": "head", "attention output, per block": "attn_out",
          "MLP output, per block": "mlp_out"}
+UNRELIABLE = 0.5  # below this correlation with the patched runs, attribution patching is said to be unreliable
 PATCH_TOKENS = 400_000  # tokens run through the model by one patching experiment, at most
 PATH_TOKENS = 100_000  # tokens run forward and backward by integrated gradients, at most
 PARTS_SHOWN = 16
@@ -69,10 +70,19 @@ def patching(model_key: str, clean: tuple, corrupt: tuple, answer: int, wrong: i
         return activation_patching(_ctx.model, list(clean), list(corrupt), answer, wrong, site)
 
 
-def token_choice(ctx: Explorer, label: str, key: str, default: int, help: str) -> int | None:
-    """A token typed as text, its id; the model's own prediction when left empty."""
+def token_choice(ctx: Explorer, label: str, key: str, default: int, help: str, offers: list[int]) -> int | None:
+    """A token typed as text, its id; the model's own prediction when left empty. ``offers``: token
+    ids a click writes into the box (the top predictions, then the prompt's own tokens)."""
     typed = st.text_input(label, key=key, persist_state="session", placeholder=ctx.loaded.tokenizer.pieces[default],
                           help=help)
+
+    def write_picked() -> None:
+        picked = st.session_state.pop(key + ":pick", None)
+        if picked is not None:
+            st.session_state[key] = ctx.loaded.tokenizer.pieces[picked]
+
+    st.pills("Pick", list(dict.fromkeys(offers)), format_func=lambda i: plain(token_labels([ctx.piece(i)], [i])[0]),
+             key=key + ":pick", on_change=write_picked, label_visibility="collapsed")
     if not typed:
         return default
     try:
@@ -88,15 +98,20 @@ def render(ctx: Explorer) -> None:
     where = ("at the last position (an encoder: its guess of the token there, seeing every token)"
              if ctx.cfg.kind == "encoder" else "after the last token")
     st.markdown(f"Why does the model predict what it does {where}? Choose the token to explain "
-                "(empty: the model's most likely one) and the token it is compared with (empty: its second).")
+                "(empty: the model's most likely one) and the token it is compared with (empty: its second): type "
+                "it, or pick one of the model's top predictions or of the prompt's own tokens below the box.")
+    space = ("" if ctx.loaded.tokenizer.word_level else
+             " A word inside a sentence is usually one token with its space in front (“ frog”, shown ␣frog): "
+             "“frog” without the space may be another token, or several.")
+    offers = [int(i) for i in ranked[:5]] + list(ctx.tokens)
     left, right = st.columns(2)
     with left:
         token = token_choice(ctx, "Explain the logit of", "explore_why_token", int(ranked[0]),
-                             "One token of this vocabulary, as text")
+                             "One token of this vocabulary, as text." + space, offers)
     with right:
         wrong = token_choice(ctx, "Compared with", "explore_why_wrong", int(ranked[1]),
                              "Patching measures logit(explained) − logit(this); the logit attribution can split "
-                             "that difference too")
+                             "that difference too." + space, offers)
     if token is None or wrong is None:
         return
     logit_attribution(ctx, token, wrong)
@@ -227,6 +242,16 @@ def ablation_view(ctx: Explorer, token: int) -> None:
                f"ablated) = {result.kl:.4g} nats over the whole vocabulary.")
 
 
+def corruption_hint(ctx: Explorer) -> str:
+    """What to type as the corrupted prompt, for the model that is open."""
+    hint = (f"Type a corrupted prompt to patch: this prompt with a word or two changed, keeping its {len(ctx.tokens)} "
+            "tokens (tokens, not words: change a word into another word that is one token too).")
+    if ctx.model_key == "default":
+        hint += (" A pair that works with this model: “Zoe had a frog. Zoe loved the” against “Zoe had a boat. Zoe "
+                 "loved the”, explaining “ frog” against “ boat”.")
+    return hint
+
+
 def patching_view(ctx: Explorer, token: int, wrong: int) -> None:
     st.subheader("Activation patching")
     if lacks(ctx):
@@ -242,8 +267,7 @@ def patching_view(ctx: Explorer, token: int, wrong: int) -> None:
         site_label = st.radio("Patch", labels, key="explore_why_site", persist_state="session", horizontal=True)
         st.form_submit_button("Patch")
     if not corrupt_text:
-        st.info("Type a corrupted prompt to patch. With the default model: “Zoe had a frog. Zoe loved the” against "
-                "“Zoe had a boat. Zoe loved the”, explaining “␣frog” against “␣boat”.")
+        st.info(plain(corruption_hint(ctx)))
         return
     corrupt = ctx.loaded.encode(corrupt_text)
     site = SITES[site_label]
@@ -273,6 +297,9 @@ def patching_view(ctx: Explorer, token: int, wrong: int) -> None:
         heatmap(estimated, rows, columns, "Attribution patching's estimate", name, row_title="block",
                 col_title=col_title, width=450, zmax=top)
     r, largest = result.agreement()
+    if r is not None and r < UNRELIABLE:
+        st.warning(plain(f"Here attribution patching disagrees with patching (correlation {r:.2f}): its linear "
+                         "estimate is unreliable for this site and these prompts. Trust the patched runs on the left."))
     st.caption(f"Attribution patching estimates every cell from one backward pass of the corrupted run (the metric's "
                f"gradient × the clean − corrupted difference, a first-order approximation). Agreement with the patched "
                f"runs: correlation {'undefined (no variation)' if r is None else f'{r:.3f}'}, largest difference "
