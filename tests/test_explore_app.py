@@ -349,12 +349,13 @@ def test_ask_why_offers_tokens_to_pick_and_says_where_attribution_patching_is_un
     assert "Zoe had a boat" in shown(" ".join(i.value for i in at.info))  # the pair that works with this model
     probs = run_trace(loaded.model, loaded.encode(clean), names=["hook_probs"])["hook_probs"][-1]
     offered = list(dict.fromkeys(torch.argsort(probs, descending=True, stable=True)[:5].tolist() + loaded.encode(clean)))
-    picks = at.pills(key="explore_why_token:pick")
-    assert len(picks.options) == len(offered)
+    picks = at.selectbox(key="explore_why_token:pick")
+    assert len(picks.options) == len(offered) and picks.value is None
     frog, boat = loaded.tokenizer.token_id(" frog"), loaded.tokenizer.token_id(" boat")
     picks.set_value(frog).run()
     assert at.text_input(key="explore_why_token").value == " frog"
-    at.pills(key="explore_why_wrong:pick").set_value(offered[-1]).run()  # the prompt's last token
+    assert at.selectbox(key="explore_why_token:pick").value is None  # the list is ready for another pick
+    at.selectbox(key="explore_why_wrong:pick").set_value(offered[-1]).run()  # the prompt's last token
     assert at.text_input(key="explore_why_wrong").value == loaded.tokenizer.pieces[offered[-1]]
     assert "logit(␣frog)" in shown(" ".join(c.value for c in at.caption))
     at.text_input(key="explore_why_wrong").input(" boat").run()  # typed: " boat" is neither predicted nor in the prompt

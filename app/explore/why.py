@@ -70,19 +70,25 @@ def patching(model_key: str, clean: tuple, corrupt: tuple, answer: int, wrong: i
         return activation_patching(_ctx.model, list(clean), list(corrupt), answer, wrong, site)
 
 
-def token_choice(ctx: Explorer, label: str, key: str, default: int, help: str, offers: list[int]) -> int | None:
-    """A token typed as text, its id; the model's own prediction when left empty. ``offers``: token
-    ids a click writes into the box (the top predictions, then the prompt's own tokens)."""
+def token_choice(ctx: Explorer, label: str, key: str, default: int, help: str,
+                 offers: tuple[list[int], list[int]]) -> int | None:
+    """A token typed as text, its id; the model's own prediction when left empty. ``offers``: the
+    top predictions and the prompt's own tokens, which a pick from the list writes into the box."""
     typed = st.text_input(label, key=key, persist_state="session", placeholder=ctx.loaded.tokenizer.pieces[default],
                           help=help)
 
     def write_picked() -> None:
-        picked = st.session_state.pop(key + ":pick", None)
+        picked = st.session_state[key + ":pick"]
         if picked is not None:
             st.session_state[key] = ctx.loaded.tokenizer.pieces[picked]
+            st.session_state[key + ":pick"] = None  # the list goes back to its prompt: the box holds the choice
 
-    st.pills("Pick", list(dict.fromkeys(offers)), format_func=lambda i: plain(token_labels([ctx.piece(i)], [i])[0]),
-             key=key + ":pick", on_change=write_picked, label_visibility="collapsed")
+    predicted, prompt = offers
+    choices = list(dict.fromkeys(predicted + prompt))
+    st.selectbox(f"{label}: pick", choices, index=None, key=key + ":pick", on_change=write_picked,
+                 placeholder="…or pick a predicted token, or one of the prompt's", label_visibility="collapsed",
+                 format_func=lambda i: plain(token_labels([ctx.piece(i)], [i])[0])
+                 + (f"  (prediction {predicted.index(i) + 1})" if i in predicted else "  (in the prompt)"))
     if not typed:
         return default
     try:
@@ -99,11 +105,11 @@ def render(ctx: Explorer) -> None:
              if ctx.cfg.kind == "encoder" else "after the last token")
     st.markdown(f"Why does the model predict what it does {where}? Choose the token to explain "
                 "(empty: the model's most likely one) and the token it is compared with (empty: its second): type "
-                "it, or pick one of the model's top predictions or of the prompt's own tokens below the box.")
+                "it, or pick one of the model's top predictions or of the prompt's own tokens from the list below the box.")
     space = ("" if ctx.loaded.tokenizer.word_level else
              " A word inside a sentence is usually one token with its space in front (“ frog”, shown ␣frog): "
              "“frog” without the space may be another token, or several.")
-    offers = [int(i) for i in ranked[:5]] + list(ctx.tokens)
+    offers = ([int(i) for i in ranked[:5]], list(ctx.tokens))
     left, right = st.columns(2)
     with left:
         token = token_choice(ctx, "Explain the logit of", "explore_why_token", int(ranked[0]),
