@@ -54,11 +54,11 @@ def paired_bars(labels: list[str], series: list[tuple[str, Sequence[float], str]
                             hovertemplate="%{y}: %{x:.6g}<extra>" + name + "</extra>")
                      for name, values, colour in series])
     fig.update_layout(title=dict(text=title, font=dict(size=13), x=0), barmode="group", bargap=0.25,
-                      height=90 + 22 * len(series) * len(labels), margin=dict(l=10, r=40, t=60, b=10),
+                      height=110 + 22 * len(series) * len(labels), margin=dict(l=10, r=40, t=80, b=10),
                       xaxis=dict(title=value_title, range=[0, top * 1.18]),
                       yaxis=dict(title=category_title, autorange="reversed", type="category"),
-                      # the bars are longest at the top (most likely first): the legend sits in the free corner
-                      legend=dict(x=0.99, y=0.02, xanchor="right", yanchor="bottom", bgcolor="rgba(255,255,255,0.85)"))
+                      # above the bars, under the title: inside the plot it covers bars wherever they are long
+                      legend=dict(orientation="h", x=0, y=1.0, xanchor="left", yanchor="bottom"))
     return fig
 
 

@@ -353,7 +353,7 @@ def kv_cache_view(loaded, result: dict, step: int) -> None:
     fig.update_layout(title="KV cache size as generation goes on", yaxis_title="bytes", height=260,
                       xaxis_title="target tokens in the cache (beside the source's)" if cfg.encoder_decoder
                       else "tokens in the cache", margin=dict(t=40, b=10))
-    show(fig, key="cache_chart")
+    show(fig, key="cache_chart", config={"displayModeBar": False})  # its buttons covered the title
     lessons_about(["kv-cache"])
 
 
