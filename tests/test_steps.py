@@ -113,3 +113,23 @@ def test_trained_weights_go_through_the_same_steps(loaded):
     embedding = next(s for s in steps if s.key == "grad-embedding").panels[0].outputs[-1]
     assert np.allclose(embedding.values, trace[GRAD + "embed.W_E"].cpu().numpy(), atol=1e-14)
     assert all(g.printed is None for s in steps for p in s.panels for g in p.outputs)  # no article figures
+
+
+def test_a_one_row_grid_is_written_with_its_rows_own_index(steps):
+    """A grid of the last position's row (labelled "4 the") writes its cells with that position,
+    as the row label reads (logits_{4,2}, not logits_{0,2}); a bias, one row labelled "—", with
+    its column alone (b_{2}). Reference: each grid's own row label."""
+    seen = set()
+    for step in steps:
+        for panel in step.panels:
+            for grid in panel.outputs:
+                if grid.explain is None or grid.shape[0] != 1 or grid.rows[0] not in ("4 the", "—"):
+                    continue
+                text = " ".join(grid.explain(0, grid.shape[1] - 1).lines)
+                name = grid.label.replace("dL/d", "").replace("_", r"\_")
+                assert "_{0," not in text, (step.key, text)
+                position = grid.rows[0].split()[0] if grid.rows[0] != "—" else None
+                expected = f"_{{{position},{grid.shape[1] - 1}}}" if position else f"_{{{grid.shape[1] - 1}}}"
+                assert name + "}" + expected in text, (step.key, grid.label, text)
+                seen.add(grid.rows[0])
+    assert seen == {"4 the", "—"}

@@ -15,6 +15,7 @@ from model.engine import Transformer
 from model.io.tokenizer import Tokenizer
 from model.lesson.steps.backward import backward_steps
 from model.lesson.steps.builder import Builder
+from model.lesson.steps.explain import one_row_subscripts, with_subscripts
 from model.lesson.steps.forward import forward_steps
 from model.lesson.steps.grids import Arithmetic, Grid, Panel, Step, stages
 from model.lesson.steps.update import update_step
@@ -31,4 +32,11 @@ def worked_example_steps(model: Transformer, tokenizer: Tokenizer, article: dict
     not shown beside the computed ones."""
     s = Builder(model, tokenizer, article, provenance)
     after = after_one_update(model, tokenizer, s.tokens, s.target, s.lr)
-    return forward_steps(s) + backward_steps(s) + [update_step(s, after)]
+    steps = forward_steps(s) + backward_steps(s) + [update_step(s, after)]
+    for step in steps:
+        for panel in step.panels:
+            written = one_row_subscripts(panel.inputs + panel.outputs)
+            for grid in panel.outputs:
+                if written and grid.explain is not None:
+                    grid.explain = with_subscripts(grid.explain, written)
+    return steps

@@ -8,7 +8,7 @@ from typing import Callable
 
 import numpy as np
 
-from model.lesson.steps.grids import Arithmetic
+from model.lesson.steps.grids import Arithmetic, Grid
 
 Explainer = Callable[[int, int], Arithmetic]
 
@@ -40,6 +40,33 @@ def tex(label: str) -> str:
 
 def at(label: str, r: int | str, c: int | str) -> str:
     return f"{tex(label)}_{{{r},{c}}}"
+
+
+def one_row_subscripts(grids: list[Grid]) -> dict[str, str]:
+    """How a one-row grid's cells are written, in place of row 0's "label_{0,": with the position
+    the row is (logits_{4,2}, beside a row labelled "4 the"), or with no row at all for a vector
+    such as a bias (b_{2}, its row labelled "—")."""
+    written = {}
+    for grid in grids:
+        if grid.shape[0] != 1:
+            continue
+        row = grid.rows[0].split(" ", 1)[0]
+        if row.isdigit() and row != "0":
+            written[f"{tex(grid.label)}_{{0,"] = f"{tex(grid.label)}_{{{row},"
+        elif grid.rows[0] == "—":
+            written[f"{tex(grid.label)}_{{0,"] = f"{tex(grid.label)}_{{"
+    return written
+
+
+def with_subscripts(explain: Explainer, written: dict[str, str]) -> Explainer:
+    """``explain`` with one-row grids' cells written as ``one_row_subscripts`` says."""
+    def rewritten(r: int, c: int) -> Arithmetic:
+        arithmetic = explain(r, c)
+        lines = arithmetic.lines
+        for old, new in written.items():
+            lines = [line.replace(old, new) for line in lines]
+        return Arithmetic(lines, arithmetic.value, arithmetic.uses)
+    return rewritten
 
 
 # ---- the arithmetic of one cell, recomputed from its operands --------------------------------
