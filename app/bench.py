@@ -42,7 +42,7 @@ from model.tools.bench import GPT2_SMALL, TINY
 
 # what marks each view as drawn: a chart title, or for Export its download button
 VIEWS = {"Overview": "Parameters per part", "Tokens & embeddings": "PCA of embed.W_E", "Attention": "Every head's pattern",
-         "LayerNorm": "Per position", "FFN": "Fraction of neurons active", "Residual stream": "Top token after each block",
+         "LayerNorm": "Per position", "MLP": "Fraction of neurons active", "Residual stream": "Top token after each block",
          "Backward": "Input saliency", "Ask why": "What each part writes into",
          "Circuits": "QK circuit", "Export": None}  # Compare needs a second prompt typed: not timed
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",

@@ -111,9 +111,9 @@ def test_a_link_followed_within_the_session_wins_over_what_the_page_remembers():
     at = start("screens/explore.py", view="Attention")
     assert at.session_state["explore_view"] == "Attention"
     at.switch_page("screens/welcome.py").run()
-    at.query_params["view"] = "FFN"
+    at.query_params["view"] = "FFN"  # the MLP view's name in links from before it was renamed
     at.switch_page("screens/explore.py").run()
-    assert not at.exception and at.session_state["explore_view"] == "FFN"
+    assert not at.exception and at.session_state["explore_view"] == "MLP"
 
 
 def test_welcome_page_names_a_real_step_and_view_for_every_part_of_the_drawing():

@@ -67,7 +67,7 @@ def test_view_benchmark_opens_every_view_in_chromium(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads(out.read_text())
     assert report["n_tokens"] == 24
-    assert set(report["views"]) == {"Overview", "Tokens & embeddings", "Attention", "LayerNorm", "FFN",
+    assert set(report["views"]) == {"Overview", "Tokens & embeddings", "Attention", "LayerNorm", "MLP",
                                     "Residual stream", "Backward", "Ask why", "Circuits", "Export"}
     assert all(v["first_s"] > 0 and v["reopen_s"] > 0 for v in report["views"].values())
     assert all(len(v["reopens"]) == 3 for v in report["views"].values())

@@ -137,7 +137,7 @@ def test_a_shared_step_url_opens_that_step_and_a_click_explains_a_cell(app_url, 
 
 def test_welcome_page_a_click_on_the_drawing_leads_to_the_matching_step_and_view(app_url, page):
     """The landing page: clicking the drawing's MLP box names the worked example's FFN step and the
-    explorer's FFN view, and its links open them (the part's key, step and view from architecture.PARTS)."""
+    explorer's MLP view, and its links open them (the part's key, step and view from architecture.PARTS)."""
     from app.components.architecture import PARTS
 
     mlp = next(p for p in PARTS if p.key == "mlp")
@@ -159,11 +159,11 @@ def test_welcome_page_a_click_on_the_drawing_leads_to_the_matching_step_and_view
     page.get_by_role("link", name="By hand, in the worked example").click()
     page.wait_for_url(re.compile(r"/worked-example\?step=" + mlp.step), timeout=30_000)
     settled(page)
-    assert step_title(page) == "Block 1: FFN expand"
+    assert step_title(page) == "Block 1: MLP expand"
     page.goto(app_url + "/?part=mlp")
     settled(page)
-    page.get_by_role("link", name=re.compile("the explorer's FFN view")).click()
-    page.wait_for_url(re.compile(r"/explore\?.*view=FFN"), timeout=30_000)
+    page.get_by_role("link", name=re.compile("the explorer's MLP view")).click()
+    page.wait_for_url(re.compile(r"/explore\?.*view=MLP"), timeout=30_000)
     settled(page)
     expect(page.get_by_role("heading", name="Explore a prompt")).to_be_visible()
     assert page.locator("[data-testid='stException']").count() == 0

@@ -201,7 +201,7 @@ def test_block_means_are_labelled_by_the_columns_they_average():
     """The default model's 512 FFN neurons are drawn as 256 block means (at most MAX_COLS), two
     neurons each: a tick at block b reads "2b–2b+1", the range it averages (reference: 512 / 256,
     worked out here), never a bare first index with an ellipsis."""
-    at = start("screens/explore.py", prompt=PROMPT, view="FFN")
+    at = start("screens/explore.py", prompt=PROMPT, view="MLP")
     axis = titled(at, "Pre-activation")["layout"]["xaxis"]
     assert len(axis["ticktext"]) > 3
     for block, text in zip(axis["tickvals"], axis["ticktext"]):
@@ -212,7 +212,7 @@ def test_zooming_in_shows_exact_values_and_zooming_out_the_block_means_again():
     """The figures are kept with the trace by zoom: narrowing the default model's 512 neurons to
     100 draws exactly hook_pre's columns 0–99 (reference: run_trace, float32 in the payload,
     ≤1e-6), and widening them again goes back to the block-means image."""
-    at = start("screens/explore.py", prompt=PROMPT, view="FFN")
+    at = start("screens/explore.py", prompt=PROMPT, view="MLP")
     assert titled(at, "Pre-activation")["data"][0]["type"] == "image"
     at.slider(key="ffn:pre:cols").set_value((0, 100)).run()
     loaded = load("default")

@@ -218,7 +218,7 @@ def test_every_view_opens_on_micro_moe():
 
 def test_the_ffn_view_shows_the_routing_and_a_chosen_experts_neurons():
     """Reference: run_trace's hook_expert_weights and experts.hook_pre, and the load counted here."""
-    at = start("screens/explore.py", model="micro-moe", prompt=PROMPT, view="FFN", block="2")
+    at = start("screens/explore.py", model="micro-moe", prompt=PROMPT, view="MLP", block="2")
     loaded = load("micro-moe")
     trace = run_trace(loaded.model, loaded.encode(PROMPT))
     weights = trace["blocks.1.mlp.hook_expert_weights"].numpy()

@@ -47,7 +47,7 @@ PARTS = [
          "one shared vector per position.", "b1-residual1", "Residual stream", 6.5, 0.0),
     Part("mlp", "MLP", "MLP (feed-forward)",
          "Each position on its own: expand to d_ff, an activation (ReLU, GELU, or a gate), contract back to "
-         "d_model, add to the stream.", "b1-ffn-expand", "FFN", 9.0, 1.25),
+         "d_model, add to the stream.", "b1-ffn-expand", "MLP", 9.0, 1.25),
     Part("final_norm", "final norm", "Final LayerNorm",
          "The last block's stream is normalised once more before it is read out.", "final-layernorm",
          "LayerNorm", 11.5, 0.0),

@@ -5,5 +5,6 @@ from app.explore import (attention, backward, circuits, compare, export, ffn, la
                          why)
 
 VIEWS = {"Overview": overview, "Tokens & embeddings": tokens, "Attention": attention, "LayerNorm": layernorm,
-         "FFN": ffn, "Residual stream": residual, "Backward": backward, "Ask why": why,
+         "MLP": ffn, "Residual stream": residual, "Backward": backward, "Ask why": why,
          "Circuits": circuits, "Compare": compare, "Export": export}
+RENAMED_VIEWS = {"FFN": "MLP"}  # older links' names: one word for the MLP everywhere (the article's FFN)

@@ -1,4 +1,4 @@
-"""FFN (the MLP): every neuron's pre- and post-activation at every position, how many are
+"""The MLP (the article's FFN, a feed-forward network): every neuron's pre- and post-activation at every position, how many are
 active, and which neurons write most into the residual stream at a chosen position. In a
 mixture-of-experts block, first the routing (which experts each token chose, with what weight,
 the load per expert, the router's probabilities at a token), then the same neuron view on one

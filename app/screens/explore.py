@@ -6,7 +6,7 @@ import streamlit as st
 from app.components.course import lessons_about
 from app.components.errors import fragment
 from app.components.labels import plain
-from app.explore import VIEWS
+from app.explore import RENAMED_VIEWS, VIEWS
 from app.explore.common import Explorer, offered, pipeline
 from app.explore.seq2seq import VIEWS as SEQ2SEQ_VIEWS
 from app.explore.seq2seq.page import page as seq2seq_page
@@ -19,6 +19,8 @@ from model.lesson.article import published
 
 PAGE_SETTINGS = {"model": "default", "prompt": "the cat sat on the", "view": "Overview", "target": "", "target_pos": -1}
 target_in_url = "target" in st.query_params  # read before the settings are written back
+if st.query_params.get("view") in RENAMED_VIEWS:  # a link from before a view was renamed
+    st.query_params["view"] = RENAMED_VIEWS[st.query_params["view"]]
 url_settings(PAGE_SETTINGS, choices={"view": list(dict.fromkeys([*VIEWS, *SEQ2SEQ_VIEWS]))}, prefix="explore_")
 st.title("Explore a prompt")
 show_url_notes("explore_")

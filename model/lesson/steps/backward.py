@@ -1,5 +1,5 @@
 """The backward steps, in reverse: from the loss through the head and the final LayerNorm, back
-through each block (FFN, residual split, attention, residual split), to the positional table
+through each block (MLP, residual split, attention, residual split), to the positional table
 and the tied embedding's two gradients."""
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def _ffn_input_weights(s: Builder, b: int) -> Step:
 def _ffn_input(s: Builder, b: int) -> Step:
     return Step(
         f"grad-b{b}-ffn-input", "backward", f"b{b}.ffn", f"Block {b}: ∂X_mid_LN",
-        "Back through W_1 to the FFN's input.",
+        "Back through W_1 to the MLP's input.",
         r"\partial X_{mid,LN} = \partial h\;W_1^\top",
         s.product_panel(f"dL/dX_mid_LN({b})", f"dL/dh({b})", f"W_1({b})ᵀ"))
 
@@ -117,8 +117,8 @@ def _ffn_input(s: Builder, b: int) -> Step:
 def _residual2(s: Builder, b: int) -> Step:
     return _residual_split(
         s, f"grad-b{b}-residual2", f"b{b}.res2", f"Block {b}: LayerNorm 2 and the residual split",
-        f"X_mid fed two paths: straight to X({b}) (the residual) and into LayerNorm → FFN. Its gradient is the sum "
-        "of the two: the skip path's gradient unchanged, plus the FFN path's gradient back through LayerNorm.",
+        f"X_mid fed two paths: straight to X({b}) (the residual) and into LayerNorm → MLP. Its gradient is the sum "
+        "of the two: the skip path's gradient unchanged, plus the MLP path's gradient back through LayerNorm.",
         skip=s.tensor(f"dL/dX({b})"), through=f"dL/dX_mid_LN({b})", total=s.tensor(f"dL/dX_mid({b})"))
 
 

@@ -49,7 +49,7 @@ class Builder:
             "head": ([f"d{i}" for i in range(cfg.d_head)], "head dimension"),
             "concat": ([f"h{h + 1}·d{i}" for h in range(cfg.n_heads) for i in range(cfg.d_head)],
                        "head · head dimension"),
-            "ffn": ([f"n{i}" for i in range(cfg.d_ff)], "FFN neuron"),
+            "ffn": ([f"n{i}" for i in range(cfg.d_ff)], "MLP neuron"),
             "vocab": (self.vocab, "vocabulary token"),
             "table": ([f"p{i}" for i in range(cfg.n_ctx)], "position"),
             "one": (["—"], ""),

@@ -153,7 +153,7 @@ def _residual1(s: Builder, b: int) -> Step:
 
 def _layernorm2(s: Builder, b: int) -> Step:
     return Step(
-        f"b{b}-layernorm2", "forward", f"b{b}.ln2", f"Block {b}: LayerNorm before the FFN",
+        f"b{b}-layernorm2", "forward", f"b{b}.ln2", f"Block {b}: LayerNorm before the MLP",
         "The same normalisation, now feeding the feed-forward network.",
         r"X_{mid,LN} = \mathrm{LN}(X_{mid})",
         [Panel("", [s.tensor(f"X_mid({b})")],
@@ -162,7 +162,7 @@ def _layernorm2(s: Builder, b: int) -> Step:
 
 def _ffn_expand(s: Builder, b: int) -> Step:
     return Step(
-        f"b{b}-ffn-expand", "forward", f"b{b}.ffn", f"Block {b}: FFN expand",
+        f"b{b}-ffn-expand", "forward", f"b{b}.ffn", f"Block {b}: MLP expand",
         f"Each position, on its own, is mapped to d_ff = {s.cfg.d_ff} hidden neurons.",
         r"h = X_{mid,LN}\,W_1 + b_1",
         s.product_panel(f"h({b})", f"X_mid_LN({b})", f"W_1({b})", bias=f"b_1({b})"))
@@ -180,7 +180,7 @@ def _relu(s: Builder, b: int) -> Step:
 
 def _ffn_contract(s: Builder, b: int) -> Step:
     return Step(
-        f"b{b}-ffn-contract", "forward", f"b{b}.ffn", f"Block {b}: FFN contract",
+        f"b{b}-ffn-contract", "forward", f"b{b}.ffn", f"Block {b}: MLP contract",
         f"The active neurons are mapped back to d_model = {s.cfg.d_model} numbers.",
         r"\text{ffn\_out} = h_{act}\,W_2 + b_2",
         s.product_panel(f"ffn_out({b})", f"h_act({b})", f"W_2({b})", bias=f"b_2({b})"))
@@ -189,7 +189,7 @@ def _ffn_contract(s: Builder, b: int) -> Step:
 def _residual2(s: Builder, b: int) -> Step:
     return Step(
         f"b{b}-residual2", "forward", f"b{b}.res2", f"Block {b}: residual connection",
-        f"The FFN's output is added to the residual stream: this is block {b}'s output.",
+        f"The MLP's output is added to the residual stream: this is block {b}'s output.",
         r"X^{(%d)} = X_{mid} + \text{ffn\_out}" % b,
         [Panel("", [s.tensor(f"X_mid({b})"), s.tensor(f"ffn_out({b})")],
                [s.tensor(f"X({b})", s.add(f"X({b})", f"X_mid({b})", f"ffn_out({b})"), before=f"X_mid({b})")])])

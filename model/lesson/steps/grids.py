@@ -67,7 +67,7 @@ def stages(n_layers: int) -> list[tuple[str, str]]:
     out = [("tokens", "tokens"), ("embed", "embedding"), ("pos", "+ positions")]
     for b in range(1, n_layers + 1):
         out += [(f"b{b}.ln1", "LayerNorm"), (f"b{b}.attn", "attention"), (f"b{b}.res1", "+ residual"),
-                (f"b{b}.ln2", "LayerNorm"), (f"b{b}.ffn", "FFN"), (f"b{b}.res2", "+ residual")]
+                (f"b{b}.ln2", "LayerNorm"), (f"b{b}.ffn", "MLP"), (f"b{b}.res2", "+ residual")]
     return out + [("ln_f", "final LayerNorm"), ("logits", "logits"), ("softmax", "softmax"), ("loss", "loss"),
                   ("update", "update")]
 
