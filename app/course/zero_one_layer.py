@@ -36,7 +36,7 @@ def both_losses(_zero, _one) -> dict:
 def zero_layers(zero) -> None:
     st.subheader("Zero layers: a bigram table")
     st.markdown(
-        "Take every block away. A token's embedding row goes straight to the output head, so the logits at a "
+        "Take every block away. A token's embedding row goes straight to the unembedding, so the logits at a "
         "position are that token's row of **W_E · W_U**, a (vocabulary × vocabulary) table. Nothing else in the "
         "prompt can reach them. Trained on text, the best such a model can learn is how often each token follows "
         "each other one: the bigram table. The micro-model below was trained here on the story corpus; the table "

@@ -37,7 +37,7 @@ def pass_in_words(cfg) -> str:
         stream = "the last stream"
     else:
         blocks, stream = "no block follows: ", "each token's embedding"
-    head = f"a final {cfg.norm} and the output head turn" if cfg.final_norm else "the output head turns"
+    head = f"a final {cfg.norm} and the unembedding turn" if cfg.final_norm else "the unembedding turns"
     if cfg.mlm_head:
         head = f"the MLM head (dense, {cfg.activation}, {cfg.norm}) and the unembedding turn"
     embedded = POSITIONS[cfg.positional] + (" and a token-type row" if cfg.n_token_types else "") + (

@@ -68,7 +68,7 @@ def render(ctx: Explorer) -> None:
     window = range(start, min(T, start + LENS_WINDOW))
     result = lens(ctx.model_key, tuple(ctx.tokens), token_id, tuple(window), ctx, trace)
     at = position - start  # the chosen position's index in the window
-    head = f"The final {cfg.norm} and the output head" if cfg.final_norm else "The output head (this model has no final norm)"
+    head = f"The final {cfg.norm} and the unembedding" if cfg.final_norm else "The unembedding (this model has no final norm)"
     if cfg.mlm_head:  # the lens applies the whole head, its nonlinear transform included
         head = (f"The MLM head (x·W_dense + b_dense, {cfg.activation}, {cfg.norm}) and the unembedding"
                 + (" with its bias" if cfg.unembed_bias else ""))

@@ -346,7 +346,7 @@ PARAMETERS: list[Name] = [
     Name("mlm.b_dense", ("d_model",), "the MLM transform's bias", "MLM head"),
     Name("mlm.ln.w", ("d_model",), "the MLM transform's norm scale γ", "MLM head"),
     Name("mlm.ln.b", ("d_model",), "the MLM transform's norm shift β", "MLM head LayerNorm"),
-    Name("unembed.W_U", ("d_model", "vocab"), "output head", "untied head"),
+    Name("unembed.W_U", ("d_model", "vocab"), "unembedding", "untied head"),
     Name("unembed.b_U", ("vocab",), "output bias, added to the logits", "output bias"),
 ]
 
