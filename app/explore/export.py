@@ -61,4 +61,4 @@ def render(ctx: Explorer) -> None:
                                mime=mime, help=help, on_click="ignore")
     st.subheader("This page's link")
     st.caption("Model, prompt, target, view and the chosen block, head and positions are kept in the URL:")
-    st.code("/explore?" + urlencode(st.query_params.to_dict()), language=None)
+    st.code("/explore?" + urlencode(st.query_params.to_dict()), language=None, wrap_lines=True)  # all of it on screen

@@ -58,6 +58,9 @@ st.caption(f"“{' '.join(loaded.tokenizer.pieces[t] for t in published()['confi
            f"scratch — Part 2]({ARTICLE_URL}): a model of 8 words, 4 numbers per word, 2 blocks of 2 heads, small enough "
            "to check by hand. Step with ◀ ▶ (or the arrow keys); click any output cell for its arithmetic. Where the "
            "weights come from: Welcome → About.")
+st.caption("Names: each grid has the article's name first, with blocks and heads counted from 1 as the article and "
+           "every Glassbox page count them (W_Q(1,2): block 1, head 2), and under it the engine's name, which counts "
+           "from 0 as the code does (blocks.0.attn.W_Q[1]).")
 steps, data = current_steps()
 asked = st.query_params.get("step")  # the page keeps it current as the reader steps
 if asked is not None and asked not in {step.key for step in steps}:

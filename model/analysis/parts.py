@@ -56,8 +56,8 @@ def parts(model: Transformer) -> list[Part]:
     if cfg.mlm_head:  # BERT's transform before the decoder: LN(act(x W_dense + b_dense))
         out.append(Part("mlm", "MLM transform", under("mlm.")))
     if cfg.tie_embeddings:  # its own bias (BERT's decoder bias) is all it holds
-        out.append(Part("head", "output head", under("unembed."), "tied: the head is W_Eᵀ, counted once under the "
+        out.append(Part("head", "unembedding", under("unembed."), "tied: the head is W_Eᵀ, counted once under the "
                                                                   "embedding" + ("; its bias b_U" if cfg.unembed_bias else "")))
     else:
-        out.append(Part("head", "output head", under("unembed.")))
+        out.append(Part("head", "unembedding", under("unembed.")))
     return out

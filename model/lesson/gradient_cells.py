@@ -288,7 +288,7 @@ class GradientCells:
         raw = "hook_logits_uncapped" if self.cfg.final_softcap is not None else "hook_logits"
         lines, value = written_sum(list(zip(self.grad(raw)[t].tolist(), self.weight("W_U")[c].tolist())),
                                    g(raw, f"{t},v"), rf"W_U[{c},v]")
-        return Part("back through the output head W_U", lines, value)
+        return Part("back through the unembedding W_U", lines, value)
 
     def _z(self, index, i: int) -> list[Part]:
         h, t, e = index

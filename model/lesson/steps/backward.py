@@ -256,7 +256,7 @@ def _embedding(s: Builder) -> Step:
                                      "X_final", s.last)
     return Step(
         "grad-embedding", "backward", "embed", "The tied embedding's two gradients",
-        "W_E is used twice: looked up at the input, and as the output head. Its gradient is the sum of both uses. "
+        "W_E is used twice: looked up at the input, and as the unembedding (tied). Its gradient is the sum of both uses. "
         "Input part: each token's row collects ∂L/∂E from every position holding it, so the two “the”s add up. "
         "Output part: each word's row is its logit gradient times the final vector.",
         r"\partial W_E = \underbrace{\textstyle\sum_{t:\,\text{id}_t = v} \partial E_t}_{\text{input}} + "
