@@ -238,23 +238,40 @@ def played_grid(step: dict, title: str, panel: int = 0) -> dict:
     return grid
 
 
-def test_grids_meant_to_be_compared_share_one_colour_scale():
-    """W and W_new share a scale; so do the computed figure, the article's and their difference
-    (a 0.003 difference is pale, not saturated); probabilities run 0..1 on a sequential scale.
-    Reference: each cell's fill against plotly's own colour scale at the grids' shared top."""
+def step_grids(step: dict) -> list[dict]:
+    return [g for panel in step["panels"] for g in panel["inputs"] + panel["outputs"]
+            + [c for compared in panel["compared"] for c in compared["grids"]]]
+
+
+def test_one_value_has_one_colour_within_a_step():
+    """Within a step, every value grid is on one colour scale and every gradient grid on another,
+    every panel (head, weight) included: W and W_new, Q and K, the computed figure, the article's
+    and their difference (a 0.003 difference is pale, not saturated). Probabilities run 0..1 on a
+    sequential scale. Reference: each cell's fill against plotly's own colour scale at the largest
+    |value| of the step's grids of its kind, computed here from the exact values sent."""
     at = start(WORKED, step="update")
+    for key in ("update", "b1-scores", "final-layernorm", "grad-b1-queries-keys"):
+        step = played(at, key)
+        grids = [g for g in step_grids(step) if g["scale"] and g["scale"]["low_text"] != "0"]
+        kinds = {"gradient": [g for g in grids if g["label"].startswith("dL/d")],
+                 "value": [g for g in grids if not g["label"].startswith("dL/d") and " − " not in g["title"]]}
+        for kind, members in kinds.items():
+            if not members:
+                continue
+            top = max(np.abs(exact(g)[np.isfinite(exact(g))]).max() for g in members)
+            assert {g["scale"]["high_text"] for g in members} == {f"{top:.3g}"}, (key, kind)
+            for grid in members:
+                for (r, c), value in np.ndenumerate(exact(grid)):
+                    if np.isfinite(value):
+                        assert same_colour(grid["fill"][r][c], fill_at(value, -top, top, "RdBu_r")), (key, grid["title"])
     update = played(at, "update")
     before, after = played_grid(update, "W_E"), played_grid(update, "W_E_new")
-    top = max(np.abs(exact(g)).max() for g in (before, after))
-    assert before["scale"]["high_text"] == after["scale"]["high_text"] == f"{top:.3g}"
-    for grid in (before, after):
-        for (r, c), value in np.ndenumerate(exact(grid)):
-            assert same_colour(grid["fill"][r][c], fill_at(value, -top, top, "RdBu_r")), (grid["title"], r, c)
+    assert before["scale"] == after["scale"]
 
     final = played(at, "final-layernorm")
     trio = [played_grid(final, title) for title in ("X_final computed", "X_final in the article", "computed − article")]
     assert len({g["scale"]["high_text"] for g in trio}) == 1
-    top = max(np.abs(exact(g)).max() for g in trio[:2])
+    top = float(trio[0]["scale"]["high_text"])
     assert np.abs(exact(trio[2])).max() < 0.01 * top
     white = fill_at(0.0, -top, top, "RdBu_r")
     assert all(same_colour(fill, white) for row in trio[2]["fill"] for fill in row)  # a 0.003 difference stays pale
@@ -263,7 +280,8 @@ def test_grids_meant_to_be_compared_share_one_colour_scale():
     assert (pattern["scale"]["low_text"], pattern["scale"]["high_text"]) == ("0", "1")
     probabilities = exact(pattern)
     for (r, c), value in np.ndenumerate(probabilities):
-        assert same_colour(pattern["fill"][r][c], fill_at(value, 0, 1, "Blues"))
+        if np.isfinite(value):
+            assert same_colour(pattern["fill"][r][c], fill_at(value, 0, 1, "Blues"))
 
 
 def test_rounding_noise_is_written_as_zero_with_the_exact_value_on_hover():

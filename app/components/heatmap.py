@@ -285,10 +285,3 @@ def grid_figure(grid: Grid, marks: Sequence[tuple[int | None, int | None]] = (),
         height=110 + 34 * n_rows + (30 if n_cols > 5 else 0))
 
 
-def shared_scales(grids: Sequence[Grid]) -> dict[str, float]:
-    """The colour scale's top for each ``Grid.scale`` key: the largest |value| of its grids."""
-    scales: dict[str, float] = {}
-    for grid in grids:
-        if grid.scale is not None:
-            scales[grid.scale] = max(scales.get(grid.scale, 0.0), abs_max(grid.values))
-    return scales

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 
-from app.components.heatmap import abs_max, cell_fills, colour_stops, grid_colour, grid_text, shared_scales
+from app.components.heatmap import abs_max, cell_fills, colour_stops, grid_colour, grid_text
 from app.components.labels import pretty
 from app.components.latex import wrapped
 from app.components.pipeline import pipeline_html
@@ -70,9 +70,10 @@ def first_cell(grid: Grid) -> list[int]:
     return [int(i) for i in np.unravel_index(int(np.argmax(values)), values.shape)]
 
 
-def comparison(grid: Grid) -> dict:
+def comparison(grid: Grid, zmax: float | None = None) -> dict:
     """The article's printed figure beside the computed one, and their difference, on one scale
-    (a 0.001 difference stays pale); a weight the article printed and that is used exactly, in a sentence."""
+    (``zmax``: the step's; a 0.001 difference stays pale); a weight the article printed and that is
+    used exactly, in a sentence."""
     printed_rows = [r for r in range(grid.shape[0]) if np.isfinite(grid.printed[r]).any()]
     difference = grid.values[printed_rows] - grid.printed[printed_rows]
     largest = float(np.nanmax(np.abs(difference)))
@@ -87,7 +88,7 @@ def comparison(grid: Grid) -> dict:
                  grid.row_title, grid.col_title),
             Grid("computed − article", f"largest |difference| {largest:.4f}", difference, rows, grid.cols,
                  grid.row_title, grid.col_title)]
-    top = max(abs_max(trio[0].values), abs_max(trio[1].values))
+    top = max(abs_max(trio[0].values), abs_max(trio[1].values), zmax or 0.0)
     return {"sentence": "", "grids": [grid_payload(g, zmax=top) for g in trio]}
 
 
@@ -122,11 +123,28 @@ def pipeline(step: Step, n_layers: int) -> str:
     return pipeline_html(groups, f"<b style='color:{colour}'>{direction}</b>", colour=colour)
 
 
+def scale_group(grid: Grid) -> str:
+    """Which of a step's colour scales a grid is drawn on: its gradients share one, its values another."""
+    return "gradient" if grid.label.startswith("dL/d") else "value"
+
+
+def step_scales(step: Step) -> dict[str, float]:
+    """One colour scale per group for the whole step, every panel (head, weight) included: within a
+    step one value has one colour (W and W_new, Q and K, head 1 and head 2 alike). Probabilities
+    keep 0..1 and labels no colour."""
+    tops: dict[str, float] = {}
+    for panel in step.panels:
+        for grid in panel.inputs + panel.outputs:
+            if grid.quantity and not grid.probability:
+                tops[scale_group(grid)] = max(tops.get(scale_group(grid), 0.0), abs_max(grid.values))
+    return tops
+
+
 def step_payload(step: Step, n_layers: int, vocab: list[str]) -> dict:
     panels = []
+    tops = step_scales(step)
+    draw = lambda g: grid_payload(g, zmax=tops.get(scale_group(g)))  # noqa: E731
     for panel in step.panels:
-        scales = shared_scales(panel.inputs + panel.outputs)
-        draw = lambda g: grid_payload(g, zmax=scales.get(g.scale))  # noqa: E731
         outputs = [draw(g) | {"cells": cell_payload(g)} for g in panel.outputs]
         changed = [g.changed for g in panel.outputs if g.changed is not None]
         panels.append({
@@ -134,7 +152,7 @@ def step_payload(step: Step, n_layers: int, vocab: list[str]) -> dict:
             "first": first_cell(panel.outputs[0]),
             "changed": ("" if not changed else "Every cell changed in this step." if all(c.all() for c in changed)
                         else "Dotted outline: the cells this step changed; the others kept their value."),
-            "compared": [comparison(g) for g in panel.outputs if g.printed is not None],
+            "compared": [comparison(g, tops.get(scale_group(g))) for g in panel.outputs if g.printed is not None],
         })
     lessons = [LESSON[slug] for slug in lessons_for_step(step.key)]
     return {

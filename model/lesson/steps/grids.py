@@ -36,7 +36,6 @@ class Grid:
     changed: np.ndarray | None = None  # True where this step changed the value it started from
     quantity: bool = True  # False for labels such as token ids: drawn without a colour scale
     probability: bool = False  # attention weights and next-word probabilities: drawn on 0..1
-    scale: str | None = None  # grids of a panel with the same key share one colour scale (W and W_new)
 
     @property
     def shape(self) -> tuple[int, int]:

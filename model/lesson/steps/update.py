@@ -25,8 +25,6 @@ def _weight_panel(s: Builder, label: str) -> Panel:
     new = w - s.lr * grad
     axes = (base.rows, base.cols, base.row_title, base.col_title)
     gradient = Grid(f"dL/d{label}", "grad:" + base.name, grad, *axes)
-    base.scale = label  # before and after on one colour scale, so a change reads as a change of colour
     explain = update_explainer(f"{label}_new", w, label, grad, f"dL/d{label}", s.lr)
-    after = Grid(f"{label}_new", base.name + " after the step", new, *axes, explain=explain, changed=new != w,
-                 scale=label)
+    after = Grid(f"{label}_new", base.name + " after the step", new, *axes, explain=explain, changed=new != w)
     return Panel(label, [base, gradient], [after])
