@@ -7,7 +7,7 @@ view is opened by clicking it, and timed in the page from the click event until 
 idle and the view's chart (or download button) is on screen: its first visit (cold: its trace
 is computed; for the Overview, where the page opens, from loading the page) and three revisits
 (warm: the trace comes from the cache; their median is reported); then three steps of the
-explorer's backward pass. Before those, on the fresh server: the worked example's first open, five
+explorer's backward pass and three head changes in its Attention view. Before those, on the fresh server: the worked example's first open, five
 steps and five cell clicks, which the page answers itself (app/components/step_player.js); after
 them, five moves of the playground's temperature slider on the same model and prompt, also
 answered in the page (app/components/sampling_controls.js). Beside each time until drawn is the
@@ -123,12 +123,15 @@ DRAWN = """([title, idle]) => {
     return shown ? (performance.now() - window.__clicked) / 1000 : false; }"""
 
 
+STEP_CHANGES = ("Backward step change", "Attention head change")  # within a view: a server rerun each
+
+
 def time_views(url: str, clock: ServerClock, reopens: int = 3) -> dict[str, list[tuple[float, float, float]]]:
     """Per view, (until drawn, server, of which traces) seconds of its first open and of
     ``reopens`` reopens; then of three backward-step changes in the explorer."""
     from playwright.sync_api import sync_playwright
 
-    times = {view: [] for view in VIEWS} | {"Backward step change": []}
+    times = {view: [] for view in VIEWS} | {name: [] for name in STEP_CHANGES}
 
     def timed_click(click, title: str | None, changes_url: bool = True) -> float:
         before = page.url
@@ -158,6 +161,15 @@ def time_views(url: str, clock: ServerClock, reopens: int = 3) -> dict[str, list
         for _ in range(3):
             drawn = timed_click(lambda: page.get_by_role("button", name="Next ▶").first.click(), VIEWS["Backward"])
             times["Backward step change"].append((drawn, *clock.read()))
+        page.get_by_role("radio", name="Attention", exact=True).click()
+        page.locator(".gtitle", has_text=VIEWS["Attention"]).first.wait_for(timeout=600_000)
+        page.wait_for_selector(IDLE, timeout=600_000)
+        clock.read()
+        for head in (2, 3, 4):  # the Head list: the chosen head's scores, mask and pattern drawn again
+            page.get_by_role("combobox", name="Head").click()
+            option = page.get_by_role("option", name=f"head {head} ([{head - 1}])")
+            drawn = timed_click(lambda: option.click(), "Pattern: softmax")
+            times["Attention head change"].append((drawn, *clock.read()))
         browser.close()
     return times
 
@@ -275,9 +287,10 @@ def main(argv: list[str] | None = None) -> int:
         (cold, cold_server, cold_trace), warm, warm_server = times[view][0], *reopened(times[view])
         print(f"{view:<22}{cold:>18.2f}s{cold_server:>8.2f}s{cold_trace:>7.2f}s{cold_server - cold_trace:>6.2f}s"
               f"{warm:>14.2f}s{warm_server:>8.2f}s")
-    print(f"\n{'step change (median of 3)':<34}{'drawn':>8}{'server':>9}{'trace':>8}")
-    drawn, server_time, trace_time = (statistics.median(t[k] for t in times["Backward step change"]) for k in range(3))
-    print(f"{'Backward step change':<34}{drawn:>7.2f}s{server_time:>8.2f}s{trace_time:>7.2f}s")
+    print(f"\n{'within a view (median of 3)':<34}{'drawn':>8}{'server':>9}{'trace':>8}")
+    for name in STEP_CHANGES:
+        drawn, server_time, trace_time = (statistics.median(t[k] for t in times[name]) for k in range(3))
+        print(f"{name:<34}{drawn:>7.2f}s{server_time:>8.2f}s{trace_time:>7.2f}s")
     print("\nanswered in the page (goals: a worked-example step or cell ≤ 0.1 s drawn, its first open on a fresh "
           "server ≤ 3 s; a playground slider ≤ 0.15 s)")
     print(f"{'':<34}{'drawn':>8}{'server':>9}")
@@ -293,8 +306,8 @@ def main(argv: list[str] | None = None) -> int:
             "views": {v: {"first_s": times[v][0][0], "first_server_s": times[v][0][1], "first_trace_s": times[v][0][2],
                           "reopen_s": reopened(times[v])[0], "reopen_server_s": reopened(times[v])[1],
                           "reopens": [{"drawn_s": t, "server_s": s} for t, s, _ in times[v][1:]]} for v in VIEWS},
-            "step_changes": {"Backward step change": [{"drawn_s": t, "server_s": s, "trace_s": c}
-                                                      for t, s, c in times["Backward step change"]]},
+            "step_changes": {n: [{"drawn_s": t, "server_s": s, "trace_s": c} for t, s, c in times[n]]
+                             for n in STEP_CHANGES},
             "in_the_page": {n: [{"drawn_s": t, "server_s": s} for t, s in runs] for n, runs in worked.items()}},
             indent=2))
         print(f"\nwrote {args.json}")

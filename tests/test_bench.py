@@ -71,6 +71,7 @@ def test_view_benchmark_opens_every_view_in_chromium(tmp_path):
                                     "Residual stream", "Backward", "Ask why", "Circuits", "Export"}
     assert all(v["first_s"] > 0 and v["reopen_s"] > 0 for v in report["views"].values())
     assert all(len(v["reopens"]) == 3 for v in report["views"].values())
+    assert all(len(report["step_changes"][n]) == 3 for n in ("Backward step change", "Attention head change"))
     worked = report["in_the_page"]  # the worked example and the sliders: each step, click and slide waited on in Chromium
     assert len(worked["first open"]) == 1 and len(worked["step change"]) == len(worked["cell click"]) == 5
     assert len(worked["playground slider"]) == 5
