@@ -166,9 +166,10 @@ def time_views(url: str, clock: ServerClock, reopens: int = 3) -> dict[str, list
         page.wait_for_selector(IDLE, timeout=600_000)
         clock.read()
         for head in (2, 3, 4):  # the Head list: the chosen head's scores, mask and pattern drawn again
-            page.get_by_role("combobox", name="Head").click()
-            option = page.get_by_role("option", name=f"head {head} ([{head - 1}])")
-            drawn = timed_click(lambda: option.click(), "Pattern: softmax")
+            box = page.get_by_role("combobox", name="Head")
+            box.click()
+            box.press_sequentially(f"head {head} (")  # the list filters to that head; Enter chooses it
+            drawn = timed_click(lambda: page.keyboard.press("Enter"), "Pattern: softmax")
             times["Attention head change"].append((drawn, *clock.read()))
         browser.close()
     return times
