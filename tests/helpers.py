@@ -121,14 +121,14 @@ def played(at, step: str | None = None) -> dict:
     return data if step is None else next(s for s in data["steps"] if s["key"] == step)
 
 
-def press(at, label: str = "Generate"):
+def press(at, label: str = "Generate", **sent_instead):
     """The playground's Generate (or Fill) button, drawn in the page with the sliders
     (app/components/sampling_controls.js): AppTest cannot click it, so this does what its click
     makes the server do: the settings the page shows become the session's, and the run that
     follows knows it was clicked (Chromium clicks the real one, tests/test_browser.py)."""
     sent = json.loads(at.get("bidi_component")[0].proto.json)
     assert sent["action"] == label, sent["action"]
-    at.session_state["sampling_controls:clicked"] = dict(sent["settings"])
+    at.session_state["sampling_controls:clicked"] = dict(sent["settings"]) | sent_instead
     return at.run()
 
 

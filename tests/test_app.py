@@ -95,6 +95,19 @@ def test_an_unknown_step_in_the_url_opens_the_first_and_says_so():
     at = start(WORKED, step="zzz")
     assert played(at)["step"] == "tokens"
     assert any("no step called “zzz”" in w.value for w in at.warning)
+    at.run()  # a rerun still carries the address the page was opened with: said once
+    assert not at.warning and played(at)["step"] == "tokens"
+
+
+def test_settings_the_page_sends_are_checked_as_the_sliders_would():
+    """The Generate click's settings come from the browser: a number out of range is clamped into
+    the slider's range, one that is not a number is ignored, greedy is on only for true."""
+    at = start("screens/playground.py", prompt="Tom had", max_new="1", top_p="0.9")
+    press(at, temperature=9, top_k=-3, top_p="x", greedy="yes")
+    assert not at.exception and not at.error
+    assert (at.session_state["temperature"], at.session_state["top_k"], at.session_state["top_p"],
+            at.session_state["greedy"]) == (2.0, 0, 0.9, False)
+    assert at.session_state["generation"]["settings"].startswith("temperature 2")
 
 
 def test_a_link_followed_within_the_session_wins_over_what_the_page_remembers():

@@ -107,6 +107,27 @@ def test_the_worked_example_reopens_where_the_reader_left_it(app_url, page):
     assert "step=b1-softmax" in page.url
 
 
+def test_the_worked_examples_links_keep_the_session(app_url, page):
+    """The update step's link to Train it live and a lesson link are followed by the server
+    (st.switch_page), not loaded anew: the page is not reloaded (a marker set on window survives),
+    so the session, and what the reader did in it, stays."""
+    page.goto(app_url + "/worked-example?step=update")
+    settled(page)
+    page.evaluate("window.__same_page = true")
+    page.locator(".gb-player").get_by_role("link", name=re.compile("Train it live")).click()
+    page.wait_for_url(re.compile(r"/train"), timeout=60_000)
+    settled(page)
+    expect(page.get_by_role("heading", name=re.compile("Train it live"))).to_be_visible(timeout=60_000)
+    assert page.evaluate("window.__same_page === true")
+    page.goto(app_url + "/worked-example?step=loss")
+    settled(page)
+    page.evaluate("window.__same_page = true")
+    page.locator(".gb-lessons").get_by_role("link", name=re.compile("The training objective")).click()
+    page.wait_for_url(re.compile(r"/course-objective"), timeout=60_000)
+    settled(page)
+    assert page.evaluate("window.__same_page === true")
+
+
 def test_the_same_tensor_has_the_same_label_on_both_pages(app_url, page):
     """The worked example's A(1,1) and the explorer's block 1, head 1: one numbering, one name."""
     page.goto(app_url + "/worked-example?step=b1-softmax")

@@ -70,30 +70,35 @@ function label(p) {
 }
 
 const mounted = new WeakMap(); // parentElement -> the logits and the redraw of what is on screen
-// The settings the reader last set in this page: they win over the server's, which only ever learns
-// them from here (a rerun already under way when a slider moved, or a remount, sends older ones).
+// The settings the reader last set in this page, and every setting this page has shown. The server
+// learns settings from here, so where it sends one the page has shown before, it is stale (a rerun
+// already under way when a slider moved, or a remount) and the page's win; one the page never
+// showed is new (a link's settings, a limit the server applied) and the server's win.
 let pageSettings = null;
+const shown = new Set();
+const settingsKey = (s) => JSON.stringify([Number(s.temperature), Number(s.top_k), Number(s.top_p), Boolean(s.greedy)]);
 
 export default function (component) {
   const { data, parentElement, setStateValue, setTriggerValue } = component;
   const previous = mounted.get(parentElement);
-  if (previous && previous.sent === data.logits && previous.drawnId === data.drawn) {
+  const server = settingsKey(data.settings);
+  const page = pageSettings && settingsKey(pageSettings);
+  const stale = page !== null && server !== page && shown.has(server);
+  if (previous && previous.sent === data.logits && previous.drawnId === data.drawn && (server === page || stale)) {
     // the server's rerun after a slider was let go: the page already shows these settings (or newer
-    // ones, mid-gesture); rebuilding would take the focus from the slider being moved. A change sent
-    // while the server was busy can be lost: where the server's settings are not the page's, send
-    // the page's again (once for each).
-    const page = JSON.stringify(previous.settings);
-    if (JSON.stringify(data.settings) !== page && previous.resent !== page) {
+    // ones, mid-gesture); rebuilding would take the focus from the slider being moved. Where the
+    // server's are older, send the page's again (once for each).
+    if (stale && previous.resent !== page) {
       previous.resent = page;
-      setStateValue("settings", { ...previous.settings });
+      setStateValue("settings", { ...pageSettings });
     }
     return;
   }
   const logits = decodeFloat64(data.logits);
-  const settings = { ...(pageSettings ?? data.settings) };
-  if (pageSettings && JSON.stringify(pageSettings) !== JSON.stringify(data.settings)) {
-    setStateValue("settings", { ...pageSettings });
-  }
+  const settings = { ...(stale ? pageSettings : data.settings) };
+  if (stale) setStateValue("settings", { ...pageSettings });
+  pageSettings = { ...settings };
+  shown.add(settingsKey(settings));
   const root = element("div", "gb-sampling");
   const controls = element("div", "gb-controls");
   const chart = element("div", "gb-chart");
@@ -138,6 +143,7 @@ export default function (component) {
     settings.top_p = Number(inputs.top_p.input.value);
     settings.greedy = greedy.checked;
     pageSettings = { ...settings };
+    shown.add(settingsKey(settings));
   }
 
   function draw() {

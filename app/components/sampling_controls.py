@@ -16,6 +16,7 @@ import torch
 from app.components.labels import token_labels
 
 SETTINGS = ("temperature", "top_k", "top_p", "greedy")
+SAMPLING_LIMITS = {"temperature": (0.05, 2.0), "top_p": (0.01, 1.0)}  # top-k's: 0 to the page's own top_k_max
 SHOWN = 15  # the most likely tokens drawn (the settings never reorder them: see ``controls``)
 
 CSS = """
@@ -54,13 +55,27 @@ _component = st.components.v2.component("glassbox_sampling_controls", css=CSS,
 
 def _settings_sent(key: str) -> None:
     """A slider let go in the page: its settings become the session's (before the rerun)."""
-    _adopt(st.session_state[key].get("settings") or {})
+    _adopt(st.session_state[key].get("settings") or {}, st.session_state.get(key + ":top_k_max", 100))
 
 
-def _adopt(sent: dict) -> None:
+def _adopt(sent: dict, top_k_max: int) -> None:
+    """Settings sent by the page into the session, each checked as a slider would: a value that is
+    not a number is ignored, a number is clamped into its range (the message comes from a browser)."""
     for name in SETTINGS:
-        if name in sent:
-            st.session_state[name] = bool(sent[name]) if name == "greedy" else type(st.session_state[name])(sent[name])
+        if name not in sent:
+            continue
+        if name == "greedy":
+            st.session_state.greedy = sent[name] is True
+            continue
+        try:
+            number = float(sent[name])
+        except (TypeError, ValueError, OverflowError):
+            continue
+        if number != number or number in (float("inf"), float("-inf")):
+            continue
+        low, high = SAMPLING_LIMITS.get(name, (0, top_k_max))
+        number = min(max(number, low), high)
+        st.session_state[name] = int(number) if name == "top_k" else number
 
 
 def _action_sent(key: str) -> None:
@@ -88,7 +103,7 @@ def clicked(key: str = "sampling_controls") -> bool:
     sent = st.session_state.pop(key + ":clicked", None)
     if sent is None:
         return False
-    _adopt(sent)
+    _adopt(sent, st.session_state.get(key + ":top_k_max", 100))
     return True
 
 
@@ -96,5 +111,6 @@ def sampling_controls(logits: torch.Tensor, pieces: list[str], top_k_max: int, t
                       action: str = "Generate", key: str = "sampling_controls") -> None:
     """The sliders, the distribution and the ``action`` button, in the page, from ``st.session_state``'s settings."""
     settings = {name: st.session_state[name] for name in SETTINGS}
+    st.session_state[key + ":top_k_max"] = top_k_max  # what the page's messages are checked against
     _component(data=payload(logits, pieces, settings, top_k_max, title, drawn, action), key=key,
                on_settings_change=lambda: _settings_sent(key), on_action_change=lambda: _action_sent(key))

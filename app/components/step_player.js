@@ -145,7 +145,21 @@ function select(label, options, chosen, onChange) {
   return box;
 }
 
-function afterUpdate(after) {
+// A link to another page of the app, followed by the server (st.switch_page) so the session, and
+// whatever the reader did in it, stays; a click with a modifier key opens it as a plain link would.
+function pageLink({ label, href, page }, navigate) {
+  const link = element("a", "gb-link", label);
+  link.href = href;
+  link.target = "_self";
+  link.addEventListener("click", (event) => {
+    if (event.ctrlKey || event.metaKey || event.shiftKey || event.button !== 0) return;
+    event.preventDefault();
+    navigate(page);
+  });
+  return link;
+}
+
+function afterUpdate(after, navigate) {
   const box = element("section", "gb-payoff");
   const lead = element("p");
   lead.append(element("b", "", "What the step bought."), " The same forward pass again, now with every W_new:");
@@ -159,10 +173,7 @@ function afterUpdate(after) {
       element("div", metric.good ? "gb-metric-delta gb-good" : "gb-metric-delta gb-bad", metric.delta));
     metrics.append(card);
   }
-  const link = element("a", "gb-link", "Train it live: many such steps →");
-  link.href = "train";
-  link.target = "_self";
-  left.append(metrics, element("p", "", after.sentence), link);
+  left.append(metrics, element("p", "", after.sentence), pageLink(after.train, navigate));
   const chart = element("div", "gb-bars");
   chart.append(element("div", "gb-chart-title", "Next-word probabilities at the last position"));
   const legend = element("div", "gb-legend");
@@ -194,7 +205,8 @@ function afterUpdate(after) {
 }
 
 class Player {
-  constructor(parent, data) {
+  constructor(parent, data, navigate) {
+    this.navigate = navigate;
     this.root = element("div", "gb-player");
     parent.querySelector(".gb-player")?.remove();
     parent.append(this.root);
@@ -255,16 +267,11 @@ class Player {
     const panelIndex = Math.min(this.panels[step.key] || 0, step.panels.length - 1);
     if (step.panels.length > 1) parts.push(this.panelChooser(step, panelIndex));
     parts.push(this.panelNode(step, step.panels[panelIndex]));
-    if (step.after) parts.push(afterUpdate(step.after));
+    if (step.after) parts.push(afterUpdate(step.after, this.navigate));
     if (step.lessons.length) {
       const lessons = element("div", "gb-lessons");
       lessons.append(element("span", "gb-caption", "The idea, in the course:"));
-      for (const lesson of step.lessons) {
-        const link = element("a", "gb-link", lesson.label);
-        link.href = lesson.href;
-        link.target = "_self";
-        lessons.append(link);
-      }
+      for (const lesson of step.lessons) lessons.append(pageLink(lesson, this.navigate));
       parts.push(lessons);
     }
     this.root.replaceChildren(...parts);
@@ -358,7 +365,8 @@ function onKey(event) {
 }
 
 export default function (component) {
-  const { data, parentElement } = component;
+  const { data, parentElement, setTriggerValue } = component;
+  const navigate = (page) => setTriggerValue("navigate", page);
   loadKatex(data.katex);
   if (!window.__glassboxStepKeys) {
     window.__glassboxStepKeys = true;
@@ -366,7 +374,7 @@ export default function (component) {
   }
   let player = mounted.get(parentElement);
   if (!player || !player.root.isConnected) {
-    player = new Player(parentElement, data);
+    player = new Player(parentElement, data, navigate);
     mounted.set(parentElement, player);
   } else if (player.data.id !== data.id) {
     player.load(data, player.step().key); // other weights (this session's training run): the same step

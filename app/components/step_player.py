@@ -26,6 +26,7 @@ from model.lesson.steps import Grid, Step, stages
 from model.lesson.training import AfterUpdate
 
 PHASE_COLOURS = {"forward": "#1f6feb", "backward": "#d9480f", "update": "#2f9e44"}
+TRAIN_PAGE = "screens/train_live.py"
 HERE = Path(__file__).parent
 
 
@@ -102,6 +103,7 @@ def after_payload(after: AfterUpdate, vocab: list[str]) -> dict:
                      "delta": f"{loss[1] - loss[0]:+.4f} from {loss[0]:.4f}", "good": bool(loss[1] < loss[0])},
                     {"label": f"p({word})", "value": f"{p[1]:.4f}", "delta": f"{p[1] - p[0]:+.4f} from {p[0]:.4f}",
                      "good": bool(p[1] > p[0])}],
+        "train": {"label": "Train it live: many such steps →", "href": "train", "page": TRAIN_PAGE},
         "sentence": f"One step made “{word}” {p[1] / p[0]:.2f} times as likely. The probability it gained came from the "
                     f"other {others} words, which held {1 - p[0]:.4f} together before and {1 - p[1]:.4f} after: a "
                     "softmax's outputs always sum to 1. The learning rate η sets how far one step goes.",
@@ -159,8 +161,8 @@ def step_payload(step: Step, n_layers: int, vocab: list[str]) -> dict:
         "key": step.key, "phase": step.phase, "colour": PHASE_COLOURS[step.phase], "title": step.title,
         "sentence": step.sentence, "formula": wrapped(step.formula), "pipeline": pipeline(step, n_layers),
         "panels": panels, "after": after_payload(step.after, vocab) if step.after is not None else None,
-        "lessons": [{"label": f"{LESSONS.index(lesson) + 1}. {lesson.title}", "href": lesson.url_path}
-                    for lesson in lessons],
+        "lessons": [{"label": f"{LESSONS.index(lesson) + 1}. {lesson.title}", "href": lesson.url_path,
+                     "page": lesson.page} for lesson in lessons],
     }
 
 
@@ -183,5 +185,10 @@ _component = st.components.v2.component("glassbox_step_player", css=(HERE / "ste
 
 def step_player(payload: dict, step: str | None, key: str = "step_player") -> None:
     """The worked example in the page, opening on ``step`` (the URL's) or, without one, on the step
-    this browser tab showed last (or the first)."""
-    _component(data={**payload, "step": step, "katex": katex_module()}, key=key)
+    this browser tab showed last (or the first). Its links to other pages (Train it live, the
+    lessons) come back here and are followed with ``st.switch_page``, so the session stays."""
+    result = _component(data={**payload, "step": step, "katex": katex_module()}, key=key,
+                        on_navigate_change=lambda: None)
+    pages = {TRAIN_PAGE} | {lesson["page"] for s in payload["steps"] for lesson in s["lessons"]}
+    if result.navigate in pages:  # only the pages it links to: the message comes from a browser
+        st.switch_page(result.navigate)

@@ -87,7 +87,7 @@ def token_choice(ctx: Explorer, label: str, key: str, default: int, help: str,
     choices = list(dict.fromkeys(predicted + prompt))
     st.selectbox(f"{label}: pick", choices, index=None, key=key + ":pick", on_change=write_picked,
                  placeholder="…or pick a predicted token, or one of the prompt's", label_visibility="collapsed",
-                 format_func=lambda i: plain(token_labels([ctx.piece(i)], [i])[0])
+                 format_func=lambda i: token_labels([ctx.piece(i)], [i])[0]  # a list's labels are text, not Markdown
                  + (f"  (prediction {predicted.index(i) + 1})" if i in predicted else "  (in the prompt)"))
     if not typed:
         return default

@@ -15,7 +15,7 @@ from app.components.course import lessons_about
 from app.components.errors import fragment
 from app.components.labels import plain, plain_html, token_labels, token_text
 from app.components.model_picker import model_picker, readable_prompt
-from app.components.sampling_controls import clicked as generate_clicked, sampling_controls
+from app.components.sampling_controls import SAMPLING_LIMITS, clicked as generate_clicked, sampling_controls
 from app.resources import check_cost, model_pass, shared_model
 from app.state import read_url_settings, show_url_notes, write_url_settings
 from model.analysis.architecture import NO_BLOCKS
@@ -92,8 +92,7 @@ def chips(tokens: list[dict], chosen: int | None = None) -> str:
     return "<div style='display:flex;flex-wrap:wrap;gap:2px;line-height:1.8'>" + "".join(spans) + "</div>"
 
 
-LIMITS = {"temperature": (0.05, 2.0), "top_k": (0, 100), "top_p": (0.01, 1.0), "max_new": (1, 100),
-          "seed": (0, 2**31 - 1)}
+LIMITS = {**SAMPLING_LIMITS, "top_k": (0, 100), "max_new": (1, 100), "seed": (0, 2**31 - 1)}
 
 
 CURVES = ("step", "train_loss", "val_step", "val_loss")  # training.json's lists (model/tools/train_default.py)

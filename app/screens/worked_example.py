@@ -62,9 +62,11 @@ st.caption("Names: each grid has the article's name first, with blocks and heads
            "every Glassbox page count them (W_Q(1,2): block 1, head 2), and under it the engine's name, which counts "
            "from 0 as the code does (blocks.0.attn.W_Q[1]).")
 steps, data = current_steps()
-asked = st.query_params.get("step")  # the page keeps it current as the reader steps
+asked = st.query_params.get("step")  # the page keeps the address bar current as the reader steps
 if asked is not None and asked not in {step.key for step in steps}:
-    st.warning(f"There is no step called “{plain(asked)}”: here is the first step. The list below has every step.",
-               icon=":material/info:")
+    if st.session_state.get("unknown_step") != asked:  # said once: later reruns still carry the address it came with
+        st.warning(f"There is no step called “{plain(asked)}”: here is the first step. The list below has every "
+                   "step.", icon=":material/info:")
+        st.session_state.unknown_step = asked
     asked = steps[0].key
 step_player(data, asked)

@@ -138,7 +138,8 @@ def train_copy(model: Transformer, inputs: torch.Tensor, targets: torch.Tensor, 
         if opt is None:
             with torch.no_grad():
                 for p in params:
-                    p -= rate * p.grad  # W_new = W - η ∂L/∂W
+                    if p.grad is not None:  # as torch's SGD: a weight the loss did not reach stays
+                        p -= rate * p.grad  # W_new = W - η ∂L/∂W
         else:
             for group in opt.param_groups:
                 group["lr"] = rate
