@@ -107,24 +107,20 @@ def test_the_worked_example_reopens_where_the_reader_left_it(app_url, page):
     assert "step=b1-softmax" in page.url
 
 
-def test_the_worked_examples_links_keep_the_session(app_url, page):
+@pytest.mark.parametrize("step, within, link, lands", [
+    ("update", ".gb-player", "Train it live", r"/train"),
+    ("loss", ".gb-lessons", "The training objective", r"/course-objective")])
+def test_the_worked_examples_links_keep_the_session(app_url, page, step, within, link, lands):
     """The update step's link to Train it live and a lesson link are followed by the server
     (st.switch_page), not loaded anew: the page is not reloaded (a marker set on window survives),
     so the session, and what the reader did in it, stays."""
-    page.goto(app_url + "/worked-example?step=update")
+    page.goto(f"{app_url}/worked-example?step={step}")
     settled(page)
     page.evaluate("window.__same_page = true")
-    page.locator(".gb-player").get_by_role("link", name=re.compile("Train it live")).click()
-    page.wait_for_url(re.compile(r"/train"), timeout=60_000)
+    page.locator(within).get_by_role("link", name=re.compile(link)).click()
+    page.wait_for_url(re.compile(lands), timeout=60_000)
     settled(page)
-    expect(page.get_by_role("heading", name=re.compile("Train it live"))).to_be_visible(timeout=60_000)
-    assert page.evaluate("window.__same_page === true")
-    page.goto(app_url + "/worked-example?step=loss")
-    settled(page)
-    page.evaluate("window.__same_page = true")
-    page.locator(".gb-lessons").get_by_role("link", name=re.compile("The training objective")).click()
-    page.wait_for_url(re.compile(r"/course-objective"), timeout=60_000)
-    settled(page)
+    expect(page.get_by_role("heading").first).to_be_visible(timeout=60_000)
     assert page.evaluate("window.__same_page === true")
 
 
