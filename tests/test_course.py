@@ -113,7 +113,8 @@ def test_views_steps_and_the_drawing_link_to_their_lessons():
     at = start()  # the drawing's default part is attention
     assert {page for _, page in links(at)} >= {"course-attention", "course-sqrt-dk", "course-mask"}
     at = start("screens/worked_example.py", step="loss")
-    assert {"label": "5. The training objective", "href": "course-objective"} in played(at, "loss")["lessons"]
+    assert {"label": "5. The training objective", "href": "course-objective", "page": "course/training_objective.py"} \
+        in played(at, "loss")["lessons"]
 
 
 def test_every_lesson_has_figures_in_strict_json():
