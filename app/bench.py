@@ -20,6 +20,7 @@ forward pass of the same prompt (measured in this process just before, median of
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -109,6 +110,21 @@ class ServerClock:
 
 
 IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
+
+
+@contextlib.contextmanager
+def chromium_page():
+    """A 1400 × 1600 page of Debian's Chromium, driven by Playwright, closed afterwards."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        try:
+            yield browser.new_page(viewport={"width": 1400, "height": 1600})
+        finally:
+            browser.close()
+
+
 # Time until drawn is measured in the page: from the click (or key) event, armed before each, to
 # the first animation frame where the script is idle and the view's marker is on screen. So
 # Playwright's own round trips are not counted (they added ~0.05 s).
@@ -129,8 +145,6 @@ STEP_CHANGES = ("Backward step change", "Attention head change")  # within a vie
 def time_views(url: str, clock: ServerClock, reopens: int = 3) -> dict[str, list[tuple[float, float, float]]]:
     """Per view, (until drawn, server, of which traces) seconds of its first open and of
     ``reopens`` reopens; then of three backward-step changes in the explorer."""
-    from playwright.sync_api import sync_playwright
-
     times = {view: [] for view in VIEWS} | {name: [] for name in STEP_CHANGES}
 
     def timed_click(click, title: str | None, changes_url: bool = True) -> float:
@@ -141,9 +155,7 @@ def time_views(url: str, clock: ServerClock, reopens: int = 3) -> dict[str, list
             page.wait_for_function("u => window.location.href !== u", arg=before, timeout=600_000)
         return page.wait_for_function(DRAWN, arg=[title, IDLE], polling="raf", timeout=600_000).json_value()
 
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1600})
+    with chromium_page() as page:
         start = time.perf_counter()  # the page opens on the Overview: its first open includes loading the page
         page.goto(url)
         page.wait_for_timeout(500)
@@ -171,7 +183,6 @@ def time_views(url: str, clock: ServerClock, reopens: int = 3) -> dict[str, list
             box.press_sequentially(f"head {head} (")  # the list filters to that head; Enter chooses it
             drawn = timed_click(lambda: page.keyboard.press("Enter"), "Pattern: softmax")
             times["Attention head change"].append((drawn, *clock.read()))
-        browser.close()
     return times
 
 
@@ -188,12 +199,8 @@ def time_worked_example(base: str, clock: ServerClock, repeats: int = 5) -> dict
     """(until drawn, server) seconds of the worked example's first open on this server (from the
     page's request to its first step drawn with its arithmetic), then of ``repeats`` step
     changes by the → key and ``repeats`` cell clicks."""
-    from playwright.sync_api import sync_playwright
-
     times = {"first open": [], "step change": [], "cell click": []}
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1600})
+    with chromium_page() as page:
         start = time.perf_counter()
         page.goto(base + "/worked-example?step=b1-scores")
         page.wait_for_selector(".gb-player .gb-arithmetic .katex", timeout=600_000)
@@ -215,7 +222,6 @@ def time_worked_example(base: str, clock: ServerClock, repeats: int = 5) -> dict
             drawn = page.wait_for_function(PLAYED, arg=[".gb-arithmetic", "cell", before], polling="raf",
                                            timeout=60_000).json_value()
             times["cell click"].append((drawn, clock.read()[0]))
-        browser.close()
     return times
 
 
@@ -232,12 +238,8 @@ def time_slider(url: str, clock: ServerClock) -> list[tuple[float, float]]:
     """(until drawn, server) seconds of five temperature changes on the playground at ``url``,
     which the page answers itself (app/components/sampling_controls.js): the whole vocabulary's
     distribution computed again and the chart redrawn."""
-    from playwright.sync_api import sync_playwright
-
     times = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1600})
+    with chromium_page() as page:
         page.goto(url)
         page.locator(".gb-chart[data-drawn]").wait_for(timeout=600_000)
         page.wait_for_selector(IDLE, timeout=600_000)
@@ -245,7 +247,6 @@ def time_slider(url: str, clock: ServerClock) -> list[tuple[float, float]]:
         for value in (0.5, 1.3, 0.8, 1.7, 0.3):
             drawn = page.locator("input[data-setting=temperature]").evaluate(SLIDE, value)
             times.append((drawn, clock.read()[0]))
-        browser.close()
     return times
 
 

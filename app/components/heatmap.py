@@ -76,10 +76,15 @@ def _palette(colorscale: str) -> np.ndarray:
     return np.array([plotly.colors.unlabel_rgb(c) for c in colours], dtype=np.uint8)
 
 
+def _on_scale(values: np.ndarray, zmin: float, zmax: float) -> np.ndarray:
+    """Where each value sits on a colour scale from ``zmin`` to ``zmax``: 0 to 1, clipped (NaN stays NaN)."""
+    return np.clip((np.asarray(values, dtype=float) - zmin) / ((zmax - zmin) or 1.0), 0, 1)
+
+
 def png_source(values: np.ndarray, colorscale: str, zmin: float, zmax: float) -> str:
     """The heatmap as a PNG data URL, one pixel per cell, an indexed colour each (255 shades of
     the scale; NaN transparent): a 160 × 256 map is ~50 kB instead of ~220 kB of numbers."""
-    scaled = np.clip((values - zmin) / ((zmax - zmin) or 1.0), 0, 1)
+    scaled = _on_scale(values, zmin, zmax)
     indices = np.where(np.isfinite(scaled), np.round(np.nan_to_num(scaled) * 254), 255).astype(np.uint8)
     image = Image.fromarray(indices, "P")
     palette = _palette(colorscale)[np.round(np.linspace(0, 255, 255)).astype(int)]
@@ -235,7 +240,7 @@ def cell_fills(values: np.ndarray, colour: str, zmax: float) -> tuple[list[list[
     if colour == "plain":
         return [[None] * n_cols for _ in range(n_rows)], [["#31333f"] * n_cols for _ in range(n_rows)]
     zmin = 0.0 if colour == "sequential" else -zmax
-    scaled = np.clip((np.asarray(values, dtype=float) - zmin) / ((zmax - zmin) or 1.0), 0, 1)
+    scaled = _on_scale(values, zmin, zmax)
     rgb = _palette(COLOURSCALES[colour])[np.round(np.nan_to_num(scaled) * 255).astype(int)]
     blank = ~np.isfinite(values)
     fills = [[None if blank[r, c] else "#%02x%02x%02x" % tuple(rgb[r, c]) for c in range(n_cols)] for r in range(n_rows)]
