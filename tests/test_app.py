@@ -200,11 +200,13 @@ def test_playground_shows_what_the_sliders_do_and_generates():
     assert at.session_state["prompt"] == "Tom had"  # nothing typed is lost
     # the streamed text is cleared once the chips show the completion: it is not on the page twice
     assert not [m for m in at.markdown if "Generating" in m.value]
-    # the chosen step's chip is outlined, and only that one
-    chips = lambda: next(h.proto.body for h in at.get("html") if "gb-chip" in h.proto.body)  # noqa: E731
-    assert chips().count("gb-chosen") == 1 and chips().index("gb-chosen") < chips().index("step 2:")
-    at.get("button_group")[0].set_value(2).run()
-    assert chips().count("gb-chosen") == 1 and chips().index("step 3:") < chips().index("gb-chosen") < chips().index("step 4:")
+    # every step is sent to the page once (app/components/generation_player.js plays it): the token
+    # drawn, its probability and the two distributions, as generated
+    (player,) = [json.loads(c.proto.json) for c in at.get("bidi_component") if "steps" in json.loads(c.proto.json)]
+    assert [s["token"] for s in player["steps"]] == [t["token"] for t in generation["tokens"]]
+    for step, token in zip(player["steps"], generation["tokens"]):
+        assert step["p"] == token["p"] and step["before"][step["bold"]] == token["p_model"]
+        assert step["after"][step["bold"]] == token["p"]
 
 
 def test_playground_greedy_continues_the_worked_example_with_mat():

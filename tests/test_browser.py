@@ -225,14 +225,35 @@ def test_playground_types_a_prompt_moves_the_temperature_and_generates(app_url, 
     page.wait_for_url(re.compile(r"temperature=0\.8"), timeout=60_000)
     assert "top_k=3" not in page.url and "prompt=Tom" in page.url  # the setup can be shared
     # the engine, run here with the same settings, must give the text the page shows
-    expected = "".join(t.token for t in generate(load("default"), "Tom had a", 8, Sampling(temperature=0.8, seed=3)))
+    drawn = list(generate(load("default"), "Tom had a", 8, Sampling(temperature=0.8, seed=3)))
+    expected = "".join(t.token for t in drawn)
     expect(page.get_by_text(expected.strip(), exact=False).first).to_be_visible(timeout=60_000)
     expect(page.get_by_text("Generated", exact=True)).to_be_visible()
     # the completion is on the page once: the streamed text gave way to the chips
     shown = page.locator("[data-testid='stMain']").text_content().replace("\xa0", " ")
     assert shown.count(expected.strip()) == 1, shown
     expect(page.get_by_text("KV cache size as generation goes on").first).to_be_attached()
-    assert page.locator("[data-testid='stPlotlyChart']").count() >= 3
+    # a step is chosen in the page (app/components/generation_player.js): its distribution and its KV cache
+    player = page.locator(".gb-generation")
+    player.get_by_role("button", name=re.compile(r"^3: ")).click()
+    expect(player).to_have_attribute("data-step", "2")
+    expect(player).to_contain_text("Step 3: drew")
+    expect(player).to_contain_text(f"used to predict step 3: the keys and values of the {drawn[2].position} positions")
+    player.locator(".gb-chip").nth(0).click()
+    expect(player).to_have_attribute("data-step", "0")
+    expect(player.locator(".gb-math .katex").first).to_be_attached(timeout=30_000)  # the formula, typeset
+    # leaving by the sidebar and coming back keeps the generation (the session) and the step this tab
+    # chose (its sessionStorage)
+    player.get_by_role("button", name=re.compile(r"^4: ")).click()
+    page.get_by_role("link", name="Train it live").click()
+    page.wait_for_url(re.compile(r"/train"), timeout=60_000)
+    page.get_by_role("link", name="Playground").click()
+    expect(page.locator(".gb-generation")).to_have_attribute("data-step", "3", timeout=60_000)
+    # its explorer link opens the trace of the prompt and the first three tokens, in the same session
+    page.locator(".gb-generation").get_by_role("link", name="Open this step's full trace in the explorer").click()
+    page.wait_for_url(re.compile(r"/explore\?"), timeout=60_000)
+    expect(page.get_by_role("textbox", name="Prompt")).to_have_value("Tom had a" + "".join(t.token for t in drawn[:3]),
+                                                                     timeout=60_000)
     assert page.locator("[data-testid='stException']").count() == 0
 
 

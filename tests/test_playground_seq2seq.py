@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import json
 import shutil
+from urllib.parse import urlencode
 
 import numpy as np
 import pytest
@@ -186,17 +187,17 @@ def test_playground_writes_micro_seq2seqs_target_as_the_engine_does(seq2seq):
     tokens = at.session_state["generation"]["tokens"]
     assert [t["token_id"] for t in tokens] == [t.token_id for t in expected]
     assert "".join(t["token"] for t in tokens) == "".join(t.token for t in expected)
-    # the KV cache of step 3: the formula's figure, and the one measured, are the engine's cache's
-    at.get("button_group")[0].set_value(2).run()
-    assert not at.exception and not at.error
+    # the KV cache of step 3, as sent to the page (app/components/generation_player.js): the formula's
+    # figure, and the one measured, are the engine's cache's
+    (player,) = [json.loads(c.proto.json) for c in at.get("bidi_component") if "steps" in json.loads(c.proto.json)]
+    kv = player["steps"][2]["kv"]
     measured = expected[2].cache_bytes
     assert measured == kv_cache_bytes(seq2seq, 3, 6)
-    assert any("(3 + 6)" in m.value and f"= {measured:,}" in m.value for m in at.get("latex"))
-    assert any(f"measured on the engine's own cache during generation: {measured:,} bytes" in c.value.lower()
-               for c in at.caption)
-    (link,) = [link for link in at.get("page_link") if "explorer" in link.proto.label]
-    assert "prompt=ba+ko+mi+to+ze+li" in link.proto.query_string
-    assert "target=" + "+".join(t.token for t in expected[:3]) in link.proto.query_string
+    assert "(3 + 6)" in kv["latex"][1] and f"= {measured:,}" in kv["latex"][1]
+    assert f"measured on the engine's own cache during generation: {measured:,} bytes" in kv["measured"].lower()
+    # its explorer link opens the trace whose target ends with step 3's token
+    assert player["steps"][2]["href"] == "explore?" + urlencode(
+        {"model": "micro-seq2seq", "prompt": source, "target": " ".join(t.token for t in expected[:3])})
 
 
 def test_playground_fills_berts_mask(bert, monkeypatch):

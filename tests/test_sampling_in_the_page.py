@@ -9,7 +9,6 @@ in Chromium.)"""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from app.components.sampling_controls import payload
 from model.engine.sampling import Sampling, distributions
 from tests.helpers import start
 
-SCRIPT = Path(__file__).parents[1] / "app" / "components" / "sampling_controls.js"
+COMPONENTS = Path(__file__).parents[1] / "app" / "components"
 NODE = Path(playwright.__file__).parent / "driver" / "node"
 
 RUNNER = """
@@ -40,7 +39,9 @@ process.stdin.on("end", () => {
 
 
 def in_the_page(cases: list[tuple[torch.Tensor, dict]], tmp_path: Path) -> list[dict]:
-    shutil.copy(SCRIPT, tmp_path / "sampling_controls.mjs")
+    # the script as the page runs it: page_kit.js first (app/components/page_kit.py)
+    (tmp_path / "sampling_controls.mjs").write_text((COMPONENTS / "page_kit.js").read_text() + "\n"
+                                                    + (COMPONENTS / "sampling_controls.js").read_text())
     (tmp_path / "run.mjs").write_text(RUNNER)
     sent = [{"logits": payload(logits, [str(i) for i in range(len(logits))], {}, 100, "")["logits"],
              "settings": settings} for logits, settings in cases]

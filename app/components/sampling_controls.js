@@ -3,6 +3,7 @@
 // the logits once per prompt (float64, most likely first); `distributions` is the engine's
 // (model/engine/sampling.py) written again step for step, and a test holds them equal (1e-12).
 // When a slider is let go, the settings go back to the server (for Generate and the URL).
+// (element and pairedBars: page_kit.js, which page_kit.py puts before this script)
 
 // (before, after) for logits sorted most likely first: the model's softmax, and what is sampled from
 // after temperature, then top-k, then top-p, renormalised (one-hot on the first at temperature 0).
@@ -57,13 +58,6 @@ const SLIDERS = [
   ["top_k", "top-k (0 = off)", 0, null, 1, "Keep only the k most likely tokens, then renormalise."],
   ["top_p", "top-p", 0.01, 1.0, 0.01, "Keep the smallest set of most likely tokens whose probability adds up to p, then renormalise."],
 ];
-
-function element(tag, className, text) {
-  const node = document.createElement(tag);
-  if (className) node.className = className;
-  if (text !== undefined) node.textContent = text; // tokens are the model's text: never markup
-  return node;
-}
 
 function label(p) {
   return p >= 0.001 ? p.toFixed(3) : "";
@@ -157,35 +151,13 @@ export default function (component) {
     let drawable = 0;
     for (let i = 0; i < after.length; i++) drawable += after[i] > 0;
     const shown = data.labels.length;
-    let largest = 0;
-    for (let i = 0; i < shown; i++) largest = Math.max(largest, before[i], after[i]);
-    const title = element("div", "gb-title", `${data.title}: ${drawable} of ${after.length} tokens can be drawn`);
-    const legend = element("div", "gb-legend");
-    for (const [name, kind] of [["model (softmax of the logits)", "before"], ["sampled from (after the settings)", "after"]]) {
-      const item = element("span", "gb-key");
-      item.append(element("span", `gb-swatch gb-${kind}`), element("span", "", name));
-      legend.append(item);
-    }
-    const rows = element("div", "gb-rows");
-    for (let i = 0; i < shown; i++) {
-      const row = element("div", "gb-row");
-      const token = element("span", "gb-token", data.labels[i]);
-      if (data.ids[i] === data.drawn) token.classList.add("gb-drawn");
-      row.append(token);
-      const bars = element("span", "gb-bars");
-      for (const [kind, values] of [["before", before], ["after", after]]) {
-        const line = element("span", "gb-line");
-        const bar = element("span", `gb-bar gb-${kind}`);
-        bar.style.width = `${(100 * values[i]) / (largest * 1.18 || 1)}%`;
-        bar.title = `${data.labels[i]}: ${values[i].toPrecision(6)}`;
-        line.append(bar, element("span", "gb-number", label(values[i])));
-        bars.append(line);
-      }
-      row.append(bars);
-      rows.append(row);
-    }
-    const axis = element("div", "gb-axis", "probability (bar length; each value written at its end)");
-    chart.replaceChildren(title, legend, rows, axis);
+    chart.replaceChildren(pairedBars({
+      title: `${data.title}: ${drawable} of ${after.length} tokens can be drawn`,
+      labels: data.labels, bold: data.ids.indexOf(data.drawn), format: label,
+      series: [{ name: "model (softmax of the logits)", colour: "#9db4d0", values: before.subarray(0, shown) },
+               { name: "sampled from (after the settings)", colour: "#d9480f", values: after.subarray(0, shown) }],
+      axis: "probability (bar length; each value written at its end)",
+    }));
     chart.dataset.drawn = JSON.stringify({ ...settings, drawable }); // what a test or benchmark waits on
   }
 

@@ -8,49 +8,17 @@ what is sampled is what the chart shows."""
 from __future__ import annotations
 
 import base64
-from pathlib import Path
-
 import streamlit as st
 import torch
 
 from app.components.labels import token_labels
+from app.components.page_kit import page_component
 
 SETTINGS = ("temperature", "top_k", "top_p", "greedy")
 SAMPLING_LIMITS = {"temperature": (0.05, 2.0), "top_p": (0.01, 1.0)}  # top-k's: 0 to the page's own top_k_max
 SHOWN = 15  # the most likely tokens drawn (the settings never reorder them: see ``controls``)
 
-CSS = """
-.gb-sampling { font-family: "Source Sans Pro", sans-serif; font-size: 14px; color: #31333f; }
-.gb-controls { display: grid; grid-template-columns: repeat(3, 1fr) auto auto; gap: 18px; align-items: end;
-               margin-bottom: 10px; }
-.gb-slider { display: flex; flex-direction: column; gap: 2px; }
-.gb-slider-head { display: flex; justify-content: space-between; }
-.gb-value { font-variant-numeric: tabular-nums; color: #d9480f; font-weight: 600; }
-.gb-slider input { width: 100%; accent-color: #d9480f; }
-.gb-greedy { display: flex; gap: 6px; align-items: center; padding-bottom: 4px; }
-.gb-action { height: 40px; padding: 0 18px; border-radius: 8px; border: 1px solid #ff4b4b; background: #ff4b4b;
-             color: white; font: inherit; cursor: pointer; }
-.gb-title { font-size: 13px; font-weight: 600; margin: 6px 0 4px; }
-.gb-legend { display: flex; gap: 16px; font-size: 12px; margin-bottom: 6px; }
-.gb-key { display: inline-flex; gap: 5px; align-items: center; }
-.gb-swatch { width: 12px; height: 12px; display: inline-block; }
-.gb-before { background: #9db4d0; }
-.gb-after { background: #d9480f; }
-.gb-rows { display: grid; grid-template-columns: minmax(60px, max-content) 1fr; align-items: center; }
-.gb-row { display: contents; }
-.gb-row > * { border-top: 1px solid #eef0f4; padding: 2px 0; }
-.gb-token { font-family: monospace; white-space: pre; max-width: 260px; overflow: hidden; text-overflow: ellipsis;
-            padding-right: 8px; text-align: right; }
-.gb-drawn { font-weight: 700; }
-.gb-bars { display: flex; flex-direction: column; gap: 2px; }
-.gb-line { display: flex; align-items: center; gap: 4px; height: 11px; }
-.gb-bar { height: 10px; min-width: 0; }
-.gb-number { font-size: 11px; font-variant-numeric: tabular-nums; }
-.gb-axis { font-size: 12px; color: #6b6f7b; margin-top: 4px; text-align: center; }
-"""
-
-_component = st.components.v2.component("glassbox_sampling_controls", css=CSS,
-                                        js=Path(__file__).with_name("sampling_controls.js").read_text())
+_component = page_component("glassbox_sampling_controls", "sampling_controls.js", "sampling_controls.css")
 
 
 def _settings_sent(key: str) -> None:

@@ -3,44 +3,11 @@
 // redraw here at once, with no round trip. The step goes into the URL (?step=) and, with the chosen
 // cells, into this tab's sessionStorage, so a return to the page opens where the reader was.
 
+// (element, math and loadKatex: page_kit.js)
+
 const STORE = "glassbox:worked-example";
 const mounted = new WeakMap(); // parentElement -> the player drawn in it
-let katex = null; // Streamlit's own KaTeX module, once loaded
-let katexLoading = null;
 let current = null; // the player the arrow keys move
-
-function element(tag, className, text) {
-  const node = document.createElement(tag);
-  if (className) node.className = className;
-  if (text !== undefined) node.textContent = text; // every label is text, never markup
-  return node;
-}
-
-function loadKatex(path) {
-  if (!katexLoading) {
-    katexLoading = import(new URL(path, document.baseURI).href).then((module) => {
-      katex = module.default;
-      for (const node of document.querySelectorAll(".gb-player .gb-math[data-pending]")) typeset(node);
-    });
-  }
-  return katexLoading;
-}
-
-function typeset(node) {
-  delete node.dataset.pending;
-  katex.render(node.dataset.latex, node, { displayMode: true, throwOnError: false });
-}
-
-function math(latex) {
-  const node = element("div", "gb-math");
-  node.dataset.latex = latex;
-  if (katex) typeset(node);
-  else {
-    node.dataset.pending = "";
-    node.textContent = latex;
-  }
-  return node;
-}
 
 function remembered() {
   try {
@@ -174,31 +141,12 @@ function afterUpdate(after, navigate) {
     metrics.append(card);
   }
   left.append(metrics, element("p", "", after.sentence), pageLink(after.train, navigate));
-  const chart = element("div", "gb-bars");
-  chart.append(element("div", "gb-chart-title", "Next-word probabilities at the last position"));
-  const legend = element("div", "gb-legend");
-  for (const [kind, name] of [["before", "before the update"], ["after", "after the update"]]) {
-    const key = element("span", "gb-key");
-    key.append(element("span", `gb-swatch gb-${kind}`), name);
-    legend.append(key);
-  }
-  chart.append(legend);
-  const largest = Math.max(...after.before, ...after.after);
-  after.words.forEach((word, i) => {
-    const row = element("div", "gb-bar-row");
-    row.append(element("span", i === after.target ? "gb-word gb-target" : "gb-word", word));
-    const bars = element("span", "gb-bar-pair");
-    for (const kind of ["before", "after"]) {
-      const line = element("span", "gb-bar-line");
-      const bar = element("span", `gb-bar gb-${kind}`);
-      bar.style.width = `${(80 * after[kind][i]) / largest}%`;
-      line.append(bar, element("span", "gb-number", after[kind][i].toFixed(3)));
-      bars.append(line);
-    }
-    row.append(bars);
-    chart.append(row);
+  const chart = pairedBars({
+    title: "Next-word probabilities at the last position", labels: after.words, bold: after.target,
+    series: [{ name: "before the update", colour: "#9db4d0", values: after.before },
+             { name: "after the update", colour: "#2f9e44", values: after.after }],
+    axis: "probability (bar length; the value written at its end) · next word",
   });
-  chart.append(element("div", "gb-axis", "probability (bar length; the value written at its end) · next word"));
   columns.append(left, chart);
   box.append(columns);
   return box;

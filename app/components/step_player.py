@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from functools import cache
-from pathlib import Path
 
 import numpy as np
 import streamlit as st
@@ -19,6 +17,7 @@ import streamlit as st
 from app.components.heatmap import abs_max, cell_fills, colour_stops, grid_colour, grid_text
 from app.components.labels import pretty
 from app.components.latex import wrapped
+from app.components.page_kit import katex_module, page_component
 from app.components.pipeline import pipeline_html
 from model.course import LESSON, LESSONS, lessons_for_step
 from model.engine import block_label
@@ -27,7 +26,6 @@ from model.lesson.training import AfterUpdate
 
 PHASE_COLOURS = {"forward": "#1f6feb", "backward": "#d9480f", "update": "#2f9e44"}
 TRAIN_PAGE = "screens/train_live.py"
-HERE = Path(__file__).parent
 
 
 def grid_payload(grid: Grid, zmax: float | None = None) -> dict:
@@ -172,15 +170,7 @@ def player_payload(steps: list[Step], n_layers: int, vocab: list[str]) -> dict:
     return {"steps": shown, "id": hashlib.sha1(json.dumps(shown).encode()).hexdigest()[:16]}
 
 
-@cache
-def katex_module() -> str:
-    """Streamlit's own KaTeX, an ES module it serves (static/js/katex.<hash>.js): the page's path to it."""
-    (module,) = (Path(st.__file__).parent / "static" / "static" / "js").glob("katex.*.js")
-    return "static/js/" + module.name
-
-
-_component = st.components.v2.component("glassbox_step_player", css=(HERE / "step_player.css").read_text(),
-                                        js=(HERE / "step_player.js").read_text(), isolate_styles=False)
+_component = page_component("glassbox_step_player", "step_player.js", "step_player.css")
 
 
 def step_player(payload: dict, step: str | None, key: str = "step_player") -> None:

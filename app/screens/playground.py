@@ -6,13 +6,15 @@ from __future__ import annotations
 
 from numbers import Real
 from pathlib import Path
+from urllib.parse import urlencode
 
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.components.charts import log_axis, paired_bars, show
+from app.components.charts import log_axis, show
 from app.components.course import lessons_about
 from app.components.errors import fragment
+from app.components.generation_player import generation_player
 from app.components.labels import plain, plain_html, token_labels, token_text
 from app.components.model_picker import model_picker, readable_prompt
 from app.components.sampling_controls import SAMPLING_LIMITS, clicked as generate_clicked, sampling_controls
@@ -62,34 +64,16 @@ def sampling_from_state() -> Sampling:
                     top_p=float(s.top_p), seed=int(s.seed))
 
 
-def before_after_chart(before: list[dict], after: list[dict], title: str, n: int = 15,
-                       drawn: int | None = None) -> go.Figure:
+def before_after_rows(before: list[dict], after: list[dict], n: int = 15, drawn: int | None = None) -> dict:
     """The model's and the sampled-from probability side by side for the n tokens most likely
     under either (ties in token-id order, as ``top`` ranks them); ``before`` and ``after`` are
-    ``top()`` lists (token, token_id, p); the ``drawn`` token id in bold."""
+    ``top()`` lists (token, token_id, p); ``bold``: where the ``drawn`` token id is (or -1)."""
     p_before = {d["token_id"]: d["p"] for d in before}
     p_after = {d["token_id"]: d["p"] for d in after}
     text = {d["token_id"]: d["token"] for d in before + after}
     order = sorted(text, key=lambda i: (-max(p_before.get(i, 0.0), p_after.get(i, 0.0)), i))[:n]
-    labels = token_labels([text[i] for i in order], order)
-    series = [("model (softmax of the logits)", [p_before.get(i, 0.0) for i in order], "#9db4d0"),
-              ("sampled from (after the settings)", [p_after.get(i, 0.0) for i in order], "#d9480f")]
-    return paired_bars(labels, series, title, "probability", "candidate next token",
-                       highlight=order.index(drawn) if drawn in order else None)
-
-
-def chips(tokens: list[dict], chosen: int | None = None) -> str:
-    """The generated tokens as chips, green when the sampled probability was high, red when low;
-    the ``chosen`` step's chip outlined."""
-    spans = []
-    for i, t in enumerate(tokens):
-        hue = int(120 * t["p"])
-        text = plain_html(t["token"]).replace(" ", "&nbsp;").replace("\n", "↵")
-        outline = "outline:2px solid #1f6feb;font-weight:700;" if i == chosen else ""
-        spans.append(f"<span title='step {i + 1}: p = {t['p']:.3f}' class='gb-chip{' gb-chosen' if i == chosen else ''}' "
-                     f"style='background:hsl({hue},70%,82%);{outline}"
-                     f"border-radius:4px;padding:1px 3px;margin:1px;font-family:monospace'>{text}</span>")
-    return "<div style='display:flex;flex-wrap:wrap;gap:2px;line-height:1.8'>" + "".join(spans) + "</div>"
+    return {"labels": token_labels([text[i] for i in order], order), "before": [p_before.get(i, 0.0) for i in order],
+            "after": [p_after.get(i, 0.0) for i in order], "bold": order.index(drawn) if drawn in order else -1}
 
 
 LIMITS = {**SAMPLING_LIMITS, "top_k": (0, 100), "max_new": (1, 100), "seed": (0, 2**31 - 1)}
@@ -269,91 +253,89 @@ def run_generation(loaded, sampling: Sampling) -> None:
                                        "settings": str(sampling), "tokens": records,
                                        # an encoder-decoder's cross-attention caches the whole source
                                        "source_tokens": n_prompt if loaded.cfg.encoder_decoder else 0}
-        st.session_state.pop("chosen_step", None)  # a new generation starts at its first step
     except GlassboxError as exc:
         st.error(plain(exc))
 
 
-@fragment
+def generation_payload(loaded, result: dict) -> tuple[dict, list[dict]]:
+    """The last generation as the page plays it (app/components/generation_player.py): every
+    step's distributions, entropies and KV cache figures; and each step's explorer settings."""
+    tokens, steps, links = result["tokens"], [], []
+    for i, t in enumerate(tokens):
+        shown = token_text(t["token"])
+        steps.append({"token": t["token"], "label": shown, "p": t["p"],
+                      "title": f"Step {i + 1}: drew “{shown}” with p = {t['p']:.3f} (model: {t['p_model']:.3f})",
+                      **before_after_rows(t["before"], t["after"], drawn=t["token_id"]),
+                      "entropy": f"Entropy {t['entropy_before']:.3f} nats before the settings, "
+                                 f"{t['entropy_after']:.3f} after.",
+                      "kv": kv_cache_figures(loaded, result, i)})
+        if loaded.cfg.encoder_decoder:  # the explorer's target ends with this step's token: its last position predicted it
+            links.append({"model": result["model"], "prompt": result["prompt"],
+                          "target": loaded.tokenizer.decode([x["token_id"] for x in tokens[:i + 1]])})
+        else:
+            links.append({"model": result["model"], "prompt": result["prompt"] + "".join(x["token"] for x in tokens[:i])})
+        steps[-1]["href"] = "explore?" + urlencode(links[-1])  # a new tab opens it too; a click stays in the session
+    payload = {"prompt": result["prompt"], "seq2seq": loaded.cfg.encoder_decoder, "steps": steps,
+               "id": f"{result['model']}|{result['prompt']}|{result['settings']}|{[t['token_id'] for t in tokens]}"}
+    return payload, links
+
+
 def generation_view(loaded) -> None:
-    """The last generation, one step at a time: choosing a step reruns only this."""
+    """The last generation, one step at a time, in the page; the KV cache's growth below."""
     result = st.session_state.get("generation")
     if not result or result["model"] != st.session_state.model:  # another model's: its cache is not this one's
         return
-    seq2seq = loaded.cfg.encoder_decoder
-    st.subheader("Generated target" if seq2seq else "Generated")
-    st.caption(f"{result['settings']} · colour: the probability each token was drawn with (green high, red low)")
-    tokens = result["tokens"]
-    chosen = st.session_state.get("chosen_step", 0)  # the pills' value from the last run (None: unpicked)
-    prompt = plain_html(result["prompt"])
-    st.html((f"<div style='color:#444'>Source: <span style='font-family:monospace'>{prompt}</span></div>"
-             "<div style='color:#444'>Target:</div>" if seq2seq else
-             f"<div style='font-family:monospace;color:#444'>{prompt}</div>")
-            + chips(tokens, 0 if chosen is None else chosen))
-    step = st.pills("Step", range(len(tokens)), format_func=lambda i: f"{i + 1}: {plain(token_text(tokens[i]['token']))}",
-                    default=0, key="chosen_step")
-    step = 0 if step is None else step
-    t = tokens[step]
-    if seq2seq:  # the explorer's target ends with this step's token: its last position is what predicted it
-        link = {"prompt": result["prompt"],
-                "target": loaded.tokenizer.decode([x["token_id"] for x in tokens[:step + 1]])}
-    else:
-        link = {"prompt": result["prompt"] + "".join(x["token"] for x in tokens[:step])}
-    left, right = st.columns([3, 2])
-    with left:
-        show(before_after_chart(t["before"], t["after"],
-                                f"Step {step + 1}: drew “{token_text(t['token'])}” with p = {t['p']:.3f} "
-                                f"(model: {t['p_model']:.3f})", drawn=t["token_id"]), key="step_chart")
-        st.caption(f"Entropy {t['entropy_before']:.3f} nats before the settings, {t['entropy_after']:.3f} after.")
-        st.page_link("screens/explore.py", label="Open this step's full trace in the explorer", icon=":material/search:",
-                     query_params={"model": result["model"], **link})
-    with right:
-        kv_cache_view(loaded, result, step)
+    st.subheader("Generated target" if loaded.cfg.encoder_decoder else "Generated")
+    st.caption(f"{result['settings']} · colour: the probability each token was drawn with (green high, red low) · "
+               "click a token or a step for its distribution and its KV cache")
+    generation_player(*generation_payload(loaded, result))
+    if loaded.cfg.n_layers or loaded.cfg.encoder_decoder:
+        tokens = result["tokens"]
+        fig = go.Figure(go.Scatter(x=[x["position"] for x in tokens], y=[x["cache_bytes"] for x in tokens],
+                                   mode="lines+markers"))
+        fig.update_layout(title="KV cache size as generation goes on", yaxis_title="bytes", height=260,
+                          xaxis_title="target tokens in the cache (beside the source's)" if loaded.cfg.encoder_decoder
+                          else "tokens in the cache", margin=dict(t=40, b=10))
+        show(fig, key="cache_chart", config={"displayModeBar": False})  # its buttons covered the title
+    lessons_about(["kv-cache"])
 
 
-def kv_cache_view(loaded, result: dict, step: int) -> None:
-    """The KV cache that predicted ``step``: its size by the formula and as measured."""
-    cfg, tokens = loaded.cfg, result["tokens"]
-    t = tokens[step]
+def kv_cache_figures(loaded, result: dict, step: int) -> dict:
+    """The KV cache that predicted ``step``: its size by the formula (LaTeX), per block, and as measured."""
+    cfg, t = loaded.cfg, result["tokens"][step]
     if cfg.n_layers == 0 and not cfg.encoder_decoder:
-        st.markdown(f"**KV cache**: none. {NO_BLOCKS} No attention, so no keys or values to keep.")
-        return
+        return {"sentence": f"none. {NO_BLOCKS} No attention, so no keys or values to keep."}
     n, source = t["position"], result.get("source_tokens", 0)
     size = kv_cache_bytes(loaded, n, source)
     element = loaded.model.embed.W_E.element_size()
     heads = f"{cfg.n_kv_heads} heads × {{}} positions × {cfg.d_head}"
+    measured = f"Measured on the engine's own cache during generation: {t['cache_bytes']:,} bytes."
     if cfg.encoder_decoder:
         layers = cfg.n_decoder_layers
-        st.markdown(f"**KV cache** used to predict step {step + 1}: in each of the {layers} decoder blocks, the "
-                    f"self-attention's keys and values of the {n} target position{'s' * (n != 1)} before it (the "
-                    f"start token and the tokens written) and the cross-attention's of the {source} source positions "
-                    "(computed once, from the encoder's output).")
-        st.latex(r"\begin{gathered} 2 \times \text{decoder layers} \times (\text{target} + \text{source tokens}) \\ "
-                 r"\times \text{key/value heads} \times d_{head} \times \text{bytes} \end{gathered}")
-        st.latex(rf"\begin{{gathered}} = 2 \times {layers} \times ({n} + {source}) \times {cfg.n_kv_heads} \times "
-                 rf"{cfg.d_head} \times {element} \\ = {size:,}\ \text{{bytes}} \end{{gathered}}")
-        st.table({"block": [f"decoder block {i + 1} (decoder.blocks.{i})" for i in range(layers)],
-                  "self-attention keys, values": [heads.format(n)] * layers,
-                  "cross-attention keys, values": [heads.format(source)] * layers,
-                  "bytes": [f"{size // layers:,}"] * layers}, hide_index=True)
-    else:
-        layers = cfg.n_layers
-        st.markdown(f"**KV cache** used to predict step {step + 1}: the keys and values of the {n} positions "
-                    f"before it, in each of the {layers} layers.")
-        st.latex(r"\begin{gathered} 2 \times \text{layers} \times \text{tokens} \\ \times \text{key/value heads} "
-                 r"\times d_{head} \times \text{bytes} \end{gathered}")
-        st.latex(rf"\begin{{gathered}} = 2 \times {layers} \times {n} \times {cfg.n_kv_heads} \times {cfg.d_head} "
-                 rf"\times {element} \\ = {size:,}\ \text{{bytes}} \end{{gathered}}")
-        st.table({"block": [block_label(i) for i in range(layers)], "keys": [heads.format(n)] * layers,
-                  "values": [heads.format(n)] * layers, "bytes": [f"{size // layers:,}"] * layers}, hide_index=True)
-    st.caption(f"Measured on the engine's own cache during generation: {t['cache_bytes']:,} bytes.")
-    fig = go.Figure(go.Scatter(x=[x["position"] for x in tokens], y=[x["cache_bytes"] for x in tokens],
-                               mode="lines+markers"))
-    fig.update_layout(title="KV cache size as generation goes on", yaxis_title="bytes", height=260,
-                      xaxis_title="target tokens in the cache (beside the source's)" if cfg.encoder_decoder
-                      else "tokens in the cache", margin=dict(t=40, b=10))
-    show(fig, key="cache_chart", config={"displayModeBar": False})  # its buttons covered the title
-    lessons_about(["kv-cache"])
+        return {
+            "sentence": f"used to predict step {step + 1}: in each of the {layers} decoder blocks, the self-attention's "
+                        f"keys and values of the {n} target position{'s' * (n != 1)} before it (the start token and the "
+                        f"tokens written) and the cross-attention's of the {source} source positions (computed once, "
+                        "from the encoder's output).",
+            "latex": [r"\begin{gathered} 2 \times \text{decoder layers} \times (\text{target} + \text{source tokens}) \\ "
+                      r"\times \text{key/value heads} \times d_{head} \times \text{bytes} \end{gathered}",
+                      rf"\begin{{gathered}} = 2 \times {layers} \times ({n} + {source}) \times {cfg.n_kv_heads} \times "
+                      rf"{cfg.d_head} \times {element} \\ = {size:,}\ \text{{bytes}} \end{{gathered}}"],
+            "columns": ["block", "self-attention keys, values", "cross-attention keys, values", "bytes"],
+            "rows": [[f"decoder block {i + 1} (decoder.blocks.{i})", heads.format(n), heads.format(source),
+                      f"{size // layers:,}"] for i in range(layers)],
+            "measured": measured}
+    layers = cfg.n_layers
+    return {
+        "sentence": f"used to predict step {step + 1}: the keys and values of the {n} positions before it, in each of "
+                    f"the {layers} layers.",
+        "latex": [r"\begin{gathered} 2 \times \text{layers} \times \text{tokens} \\ \times \text{key/value heads} "
+                  r"\times d_{head} \times \text{bytes} \end{gathered}",
+                  rf"\begin{{gathered}} = 2 \times {layers} \times {n} \times {cfg.n_kv_heads} \times {cfg.d_head} "
+                  rf"\times {element} \\ = {size:,}\ \text{{bytes}} \end{{gathered}}"],
+        "columns": ["block", "keys", "values", "bytes"],
+        "rows": [[block_label(i), heads.format(n), heads.format(n), f"{size // layers:,}"] for i in range(layers)],
+        "measured": measured}
 
 
 read_url_settings(DEFAULTS, LIMITS)

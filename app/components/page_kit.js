@@ -1,0 +1,74 @@
+// What the in-page components share (prepended to each one's script by page_kit.py): elements whose
+// text is set as text, never parsed as markup, and LaTeX typeset with Streamlit's own KaTeX.
+
+let katex = null; // Streamlit's own KaTeX module, once loaded
+let katexLoading = null;
+
+function element(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined) node.textContent = text; // every label is text (tokens are the model's): never markup
+  return node;
+}
+
+function loadKatex(path) {
+  if (!katexLoading) {
+    katexLoading = import(new URL(path, document.baseURI).href).then((module) => {
+      katex = module.default;
+      for (const node of document.querySelectorAll(".gb-math[data-pending]")) typeset(node);
+    });
+  }
+  return katexLoading;
+}
+
+function typeset(node) {
+  delete node.dataset.pending;
+  katex.render(node.dataset.latex, node, { displayMode: true, throwOnError: false });
+}
+
+function math(latex) {
+  const node = element("div", "gb-math");
+  node.dataset.latex = latex;
+  if (katex) typeset(node);
+  else {
+    node.dataset.pending = "";
+    node.textContent = latex; // until KaTeX has loaded
+  }
+  return node;
+}
+
+// Paired horizontal bars, a group per label: `series` is [{name, colour, values}], each value written
+// at its bar's end (`format`; "" leaves it to the bar's tooltip); `bold`: the label drawn in bold (or -1).
+function pairedBars({ labels, series, title, axis, bold = -1, format = (v) => v.toFixed(3) }) {
+  const chart = element("div", "gb-bars");
+  if (title) chart.append(element("div", "gb-chart-title", title));
+  const legend = element("div", "gb-legend");
+  for (const { name, colour } of series) {
+    const key = element("span", "gb-key");
+    const swatch = element("span", "gb-swatch");
+    swatch.style.background = colour;
+    key.append(swatch, element("span", "", name));
+    legend.append(key);
+  }
+  let largest = 0;
+  for (const { values } of series) for (let i = 0; i < labels.length; i++) largest = Math.max(largest, values[i]);
+  const rows = element("div", "gb-bar-rows"); // one grid: the labels' column is as wide as the widest
+  labels.forEach((label, i) => {
+    const row = element("div", "gb-bar-row");
+    row.append(element("span", i === bold ? "gb-word gb-target" : "gb-word", label));
+    const bars = element("span", "gb-bar-pair");
+    for (const { name, colour, values } of series) {
+      const line = element("span", "gb-bar-line");
+      const bar = element("span", "gb-bar");
+      bar.style.background = colour;
+      bar.style.width = `${(100 * values[i]) / (1.18 * largest || 1)}%`;
+      bar.title = `${label}, ${name}: ${values[i].toPrecision(6)}`;
+      line.append(bar, element("span", "gb-number", format(values[i])));
+      bars.append(line);
+    }
+    row.append(bars);
+    rows.append(row);
+  });
+  chart.append(legend, rows, element("div", "gb-axis", axis));
+  return chart;
+}
