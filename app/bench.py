@@ -140,6 +140,7 @@ DRAWN = """([title, idle]) => {
 
 
 STEP_CHANGES = ("Backward step change", "Attention head change")  # within a view: a server rerun each
+IN_PAGE_TOKENS = 128  # the Attention view's prompt for its in-page timings: GPT-2 small's block fits the page
 
 
 def time_views(url: str, clock: ServerClock, reopens: int = 3) -> dict[str, list[tuple[float, float, float]]]:
@@ -177,12 +178,63 @@ def time_views(url: str, clock: ServerClock, reopens: int = 3) -> dict[str, list
         page.locator(".gtitle", has_text=VIEWS["Attention"]).first.wait_for(timeout=600_000)
         page.wait_for_selector(IDLE, timeout=600_000)
         clock.read()
+        if page.locator(".gb-attention").count():  # drawn in the page (a short prompt): timed by time_attention
+            return times
         for head in (2, 3, 4):  # the Head list: the chosen head's scores, mask and pattern drawn again
             box = page.get_by_role("combobox", name="Head")
             box.click()
             box.press_sequentially(f"head {head} (")  # the list filters to that head; Enter chooses it
             drawn = timed_click(lambda: page.keyboard.press("Enter"), "Pattern: softmax")
             times["Attention head change"].append((drawn, *clock.read()))
+    return times
+
+
+# A head or a query chosen in the page: from the click (or the list's change) until two animation
+# frames after the page has drawn it (app/components/attention_head.js)
+CHOOSE = """([kind, index]) => new Promise((done) => {
+    const start = performance.now();
+    if (kind === 'head') document.querySelectorAll('.gb-attention .gb-head')[index].click();
+    else {
+        const list = document.querySelectorAll('.gb-attention select')[0];
+        list.value = String(index);
+        list.dispatchEvent(new Event('change', {bubbles: true}));
+    }
+    requestAnimationFrame(() => requestAnimationFrame(() => done((performance.now() - start) / 1000)));
+})"""
+BLOCK_DRAWN = """(block) => {
+    const root = document.querySelector('.gb-attention');
+    if (window.__clicked === null || !root || root.dataset.block !== block) return false;
+    return (performance.now() - window.__clicked) / 1000; }"""
+
+
+def time_attention(url: str, clock: ServerClock, n_layers: int) -> dict[str, list[tuple[float, float]]]:
+    """(until drawn, server) seconds of the Attention view answered in the page, on a prompt short
+    enough for a block's heads to be sent (app/components/attention_head.py's IN_PAGE_BYTES):
+    five head changes and five query changes (in the page), then three block changes (a server
+    rerun that sends the new block's heads, until the page has drawn them)."""
+    times = {"Attention head, in the page": [], "Attention query, in the page": [], "Attention block (rerun)": []}
+    with chromium_page() as page:
+        page.goto(url)
+        page.locator(".gb-attention .gb-arithmetic .katex").first.wait_for(timeout=600_000)
+        page.wait_for_selector(IDLE, timeout=600_000)
+        clock.read()
+        for kind, name, picks in (("head", "Attention head, in the page", (1, 2, 3, 0, 2)),
+                                  ("query", "Attention query, in the page", (3, 9, 17, 1, 12))):
+            for index in picks:
+                drawn = page.evaluate(CHOOSE, [kind, index])
+                times[name].append((drawn, 0.0))
+                page.wait_for_timeout(1500)  # the rerun the choice sends back (URL, charts below) settles
+                page.wait_for_selector(IDLE, timeout=600_000)
+                clock.read()
+        for block in (1, 2, 0)[:max(1, n_layers - 1)]:
+            box = page.get_by_role("combobox", name="Block")
+            box.click()
+            box.press_sequentially(f"block {block + 1} (")
+            page.evaluate(ARM)
+            page.keyboard.press("Enter")
+            drawn = page.wait_for_function(BLOCK_DRAWN, arg=str(block), polling="raf", timeout=600_000).json_value()
+            page.wait_for_selector(IDLE, timeout=600_000)
+            times["Attention block (rerun)"].append((drawn, clock.read()[0]))
     return times
 
 
@@ -290,6 +342,11 @@ def main(argv: list[str] | None = None) -> int:
             query = urllib.parse.urlencode({"model": str(path), "prompt": prompt, "view": "Overview"})
             worked = time_worked_example(f"http://127.0.0.1:{port}", clock)
             times = time_views(f"http://127.0.0.1:{port}/explore?{query}", clock)
+            loaded = load(str(path))
+            short = loaded.tokenizer.decode(loaded.encode(prompt)[:IN_PAGE_TOKENS])
+            worked |= time_attention(f"http://127.0.0.1:{port}/explore?" + urllib.parse.urlencode(
+                {"model": str(path), "prompt": short, "view": "Attention", "pos": "20", "key_pos": "3"}), clock,
+                loaded.cfg.n_layers)
             worked |= time_playground(f"http://127.0.0.1:{port}/playground?{query}", clock)
         finally:
             os.killpg(server.pid, 15)
@@ -307,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{view:<22}{cold:>18.2f}s{cold_server:>8.2f}s{cold_trace:>7.2f}s{cold_server - cold_trace:>6.2f}s"
               f"{warm:>14.2f}s{warm_server:>8.2f}s")
     print(f"\n{'within a view (median of 3)':<34}{'drawn':>8}{'server':>9}{'trace':>8}")
-    for name in STEP_CHANGES:
+    for name in (n for n in STEP_CHANGES if times[n]):  # a head drawn in the page is timed below instead
         drawn, server_time, trace_time = (statistics.median(t[k] for t in times[name]) for k in range(3))
         print(f"{name:<34}{drawn:>7.2f}s{server_time:>8.2f}s{trace_time:>7.2f}s")
     print("\nanswered in the page (goals: a worked-example step or cell ≤ 0.1 s drawn, its first open on a fresh "

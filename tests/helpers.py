@@ -132,6 +132,55 @@ def press(at, label: str = "Generate", **sent_instead):
     return at.run()
 
 
+def attention_sent(at) -> dict:
+    """What the explorer's Attention view sends its in-page heads (app/components/attention_head.py),
+    with each head's scores, pattern, queries and keys decoded (float64 or float32, as sent)."""
+    (data,) = [json.loads(c.proto.json) for c in at.get("bidi_component") if "heads" in json.loads(c.proto.json)]
+    n = len(data["labels"])
+    for head in data["heads"]:
+        for name, shape in (("scores", (n, n)), ("pattern", (n, n)), ("q", (n, -1)), ("k", (n, -1))):
+            head[name] = np.frombuffer(base64.b64decode(head[name]), dtype=f"<f{data['bytes']}").reshape(shape)
+    return data
+
+
+PAGE_RUNNER = """
+import * as page from "./component.mjs";
+const revive = (v) => v && v.f64 ? Float64Array.from(v.f64) : Array.isArray(v) ? v.map(revive)
+  : v && typeof v === "object" ? Object.fromEntries(Object.entries(v).map(([k, x]) => [k, revive(x)])) : v;
+const plain = (v) => ArrayBuffer.isView(v) ? Array.from(v) : Array.isArray(v) ? v.map(plain)
+  : v && typeof v === "object" ? Object.fromEntries(Object.entries(v).map(([k, x]) => [k, plain(x)])) : v;
+let input = "";
+process.stdin.on("data", (chunk) => (input += chunk));
+process.stdin.on("end", () => {
+  const { name, calls } = JSON.parse(input);
+  process.stdout.write(JSON.stringify(calls.map((args) => plain(page[name](...revive(args))))));
+});
+"""
+
+
+def page_functions(tmp_path: Path, name: str, calls: list, script: str = "attention_head.js") -> list:
+    """An in-page component's exported function ``name`` called with each of ``calls`` (lists of
+    JSON arguments; {"f64": [...]} becomes a Float64Array), run by Node (the one Playwright ships)
+    on the script as the page gets it: app/components/page_kit.js first."""
+    import playwright
+
+    components = Path(__file__).parents[1] / "app" / "components"
+    (tmp_path / "component.mjs").write_text((components / "page_kit.js").read_text() + "\n" + (components / script).read_text())
+    (tmp_path / "run.mjs").write_text(PAGE_RUNNER)
+    node = Path(playwright.__file__).parent / "driver" / "node"
+    done = subprocess.run([str(node), "run.mjs"], cwd=tmp_path, input=json.dumps({"name": name, "calls": calls}),
+                          capture_output=True, text=True, timeout=120, check=True)
+    return json.loads(done.stdout)
+
+
+def choose_in_page(at, head: int, query: int, key: int):
+    """A head and positions chosen in the Attention view's page: AppTest cannot click the element,
+    so this does what its message makes the server do (``chosen_in_page``), then reruns."""
+    at.session_state["explore_head"], at.session_state["explore_pos"] = head, query
+    at.session_state["explore_key_pos"] = key
+    return at.run()
+
+
 def exact(grid: dict) -> np.ndarray:
     """A played grid's exact values (−∞ where the mask put it)."""
     return np.array([[float(v) for v in row] for row in grid["exact"]])

@@ -136,7 +136,7 @@ def test_the_same_tensor_has_the_same_label_on_both_pages(app_url, page):
     settled(page)
     expect(main.get_by_role("heading", name="Block 1 (blocks.0), head 1 ([0])")).to_be_visible(timeout=60_000)
     expect(main.get_by_text("block 1 (blocks.0)").first).to_be_visible()
-    expect(main.locator(".gtitle", has_text="blocks.0.attn.hook_pattern[0]").first).to_be_visible()
+    expect(main.locator(".gb-engine", has_text="blocks.0.attn.hook_pattern[0]").first).to_be_visible()
 
 
 def test_a_shared_step_url_opens_that_step_and_a_click_explains_a_cell(app_url, page):
@@ -283,6 +283,20 @@ def test_explorer_opens_every_view_and_a_click_opens_a_head(app_url, page):
     settled(page)
     expect(page.get_by_role("heading", name="Block 3 (blocks.2), head 4 ([3])")).to_be_visible(timeout=30_000)
     page.wait_for_url(re.compile(r"block=3&head=4"), timeout=30_000)
+    # in the page (app/components/attention_head.js): a head, then a (query, key) cell of the pattern
+    heads = page.locator(".gb-attention")
+    heads.get_by_role("button", name="head 2 ([1])").click()
+    expect(page.get_by_role("heading", name="Block 3 (blocks.2), head 2 ([1])")).to_be_visible()
+    page.wait_for_url(re.compile(r"block=3&head=2"), timeout=30_000)  # sent back: the URL follows
+    pattern = heads.locator("figure", has=page.locator(".gb-engine", has_text="hook_pattern[1]")).locator("canvas")
+    box = pattern.bounding_box()
+    n_tokens = 6
+    cell = min(40, (box["width"] - 8 - 10) // n_tokens)  # left labels are at most 130 px; measured from the right
+    right = box["x"] + box["width"] - 8
+    pattern.click(position={"x": right - box["x"] - cell * (n_tokens - 1.5), "y": cell * 4.5})  # query 4, key 1
+    expect(heads).to_have_attribute("data-chosen", "1,4,1")
+    expect(heads.locator(".gb-arithmetic .katex").first).to_be_attached()
+    expect(heads).to_contain_text("“4:␣the” asks, “1:␣cat” answers.")
 
 
 

@@ -4,6 +4,7 @@ references are run_trace and model/analysis.py, called here directly; float32 in
 payload, so 1e-6 relative)."""
 
 import copy
+import json
 import re
 import shutil
 
@@ -15,7 +16,7 @@ from app.explore import VIEWS
 from model.analysis import attention_pair, logit_lens
 from model.io.checkpoint import load
 from model.engine import GRAD, Target, run_trace
-from tests.helpers import charts, exact, played, shown, start, values, z
+from tests.helpers import attention_sent, charts, choose_in_page, exact, played, shown, start, values, z
 
 PROMPT = "the cat sat on the"
 
@@ -53,23 +54,50 @@ def test_every_view_opens_on_every_kind_of_model(view, model, gpt2_dir, gpt2_bf1
         assert charts(at), view
 
 
-def test_attention_view_draws_the_traced_scores_and_pattern():
+def test_attention_view_sends_the_traced_scores_pattern_queries_and_keys_to_the_page():
+    """A block's heads go to the page once (app/components/attention_head.py); choosing a head and
+    positions there comes back into the session and the URL. Reference: run_trace's own tensors,
+    exactly (this model computes in float64, and float64 is sent); the page's arithmetic on them is held to
+    attention_pair in tests/test_attention_in_the_page.py."""
+    at = start("screens/explore.py", model="worked-example", prompt=PROMPT, view="Attention")
+    at.selectbox(key="explore_block").select(1).run()
+    choose_in_page(at, 1, 4, 2)
+    assert not at.exception
+    sent = attention_sent(at)
+    assert sent["block"] == "block 2 (blocks.1)" and sent["chosen"] == {"head": 1, "query": 4, "key": 2}
+    assert [h["label"] for h in sent["heads"]] == ["head 1 ([0])", "head 2 ([1])"]
+    loaded = load("worked-example")
+    trace = run_trace(loaded.model, loaded.encode(PROMPT))
+    for h, head in enumerate(sent["heads"]):
+        assert np.array_equal(head["pattern"], trace["blocks.1.attn.hook_pattern"][h].numpy())
+        assert np.array_equal(head["scores"], trace["blocks.1.attn.hook_scores"][h].numpy())
+        assert np.array_equal(head["q"], trace["blocks.1.attn.hook_q"][h].numpy())
+        assert np.array_equal(head["k"], trace["blocks.1.attn.hook_k"][h].numpy())
+    assert sent["labels"] == [f"{i}:{w}" for i, w in enumerate(PROMPT.split())]
+    # shareable, counted from 1 as the labels are
+    assert at.query_params["block"] in ("2", ["2"]) and at.query_params["head"] in ("2", ["2"])
+    # the head's queries and keys, drawn by the server below, follow the page's choice
+    at.toggle(key="explore_qkv").set_value(True).run()
+    assert "blocks.1.attn.hook_q[1]" in titled(at, "Queries")["layout"]["title"]["text"]
+
+
+def test_attention_view_of_a_block_over_the_pages_budget_is_drawn_by_the_server(monkeypatch):
+    """Over IN_PAGE_BYTES (GPT-2 small's 12 heads at about 150 tokens), the server draws the chosen
+    head as before: lists for the head and positions, and its maps as plotly heatmaps."""
+    monkeypatch.setattr("app.components.attention_head.IN_PAGE_BYTES", 100)
     at = start("screens/explore.py", model="worked-example", prompt=PROMPT, view="Attention")
     at.selectbox(key="explore_block").select(1).run()
     at.selectbox(key="explore_head").select(1).run()
     at.selectbox(key="explore_pos").select(4).run()
     at.selectbox(key="explore_key_pos").select(2).run()
     assert not at.exception and at.subheader[0].value == "Block 2 (blocks.1), head 2 ([1])"
+    assert not [c for c in at.get("bidi_component") if "heads" in json.loads(c.proto.json)]
     loaded = load("worked-example")
     trace = run_trace(loaded.model, loaded.encode(PROMPT))
     pattern = z(titled(at, "Pattern: softmax"))
     assert np.allclose(pattern, trace["blocks.1.attn.hook_pattern"][1].cpu().numpy(), rtol=1e-6, atol=1e-7)
-    scores = z(titled(at, "Scores"))
-    assert np.allclose(scores, trace["blocks.1.attn.hook_scores"][1].cpu().numpy(), rtol=1e-6)
     pair = attention_pair(trace, loaded.cfg, 1, 1, 4, 2)
     assert any(f"{pair.score:.6g}" in el.value for el in at.latex)  # the dot product written out ends in the score
-    # shareable, counted from 1 as the labels are
-    assert at.query_params["block"] in ("2", ["2"]) and at.query_params["head"] in ("2", ["2"])
 
 
 def test_residual_view_logit_lens_is_the_engines():
@@ -168,12 +196,12 @@ def test_the_same_tensor_has_the_same_label_and_numbers_on_both_pages():
 
     explorer = start("screens/explore.py", model="worked-example", prompt=PROMPT, view="Attention", block="1", head="1")
     assert not explorer.exception
-    assert explorer.subheader[0].value == "Block 1 (blocks.0), head 1 ([0])"
-    assert explorer.selectbox(key="explore_block").value == 0 and explorer.selectbox(key="explore_head").value == 0
+    sent = attention_sent(explorer)  # the page titles the head "Block 1 (blocks.0), head 1 ([0])"
+    assert sent["block"] == "block 1 (blocks.0)" and sent["heads"][0]["label"] == "head 1 ([0])"
+    assert explorer.selectbox(key="explore_block").value == 0 and sent["chosen"]["head"] == 0
     assert any("block 1 (blocks.0)" in el.proto.body for el in explorer.get("html"))
-    explorer_chart = titled(explorer, "Pattern: softmax")
-    assert "blocks.0.attn.hook_pattern[0]" in explorer_chart["layout"]["title"]["text"]
-    assert np.allclose(z(explorer_chart), expected, atol=1e-6)
+    assert sent["prefix"] == "blocks.0.attn."  # the page names the map blocks.0.attn.hook_pattern[0]
+    assert np.allclose(sent["heads"][0]["pattern"], expected, atol=1e-6)
 
 
 def test_a_link_counts_blocks_and_heads_from_one_and_says_what_it_corrected():
@@ -181,14 +209,16 @@ def test_a_link_counts_blocks_and_heads_from_one_and_says_what_it_corrected():
     notes = [shown(el.value) for el in explorer.info]
     assert "The link's block=99 is outside 1–2: using 2." in notes  # the worked example's model has 2 blocks
     assert "The link's head=0 is outside 1–2: using 1." in notes
-    assert explorer.subheader[0].value == "Block 2 (blocks.1), head 1 ([0])"
+    sent = attention_sent(explorer)
+    assert sent["block"] == "block 2 (blocks.1)" and sent["chosen"]["head"] == 0
 
 
 def test_values_are_written_into_cells_only_where_they_fit(gpt2_dir):
-    """A 5×5 pattern in a third of the page has its values written in; 16 head dimensions in half
+    """A 5×2 grid of queries in half the page has its values written in; 16 head dimensions in half
     of it do not (they would run into each other) and keep their exact values on hover."""
     small = start("screens/explore.py", model="worked-example", prompt=PROMPT, view="Attention")
-    assert titled(small, "Pattern: softmax")["data"][0].get("text")
+    small.toggle(key="explore_qkv").set_value(True).run()
+    assert titled(small, "Queries")["data"][0].get("text")  # 5 positions × 2 dimensions
     wide = start("screens/explore.py", model=str(gpt2_dir), prompt="hello world, this is a test", view="Attention")
     assert not wide.exception and not [c for c in charts(wide) if "Queries" in c["layout"]["title"]["text"]]
     wide.toggle(key="explore_qkv").set_value(True).run()  # q, k, v, z and the output are one toggle away

@@ -25,7 +25,7 @@ from model.analysis import backward_steps, logit_lens, norm_prefixes, norm_summa
 from model.analysis.backward import recomputed_weight_gradient  # noqa: E402
 from model.analysis.dla import NO_DLA  # noqa: E402
 from model.engine import GRAD, run_trace  # noqa: E402
-from tests.helpers import charts, shown, start  # noqa: E402
+from tests.helpers import attention_sent, page_functions, charts, shown, start  # noqa: E402
 from tests.test_families import SIZES, saved_family  # noqa: E402
 
 PROMPT = "The cat sat on the mat; the dog sat on the log."
@@ -63,8 +63,8 @@ def test_every_view_opens_on_a_tiny_bert_and_speaks_of_an_encoder(bert):
             total = sum(p.numel() for p in loaded.model.parameters())
             assert f"**{total:,} parameters.**" in at.markdown[0].value
             assert "an encoder" in text and "(post-norm)" in text and "the MLM head" in text
-        elif view == "Attention":
-            assert "After the mask: none here, every key is seen" in text
+        elif view == "Attention":  # the page titles the masked scores "After the mask: none here, every key is seen"
+            assert attention_sent(at)["causal"] is False
         elif view == "Ask why":  # no direct logit attribution through post-norm blocks and a GELU head
             assert NO_DLA in [shown(i.value) for i in at.info]
         elif view == "Export":
@@ -82,16 +82,19 @@ def test_parts_count_every_parameter_of_a_bert(bert):
     assert listed == sorted(name for name, _ in loaded.model.named_parameters())
 
 
-def test_attention_lines_reach_the_keys_after_the_query(bert):
+def test_attention_lines_reach_the_keys_after_the_query(bert, tmp_path):
     """An encoder's query sees every key: the "where it looks" lines of query 0 go to later keys
-    (reference: run_trace's pattern, whose row 0 has weight after position 0)."""
+    (reference: run_trace's pattern, whose row 0 has weight after position 0; the page's own
+    choice of keys, attention_head.js's lineKeys, run by Node on what the page is sent)."""
     path, loaded = bert
     at = start("screens/explore.py", model=str(path), prompt=PROMPT, view="Attention", pos="0")
     assert not at.exception and not at.error
-    (lines,) = [c for c in charts(at) if "looks</b>" in c["layout"]["title"]["text"]]
-    targets = [t["text"].split(" → ")[1].split(":")[0] for t in lines["data"] if t.get("mode") == "lines"]
+    sent = attention_sent(at)
     pattern = run_trace(loaded.model, loaded.encode(PROMPT))["blocks.0.attn.hook_pattern"][0, 0]
-    assert pattern[1:].sum() > 0.5 and max(int(t) for t in targets) > 0
+    assert pattern[1:].sum() > 0.5
+    block = {"labels": sent["labels"], "causal": sent["causal"]}
+    (keys,) = page_functions(tmp_path, "lineKeys", [(block, sent["heads"][0]["pattern"].ravel().tolist(), 0)])
+    assert max(keys) > 0
 
 
 def test_layernorm_view_reads_each_post_norm_from_its_sum(bert):

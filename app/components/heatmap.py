@@ -70,7 +70,7 @@ def _span(span: Span, n: int) -> tuple[float, float]:
 
 
 @cache
-def _palette(colorscale: str) -> np.ndarray:
+def scale_colours(colorscale: str) -> np.ndarray:
     """A named plotly colour scale as 256 RGB rows."""
     colours = plotly.colors.sample_colorscale(colorscale, list(np.linspace(0, 1, 256)))
     return np.array([plotly.colors.unlabel_rgb(c) for c in colours], dtype=np.uint8)
@@ -87,7 +87,7 @@ def png_source(values: np.ndarray, colorscale: str, zmin: float, zmax: float) ->
     scaled = _on_scale(values, zmin, zmax)
     indices = np.where(np.isfinite(scaled), np.round(np.nan_to_num(scaled) * 254), 255).astype(np.uint8)
     image = Image.fromarray(indices, "P")
-    palette = _palette(colorscale)[np.round(np.linspace(0, 255, 255)).astype(int)]
+    palette = scale_colours(colorscale)[np.round(np.linspace(0, 255, 255)).astype(int)]
     image.putpalette(np.vstack([palette, [[255, 255, 255]]]).ravel().tolist())
     buffer = io.BytesIO()
     image.save(buffer, format="PNG", transparency=255)
@@ -241,7 +241,7 @@ def cell_fills(values: np.ndarray, colour: str, zmax: float) -> tuple[list[list[
         return [[None] * n_cols for _ in range(n_rows)], [["#31333f"] * n_cols for _ in range(n_rows)]
     zmin = 0.0 if colour == "sequential" else -zmax
     scaled = _on_scale(values, zmin, zmax)
-    rgb = _palette(COLOURSCALES[colour])[np.round(np.nan_to_num(scaled) * 255).astype(int)]
+    rgb = scale_colours(COLOURSCALES[colour])[np.round(np.nan_to_num(scaled) * 255).astype(int)]
     blank = ~np.isfinite(values)
     fills = [[None if blank[r, c] else "#%02x%02x%02x" % tuple(rgb[r, c]) for c in range(n_cols)] for r in range(n_rows)]
     dark = rgb @ np.array([0.299, 0.587, 0.114]) < 140
@@ -251,7 +251,7 @@ def cell_fills(values: np.ndarray, colour: str, zmax: float) -> tuple[list[list[
 
 def colour_stops(colour: str, stops: int = 9) -> list[str]:
     """A colour scale as ``stops`` colours from its bottom to its top (for a CSS gradient)."""
-    palette = _palette(COLOURSCALES[colour])
+    palette = scale_colours(COLOURSCALES[colour])
     return ["#%02x%02x%02x" % tuple(palette[i]) for i in np.linspace(0, 255, stops).round().astype(int)]
 
 

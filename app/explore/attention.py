@@ -8,6 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
+from app.components.attention_head import attention_head, block_payload, fits, server_picked
 from app.components.charts import show
 from app.components.heatmap import ClickLayer, heatmap_figure
 from app.components.labels import plain
@@ -37,6 +38,7 @@ def select_head(chart_key: str, cell: int) -> None:
     if points:
         st.session_state.explore_block = int(points[0]["y"]) // (cell + 1)
         st.session_state.explore_head = int(points[0]["x"]) // (cell + 1)
+        server_picked()  # the page's own choice gives way to this one
 
 
 def overview(ctx: Explorer, trace, pattern: str = "blocks.{}.attn.hook_pattern", n_layers: int | None = None,
@@ -158,12 +160,61 @@ def head_view(ctx: Explorer, trace, layer: int, query: int) -> go.Figure:
     return fig
 
 
+def pair_latex(cfg, pair, query: int, key: int) -> list[str]:
+    """The score of (query, key) written out, a line each: the first five products, the sum (a line
+    never runs off the page), the scale, the soft cap (attention_head.js writes the same lines)."""
+    shown = min(len(pair.q), 5)
+    terms = " + ".join(rf"{signed(qv)}\cdot{signed(kv)}" for qv, kv in zip(pair.q[:shown], pair.k[:shown]))
+    more = rf"\dots\ ({len(pair.q) - shown}\text{{ more terms}})\ " if len(pair.q) > shown else ""
+    lines = [rf"q_{{{query}}}\cdot k_{{{key}}} = {terms}", rf"{'+ ' + more if more else ''}= {pair.products.sum():.6g}",
+             rf"q_{{{query}}}\cdot k_{{{key}}} \times {pair.scale:.4g} = {pair.products.sum():.6g} \times {pair.scale:.4g}"
+             rf" = {pair.uncapped:.6g}"]
+    if cfg.attn_softcap is not None:
+        lines.append(rf"\text{{score}} = {cfg.attn_softcap:g}\tanh\left(\frac{{{pair.uncapped:.6g}}}{{{cfg.attn_softcap:g}}}"
+                     rf"\right) = {pair.score:.6g}")
+    return lines
+
+
+def how_notes(cfg, layer: int, head: int) -> list[str]:
+    """What a head's scores went through besides q·k × scale, in words."""
+    how = [f"soft-capped at ±{cfg.attn_softcap:g}"] if cfg.attn_softcap is not None else []
+    how += ["q and k each normed per head first (QK-norm)"] if cfg.qk_norm else []
+    how += ["both rotated by RoPE for their positions"] if cfg.positional == "rope" else []
+    if cfg.n_kv_heads != cfg.n_heads:
+        group = ", ".join(str(h + 1) for h in range(cfg.n_heads) if cfg.kv_head(h) == cfg.kv_head(head))
+        how.append(f"query {head_label(head)} reads key/value {head_label(cfg.kv_head(head))}, shared by query heads {group}")
+    return how
+
+
+def chosen_in_page(head: int, query: int, key: int) -> None:
+    """The head and positions chosen in the page (before the rerun): the session's, for the URL and
+    the charts drawn below."""
+    st.session_state.explore_head, st.session_state.explore_pos, st.session_state.explore_key_pos = head, query, key
+
+
 def render(ctx: Explorer) -> None:
     cfg = ctx.cfg
     if lacks(ctx):
         return
     trace = ctx.trace(needs(st.session_state.explore_block))
     overview(ctx, trace)
+    if not fits(cfg.n_heads, len(ctx.tokens), cfg.d_head, ctx.model.embed.W_E.dtype):
+        return render_on_server(ctx, trace)
+    c1, _ = st.columns([1, 3])
+    with c1:
+        layer = choose_layer(ctx)
+    head, query = st.session_state.explore_head, st.session_state.explore_pos
+    show(head_view(ctx, trace, layer, query), width="stretch", config={"displayModeBar": False})
+    payload = derived(trace, ("attention in the page", layer), lambda: block_payload(
+        trace, cfg, layer, ctx.labels, [how_notes(cfg, layer, h) for h in range(cfg.n_heads)]))
+    attention_head({**payload, "id": f"{id(trace)}:{layer}"}, head, query, st.session_state.explore_key_pos,
+                   chosen_in_page)
+    head_parts(ctx, trace, layer, head, query, lines_below=False)
+
+
+def render_on_server(ctx: Explorer, trace) -> None:
+    """The chosen head drawn by the server: for prompts whose block is over what the page is sent."""
+    cfg = ctx.cfg
     c1, c2, c3, c4 = st.columns(4)
     with c1:
         layer = choose_layer(ctx)
@@ -195,26 +246,13 @@ def render(ctx: Explorer) -> None:
     pair = attention_pair(trace, cfg, layer, head, query, key)
     q_name = "hook_rot_q" if cfg.positional == "rope" else "hook_q"
     k_name = "hook_rot_k" if cfg.positional == "rope" else "hook_k"
-    how = [f"soft-capped at ±{cfg.attn_softcap:g}"] if cfg.attn_softcap is not None else []
-    how += ["q and k each normed per head first (QK-norm)"] if cfg.qk_norm else []
-    how += ["both rotated by RoPE for their positions"] if cfg.positional == "rope" else []
-    if cfg.n_kv_heads != cfg.n_heads:
-        group = ", ".join(str(h + 1) for h in range(cfg.n_heads) if cfg.kv_head(h) == cfg.kv_head(head))
-        how.append(f"query {head_label(head)} reads key/value {head_label(cfg.kv_head(head))}, shared by query heads {group}")
+    how = how_notes(cfg, layer, head)
     st.markdown(f"**“{plain(L[query])}” asks, “{plain(L[key])}” answers.** The score is the dot product of "
                 f"the query and key vectors times {pair.scale:.4g}"
                 + (f" (1/√{cfg.d_head})" if cfg.attn_scale is None else " (this model's own scale)")
                 + "".join("; " + h for h in how) + ".")
-    shown = min(len(pair.q), 5)
-    terms = " + ".join(rf"{signed(qv)}\cdot{signed(kv)}" for qv, kv in zip(pair.q[:shown], pair.k[:shown]))
-    st.latex(rf"q_{{{query}}}\cdot k_{{{key}}} = {terms}")  # the sum on a second line: a line never runs off the page
-    more = rf"\dots\ ({len(pair.q) - shown}\text{{ more terms}})\ " if len(pair.q) > shown else ""
-    st.latex(rf"{'+ ' + more if more else ''}= {pair.products.sum():.6g}")
-    st.latex(rf"q_{{{query}}}\cdot k_{{{key}}} \times {pair.scale:.4g} = {pair.products.sum():.6g} \times {pair.scale:.4g}"
-             rf" = {pair.uncapped:.6g}")
-    if cfg.attn_softcap is not None:
-        st.latex(rf"\text{{score}} = {cfg.attn_softcap:g}\tanh\left(\frac{{{pair.uncapped:.6g}}}{{{cfg.attn_softcap:g}}}"
-                 rf"\right) = {pair.score:.6g}")
+    for line in pair_latex(cfg, pair, query, key):
+        st.latex(line)
     pattern = array(trace[p + "hook_pattern"][head])
     st.caption(f"Recorded in {p}hook_scores: {pair.recorded:.6g} (recomputed above in float64). "
                + (f"Key {key} is after query {query}: the mask sets it to −∞ and its weight is exactly 0."
@@ -227,9 +265,20 @@ def render(ctx: Explorer) -> None:
             f"{p}{q_name}[{head}, {query}] · {p}{k_name}[{cfg.kv_head(head)}, {key}]", row_title="", col_title="d_head",
             height=200)
 
+    head_parts(ctx, trace, layer, head, query)
+
+
+def head_parts(ctx: Explorer, trace, layer: int, head: int, query: int, lines_below: bool = True) -> None:
+    """The head's queries, keys, values and output after W_O, on request; then (``lines_below``)
+    where the query looks."""
+    cfg, L, p = ctx.cfg, ctx.labels, f"blocks.{layer}.attn."
+    q_name = "hook_rot_q" if cfg.positional == "rope" else "hook_q"
+    k_name = "hook_rot_k" if cfg.positional == "rope" else "hook_k"
+    pattern = array(trace[p + "hook_pattern"][head])
     if not st.toggle("Show this head's queries, keys, values and output after W_O (five more charts)",
                      key="explore_qkv", persist_state="session"):
-        show(lines(ctx, pattern, query), width="stretch")
+        if lines_below:
+            show(lines(ctx, pattern, query), width="stretch")
         return
     a, b = st.columns(2)
     with a:
@@ -247,4 +296,5 @@ def render(ctx: Explorer) -> None:
                + f", these are blocks.{layer}.hook_attn_out, which is added to the residual stream"
                + (f" (blocks.{layer}.hook_attn_sum), and blocks.{layer}.ln1 norms the sum (post-norm)."
                   if cfg.norm_position == "post" else "."))
-    show(lines(ctx, pattern, query), width="stretch")
+    if lines_below:
+        show(lines(ctx, pattern, query), width="stretch")

@@ -1,0 +1,374 @@
+// One block's heads, played in the page: the server sends every head's scores, pattern, queries and
+// keys once per block (attention_head.py); choosing a head, a query or a key redraws the maps, the
+// dot product written out (KaTeX) and where the query looks, at once. The choice goes back to the
+// server (for the URL and its own charts); a choice the server makes itself comes with a new `pick`.
+// (element, math, loadKatex: page_kit.js, which page_kit.py puts before this script)
+
+const mounted = new WeakMap(); // parentElement -> {id, pick} of what is drawn in it
+const FONT = "11px 'Source Sans Pro', sans-serif";
+
+// The numbers as sent: float64 for a float64 model, else float32 (`size`: bytes per number)
+export function decodeFloats(base64, size) {
+  const bytes = Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
+  return size === 8 ? new Float64Array(bytes.buffer) : new Float32Array(bytes.buffer);
+}
+
+// Python's format(v, ".{p}g"), which the server's pages use for these figures
+export function g(v, p = 6) {
+  if (Number.isNaN(v)) return "nan";
+  if (!Number.isFinite(v)) return v > 0 ? "inf" : "-inf";
+  if (v === 0) return Object.is(v, -0) ? "-0" : "0";
+  const strip = (s) => (s.includes(".") ? s.replace(/\.?0+$/, "") : s);
+  const [mantissa, exponent] = v.toExponential(p - 1).split("e");
+  const e = Number(exponent);
+  if (e < -4 || e >= p) return `${strip(mantissa)}e${e < 0 ? "-" : "+"}${String(Math.abs(e)).padStart(2, "0")}`;
+  return strip(v.toFixed(Math.max(0, p - 1 - e)));
+}
+
+const signed = (v) => (v >= 0 ? g(v, 3) : `(${g(v, 3)})`);
+
+// numpy's float64 sum of a contiguous array (pairwise, eight accumulators), so the figure is the server's
+export function pairwiseSum(a, start = 0, n = a.length) {
+  if (n < 8) {
+    let sum = 0;
+    for (let i = 0; i < n; i++) sum += a[start + i];
+    return sum;
+  }
+  if (n <= 128) {
+    const r = [];
+    for (let j = 0; j < 8; j++) r.push(a[start + j]);
+    let i = 8;
+    for (; i < n - (n % 8); i += 8) for (let j = 0; j < 8; j++) r[j] += a[start + i + j];
+    let sum = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    for (; i < n; i++) sum += a[start + i];
+    return sum;
+  }
+  let half = Math.floor(n / 2);
+  half -= half % 8;
+  return pairwiseSum(a, start, half) + pairwiseSum(a, start + half, n - half);
+}
+
+// Whether query `i` sees key `j`: the model's mask (hook_scores_masked is −∞ where it does not)
+export function sees(block, i, j) {
+  return (!block.causal || j <= i) && (block.window === null || i - j < block.window);
+}
+
+// The score of (query, key) written out, as app/explore/attention.py's server-drawn version writes it
+export function pair(block, head, query, key) {
+  const d = block.d_head;
+  const q = Float64Array.from(head.qs.subarray(query * d, (query + 1) * d));
+  const k = Float64Array.from(head.ks.subarray(key * d, (key + 1) * d));
+  const products = q.map((v, i) => v * k[i]);
+  const dot = pairwiseSum(products);
+  const uncapped = dot * block.scale;
+  const score = block.softcap === null ? uncapped : block.softcap * Math.tanh(uncapped / block.softcap);
+  return { q, k, products, dot, uncapped, score };
+}
+
+export function pairLatex(block, query, key, p) {
+  const shown = Math.min(p.q.length, 5);
+  const terms = [];
+  for (let i = 0; i < shown; i++) terms.push(`${signed(p.q[i])}\\cdot${signed(p.k[i])}`);
+  const more = p.q.length > shown ? `\\dots\\ (${p.q.length - shown}\\text{ more terms})\\ ` : "";
+  const lines = [`q_{${query}}\\cdot k_{${key}} = ${terms.join(" + ")}`, `${more ? "+ " + more : ""}= ${g(p.dot)}`,
+    `q_{${query}}\\cdot k_{${key}} \\times ${g(block.scale, 4)} = ${g(p.dot)} \\times ${g(block.scale, 4)} = ${g(p.uncapped)}`];
+  if (block.softcap !== null) {
+    lines.push(`\\text{score} = ${g(block.softcap)}\\tanh\\left(\\frac{${g(p.uncapped)}}{${g(block.softcap)}}\\right) = ${g(p.score)}`);
+  }
+  return lines;
+}
+
+// What the model's mask leaves of a head's scores: each, or −∞ where the query does not see the key
+export function maskedScores(block, scores, out = new Float64Array(scores.length)) {
+  const T = block.labels.length;
+  for (let i = 0; i < T; i++) for (let j = 0; j < T; j++) out[i * T + j] = sees(block, i, j) ? scores[i * T + j] : -Infinity;
+  return out;
+}
+
+export function pairLines(block, head, query, key) {
+  return pairLatex(block, query, key, pair(block, head, query, key));
+}
+
+function colour(palette, t) {
+  return palette[Math.max(0, Math.min(255, Math.round(t * 255)))];
+}
+
+// A map of `values` (rows × cols) on a canvas, one colour per cell, labels beside it, the exact
+// value on hover; `mark`: [row, col] outlined (its row too); `onPick(row, col)` on a click.
+function mapNode({ title, name, values, rows, cols, zmin, zmax, palette, mark, onPick, rowTitle, colTitle, width }) {
+  const nRows = rows.length;
+  const nCols = cols.length;
+  const figure = element("figure", "gb-map");
+  figure.append(element("div", "gb-map-title", title), element("div", "gb-engine", name));
+  const canvas = element("canvas");
+  const ctx = canvas.getContext("2d");
+  ctx.font = FONT;
+  let widest = 0;
+  for (const label of rows) widest = Math.max(widest, ctx.measureText(label).width);
+  const left = Math.min(130, Math.ceil(widest) + 10); // row labels beside the map, cut with … past 120 px
+  const cell = Math.max(1, Math.min(40, Math.floor((width - left - 8) / nCols)));
+  const bottom = 70;
+  const ratio = window.devicePixelRatio || 1;
+  const w = left + cell * nCols + 8;
+  const h = cell * nRows + bottom;
+  canvas.width = w * ratio;
+  canvas.height = h * ratio;
+  canvas.style.width = `${w}px`;
+  canvas.style.height = `${h}px`;
+  ctx.scale(ratio, ratio);
+  const pixels = new ImageData(nCols, nRows);
+  for (let r = 0; r < nRows; r++) {
+    for (let c = 0; c < nCols; c++) {
+      const v = values[r * nCols + c];
+      const at = 4 * (r * nCols + c);
+      if (!Number.isFinite(v)) continue; // −∞ (masked): left blank
+      const [red, green, blue] = colour(palette, (v - zmin) / (zmax - zmin || 1));
+      pixels.data.set([red, green, blue, 255], at);
+    }
+  }
+  const bitmap = document.createElement("canvas");
+  bitmap.width = nCols;
+  bitmap.height = nRows;
+  bitmap.getContext("2d").putImageData(pixels, 0, 0);
+  ctx.imageSmoothingEnabled = false;
+  ctx.fillStyle = "#f6f7f9";
+  ctx.fillRect(left, 0, cell * nCols, cell * nRows);
+  ctx.drawImage(bitmap, left, 0, cell * nCols, cell * nRows);
+  ctx.font = FONT;
+  ctx.fillStyle = "#31333f";
+  const every = Math.ceil(13 / cell); // labels never overlap: every n-th where cells are small
+  ctx.textBaseline = "middle";
+  ctx.textAlign = "right";
+  for (let r = 0; r < nRows; r += every) ctx.fillText(clip(ctx, rows[r], left - 6), left - 4, (r + 0.5) * cell);
+  ctx.textAlign = "right";
+  for (let c = 0; c < nCols; c += every) {
+    ctx.save();
+    ctx.translate(left + (c + 0.5) * cell, nRows * cell + 4);
+    ctx.rotate(-Math.PI / 4);
+    ctx.fillText(clip(ctx, cols[c], 80), 0, 0);
+    ctx.restore();
+  }
+  if (cell >= 34 && nRows <= 24) { // the values written in, where they fit
+    ctx.textAlign = "center";
+    for (let r = 0; r < nRows; r++) {
+      for (let c = 0; c < nCols; c++) {
+        const v = values[r * nCols + c];
+        if (!Number.isFinite(v)) continue;
+        const t = (v - zmin) / (zmax - zmin || 1);
+        ctx.fillStyle = Math.abs(t - (zmin < 0 ? 0.5 : 0)) > 0.35 ? "white" : "#31333f";
+        ctx.fillText(v.toFixed(2), left + (c + 0.5) * cell, (r + 0.5) * cell);
+      }
+    }
+  }
+  if (mark) {
+    ctx.strokeStyle = "#1f6feb";
+    ctx.lineWidth = 1;
+    ctx.strokeRect(left + 0.5, mark[0] * cell + 0.5, cell * nCols - 1, cell - 1);
+    ctx.strokeStyle = "#f5b800";
+    ctx.lineWidth = 2;
+    ctx.strokeRect(left + mark[1] * cell - 1, mark[0] * cell - 1, cell + 2, cell + 2);
+  }
+  const tip = element("div", "gb-tip");
+  const box = element("div", "gb-map-box");
+  box.append(canvas, tip);
+  const where = (event) => {
+    const bounds = canvas.getBoundingClientRect();
+    const c = Math.floor((event.clientX - bounds.left - left) / cell);
+    const r = Math.floor((event.clientY - bounds.top) / cell);
+    return r >= 0 && r < nRows && c >= 0 && c < nCols ? [r, c] : null;
+  };
+  canvas.addEventListener("mousemove", (event) => {
+    const at = where(event);
+    if (!at) {
+      tip.style.display = "none";
+      return;
+    }
+    const v = values[at[0] * nCols + at[1]];
+    tip.textContent = `${rowTitle} ${rows[at[0]]} · ${colTitle} ${cols[at[1]]}\n${Number.isFinite(v) ? g(v, 9) : "−∞ (masked)"}`
+      + (onPick ? "\nclick: this pair" : "");
+    tip.style.display = "block";
+    tip.style.left = `${event.offsetX + 14}px`;
+    tip.style.top = `${event.offsetY + 10}px`;
+  });
+  canvas.addEventListener("mouseleave", () => { tip.style.display = "none"; });
+  if (onPick) {
+    canvas.classList.add("gb-clickable");
+    canvas.addEventListener("click", (event) => {
+      const at = where(event);
+      if (at) onPick(at[0], at[1]);
+    });
+  }
+  const scale = element("div", "gb-scale");
+  scale.style.marginLeft = `${left}px`;
+  scale.append(element("span", "", g(zmin, 3)), element("span", "gb-ramp"), element("span", "", g(zmax, 3)));
+  scale.children[1].style.background = `linear-gradient(to right, ${[0, 64, 128, 192, 255].map((i) => `rgb(${palette[i].join(",")})`).join(",")})`;
+  figure.append(box, scale);
+  return figure;
+}
+
+function clip(ctx, text, room) {
+  if (ctx.measureText(text).width <= room) return text;
+  let shown = text;
+  while (shown.length > 1 && ctx.measureText(shown + "…").width > room) shown = shown.slice(0, -1);
+  return shown + "…";
+}
+
+// Where the query looks: the query on the left, a line to each key it may see, as thick and dark
+// as its weight (under 1% left out where over 40 keys), the weights written on the right
+export function lineKeys(block, pattern, query) {
+  const T = block.labels.length;
+  const last = block.causal ? query + 1 : T; // an encoder's query sees the keys after it too
+  const keys = [];
+  for (let j = 0; j < last; j++) if (pattern[query * T + j] >= 0.01 || last <= 40) keys.push(j);
+  return keys;
+}
+
+function linesNode(block, pattern, query) {
+  const labels = block.labels;
+  const T = labels.length;
+  const weights = pattern.subarray(query * T, (query + 1) * T);
+  const keys = lineKeys(block, pattern, query);
+  const low = Math.min(...keys, query);
+  const high = Math.max(...keys, query);
+  let top = 0;
+  for (const j of keys) top = Math.max(top, weights[j]);
+  top = top || 1;
+  const row = 20;
+  const height = (high - low + 1) * row + 10;
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("width", "700");
+  svg.setAttribute("height", String(height));
+  const y = (i) => (i - low) * row + row / 2 + 5;
+  const text = (x, i, content, anchor, strong, grey) => {
+    const node = document.createElementNS(ns, "text");
+    Object.entries({ x, y: y(i), "text-anchor": anchor, "dominant-baseline": "middle", "font-size": 12,
+      fill: grey ? "#aaa" : "#000", "font-weight": strong ? 700 : 400 }).forEach(([k, v]) => node.setAttribute(k, v));
+    node.textContent = content;
+    svg.append(node);
+  };
+  for (const j of keys) {
+    const line = document.createElementNS(ns, "line");
+    Object.entries({ x1: 230, y1: y(query), x2: 430, y2: y(j), stroke: "#1f6feb", "stroke-width": 1 + 9 * weights[j] / top,
+      opacity: 0.1 + 0.9 * weights[j] / top }).forEach(([k, v]) => line.setAttribute(k, v));
+    const hover = document.createElementNS(ns, "title");
+    hover.textContent = `${labels[query]} → ${labels[j]}: ${weights[j].toFixed(4)}`;
+    line.append(hover);
+    svg.append(line);
+  }
+  for (let i = low; i <= high; i++) {
+    text(222, i, labels[i], "end", i === query, i !== query);
+    const seen = keys.includes(i);
+    text(438, i, seen ? `${labels[i]}  ${pattern[query * T + i].toFixed(3)}` : labels[i], "start", false, !seen);
+  }
+  const box = element("div", "gb-lines");
+  box.append(element("div", "gb-map-title",
+    `Where “${labels[query]}” looks: row ${query} of the pattern, as lines (query on the left, keys and weights on the right)`), svg);
+  return box;
+}
+
+function select(label, options, chosen, onChange) {
+  const box = element("label", "gb-pick");
+  const list = element("select");
+  options.forEach((text, i) => {
+    const option = element("option", "", text);
+    option.value = String(i);
+    list.append(option);
+  });
+  list.value = String(chosen);
+  list.addEventListener("change", () => onChange(Number(list.value)));
+  box.append(element("span", "", label), list);
+  return box;
+}
+
+export default function (component) {
+  const { data, parentElement, setStateValue } = component;
+  const previous = mounted.get(parentElement);
+  if (previous && previous.id === data.id && previous.pick === data.pick) return; // its own choice, echoed
+  loadKatex(data.katex);
+  const block = data;
+  for (const head of block.heads) {
+    head.s = decodeFloats(head.scores, block.bytes);
+    head.p = decodeFloats(head.pattern, block.bytes);
+    head.qs = decodeFloats(head.q, block.bytes);
+    head.ks = decodeFloats(head.k, block.bytes);
+  }
+  const chosen = { ...data.chosen };
+  mounted.set(parentElement, { id: data.id, pick: data.pick });
+  const root = element("div", "gb-attention");
+  parentElement.querySelector(".gb-attention")?.remove();
+  parentElement.appendChild(root);
+  const T = block.labels.length;
+  const masked = new Float64Array(T * T);
+
+  function choose(change) {
+    Object.assign(chosen, change);
+    draw();
+    setStateValue("chosen", { ...chosen });
+  }
+
+  function draw() {
+    const head = block.heads[chosen.head];
+    const { query, key } = chosen;
+    const controls = element("div", "gb-controls");
+    const pills = element("div", "gb-heads");
+    pills.setAttribute("role", "group");
+    pills.setAttribute("aria-label", "Head");
+    block.heads.forEach((h, i) => {
+      const pill = element("button", i === chosen.head ? "gb-head gb-chosen" : "gb-head", h.label);
+      pill.type = "button";
+      pill.setAttribute("aria-pressed", String(i === chosen.head));
+      pill.addEventListener("click", () => choose({ head: i }));
+      pills.append(pill);
+    });
+    controls.append(pills, select("Query position", block.labels, query, (i) => choose({ query: i })),
+      select("Key position", block.labels, key, (i) => choose({ key: i })));
+    const heading = element("h3", "gb-head-title", `${block.block[0].toUpperCase()}${block.block.slice(1)}, ${head.label}`);
+    maskedScores(block, head.s, masked);
+    const maps = element("div", "gb-maps");
+    const room = parentElement.clientWidth || 900; // three maps side by side, as wide as the page lets them
+    const common = { width: Math.max(160, Math.floor((room - 24) / 3)), rows: block.labels, cols: block.labels, mark: [query, key], rowTitle: "query", colTitle: "key",
+      onPick: (r, c) => choose({ query: r, key: c }) };
+    const diverging = { zmin: -head.zmax, zmax: head.zmax, palette: block.palettes.diverging };
+    const at = `[${chosen.head}]`;
+    const maskTitle = !block.causal ? "After the mask: none here, every key is seen" : block.window === null
+      ? "After the causal mask (blank: −∞)" : `After the causal mask and the ${block.window}-position window (blank: −∞)`;
+    maps.append(
+      mapNode({ ...common, ...diverging, title: "Scores q·k × scale", name: `${block.prefix}hook_scores${at}`, values: head.s }),
+      mapNode({ ...common, ...diverging, title: maskTitle, name: `${block.prefix}hook_scores_masked${at}`, values: masked }),
+      mapNode({ ...common, zmin: 0, zmax: 1, palette: block.palettes.sequential, title: "Pattern: softmax of each row",
+        name: `${block.prefix}hook_pattern${at}`, values: head.p }));
+    const sentence = element("p", "gb-sentence");
+    sentence.append(element("b", "", `“${block.labels[query]}” asks, “${block.labels[key]}” answers.`),
+      ` The score is the dot product of the query and key vectors times ${g(block.scale, 4)}${block.scale_note}`
+      + head.how.map((h) => "; " + h).join("") + ".");
+    const arithmetic = element("div", "gb-arithmetic");
+    arithmetic.dataset.pair = `${chosen.head},${query},${key}`; // what a test or benchmark waits on
+    for (const line of pairLines(block, head, query, key)) arithmetic.append(math(line));
+    const recorded = head.s[query * T + key];
+    const weight = head.p[query * T + key];
+    const note = !sees(block, query, key)
+      ? (block.causal && key > query ? `Key ${key} is after query ${query}: the mask sets it to −∞ and its weight is exactly 0.`
+        : `Key ${key} is outside query ${query}'s window of ${block.window} positions: the mask sets it to −∞ and its weight is exactly 0.`)
+      : `After the mask and the softmax over row ${query}: weight ${g(weight)}.`;
+    const caption = element("div", "gb-caption", `Recorded in ${block.prefix}hook_scores: ${g(recorded)} (recomputed above in float64). ${note}`);
+    const dims = Array.from({ length: block.d_head }, (_, i) => String(i));
+    const p = pair(block, head, query, key);
+    const products = new Float64Array(3 * block.d_head);
+    products.set(p.q, 0);
+    products.set(p.k, block.d_head);
+    products.set(p.products, 2 * block.d_head);
+    let largest = 0;
+    for (const v of products) largest = Math.max(largest, Math.abs(v));
+    const productMap = mapNode({ title: "The dot product, dimension by dimension",
+      name: `${block.prefix}${block.q_name}[${chosen.head}, ${query}] · ${block.prefix}${block.k_name}[${head.kv}, ${key}]`,
+      values: products, rows: [`q (${block.q_name})`, `k (${block.k_name})`, "q·k per dimension"], cols: dims,
+      zmin: -(largest || 1), zmax: largest || 1, palette: block.palettes.diverging, rowTitle: "", colTitle: "d_head",
+      width: room });
+    root.replaceChildren(controls, heading, maps, sentence, arithmetic, caption, productMap, linesNode(block, head.p, query));
+    root.dataset.chosen = arithmetic.dataset.pair;
+    root.dataset.block = String(block.layer);
+  }
+
+  draw();
+}

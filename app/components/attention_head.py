@@ -1,0 +1,90 @@
+"""One block's heads, played in the page (attention_head.js): for every head its scores and its
+pattern, and the queries and keys they come from, are sent once per block, so choosing a head, a
+query or a key (from the lists, or by a click on a map) redraws the three maps, the dot product
+written out and where the query looks, at once. The page sends its choice back (for the URL and
+the charts the server draws below); the server's own choices (a click on the every-head grid, a
+link) are sent with a new ``pick`` number and win.
+
+Sent for prompts up to a budget (``IN_PAGE_BYTES``): at 512 tokens GPT-2 small's 12 heads would be
+25 MB per block, and the server draws the head instead (app/explore/attention.py)."""
+
+from __future__ import annotations
+
+import base64
+
+import numpy as np
+import streamlit as st
+import torch
+
+from app.components.heatmap import COLOURSCALES, abs_max, scale_colours
+from app.components.page_kit import katex_module, page_component
+from model.engine import Trace, block_label, head_label
+
+IN_PAGE_BYTES = 3 * 2**20  # scores and patterns of a block's heads (float32) sent to the page at most
+PICKED = "attention_pick"  # bumped when the server chooses the head or positions itself
+
+_component = page_component("glassbox_attention_head", "attention_head.js", "attention_head.css")
+
+
+def width(dtype: torch.dtype) -> int:
+    """Bytes per number sent: float64 models' own, every other model's exact in float32."""
+    return 8 if dtype == torch.float64 else 4
+
+
+def fits(n_heads: int, n_tokens: int, d_head: int, dtype: torch.dtype = torch.float32) -> bool:
+    """Whether a block's heads go to the page: their scores and patterns (and queries and keys)."""
+    return width(dtype) * n_heads * (2 * n_tokens * n_tokens + 2 * n_tokens * d_head) <= IN_PAGE_BYTES
+
+
+def floats(tensor: torch.Tensor) -> str:
+    """A tensor as little-endian float64 (a float64 model's) or float32 (any other: a half model's
+    values are exact in float32), base64."""
+    exact = tensor.detach().cpu().to(torch.float64 if width(tensor.dtype) == 8 else torch.float32)
+    return base64.b64encode(exact.contiguous().numpy().astype(f"<f{width(tensor.dtype)}").tobytes()).decode("ascii")
+
+
+def block_payload(trace: Trace, cfg, layer: int, labels: list[str], how: list[list[str]]) -> dict:
+    """Everything the page draws of block ``layer``: each head's scores and pattern (the masked
+    scores are the scores where the mask lets a key through, −∞ elsewhere: the page applies the
+    same rule, and a test holds it to hook_scores_masked), its queries and keys, and how they are
+    named; ``how``: per head, what its scores went through (RoPE, QK-norm, a soft cap, a shared key head)."""
+    p = f"blocks.{layer}.attn."
+    q_name = "hook_rot_q" if cfg.positional == "rope" else "hook_q"
+    k_name = "hook_rot_k" if cfg.positional == "rope" else "hook_k"
+    scale = cfg.attn_scale if cfg.attn_scale is not None else 1 / np.sqrt(cfg.d_head)
+    heads = []
+    for h in range(cfg.n_heads):
+        scores = trace[p + "hook_scores"][h]
+        heads.append({"label": head_label(h), "kv": cfg.kv_head(h), "scores": floats(scores),
+                      "pattern": floats(trace[p + "hook_pattern"][h]),
+                      "q": floats(trace[p + q_name][h]), "k": floats(trace[p + k_name][cfg.kv_head(h)]),
+                      "zmax": abs_max(scores.float().cpu().numpy()), "how": how[h]})
+    return {
+        "layer": layer, "block": block_label(layer), "prefix": p, "q_name": q_name, "k_name": k_name,
+        "labels": labels, "d_head": cfg.d_head, "bytes": width(trace[p + "hook_scores"].dtype), "heads": heads, "scale": float(scale),
+        "scale_note": f" (1/√{cfg.d_head})" if cfg.attn_scale is None else " (this model's own scale)",
+        "softcap": cfg.attn_softcap, "causal": cfg.causal, "window": cfg.window if cfg.is_local(layer) else None,
+        "palettes": {name: scale_colours(scale_name).tolist() for name, scale_name in COLOURSCALES.items()},
+    }
+
+
+def attention_head(payload: dict, head: int, query: int, key: int, on_change, element_key: str = "attention_head") -> None:
+    """The block's heads in the page, opening on ``head``, ``query`` and ``key`` (the session's);
+    ``on_change(head, query, key)``: called (before the rerun) with the page's choice, checked."""
+    n_heads, n_tokens = len(payload["heads"]), len(payload["labels"])
+
+    def sent() -> None:
+        chosen = st.session_state[element_key].get("chosen") or {}
+        values = [chosen.get(name) for name in ("head", "query", "key")]
+        limits = (n_heads, n_tokens, n_tokens)
+        if all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < n for v, n in zip(values, limits)):
+            on_change(*values)  # the message comes from a browser: only choices that exist
+
+    _component(data={**payload, "chosen": {"head": head, "query": query, "key": key},
+                     "pick": st.session_state.get(PICKED, 0), "katex": katex_module()},
+               key=element_key, on_chosen_change=sent)
+
+
+def server_picked() -> None:
+    """The server chose the head or the positions (a click on the every-head grid): the page takes them."""
+    st.session_state[PICKED] = st.session_state.get(PICKED, 0) + 1
