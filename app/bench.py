@@ -369,11 +369,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<34}{drawn:>7.2f}s{server_time:>8.2f}s{trace_time:>7.2f}s")
     print("\nanswered in the page (goals: a worked-example step or cell ≤ 0.1 s drawn, its first open on a fresh "
           "server ≤ 3 s; a playground slider or step ≤ 0.15 s)")
-    print(f"{'':<34}{'drawn':>8}{'server':>9}")
+    print(f"{'':<44}{'drawn':>8}{'server':>9}")
     for name, runs in worked.items():
         label = name if name == "first open" else f"{name} (median of {len(runs)})"
         drawn, server_time = (statistics.median(t[k] for t in runs) for k in range(2))
-        print(f"{label:<34}{drawn:>7.3f}s{server_time:>8.2f}s")
+        print(f"{label:<44}{drawn:>7.3f}s{server_time:>8.2f}s")
     print("\n(trace: the model's own passes inside the server time (traces; Ask why's attribution, ablation and logit "
           "split; Circuits' head scores); rest: everything else the page did)")
     if args.json:

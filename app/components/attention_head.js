@@ -107,7 +107,9 @@ function mapNode({ title, name, values, rows, cols, zmin, zmax, palette, mark, o
   for (const label of rows) widest = Math.max(widest, ctx.measureText(label).width);
   const left = Math.min(130, Math.ceil(widest) + 10); // row labels beside the map, cut with … past 120 px
   const cell = Math.max(1, Math.min(40, Math.floor((width - left - 8) / nCols)));
-  const bottom = 70;
+  let tallest = 0;
+  for (const label of cols) tallest = Math.max(tallest, Math.min(80, ctx.measureText(label).width));
+  const bottom = Math.ceil(tallest * Math.SQRT1_2) + 16; // the column labels, at 45°
   const ratio = window.devicePixelRatio || 1;
   const w = left + cell * nCols + 8;
   const h = cell * nRows + bottom;
@@ -148,15 +150,18 @@ function mapNode({ title, name, values, rows, cols, zmin, zmax, palette, mark, o
     ctx.fillText(clip(ctx, cols[c], 80), 0, 0);
     ctx.restore();
   }
-  if (cell >= 34 && nRows <= 24) { // the values written in, where they fit
+  if (cell >= 34 && nRows <= 24) { // the values written in, where they fit, to the map's largest's thousandth
+    let largest = 0;
+    for (const v of values) if (Number.isFinite(v)) largest = Math.max(largest, Math.abs(v));
+    const decimals = Math.max(0, Math.min(3, 2 - Math.floor(Math.log10(largest || 1))));
     ctx.textAlign = "center";
     for (let r = 0; r < nRows; r++) {
       for (let c = 0; c < nCols; c++) {
         const v = values[r * nCols + c];
         if (!Number.isFinite(v)) continue;
         const t = (v - zmin) / (zmax - zmin || 1);
-        ctx.fillStyle = Math.abs(t - (zmin < 0 ? 0.5 : 0)) > 0.35 ? "white" : "#31333f";
-        ctx.fillText(v.toFixed(2), left + (c + 0.5) * cell, (r + 0.5) * cell);
+        ctx.fillStyle = Math.abs(t - (zmin < 0 ? 0.5 : 0)) > 0.3 ? "white" : "#31333f";
+        ctx.fillText(v.toFixed(decimals), left + (c + 0.5) * cell, (r + 0.5) * cell);
       }
     }
   }
