@@ -134,7 +134,7 @@ def test_backward_view_differentiates_the_chosen_target_and_steps_through():
     assert at.query_params["target"] in ("mat", ["mat"])
     saliency = titled(at, "Input saliency")
     expected = (target[GRAD + "hook_embed"] * target["hook_embed"]).sum(-1).cpu().numpy()
-    unit = re.search(r"×10\^(-?\d+)", saliency["layout"]["yaxis"]["title"]["text"])  # the bars' power of ten
+    unit = re.search(r"×10<sup>(-?\d+)</sup>", saliency["layout"]["yaxis"]["title"]["text"])  # the bars' power of ten
     assert np.allclose(values(saliency["data"][0]["y"]) * 10.0 ** int(unit.group(1) if unit else 0), expected, rtol=1e-6)
     first = at.selectbox(key="explore_bstep").value
     next(b for b in at.button if b.label.startswith("Next")).click().run()

@@ -6,7 +6,7 @@ alignment marks and line breaks removed, the text is the original's)."""
 import itertools
 import re
 
-from app.components.latex import LINE, visible, wrapped
+from app.components.latex import LINE, visible, wrapped, written
 from model.io.checkpoint import load
 from model.lesson.article import published
 from model.lesson.steps import worked_example_steps
@@ -47,3 +47,24 @@ def test_short_lines_and_lines_without_an_equals_sign_stay_as_they_are():
     assert wrapped("a = b") == ["a = b"]
     sum_only = " + ".join(["0.1234"] * 30)
     assert wrapped(sum_only) == [sum_only]
+
+
+def test_a_chain_of_arithmetic_is_one_block_with_its_sum_continued_under_it():
+    """Step 48's ∂Q cell: a five-term sum the engine writes over two lines, then its value. Written
+    as one aligned block: the sum's head, each "= …" under it, the sum's continuation indented;
+    every cell of every step keeps its terms and fits (reference: the lines as the engine writes them)."""
+    lines = [r"\sum_k \partial L/\partial\,\text{scores(2,1)}_{4,k}\,\text{K(2,1)}_{k,1}",
+             r"= (-0.0016)\times(-0.4196) + 0.0024\times0.2552 + (-0.0013)\times(-0.6132) + 0.0030\times0.2996",
+             r"+ (-0.0024)\times(-0.7009)", "= 0.0047", r"0.0047 / \sqrt{2} = 0.0033"]
+    (block, last) = written(lines)
+    assert block.startswith(r"\begin{aligned} & \sum_k") and block.count("&= ") == 2  # the sum, then its value
+    assert r"\\ &\quad + " in block and block.index(r"(-0.7009)") < block.index("&= 0.0047")  # continued, in order
+    assert last == lines[-1]
+    loaded = load("worked-example")
+    for step in worked_example_steps(loaded.model, loaded.tokenizer, published(), lambda w: ""):
+        for grid in (g for p in step.panels for g in p.outputs if g.explain):
+            for r, c in itertools.product(*map(range, grid.shape)):
+                cell = grid.explain(r, c).lines
+                shown = written(cell)
+                assert all(widest(display) <= 80 for display in shown), shown
+                assert unwrapped(shown) == re.sub(r"[\s,]+", "", " ".join(cell).replace(r"\quad", "")), cell

@@ -2,7 +2,7 @@
 // keys once per block (attention_head.py); choosing a head, a query or a key redraws the maps, the
 // dot product written out (KaTeX) and where the query looks, at once. The choice goes back to the
 // server (for the URL and its own charts); a choice the server makes itself comes with a new `pick`.
-// (element, math, loadKatex: page_kit.js, which page_kit.py puts before this script)
+// (element, math, loadKatex and select: page_kit.js, which page_kit.py puts before this script)
 
 const mounted = new WeakMap(); // parentElement -> {id, pick} of what is drawn in it
 const FONT = "11px 'Source Sans Pro', sans-serif";
@@ -105,11 +105,12 @@ function mapNode({ title, name, values, rows, cols, zmin, zmax, palette, mark, o
   ctx.font = FONT;
   let widest = 0;
   for (const label of rows) widest = Math.max(widest, ctx.measureText(label).width);
-  const left = Math.min(130, Math.ceil(widest) + 10); // row labels beside the map, cut with … past 120 px
+  const titled = rowTitle ? 16 : 0; // room for the rows' title, written upwards at the far left
+  const left = titled + Math.min(130, Math.ceil(widest) + 10); // row labels beside the map, cut with … past 120 px
   const cell = Math.max(1, Math.min(40, Math.floor((width - left - 8) / nCols)));
   let tallest = 0;
   for (const label of cols) tallest = Math.max(tallest, Math.min(80, ctx.measureText(label).width));
-  const bottom = Math.ceil(tallest * Math.SQRT1_2) + 16; // the column labels, at 45°
+  const bottom = Math.ceil(tallest * Math.SQRT1_2) + 16 + (colTitle ? 14 : 0); // the column labels at 45°, their title
   const ratio = window.devicePixelRatio || 1;
   const w = left + cell * nCols + 8;
   const h = cell * nRows + bottom;
@@ -139,17 +140,29 @@ function mapNode({ title, name, values, rows, cols, zmin, zmax, palette, mark, o
   ctx.font = FONT;
   ctx.fillStyle = "#31333f";
   const every = Math.ceil(13 / cell); // labels never overlap: every n-th where cells are small
+  const everyColumn = Math.ceil(19 / cell); // at 45° a label needs 19 px along the axis to clear the next
   ctx.textBaseline = "middle";
   ctx.textAlign = "right";
   for (let r = 0; r < nRows; r += every) ctx.fillText(clip(ctx, rows[r], left - 6), left - 4, (r + 0.5) * cell);
   ctx.textAlign = "right";
-  for (let c = 0; c < nCols; c += every) {
+  for (let c = 0; c < nCols; c += everyColumn) {
     ctx.save();
     ctx.translate(left + (c + 0.5) * cell, nRows * cell + 4);
     ctx.rotate(-Math.PI / 4);
     ctx.fillText(clip(ctx, cols[c], 80), 0, 0);
     ctx.restore();
   }
+  ctx.fillStyle = "#6b6f7b";
+  ctx.textAlign = "center";
+  if (colTitle) ctx.fillText(colTitle, left + (cell * nCols) / 2, h - 8);
+  if (rowTitle) {
+    ctx.save();
+    ctx.translate(7, (cell * nRows) / 2);
+    ctx.rotate(-Math.PI / 2);
+    ctx.fillText(rowTitle, 0, 0);
+    ctx.restore();
+  }
+  ctx.fillStyle = "#31333f";
   if (cell >= 34 && nRows <= 24) { // the values written in, where they fit, to the map's largest's thousandth
     let largest = 0;
     for (const v of values) if (Number.isFinite(v)) largest = Math.max(largest, Math.abs(v));
@@ -269,20 +282,6 @@ function linesNode(block, pattern, query) {
   const box = element("div", "gb-lines");
   box.append(element("div", "gb-map-title",
     `Where “${labels[query]}” looks: row ${query} of the pattern, as lines (query on the left, keys and weights on the right)`), svg);
-  return box;
-}
-
-function select(label, options, chosen, onChange) {
-  const box = element("label", "gb-pick");
-  const list = element("select");
-  options.forEach((text, i) => {
-    const option = element("option", "", text);
-    option.value = String(i);
-    list.append(option);
-  });
-  list.value = String(chosen);
-  list.addEventListener("change", () => onChange(Number(list.value)));
-  box.append(element("span", "", label), list);
   return box;
 }
 

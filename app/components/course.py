@@ -46,9 +46,10 @@ def lesson_end(lesson: Lesson, models: tuple[tuple[str, str, str], ...] = ()) ->
                    query_params={"step": lesson.step})
     right.page_link("screens/explore.py", label=f"On any prompt: the explorer's {lesson.view} view",
                     icon=":material/search:", query_params={"view": lesson.view})
-    for column, (label, model, prompt) in zip(st.columns(max(len(models), 1)), models):
-        column.page_link("screens/explore.py", label=label, icon=":material/search:",
-                         query_params={"view": lesson.view, "model": model, "prompt": prompt})
+    row = st.container(horizontal=True, wrap=True, gap="medium")
+    for label, model, prompt in models:
+        row.page_link("screens/explore.py", label=label, icon=":material/search:",
+                      query_params={"view": lesson.view, "model": model, "prompt": prompt})
     index = LESSONS.index(lesson)
     if index + 1 < len(LESSONS):
         after = LESSONS[index + 1]
@@ -63,7 +64,8 @@ def lessons_about(slugs: list[str], where=st) -> None:
     """Links to the lessons that explain what a view or a step shows."""
     if slugs:
         where.caption("The idea, in the course:")
-        for column, slug in zip(where.columns(len(slugs)), slugs):
-            column.page_link(LESSON[slug].page, label=f"{LESSONS.index(LESSON[slug]) + 1}. {LESSON[slug].title}",
-                             icon=":material/menu_book:")
+        row = where.container(horizontal=True, wrap=True, gap="medium")  # each link as wide as its title, wrapping
+        for slug in slugs:
+            row.page_link(LESSON[slug].page, label=f"{LESSONS.index(LESSON[slug]) + 1}. {LESSON[slug].title}",
+                          icon=":material/menu_book:")
 

@@ -100,7 +100,7 @@ export default function (component) {
     const columns = element("div", "gb-step-columns");
     const left = element("div");
     const chart = pairedBars({
-      title: s.title, labels: s.labels, bold: s.bold, format: (v) => (v >= 0.001 ? v.toFixed(3) : ""),
+      title: s.title, labels: s.labels, bold: s.bold, format: probabilityLabel,
       series: [{ name: "model (softmax of the logits)", colour: "#9db4d0", values: s.before },
                { name: "sampled from (after the settings)", colour: "#d9480f", values: s.after }],
       axis: "probability (bar length; each value written at its end) · candidate next token",

@@ -73,3 +73,39 @@ def _aligned(latex: str, limit: int) -> str:
             start = (first.strip() + " " if i == 0 and j == 0 else "") + ("&= " if j == 0 else r"&\quad ")
             lines.append(start + piece)
     return r"\begin{aligned} " + r" \\ ".join(lines) + r" \end{aligned}"
+
+
+def written(lines: list[str], limit: int = LINE) -> list[str]:
+    """Arithmetic's lines as display lines. A chain (a line, then lines that start with = or +
+    and continue it) is one aligned block: the line first, each "= …" below it with its sum
+    broken at top-level plus signs to fit, so "= 0.0047" lines up under the sum it ends. Any
+    other line is ``wrapped``."""
+    groups: list[list[str]] = []
+    for line in (line.strip() for line in lines):
+        if groups and line.startswith("+"):  # a sum continued: part of the line above
+            groups[-1][-1] += " " + line
+        elif groups and line.startswith("="):
+            groups[-1].append(line)
+        else:
+            groups.append([line])
+    shown = []
+    for head, *chain in groups:
+        if not chain:
+            shown += wrapped(head, limit)
+            continue
+        rows = []
+        if visible(head) <= limit:
+            rows.append("& " + head)
+        else:  # too long to head the block: on lines of its own above it
+            shown += wrapped(head, limit)
+        for line in chain:
+            for j, piece in enumerate(_chunks(line.removeprefix("=").strip(), limit - 4)):
+                rows.append(("&= " if j == 0 else r"&\quad ") + piece)
+        shown.append(r"\begin{aligned} " + r" \\ ".join(rows) + r" \end{aligned}")
+    return shown
+
+
+def thousands(n: int) -> str:
+    """A whole number with thousands separators that KaTeX sets as one number ("24{,}576": a bare
+    comma in math is punctuation, followed by a space)."""
+    return f"{n:,}".replace(",", "{,}")

@@ -37,6 +37,12 @@ function math(latex) {
   return node;
 }
 
+// A probability as written at its bar's end: three decimals, or where it is under 0.001 (its bar
+// too thin to see) its first figures, so that no drawn bar goes without its number
+function probabilityLabel(p) {
+  return p >= 0.001 ? p.toFixed(3) : p > 0 ? p.toExponential(1) : "0";
+}
+
 // Paired horizontal bars, a group per label: `series` is [{name, colour, values}], each value written
 // at its bar's end (`format`; "" leaves it to the bar's tooltip); `bold`: the label drawn in bold (or -1).
 function pairedBars({ labels, series, title, axis, bold = -1, format = (v) => v.toFixed(3) }) {
@@ -71,4 +77,21 @@ function pairedBars({ labels, series, title, axis, bold = -1, format = (v) => v.
   });
   chart.append(legend, rows, element("div", "gb-axis", axis));
   return chart;
+}
+
+// A labelled list of `options`, `chosen` (an index) selected; `onChange(index)` when another is chosen
+function select(label, options, chosen, onChange) {
+  const box = element("label", "gb-select");
+  box.append(element("span", "", label));
+  const input = element("select");
+  options.forEach((text, i) => {
+    const option = element("option", "", text);
+    option.value = String(i);
+    input.append(option);
+  });
+  input.value = String(chosen);
+  input.setAttribute("aria-label", label);
+  input.addEventListener("change", () => onChange(Number(input.value)));
+  box.append(input);
+  return box;
 }

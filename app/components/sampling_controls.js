@@ -59,10 +59,6 @@ const SLIDERS = [
   ["top_p", "top-p", 0.01, 1.0, 0.01, "Keep the smallest set of most likely tokens whose probability adds up to p, then renormalise."],
 ];
 
-function label(p) {
-  return p >= 0.001 ? p.toFixed(3) : "";
-}
-
 const mounted = new WeakMap(); // parentElement -> the logits and the redraw of what is on screen
 // The settings the reader last set in this page, and every setting this page has shown. The server
 // learns settings from here, so where it sends one the page has shown before, it is stale (a rerun
@@ -153,7 +149,7 @@ export default function (component) {
     const shown = data.labels.length;
     chart.replaceChildren(pairedBars({
       title: `${data.title}: ${drawable} of ${after.length} tokens can be drawn`,
-      labels: data.labels, bold: data.ids.indexOf(data.drawn), format: label,
+      labels: data.labels, bold: data.ids.indexOf(data.drawn), format: probabilityLabel,
       series: [{ name: "model (softmax of the logits)", colour: "#9db4d0", values: before.subarray(0, shown) },
                { name: "sampled from (after the settings)", colour: "#d9480f", values: after.subarray(0, shown) }],
       axis: "probability (bar length; each value written at its end)",

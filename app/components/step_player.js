@@ -3,7 +3,7 @@
 // redraw here at once, with no round trip. The step goes into the URL (?step=) and, with the chosen
 // cells, into this tab's sessionStorage, so a return to the page opens where the reader was.
 
-// (element, math and loadKatex: page_kit.js)
+// (element, math, loadKatex, select and pairedBars: page_kit.js)
 
 const STORE = "glassbox:worked-example";
 const mounted = new WeakMap(); // parentElement -> the player drawn in it
@@ -94,22 +94,6 @@ function gridNode(grid, { marks = [], selected = null, onClick = null, scale = t
     figure.append(bar);
   }
   return figure;
-}
-
-function select(label, options, chosen, onChange) {
-  const box = element("label", "gb-select");
-  box.append(element("span", "", label));
-  const input = element("select");
-  options.forEach((text, i) => {
-    const option = element("option", "", text);
-    option.value = String(i);
-    input.append(option);
-  });
-  input.value = String(chosen);
-  input.setAttribute("aria-label", label);
-  input.addEventListener("change", () => onChange(Number(input.value)));
-  box.append(input);
-  return box;
 }
 
 // A link to another page of the app, followed by the server (st.switch_page) so the session, and

@@ -16,7 +16,7 @@ import streamlit as st
 
 from app.components.heatmap import abs_max, cell_fills, colour_stops, grid_colour, grid_text
 from app.components.labels import pretty
-from app.components.latex import wrapped
+from app.components.latex import wrapped, written
 from app.components.page_kit import katex_module, page_component
 from app.components.pipeline import pipeline_html
 from model.course import LESSON, LESSONS, lessons_for_step
@@ -48,7 +48,7 @@ def grid_payload(grid: Grid, zmax: float | None = None) -> dict:
 
 
 def cell_payload(grid: Grid) -> list[list[dict]] | None:
-    """Every cell's arithmetic: its LaTeX lines (long ones broken, see latex.wrapped) and the input
+    """Every cell's arithmetic: its LaTeX lines (long ones broken, see latex.written) and the input
     cells it reads (grid label, row or None for all, column or None)."""
     if grid.explain is None:
         return None
@@ -57,7 +57,7 @@ def cell_payload(grid: Grid) -> list[list[dict]] | None:
         row = []
         for c in range(grid.shape[1]):
             arithmetic = grid.explain(r, c)
-            row.append({"lines": [shown for line in arithmetic.lines for shown in wrapped(line)],
+            row.append({"lines": written(arithmetic.lines),
                         "uses": [list(use) for use in arithmetic.uses]})
         cells.append(row)
     return cells

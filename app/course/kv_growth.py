@@ -6,6 +6,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
+from app.components.latex import thousands
 from app.components.charts import show
 from app.components.course import course_model, lesson_end, lesson_page, lesson_pass
 from app.components.errors import fragment
@@ -84,7 +85,7 @@ def generation(loaded: LoadedModel) -> None:
     st.latex(r"2 \times \text{layers} \times \text{tokens} \times \text{key/value heads} \times d_{head} \times "
              r"\text{bytes}")
     st.latex(rf"= 2 \times {cfg.n_layers} \times {last.cached} \times {cfg.n_kv_heads} \times {cfg.d_head} \times "
-             rf"{element} = {last.formula_bytes:,}\ \text{{bytes}}")
+             rf"{element} = {thousands(last.formula_bytes)}\ \text{{bytes}}")
     st.metric("measured: the bytes of the engine's cache tensors", f"{last.measured_bytes:,}")
     if len(steps) > 1:
         fig = go.Figure([go.Scatter(x=[s.cached for s in steps], y=[s.measured_bytes for s in steps],

@@ -6,13 +6,14 @@ from functools import partial
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 import streamlit as st
 import torch
 
-from app.explore.common import (Explorer, bar_chart, choose_expert, choose_head, choose_layer, derived, has_experts,
+from app.explore.common import (BAR_TEXT, Explorer, choose_expert, choose_head, choose_layer, derived, has_experts,
                                 has_heads, heatmap, lacks, tensor_grid)
 from app.components.charts import show
-from app.components.latex import wrapped
+from app.components.latex import written
 from app.components.errors import fragment
 from app.components.labels import plain, power_of_ten
 from app.components.stepper import stepper
@@ -159,9 +160,8 @@ def cell_arithmetic(ctx: Explorer, trace, names: list[str], head: int, expert: i
         st.caption("This tensor's arithmetic is not written out.")
         return
     with st.container(border=True):
-        for line in arithmetic.lines:
-            for shown in wrapped(line):  # a long line broken at its = and + signs: the result stays on screen
-                st.latex(shown)
+        for shown in written(arithmetic.lines):  # long lines broken at their = and + signs: the result stays on screen
+            st.latex(shown)
         st.caption(f"Autograd's value: {float(trace[name][index]):.6g}; recomputed above in float64 from the numbers "
                    f"written: {arithmetic.value:.6g}.")
 
@@ -289,14 +289,18 @@ def render(ctx: Explorer) -> None:
     signed, size = derived(trace, ("saliency",), lambda: saliency(trace))
     # one power of ten for every bar, said on the axis, so the labels read alike (2.8, not 2.83e-06)
     power = power_of_ten(float(np.abs(signed).max()))
-    unit = f" (×10^{power})" if power else ""
-    fig = bar_chart(ctx.labels, signed / 10.0 ** power, "<b>Input saliency</b>: gradient × input, ∂L/∂embedding · "
-                    "embedding per token", "gradient × input" + unit, text=[f"{v / 10.0 ** power:.2f}" for v in signed])
-    fig.update_traces(name="gradient × input" + unit, selector=dict(type="bar"))
-    fig.add_trace(go.Scatter(x=ctx.labels, y=size, mode="markers", name="‖∂L/∂embedding‖ (right axis)", yaxis="y2",
-                             marker=dict(color="#d9480f", size=9)))
-    fig.update_layout(yaxis2=dict(title="‖∂L/∂embedding‖", overlaying="y", side="right", rangemode="tozero",
-                                  showgrid=False), legend=dict(orientation="h", y=1.12, x=1, xanchor="right"))
+    unit = f" (×10<sup>{power}</sup>)" if power else ""
+    # two panels, one above the other, one quantity each: on one plot, the norm's dots covered the bars' labels
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_heights=[0.62, 0.38])
+    fig.add_trace(go.Bar(x=ctx.labels, y=signed / 10.0 ** power, name="gradient × input" + unit,
+                         text=[f"{v / 10.0 ** power:.3g}" for v in signed] if len(ctx.labels) <= BAR_TEXT else None,
+                         textposition="outside", cliponaxis=False, marker_color="#1f6feb"), row=1, col=1)
+    fig.add_trace(go.Bar(x=ctx.labels, y=size, name="‖∂L/∂embedding‖", marker_color="#d9480f"), row=2, col=1)
+    fig.update_layout(title=dict(text="<b>Input saliency</b>: gradient × input, ∂L/∂embedding · embedding per token "
+                                      "(above), and the gradient's length ‖∂L/∂embedding‖ (below)", font=dict(size=13), x=0),
+                      height=420, margin=dict(l=10, r=10, t=40, b=10), showlegend=False,
+                      yaxis=dict(title="gradient × input" + unit), yaxis2=dict(title="‖∂L/∂embedding‖", rangemode="tozero"),
+                      xaxis2=dict(title="token", type="category"), xaxis=dict(type="category"))
     show(fig, width="stretch")
 
     st.subheader("Step through the backward pass")

@@ -59,7 +59,9 @@ def render(ctx: Explorer) -> None:
     st.markdown(f"**{heading}{' (' + plain(family) + ')' if family else ''}:**\n"
                 + "\n".join(f"- {note}" for note in architecture(cfg)))
     table = pd.DataFrame([{"part": p.label, "count": p.count, "share": f"{p.count / total:.1%}",
-                           "parameters": ", ".join(f"{n} {list(s)}" for n, s in p.params) or p.note} for p in all_parts])
+                           # named within their part (the part says the block): short enough to read in the cell
+                           "parameters": ", ".join(f"{n.removeprefix(p.key + '.')} {list(s)}" for n, s in p.params)
+                           or p.note} for p in all_parts])
     st.dataframe(table, hide_index=True, width="stretch", height=min(38 + 35 * len(table), 460),
                  column_config={"part": st.column_config.TextColumn(width="medium"),
                                 "count": st.column_config.NumberColumn(format="localized", width="small"),

@@ -15,6 +15,7 @@ from app.components.charts import log_axis, show
 from app.components.course import lessons_about
 from app.components.errors import fragment
 from app.components.generation_player import generation_player
+from app.components.latex import thousands
 from app.components.labels import plain, plain_html, token_labels, token_text
 from app.components.model_picker import model_picker, readable_prompt
 from app.components.sampling_controls import SAMPLING_LIMITS, clicked as generate_clicked, sampling_controls
@@ -308,7 +309,7 @@ def kv_cache_figures(loaded, result: dict, step: int) -> dict:
     n, source = t["position"], result.get("source_tokens", 0)
     size = kv_cache_bytes(loaded, n, source)
     element = loaded.model.embed.W_E.element_size()
-    heads = f"{cfg.n_kv_heads} heads × {{}} positions × {cfg.d_head}"
+    heads = f"{cfg.n_kv_heads} × {{}} × {cfg.d_head}"  # the columns say what each number counts
     measured = f"Measured on the engine's own cache during generation: {t['cache_bytes']:,} bytes."
     if cfg.encoder_decoder:
         layers = cfg.n_decoder_layers
@@ -320,8 +321,9 @@ def kv_cache_figures(loaded, result: dict, step: int) -> dict:
             "latex": [r"\begin{gathered} 2 \times \text{decoder layers} \times (\text{target} + \text{source tokens}) \\ "
                       r"\times \text{key/value heads} \times d_{head} \times \text{bytes} \end{gathered}",
                       rf"\begin{{gathered}} = 2 \times {layers} \times ({n} + {source}) \times {cfg.n_kv_heads} \times "
-                      rf"{cfg.d_head} \times {element} \\ = {size:,}\ \text{{bytes}} \end{{gathered}}"],
-            "columns": ["block", "self-attention keys, values", "cross-attention keys, values", "bytes"],
+                      rf"{cfg.d_head} \times {element} \\ = {thousands(size)}\ \text{{bytes}} \end{{gathered}}"],
+            "columns": ["block", "self-attention keys, values (heads × positions × d_head)",
+                        "cross-attention keys, values (heads × positions × d_head)", "bytes"],
             "rows": [[f"decoder block {i + 1} (decoder.blocks.{i})", heads.format(n), heads.format(source),
                       f"{size // layers:,}"] for i in range(layers)],
             "measured": measured}
@@ -332,8 +334,8 @@ def kv_cache_figures(loaded, result: dict, step: int) -> dict:
         "latex": [r"\begin{gathered} 2 \times \text{layers} \times \text{tokens} \\ \times \text{key/value heads} "
                   r"\times d_{head} \times \text{bytes} \end{gathered}",
                   rf"\begin{{gathered}} = 2 \times {layers} \times {n} \times {cfg.n_kv_heads} \times {cfg.d_head} "
-                  rf"\times {element} \\ = {size:,}\ \text{{bytes}} \end{{gathered}}"],
-        "columns": ["block", "keys", "values", "bytes"],
+                  rf"\times {element} \\ = {thousands(size)}\ \text{{bytes}} \end{{gathered}}"],
+        "columns": ["block", "keys (heads × positions × d_head)", "values (heads × positions × d_head)", "bytes"],
         "rows": [[block_label(i), heads.format(n), heads.format(n), f"{size // layers:,}"] for i in range(layers)],
         "measured": measured}
 

@@ -68,7 +68,7 @@ LESSONS = [
            "and when, in training, they form.", "induction_heads", "b2-scores", "Circuits"),
     Lesson("moe", "Mixture of experts", "How a router sends each token to 2 of 8 experts, and what keeps it from "
            "sending everything to a few.", "mixture_of_experts", "b1-ffn-expand", "MLP"),
-    Lesson("cross-attention", "Encoders, decoders and cross-attention", "How a model that reads one text and writes "
+    Lesson("cross-attention", "Encoders and cross-attention", "How a model that reads one text and writes "
            "another splits the work between two stacks, and how the writer reads the reader.", "cross_attention",
            "b1-scores", "Attention"),
 ]
