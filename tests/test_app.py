@@ -274,7 +274,8 @@ def test_one_value_has_one_colour_within_a_step():
             if not members:
                 continue
             top = max(np.abs(exact(g)[np.isfinite(exact(g))]).max() for g in members)
-            assert {g["scale"]["high_text"] for g in members} == {f"{top:.3g}"}, (key, kind)
+            for grid in members:  # the scale's end written in the grid's own unit, ×10^power as its cells
+                assert float(grid["scale"]["high_text"]) * 10.0 ** grid["power"] == pytest.approx(top, rel=5e-3), (key, kind)
             for grid in members:
                 for (r, c), value in np.ndenumerate(exact(grid)):
                     if np.isfinite(value):
@@ -285,8 +286,9 @@ def test_one_value_has_one_colour_within_a_step():
 
     final = played(at, "final-layernorm")
     trio = [played_grid(final, title) for title in ("X_final computed", "X_final in the article", "computed − article")]
-    assert len({g["scale"]["high_text"] for g in trio}) == 1
-    top = float(trio[0]["scale"]["high_text"])
+    ends = [float(g["scale"]["high_text"]) * 10.0 ** g["power"] for g in trio]  # one scale, each in its grid's unit
+    assert max(ends) == pytest.approx(min(ends), rel=5e-3)
+    top = float(trio[0]["scale"]["high_text"]) * 10.0 ** trio[0]["power"]
     assert np.abs(exact(trio[2])).max() < 0.01 * top
     white = fill_at(0.0, -top, top, "RdBu_r")
     assert all(same_colour(fill, white) for row in trio[2]["fill"] for fill in row)  # a 0.003 difference stays pale

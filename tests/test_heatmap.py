@@ -53,3 +53,11 @@ def test_a_grid_writes_its_values_only_where_they_fit_side_by_side():
     assert narrow["text"] is None and narrow["customdata"][0][0] == "0.48"  # on hover
     eight = Grid("x", "x", np.full((1, 8), -0.123), ["0"], [str(i) for i in range(8)], "", "")
     assert grid_figure(eight, width=PAGE_PX // 3)["data"][0]["text"] is None
+
+
+def test_a_negative_value_rounded_to_nothing_is_written_without_its_sign():
+    """Reference: Python's own rounding of the value (−0.0001 to three decimals is 0.000)."""
+    from app.components.labels import cell_text
+
+    assert cell_text(-0.0001, 1.0, ".3f") == "0.000" and cell_text(-0.0006, 1.0, ".3f") == "-0.001"
+    assert cell_text(-0.5, 1.0, ".2f") == "-0.50" and cell_text(-2e-9, 3e-9, ".3g") == "-2e-09"

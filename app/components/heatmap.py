@@ -117,7 +117,7 @@ def _heat(z: np.ndarray, scale: tuple, limit: float, rows: Labels, cols: Labels,
     if colorbar is not None:
         plot_height = (height or min(140 + 22 * n_rows, 640)) - 120  # less the title, margins and x labels
         heat.update(colorbar=dict(thickness=10, nticks=max(2, min(8, plot_height // 22)),  # labels never overlap
-                                  **(dict(title=dict(text=colorbar)) if colorbar else {})))
+                                  **(dict(title=dict(text=colorbar, side="right")) if colorbar else {})))
     if text is not None:
         heat.update(text=text, texttemplate="%{text}", textfont=dict(size=text_size))
     if clicks is not None:
@@ -205,7 +205,7 @@ def _image_figure(z: np.ndarray, colorscale: str, zmin: float, zmax: float, colo
     if colorbar is not None:
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", showlegend=False, hoverinfo="skip",
                                  marker=dict(colorscale=colorscale, cmin=zmin, cmax=zmax, color=[zmin], showscale=True,
-                                             colorbar=dict(thickness=10, **(dict(title=dict(text=colorbar))
+                                             colorbar=dict(thickness=10, **(dict(title=dict(text=colorbar, side="right"))
                                                                             if colorbar else {})))))
     # cells need not be square (an image's default): the map fills its chart, as a heatmap would
     fig.update_layout(xaxis=_spread_ticks(cols, n_cols, col_title, most=IMAGE_TICKS // 3),

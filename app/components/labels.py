@@ -35,7 +35,9 @@ def cell_text(value: float, largest: float, digits: str = ".3g") -> str:
         return ""
     if abs(value) < NEGLIGIBLE * largest:
         return "0"
-    return f"{value:{digits}}"
+    written = f"{value:{digits}}"
+    # a small negative value rounded to nothing is written without its sign ("0.000", not "-0.000")
+    return written[1:] if written.startswith("-") and float(written) == 0 else written
 
 
 def token_text(piece: str) -> str:

@@ -42,8 +42,9 @@ def grid_payload(grid: Grid, zmax: float | None = None) -> dict:
         "rows": list(grid.rows), "cols": list(grid.cols), "row_title": grid.row_title, "col_title": grid.col_title,
         "text": text, "fill": fills, "ink": inks, "exact": [[repr(float(v)) for v in row] for row in grid.values],
         "changed": grid.changed.tolist() if changed else None,
-        "scale": None if colour == "plain" else {"stops": colour_stops(colour), "high_text": f"{top:.3g}",
-                                                 "low_text": "0" if colour == "sequential" else f"{-top:.3g}"},
+        # the scale's ends in the grid's own unit (×10^power, as its cells are written)
+        "scale": None if colour == "plain" else {"stops": colour_stops(colour), "high_text": f"{top / 10.0 ** power:.3g}",
+                                                 "low_text": "0" if colour == "sequential" else f"{-top / 10.0 ** power:.3g}"},
     }
 
 

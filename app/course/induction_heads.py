@@ -83,8 +83,8 @@ def losses(seen: Repeat, loaded, n: int) -> None:
                   annotation_text=f"ln {loaded.cfg.vocab_size}: a uniform guess", annotation_position="top right")
     fig.update_layout(title="<b>Each position's loss on the token it predicts</b>", height=330,
                       xaxis_title="the token predicted (position:syllable)", yaxis_title="loss (nats)",
-                      margin=dict(l=10, r=10, t=50, b=10),
-                      legend=dict(orientation="h", x=0, y=1.0, xanchor="left", yanchor="bottom"))
+                      margin=dict(l=10, r=10, t=76, b=10),  # the title, then the legend, then the plot
+                      legend=dict(orientation="h", x=0, y=1.02, xanchor="left", yanchor="bottom"))
     show(fig, config={"displayModeBar": False})
     cells = st.columns(2)
     cells[0].metric("Mean loss, nothing to copy", f"{np.mean(unseen):.3f} nats")
@@ -127,8 +127,8 @@ def over_training(loaded, figure: dict) -> None:
                       xaxis_title="training step", yaxis_title="induction score", yaxis_range=[0, 1],
                       yaxis2=dict(title="loss (nats)", overlaying="y", side="right", rangemode="tozero",
                                   showgrid=False, dtick=1),
-                      margin=dict(l=10, r=10, t=50, b=10),
-                      legend=dict(orientation="h", x=0, y=1.0, xanchor="left", yanchor="bottom"))
+                      margin=dict(l=10, r=10, t=76, b=10),  # the title, then the legend, then the plot
+                      legend=dict(orientation="h", x=0, y=1.02, xanchor="left", yanchor="bottom"))
     show(fig, config={"displayModeBar": False})
     before = next(p for p in points if p["induction_score"] >= 0.5)
     st.markdown(

@@ -75,8 +75,8 @@ def loss_curves(zero, one, loss: dict) -> None:
     fig.add_hline(y=loss["bigram_floor"], line=dict(dash="dot", color="#495057"),
                   annotation_text=f"bigram floor {loss['bigram_floor']:.3f}", annotation_position="top right")
     fig.update_layout(title="<b>Training loss per batch</b>", xaxis_title="step", yaxis_title="loss (nats)",
-                      yaxis_range=[0, 3], height=340, margin=dict(l=10, r=10, t=50, b=10),
-                      legend=dict(orientation="h", x=0, y=1.0, xanchor="left", yanchor="bottom"))
+                      yaxis_range=[0, 3], height=340, margin=dict(l=10, r=10, t=76, b=10),  # the title, then the legend, then the plot
+                      legend=dict(orientation="h", x=0, y=1.02, xanchor="left", yanchor="bottom"))
     chart, numbers = st.columns([3, 1], gap="large")
     show(fig, chart, config={"displayModeBar": False})
     numbers.metric("Validation loss, zero layers", f"{loss['zero_layer']:.4f}")

@@ -240,10 +240,14 @@ def dead_neurons_view(ctx: Explorer, trace) -> None:
 
 def highway(labels: list[str], norms: np.ndarray) -> go.Figure:
     """The gradient's norm over all positions at each point of the residual stream."""
-    fig = go.Figure(go.Scatter(x=labels, y=np.linalg.norm(norms, axis=1), mode="lines+markers"))
+    # short ticks, level (slanted long labels ran into each other); each point's full name on hover
+    ticks = [label.split(" (")[0].replace("after block ", "block ") for label in labels]
+    fig = go.Figure(go.Scatter(x=ticks, y=np.linalg.norm(norms, axis=1), mode="lines+markers", text=labels,
+                               hovertemplate="%{text}: %{y:.6g}<extra></extra>"))
     fig.update_layout(title=dict(text="<b>The residual highway</b>: gradient norm, all positions", font=dict(size=13), x=0),
                       height=320, margin=dict(l=10, r=10, t=40, b=10), yaxis=dict(title="‖∂L/∂x‖", rangemode="tozero"),
-                      xaxis=dict(title="from the embeddings to the last block", type="category"))
+                      xaxis=dict(title="the stream after the embeddings, then after each block", type="category",
+                                 tickangle=0, nticks=12))
     return fig
 
 
