@@ -5,6 +5,8 @@ positions) says so in one sentence while the rest of the page works. The Circuit
 scores are the engine's (references: run_trace's patterns, computed here) and single out
 micro-induction's previous-token head in block 1 and induction head in block 2."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -87,4 +89,7 @@ def test_the_playground_generates_on_a_zero_layer_model_and_says_it_caches_nothi
     at = start("screens/playground.py", model="micro-bigram", prompt="Lily had a", max_new="3")
     press(at)
     assert not at.exception and not at.error
-    assert any(NO_BLOCKS in m.value and "KV cache" in m.value for m in at.markdown)
+    # every step, as sent to the page (app/components/generation_player.js writes "KV cache none. …")
+    (player,) = [json.loads(c.proto.json) for c in at.get("bidi_component") if "steps" in json.loads(c.proto.json)]
+    assert all(NO_BLOCKS in step["kv"]["sentence"] and "latex" not in step["kv"] for step in player["steps"])
+    assert not [c for c in charts(at) if c["layout"]["title"]["text"].startswith("KV cache size")]
