@@ -194,8 +194,9 @@ def time_views(url: str, clock: ServerClock, reopens: int = 3) -> dict[str, list
 CHOOSE = """([kind, index]) => new Promise((done) => {
     const start = performance.now();
     if (kind === 'head') document.querySelectorAll('.gb-attention .gb-head')[index].click();
-    else {
-        const list = document.querySelectorAll('.gb-attention select')[0];
+    else {  // a list, by its label: 'Query position', or 'Block' where every block is in the page
+        const box = [...document.querySelectorAll('.gb-attention label')].find((l) => l.textContent.startsWith(kind));
+        const list = box.querySelector('select');
         list.value = String(index);
         list.dispatchEvent(new Event('change', {bubbles: true}));
     }
@@ -210,23 +211,33 @@ BLOCK_DRAWN = """(block) => {
 def time_attention(url: str, clock: ServerClock, n_layers: int) -> dict[str, list[tuple[float, float]]]:
     """(until drawn, server) seconds of the Attention view answered in the page, on a prompt short
     enough for a block's heads to be sent (app/components/attention_head.py's IN_PAGE_BYTES):
-    five head changes and five query changes (in the page), then three block changes (a server
-    rerun that sends the new block's heads, until the page has drawn them)."""
-    times = {"Attention head, in the page": [], "Attention query, in the page": [], "Attention block (rerun)": []}
+    five head changes and five query changes (in the page), then three block changes: in the page
+    where every block is sent (a small model), else a server rerun that sends the new block's heads,
+    timed until the page has drawn them."""
+    times = {"Attention head, in the page": [], "Attention query, in the page": [], "Attention block (rerun)": [],
+             "Attention block, in the page": []}
     with chromium_page() as page:
         page.goto(url)
         page.locator(".gb-attention .gb-arithmetic .katex").first.wait_for(timeout=600_000)
         page.wait_for_selector(IDLE, timeout=600_000)
         clock.read()
         for kind, name, picks in (("head", "Attention head, in the page", (1, 2, 3, 0, 2)),
-                                  ("query", "Attention query, in the page", (3, 9, 17, 1, 12))):
+                                  ("Query position", "Attention query, in the page", (3, 9, 17, 1, 12))):
             for index in picks:
                 drawn = page.evaluate(CHOOSE, [kind, index])
                 times[name].append((drawn, 0.0))
                 page.wait_for_timeout(1500)  # the rerun the choice sends back (URL, charts below) settles
                 page.wait_for_selector(IDLE, timeout=600_000)
                 clock.read()
+        every_block = page.locator(".gb-attention label", has_text="Block").count() > 0
         for block in (1, 2, 0)[:max(1, n_layers - 1)]:
+            if every_block:  # a small model: its blocks are in the page too
+                drawn = page.evaluate(CHOOSE, ["Block", block])
+                times["Attention block, in the page"].append((drawn, 0.0))
+                page.wait_for_timeout(1500)
+                page.wait_for_selector(IDLE, timeout=600_000)
+                clock.read()
+                continue
             box = page.get_by_role("combobox", name="Block")
             box.click()
             box.press_sequentially(f"block {block + 1} (")
@@ -344,9 +355,10 @@ def main(argv: list[str] | None = None) -> int:
             times = time_views(f"http://127.0.0.1:{port}/explore?{query}", clock)
             loaded = load(str(path))
             short = loaded.tokenizer.decode(loaded.encode(prompt)[:IN_PAGE_TOKENS])
-            worked |= time_attention(f"http://127.0.0.1:{port}/explore?" + urllib.parse.urlencode(
+            attention = time_attention(f"http://127.0.0.1:{port}/explore?" + urllib.parse.urlencode(
                 {"model": str(path), "prompt": short, "view": "Attention", "pos": "20", "key_pos": "3"}), clock,
                 loaded.cfg.n_layers)
+            worked |= {name: runs for name, runs in attention.items() if runs}  # one kind of block change ran
             worked |= time_playground(f"http://127.0.0.1:{port}/playground?{query}", clock)
         finally:
             os.killpg(server.pid, 15)

@@ -133,14 +133,25 @@ def press(at, label: str = "Generate", **sent_instead):
 
 
 def attention_sent(at) -> dict:
-    """What the explorer's Attention view sends its in-page heads (app/components/attention_head.py),
-    with each head's scores, pattern, queries and keys decoded (float64 or float32, as sent)."""
-    (data,) = [json.loads(c.proto.json) for c in at.get("bidi_component") if "heads" in json.loads(c.proto.json)]
-    n = len(data["labels"])
-    for head in data["heads"]:
-        for name, shape in (("scores", (n, n)), ("pattern", (n, n)), ("q", (n, -1)), ("k", (n, -1))):
-            head[name] = np.frombuffer(base64.b64decode(head[name]), dtype=f"<f{data['bytes']}").reshape(shape)
-    return data
+    """What the explorer's Attention view sends its in-page heads (app/components/attention_head.py):
+    the chosen block's part, with each head's scores, pattern, queries and keys decoded (float64 or
+    float32, as sent), and beside it the choice and every block sent."""
+    (data,) = [json.loads(c.proto.json) for c in at.get("bidi_component") if "blocks" in json.loads(c.proto.json)]
+    for block in data["blocks"]:
+        n = len(block["labels"])
+        for head in block["heads"]:
+            for name, shape in (("scores", (n, n)), ("pattern", (n, n)), ("q", (n, -1)), ("k", (n, -1))):
+                head[name] = np.frombuffer(base64.b64decode(head[name]), dtype=f"<f{block['bytes']}").reshape(shape)
+    chosen = next(b for b in data["blocks"] if b["layer"] == data["chosen"]["block"])
+    return {**chosen, "chosen": data["chosen"], "blocks": data["blocks"]}
+
+
+def choose_in_page(at, block: int, head: int, query: int, key: int):
+    """A block, head and positions chosen in the Attention view's page: AppTest cannot click the
+    element, so this does what its message makes the server do (``chosen_in_page``), then reruns."""
+    at.session_state["explore_block"], at.session_state["explore_head"] = block, head
+    at.session_state["explore_pos"], at.session_state["explore_key_pos"] = query, key
+    return at.run()
 
 
 PAGE_RUNNER = """
@@ -171,14 +182,6 @@ def page_functions(tmp_path: Path, name: str, calls: list, script: str = "attent
     done = subprocess.run([str(node), "run.mjs"], cwd=tmp_path, input=json.dumps({"name": name, "calls": calls}),
                           capture_output=True, text=True, timeout=120, check=True)
     return json.loads(done.stdout)
-
-
-def choose_in_page(at, head: int, query: int, key: int):
-    """A head and positions chosen in the Attention view's page: AppTest cannot click the element,
-    so this does what its message makes the server do (``chosen_in_page``), then reruns."""
-    at.session_state["explore_head"], at.session_state["explore_pos"] = head, query
-    at.session_state["explore_key_pos"] = key
-    return at.run()
 
 
 def exact(grid: dict) -> np.ndarray:

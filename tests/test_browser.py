@@ -297,6 +297,11 @@ def test_explorer_opens_every_view_and_a_click_opens_a_head(app_url, page):
     expect(heads).to_have_attribute("data-chosen", "1,4,1")
     expect(heads.locator(".gb-arithmetic .katex").first).to_be_attached()
     expect(heads).to_contain_text("“4:␣the” asks, “1:␣cat” answers.")
+    # a small model's every block is in the page too: its Block list redraws at once, the URL follows
+    heads.get_by_label("Block").select_option(label="block 2 (blocks.1)")
+    expect(page.get_by_role("heading", name="Block 2 (blocks.1), head 2 ([1])")).to_be_visible()
+    expect(heads).to_have_attribute("data-block", "1")
+    page.wait_for_url(re.compile(r"block=2&head=2"), timeout=30_000)
 
 
 

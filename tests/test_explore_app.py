@@ -55,16 +55,17 @@ def test_every_view_opens_on_every_kind_of_model(view, model, gpt2_dir, gpt2_bf1
 
 
 def test_attention_view_sends_the_traced_scores_pattern_queries_and_keys_to_the_page():
-    """A block's heads go to the page once (app/components/attention_head.py); choosing a head and
-    positions there comes back into the session and the URL. Reference: run_trace's own tensors,
+    """A small model's blocks and heads go to the page once (app/components/attention_head.py);
+    choosing a block, a head and positions there comes back into the session and the URL. Reference: run_trace's own tensors,
     exactly (this model computes in float64, and float64 is sent); the page's arithmetic on them is held to
     attention_pair in tests/test_attention_in_the_page.py."""
     at = start("screens/explore.py", model="worked-example", prompt=PROMPT, view="Attention")
-    at.selectbox(key="explore_block").select(1).run()
-    choose_in_page(at, 1, 4, 2)
+    assert not [s for s in at.selectbox if s.key == "explore_block"]  # every block is sent: chosen in the page
+    choose_in_page(at, 1, 1, 4, 2)
     assert not at.exception
     sent = attention_sent(at)
-    assert sent["block"] == "block 2 (blocks.1)" and sent["chosen"] == {"head": 1, "query": 4, "key": 2}
+    assert [b["block"] for b in sent["blocks"]] == ["block 1 (blocks.0)", "block 2 (blocks.1)"]
+    assert sent["block"] == "block 2 (blocks.1)" and sent["chosen"] == {"block": 1, "head": 1, "query": 4, "key": 2}
     assert [h["label"] for h in sent["heads"]] == ["head 1 ([0])", "head 2 ([1])"]
     loaded = load("worked-example")
     trace = run_trace(loaded.model, loaded.encode(PROMPT))
@@ -79,6 +80,18 @@ def test_attention_view_sends_the_traced_scores_pattern_queries_and_keys_to_the_
     # the head's queries and keys, drawn by the server below, follow the page's choice
     at.toggle(key="explore_qkv").set_value(True).run()
     assert "blocks.1.attn.hook_q[1]" in titled(at, "Queries")["layout"]["title"]["text"]
+
+
+def test_attention_view_sends_one_block_where_every_block_is_over_the_pages_budget(monkeypatch):
+    """One block fits IN_PAGE_BYTES, two do not (the worked example: 1,120 bytes a block, float64):
+    the server's Block list chooses the block, and only that block's heads are sent."""
+    from app.components.attention_head import fits
+    monkeypatch.setattr("app.components.attention_head.IN_PAGE_BYTES", 1500)
+    assert fits(2, 5, 2, torch.float64) and not fits(2, 5, 2, torch.float64, n_blocks=2)
+    at = start("screens/explore.py", model="worked-example", prompt=PROMPT, view="Attention")
+    at.selectbox(key="explore_block").select(1).run()
+    sent = attention_sent(at)
+    assert [b["layer"] for b in sent["blocks"]] == [1] and sent["chosen"]["block"] == 1
 
 
 def test_attention_view_of_a_block_over_the_pages_budget_is_drawn_by_the_server(monkeypatch):
@@ -198,7 +211,7 @@ def test_the_same_tensor_has_the_same_label_and_numbers_on_both_pages():
     assert not explorer.exception
     sent = attention_sent(explorer)  # the page titles the head "Block 1 (blocks.0), head 1 ([0])"
     assert sent["block"] == "block 1 (blocks.0)" and sent["heads"][0]["label"] == "head 1 ([0])"
-    assert explorer.selectbox(key="explore_block").value == 0 and sent["chosen"]["head"] == 0
+    assert sent["chosen"]["block"] == 0 and sent["chosen"]["head"] == 0
     assert any("block 1 (blocks.0)" in el.proto.body for el in explorer.get("html"))
     assert sent["prefix"] == "blocks.0.attn."  # the page names the map blocks.0.attn.hook_pattern[0]
     assert np.allclose(sent["heads"][0]["pattern"], expected, atol=1e-6)

@@ -290,19 +290,21 @@ export default function (component) {
   const previous = mounted.get(parentElement);
   if (previous && previous.id === data.id && previous.pick === data.pick) return; // its own choice, echoed
   loadKatex(data.katex);
-  const block = data;
-  for (const head of block.heads) {
-    head.s = decodeFloats(head.scores, block.bytes);
-    head.p = decodeFloats(head.pattern, block.bytes);
-    head.qs = decodeFloats(head.q, block.bytes);
-    head.ks = decodeFloats(head.k, block.bytes);
+  for (const block of data.blocks) {
+    for (const head of block.heads) {
+      head.s = decodeFloats(head.scores, block.bytes);
+      head.p = decodeFloats(head.pattern, block.bytes);
+      head.qs = decodeFloats(head.q, block.bytes);
+      head.ks = decodeFloats(head.k, block.bytes);
+    }
   }
   const chosen = { ...data.chosen };
+  const blockOf = () => data.blocks.find((b) => b.layer === chosen.block) || data.blocks[0];
   mounted.set(parentElement, { id: data.id, pick: data.pick });
   const root = element("div", "gb-attention");
   parentElement.querySelector(".gb-attention")?.remove();
   parentElement.appendChild(root);
-  const T = block.labels.length;
+  const T = data.blocks[0].labels.length;
   const masked = new Float64Array(T * T);
 
   function choose(change) {
@@ -312,9 +314,14 @@ export default function (component) {
   }
 
   function draw() {
+    const block = blockOf();
     const head = block.heads[chosen.head];
     const { query, key } = chosen;
     const controls = element("div", "gb-controls");
+    if (data.blocks.length > 1) { // every block sent: the block is chosen here too
+      const index = data.blocks.indexOf(block);
+      controls.append(select("Block", data.blocks.map((b) => b.block), index, (i) => choose({ block: data.blocks[i].layer })));
+    }
     const pills = element("div", "gb-heads");
     pills.setAttribute("role", "group");
     pills.setAttribute("aria-label", "Head");
@@ -371,7 +378,7 @@ export default function (component) {
       width: room });
     root.replaceChildren(controls, heading, maps, sentence, arithmetic, caption, productMap, linesNode(block, head.p, query));
     root.dataset.chosen = arithmetic.dataset.pair;
-    root.dataset.block = String(block.layer);
+    root.dataset.block = String(block.layer); // what a test or benchmark waits on
   }
 
   draw();

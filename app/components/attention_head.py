@@ -1,7 +1,8 @@
-"""One block's heads, played in the page (attention_head.js): for every head its scores and its
-pattern, and the queries and keys they come from, are sent once per block, so choosing a head, a
-query or a key (from the lists, or by a click on a map) redraws the three maps, the dot product
-written out and where the query looks, at once. The page sends its choice back (for the URL and
+"""A block's heads, played in the page (attention_head.js): for every head its scores and its
+pattern, and the queries and keys they come from, are sent once per block (every block, where
+they all fit), so choosing a head, a query or a key (from the lists, or by a click on a map), and
+a block where all are sent, redraws the three maps, the dot product written out and where the
+query looks, at once. The page sends its choice back (for the URL and
 the charts the server draws below); the server's own choices (a click on the every-head grid, a
 link) are sent with a new ``pick`` number and win.
 
@@ -31,9 +32,9 @@ def width(dtype: torch.dtype) -> int:
     return 8 if dtype == torch.float64 else 4
 
 
-def fits(n_heads: int, n_tokens: int, d_head: int, dtype: torch.dtype = torch.float32) -> bool:
-    """Whether a block's heads go to the page: their scores and patterns (and queries and keys)."""
-    return width(dtype) * n_heads * (2 * n_tokens * n_tokens + 2 * n_tokens * d_head) <= IN_PAGE_BYTES
+def fits(n_heads: int, n_tokens: int, d_head: int, dtype: torch.dtype = torch.float32, n_blocks: int = 1) -> bool:
+    """Whether ``n_blocks`` blocks' heads go to the page: their scores and patterns (and queries and keys)."""
+    return n_blocks * width(dtype) * n_heads * (2 * n_tokens * n_tokens + 2 * n_tokens * d_head) <= IN_PAGE_BYTES
 
 
 def floats(tensor: torch.Tensor) -> str:
@@ -68,19 +69,22 @@ def block_payload(trace: Trace, cfg, layer: int, labels: list[str], how: list[li
     }
 
 
-def attention_head(payload: dict, head: int, query: int, key: int, on_change, element_key: str = "attention_head") -> None:
-    """The block's heads in the page, opening on ``head``, ``query`` and ``key`` (the session's);
-    ``on_change(head, query, key)``: called (before the rerun) with the page's choice, checked."""
-    n_heads, n_tokens = len(payload["heads"]), len(payload["labels"])
+def attention_head(blocks: list[dict], element_id: str, block: int, head: int, query: int, key: int, on_change,
+                   element_key: str = "attention_head") -> None:
+    """``blocks`` (``block_payload``s: every block where all fit, else the chosen one) in the page,
+    opening on ``block``, ``head``, ``query`` and ``key`` (the session's); ``element_id`` names
+    what is sent (a new one redraws); ``on_change(block, head, query, key)``: called (before the
+    rerun) with the page's choice, checked."""
+    layers, n_heads, n_tokens = {b["layer"] for b in blocks}, len(blocks[0]["heads"]), len(blocks[0]["labels"])
 
     def sent() -> None:
         chosen = st.session_state[element_key].get("chosen") or {}
-        values = [chosen.get(name) for name in ("head", "query", "key")]
-        limits = (n_heads, n_tokens, n_tokens)
-        if all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < n for v, n in zip(values, limits)):
+        values = [chosen.get(name) for name in ("block", "head", "query", "key")]
+        whole = all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+        if whole and values[0] in layers and all(0 <= v < n for v, n in zip(values[1:], (n_heads, n_tokens, n_tokens))):
             on_change(*values)  # the message comes from a browser: only choices that exist
 
-    _component(data={**payload, "chosen": {"head": head, "query": query, "key": key},
+    _component(data={"blocks": blocks, "id": element_id, "chosen": {"block": block, "head": head, "query": query, "key": key},
                      "pick": st.session_state.get(PICKED, 0), "katex": katex_module()},
                key=element_key, on_chosen_change=sent)
 

@@ -186,10 +186,11 @@ def how_notes(cfg, layer: int, head: int) -> list[str]:
     return how
 
 
-def chosen_in_page(head: int, query: int, key: int) -> None:
-    """The head and positions chosen in the page (before the rerun): the session's, for the URL and
-    the charts drawn below."""
-    st.session_state.explore_head, st.session_state.explore_pos, st.session_state.explore_key_pos = head, query, key
+def chosen_in_page(block: int, head: int, query: int, key: int) -> None:
+    """The block, head and positions chosen in the page (before the rerun): the session's, for the
+    URL and the charts the server draws."""
+    st.session_state.explore_block, st.session_state.explore_head = block, head
+    st.session_state.explore_pos, st.session_state.explore_key_pos = query, key
 
 
 def render(ctx: Explorer) -> None:
@@ -198,18 +199,28 @@ def render(ctx: Explorer) -> None:
         return
     trace = ctx.trace(needs(st.session_state.explore_block))
     overview(ctx, trace)
-    if not fits(cfg.n_heads, len(ctx.tokens), cfg.d_head, ctx.model.embed.W_E.dtype):
+    size = (cfg.n_heads, len(ctx.tokens), cfg.d_head, ctx.model.embed.W_E.dtype)
+    if not fits(*size):
         return render_on_server(ctx, trace)
-    c1, _ = st.columns([1, 3])
-    with c1:
-        layer = choose_layer(ctx)
-    head, query = st.session_state.explore_head, st.session_state.explore_pos
+    every_block = fits(*size, n_blocks=cfg.n_layers) and set(trace.names()) >= set(needs_every_block(cfg))
+    if not every_block:  # the Block list stays the server's: a block's heads are sent when it is chosen
+        c1, _ = st.columns([1, 3])
+        with c1:
+            choose_layer(ctx)
+    layer, head, query = st.session_state.explore_block, st.session_state.explore_head, st.session_state.explore_pos
     show(head_view(ctx, trace, layer, query), width="stretch", config={"displayModeBar": False})
-    payload = derived(trace, ("attention in the page", layer), lambda: block_payload(
-        trace, cfg, layer, ctx.labels, [how_notes(cfg, layer, h) for h in range(cfg.n_heads)]))
-    attention_head({**payload, "id": f"{id(trace)}:{layer}"}, head, query, st.session_state.explore_key_pos,
-                   chosen_in_page)
+    blocks = [derived(trace, ("attention in the page", b), lambda b=b: block_payload(
+        trace, cfg, b, ctx.labels, [how_notes(cfg, b, h) for h in range(cfg.n_heads)]))
+        for b in (range(cfg.n_layers) if every_block else [layer])]
+    attention_head(blocks, f"{id(trace)}:{'every block' if every_block else layer}", layer, head, query,
+                   st.session_state.explore_key_pos, chosen_in_page)
     head_parts(ctx, trace, layer, head, query, lines_below=False)
+
+
+def needs_every_block(cfg) -> list[str]:
+    """What the page draws of every block: each one's scores, pattern, queries and keys."""
+    q, k = ("hook_rot_q", "hook_rot_k") if cfg.positional == "rope" else ("hook_q", "hook_k")
+    return [f"blocks.{b}.attn.{n}" for b in range(cfg.n_layers) for n in ("hook_scores", "hook_pattern", q, k)]
 
 
 def render_on_server(ctx: Explorer, trace) -> None:
