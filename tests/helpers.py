@@ -135,7 +135,7 @@ def press(at, label: str = "Generate", **sent_instead):
 def attention_sent(at) -> dict:
     """What the explorer's Attention view sends its in-page heads (app/components/attention_head.py):
     the chosen block's part, with each head's scores, pattern, queries and keys decoded (float64 or
-    float32, as sent), and beside it the choice and every block sent."""
+    float32, as sent), and beside it the choice, its pick number and every block sent."""
     (data,) = [json.loads(c.proto.json) for c in at.get("bidi_component") if "blocks" in json.loads(c.proto.json)]
     for block in data["blocks"]:
         n = len(block["labels"])
@@ -143,12 +143,16 @@ def attention_sent(at) -> dict:
             for name, shape in (("scores", (n, n)), ("pattern", (n, n)), ("q", (n, -1)), ("k", (n, -1))):
                 head[name] = np.frombuffer(base64.b64decode(head[name]), dtype=f"<f{block['bytes']}").reshape(shape)
     chosen = next(b for b in data["blocks"] if b["layer"] == data["chosen"]["block"])
-    return {**chosen, "chosen": data["chosen"], "blocks": data["blocks"]}
+    return {**chosen, "chosen": data["chosen"], "pick": data["pick"], "blocks": data["blocks"]}
 
 
 def choose_in_page(at, block: int, head: int, query: int, key: int):
     """A block, head and positions chosen in the Attention view's page: AppTest cannot click the
-    element, so this does what its message makes the server do (``chosen_in_page``), then reruns."""
+    element, so this does what its message makes the server do (``attention_head``'s callback:
+    the page's choice noted, ``chosen_in_page``), then reruns."""
+    from app.components.attention_head import PAGE_CHOICE
+
+    at.session_state[PAGE_CHOICE] = {"block": block, "head": head, "query": query, "key": key}
     at.session_state["explore_block"], at.session_state["explore_head"] = block, head
     at.session_state["explore_pos"], at.session_state["explore_key_pos"] = query, key
     return at.run()

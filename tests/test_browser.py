@@ -302,6 +302,13 @@ def test_explorer_opens_every_view_and_a_click_opens_a_head(app_url, page):
     expect(page.get_by_role("heading", name="Block 2 (blocks.1), head 2 ([1])")).to_be_visible()
     expect(heads).to_have_attribute("data-block", "1")
     page.wait_for_url(re.compile(r"block=2&head=2"), timeout=30_000)
+    # another view and back: the page's own choice is drawn again
+    page.get_by_role("radio", name="Overview", exact=True).click()
+    settled(page)
+    page.get_by_role("radio", name="Attention", exact=True).click()
+    settled(page)
+    expect(page.get_by_role("heading", name="Block 2 (blocks.1), head 2 ([1])")).to_be_visible(timeout=30_000)
+    expect(page.locator(".gb-attention")).to_have_attribute("data-chosen", "1,4,1")
 
 
 

@@ -56,30 +56,38 @@ def test_every_view_opens_on_every_kind_of_model(view, model, gpt2_dir, gpt2_bf1
 
 def test_attention_view_sends_the_traced_scores_pattern_queries_and_keys_to_the_page():
     """A small model's blocks and heads go to the page once (app/components/attention_head.py);
-    choosing a block, a head and positions there comes back into the session and the URL. Reference: run_trace's own tensors,
-    exactly (this model computes in float64, and float64 is sent); the page's arithmetic on them is held to
-    attention_pair in tests/test_attention_in_the_page.py."""
+    choosing a block, a head and positions there comes back into the session and the URL, and
+    leaves the element as it was (Streamlit then sends a reference, not the numbers again); a
+    choice the server makes (a link) goes with a new pick. Reference: run_trace's own tensors,
+    exactly (this model computes in float64, and float64 is sent); the page's arithmetic on them
+    is held to attention_pair in tests/test_attention_in_the_page.py."""
     at = start("screens/explore.py", model="worked-example", prompt=PROMPT, view="Attention")
     assert not [s for s in at.selectbox if s.key == "explore_block"]  # every block is sent: chosen in the page
+    element = lambda: next(c.proto.json for c in at.get("bidi_component") if '"blocks"' in c.proto.json)  # noqa: E731
+    first = element()
     choose_in_page(at, 1, 1, 4, 2)
-    assert not at.exception
+    assert not at.exception and element() == first
+    assert at.query_params["block"] in ("2", ["2"]) and at.query_params["head"] in ("2", ["2"])  # counted from 1
     sent = attention_sent(at)
     assert [b["block"] for b in sent["blocks"]] == ["block 1 (blocks.0)", "block 2 (blocks.1)"]
-    assert sent["block"] == "block 2 (blocks.1)" and sent["chosen"] == {"block": 1, "head": 1, "query": 4, "key": 2}
-    assert [h["label"] for h in sent["heads"]] == ["head 1 ([0])", "head 2 ([1])"]
+    assert [h["label"] for h in sent["blocks"][1]["heads"]] == ["head 1 ([0])", "head 2 ([1])"]
     loaded = load("worked-example")
     trace = run_trace(loaded.model, loaded.encode(PROMPT))
-    for h, head in enumerate(sent["heads"]):
+    for h, head in enumerate(sent["blocks"][1]["heads"]):
         assert np.array_equal(head["pattern"], trace["blocks.1.attn.hook_pattern"][h].numpy())
         assert np.array_equal(head["scores"], trace["blocks.1.attn.hook_scores"][h].numpy())
         assert np.array_equal(head["q"], trace["blocks.1.attn.hook_q"][h].numpy())
         assert np.array_equal(head["k"], trace["blocks.1.attn.hook_k"][h].numpy())
     assert sent["labels"] == [f"{i}:{w}" for i, w in enumerate(PROMPT.split())]
-    # shareable, counted from 1 as the labels are
-    assert at.query_params["block"] in ("2", ["2"]) and at.query_params["head"] in ("2", ["2"])
     # the head's queries and keys, drawn by the server below, follow the page's choice
     at.toggle(key="explore_qkv").set_value(True).run()
     assert "blocks.1.attn.hook_q[1]" in titled(at, "Queries")["layout"]["title"]["text"]
+    # a choice the page did not make (a link followed, another view's position): sent, with a new pick
+    pick = json.loads(first)["pick"]
+    at.session_state["explore_head"] = 0
+    at.run()
+    sent = attention_sent(at)
+    assert sent["pick"] == pick + 1 and sent["chosen"] == {"block": 1, "head": 0, "query": 4, "key": 2}
 
 
 def test_attention_view_sends_one_block_where_every_block_is_over_the_pages_budget(monkeypatch):

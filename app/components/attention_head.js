@@ -5,6 +5,9 @@
 // (element, math, loadKatex and select: page_kit.js, which page_kit.py puts before this script)
 
 const mounted = new WeakMap(); // parentElement -> {id, pick} of what is drawn in it
+// id -> {pick, chosen}: the reader's last choice for what was sent, kept when the element is drawn
+// again (a return to the view); the server's own choices come with a new pick and win
+const choices = new Map();
 const FONT = "11px 'Source Sans Pro', sans-serif";
 
 // The numbers as sent: float64 for a float64 model, else float32 (`size`: bytes per number)
@@ -298,7 +301,8 @@ export default function (component) {
       head.ks = decodeFloats(head.k, block.bytes);
     }
   }
-  const chosen = { ...data.chosen };
+  const kept = choices.get(data.id);
+  const chosen = { ...(kept && kept.pick === data.pick ? kept.chosen : data.chosen) };
   const blockOf = () => data.blocks.find((b) => b.layer === chosen.block) || data.blocks[0];
   mounted.set(parentElement, { id: data.id, pick: data.pick });
   const root = element("div", "gb-attention");
@@ -309,6 +313,7 @@ export default function (component) {
 
   function choose(change) {
     Object.assign(chosen, change);
+    choices.set(data.id, { pick: data.pick, chosen: { ...chosen } });
     draw();
     setStateValue("chosen", { ...chosen });
   }

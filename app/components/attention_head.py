@@ -3,8 +3,8 @@ pattern, and the queries and keys they come from, are sent once per block (every
 they all fit), so choosing a head, a query or a key (from the lists, or by a click on a map), and
 a block where all are sent, redraws the three maps, the dot product written out and where the
 query looks, at once. The page sends its choice back (for the URL and
-the charts the server draws below); the server's own choices (a click on the every-head grid, a
-link) are sent with a new ``pick`` number and win.
+the charts the server draws below) and remembers it; the server's own choices (a click on the
+every-head grid, a link) are sent with a new ``pick`` number and win.
 
 Sent for prompts up to a budget (``IN_PAGE_BYTES``): at 512 tokens GPT-2 small's 12 heads would be
 25 MB per block, and the server draws the head instead (app/explore/attention.py)."""
@@ -23,6 +23,8 @@ from model.engine import Trace, block_label, head_label
 
 IN_PAGE_BYTES = 3 * 2**20  # scores and patterns of a block's heads (float32) sent to the page at most
 PICKED = "attention_pick"  # bumped when the server chooses the head or positions itself
+ANCHOR = "attention_sent_choice"  # the choice sent with the element: the server's last own choice
+PAGE_CHOICE = "attention_page_choice"  # the page's last choice, as it sent it
 
 _component = page_component("glassbox_attention_head", "attention_head.js", "attention_head.css")
 
@@ -82,13 +84,25 @@ def attention_head(blocks: list[dict], element_id: str, block: int, head: int, q
         values = [chosen.get(name) for name in ("block", "head", "query", "key")]
         whole = all(isinstance(v, int) and not isinstance(v, bool) for v in values)
         if whole and values[0] in layers and all(0 <= v < n for v, n in zip(values[1:], (n_heads, n_tokens, n_tokens))):
+            st.session_state[PAGE_CHOICE] = dict(zip(("block", "head", "query", "key"), values))
             on_change(*values)  # the message comes from a browser: only choices that exist
 
-    _component(data={"blocks": blocks, "id": element_id, "chosen": {"block": block, "head": head, "query": query, "key": key},
-                     "pick": st.session_state.get(PICKED, 0), "katex": katex_module()},
-               key=element_key, on_chosen_change=sent)
+    # The choice sent is the one the server last made (a new element, or a pick): the page's own
+    # choices, echoed by the reruns they cause, leave the element unchanged, so Streamlit sends
+    # the browser a reference to the megabytes it already has instead of sending them again.
+    # A choice that is neither the one sent nor the page's last (a link, another view's position)
+    # is the server's own: it goes with a new pick.
+    current = {"block": block, "head": head, "query": query, "key": key}
+    anchor = st.session_state.get(ANCHOR)
+    if anchor is not None and current not in (anchor["chosen"], st.session_state.get(PAGE_CHOICE)):
+        server_picked()
+    pick = st.session_state.get(PICKED, 0)
+    if anchor is None or (anchor["id"], anchor["pick"]) != (element_id, pick):
+        anchor = st.session_state[ANCHOR] = {"id": element_id, "pick": pick, "chosen": current}
+    _component(data={"blocks": blocks, "id": element_id, "chosen": anchor["chosen"], "pick": pick,
+                     "katex": katex_module()}, key=element_key, on_chosen_change=sent)
 
 
 def server_picked() -> None:
-    """The server chose the head or the positions (a click on the every-head grid): the page takes them."""
+    """The server chose the block, head or positions (a click on the every-head grid, a link): the page takes them."""
     st.session_state[PICKED] = st.session_state.get(PICKED, 0) + 1

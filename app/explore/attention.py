@@ -8,7 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.components.attention_head import attention_head, block_payload, fits, server_picked
+from app.components.attention_head import attention_head, block_payload, fits
 from app.components.charts import show
 from app.components.heatmap import ClickLayer, heatmap_figure
 from app.components.labels import plain
@@ -38,7 +38,6 @@ def select_head(chart_key: str, cell: int) -> None:
     if points:
         st.session_state.explore_block = int(points[0]["y"]) // (cell + 1)
         st.session_state.explore_head = int(points[0]["x"]) // (cell + 1)
-        server_picked()  # the page's own choice gives way to this one
 
 
 def overview(ctx: Explorer, trace, pattern: str = "blocks.{}.attn.hook_pattern", n_layers: int | None = None,
