@@ -113,10 +113,10 @@ def test_route_sends_another_sentence_through_the_router(course_app, page):
     expected = probs.shape[-1] * (f * probs.mean(0)).sum()
     page.goto(course_app + "/course-moe")
     page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=60_000)
-    expect(page.get_by_text("N · Σ f_i · P_i =")).to_be_visible(timeout=90_000)
+    expect(page.get_by_text("N · Σ fᵢ · Pᵢ =")).to_be_visible(timeout=90_000)
     page.get_by_role("button", name="Route another sentence").click()
     expect(page.get_by_label("Prompt", exact=True)).to_have_value(sentence, timeout=60_000)
-    expect(page.get_by_text("N · Σ f_i · P_i =")).to_contain_text(f"{expected:.4f}", timeout=60_000)
+    expect(page.get_by_text("N · Σ fᵢ · Pᵢ =")).to_contain_text(f"{expected:.4f}", timeout=60_000)
 
 
 def test_a_capacity_factor_drops_the_routings_over_each_experts_cap():

@@ -169,14 +169,14 @@ def walkthrough_section() -> None:
 def similarity_section(token: str, queries: dict[str, tuple[float, float]]) -> None:
     st.subheader("Every token's similarity with every other")
     st.markdown(
-        "Here the similarity of two tokens is the raw dot product q_i·k_j of one token's query with the other's "
+        "Here the similarity of two tokens is the raw dot product qᵢ·kⱼ of one token's query with the other's "
         "key, before the scale and before the mask. Each row is one token asking; the row of the token you "
         f"picked above (“{token}”, outlined) moves with its query. The cells right of the diagonal are later "
         "tokens: they get a score too, but the causal mask throws it away (lesson 4).")
     matrix = similarity(queries).numpy()
     largest = float(abs(matrix).max())
     text = [[cell_text(v, largest, ".2f") for v in row] for row in matrix]
-    fig = heatmap_figure(matrix, [f"q({t})" for t in TOKENS], [f"k({t})" for t in TOKENS], "Similarity q_i·k_j",
+    fig = heatmap_figure(matrix, [f"q({t})" for t in TOKENS], [f"k({t})" for t in TOKENS], "Similarity qᵢ·kⱼ",
                          row_title="query of", col_title="key of", text=text, text_size=13, fixed=True,
                          colorbar="q·k", marks=[(TOKENS.index(token), None)], height=300,
                          hover="%{y} · %{x} = %{z:.4f}<extra></extra>")

@@ -48,7 +48,7 @@ def by_hand() -> None:
     st.markdown(
         "Each of the four tokens has its own query from lesson 1; the scores q·k/√2 fill a 4 × 4 grid, one row per "
         "query. The mask writes −∞ above the diagonal, where a key comes after its query. The softmax turns "
-        "e^−∞ into 0, so every row's weights sum to 1 over the token itself and the ones before it: the grid "
+        "exp(−∞) into 0, so every row's weights sum to 1 over the token itself and the ones before it: the grid "
         "of weights is lower-triangular.")
     columns = st.columns(3)
     labels = list(small.tokens)

@@ -87,14 +87,14 @@ def the_router(loaded) -> None:
 def balance(seen: Routing, block: int, loaded) -> None:
     terms = balance_terms(seen, block, loaded.cfg.experts_top_k)
     st.markdown(
-        f"**The load-balancing loss on this prompt**, N · Σ f_i · P_i with N = {terms['N']}: f_i is the share of "
-        "positions that chose expert i (the columns' counts above over the number of tokens; they sum to 2), P_i "
+        f"**The load-balancing loss on this prompt**, N · Σ fᵢ · Pᵢ with N = {terms['N']}: fᵢ is the share of "
+        "positions that chose expert i (the columns' counts above over the number of tokens; they sum to 2), Pᵢ "
         "the router's mean probability for expert i. It is smallest, 2, when both are spread evenly; it grows "
         "when the experts that are chosen most are also the ones the router is surest of.")
-    table = pd.DataFrame({"f_i": terms["f"], "P_i": terms["P"], "f_i · P_i": np.multiply(terms["f"], terms["P"])},
+    table = pd.DataFrame({"fᵢ": terms["f"], "Pᵢ": terms["P"], "fᵢ · Pᵢ": np.multiply(terms["f"], terms["P"])},
                          index=[expert_label(e) for e in range(terms["N"])]).T.map(lambda v: f"{v:.4f}")
     st.table(table)
-    st.markdown(f"N · Σ f_i · P_i = {terms['N']} × {sum(np.multiply(terms['f'], terms['P'])):.4f} = "
+    st.markdown(f"N · Σ fᵢ · Pᵢ = {terms['N']} × {sum(np.multiply(terms['f'], terms['P'])):.4f} = "
                 f"**{terms['loss']:.4f}**")
 
 

@@ -36,8 +36,8 @@ def sinusoids() -> None:
     show(table_figure(table, f"PE(pos, ·), positions 0–{POSITIONS - 1}, d = {d}", "value",
                       [str(i) for i in range(d)], "dimension (even: sin, odd: cos)"), config={"displayModeBar": False})
     st.markdown(
-        "Moving k positions on turns each (sin, cos) pair by the angle k·ω_i, whatever the position: "
-        "PE(pos + k) = M_k·PE(pos), where M_k is block-diagonal with one 2 × 2 rotation per pair. So "
+        "Moving k positions on turns each (sin, cos) pair by the angle k·ωᵢ, whatever the position: "
+        "PE(pos + k) = Mₖ·PE(pos), where Mₖ is block-diagonal with one 2 × 2 rotation per pair. So "
         "“k tokens back” is one linear map, the same everywhere, which a layer can learn.")
     k = st.slider("Offset k", 1, 16, 1, key="positions_k")
     error = largest_shift_error(k, d)
@@ -76,7 +76,7 @@ def shuffle(loaded: LoadedModel) -> None:
     st.markdown("Shuffled: " + plain(" · ".join(pieces[i] for i in order)))
     st.markdown("The largest |A(shuffled) − P·A·Pᵀ| over every block's and head's pattern:")
     for column, (label, error) in zip(st.columns(3), errors.items()):
-        column.metric(label, f"{error:.2e}")
+        column.metric(label, f"{error:.3g}")
     st.caption("Without positions and mask the difference is float32 rounding; with either, it is as large as "
                "the weights themselves.")
 

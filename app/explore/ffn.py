@@ -73,7 +73,7 @@ def neurons(ctx: Explorer, trace, chosen: Unit, position: int) -> None:
     st.markdown(describe(cfg, chosen))
     rule = "output > 0" if cfg.activation == "relu" and not cfg.gated_mlp else "pre-activation > 0"
     fraction = np.where(ran, active(trace, cfg, chosen.layer, chosen.expert).double().mean(-1).cpu().numpy(), np.nan)
-    show(bar_chart(ctx.labels, np.nan_to_num(fraction), f"Fraction of neurons active ({rule})", "fraction",
+    show(bar_chart(ctx.labels, np.nan_to_num(fraction), f"Fraction of neurons active ({rule})", "fraction of neurons (bars labelled in %)",
                    text=[f"{f:.0%}" if on else "not run" for f, on in zip(fraction, ran)]), width="stretch")
     if chosen.routed:
         st.caption(f"Rows: each position with {expert_label(chosen.expert)}'s weight there (w); it ran on "

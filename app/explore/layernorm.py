@@ -63,6 +63,7 @@ def render(ctx: Explorer) -> None:
     recorded = "hook_mean, hook_scale" if cfg.norm == "layernorm" else "hook_scale"  # RMSNorm records no mean
     fig.update_layout(title=dict(text=f"<b>Per position</b> {prefix}{recorded} (input: {source})", font=dict(size=13), x=0),
                       height=300, margin=dict(l=10, r=10, t=40, b=10), xaxis=dict(title="token", type="category"),
+                      yaxis=dict(title="the input's statistic"),
                       barmode="group", legend=dict(orientation="h", y=1.12, x=1, xanchor="right"))
     show(fig, width="stretch")
     table = pd.DataFrame(summary, index=ctx.labels)

@@ -139,12 +139,13 @@ def logit_attribution(ctx: Explorer, token: int, wrong: int) -> None:
     fig = go.Figure(go.Bar(y=[part_words(result.names[i]) for i in order], x=result.values[order], orientation="h",
                            marker_color=["#0068C9" if result.values[i] >= 0 else "#FF2B2B" for i in order],
                            customdata=[result.names[i] for i in order],
+                           text=[f"{result.values[i]:.3g}" for i in order], textposition="outside", cliponaxis=False,
                            hovertemplate="%{y} (%{customdata}): %{x:.6g}<extra></extra>"))
     shown = f"the {len(order)} largest of {len(result.names)}" if len(order) < len(result.names) else "every part"
     fig.update_layout(title=dict(text=f"<b>What each part writes into {what}</b> at the last position "
                                       f"({ctx.labels[-1]}): {shown}",
                                  font=dict(size=13), x=0),
-                      height=max(220, 120 + 22 * len(order)), margin=dict(l=10, r=10, t=40, b=10),  # the axis title fits
+                      height=max(220, 120 + 22 * len(order)), margin=dict(l=10, r=50, t=40, b=10),  # the axis title fits
                       xaxis=dict(title="direct share of the logit"),
                       yaxis=dict(title="part (its engine name on hover)", autorange="reversed", type="category"))
     show(fig, width="stretch")
