@@ -3,6 +3,7 @@ geometry itself, worked out in each test: label boxes 7 px per character + 4 wid
 5 px above or below their point."""
 
 import numpy as np
+import pytest
 
 from app.components.charts import place_labels
 
@@ -34,3 +35,13 @@ def test_no_two_placed_labels_overlap_on_random_points():
     for i, a in enumerate(boxes):
         for b in boxes[i + 1:]:
             assert a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1]
+
+
+def test_bars_written_beyond_their_ends_get_room_on_the_sides_that_have_bars():
+    """Ask why's direct logit attribution writes each value past its bar's end: the axis reaches a
+    fifth of the span beyond the longest bar on each side with bars (reference: the values)."""
+    from app.explore.why import value_room
+
+    low, high = value_room(np.array([5.21, 0.4, -0.237, -0.0181]))
+    assert low == pytest.approx(-0.237 - 0.2 * 5.447) and high == pytest.approx(5.21 + 0.2 * 5.447)
+    assert value_room(np.array([0.3, 0.1])) == pytest.approx([0.0, 0.3 + 0.06])

@@ -126,6 +126,14 @@ def render(ctx: Explorer) -> None:
     patching_view(ctx, token, wrong)
 
 
+def value_room(values: np.ndarray) -> list[float]:
+    """An axis range for horizontal bars with their values written outside their ends: a fifth of
+    the span beyond the longest bar on each side that has bars (on the left, any negative one)."""
+    low, high = min(0.0, float(values.min())), max(0.0, float(values.max()))
+    pad = 0.2 * ((high - low) or 1.0)
+    return [low - pad if low < 0 else 0.0, high + pad if high > 0 else 0.0]
+
+
 def logit_attribution(ctx: Explorer, token: int, wrong: int) -> None:
     st.subheader("Direct logit attribution")
     if linear_head(ctx.cfg):  # post-norm (BERT): the parts do not add up to the stream
@@ -146,7 +154,8 @@ def logit_attribution(ctx: Explorer, token: int, wrong: int) -> None:
                                       f"({ctx.labels[-1]}): {shown}",
                                  font=dict(size=13), x=0),
                       height=max(220, 120 + 22 * len(order)), margin=dict(l=10, r=50, t=40, b=10),  # the axis title fits
-                      xaxis=dict(title="direct share of the logit"),
+                      # room beyond the bars' ends for their values: a negative bar's would print over the part names
+                      xaxis=dict(title="direct share of the logit", range=value_room(result.values[order])),
                       yaxis=dict(title="part (its engine name on hover)", autorange="reversed", type="category"))
     show(fig, width="stretch")
     through = ("the final norm, with this position's scale held fixed, and the unembedding" if ctx.cfg.final_norm
