@@ -73,7 +73,7 @@ BOX_WIDTH, BOX_HEIGHT = 1.2, 0.62
 
 def label_size(label: str) -> int:
     """A box's font size: long words smaller, so that they stay inside a box on a laptop screen."""
-    return 12 if len(label) <= 7 else 10
+    return 12 if len(label) <= 7 else 10 if len(label) <= 9 else 9
 
 
 def _box(fig: go.Figure, part: Part, selected: bool) -> None:

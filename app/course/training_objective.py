@@ -97,8 +97,8 @@ def schedules() -> None:
     floor = c4.slider("Floor (a fraction of the peak)", 0.0, 1.0, 0.1, 0.05, key="objective_floor")
     fig = go.Figure([go.Scatter(x=list(range(int(steps))), y=schedule_curve(s, int(steps), peak, int(warmup), floor),
                                 mode="lines", name=s) for s in SCHEDULES])
-    fig.update_layout(xaxis_title="step", yaxis_title="learning rate η", yaxis_range=[0, 1.1 * peak], height=300,
-                      margin=dict(t=20, b=10),
+    fig.update_layout(xaxis_title="step", yaxis_title="learning rate η", yaxis_range=[0, 1.15 * peak], height=300,
+                      margin=dict(t=44, b=10),  # the legend above the plot, the constant line below its top
                       legend=dict(orientation="h", y=1.12, x=0))
     show(fig, config={"displayModeBar": False})
     st.page_link("screens/train_live.py", label="Train it live offers both schedules (and each optimizer's own η)",
