@@ -4,7 +4,9 @@ own script run by Node (tests/helpers.page_functions) on what it is sent:
 - its masked scores are the trace's hook_scores_masked exactly (the model's own mask: causal, a
   3-position window on a local layer, none for an encoder);
 - its dot product, scaled and soft-capped score equal ``attention_pair``'s (float64 on both sides,
-  1e-12 relative: the page sums as numpy does, so they are usually identical);
+  1e-12 relative: the page sums as numpy does, so they are usually identical), which equals the
+  trace's own hook_scores (1e-5 relative: the float32 model) for every model here, QK-norm and
+  clipping without RoPE included;
 - its LaTeX lines equal the server's (``pair_latex``) character for character;
 - its number format is Python's ``format(v, ".6g")``;
 and what is sent decodes to the trace's own numbers."""
@@ -28,6 +30,8 @@ WINDOWED = ModelConfig(vocab_size=40, n_ctx=16, d_model=16, n_layers=2, n_heads=
                        norm="rmsnorm", gated_mlp=True, positional="rope", attn_bias=False, mlp_bias=False, qk_norm=True,
                        attn_scale=0.3, attn_softcap=2.0, window=3, local_layers=[0])
 ENCODER = ModelConfig(vocab_size=40, n_ctx=16, d_model=16, n_layers=1, n_heads=2, d_ff=24, causal=False)
+NORMED = ModelConfig(vocab_size=40, n_ctx=16, d_model=16, n_layers=2, n_heads=2, d_ff=24, qk_norm=True)  # no RoPE
+CLIPPED = ModelConfig(vocab_size=40, n_ctx=16, d_model=16, n_layers=1, n_heads=2, d_ff=24, qk_norm=True, clip_qkv=0.4)
 
 
 def models():
@@ -35,7 +39,8 @@ def models():
     default = load("default")
     yield "worked example (float64)", worked.model, worked.cfg, worked.encode("the cat sat on the")
     yield "default (float32)", default.model, default.cfg, default.encode("Tom had a big hat. Max gave the hat to")
-    for name, cfg in (("windowed, soft-capped, shared keys", WINDOWED), ("encoder", ENCODER)):
+    for name, cfg in (("windowed, soft-capped, shared keys", WINDOWED), ("encoder", ENCODER),
+                      ("QK-norm without RoPE", NORMED), ("QK-norm and clipped", CLIPPED)):
         yield name, build_random_model(cfg), cfg, list(range(3, 12))
 
 
@@ -68,6 +73,8 @@ def test_the_pages_head_is_the_engines(name, model, cfg, tokens, tmp_path):
                 calls["pair"].append([block, page_head, query, key])
                 calls["pairLines"].append([block, page_head, query, key])
                 written = attention_pair(trace, cfg, layer, h, query, key)
+                # the vectors written are the ones the scores multiply: the engine's own score, recomputed
+                assert written.score == pytest.approx(written.recorded, rel=1e-5, abs=1e-6), (name, layer, h, query, key)
                 expected["pair"].append(written)
                 expected["pairLines"].append(pair_latex(cfg, written, query, key))
     page = {name: page_functions(tmp_path, name, args) for name, args in calls.items()}
@@ -84,7 +91,8 @@ def test_the_pages_head_is_the_engines(name, model, cfg, tokens, tmp_path):
 
 def test_the_pages_numbers_are_written_as_python_writes_them(tmp_path):
     values = [0.0, 1.0, -1.0, 0.125, 1 / 3, -2 / 3, 123456.7, 1234567.0, 1e-5, -1.5e-5, 0.0001, 9.9999995, 0.00012345678,
-              3.08349e7, 2.5, 0.5, 1e21, -0.0, 7.0]
+              3.08349e7, 2.5, 0.5, 1e21, -0.0, 7.0,
+              1.125, 0.3125, 1.015625, -1.125, 1.375, 0.0625, 2.25, 1.000244140625, 1234.5]  # exact ties: to the even digit
     calls = [[v, p] for v in values for p in (3, 4, 6, 9)]
     got = page_functions(tmp_path, "g", calls)
     assert got == [format(v, f".{p}g") for v, p in calls]

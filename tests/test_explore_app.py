@@ -87,7 +87,13 @@ def test_attention_view_sends_the_traced_scores_pattern_queries_and_keys_to_the_
     at.session_state["explore_head"] = 0
     at.run()
     sent = attention_sent(at)
-    assert sent["pick"] == pick + 1 and sent["chosen"] == {"block": 1, "head": 0, "query": 4, "key": 2}
+    assert sent["pick"] != pick and sent["chosen"] == {"block": 1, "head": 0, "query": 4, "key": 2}
+    # and the page's choice, then the server's going back to the first one it sent: a new pick again
+    choose_in_page(at, 1, 1, 4, 2)
+    pick = attention_sent(at)["pick"]
+    at.session_state["explore_head"] = 0
+    at.run()
+    assert attention_sent(at)["pick"] != pick and attention_sent(at)["chosen"]["head"] == 0
 
 
 def test_attention_view_sends_one_block_where_every_block_is_over_the_pages_budget(monkeypatch):

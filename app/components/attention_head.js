@@ -8,6 +8,7 @@ const mounted = new WeakMap(); // parentElement -> {id, pick} of what is drawn i
 // id -> {pick, chosen}: the reader's last choice for what was sent, kept when the element is drawn
 // again (a return to the view); the server's own choices come with a new pick and win
 const choices = new Map();
+let sent = 0;
 const FONT = "11px 'Source Sans Pro', sans-serif";
 
 // The numbers as sent: float64 for a float64 model, else float32 (`size`: bytes per number)
@@ -16,16 +17,30 @@ export function decodeFloats(base64, size) {
   return size === 8 ? new Float64Array(bytes.buffer) : new Float32Array(bytes.buffer);
 }
 
-// Python's format(v, ".{p}g"), which the server's pages use for these figures
+// Python's format(v, ".{p}g"), which the server's pages use for these figures: JavaScript rounds an
+// exact tie up (1.125 to 1.13), Python to the even digit (1.12), so ties are found and rounded so
 export function g(v, p = 6) {
   if (Number.isNaN(v)) return "nan";
   if (!Number.isFinite(v)) return v > 0 ? "inf" : "-inf";
   if (v === 0) return Object.is(v, -0) ? "-0" : "0";
+  const sign = v < 0 ? "-" : "";
+  let [mantissa, exponent] = Math.abs(v).toExponential(p - 1).split("e");
+  let digits = mantissa.replace(".", "");
+  let e = Number(exponent);
+  const [exactMantissa, exactExponent] = Math.abs(v).toExponential(99).split("e"); // 100 digits: exact for a tie
+  const exact = exactMantissa.replace(".", "");
+  if (exact[p] === "5" && /^0*$/.test(exact.slice(p + 1)) && Number(exact[p - 1]) % 2 === 0) {
+    digits = exact.slice(0, p); // a tie whose last kept digit is even: kept as it is
+    e = Number(exactExponent);
+  }
   const strip = (s) => (s.includes(".") ? s.replace(/\.?0+$/, "") : s);
-  const [mantissa, exponent] = v.toExponential(p - 1).split("e");
-  const e = Number(exponent);
-  if (e < -4 || e >= p) return `${strip(mantissa)}e${e < 0 ? "-" : "+"}${String(Math.abs(e)).padStart(2, "0")}`;
-  return strip(v.toFixed(Math.max(0, p - 1 - e)));
+  if (e < -4 || e >= p) {
+    const shown = strip(digits[0] + "." + digits.slice(1));
+    return `${sign}${shown}e${e < 0 ? "-" : "+"}${String(Math.abs(e)).padStart(2, "0")}`;
+  }
+  const whole = e >= 0 ? digits.slice(0, e + 1).padEnd(e + 1, "0") : "0";
+  const fraction = e >= 0 ? digits.slice(e + 1) : "0".repeat(-e - 1) + digits;
+  return sign + strip(fraction ? `${whole}.${fraction}` : whole);
 }
 
 const signed = (v) => (v >= 0 ? g(v, 3) : `(${g(v, 3)})`);
@@ -315,7 +330,8 @@ export default function (component) {
     Object.assign(chosen, change);
     choices.set(data.id, { pick: data.pick, chosen: { ...chosen } });
     draw();
-    setStateValue("chosen", { ...chosen });
+    sent += 1; // each choice a new value: the same choice made again, after the server's, still goes back
+    setStateValue("chosen", { ...chosen, sent });
   }
 
   function draw() {
@@ -347,8 +363,9 @@ export default function (component) {
       onPick: (r, c) => choose({ query: r, key: c }) };
     const diverging = { zmin: -head.zmax, zmax: head.zmax, palette: block.palettes.diverging };
     const at = `[${chosen.head}]`;
-    const maskTitle = !block.causal ? "After the mask: none here, every key is seen" : block.window === null
-      ? "After the causal mask (blank: −∞)" : `After the causal mask and the ${block.window}-position window (blank: −∞)`;
+    const maskTitle = block.window !== null // as attention.py's mask_title
+      ? `After ${block.causal ? "the causal mask and " : ""}the ${block.window}-position window (blank: −∞)`
+      : block.causal ? "After the causal mask (blank: −∞)" : "After the mask: none here, every key is seen";
     maps.append(
       mapNode({ ...common, ...diverging, title: "Scores q·k × scale", name: `${block.prefix}hook_scores${at}`, values: head.s }),
       mapNode({ ...common, ...diverging, title: maskTitle, name: `${block.prefix}hook_scores_masked${at}`, values: masked }),

@@ -4,7 +4,7 @@ they all fit), so choosing a head, a query or a key (from the lists, or by a cli
 a block where all are sent, redraws the three maps, the dot product written out and where the
 query looks, at once. The page sends its choice back (for the URL and
 the charts the server draws below) and remembers it; the server's own choices (a click on the
-every-head grid, a link) are sent with a new ``pick`` number and win.
+every-head grid, a link) are sent with a new ``pick`` and win.
 
 Sent for prompts up to a budget (``IN_PAGE_BYTES``): at 512 tokens GPT-2 small's 12 heads would be
 25 MB per block, and the server draws the head instead (app/explore/attention.py)."""
@@ -12,6 +12,7 @@ Sent for prompts up to a budget (``IN_PAGE_BYTES``): at 512 tokens GPT-2 small's
 from __future__ import annotations
 
 import base64
+import uuid
 
 import numpy as np
 import streamlit as st
@@ -19,10 +20,10 @@ import torch
 
 from app.components.heatmap import COLOURSCALES, abs_max, scale_colours
 from app.components.page_kit import katex_module, page_component
+from model.analysis import per_head, scored
 from model.engine import Trace, block_label, head_label
 
 IN_PAGE_BYTES = 3 * 2**20  # scores and patterns of a block's heads (float32) sent to the page at most
-PICKED = "attention_pick"  # bumped when the server chooses the head or positions itself
 ANCHOR = "attention_sent_choice"  # the choice sent with the element: the server's last own choice
 PAGE_CHOICE = "attention_page_choice"  # the page's last choice, as it sent it
 
@@ -52,15 +53,16 @@ def block_payload(trace: Trace, cfg, layer: int, labels: list[str], how: list[li
     same rule, and a test holds it to hook_scores_masked), its queries and keys, and how they are
     named; ``how``: per head, what its scores went through (RoPE, QK-norm, a soft cap, a shared key head)."""
     p = f"blocks.{layer}.attn."
-    q_name = "hook_rot_q" if cfg.positional == "rope" else "hook_q"
-    k_name = "hook_rot_k" if cfg.positional == "rope" else "hook_k"
+    q_full, k_full = scored(cfg, layer)  # after QK-norm, clipping and RoPE: what the scores multiply
+    q_name, k_name = q_full.removeprefix(p), k_full.removeprefix(p)
     scale = cfg.attn_scale if cfg.attn_scale is not None else 1 / np.sqrt(cfg.d_head)
     heads = []
     for h in range(cfg.n_heads):
         scores = trace[p + "hook_scores"][h]
         heads.append({"label": head_label(h), "kv": cfg.kv_head(h), "scores": floats(scores),
                       "pattern": floats(trace[p + "hook_pattern"][h]),
-                      "q": floats(trace[p + q_name][h]), "k": floats(trace[p + k_name][cfg.kv_head(h)]),
+                      "q": floats(per_head(trace[q_full], cfg.n_heads)[h]),
+                      "k": floats(per_head(trace[k_full], cfg.n_kv_heads)[cfg.kv_head(h)]),
                       "zmax": abs_max(scores.float().cpu().numpy()), "how": how[h]})
     return {
         "layer": layer, "block": block_label(layer), "prefix": p, "q_name": q_name, "k_name": k_name,
@@ -87,22 +89,16 @@ def attention_head(blocks: list[dict], element_id: str, block: int, head: int, q
             st.session_state[PAGE_CHOICE] = dict(zip(("block", "head", "query", "key"), values))
             on_change(*values)  # the message comes from a browser: only choices that exist
 
-    # The choice sent is the one the server last made (a new element, or a pick): the page's own
-    # choices, echoed by the reruns they cause, leave the element unchanged, so Streamlit sends
-    # the browser a reference to the megabytes it already has instead of sending them again.
-    # A choice that is neither the one sent nor the page's last (a link, another view's position)
-    # is the server's own: it goes with a new pick.
+    # The choice sent is the one the server last made (a new element, or a choice of its own): the
+    # page's choices, echoed by the reruns they cause, leave the element unchanged, so Streamlit
+    # sends the browser a reference to the megabytes it already has instead of sending them again.
+    # A choice that is not what the page shows now (a link, the every-head grid, another view's
+    # position) is the server's: sent with a new pick, which the page takes over its own.
     current = {"block": block, "head": head, "query": query, "key": key}
     anchor = st.session_state.get(ANCHOR)
-    if anchor is not None and current not in (anchor["chosen"], st.session_state.get(PAGE_CHOICE)):
-        server_picked()
-    pick = st.session_state.get(PICKED, 0)
-    if anchor is None or (anchor["id"], anchor["pick"]) != (element_id, pick):
-        anchor = st.session_state[ANCHOR] = {"id": element_id, "pick": pick, "chosen": current}
-    _component(data={"blocks": blocks, "id": element_id, "chosen": anchor["chosen"], "pick": pick,
+    shown = st.session_state.get(PAGE_CHOICE) or (anchor and anchor["chosen"])
+    if anchor is None or anchor["id"] != element_id or current != shown:
+        anchor = st.session_state[ANCHOR] = {"id": element_id, "pick": uuid.uuid4().hex[:12], "chosen": current}
+        st.session_state.pop(PAGE_CHOICE, None)
+    _component(data={"blocks": blocks, "id": element_id, "chosen": anchor["chosen"], "pick": anchor["pick"],
                      "katex": katex_module()}, key=element_key, on_chosen_change=sent)
-
-
-def server_picked() -> None:
-    """The server chose the block, head or positions (a click on the every-head grid, a link): the page takes them."""
-    st.session_state[PICKED] = st.session_state.get(PICKED, 0) + 1

@@ -52,7 +52,8 @@ function kvSection(kv) {
 
 export default function (component) {
   const { data, parentElement, setTriggerValue } = component;
-  let step = Math.min(Math.max(Number(rememberedStep(data.id)) || 0, 0), data.steps.length - 1);
+  const kept = Number(rememberedStep(data.id));
+  let step = Number.isInteger(kept) ? Math.min(Math.max(kept, 0), data.steps.length - 1) : 0;
   const root = element("div", "gb-generation");
   parentElement.querySelector(".gb-generation")?.remove();
   parentElement.appendChild(root);

@@ -81,7 +81,7 @@ def written(lines: list[str], limit: int = LINE) -> list[str]:
     broken at top-level plus signs to fit, so "= 0.0047" lines up under the sum it ends. Any
     other line is ``wrapped``."""
     groups: list[list[str]] = []
-    for line in (line.strip() for line in lines):
+    for line in (line.strip() for line in lines if line.strip()):  # an empty line shows nothing
         if groups and line.startswith("+"):  # a sum continued: part of the line above
             groups[-1][-1] += " " + line
         elif groups and line.startswith("="):

@@ -2,6 +2,7 @@
 after the mask, the pattern, one query·key dot product written out, the values and the head's
 contribution after W_O, and where a chosen token looks, as lines."""
 
+import hashlib
 from functools import partial
 
 import numpy as np
@@ -14,7 +15,7 @@ from app.components.heatmap import ClickLayer, heatmap_figure
 from app.components.labels import plain
 from app.explore.common import Explorer, array, choose_head, choose_layer, choose_position, derived, heatmap, lacks
 from model.engine import block_label, head_label
-from model.analysis import attention_pair, tile
+from model.analysis import attention_pair, scored, tile
 from model.serving import Needs
 
 GRID_CELL = 40  # each head's pattern in the overview is at most this many cells square
@@ -174,6 +175,14 @@ def pair_latex(cfg, pair, query: int, key: int) -> list[str]:
     return lines
 
 
+def mask_title(cfg, layer: int) -> str:
+    """The masked scores' title: what this block's mask hides (attention_head.js titles it alike)."""
+    if cfg.is_local(layer):
+        causal = "the causal mask and " if cfg.causal else ""
+        return f"After {causal}the {cfg.window}-position window (blank: −∞)"
+    return "After the causal mask (blank: −∞)" if cfg.causal else "After the mask: none here, every key is seen"
+
+
 def how_notes(cfg, layer: int, head: int) -> list[str]:
     """What a head's scores went through besides q·k × scale, in words."""
     how = [f"soft-capped at ±{cfg.attn_softcap:g}"] if cfg.attn_softcap is not None else []
@@ -211,15 +220,17 @@ def render(ctx: Explorer) -> None:
     blocks = [derived(trace, ("attention in the page", b), lambda b=b: block_payload(
         trace, cfg, b, ctx.labels, [how_notes(cfg, b, h) for h in range(cfg.n_heads)]))
         for b in (range(cfg.n_layers) if every_block else [layer])]
-    attention_head(blocks, f"{id(trace)}:{'every block' if every_block else layer}", layer, head, query,
+    # named by what it shows (the same model and tokens give the same numbers, whichever trace computed them)
+    shows = hashlib.sha1(repr((ctx.model_key, ctx.tokens, "every block" if every_block else layer)).encode()).hexdigest()
+    attention_head(blocks, shows[:16], layer, head, query,
                    st.session_state.explore_key_pos, chosen_in_page)
     head_parts(ctx, trace, layer, head, query, lines_below=False)
 
 
 def needs_every_block(cfg) -> list[str]:
     """What the page draws of every block: each one's scores, pattern, queries and keys."""
-    q, k = ("hook_rot_q", "hook_rot_k") if cfg.positional == "rope" else ("hook_q", "hook_k")
-    return [f"blocks.{b}.attn.{n}" for b in range(cfg.n_layers) for n in ("hook_scores", "hook_pattern", q, k)]
+    return [name for b in range(cfg.n_layers)
+            for name in (f"blocks.{b}.attn.hook_scores", f"blocks.{b}.attn.hook_pattern", *scored(cfg, b))]
 
 
 def render_on_server(ctx: Explorer, trace) -> None:
@@ -243,9 +254,7 @@ def render_on_server(ctx: Explorer, trace) -> None:
         heatmap(array(trace[p + "hook_scores"][head]), L, L, "Scores q·k × scale", f"{p}hook_scores[{head}]",
                 row_title="query", col_title="key", zoom_key="attn:scores", marks=[(query, key)], width=300, trace=trace)
     with b:
-        heatmap(array(trace[p + "hook_scores_masked"][head]), L, L, "After the mask: none here, every key is seen"
-                if not cfg.causal else "After the causal mask (blank: −∞)"
-                if not cfg.is_local(layer) else f"After the causal mask and the {cfg.window}-position window (blank: −∞)",
+        heatmap(array(trace[p + "hook_scores_masked"][head]), L, L, mask_title(cfg, layer),
                 f"{p}hook_scores_masked[{head}]", row_title="query", col_title="key", zoom_key="attn:masked", marks=[(query, key)],
                 width=300, trace=trace)
     with c:
@@ -254,8 +263,7 @@ def render_on_server(ctx: Explorer, trace) -> None:
                 width=300, trace=trace)
 
     pair = attention_pair(trace, cfg, layer, head, query, key)
-    q_name = "hook_rot_q" if cfg.positional == "rope" else "hook_q"
-    k_name = "hook_rot_k" if cfg.positional == "rope" else "hook_k"
+    q_name, k_name = (name.removeprefix(p) for name in scored(cfg, layer))
     how = how_notes(cfg, layer, head)
     st.markdown(f"**“{plain(L[query])}” asks, “{plain(L[key])}” answers.** The score is the dot product of "
                 f"the query and key vectors times {pair.scale:.4g}"

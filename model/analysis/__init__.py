@@ -10,7 +10,7 @@ is; also block means for drawing large arrays, and CSV/npz export.
 """
 
 from model.analysis.architecture import architecture
-from model.analysis.attention import Pair, attention_pair
+from model.analysis.attention import Pair, attention_pair, per_head, scored
 from model.analysis.backward import (BackwardStep, backward_steps, gradient_norms, recomputed_weight_gradient,
                                      saliency, weight_gradient_product)
 from model.analysis.downsample import downsample, tile
@@ -21,7 +21,7 @@ from model.analysis.norms import norm_prefixes, norm_summary
 from model.analysis.parts import Part, parts
 from model.analysis.residual import Lens, contribution_norms, logit_lens, residual_points
 
-__all__ = ["EmbeddingPCA", "BackwardStep", "Dead", "Lens", "Neuron", "Pair", "Part", "active", "architecture", "attention_pair", "backward_steps",
+__all__ = ["EmbeddingPCA", "BackwardStep", "Dead", "Lens", "Neuron", "Pair", "Part", "active", "architecture", "attention_pair", "per_head", "scored", "backward_steps",
            "contribution_norms", "dead_neurons", "downsample", "embedding_pca", "gradient_norms", "length_correlation", "logit_lens",
            "nearest_tokens", "norm_prefixes", "norm_summary", "npz_bytes", "parts", "positional_table",
            "recomputed_weight_gradient", "residual_points", "saliency", "tile", "to_csv", "top_neurons",

@@ -13,7 +13,7 @@ from model.engine import ModelConfig, Trace
 
 @dataclass(frozen=True)
 class Pair:
-    q: np.ndarray  # the query vector (after RoPE if the model uses it)
+    q: np.ndarray  # the query vector the score multiplies (after QK-norm, clipping and RoPE where the model has them)
     k: np.ndarray
     products: np.ndarray  # q_i * k_i
     scale: float  # what the dot product is multiplied by: 1/sqrt(d_head) unless the model says otherwise
@@ -22,12 +22,34 @@ class Pair:
     recorded: float  # the trace's hook_scores entry
 
 
+def scored(cfg: ModelConfig, layer: int) -> tuple[str, str]:
+    """The names of the queries and keys a block's scores multiply: after QK-norm, clipping and
+    RoPE, whichever of them the model has (the engine applies them in that order)."""
+    p = f"blocks.{layer}.attn."
+    if cfg.positional == "rope":
+        return p + "hook_rot_q", p + "hook_rot_k"
+    if cfg.clip_qkv is not None:
+        return p + "hook_q_clipped", p + "hook_k_clipped"
+    if cfg.qk_norm:
+        width = "_full" if cfg.qk_norm_width == "full" else ""
+        return p + f"q_norm{width}.hook_out", p + f"k_norm{width}.hook_out"
+    return p + "hook_q", p + "hook_k"
+
+
+def per_head(tensor: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """(heads, positions, d_head): a full-width QK-norm's output, (positions, heads · d_head), split
+    into its heads as the model's projection lays them out."""
+    if tensor.dim() == 2:
+        return tensor.view(tensor.shape[0], n_heads, -1).transpose(0, 1)
+    return tensor
+
+
 def attention_pair(trace: Trace, cfg: ModelConfig, layer: int, head: int, query: int, key: int) -> Pair:
     """The score of query position ``query`` for key position ``key``, written out."""
     p = f"blocks.{layer}.attn."
-    q_name, k_name = (p + "hook_rot_q", p + "hook_rot_k") if cfg.positional == "rope" else (p + "hook_q", p + "hook_k")
-    q = trace[q_name][head, query].to(torch.float64).cpu().numpy()
-    k = trace[k_name][cfg.kv_head(head), key].to(torch.float64).cpu().numpy()
+    q_name, k_name = scored(cfg, layer)
+    q = per_head(trace[q_name], cfg.n_heads)[head, query].to(torch.float64).cpu().numpy()
+    k = per_head(trace[k_name], cfg.n_kv_heads)[cfg.kv_head(head), key].to(torch.float64).cpu().numpy()
     products = q * k
     scale = cfg.attn_scale if cfg.attn_scale is not None else 1 / math.sqrt(cfg.d_head)
     uncapped = float(products.sum() * scale)
