@@ -23,7 +23,7 @@ def widest(display: str) -> int:
 
 def unwrapped(lines: list[str]) -> str:
     text = " ".join(lines).replace(r"\begin{aligned}", "").replace(r"\end{aligned}", "")
-    text = text.replace(r"\quad", "").replace(r"\\", "").replace("&", "")
+    text = text.replace(r"\quad", "").replace(r",\ ", "").replace(r"\\", "").replace("&", "")
     return re.sub(r"[\s,]+", "", text)
 
 
@@ -40,7 +40,7 @@ def test_every_worked_example_line_fits_and_keeps_its_terms():
     for line in lines:
         shown = wrapped(line)
         assert all(widest(display) <= 80 for display in shown), shown
-        assert unwrapped(shown) == re.sub(r"[\s,]+", "", line.replace(r"\quad", "")), line
+        assert unwrapped(shown) == re.sub(r"[\s,]+", "", line.replace(r"\quad", "").replace(r",\ ", "")), line
 
 
 def test_short_lines_and_lines_without_an_equals_sign_stay_as_they_are():
@@ -67,4 +67,13 @@ def test_a_chain_of_arithmetic_is_one_block_with_its_sum_continued_under_it():
                 cell = grid.explain(r, c).lines
                 shown = written(cell)
                 assert all(widest(display) <= 80 for display in shown), shown
-                assert unwrapped(shown) == re.sub(r"[\s,]+", "", " ".join(cell).replace(r"\quad", "")), cell
+                assert unwrapped(shown) == re.sub(r"[\s,]+", "", " ".join(cell).replace(r"\quad", "").replace(r",\ ", "")), cell
+
+
+def test_statements_side_by_side_go_on_lines_of_their_own():
+    """The Backward view's LayerNorm cell: four statements joined by ",\\ " on one long line become
+    four lines, not one chain of "=" (reference: the statements as written)."""
+    line = (r"g = \partial L/\partial\,\text{blocks.0.ln1.out}\times\gamma,\ \bar g = 0.00123456,\ "
+            r"\overline{g\hat x} = -0.00234567,\ \sigma_{3,1} = 1.02345678")
+    assert wrapped(line) == [r"g = \partial L/\partial\,\text{blocks.0.ln1.out}\times\gamma", r"\bar g = 0.00123456",
+                             r"\overline{g\hat x} = -0.00234567", r"\sigma_{3,1} = 1.02345678"]

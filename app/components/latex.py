@@ -52,14 +52,27 @@ def _chunks(part: str, limit: int) -> list[str]:
 
 def wrapped(latex: str, limit: int = LINE) -> list[str]:
     """``latex`` as display lines: as it is where it fits in ``limit`` visible characters; else
-    each statement (they are separated by \\quad) on its own, and a statement too long as an
+    each statement (they are separated by \\quad or ",\\ ") on its own, and a statement too long as an
     aligned block with one "= …" per line (long sums continued on lines of their own)."""
     if visible(latex) <= limit or "\\\\" in latex or "&" in latex:
         return [latex]
-    statements = [s.strip().rstrip(",") for s in _split_top(latex, r"\quad")]
+    # statements side by side, separated by \quad or ",\ ": each its own line (not one false chain of "=")
+    statements = [part.strip().rstrip(",") for s in _split_top(latex, r"\quad") for part in _statements(s)]
     if len(statements) > 1:
         return [line for statement in statements if statement for line in wrapped(statement, limit)]
     return [_aligned(latex, limit)]
+
+
+def _statements(latex: str) -> list[str]:
+    """``latex`` split at top-level ",\\ " where what follows is a statement of its own (it has an
+    "="); a list of values ("1.0000,\\ 0.0000") stays together."""
+    parts: list[str] = []
+    for part in _split_top(latex, r",\ "):
+        if parts and len(_split_top(part, "=")) == 1:
+            parts[-1] += r",\ " + part
+        else:
+            parts.append(part)
+    return parts
 
 
 def _aligned(latex: str, limit: int) -> str:
