@@ -221,22 +221,21 @@ def time_attention(url: str, clock: ServerClock, n_layers: int) -> dict[str, lis
         page.locator(".gb-attention .gb-arithmetic .katex").first.wait_for(timeout=600_000)
         page.wait_for_selector(IDLE, timeout=600_000)
         clock.read()
+
+        def chosen(kind: str, index: int, name: str) -> None:
+            times[name].append((page.evaluate(CHOOSE, [kind, index]), 0.0))
+            page.wait_for_timeout(1500)  # the rerun the choice sends back (URL, charts below) settles
+            page.wait_for_selector(IDLE, timeout=600_000)
+            clock.read()
+
         for kind, name, picks in (("head", "Attention head, in the page", (1, 2, 3, 0, 2)),
                                   ("Query position", "Attention query, in the page", (3, 9, 17, 1, 12))):
             for index in picks:
-                drawn = page.evaluate(CHOOSE, [kind, index])
-                times[name].append((drawn, 0.0))
-                page.wait_for_timeout(1500)  # the rerun the choice sends back (URL, charts below) settles
-                page.wait_for_selector(IDLE, timeout=600_000)
-                clock.read()
+                chosen(kind, index, name)
         every_block = page.locator(".gb-attention label", has_text="Block").count() > 0
         for block in (1, 2, 0)[:max(1, n_layers - 1)]:
             if every_block:  # a small model: its blocks are in the page too
-                drawn = page.evaluate(CHOOSE, ["Block", block])
-                times["Attention block, in the page"].append((drawn, 0.0))
-                page.wait_for_timeout(1500)
-                page.wait_for_selector(IDLE, timeout=600_000)
-                clock.read()
+                chosen("Block", block, "Attention block, in the page")
                 continue
             box = page.get_by_role("combobox", name="Block")
             box.click()

@@ -47,6 +47,11 @@ def floats(tensor: torch.Tensor) -> str:
     return base64.b64encode(exact.contiguous().numpy().astype(f"<f{width(tensor.dtype)}").tobytes()).decode("ascii")
 
 
+def scale_note(cfg) -> str:
+    """Where a model's attention scale comes from, as written after it."""
+    return f" (1/√{cfg.d_head})" if cfg.attn_scale is None else " (this model's own scale)"
+
+
 def block_payload(trace: Trace, cfg, layer: int, labels: list[str], how: list[list[str]]) -> dict:
     """Everything the page draws of block ``layer``: each head's scores and pattern (the masked
     scores are the scores where the mask lets a key through, −∞ elsewhere: the page applies the
@@ -67,7 +72,7 @@ def block_payload(trace: Trace, cfg, layer: int, labels: list[str], how: list[li
     return {
         "layer": layer, "block": block_label(layer), "prefix": p, "q_name": q_name, "k_name": k_name,
         "labels": labels, "d_head": cfg.d_head, "bytes": width(trace[p + "hook_scores"].dtype), "heads": heads, "scale": float(scale),
-        "scale_note": f" (1/√{cfg.d_head})" if cfg.attn_scale is None else " (this model's own scale)",
+        "scale_note": scale_note(cfg),
         "softcap": cfg.attn_softcap, "causal": cfg.causal, "window": cfg.window if cfg.is_local(layer) else None,
         "palettes": {name: scale_colours(scale_name).tolist() for name, scale_name in COLOURSCALES.items()},
     }

@@ -180,6 +180,8 @@ def step_player(payload: dict, step: str | None, key: str = "step_player") -> No
     lessons) come back here and are followed with ``st.switch_page``, so the session stays."""
     result = _component(data={**payload, "step": step, "katex": katex_module()}, key=key,
                         on_navigate_change=lambda: None)
+    if result.navigate is None:  # most runs: nothing followed, and the pages need not be gathered
+        return
     pages = {TRAIN_PAGE} | {lesson["page"] for s in payload["steps"] for lesson in s["lessons"]}
     if result.navigate in pages:  # only the pages it links to: the message comes from a browser
         st.switch_page(result.navigate)

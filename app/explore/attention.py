@@ -9,7 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.components.attention_head import attention_head, block_payload, fits
+from app.components.attention_head import attention_head, block_payload, fits, scale_note
 from app.components.charts import show
 from app.components.heatmap import ClickLayer, heatmap_figure
 from app.components.labels import plain
@@ -267,7 +267,7 @@ def render_on_server(ctx: Explorer, trace) -> None:
     how = how_notes(cfg, layer, head)
     st.markdown(f"**“{plain(L[query])}” asks, “{plain(L[key])}” answers.** The score is the dot product of "
                 f"the query and key vectors times {pair.scale:.4g}"
-                + (f" (1/√{cfg.d_head})" if cfg.attn_scale is None else " (this model's own scale)")
+                + scale_note(cfg)
                 + "".join("; " + h for h in how) + ".")
     for line in pair_latex(cfg, pair, query, key):
         st.latex(line)
