@@ -208,14 +208,15 @@ BLOCK_DRAWN = """(block) => {
     return (performance.now() - window.__clicked) / 1000; }"""
 
 
-def time_attention(url: str, clock: ServerClock, n_layers: int) -> dict[str, list[tuple[float, float]]]:
-    """(until drawn, server) seconds of the Attention view answered in the page, on a prompt short
-    enough for a block's heads to be sent (app/components/attention_head.py's IN_PAGE_BYTES):
-    five head changes and five query changes (in the page), then three block changes: in the page
-    where every block is sent (a small model), else a server rerun that sends the new block's heads,
-    timed until the page has drawn them."""
-    times = {"Attention head, in the page": [], "Attention query, in the page": [], "Attention block (rerun)": [],
-             "Attention block, in the page": []}
+def time_attention(url: str, clock: ServerClock, n_layers: int, n_tokens: int) -> dict[str, list[tuple[float, float]]]:
+    """(until drawn, server) seconds of the Attention view answered in the page, on a prompt of
+    ``n_tokens``: five head changes and five query changes (in the page: with every head's scores
+    sent, or, over app/components/attention_head.py's IN_PAGE_BYTES, computed there from the sent
+    queries and keys), then three block changes: in the page where every block is sent (a small
+    model), else a server rerun that sends the new block's heads, timed until the page has drawn them."""
+    names = {kind: f"Attention {kind}, {n_tokens} tokens" for kind in ("head", "query", "block")}
+    times = {names["head"] + ", in the page": [], names["query"] + ", in the page": [], names["block"] + " (rerun)": [],
+             names["block"] + ", in the page": []}
     with chromium_page() as page:
         page.goto(url)
         page.locator(".gb-attention .gb-arithmetic .katex").first.wait_for(timeout=600_000)
@@ -228,14 +229,14 @@ def time_attention(url: str, clock: ServerClock, n_layers: int) -> dict[str, lis
             page.wait_for_selector(IDLE, timeout=600_000)
             clock.read()
 
-        for kind, name, picks in (("head", "Attention head, in the page", (1, 2, 3, 0, 2)),
-                                  ("Query position", "Attention query, in the page", (3, 9, 17, 1, 12))):
+        for kind, name, picks in (("head", names["head"] + ", in the page", (1, 2, 3, 0, 2)),
+                                  ("Query position", names["query"] + ", in the page", (3, 9, 17, 1, 12))):
             for index in picks:
                 chosen(kind, index, name)
         every_block = page.locator(".gb-attention label", has_text="Block").count() > 0
         for block in (1, 2, 0)[:max(1, n_layers - 1)]:
             if every_block:  # a small model: its blocks are in the page too
-                chosen("Block", block, "Attention block, in the page")
+                chosen("Block", block, names["block"] + ", in the page")
                 continue
             box = page.get_by_role("combobox", name="Block")
             box.click()
@@ -244,7 +245,7 @@ def time_attention(url: str, clock: ServerClock, n_layers: int) -> dict[str, lis
             page.keyboard.press("Enter")
             drawn = page.wait_for_function(BLOCK_DRAWN, arg=str(block), polling="raf", timeout=600_000).json_value()
             page.wait_for_selector(IDLE, timeout=600_000)
-            times["Attention block (rerun)"].append((drawn, clock.read()[0]))
+            times[names["block"] + " (rerun)"].append((drawn, clock.read()[0]))
     return times
 
 
@@ -353,11 +354,13 @@ def main(argv: list[str] | None = None) -> int:
             worked = time_worked_example(f"http://127.0.0.1:{port}", clock)
             times = time_views(f"http://127.0.0.1:{port}/explore?{query}", clock)
             loaded = load(str(path))
-            short = loaded.tokenizer.decode(loaded.encode(prompt)[:IN_PAGE_TOKENS])
-            attention = time_attention(f"http://127.0.0.1:{port}/explore?" + urllib.parse.urlencode(
-                {"model": str(path), "prompt": short, "view": "Attention", "pos": "20", "key_pos": "3"}), clock,
-                loaded.cfg.n_layers)
-            worked |= {name: runs for name, runs in attention.items() if runs}  # one kind of block change ran
+            # the whole prompt (over 128 tokens the page computes the scores from q and k), then its first 128 tokens
+            for tokens in dict.fromkeys((n_tokens, min(n_tokens, IN_PAGE_TOKENS))):
+                short = loaded.tokenizer.decode(loaded.encode(prompt)[:tokens])
+                attention = time_attention(f"http://127.0.0.1:{port}/explore?" + urllib.parse.urlencode(
+                    {"model": str(path), "prompt": short, "view": "Attention", "pos": "20", "key_pos": "3"}), clock,
+                    loaded.cfg.n_layers, tokens)
+                worked |= {name: runs for name, runs in attention.items() if runs}  # one kind of block change ran
             worked |= time_playground(f"http://127.0.0.1:{port}/playground?{query}", clock)
         finally:
             os.killpg(server.pid, 15)

@@ -135,13 +135,14 @@ def press(at, label: str = "Generate", **sent_instead):
 def attention_sent(at) -> dict:
     """What the explorer's Attention view sends its in-page heads (app/components/attention_head.py):
     the chosen block's part, with each head's scores, pattern, queries and keys decoded (float64 or
-    float32, as sent), and beside it the choice, its pick number and every block sent."""
+    float32, as sent; no scores or pattern where the page computes them), and beside it the choice, its pick number and every block sent."""
     (data,) = [json.loads(c.proto.json) for c in at.get("bidi_component") if "blocks" in json.loads(c.proto.json)]
     for block in data["blocks"]:
         n = len(block["labels"])
         for head in block["heads"]:
             for name, shape in (("scores", (n, n)), ("pattern", (n, n)), ("q", (n, -1)), ("k", (n, -1))):
-                head[name] = np.frombuffer(base64.b64decode(head[name]), dtype=f"<f{block['bytes']}").reshape(shape)
+                if name in head:  # a long prompt's scores and pattern are computed by the page
+                    head[name] = np.frombuffer(base64.b64decode(head[name]), dtype=f"<f{block['bytes']}").reshape(shape)
     chosen = next(b for b in data["blocks"] if b["layer"] == data["chosen"]["block"])
     return {**chosen, "chosen": data["chosen"], "pick": data["pick"], "blocks": data["blocks"]}
 

@@ -9,6 +9,9 @@ own script run by Node (tests/helpers.page_functions) on what it is sent:
   clipping without RoPE included;
 - its LaTeX lines equal the server's (``pair_latex``) character for character;
 - its number format is Python's ``format(v, ".6g")``;
+- for a prompt too long to send them, the scores and pattern it computes from the queries and
+  keys alone are the trace's hook_scores (1e-5 of the head's largest |score|: float32 models;
+  1e-12 for the float64 worked example) and hook_pattern (1e-5 absolute; 1e-12);
 and what is sent decodes to the trace's own numbers."""
 
 from __future__ import annotations
@@ -96,3 +99,58 @@ def test_the_pages_numbers_are_written_as_python_writes_them(tmp_path):
     calls = [[v, p] for v in values for p in (3, 4, 6, 9)]
     got = page_functions(tmp_path, "g", calls)
     assert got == [format(v, f".{p}g") for v, p in calls]
+
+
+@pytest.mark.parametrize("name, model, cfg, tokens", list(models()), ids=lambda v: v if isinstance(v, str) else "")
+def test_the_scores_the_page_computes_from_q_and_k_are_the_engines(name, model, cfg, tokens, tmp_path):
+    """Where a prompt is too long to send every head's scores (attention_head.fits_computed), the
+    page computes them from the sent q and k (computeHead): against the trace's own."""
+    trace = run_trace(model, tokens)
+    labels = [f"{i}:t{t}" for i, t in enumerate(tokens)]
+    calls, expected = [], []
+    for layer in range(cfg.n_layers):
+        payload = block_payload(trace, cfg, layer, labels, [how_notes(cfg, layer, h) for h in range(cfg.n_heads)], computed=True)
+        assert payload["computed"] and not any("scores" in h or "pattern" in h for h in payload["heads"])
+        block = {k: payload[k] for k in ("labels", "d_head", "scale", "softcap", "causal", "window")}
+        p = f"blocks.{layer}.attn."
+        for h, head in enumerate(payload["heads"]):
+            calls.append([block, {"qs": {"f64": sent_floats(payload, head["q"]).tolist()},
+                                  "ks": {"f64": sent_floats(payload, head["k"]).tolist()}}])
+            expected.append((trace[p + "hook_scores"][h].double().numpy().ravel(), trace[p + "hook_pattern"][h].double().numpy().ravel()))
+    exact = payload["bytes"] == 8  # the float64 worked example: the same arithmetic, rounding apart
+    for got, (scores, pattern) in zip(page_functions(tmp_path, "computeHead", calls), expected):
+        largest = float(np.abs(scores).max())
+        assert np.allclose(got["s"], scores, rtol=0, atol=(1e-12 if exact else 1e-5) * max(largest, 1e-3)), name
+        assert np.allclose(got["p"], pattern, rtol=0, atol=1e-12 if exact else 1e-5), name
+        assert np.allclose(np.sum(np.reshape(got["p"], (len(tokens), -1)), axis=1), 1.0, atol=1e-12)
+        assert got["zmax"] == pytest.approx(largest, rel=1e-12 if exact else 1e-5)  # the colour scale, as abs_max sets it
+
+
+def test_the_page_draws_the_lines_the_server_draws(tmp_path):
+    """Where a query looks, as lines: the page's choice of keys (lineKeys) is the server's
+    (attention.lines: a line per key), on long rows nearly even (no key over 1%: the five
+    strongest are drawn), peaked, and with ties. Reference: the server's figure, exactly."""
+    from types import SimpleNamespace
+
+    from app.explore.attention import GAP, line_rows, lines
+
+    T = 200  # an even row: 0.005 a key, none over 1%
+    rng = np.random.default_rng(0)
+    rows = {"even": np.full(T, 1 / T) + rng.normal(0, 1e-4, T), "peaked": rng.dirichlet(np.full(T, 0.05)),
+            "ties": np.full(T, 1 / T)}
+    ctx = SimpleNamespace(cfg=SimpleNamespace(causal=False), labels=[f"{i}:t" for i in range(T)])
+    calls, expected, rows_written = [], [], []
+    for name, row in rows.items():
+        pattern = np.tile(row / row.sum(), (T, 1))
+        figure = lines(ctx, pattern, 7)
+        expected.append([trace.y[1] for trace in figure.data if trace.mode == "lines"])  # the row each line ends on
+        written = [trace for trace in figure.data if trace.mode == "text"][1].text  # "label  weight", or the gap
+        rows_written.append([None if t == GAP else int(t.split(":")[0]) for t in written])
+        calls.append([{"labels": ctx.labels, "causal": False}, {"f64": pattern.ravel().tolist()}, 7])
+    got = page_functions(tmp_path, "lineKeys", calls)
+    assert got == [[shown_rows[y] for y in ys] for ys, shown_rows in zip(expected, rows_written)]
+    assert len(got[0]) == 5 and got[2] == [0, 1, 2, 3, 4]  # an even row: the five strongest (ties: the first)
+    # the positions written beside them: past 40 apart, the query and the keys drawn alone, gaps between
+    rows = page_functions(tmp_path, "lineRows", [[keys, 7] for keys in got])
+    assert rows == [line_rows(keys, 7) for keys in got] == rows_written
+    assert None in rows[1] and rows[2] == list(range(8))  # the peaked row's keys are far apart; ties: 0–4 and 7

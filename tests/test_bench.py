@@ -76,8 +76,8 @@ def test_view_benchmark_opens_every_view_in_chromium(tmp_path):
     worked = report["in_the_page"]  # the worked example and the sliders: each step, click and slide waited on in Chromium
     assert len(worked["first open"]) == 1 and len(worked["step change"]) == len(worked["cell click"]) == 5
     assert len(worked["playground slider"]) == len(worked["playground step"]) == 5
-    assert len(worked["Attention head, in the page"]) == len(worked["Attention query, in the page"]) == 5
-    assert len(worked["Attention block, in the page"]) >= 1  # a tiny model: every block is sent
+    assert len(worked["Attention head, 24 tokens, in the page"]) == len(worked["Attention query, 24 tokens, in the page"]) == 5
+    assert len(worked["Attention block, 24 tokens, in the page"]) >= 1  # a tiny model: every block is sent
     assert all(t["drawn_s"] > 0 for runs in worked.values() for t in runs)
 
 

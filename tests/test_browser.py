@@ -5,7 +5,7 @@ worked example with the keyboard."""
 import json
 import re
 import sys
-from urllib.parse import quote, unquote, urlparse
+from urllib.parse import quote, unquote, urlencode, urlparse
 
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout, expect
@@ -310,6 +310,40 @@ def test_explorer_opens_every_view_and_a_click_opens_a_head(app_url, page):
     expect(page.get_by_role("heading", name="Block 2 (blocks.1), head 2 ([1])")).to_be_visible(timeout=30_000)
     expect(page.locator(".gb-attention")).to_have_attribute("data-chosen", "1,4,1")
 
+
+
+def test_a_long_prompts_heads_are_computed_in_the_page(app_url, page, tmp_path):
+    """A prompt whose heads' scores are over the page's budget (12 heads of 64 dimensions, 200
+    tokens: 5 MB) sends the queries and keys alone, and the page computes each head's scores and
+    pattern when it is chosen. Reference: run_trace's hook_pattern on the same model, against the
+    weights the page writes (3 decimals: 0.0005)."""
+    from model.engine import ModelConfig, Transformer, run_trace
+    from model.io.checkpoint import load, save
+
+    tokenizer = load("default").tokenizer
+    cfg = ModelConfig(vocab_size=598, n_ctx=256, d_model=32, n_layers=1, n_heads=12, d_head=64, d_ff=64)
+    save(tmp_path / "wide", Transformer(cfg).init_weights(3).float(), tokenizer, "float32", {"source": "a test's"})
+    prompt = tokenizer.decode(tokenizer.encode(" ".join(["the cat sat on the mat and the dog sat on the log."] * 30))[:200])
+    loaded = load(str(tmp_path / "wide"))
+    tokens = loaded.encode(prompt)
+    pattern = run_trace(loaded.model, tokens)["blocks.0.attn.hook_pattern"][2].numpy()
+    query = len(tokens) - 1
+    page.goto(app_url + "/explore?" + urlencode({"model": str(tmp_path / "wide"), "prompt": prompt, "view": "Attention",
+                                                 "pos": str(query), "key_pos": "0"}))
+    heads = page.locator(".gb-attention")
+    expect(heads.locator(".gb-arithmetic .katex").first).to_be_attached(timeout=120_000)
+    expect(heads).to_contain_text(f"computed in this page from the {len(tokens)} queries and keys sent")
+    heads.get_by_role("button", name="head 3 ([2])").click()
+    expect(heads).to_have_attribute("data-chosen", f"2,{query},0")
+    shown = {}  # the weights where the last query looks, as the page writes them: "label  0.123"
+    texts = heads.locator(".gb-lines text").evaluate_all("nodes => nodes.map((n) => n.textContent)")
+    for text in texts:
+        if re.fullmatch(r".*  \d\.\d{3}", text):
+            shown[text] = float(text.rsplit("  ", 1)[1])
+    assert shown, texts
+    top = sorted(pattern[query])[::-1][:len(shown)]
+    assert sorted(shown.values(), reverse=True) == pytest.approx(top[:len(shown)], abs=5e-4)
+    assert page.locator("[data-testid='stException']").count() == 0
 
 
 def test_a_click_on_a_gradient_cell_in_the_backward_view_writes_its_arithmetic(app_url, page):

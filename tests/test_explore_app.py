@@ -108,10 +108,35 @@ def test_attention_view_sends_one_block_where_every_block_is_over_the_pages_budg
     assert [b["layer"] for b in sent["blocks"]] == [1] and sent["chosen"]["block"] == 1
 
 
+def test_attention_view_of_a_long_prompt_sends_queries_and_keys_alone(monkeypatch):
+    """Over IN_PAGE_BYTES (GPT-2 small's 12 heads at about 150 tokens) but within QK_BYTES, the
+    chosen block's queries and keys alone are sent (run_trace's float64 tensors, 1e-12), for the
+    page to compute the scores and pattern (held to the trace in tests/test_attention_in_the_page.py);
+    the Block list is the server's, and a page choice still reaches the session. The trace is
+    the lean one (every block's patterns, q and k: no full trace fits a budget of 0)."""
+    monkeypatch.setattr("app.components.attention_head.IN_PAGE_BYTES", 100)
+    monkeypatch.setattr("app.explore.common.trace_budget", lambda: 0)
+    at = start("screens/explore.py", model="worked-example", prompt=PROMPT, view="Attention")
+    at.selectbox(key="explore_block").select(1).run()
+    sent = attention_sent(at)
+    assert sent["computed"] and [b["layer"] for b in sent["blocks"]] == [1]
+    loaded = load("worked-example")
+    trace = run_trace(loaded.model, loaded.encode(PROMPT))
+    for h, head in enumerate(sent["heads"]):  # to 1e-12: the lean trace sums the heads in one product (no
+        assert "scores" not in head and "pattern" not in head  # hook_result), so block 2's input differs in its last bits
+        assert np.allclose(head["q"], trace["blocks.1.attn.hook_q"][h].numpy(), rtol=1e-12, atol=0)
+        assert np.allclose(head["k"], trace["blocks.1.attn.hook_k"][h].numpy(), rtol=1e-12, atol=0)
+    choose_in_page(at, 1, 1, 4, 2)
+    assert not at.exception and at.query_params["head"] in ("2", ["2"])
+    at.toggle(key="explore_qkv").set_value(True).run()  # the block's q, k, v charts: its whole attention traced
+    assert not at.exception and "blocks.1.attn.hook_v[1]" in titled(at, "Values")["layout"]["title"]["text"]
+
+
 def test_attention_view_of_a_block_over_the_pages_budget_is_drawn_by_the_server(monkeypatch):
-    """Over IN_PAGE_BYTES (GPT-2 small's 12 heads at about 150 tokens), the server draws the chosen
+    """Over IN_PAGE_BYTES and QK_BYTES (GPT-2 small's 12 heads past about 680 tokens), the server draws the chosen
     head as before: lists for the head and positions, and its maps as plotly heatmaps."""
     monkeypatch.setattr("app.components.attention_head.IN_PAGE_BYTES", 100)
+    monkeypatch.setattr("app.components.attention_head.QK_BYTES", 100)
     at = start("screens/explore.py", model="worked-example", prompt=PROMPT, view="Attention")
     at.selectbox(key="explore_block").select(1).run()
     at.selectbox(key="explore_head").select(1).run()

@@ -103,6 +103,53 @@ export function maskedScores(block, scores, out = new Float64Array(scores.length
   return out;
 }
 
+// A head's scores and pattern computed here from its sent queries and keys, for prompts too long to
+// send them (attention_head.py: `computed`): score = q·k × scale (soft-capped where the model caps),
+// then the softmax of each row over the keys the mask lets through, all in float64
+export function computeHead(block, head) {
+  const T = block.labels.length;
+  const d = block.d_head;
+  const { qs, ks } = head;
+  const s = new Float64Array(T * T);
+  const p = new Float64Array(T * T);
+  for (let i = 0; i < T; i++) {
+    const qi = i * d;
+    let top = -Infinity;
+    for (let j = 0; j < T; j++) {
+      const kj = j * d;
+      let dot = 0;
+      for (let c = 0; c < d; c++) dot += qs[qi + c] * ks[kj + c];
+      let score = dot * block.scale;
+      if (block.softcap !== null) score = block.softcap * Math.tanh(score / block.softcap);
+      s[i * T + j] = score;
+      if (sees(block, i, j) && score > top) top = score;
+    }
+    let sum = 0;
+    for (let j = 0; j < T; j++) {
+      const e = sees(block, i, j) ? Math.exp(s[i * T + j] - top) : 0;
+      p[i * T + j] = e;
+      sum += e;
+    }
+    for (let j = 0; j < T; j++) p[i * T + j] /= sum;
+  }
+  let zmax = 0; // the colour scale's end, as attention_head.py's abs_max of sent scores
+  for (const v of s) if (Number.isFinite(v)) zmax = Math.max(zmax, Math.abs(v));
+  return { s, p, zmax: zmax || 1 };
+}
+
+// A head's scores and pattern: as sent, or computed (once, for the last few heads looked at)
+const computed = new Map(); // "id/block/head" -> {s, p}
+function values(data, block, index) {
+  const head = block.heads[index];
+  if (head.s) return { s: head.s, p: head.p, zmax: head.zmax };
+  const name = `${data.id}/${block.layer}/${index}`;
+  if (!computed.has(name)) {
+    if (computed.size >= 4) computed.delete(computed.keys().next().value); // ~4 MB a head at 512 tokens
+    computed.set(name, computeHead(block, head));
+  }
+  return computed.get(name);
+}
+
 export function pairLines(block, head, query, key) {
   return pairLatex(block, query, key, pair(block, head, query, key));
 }
@@ -113,7 +160,7 @@ function colour(palette, t) {
 
 // A map of `values` (rows × cols) on a canvas, one colour per cell, labels beside it, the exact
 // value on hover; `mark`: [row, col] outlined (its row too); `onPick(row, col)` on a click.
-function mapNode({ title, name, values, rows, cols, zmin, zmax, palette, mark, onPick, rowTitle, colTitle, width }) {
+function mapNode({ title, name, values, rows, cols, zmin, zmax, palette, mark, onPick, rowTitle, colTitle, width, minRow = 0 }) {
   const nRows = rows.length;
   const nCols = cols.length;
   const figure = element("figure", "gb-map");
@@ -125,13 +172,15 @@ function mapNode({ title, name, values, rows, cols, zmin, zmax, palette, mark, o
   for (const label of rows) widest = Math.max(widest, ctx.measureText(label).width);
   const titled = rowTitle ? 16 : 0; // room for the rows' title, written upwards at the far left
   const left = titled + Math.min(130, Math.ceil(widest) + 10); // row labels beside the map, cut with … past 120 px
-  const cell = Math.max(1, Math.min(40, Math.floor((width - left - 8) / nCols)));
+  const room = (width - left - 8) / nCols; // under a pixel a cell where a long prompt's map is scaled down
+  const cell = Math.min(40, room >= 1 ? Math.floor(room) : Math.max(0.25, room));
+  const tall = Math.max(cell, minRow); // a row's height: `minRow` where every row is labelled (the dot product's three)
   let tallest = 0;
   for (const label of cols) tallest = Math.max(tallest, Math.min(80, ctx.measureText(label).width));
   const bottom = Math.ceil(tallest * Math.SQRT1_2) + 16 + (colTitle ? 14 : 0); // the column labels at 45°, their title
   const ratio = window.devicePixelRatio || 1;
   const w = left + cell * nCols + 8;
-  const h = cell * nRows + bottom;
+  const h = tall * nRows + bottom;
   canvas.width = w * ratio;
   canvas.height = h * ratio;
   canvas.style.width = `${w}px`;
@@ -153,19 +202,19 @@ function mapNode({ title, name, values, rows, cols, zmin, zmax, palette, mark, o
   bitmap.getContext("2d").putImageData(pixels, 0, 0);
   ctx.imageSmoothingEnabled = false;
   ctx.fillStyle = "#f6f7f9";
-  ctx.fillRect(left, 0, cell * nCols, cell * nRows);
-  ctx.drawImage(bitmap, left, 0, cell * nCols, cell * nRows);
+  ctx.fillRect(left, 0, cell * nCols, tall * nRows);
+  ctx.drawImage(bitmap, left, 0, cell * nCols, tall * nRows);
   ctx.font = FONT;
   ctx.fillStyle = "#31333f";
-  const every = Math.ceil(13 / cell); // labels never overlap: every n-th where cells are small
+  const every = Math.ceil(13 / tall); // labels never overlap: every n-th where cells are small
   const everyColumn = Math.ceil(19 / cell); // at 45° a label needs 19 px along the axis to clear the next
   ctx.textBaseline = "middle";
   ctx.textAlign = "right";
-  for (let r = 0; r < nRows; r += every) ctx.fillText(clip(ctx, rows[r], left - 6), left - 4, (r + 0.5) * cell);
+  for (let r = 0; r < nRows; r += every) ctx.fillText(clip(ctx, rows[r], left - 6), left - 4, (r + 0.5) * tall);
   ctx.textAlign = "right";
   for (let c = 0; c < nCols; c += everyColumn) {
     ctx.save();
-    ctx.translate(left + (c + 0.5) * cell, nRows * cell + 4);
+    ctx.translate(left + (c + 0.5) * cell, nRows * tall + 4);
     ctx.rotate(-Math.PI / 4);
     ctx.fillText(clip(ctx, cols[c], 80), 0, 0);
     ctx.restore();
@@ -175,7 +224,7 @@ function mapNode({ title, name, values, rows, cols, zmin, zmax, palette, mark, o
   if (colTitle) ctx.fillText(colTitle, left + (cell * nCols) / 2, h - 8);
   if (rowTitle) {
     ctx.save();
-    ctx.translate(7, (cell * nRows) / 2);
+    ctx.translate(7, (tall * nRows) / 2);
     ctx.rotate(-Math.PI / 2);
     ctx.fillText(rowTitle, 0, 0);
     ctx.restore();
@@ -192,17 +241,17 @@ function mapNode({ title, name, values, rows, cols, zmin, zmax, palette, mark, o
         if (!Number.isFinite(v)) continue;
         const t = (v - zmin) / (zmax - zmin || 1);
         ctx.fillStyle = Math.abs(t - (zmin < 0 ? 0.5 : 0)) > 0.3 ? "white" : "#31333f";
-        ctx.fillText(v.toFixed(decimals), left + (c + 0.5) * cell, (r + 0.5) * cell);
+        ctx.fillText(v.toFixed(decimals), left + (c + 0.5) * cell, (r + 0.5) * tall);
       }
     }
   }
   if (mark) {
     ctx.strokeStyle = "#1f6feb";
     ctx.lineWidth = 1;
-    ctx.strokeRect(left + 0.5, mark[0] * cell + 0.5, cell * nCols - 1, cell - 1);
+    ctx.strokeRect(left + 0.5, mark[0] * tall + 0.5, cell * nCols - 1, tall - 1);
     ctx.strokeStyle = "#f5b800";
     ctx.lineWidth = 2;
-    ctx.strokeRect(left + mark[1] * cell - 1, mark[0] * cell - 1, cell + 2, cell + 2);
+    ctx.strokeRect(left + mark[1] * cell - 1, mark[0] * tall - 1, cell + 2, tall + 2);
   }
   const tip = element("div", "gb-tip");
   const box = element("div", "gb-map-box");
@@ -210,7 +259,7 @@ function mapNode({ title, name, values, rows, cols, zmin, zmax, palette, mark, o
   const where = (event) => {
     const bounds = canvas.getBoundingClientRect();
     const c = Math.floor((event.clientX - bounds.left - left) / cell);
-    const r = Math.floor((event.clientY - bounds.top) / cell);
+    const r = Math.floor((event.clientY - bounds.top) / tall);
     return r >= 0 && r < nRows && c >= 0 && c < nCols ? [r, c] : null;
   };
   canvas.addEventListener("mousemove", (event) => {
@@ -250,13 +299,30 @@ function clip(ctx, text, room) {
 }
 
 // Where the query looks: the query on the left, a line to each key it may see, as thick and dark
-// as its weight (under 1% left out where over 40 keys), the weights written on the right
+// as its weight (under 1% left out where over 40 keys, but for the five strongest: a nearly even row
+// has none over 1%), the weights written on the right; as attention.py's lines()
 export function lineKeys(block, pattern, query) {
   const T = block.labels.length;
   const last = block.causal ? query + 1 : T; // an encoder's query sees the keys after it too
+  const order = Array.from({ length: last }, (_, j) => j);
+  order.sort((a, b) => pattern[query * T + b] - pattern[query * T + a] || a - b); // strongest first, ties by position
+  const strongest = new Set(order.slice(0, 5));
   const keys = [];
-  for (let j = 0; j < last; j++) if (pattern[query * T + j] >= 0.01 || last <= 40) keys.push(j);
+  for (let j = 0; j < last; j++) if (pattern[query * T + j] >= 0.01 || last <= 40 || strongest.has(j)) keys.push(j);
   return keys;
+}
+
+// The positions written beside the lines (null: a gap), as attention.py's line_rows: every one from
+// the first drawn to the last, or past 40 the query and the keys alone
+export function lineRows(keys, query) {
+  const ends = [...new Set([...keys, query])].sort((a, b) => a - b);
+  if (ends[ends.length - 1] - ends[0] < 40) return Array.from({ length: ends[ends.length - 1] - ends[0] + 1 }, (_, i) => ends[0] + i);
+  const rows = [];
+  ends.forEach((i, n) => {
+    if (n && i - ends[n - 1] > 1) rows.push(null);
+    rows.push(i);
+  });
+  return rows;
 }
 
 function linesNode(block, pattern, query) {
@@ -264,21 +330,21 @@ function linesNode(block, pattern, query) {
   const T = labels.length;
   const weights = pattern.subarray(query * T, (query + 1) * T);
   const keys = lineKeys(block, pattern, query);
-  const low = Math.min(...keys, query);
-  const high = Math.max(...keys, query);
+  const rows = lineRows(keys, query);
+  const rowOf = new Map(rows.map((i, r) => [i, r]));
   let top = 0;
   for (const j of keys) top = Math.max(top, weights[j]);
   top = top || 1;
   const row = 20;
-  const height = (high - low + 1) * row + 10;
+  const height = rows.length * row + 10;
   const ns = "http://www.w3.org/2000/svg";
   const svg = document.createElementNS(ns, "svg");
   svg.setAttribute("width", "700");
   svg.setAttribute("height", String(height));
-  const y = (i) => (i - low) * row + row / 2 + 5;
-  const text = (x, i, content, anchor, strong, grey) => {
+  const y = (i) => rowOf.get(i) * row + row / 2 + 5;
+  const text = (x, r, content, anchor, strong, grey) => {
     const node = document.createElementNS(ns, "text");
-    Object.entries({ x, y: y(i), "text-anchor": anchor, "dominant-baseline": "middle", "font-size": 12,
+    Object.entries({ x, y: r * row + row / 2 + 5, "text-anchor": anchor, "dominant-baseline": "middle", "font-size": 12,
       fill: grey ? "#aaa" : "#000", "font-weight": strong ? 700 : 400 }).forEach(([k, v]) => node.setAttribute(k, v));
     node.textContent = content;
     svg.append(node);
@@ -292,11 +358,16 @@ function linesNode(block, pattern, query) {
     line.append(hover);
     svg.append(line);
   }
-  for (let i = low; i <= high; i++) {
-    text(222, i, labels[i], "end", i === query, i !== query);
+  rows.forEach((i, r) => {
+    if (i === null) { // positions left out between two written ones
+      text(222, r, "⋮", "end", false, true);
+      text(438, r, "⋮", "start", false, true);
+      return;
+    }
+    text(222, r, labels[i], "end", i === query, i !== query);
     const seen = keys.includes(i);
-    text(438, i, seen ? `${labels[i]}  ${pattern[query * T + i].toFixed(3)}` : labels[i], "start", false, !seen);
-  }
+    text(438, r, seen ? `${labels[i]}  ${pattern[query * T + i].toFixed(3)}` : labels[i], "start", false, !seen);
+  });
   const box = element("div", "gb-lines");
   box.append(element("div", "gb-map-title",
     `Where “${labels[query]}” looks: row ${query} of the pattern, as lines (query on the left, keys and weights on the right)`), svg);
@@ -310,8 +381,10 @@ export default function (component) {
   loadKatex(data.katex);
   for (const block of data.blocks) {
     for (const head of block.heads) {
-      head.s = decodeFloats(head.scores, block.bytes);
-      head.p = decodeFloats(head.pattern, block.bytes);
+      if (!block.computed) {
+        head.s = decodeFloats(head.scores, block.bytes);
+        head.p = decodeFloats(head.pattern, block.bytes);
+      }
       head.qs = decodeFloats(head.q, block.bytes);
       head.ks = decodeFloats(head.k, block.bytes);
     }
@@ -337,6 +410,7 @@ export default function (component) {
   function draw() {
     const block = blockOf();
     const head = block.heads[chosen.head];
+    const { s, p: pattern, zmax } = values(data, block, chosen.head);
     const { query, key } = chosen;
     const controls = element("div", "gb-controls");
     if (data.blocks.length > 1) { // every block sent: the block is chosen here too
@@ -356,21 +430,21 @@ export default function (component) {
     controls.append(pills, select("Query position", block.labels, query, (i) => choose({ query: i })),
       select("Key position", block.labels, key, (i) => choose({ key: i })));
     const heading = element("h3", "gb-head-title", `${block.block[0].toUpperCase()}${block.block.slice(1)}, ${head.label}`);
-    maskedScores(block, head.s, masked);
+    maskedScores(block, s, masked);
     const maps = element("div", "gb-maps");
     const room = parentElement.clientWidth || 900; // three maps side by side, as wide as the page lets them
     const common = { width: Math.max(160, Math.floor((room - 24) / 3)), rows: block.labels, cols: block.labels, mark: [query, key], rowTitle: "query", colTitle: "key",
       onPick: (r, c) => choose({ query: r, key: c }) };
-    const diverging = { zmin: -head.zmax, zmax: head.zmax, palette: block.palettes.diverging };
+    const diverging = { zmin: -zmax, zmax, palette: block.palettes.diverging };
     const at = `[${chosen.head}]`;
     const maskTitle = block.window !== null // as attention.py's mask_title
       ? `After ${block.causal ? "the causal mask and " : ""}the ${block.window}-position window (blank: −∞)`
       : block.causal ? "After the causal mask (blank: −∞)" : "After the mask: none here, every key is seen";
     maps.append(
-      mapNode({ ...common, ...diverging, title: "Scores q·k × scale", name: `${block.prefix}hook_scores${at}`, values: head.s }),
+      mapNode({ ...common, ...diverging, title: "Scores q·k × scale", name: `${block.prefix}hook_scores${at}`, values: s }),
       mapNode({ ...common, ...diverging, title: maskTitle, name: `${block.prefix}hook_scores_masked${at}`, values: masked }),
       mapNode({ ...common, zmin: 0, zmax: 1, palette: block.palettes.sequential, title: "Pattern: softmax of each row",
-        name: `${block.prefix}hook_pattern${at}`, values: head.p }));
+        name: `${block.prefix}hook_pattern${at}`, values: pattern }));
     const sentence = element("p", "gb-sentence");
     sentence.append(element("b", "", `“${block.labels[query]}” asks, “${block.labels[key]}” answers.`),
       ` The score is the dot product of the query and key vectors times ${g(block.scale, 4)}${block.scale_note}`
@@ -378,13 +452,15 @@ export default function (component) {
     const arithmetic = element("div", "gb-arithmetic");
     arithmetic.dataset.pair = `${chosen.head},${query},${key}`; // what a test or benchmark waits on
     for (const line of pairLines(block, head, query, key)) arithmetic.append(math(line));
-    const recorded = head.s[query * T + key];
-    const weight = head.p[query * T + key];
+    const weight = pattern[query * T + key];
     const note = !sees(block, query, key)
       ? (block.causal && key > query ? `Key ${key} is after query ${query}: the mask sets it to −∞ and its weight is exactly 0.`
         : `Key ${key} is outside query ${query}'s window of ${block.window} positions: the mask sets it to −∞ and its weight is exactly 0.`)
       : `After the mask and the softmax over row ${query}: weight ${g(weight)}.`;
-    const caption = element("div", "gb-caption", `Recorded in ${block.prefix}hook_scores: ${g(recorded)} (recomputed above in float64). ${note}`);
+    const source = block.computed // a long prompt: the maps are the page's own product of the q and k sent
+      ? `The maps are computed in this page from the ${T} queries and keys sent (float64; within 1e-5 of the largest score of the model's own ${block.prefix}hook_scores, and the weights within 1e-5 of hook_pattern's).`
+      : `Recorded in ${block.prefix}hook_scores: ${g(s[query * T + key])} (recomputed above in float64).`;
+    const caption = element("div", "gb-caption", `${source} ${note}`);
     const dims = Array.from({ length: block.d_head }, (_, i) => String(i));
     const p = pair(block, head, query, key);
     const products = new Float64Array(3 * block.d_head);
@@ -396,9 +472,9 @@ export default function (component) {
     const productMap = mapNode({ title: "The dot product, dimension by dimension",
       name: `${block.prefix}${block.q_name}[${chosen.head}, ${query}] · ${block.prefix}${block.k_name}[${head.kv}, ${key}]`,
       values: products, rows: [`q (${block.q_name})`, `k (${block.k_name})`, "q·k per dimension"], cols: dims,
-      zmin: -(largest || 1), zmax: largest || 1, palette: block.palettes.diverging, rowTitle: "", colTitle: "d_head",
+      zmin: -(largest || 1), zmax: largest || 1, palette: block.palettes.diverging, rowTitle: "", colTitle: "d_head", minRow: 14,
       width: room });
-    root.replaceChildren(controls, heading, maps, sentence, arithmetic, caption, productMap, linesNode(block, head.p, query));
+    root.replaceChildren(controls, heading, maps, sentence, arithmetic, caption, productMap, linesNode(block, pattern, query));
     root.dataset.chosen = arithmetic.dataset.pair;
     root.dataset.block = String(block.layer); // what a test or benchmark waits on
   }

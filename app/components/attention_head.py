@@ -7,7 +7,9 @@ the charts the server draws below) and remembers it; the server's own choices (a
 every-head grid, a link) are sent with a new ``pick`` and win.
 
 Sent for prompts up to a budget (``IN_PAGE_BYTES``): at 512 tokens GPT-2 small's 12 heads would be
-25 MB per block, and the server draws the head instead (app/explore/attention.py)."""
+25 MB per block. Over it only the queries and keys are sent (``computed``: 3 MB at 512 tokens) and
+the page computes each head's scores and pattern from them when it is chosen (float64, tested
+against the trace); over ``QK_BYTES`` too the server draws the head (app/explore/attention.py)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from model.analysis import per_head, scored
 from model.engine import Trace, block_label, head_label
 
 IN_PAGE_BYTES = 3 * 2**20  # scores and patterns of a block's heads (float32) sent to the page at most
+QK_BYTES = 4 * 2**20  # a block's queries and keys alone, when the scores are over IN_PAGE_BYTES
 ANCHOR = "attention_sent_choice"  # the choice sent with the element: the server's last own choice
 PAGE_CHOICE = "attention_page_choice"  # the page's last choice, as it sent it
 
@@ -40,6 +43,12 @@ def fits(n_heads: int, n_tokens: int, d_head: int, dtype: torch.dtype = torch.fl
     return n_blocks * width(dtype) * n_heads * (2 * n_tokens * n_tokens + 2 * n_tokens * d_head) <= IN_PAGE_BYTES
 
 
+def fits_computed(cfg, n_tokens: int, dtype: torch.dtype = torch.float32) -> bool:
+    """Whether a block's queries and keys alone go to the page, which computes the scores: not for
+    scores with a bias added (T5's relative positions), which the page does not have."""
+    return cfg.positional != "relative" and width(dtype) * cfg.n_heads * 2 * n_tokens * cfg.d_head <= QK_BYTES
+
+
 def floats(tensor: torch.Tensor) -> str:
     """A tensor as little-endian float64 (a float64 model's) or float32 (any other: a half model's
     values are exact in float32), base64."""
@@ -52,26 +61,28 @@ def scale_note(cfg) -> str:
     return f" (1/√{cfg.d_head})" if cfg.attn_scale is None else " (this model's own scale)"
 
 
-def block_payload(trace: Trace, cfg, layer: int, labels: list[str], how: list[list[str]]) -> dict:
+def block_payload(trace: Trace, cfg, layer: int, labels: list[str], how: list[list[str]], computed: bool = False) -> dict:
     """Everything the page draws of block ``layer``: each head's scores and pattern (the masked
     scores are the scores where the mask lets a key through, −∞ elsewhere: the page applies the
     same rule, and a test holds it to hook_scores_masked), its queries and keys, and how they are
-    named; ``how``: per head, what its scores went through (RoPE, QK-norm, a soft cap, a shared key head)."""
+    named; ``how``: per head, what its scores went through (RoPE, QK-norm, a soft cap, a shared key head).
+    ``computed``: the scores and patterns are left out, for the page to compute from q and k."""
     p = f"blocks.{layer}.attn."
     q_full, k_full = scored(cfg, layer)  # after QK-norm, clipping and RoPE: what the scores multiply
     q_name, k_name = q_full.removeprefix(p), k_full.removeprefix(p)
     scale = cfg.attn_scale if cfg.attn_scale is not None else 1 / np.sqrt(cfg.d_head)
     heads = []
     for h in range(cfg.n_heads):
-        scores = trace[p + "hook_scores"][h]
-        heads.append({"label": head_label(h), "kv": cfg.kv_head(h), "scores": floats(scores),
-                      "pattern": floats(trace[p + "hook_pattern"][h]),
+        heads.append({"label": head_label(h), "kv": cfg.kv_head(h),
                       "q": floats(per_head(trace[q_full], cfg.n_heads)[h]),
-                      "k": floats(per_head(trace[k_full], cfg.n_kv_heads)[cfg.kv_head(h)]),
-                      "zmax": abs_max(scores.float().cpu().numpy()), "how": how[h]})
+                      "k": floats(per_head(trace[k_full], cfg.n_kv_heads)[cfg.kv_head(h)]), "how": how[h]})
+        if not computed:  # else the page computes them, and their colour scale, from q and k
+            scores = trace[p + "hook_scores"][h]
+            heads[-1] |= {"scores": floats(scores), "pattern": floats(trace[p + "hook_pattern"][h]),
+                          "zmax": abs_max(scores.float().cpu().numpy())}
     return {
-        "layer": layer, "block": block_label(layer), "prefix": p, "q_name": q_name, "k_name": k_name,
-        "labels": labels, "d_head": cfg.d_head, "bytes": width(trace[p + "hook_scores"].dtype), "heads": heads, "scale": float(scale),
+        "layer": layer, "block": block_label(layer), "prefix": p, "computed": computed, "q_name": q_name, "k_name": k_name,
+        "labels": labels, "d_head": cfg.d_head, "bytes": width(trace[q_full].dtype), "heads": heads, "scale": float(scale),
         "scale_note": scale_note(cfg),
         "softcap": cfg.attn_softcap, "causal": cfg.causal, "window": cfg.window if cfg.is_local(layer) else None,
         "palettes": {name: scale_colours(scale_name).tolist() for name, scale_name in COLOURSCALES.items()},

@@ -9,7 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.components.attention_head import attention_head, block_payload, fits, scale_note
+from app.components.attention_head import attention_head, block_payload, fits, fits_computed, scale_note
 from app.components.charts import show
 from app.components.heatmap import ClickLayer, heatmap_figure
 from app.components.labels import plain
@@ -27,6 +27,12 @@ def signed(v: float) -> str:
 
 def needs(layer: int) -> Needs:
     return Needs((f"blocks.{layer}.attn.*", "blocks.*.attn.hook_pattern", f"blocks.{layer}.ln1.hook_out"))
+
+
+def needs_computed(cfg) -> Needs:
+    """A long prompt's (the page computes the scores): every block's patterns and the q and k its
+    scores multiply, one trace whichever block is chosen (a block's attn.* is 38 MB at 512 tokens)."""
+    return Needs(("blocks.*.attn.hook_pattern", *(name for b in range(cfg.n_layers) for name in scored(cfg, b))))
 
 
 def lit(ctx: Explorer) -> set[str]:
@@ -74,26 +80,51 @@ def overview(ctx: Explorer, trace, pattern: str = "blocks.{}.attn.hook_pattern",
     show(fig, key=key, on_select=partial(select_head, key, cell), selection_mode="points")
 
 
+GAP = "⋮"  # positions left out between two written ones
+SPAN = 40  # the most positions written in a row; past it, the query and the keys drawn alone
+
+
+def line_rows(keys: list[int], query: int) -> list[int | None]:
+    """The positions written beside the lines: every one from the first drawn to the last, or,
+    where they span more than SPAN, the query and the keys alone with a gap (None) between two
+    not adjacent (a long prompt's five strongest keys can be hundreds of positions apart)."""
+    ends = sorted({*keys, query})
+    if ends[-1] - ends[0] < SPAN:
+        return list(range(ends[0], ends[-1] + 1))
+    rows: list[int | None] = []
+    for before, i in zip([None, *ends], ends):
+        if before is not None and i - before > 1:
+            rows.append(None)
+        rows.append(i)
+    return rows
+
+
 def lines(ctx: Explorer, pattern: np.ndarray, query: int) -> go.Figure:
     """Where the query token looks: every token in two columns, the query on the left, a line to
-    each key it may see, as thick and dark as its weight (under 1% left out on long prompts)."""
+    each key it may see, as thick and dark as its weight (under 1% left out on long prompts, but
+    for the five strongest: a nearly even row has none over 1%)."""
     last = query + 1 if ctx.cfg.causal else len(pattern)  # an encoder's query sees the keys after it too
     weights = pattern[query, :last]
-    keys = [j for j in range(last) if weights[j] >= 0.01 or last <= 40]
-    shown = range(min(keys + [query]), max(keys + [query]) + 1)
+    strongest = set(np.argsort(-weights, kind="stable")[:5].tolist())
+    keys = [j for j in range(last) if weights[j] >= 0.01 or last <= 40 or j in strongest]
+    shown = line_rows(keys, query)
+    row = {i: r for r, i in enumerate(shown) if i is not None}
     top = float(weights.max()) or 1.0
     fig = go.Figure()
     for j in keys:
-        fig.add_trace(go.Scatter(x=[0, 1], y=[query, j], mode="lines", showlegend=False, hoverinfo="text",
+        fig.add_trace(go.Scatter(x=[0, 1], y=[row[query], row[j]], mode="lines", showlegend=False, hoverinfo="text",
                                  line=dict(width=1 + 9 * weights[j] / top, color="#1f6feb"),
-                                 opacity=float(0.1 + 0.9 * weights[j] / top),
+                                 opacity=min(1.0, float(0.1 + 0.9 * weights[j] / top)),  # 0.1 + 0.9 can be 1 + 2e-16
                                  text=f"{ctx.labels[query]} → {ctx.labels[j]}: {weights[j]:.4f}"))
-    fig.add_trace(go.Scatter(x=[0] * len(shown), y=list(shown), mode="text", textposition="middle left", showlegend=False,
-                             text=[f"<b>{ctx.labels[i]}</b>" if i == query else ctx.labels[i] for i in shown],
-                             textfont=dict(color=["#000" if i == query else "#aaa" for i in shown]), hoverinfo="skip"))
-    fig.add_trace(go.Scatter(x=[1] * len(shown), y=list(shown), mode="text", textposition="middle right", showlegend=False,
-                             text=[f"{ctx.labels[j]}  <b>{pattern[query, j]:.3f}</b>" if j in keys else ctx.labels[j] for j in shown],
-                             textfont=dict(color=["#000" if j in keys else "#aaa" for j in shown]), hoverinfo="skip"))
+    left = [GAP if i is None else f"<b>{ctx.labels[i]}</b>" if i == query else ctx.labels[i] for i in shown]
+    right = [GAP if j is None else f"{ctx.labels[j]}  <b>{pattern[query, j]:.3f}</b>" if j in keys else ctx.labels[j]
+             for j in shown]
+    fig.add_trace(go.Scatter(x=[0] * len(shown), y=list(range(len(shown))), mode="text", textposition="middle left",
+                             showlegend=False, text=left, hoverinfo="skip",
+                             textfont=dict(color=["#000" if i == query else "#aaa" for i in shown])))
+    fig.add_trace(go.Scatter(x=[1] * len(shown), y=list(range(len(shown))), mode="text", textposition="middle right",
+                             showlegend=False, text=right, hoverinfo="skip",
+                             textfont=dict(color=["#000" if j in keys else "#aaa" for j in shown])))
     fig.update_layout(title=dict(text=f"<b>Where “{ctx.labels[query]}” looks</b>: row {query} of the pattern, as lines "
                                       "(query on the left, keys and weights on the right)", font=dict(size=13), x=0),
                       height=max(220, 70 + 20 * len(shown)), width=700, margin=dict(l=10, r=10, t=40, b=10),
@@ -205,20 +236,24 @@ def render(ctx: Explorer) -> None:
     cfg = ctx.cfg
     if lacks(ctx):
         return
-    trace = ctx.trace(needs(st.session_state.explore_block))
+    dtype = ctx.model.embed.W_E.dtype
+    size = (cfg.n_heads, len(ctx.tokens), cfg.d_head, dtype)
+    computed = not fits(*size)  # a long prompt: q and k alone are sent, the page computes the scores
+    on_server = computed and not fits_computed(cfg, len(ctx.tokens), dtype)
+    lean = computed and not on_server and not st.session_state.get("explore_qkv")  # no chart of this block's q, k, v
+    trace = ctx.trace(needs_computed(cfg) if lean else needs(st.session_state.explore_block))
     overview(ctx, trace)
-    size = (cfg.n_heads, len(ctx.tokens), cfg.d_head, ctx.model.embed.W_E.dtype)
-    if not fits(*size):
+    if on_server:
         return render_on_server(ctx, trace)
-    every_block = fits(*size, n_blocks=cfg.n_layers) and set(trace.names()) >= set(needs_every_block(cfg))
+    every_block = not computed and fits(*size, n_blocks=cfg.n_layers) and set(trace.names()) >= set(needs_every_block(cfg))
     if not every_block:  # the Block list stays the server's: a block's heads are sent when it is chosen
         c1, _ = st.columns([1, 3])
         with c1:
             choose_layer(ctx)
     layer, head, query = st.session_state.explore_block, st.session_state.explore_head, st.session_state.explore_pos
     show(head_view(ctx, trace, layer, query), width="stretch", config={"displayModeBar": False})
-    blocks = [derived(trace, ("attention in the page", b), lambda b=b: block_payload(
-        trace, cfg, b, ctx.labels, [how_notes(cfg, b, h) for h in range(cfg.n_heads)]))
+    blocks = [derived(trace, ("attention in the page", b, computed), lambda b=b: block_payload(
+        trace, cfg, b, ctx.labels, [how_notes(cfg, b, h) for h in range(cfg.n_heads)], computed))
         for b in (range(cfg.n_layers) if every_block else [layer])]
     # named by what it shows (the same model and tokens give the same numbers, whichever trace computed them)
     shows = hashlib.sha1(repr((ctx.model_key, ctx.tokens, "every block" if every_block else layer)).encode()).hexdigest()
