@@ -4,10 +4,13 @@ The forward pass calls ``hook(name, tensor)`` at every point worth seeing. Outsi
 ``capture()`` block that call returns its argument and does nothing else, so the plain
 forward stays plain. Inside one, the tensor is recorded under its name.
 
-The active recorder lives in a ``contextvars.ContextVar``, not on the model: each thread
-(each browser session) sees only its own recorder, nothing is registered on modules, and
-nothing is left behind when the block ends. That is what lets one model object serve
-many callers at once.
+The active recorders live in a ``contextvars.ContextVar``, not on the model: each thread
+(each browser session) sees only its own, nothing is registered on modules, and nothing is
+left behind when the block ends. That is what lets one model object serve many callers at once.
+
+Blocks nest: a tensor passes through every active recorder's ``edit`` (outermost first: nested
+edits compose), then every one's ``record`` sees what the pass goes on with. So a trace taken
+inside ``editing`` (model/engine/edits.py) is a trace of the edited model.
 """
 
 from __future__ import annotations
@@ -19,9 +22,9 @@ from typing import Iterable, Iterator
 
 import torch
 
-_active: contextvars.ContextVar["Recorder | None"] = contextvars.ContextVar(
+_active: contextvars.ContextVar["tuple[Recorder, ...] | None"] = contextvars.ContextVar(
     "glassbox_recorder", default=None
-)
+)  # the active recorders, outermost first; None outside every capture
 
 
 class Recorder:
@@ -45,6 +48,11 @@ class Recorder:
             self._wanted[name] = matches(name, self.patterns)
         return self._wanted[name]
 
+    def edit(self, name: str, tensor: torch.Tensor) -> torch.Tensor:
+        """What the pass goes on with instead of ``tensor`` (an Editor's edit); a plain
+        recorder changes nothing."""
+        return tensor
+
     def record(self, name: str, tensor: torch.Tensor) -> torch.Tensor:
         """Keep ``tensor`` under ``name``; the forward pass goes on with what this returns (the
         tensor itself: a subclass may return another, as the tests do to perturb one)."""
@@ -53,27 +61,30 @@ class Recorder:
 
 
 def hook(name: str, tensor: torch.Tensor) -> torch.Tensor:
-    """Record ``tensor`` under ``name`` if a capture is active and wants it; return it."""
-    recorder = _active.get()
-    if recorder is not None and recorder.wants(name):
-        return recorder.record(name, tensor)
+    """``tensor`` edited and recorded under ``name`` by the active recorders that want it
+    (every edit first, outermost first, then every record); returned."""
+    wanting = [r for r in _active.get() or () if r.wants(name)]
+    for recorder in wanting:
+        tensor = recorder.edit(name, tensor)
+    for recorder in wanting:
+        tensor = recorder.record(name, tensor)
     return tensor
 
 
 def wants(name: str) -> bool:
-    """True when the active capture records ``name``.
+    """True when an active capture records (or edits) ``name``.
 
     The forward pass asks this before computing tensors it would not otherwise need
     (explicit attention weights, each head's separate output).
     """
-    recorder = _active.get()
-    return recorder is not None and recorder.wants(name)
+    return any(r.wants(name) for r in _active.get() or ())
 
 
 def sparse_embedding() -> bool:
-    """True inside a capture whose recorder takes the embedding's gradient sparse (run_trace's)."""
-    recorder = _active.get()
-    return recorder is not None and recorder.sparse_embedding
+    """True inside a capture whose innermost recorder takes the embedding's gradient sparse
+    (run_trace's, which densifies it)."""
+    recorders = _active.get()
+    return bool(recorders) and recorders[-1].sparse_embedding
 
 
 def matches(name: str, patterns: Iterable[str] | None) -> bool:
@@ -85,9 +96,9 @@ def matches(name: str, patterns: Iterable[str] | None) -> bool:
 @contextmanager
 def capture(patterns: Iterable[str] | None = None, recorder: Recorder | None = None) -> Iterator[Recorder]:
     """Record, for the duration of the block, the hooked tensors matching ``patterns`` (into
-    ``recorder`` when one is given)."""
+    ``recorder`` when one is given), inside whatever captures and edits are already active."""
     recorder = recorder or Recorder(patterns)
-    token = _active.set(recorder)
+    token = _active.set((*(_active.get() or ()), recorder))
     try:
         yield recorder
     finally:

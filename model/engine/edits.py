@@ -42,14 +42,17 @@ class Editor(Recorder):
         # (each head's output, the explicit attention pattern)
         return name in self.edits or super().wants(name)
 
+    def edit(self, name: str, tensor: torch.Tensor) -> torch.Tensor:
+        if name not in self.edits:
+            return tensor
+        self.applied.add(name)
+        edited = self.edits[name](tensor)
+        if edited.shape != tensor.shape:
+            raise ValueError(f"an edit of {name} changed its shape {tuple(tensor.shape)} to {tuple(edited.shape)}")
+        return edited.to(tensor.dtype)
+
     def record(self, name: str, tensor: torch.Tensor) -> torch.Tensor:
-        if name in self.edits:
-            self.applied.add(name)
-            edited = self.edits[name](tensor)
-            if edited.shape != tensor.shape:
-                raise ValueError(f"an edit of {name} changed its shape {tuple(tensor.shape)} to {tuple(edited.shape)}")
-            tensor = edited.to(tensor.dtype)
-        if matches(name, self.patterns):
+        if matches(name, self.patterns):  # after every edit: what the pass goes on with
             self.tensors[name] = tensor
         return tensor
 
@@ -57,8 +60,10 @@ class Editor(Recorder):
 @contextmanager
 def editing(edits: dict[str, Edit], keep: Iterable[str] = ()) -> Iterator[Editor]:
     """Run the forward passes of the block with ``edits`` applied; the editor's ``tensors`` hold
-    what ``keep`` (shell patterns) matched, as the pass went on with it. An edit of a name that
-    no pass computed (a misspelling, another model's name) is an error when the block ends."""
+    what ``keep`` (shell patterns) matched, as the pass went on with it. Inside, ``run_trace``
+    traces the edited model and another ``editing`` adds its edits after these (capture.py). An
+    edit of a name that no pass computed (a misspelling, another model's name) is an error when
+    the block ends."""
     with capture(recorder=Editor(edits, keep)) as editor:
         yield editor
     unused = sorted(set(edits) - editor.applied)
