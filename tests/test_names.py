@@ -167,3 +167,38 @@ def test_the_import_direction():
                     assert top[1] in allowed | {part}, f"{path.relative_to(ROOT)} imports {module}"
             checked += 1
     assert checked > 30
+
+
+def module_of(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_no_two_modules_import_each_other():
+    """No import cycle among model's and app's modules, counting imports inside functions (a lazy
+    import that closes a circle still ties the two files together). A package's __init__ that
+    re-exports its own modules is the exception: those modules are under it."""
+    graph = {}
+    for path in [*(ROOT / "model").rglob("*.py"), *(ROOT / "app").rglob("*.py")]:
+        name = module_of(path)
+        graph[name] = set()
+        for module in imports(path):
+            for target in (module, module.rsplit(".", 1)[0]):  # `from a.b import c`: a.b.c or a.b
+                if target.split(".")[0] in ("model", "app") and not name.startswith(target + "."):
+                    graph[name].add(target)
+                    break
+    graph = {name: {t for t in targets if t in graph and t != name and not t.startswith(name + ".")}
+             for name, targets in graph.items()}
+    cycles = []
+
+    def visit(node, path, done):
+        for nxt in graph[node]:
+            if nxt in path:
+                cycles.append(path[path.index(nxt):] + [nxt])
+            elif nxt not in done:
+                done.add(nxt)
+                visit(nxt, path + [nxt], done)
+
+    for start in graph:
+        visit(start, [start], {start})
+    assert not cycles, sorted({" → ".join(c) for c in cycles})[:10]

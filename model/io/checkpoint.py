@@ -27,7 +27,7 @@ from safetensors.torch import load_file, save_file
 from model.engine import DTYPES, GlassboxError, ModelConfig, Transformer, build_model, default_device
 from model.io.assets import asset
 from model.io.convert import CONVERTERS, FAMILY_NAMES
-from model.io.guard import CONFIG_BYTES, check_fits, model_directory, read_json, regular_file, some
+from model.io.guard import CONFIG_BYTES, check_fits, model_directory, read_json, regular_file, shard_files, some
 from model.io.hub import Progress, download, parse_hub_id
 from model.io.tokenizer import Tokenizer
 
@@ -192,19 +192,6 @@ def save(path: Path, model: Transformer, tokenizer: Tokenizer, dtype: str, about
     state = {k: v.detach().to(DTYPES[dtype]).contiguous() for k, v in model.state_dict().items()}
     save_file(state, str(path / "model.safetensors"))
     tokenizer.save(path)
-
-
-def shard_files(path: Path) -> list[Path]:
-    """The weight files: model.safetensors, or the shards model.safetensors.index.json names
-    (plain file names in the same folder; each a regular file)."""
-    index = path / "model.safetensors.index.json"
-    if not index.exists():
-        return [regular_file(path / "model.safetensors")]
-    weight_map = read_json(index, 16 * CONFIG_BYTES).get("weight_map")
-    if not isinstance(weight_map, dict) or not weight_map or not all(
-            isinstance(f, str) and "/" not in f and f not in ("", ".", "..") for f in weight_map.values()):
-        raise GlassboxError(f"{index} has no weight_map of file names in its folder")
-    return [regular_file(path / name) for name in sorted(set(weight_map.values()))]
 
 
 def _stored_shapes(paths: list[Path]) -> dict[str, torch.Tensor]:

@@ -106,6 +106,19 @@ def read_json(path: Path, limit: int = CONFIG_BYTES) -> dict:
     return value
 
 
+def shard_files(path: Path) -> list[Path]:
+    """The weight files: model.safetensors, or the shards model.safetensors.index.json names
+    (plain file names in the same folder; each a regular file)."""
+    index = path / "model.safetensors.index.json"
+    if not index.exists():
+        return [regular_file(path / "model.safetensors")]
+    weight_map = read_json(index, 16 * CONFIG_BYTES).get("weight_map")
+    if not isinstance(weight_map, dict) or not weight_map or not all(
+            isinstance(f, str) and "/" not in f and f not in ("", ".", "..") for f in weight_map.values()):
+        raise GlassboxError(f"{index} has no weight_map of file names in its folder")
+    return [regular_file(path / name) for name in sorted(set(weight_map.values()))]
+
+
 def _unreadable(path: Path, exc: OSError) -> GlassboxError:
     if isinstance(exc, FileNotFoundError):
         return GlassboxError(f"{path} is missing: is {path.parent} a model directory?")

@@ -39,7 +39,7 @@ from typing import Callable
 
 from model.engine import GlassboxError
 from model.engine.device import default_device
-from model.io.guard import MAX_MODEL_GB, allowed_roots, memory_limit, seconds_setting, shortened
+from model.io.guard import MAX_MODEL_GB, allowed_roots, memory_limit, seconds_setting, shard_files, shortened
 
 HUB_SETTING = "GLASSBOX_HUB"
 TIMEOUT_SETTING = "GLASSBOX_HUB_TIMEOUT"
@@ -133,7 +133,6 @@ def _wanted(filename: str) -> bool:
 def _has_weights(folder: Path) -> bool:
     index = folder / "model.safetensors.index.json"
     if index.exists():
-        from model.io.checkpoint import shard_files  # the loader reads the index; one reader of it
         return all(f.exists() for f in shard_files(folder))
     return (folder / "model.safetensors").exists()
 

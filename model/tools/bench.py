@@ -34,13 +34,12 @@ import ctypes
 import os
 import gc
 import json
-import statistics
-import time
 from pathlib import Path
 
 import torch
 
 from model.engine import GlassboxError, ModelConfig, Transformer, default_device, next_token_targets, run_trace
+from model.tools.timing import median_ms
 
 GPT2_SMALL = ModelConfig(vocab_size=50257, n_ctx=1024, d_model=768, n_layers=12, n_heads=12, d_ff=3072)
 TINY = ModelConfig(vocab_size=64, n_ctx=32, d_model=32, n_layers=2, n_heads=4, d_ff=128)
@@ -57,11 +56,6 @@ def add_arguments(parser) -> None:
                         help="instead: Glassbox beside transformers (and TransformerLens if installed) on the same weights")
     parser.add_argument("--families", nargs="*", metavar="HUB_ID",
                         help="instead: each curated model's shape (or these), random weights: load, trace, generate")
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def _status_kb(field: str) -> int | None:
@@ -106,21 +100,6 @@ def trace_bytes(trace, model: Transformer) -> tuple[int, int]:
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
     storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}
     return sum(t.nbytes for t in tensors), sum(n for ptr, n in storages.items() if ptr not in params)
-
-
-def median_ms(fns: dict, repeats: int, device: torch.device) -> dict[str, float]:
-    """Each function's median time in ms over ``repeats`` runs after one warm-up, interleaved:
-    each run times every function once, so that drift hits them all alike."""
-    times = {name: [] for name in fns}
-    for run in range(repeats + 1):  # run 0 is the warm-up
-        for name, fn in fns.items():
-            _sync(device)
-            start = time.perf_counter()
-            fn()
-            _sync(device)
-            if run:
-                times[name].append(time.perf_counter() - start)
-    return {name: 1000 * statistics.median(ts) for name, ts in times.items()}
 
 
 def bench_length(model: Transformer, length: int, repeats: int, device: torch.device) -> dict:

@@ -34,7 +34,7 @@ def run(lengths: list[int], repeats: int, small: bool) -> int:
     from model.engine import default_device, run_trace
     from model.engine.sampling import Sampling, generate
     from model.io.checkpoint import load
-    from model.tools.bench import median_ms
+    from model.tools.timing import median_ms
     from model.tools.family_bench import build_tokenizer
 
     device = default_device()
