@@ -265,3 +265,18 @@ def test_every_micro_models_sample_prompt_is_in_its_vocabulary(name):
     """The explorer and `glassbox hooks` fall back to a model's sample prompt."""
     loaded = load(name)
     assert loaded.encode(loaded.about["sample_prompt"])
+
+
+def test_a_command_that_makes_a_model_writes_it_under_glassbox_home(tmp_path, monkeypatch, capsys):
+    """Without --out, train-micro writes to $GLASSBOX_HOME/models/micro-NAME (made if need be),
+    not into the package's assets, which stay byte for byte as they were; the model written loads."""
+    from model.io.assets import asset
+    from model.tools.cli import main
+
+    shipped = {p.name: p.read_bytes() for p in asset("micro-bigram").iterdir() if p.is_file()}
+    monkeypatch.setenv("GLASSBOX_HOME", str(tmp_path / "home"))
+    assert main(["train-micro", "bigram", "--steps", "5", "--json"]) == 0
+    out = tmp_path / "home" / "models" / "micro-bigram"
+    assert f"wrote {out}" in capsys.readouterr().err
+    assert load(str(out)).cfg.n_layers == 0
+    assert {p.name: p.read_bytes() for p in asset("micro-bigram").iterdir() if p.is_file()} == shipped

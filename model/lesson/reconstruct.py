@@ -13,7 +13,7 @@ from model.engine.capture import capture
 from model.engine.names import is_norm_parameter
 from model.io.checkpoint import save
 from model.io.tokenizer import Tokenizer
-from model.lesson.article import DIR, FIGURES, PROMPT, config, engine_slot, printed_figure, published
+from model.lesson.article import FIGURES, PROMPT, config, engine_slot, printed_figure, published
 
 SOLVER_SEED = 0
 
@@ -104,8 +104,8 @@ def reconstruct(article: dict, seed: int = SOLVER_SEED, log=print) -> Transforme
     return model
 
 
-def build(path: Path = DIR, log=print) -> Transformer:
-    """Reconstruct the unprinted weights and write the model to assets/worked-example."""
+def build(path: Path, log=print) -> Transformer:
+    """Reconstruct the unprinted weights and write the model to ``path`` (the shipped one: assets/worked-example)."""
     article = published()
     model = reconstruct(article, log=log)
     errors = torch.cat([e.reshape(-1) for e in figure_errors(model, article).values()]).detach().abs()

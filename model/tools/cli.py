@@ -5,15 +5,18 @@
   hooks   --model M                 every captured name with its shape
   bench                             capture overhead and memory, GPT-2-small shape
   worked-example --json             the article's numbers, computed by the engine
-  build-worked-example              reconstruct and write assets/worked-example
+  build-worked-example [--out DIR]  reconstruct the worked example's model ($GLASSBOX_HOME/models/worked-example)
   generate --model M --prompt TEXT --max-new-tokens N --temperature T --top-k K --top-p P --seed S [--json]
-  train-default                     regenerate the story corpus and train assets/default
-  train-micro NAME [--json]         train a micro-model (bigram, attention-only, induction, moe, seq2seq) into assets/micro-NAME
+  train-default [--out DIR]         regenerate the story corpus and train the default model ($GLASSBOX_HOME/models/default)
+  train-micro NAME [--json]         train a micro-model (bigram, attention-only, induction, moe, seq2seq) ($GLASSBOX_HOME/models/micro-NAME)
   models                            the curated hub models: family, parameters, download size, cached
   download ID[@REVISION]            fetch a hub model's config, tokenizer and safetensors into the hub cache
   patch   --model M --clean TEXT --corrupt TEXT --answer TOKEN --wrong TOKEN [--site S] --json
   attribute --model M --prompt TEXT --target TOKEN --method METHOD [--steps N] --json
   dla     --model M --prompt TEXT --token TOKEN [--wrong TOKEN] --json
+
+Commands that make a model write it under $GLASSBOX_HOME/models (default: ~/.cache/glassbox/models),
+never into the installed package; --out assets/NAME in a checkout refreshes a shipped model.
 
 Wherever a command takes --model, it may be a bundled model's name, a directory, or a hub id
 (``EleutherAI/pythia-70m``, ``EleutherAI/pythia-70m@step3000``), fetched on first use.
@@ -112,6 +115,17 @@ def writable(path: Path, folder_ok: bool = False) -> Path:
     return path
 
 
+def model_output(out: Path | None, name: str) -> Path:
+    """Where a command writes the model it makes: ``out``, checked, else the user's folder for it
+    (model.io.assets.user_folder: $GLASSBOX_HOME/models/NAME, made if need be), never the package."""
+    from model.io.assets import user_folder
+
+    if out is None:
+        out = user_folder(name)
+        out.parent.mkdir(parents=True, exist_ok=True)
+    return writable(out, folder_ok=True)  # a folder to create or replace: checked before any work
+
+
 def cmd_trace(args) -> int:
     from model.engine import GlassboxError, Target, run_trace
     from model.io.checkpoint import load
@@ -169,10 +183,11 @@ def cmd_bench(args) -> int:
 
 
 def cmd_build_worked_example(args) -> int:
-    from model.lesson.reconstruct import DIR, build
+    from model.lesson.reconstruct import build
 
-    build()
-    print(f"wrote {DIR}")
+    out = model_output(args.out, "worked-example")
+    build(out)
+    print(f"wrote {out}")
     return 0
 
 
@@ -285,21 +300,19 @@ def cmd_dla(args) -> int:
 def cmd_train_default(args) -> int:
     from model.tools.train_default import train
 
-    writable(args.out, folder_ok=True)  # a folder to create or replace: its parent must be writable, checked before training
-    train(path=args.out, steps=args.steps, n_stories=args.stories)
+    out = model_output(args.out, "default")
+    train(path=out, steps=args.steps, n_stories=args.stories)
     return 0
 
 
 def cmd_train_micro(args) -> int:
     import json
 
-    from model.io.assets import asset
     from model.io.checkpoint import load
     from model.micro import micro
 
     chosen = micro(args.name)
-    out = args.out or asset(chosen.asset)
-    writable(out, folder_ok=True)
+    out = model_output(args.out, chosen.asset)
     chosen.train(out, args.steps)
     figures = chosen.figures(load(str(out)))  # the proving figure, of the model just written
     print(f"wrote {out}", file=sys.stderr)
@@ -396,7 +409,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object (the contract in the README)")
     p.set_defaults(func=cmd_worked_example)
 
-    p = sub.add_parser("build-worked-example", help="reconstruct the unprinted weights and write assets/worked-example")
+    p = sub.add_parser("build-worked-example", help="reconstruct the unprinted weights and write the worked example's model")
+    p.add_argument("--out", type=Path, help="where to write it (default: $GLASSBOX_HOME/models/worked-example; "
+                   "assets/worked-example refreshes the shipped one)")
     p.set_defaults(func=cmd_build_worked_example)
 
     p = sub.add_parser("generate", help="continue a prompt, token by token (KV cache), with exact sampling")
@@ -410,10 +425,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help='print {"prompt", "completion", "steps": [...]}')
     p.set_defaults(func=cmd_generate)
 
-    p = sub.add_parser("train-default", help="regenerate the story corpus and train the default model (assets/default)")
-    from model.tools.train_default import DIR, N_STORIES, STEPS
+    p = sub.add_parser("train-default", help="regenerate the story corpus and train the default model")
+    from model.tools.train_default import N_STORIES, STEPS
 
-    p.add_argument("--out", type=Path, default=DIR, help="where to write the model (default: assets/default)")
+    p.add_argument("--out", type=Path, help="where to write the model (default: $GLASSBOX_HOME/models/default; "
+                   "assets/default refreshes the shipped one)")
     p.add_argument("--steps", type=int, default=STEPS, help=argparse.SUPPRESS)  # smaller runs for tests
     p.add_argument("--stories", type=int, default=N_STORIES, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_train_default)
@@ -423,7 +439,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("name", choices=MICRO_NAMES, help="bigram (zero layers), attention-only (one block, skip-trigrams), "
                    "induction (two blocks, induction heads), moe (8 experts, top-2; trained with and without the "
                    "load-balancing loss, the second into OUT-unbalanced), seq2seq (an encoder-decoder that reverses its source)")
-    p.add_argument("--out", type=Path, help="where to write the model (default: assets/micro-NAME)")
+    p.add_argument("--out", type=Path, help="where to write the model (default: $GLASSBOX_HOME/models/micro-NAME; "
+                   "assets/micro-NAME refreshes the shipped one)")
     p.add_argument("--json", action="store_true", help="print the figure as one JSON line")
     p.add_argument("--steps", type=count_between(1, 100_000), help=argparse.SUPPRESS)  # smaller runs for tests
     p.set_defaults(func=cmd_train_micro)

@@ -2,8 +2,8 @@
 
 Regenerates the story corpus (model/data/stories.py), trains a byte-level BPE tokenizer on it,
 then a small GPT (GPT-2's architecture, about 1M parameters) with AdamW, and writes the
-weights, tokenizer, loss curve and model card to assets/default. Seeded throughout; on the
-same machine and thread count the result is the same.
+weights, tokenizer, loss curve and model card to the folder given (the shipped one is
+assets/default). Seeded throughout; on the same machine and thread count the result is the same.
 """
 
 from __future__ import annotations
@@ -19,12 +19,10 @@ from tokenizers import ByteLevelBPETokenizer
 
 from model.data.stories import corpus
 from model.engine import ModelConfig, Transformer
-from model.io.assets import asset
 from model.io.checkpoint import save
 from model.io.tokenizer import Tokenizer
 from model.lesson.training import learning_rate_at
 
-DIR = asset("default")
 SEED = 0
 N_STORIES = 20_000
 VOCAB = 1024
@@ -54,7 +52,7 @@ def learning_rate(step: int) -> float:
     return learning_rate_at("warmup + cosine", step, STEPS, LR, WARMUP, floor=0.1)
 
 
-def train(path: Path = DIR, steps: int = STEPS, n_stories: int = N_STORIES, log=print) -> None:
+def train(path: Path, steps: int = STEPS, n_stories: int = N_STORIES, log=print) -> None:
     # CPU kernels that accumulate in parallel (the embedding's backward) may otherwise add
     # in a different order each run, and the weights would differ in their last bits
     deterministic = torch.are_deterministic_algorithms_enabled()
@@ -169,7 +167,7 @@ SAMPLE_PROMPTS = [("the cat sat on the", 0.0, 0), ("Once upon a time,", 1.0, 1),
                   ('"Hello, Tom!" said', 1.0, 3), ("The dogs", 1.0, 4)]
 
 
-def add_samples(path: Path = DIR) -> None:
+def add_samples(path: Path) -> None:
     """Put sample continuations in the model card (config.json's about.samples)."""
     from model.io.checkpoint import load
     from model.engine.sampling import Sampling, generate
