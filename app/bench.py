@@ -36,10 +36,10 @@ from pathlib import Path
 
 import torch
 
-from model.data.stories import corpus
-from model.engine import Transformer
-from model.io.checkpoint import load, save
-from model.tools.bench import GPT2_SMALL, TINY
+from glassbox.model.data.stories import corpus
+from glassbox.model.engine import Transformer
+from glassbox.model.io.checkpoint import load, save
+from glassbox.model.tools.bench import GPT2_SMALL, TINY
 
 # what marks each view as drawn: a chart title, or for Export its download button
 VIEWS = {"Overview": "Parameters per part", "Tokens & embeddings": "PCA of embed.W_E", "Attention": "Every head's pattern",
@@ -81,7 +81,7 @@ def forward_seconds(path: Path, prompt: str) -> float:
 def serve(port: int, timing: Path | None = None) -> subprocess.Popen:
     """The app on ``port``; with ``timing``, its server logs each run's seconds there."""
     env = {**os.environ, **({"GLASSBOX_TIMING": str(timing)} if timing else {})}
-    server = subprocess.Popen([sys.executable, "-m", "model", "app", "--server.port", str(port), "--server.headless", "true",
+    server = subprocess.Popen([sys.executable, "-m", "glassbox", "app", "--server.port", str(port), "--server.headless", "true",
                                "--browser.gatherUsageStats", "false"], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
     for _ in range(240):

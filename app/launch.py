@@ -6,10 +6,10 @@ server answers its health check that much later and the first page that much soo
 
 import sys
 
-import app  # noqa: F401  pandas and plotly, as every session's first import would (app/__init__.py)
-import model.engine  # noqa: F401  torch and the engine
-import model.io.checkpoint  # noqa: F401
-import model.lesson.steps  # noqa: F401  the worked example's steps
+import glassbox.app  # noqa: F401  pandas and plotly, as every session's first import would (app/__init__.py)
+import glassbox.model.engine  # noqa: F401  torch and the engine
+import glassbox.model.io.checkpoint  # noqa: F401
+import glassbox.model.lesson.steps  # noqa: F401  the worked example's steps
 from streamlit.web.cli import main
 
 if __name__ == "__main__":

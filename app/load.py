@@ -27,8 +27,8 @@ import threading
 import time
 from pathlib import Path
 
-from app.bench import CHROMIUM_ARGS, checkpoint, serve
-from model.data.stories import corpus
+from glassbox.app.bench import CHROMIUM_ARGS, checkpoint, serve
+from glassbox.model.data.stories import corpus
 
 MAX_SESSIONS = 32
 
@@ -51,7 +51,7 @@ def _tree_rss(pid: int) -> int:
 
 
 def _prompts(n: int, n_tokens: int) -> list[str]:
-    from model.io.checkpoint import load
+    from glassbox.model.io.checkpoint import load
 
     tokenizer = load("default").tokenizer
     return [tokenizer.decode(tokenizer.encode(" ".join(corpus(40, seed=100 + i)))[:n_tokens]) for i in range(n)]
@@ -59,7 +59,7 @@ def _prompts(n: int, n_tokens: int) -> list[str]:
 
 def _cli_loss(model: str, prompt: str) -> float:
     with tempfile.NamedTemporaryFile(suffix=".npz") as npz:
-        out = subprocess.run([sys.executable, "-m", "model", "trace", "--model", model, "--prompt", prompt,
+        out = subprocess.run([sys.executable, "-m", "glassbox", "trace", "--model", model, "--prompt", prompt,
                               "--backward", "--npz", npz.name], capture_output=True, text=True, check=True).stdout
     return float(re.search(r"loss\s+([0-9.]+)", out).group(1))
 
@@ -82,8 +82,8 @@ def main(argv: list[str] | None = None) -> int:
         folder, _ = checkpoint(Path(tmp) / "model", args.small)
         prompts = _prompts(args.sessions, 24 if args.small else args.tokens)
         os.environ["GLASSBOX_MODEL_DIRS"] = tmp
-        from model.engine import default_device
-        from model.serving.admission import default_budget
+        from glassbox.model.engine import default_device
+        from glassbox.model.serving.admission import default_budget
 
         budget = default_budget(default_device())  # as the server computes it at its start
         server = serve(port)

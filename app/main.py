@@ -9,14 +9,14 @@ it without this file (and without its crash guard)."""
 
 import streamlit as st
 
-from app.components.errors import crash_guard
-from app.components.timing import timed
+from glassbox.app.components.errors import crash_guard
+from glassbox.app.components.timing import timed
 
 st.set_page_config(page_title="Glassbox", layout="wide")
 # No traceback, exception type or message in the browser, even for an error outside crash_guard
 # (.streamlit/config.toml says the same, but only applies when Streamlit starts in the checkout).
 st.set_option("client.showErrorDetails", "none")
-from model.course import LESSONS  # noqa: E402  (after set_page_config)
+from glassbox.model.course import LESSONS  # noqa: E402  (after set_page_config)
 
 pages = st.navigation({
     "Glassbox": [

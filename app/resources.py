@@ -9,13 +9,13 @@ from contextlib import contextmanager
 
 import streamlit as st
 
-from app.components.labels import plain
-from app.components.timing import computing
-from model.io.checkpoint import LoadedModel
-from model.engine import GlassboxError, default_device
-from model.serving import Admission, ModelCache, TraceCache, check_budget
-from model.serving.admission import default_budget, return_freed_memory
-from model.serving.sizing import seq2seq_pass_bound, trace_cost
+from glassbox.app.components.labels import plain
+from glassbox.app.components.timing import computing
+from glassbox.model.io.checkpoint import LoadedModel
+from glassbox.model.engine import GlassboxError, default_device
+from glassbox.model.serving import Admission, ModelCache, TraceCache, check_budget
+from glassbox.model.serving.admission import default_budget, return_freed_memory
+from glassbox.model.serving.sizing import seq2seq_pass_bound, trace_cost
 
 
 @st.cache_resource

@@ -8,7 +8,7 @@ from typing import TypeVar
 
 import streamlit as st
 
-from app.components.labels import plain
+from glassbox.app.components.labels import plain
 
 T = TypeVar("T")
 

@@ -1,3 +1,3 @@
-from model.tools.cli import main
+from glassbox.model.tools.cli import main
 
 raise SystemExit(main())

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-from model.engine import ModelConfig, Transformer
+from glassbox.model.engine import ModelConfig, Transformer
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app" / "main.py")
@@ -66,7 +66,7 @@ def serving(command: list[str] | str, env: dict | None = None, seconds: float = 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
     """`python -m model ARGS` in a process of its own, as a user runs it."""
-    return subprocess.run([sys.executable, "-m", "model", *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", "glassbox", *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
 
 
 def build_random_model(cfg: ModelConfig, seed: int = 0) -> Transformer:
@@ -151,7 +151,7 @@ def choose_in_page(at, block: int, head: int, query: int, key: int):
     """A block, head and positions chosen in the Attention view's page: AppTest cannot click the
     element, so this does what its message makes the server do (``attention_head``'s callback:
     the page's choice noted, ``chosen_in_page``), then reruns."""
-    from app.components.attention_head import PAGE_CHOICE
+    from glassbox.app.components.attention_head import PAGE_CHOICE
 
     at.session_state[PAGE_CHOICE] = {"block": block, "head": head, "query": query, "key": key}
     at.session_state["explore_block"], at.session_state["explore_head"] = block, head

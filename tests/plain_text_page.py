@@ -3,7 +3,7 @@ in an error box and inside Markdown, for the browser's own renderer to be checke
 
 import streamlit as st
 
-from app.components.labels import plain
+from glassbox.app.components.labels import plain
 
 HOSTILE = [
     "![pix](http://127.0.0.1:9/pixel.png)",

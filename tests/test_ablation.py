@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from model.analysis.ablation import ablate
-from model.engine import GlassboxError, ModelConfig, run_trace
+from glassbox.model.analysis.ablation import ablate
+from glassbox.model.engine import GlassboxError, ModelConfig, run_trace
 from tests.helpers import build_random_model
 
 CFG = ModelConfig(vocab_size=24, n_ctx=16, d_model=16, n_layers=2, n_heads=2, d_ff=32)

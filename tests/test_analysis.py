@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import torch
 
-from model.analysis import (attention_pair, backward_steps, contribution_norms, dead_neurons, downsample, embedding_pca, gradient_norms, length_correlation, logit_lens, nearest_tokens, norm_prefixes, norm_summary, parts, recomputed_weight_gradient, saliency, tile, to_csv, top_neurons, weight_gradient_product)
-from model.serving import Needs, TraceCache, capture_plan, check_budget, full_trace_bytes, held_bytes, trace_bytes, trace_names, working_bytes
-from model.serving.sizing import most_tokens
-from model.io.checkpoint import load
-from model.engine import GRAD, GlassboxError, ModelConfig, Target, Transformer, run_trace
+from glassbox.model.analysis import (attention_pair, backward_steps, contribution_norms, dead_neurons, downsample, embedding_pca, gradient_norms, length_correlation, logit_lens, nearest_tokens, norm_prefixes, norm_summary, parts, recomputed_weight_gradient, saliency, tile, to_csv, top_neurons, weight_gradient_product)
+from glassbox.model.serving import Needs, TraceCache, capture_plan, check_budget, full_trace_bytes, held_bytes, trace_bytes, trace_names, working_bytes
+from glassbox.model.serving.sizing import most_tokens
+from glassbox.model.io.checkpoint import load
+from glassbox.model.engine import GRAD, GlassboxError, ModelConfig, Target, Transformer, run_trace
 
 MODERN = ModelConfig(vocab_size=50, n_ctx=16, d_model=24, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=40, norm="rmsnorm",
                      activation="silu", gated_mlp=True, positional="rope", attn_bias=False, mlp_bias=False,
@@ -357,7 +357,7 @@ def test_equal_probabilities_rank_in_token_id_order_in_every_view():
     """On the worked example p(sat) = p(mat) exactly (0.170596…, float64): the logit lens and the
     sampler's top list (the overview's and the playground's bars) both put sat (id 2) before mat
     (id 5). Reference: the tie itself, checked exact first."""
-    from model.engine.sampling import top
+    from glassbox.model.engine.sampling import top
     loaded = load("worked-example")
     trace = run_trace(loaded.model, [0, 1, 2, 3, 0])
     probs = trace["hook_probs"][-1]

@@ -7,10 +7,10 @@ import pytest
 import numpy as np
 import torch
 
-from model.io.checkpoint import load
-from model.lesson.steps import worked_example_steps
-from model.engine import run_trace
-from model.lesson.article import published
+from glassbox.model.io.checkpoint import load
+from glassbox.model.lesson.steps import worked_example_steps
+from glassbox.model.engine import run_trace
+from glassbox.model.lesson.article import published
 
 from tests.helpers import charts, exact, played, press, shown as shown_text, start, values
 
@@ -133,8 +133,8 @@ def test_welcome_page_names_a_real_step_and_view_for_every_part_of_the_drawing()
     """Each part of the welcome page's drawing links to a worked-example step and an explorer view that
     exist (checked against the steps the engine builds and the explorer's views), and a part chosen in
     the URL is the one described."""
-    from app.components.architecture import PARTS
-    from app.explore import VIEWS
+    from glassbox.app.components.architecture import PARTS
+    from glassbox.app.explore import VIEWS
 
     loaded = load("worked-example")
     keys = {s.key for s in worked_example_steps(loaded.model, loaded.tokenizer, published(), lambda w: "")}

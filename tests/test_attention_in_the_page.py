@@ -22,11 +22,11 @@ import math
 import numpy as np
 import pytest
 
-from app.components.attention_head import block_payload
-from app.explore.attention import how_notes, pair_latex
-from model.analysis import attention_pair
-from model.engine import ModelConfig, run_trace
-from model.io.checkpoint import load
+from glassbox.app.components.attention_head import block_payload
+from glassbox.app.explore.attention import how_notes, pair_latex
+from glassbox.model.analysis import attention_pair
+from glassbox.model.engine import ModelConfig, run_trace
+from glassbox.model.io.checkpoint import load
 from tests.helpers import build_random_model, page_functions
 
 WINDOWED = ModelConfig(vocab_size=40, n_ctx=16, d_model=16, n_layers=2, n_heads=4, n_kv_heads=1, d_head=6, d_ff=24,
@@ -132,7 +132,7 @@ def test_the_page_draws_the_lines_the_server_draws(tmp_path):
     strongest are drawn), peaked, and with ties. Reference: the server's figure, exactly."""
     from types import SimpleNamespace
 
-    from app.explore.attention import GAP, line_rows, lines
+    from glassbox.app.explore.attention import GAP, line_rows, lines
 
     T = 200  # an even row: 0.005 a key, none over 1%
     rng = np.random.default_rng(0)

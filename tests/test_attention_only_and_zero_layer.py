@@ -8,18 +8,18 @@ import numpy as np
 import pytest
 import torch
 
-from model.analysis import (architecture, backward_steps, contribution_norms, gradient_norms, logit_lens, norm_prefixes,
+from glassbox.model.analysis import (architecture, backward_steps, contribution_norms, gradient_norms, logit_lens, norm_prefixes,
                             norm_summary, parts, positional_table, recomputed_weight_gradient, saliency,
                             weight_gradient_product)
-from model.analysis.ablation import ablate
-from model.analysis.architecture import NO_BLOCKS, NO_MLP, NO_POSITIONS, missing
-from model.analysis.attribution import attribute
-from model.analysis.circuits import bigram, head_scores, qk_circuit
-from model.analysis.dla import direct_logit_attribution, parts_written
-from model.analysis.neurons import active, top_neurons
-from model.analysis.patching import activation_patching, sites
-from model.analysis.residual import stream_start
-from model.engine import GRAD, GlassboxError, ModelConfig, run_trace
+from glassbox.model.analysis.ablation import ablate
+from glassbox.model.analysis.architecture import NO_BLOCKS, NO_MLP, NO_POSITIONS, missing
+from glassbox.model.analysis.attribution import attribute
+from glassbox.model.analysis.circuits import bigram, head_scores, qk_circuit
+from glassbox.model.analysis.dla import direct_logit_attribution, parts_written
+from glassbox.model.analysis.neurons import active, top_neurons
+from glassbox.model.analysis.patching import activation_patching, sites
+from glassbox.model.analysis.residual import stream_start
+from glassbox.model.engine import GRAD, GlassboxError, ModelConfig, run_trace
 from tests.helpers import build_random_model
 
 SMALL = dict(vocab_size=30, n_ctx=16, d_model=16, n_heads=2, d_ff=16, tie_embeddings=False)

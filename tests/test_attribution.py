@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from model.analysis.attribution import METHODS, attribute
-from model.engine import GlassboxError, ModelConfig, editing, run_trace
+from glassbox.model.analysis.attribution import METHODS, attribute
+from glassbox.model.engine import GlassboxError, ModelConfig, editing, run_trace
 from tests.helpers import build_random_model
 
 CFG = ModelConfig(vocab_size=24, n_ctx=16, d_model=16, n_layers=2, n_heads=2, d_ff=32)

@@ -20,7 +20,7 @@ def positive_finite(x):
 @pytest.mark.subprocess
 def test_bench_small_writes_ratios_and_memory(tmp_path):
     out = tmp_path / "out.json"
-    run = subprocess.run([sys.executable, "-m", "model", "bench", "--small", "--repeats", "5", "--lengths", "8", "16",
+    run = subprocess.run([sys.executable, "-m", "glassbox", "bench", "--small", "--repeats", "5", "--lengths", "8", "16",
                           "--json", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert "capture ÷ forward" in run.stdout
@@ -42,7 +42,7 @@ def test_bench_peers_runs_beside_transformers_on_the_same_weights():
     """Reference for the one assertion that is not a smoke check: transformers' own greedy
     `generate` on the same weights gives the same 64 tokens as Glassbox's (the bench exits 1 if not)."""
     pytest.importorskip("transformers")
-    run = subprocess.run([sys.executable, "-m", "model", "bench", "--peers", "--small", "--repeats", "1", "--lengths",
+    run = subprocess.run([sys.executable, "-m", "glassbox", "bench", "--peers", "--small", "--repeats", "1", "--lengths",
                           "8", "16"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     # two lengths × four rows, and two more rows per length where TransformerLens is installed
@@ -52,7 +52,7 @@ def test_bench_peers_runs_beside_transformers_on_the_same_weights():
 
 @pytest.mark.subprocess
 def test_bench_rejects_too_few_repeats():
-    run = subprocess.run([sys.executable, "-m", "model", "bench", "--repeats", "2"], cwd=ROOT,
+    run = subprocess.run([sys.executable, "-m", "glassbox", "bench", "--repeats", "2"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 2 and "repeats" in run.stderr
 
@@ -62,7 +62,7 @@ def test_bench_rejects_too_few_repeats():
 def test_view_benchmark_opens_every_view_in_chromium(tmp_path):
     """Smoke test of python -m app.bench --small: every view is opened four times and timed."""
     out = tmp_path / "views.json"
-    result = subprocess.run([sys.executable, "-m", "app.bench", "--small", "--json", str(out)], capture_output=True,
+    result = subprocess.run([sys.executable, "-m", "glassbox.app.bench", "--small", "--json", str(out)], capture_output=True,
                             text=True, timeout=600, cwd=ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads(out.read_text())
@@ -87,7 +87,7 @@ def test_load_script_drives_sessions_at_once_and_checks_their_losses():
     """Smoke test of python -m app.load --small --sessions 2. Reference for its one real check:
     each session's loss, as its page prints it, against `glassbox trace` on the same prompt
     (the script exits 1 on a mismatch or an error)."""
-    result = subprocess.run([sys.executable, "-m", "app.load", "--small", "--sessions", "2", "--timeout", "300"],
+    result = subprocess.run([sys.executable, "-m", "glassbox.app.load", "--small", "--sessions", "2", "--timeout", "300"],
                             capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "errors: 0" in result.stdout and "in 2 of 2 sessions, 0 mismatched" in result.stdout
@@ -110,8 +110,8 @@ def test_family_bench_builds_loads_traces_an_encoder_and_an_encoder_decoder(hub_
     transformers = pytest.importorskip("transformers")
     import torch
 
-    from model.io.catalog import entry
-    from model.tools import family_bench
+    from glassbox.model.io.catalog import entry
+    from glassbox.model.tools import family_bench
 
     config = dict(entry(hub_id).config, **TINY_SHAPES[hub_id])
     family_bench.write(config, tmp_path)

@@ -155,7 +155,7 @@ def test_a_shared_step_url_opens_that_step_and_a_click_explains_a_cell(app_url, 
 def test_welcome_page_a_click_on_the_drawing_leads_to_the_matching_step_and_view(app_url, page):
     """The landing page: clicking the drawing's MLP box names the worked example's FFN step and the
     explorer's MLP view, and its links open them (the part's key, step and view from architecture.PARTS)."""
-    from app.components.architecture import PARTS
+    from glassbox.app.components.architecture import PARTS
 
     mlp = next(p for p in PARTS if p.key == "mlp")
     page.goto(app_url)
@@ -194,8 +194,8 @@ def test_an_unknown_step_in_the_url_says_so(app_url, page):
 
 
 def test_playground_types_a_prompt_moves_the_temperature_and_generates(app_url, page):
-    from model.io.checkpoint import load
-    from model.engine.sampling import Sampling, generate
+    from glassbox.model.io.checkpoint import load
+    from glassbox.model.engine.sampling import Sampling, generate
 
     page.goto(app_url + "/playground?max_new=8&seed=3")
     settled(page)
@@ -262,7 +262,7 @@ def test_playground_types_a_prompt_moves_the_temperature_and_generates(app_url, 
 def test_explorer_opens_every_view_and_a_click_opens_a_head(app_url, page):
     page.goto(app_url + "/explore?model=default&prompt=the+cat+sat+on+the+mat")
     settled(page)
-    from app.bench import VIEWS  # each view's chart title (the benchmark waits for the same ones)
+    from glassbox.app.bench import VIEWS  # each view's chart title (the benchmark waits for the same ones)
 
     for view, title in ((v, t) for v, t in VIEWS.items() if t is not None):
         page.get_by_role("radio", name=view, exact=True).click()
@@ -317,8 +317,8 @@ def test_a_long_prompts_heads_are_computed_in_the_page(app_url, page, tmp_path):
     tokens: 5 MB) sends the queries and keys alone, and the page computes each head's scores and
     pattern when it is chosen. Reference: run_trace's hook_pattern on the same model, against the
     weights the page writes (3 decimals: 0.0005)."""
-    from model.engine import ModelConfig, Transformer, run_trace
-    from model.io.checkpoint import load, save
+    from glassbox.model.engine import ModelConfig, Transformer, run_trace
+    from glassbox.model.io.checkpoint import load, save
 
     tokenizer = load("default").tokenizer
     cfg = ModelConfig(vocab_size=598, n_ctx=256, d_model=32, n_layers=1, n_heads=12, d_head=64, d_ff=64)
@@ -349,8 +349,8 @@ def test_a_long_prompts_heads_are_computed_in_the_page(app_url, page, tmp_path):
 def test_a_click_on_a_gradient_cell_in_the_backward_view_writes_its_arithmetic(app_url, page):
     """Reference: the engine's gradient at the clicked cell (run_trace, backward), as the page's
     caption prints autograd's value (6 significant digits)."""
-    from model.engine import GRAD, run_trace
-    from model.io.checkpoint import load
+    from glassbox.model.engine import GRAD, run_trace
+    from glassbox.model.io.checkpoint import load
 
     loaded = load("default")
     trace = run_trace(loaded.model, loaded.encode("the cat sat on the"), backward=True)

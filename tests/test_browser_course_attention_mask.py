@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from playwright.sync_api import expect
 
-from model.course.attention_by_hand import KEYS
-from model.course.mask import PROMPT
-from model.engine import run_trace, variant
-from model.io.checkpoint import load
+from glassbox.model.course.attention_by_hand import KEYS
+from glassbox.model.course.mask import PROMPT
+from glassbox.model.engine import run_trace, variant
+from glassbox.model.io.checkpoint import load
 
 pytestmark = [pytest.mark.browser, pytest.mark.subprocess]
 

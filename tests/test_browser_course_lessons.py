@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from playwright.sync_api import expect
 
-from model.course.real_model_configs import MODEL
+from glassbox.model.course.real_model_configs import MODEL
 
 pytestmark = [pytest.mark.browser, pytest.mark.subprocess]
 

@@ -15,9 +15,9 @@ from urllib.parse import quote
 import pytest
 from playwright.sync_api import expect
 
-from model.io.checkpoint import load
-from model.serving import check_budget, trace_cost
-from model.engine import GlassboxError
+from glassbox.model.io.checkpoint import load
+from glassbox.model.serving import check_budget, trace_cost
+from glassbox.model.engine import GlassboxError
 from tests.helpers import serving
 from tests.test_browser import settled
 

@@ -64,9 +64,9 @@ def crafted_text(host: str, where: str) -> dict[str, str]:
 def craft_model(path: Path, host: str, where: str) -> Path:
     """A Glassbox model whose config.json's about and whose word-level vocabulary hold the
     crafted text; about.card.parameters is a string (not a number) and so is the loss."""
-    from model.engine import ModelConfig
-    from model.io.checkpoint import save
-    from model.io.tokenizer import Tokenizer
+    from glassbox.model.engine import ModelConfig
+    from glassbox.model.io.checkpoint import save
+    from glassbox.model.io.tokenizer import Tokenizer
     from tests.helpers import build_random_model
 
     text = crafted_text(host, where)
@@ -100,7 +100,7 @@ def app_url(models):
     folder, hf_home = models
     env = {k: v for k, v in os.environ.items() if k not in ("GLASSBOX_MODEL_DIRS", "GLASSBOX_HUB", "HF_HUB_CACHE")}
     env |= {"HF_HOME": str(hf_home), "HF_HUB_OFFLINE": "1"}
-    with serving([sys.executable, "-m", "model", "app"], env, seconds=240) as server:
+    with serving([sys.executable, "-m", "glassbox", "app"], env, seconds=240) as server:
         yield server.url
 
 

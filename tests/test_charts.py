@@ -5,7 +5,7 @@ geometry itself, worked out in each test: label boxes 7 px per character + 4 wid
 import numpy as np
 import pytest
 
-from app.components.charts import place_labels
+from glassbox.app.components.charts import place_labels
 
 
 def box(x_px: float, y_px: float, text: str, where: str) -> tuple[float, float, float, float]:
@@ -40,7 +40,7 @@ def test_no_two_placed_labels_overlap_on_random_points():
 def test_bars_written_beyond_their_ends_get_room_on_the_sides_that_have_bars():
     """Ask why's direct logit attribution writes each value past its bar's end: the axis reaches a
     fifth of the span beyond the longest bar on each side with bars (reference: the values)."""
-    from app.explore.why import value_room
+    from glassbox.app.explore.why import value_room
 
     low, high = value_room(np.array([5.21, 0.4, -0.237, -0.0181]))
     assert low == pytest.approx(-0.237 - 0.2 * 5.447) and high == pytest.approx(5.21 + 0.2 * 5.447)

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from model.engine import GlassboxError, run_trace
-from model.io.checkpoint import load
+from glassbox.model.engine import GlassboxError, run_trace
+from glassbox.model.io.checkpoint import load
 from tests.helpers import cli, edit_weights
 
 
@@ -266,7 +266,7 @@ def dev_zero(path: Path):
 
 
 def oversized(path: Path):
-    from model.io.guard import SIDE_FILE_BYTES
+    from glassbox.model.io.guard import SIDE_FILE_BYTES
 
     path.write_text("{}" + " " * SIDE_FILE_BYTES)  # valid JSON, one object, over the limit
 
@@ -287,7 +287,7 @@ TRAINING_CASES = {  # how training.json is replaced -> the words the playground'
 def carded_model(tmp_path_factory) -> Path:
     """A copy of the bundled default model (its config.json has a model card, its folder a
     training.json), to break."""
-    from model.io.assets import asset
+    from glassbox.model.io.assets import asset
 
     path = tmp_path_factory.mktemp("carded") / "model"
     shutil.copytree(asset("default"), path)
@@ -324,7 +324,7 @@ def test_a_training_json_that_is_not_a_curve_file_is_a_note_on_the_card(case, ca
 def test_published_json_is_read_through_the_file_checks(breaks, tmp_path, monkeypatch):
     """Reference: guard.read_file's refusal, by its words; the read returns (old code: a FIFO
     here hung the worked example's first page)."""
-    from model.lesson import article
+    from glassbox.model.lesson import article
 
     path = tmp_path / "published.json"
     breaks(path)

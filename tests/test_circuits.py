@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from model.analysis.circuits import bigram, head_scores, ov_circuit, qk_circuit
-from model.engine import GlassboxError, ModelConfig, run_trace
+from glassbox.model.analysis.circuits import bigram, head_scores, ov_circuit, qk_circuit
+from glassbox.model.engine import GlassboxError, ModelConfig, run_trace
 from tests.helpers import build_random_model
 
 EXACT = ModelConfig(vocab_size=12, n_ctx=16, d_model=16, n_layers=2, n_heads=2, d_ff=32, norm="rmsnorm", norm_eps=1e-30,
@@ -94,7 +94,7 @@ def induction_model():
     V, T = 8, 16
     cfg = ModelConfig(vocab_size=V, n_ctx=T, d_model=V + T + V, n_layers=2, n_heads=1, d_ff=4, norm="rmsnorm",
                       norm_eps=1e-30, attn_bias=False, mlp_bias=False)
-    from model.engine import Transformer
+    from glassbox.model.engine import Transformer
     model = Transformer(cfg).init_weights(0).double()
     tok, pos, prev = range(0, V), range(V, V + T), range(V + T, 2 * V + T)
     with torch.no_grad():

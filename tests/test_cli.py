@@ -71,8 +71,8 @@ CLEAN, CORRUPT = "Zoe had a frog. Zoe loved the", "Zoe had a boat. Zoe loved the
 
 
 def logits_of(prompt):
-    from model.engine import run_trace
-    from model.io.checkpoint import load
+    from glassbox.model.engine import run_trace
+    from glassbox.model.io.checkpoint import load
 
     loaded = load("default")
     return loaded, run_trace(loaded.model, loaded.encode(prompt), names=["hook_logits"])["hook_logits"][-1]
@@ -139,9 +139,9 @@ def test_ask_why_commands_fail_in_one_line(command):
 def test_ask_why_on_an_attention_only_micro_model():
     """micro-attention-only: the logit split into its parts adds up to run_trace's logit with no MLP
     among them (in-process reference, float32: ≤1e-4); patching an MLP it lacks fails in one line."""
-    from model.analysis.architecture import NO_MLP
-    from model.engine import run_trace
-    from model.io.checkpoint import load
+    from glassbox.model.analysis.architecture import NO_MLP
+    from glassbox.model.engine import run_trace
+    from glassbox.model.io.checkpoint import load
 
     run = cli("dla", "--model", "micro-attention-only", "--prompt", "the cat sat on the", "--token", " mat", "--json")
     assert run.returncode == 0, run.stderr
@@ -159,9 +159,9 @@ def test_ask_why_on_an_attention_only_micro_model():
 
 def test_the_ask_why_choices_are_the_analyses_own():
     """cli.py writes the sites and methods out (torch is not imported before a command runs)."""
-    from model.analysis.attribution import METHODS
-    from model.analysis.patching import SITES
-    from model.tools.cli import parser
+    from glassbox.model.analysis.attribution import METHODS
+    from glassbox.model.analysis.patching import SITES
+    from glassbox.model.tools.cli import parser
 
     choices = {a.dest: a.choices for p in parser()._subparsers._group_actions[0].choices.values() for a in p._actions}
     assert tuple(choices["site"]) == SITES and tuple(choices["method"]) == METHODS
@@ -188,10 +188,10 @@ def test_the_analysis_refuses_too_many_steps_before_allocating(monkeypatch):
     without the parser), before the path's points are allocated: torch.arange is never called."""
     import torch
 
-    from model.analysis.attribution import MAX_STEPS, attribute
-    from model.engine import GlassboxError
-    from model.io.checkpoint import load
-    from model.tools.cli import parser
+    from glassbox.model.analysis.attribution import MAX_STEPS, attribute
+    from glassbox.model.engine import GlassboxError
+    from glassbox.model.io.checkpoint import load
+    from glassbox.model.tools.cli import parser
 
     loaded = load("default")
     tokens = loaded.encode(CLEAN)
@@ -229,7 +229,7 @@ def test_sigterm_to_glassbox_app_stops_the_server_and_frees_its_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    app = subprocess.Popen([sys.executable, "-m", "model", "app", "--server.port", str(port), "--server.headless",
+    app = subprocess.Popen([sys.executable, "-m", "glassbox", "app", "--server.port", str(port), "--server.headless",
                             "true", "--browser.gatherUsageStats", "false"], cwd=ROOT, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, start_new_session=True)
     try:

@@ -9,8 +9,8 @@ import threading
 import pytest
 import torch
 
-from model.engine.capture import _active
-from model.engine import ModelConfig, Transformer, run_trace
+from glassbox.model.engine.capture import _active
+from glassbox.model.engine import ModelConfig, Transformer, run_trace
 from tests.helpers import build_random_model
 
 CFG = ModelConfig(vocab_size=16, n_ctx=8, d_model=8, n_layers=1, n_heads=2, d_ff=16)
@@ -62,7 +62,7 @@ def test_identical_requests_in_flight_are_computed_once():
     """Eight threads ask the trace cache for the same trace at once: one computation, one object."""
     import threading
 
-    from model.serving import TraceCache
+    from glassbox.model.serving import TraceCache
 
     cache, calls, start = TraceCache(), [], threading.Barrier(8)
 
@@ -92,8 +92,8 @@ def test_admission_keeps_the_bytes_in_flight_within_the_budget_first_come_first_
     import threading
     import time
 
-    from model.engine import GlassboxError
-    from model.serving import Admission
+    from glassbox.model.engine import GlassboxError
+    from glassbox.model.serving import Admission
 
     admission, lock = Admission(100), threading.Lock()
     running, peak, order, told = [0], [0], [], {}
@@ -133,7 +133,7 @@ def test_a_page_holding_a_finished_trace_never_blocks_its_next_request():
     not fit has the cache let go (``on_pressure``) and runs, while the page still holds A."""
     import threading
 
-    from model.serving import Admission, BoundedCache
+    from glassbox.model.serving import Admission, BoundedCache
 
     class Result:  # stands for a Trace
         pass
@@ -170,8 +170,8 @@ def test_a_wait_is_bounded_and_a_gone_page_leaves_the_queue():
     the ticket left behind (as before) the request after it would wait for ever."""
     import threading
 
-    from model.engine import GlassboxError
-    from model.serving import Admission
+    from glassbox.model.engine import GlassboxError
+    from glassbox.model.serving import Admission
 
     class SessionGone(Exception):
         pass
@@ -216,7 +216,7 @@ def test_the_cache_is_let_go_only_when_that_lets_the_waiting_request_in():
     record of the calls to on_pressure."""
     import threading
 
-    from model.serving import Admission, BoundedCache
+    from glassbox.model.serving import Admission, BoundedCache
 
     cache = BoundedCache(lambda value: 60, max_bytes=100, max_entries=10)
     pressed = []
@@ -248,8 +248,8 @@ def test_the_cache_is_let_go_only_when_that_lets_the_waiting_request_in():
 
 def test_the_queue_wait_setting_is_a_finite_number_of_seconds(monkeypatch):
     """Reference: the setting's rule (seconds above 0, finite: inf would make the wait unbounded)."""
-    from model.engine import GlassboxError
-    from model.serving.admission import DEFAULT_QUEUE_WAIT_S, default_max_wait
+    from glassbox.model.engine import GlassboxError
+    from glassbox.model.serving.admission import DEFAULT_QUEUE_WAIT_S, default_max_wait
 
     for value in ("soon", "0", "-5", "nan", "inf"):
         monkeypatch.setenv("GLASSBOX_QUEUE_WAIT_S", value)
@@ -267,7 +267,7 @@ def test_a_wait_for_a_value_another_call_computes_is_told_and_can_end():
     while the first call goes on. Reference: the test's own record."""
     import threading
 
-    from model.serving import BoundedCache
+    from glassbox.model.serving import BoundedCache
 
     class PageGone(Exception):
         pass
@@ -303,7 +303,7 @@ def test_sixteen_sessions_sizing_one_model_probe_it_once_one_trace_at_a_time(mon
     memory). Sixteen callers at once must share one probe, its passes one after
     another (a 16-session run had taken the server to 18 GB before any trace was admitted).
     Reference: counts kept by the test's own wrapper; the polynomial against a real trace's bytes."""
-    from model.serving import sizing
+    from glassbox.model.serving import sizing
 
     model = build_random_model(CFG)
     calls, live, most, held_parameters = [], [0], [0], set()
@@ -341,7 +341,7 @@ def test_sixteen_sessions_sizing_one_model_probe_it_once_one_trace_at_a_time(mon
 
 FRAGMENT = """
 import sys, torch
-from model.serving.admission import return_freed_memory
+from glassbox.model.serving.admission import return_freed_memory
 def rss(): return int(open("/proc/self/statm").read().split()[1]) * 4096
 if sys.argv[1] == "returned" and not return_freed_memory(): sys.exit(3)
 big = torch.ones(20 * 2**20 // 4); del big  # glibc raises its mmap threshold to 20 MB when this is freed

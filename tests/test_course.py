@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from model.course import LESSONS, lessons_for_step, lessons_for_view
-from model.engine import GlassboxError, ModelConfig, editing, run_trace, variant
+from glassbox.model.course import LESSONS, lessons_for_step, lessons_for_view
+from glassbox.model.engine import GlassboxError, ModelConfig, editing, run_trace, variant
 from tests.helpers import cli, played, start
 
 CFG = ModelConfig(vocab_size=11, n_ctx=8, d_model=8, n_layers=2, n_heads=2, d_ff=16)
@@ -120,7 +120,7 @@ def test_views_steps_and_the_drawing_link_to_their_lessons():
 def test_every_lesson_has_figures_in_strict_json():
     """Each lesson's figures on the bundled model: a JSON object, not empty, with no NaN or
     infinity (which strict JSON readers refuse); and one through the command a learner runs."""
-    from model.io.checkpoint import load
+    from glassbox.model.io.checkpoint import load
 
     loaded = load("default")
     for lesson in LESSONS:

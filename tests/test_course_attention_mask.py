@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from model.course import attention_by_hand as lesson1
-from model.course import mask as lesson4
-from model.engine import run_trace, variant
-from model.io.checkpoint import load
+from glassbox.model.course import attention_by_hand as lesson1
+from glassbox.model.course import mask as lesson4
+from glassbox.model.engine import run_trace, variant
+from glassbox.model.io.checkpoint import load
 from tests.helpers import charts, shown, start, z
 
 SQRT2 = math.sqrt(2)

@@ -5,10 +5,10 @@ by hand."""
 import pytest
 import torch
 
-from model.course.kv_growth import GB, Serving, cache_bytes, course_table, grow, serving_combinations
-from model.course.real_model_configs import MODEL, MODELS, count, kv_bytes_per_token
-from model.course.real_model_figures import appendix_slips, figures
-from model.io.checkpoint import load
+from glassbox.model.course.kv_growth import GB, Serving, cache_bytes, course_table, grow, serving_combinations
+from glassbox.model.course.real_model_configs import MODEL, MODELS, count, kv_bytes_per_token
+from glassbox.model.course.real_model_figures import appendix_slips, figures
+from glassbox.model.io.checkpoint import load
 from tests.helpers import start
 
 
@@ -65,7 +65,7 @@ def test_the_serving_sums():
 def test_generation_grows_the_engines_cache_by_the_formula():
     """Reference: the cache tensors' bytes summed here from the engine's own KVCache after the same
     greedy steps, and 2 × layers × positions × key/value heads × d_head × 4 bytes (float32)."""
-    from model.engine import KVCache
+    from glassbox.model.engine import KVCache
 
     loaded = load("default")
     tokens = loaded.encode("the cat sat on the")

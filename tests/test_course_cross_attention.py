@@ -20,11 +20,11 @@ import pytest
 import torch
 from playwright.sync_api import expect
 
-from model.course import cross_attention
-from model.engine import run_seq2seq_trace
-from model.engine.seq2seq import shift_right
-from model.io.checkpoint import load
-from model.micro import seq2seq
+from glassbox.model.course import cross_attention
+from glassbox.model.engine import run_seq2seq_trace
+from glassbox.model.engine.seq2seq import shift_right
+from glassbox.model.io.checkpoint import load
+from glassbox.model.micro import seq2seq
 
 
 @pytest.fixture(scope="module")

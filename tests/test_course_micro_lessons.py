@@ -19,11 +19,11 @@ import torch.nn.functional as F
 from playwright.sync_api import expect
 from safetensors.numpy import load_file
 
-from model.course import induction_heads, zero_one_layer
-from model.io.assets import asset
-from model.io.checkpoint import load
-from model.micro import attention_only, bigram
-from model.micro.common import story_tokens
+from glassbox.model.course import induction_heads, zero_one_layer
+from glassbox.model.io.assets import asset
+from glassbox.model.io.checkpoint import load
+from glassbox.model.micro import attention_only, bigram
+from glassbox.model.micro.common import story_tokens
 
 
 def test_zero_layer_continuations_are_the_counted_and_learned_tables():
@@ -103,7 +103,7 @@ def test_another_sequence_gives_its_own_losses(course_app, page):
 def test_route_sends_another_sentence_through_the_router(course_app, page):
     """Reference: the balance loss of block 1 on the sentence the button picks, written out in numpy
     from the router's probabilities (N · Σ f_i · P_i, f from the top 2)."""
-    from model.course.mixture_of_experts import BALANCED, route, sentences
+    from glassbox.model.course.mixture_of_experts import BALANCED, route, sentences
 
     loaded = load(BALANCED)
     sentence = sentences()[1]  # the first click's
@@ -125,7 +125,7 @@ def test_a_capacity_factor_drops_the_routings_over_each_experts_cap():
     expert keeps its first ceil(C · tokens · 2 / 8) positions); the kept weights unchanged (1e-6)."""
     import math
 
-    from model.course.mixture_of_experts import BALANCED, PROMPT, route
+    from glassbox.model.course.mixture_of_experts import BALANCED, PROMPT, route
 
     loaded = load(BALANCED)
     tokens = loaded.encode(PROMPT)

@@ -6,10 +6,10 @@ import math
 import numpy as np
 import pytest
 
-from model.course import LESSON
-from model.course.training_objective import PROMPT, loss_of, schedule_curve, teacher_forcing
-from model.engine import GlassboxError, run_trace
-from model.io.checkpoint import load
+from glassbox.model.course import LESSON
+from glassbox.model.course.training_objective import PROMPT, loss_of, schedule_curve, teacher_forcing
+from glassbox.model.engine import GlassboxError, run_trace
+from glassbox.model.io.checkpoint import load
 from tests.helpers import start
 
 

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from model.course import dot_product_scale as scale
-from model.course import positional_signals as positions
-from model.engine import editing
-from model.io.checkpoint import load
+from glassbox.model.course import dot_product_scale as scale
+from glassbox.model.course import positional_signals as positions
+from glassbox.model.engine import editing
+from glassbox.model.io.checkpoint import load
 from tests.helpers import start
 
 
@@ -65,7 +65,7 @@ def test_each_heads_entropy_and_score_gradient_with_and_without_the_scale(loaded
     score (relative 1e-5)."""
     tokens = loaded.encode(scale.PROMPT)
     rows = scale.head_table(loaded.model, tokens)
-    from model.engine import run_trace, variant
+    from glassbox.model.engine import run_trace, variant
 
     for kind, model in (("scaled", loaded.model), ("unscaled", variant(loaded.model, attn_scale=1.0))):
         pattern = run_trace(model, tokens, names=["blocks.2.attn.hook_pattern"])["blocks.2.attn.hook_pattern"]
@@ -139,7 +139,7 @@ def test_without_positions_and_mask_a_shuffle_only_permutes_the_patterns(loaded)
     assert positions.permutation_error(loaded.model, tokens, order, False, False) < 1e-5
     assert positions.permutation_error(loaded.model, tokens, order, False, True) > 1e-3
     assert positions.permutation_error(loaded.model, tokens, order, True, False) > 1e-3
-    from model.engine import variant
+    from glassbox.model.engine import variant
 
     encoder = variant(loaded.model, causal=False)
 

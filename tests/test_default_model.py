@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from model.io.checkpoint import load
-from model.engine.sampling import Sampling, generate
-from model.data.stories import corpus
+from glassbox.model.io.checkpoint import load
+from glassbox.model.engine.sampling import Sampling, generate
+from glassbox.model.data.stories import corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -63,7 +63,7 @@ def test_it_copies_names_and_agrees_in_number(default, prompt, expected):
 
 @pytest.mark.subprocess
 def test_cli_generate_json_contract():
-    run = subprocess.run([sys.executable, "-m", "model", "generate", "--model", "default", "--prompt", "Tom had a",
+    run = subprocess.run([sys.executable, "-m", "glassbox", "generate", "--model", "default", "--prompt", "Tom had a",
                           "--max-new-tokens", "6", "--temperature", "0.8", "--top-k", "20", "--top-p", "0.9",
                           "--seed", "5", "--json"], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert run.returncode == 0, run.stderr
@@ -89,7 +89,7 @@ def test_cli_generate_json_contract():
 ])
 def test_cli_generate_bad_values_exit_2_with_one_line(flags, message):
     args = ["--prompt", "Tom had a", *flags] if "--prompt" not in flags else flags
-    run = subprocess.run([sys.executable, "-m", "model", "generate", *args], capture_output=True, text=True,
+    run = subprocess.run([sys.executable, "-m", "glassbox", "generate", *args], capture_output=True, text=True,
                          cwd=ROOT, timeout=120)
     assert run.returncode == 2 and message in run.stderr and "Traceback" not in run.stderr
     assert len(run.stderr.strip().splitlines()) == 1
@@ -98,7 +98,7 @@ def test_cli_generate_bad_values_exit_2_with_one_line(flags, message):
 @pytest.mark.subprocess
 def test_train_default_writes_a_loadable_model_with_its_card(tmp_path):
     """A short run of the real command (2 steps on 300 stories) into a temporary directory."""
-    run = subprocess.run([sys.executable, "-m", "model", "train-default", "--out", str(tmp_path), "--steps", "2",
+    run = subprocess.run([sys.executable, "-m", "glassbox", "train-default", "--out", str(tmp_path), "--steps", "2",
                           "--stories", "300"], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert run.returncode == 0, run.stderr
     assert "step 2/2" in run.stderr  # the progress bar
@@ -117,7 +117,7 @@ def test_train_default_is_reproducible(tmp_path):
     outputs = []
     for run in ("a", "b"):
         out = tmp_path / run
-        done = subprocess.run([sys.executable, "-m", "model", "train-default", "--out", str(out), "--steps", "3",
+        done = subprocess.run([sys.executable, "-m", "glassbox", "train-default", "--out", str(out), "--steps", "3",
                                "--stories", "300"], capture_output=True, text=True, cwd=ROOT, timeout=300)
         assert done.returncode == 0, done.stderr
         outputs.append(((out / "model.safetensors").read_bytes(), (out / "tokenizer.json").read_bytes()))

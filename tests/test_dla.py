@@ -10,9 +10,9 @@ import dataclasses
 import pytest
 import torch
 
-from model.analysis.dla import direct_logit_attribution, parts_written
-from model.engine import GlassboxError, run_trace
-from model.io.checkpoint import load
+from glassbox.model.analysis.dla import direct_logit_attribution, parts_written
+from glassbox.model.engine import GlassboxError, run_trace
+from glassbox.model.io.checkpoint import load
 from tests.helpers import build_random_model
 from tests.test_gradient_cells import MODELS
 
@@ -57,7 +57,7 @@ def test_heads_are_split_unless_post_norms_join_them():
 def test_every_part_has_words_of_its_own():
     """The Ask why chart names parts as every page names blocks and heads (from 1): each model's
     parts get distinct words, none of them an engine name."""
-    from model.analysis.dla import part_words
+    from glassbox.model.analysis.dla import part_words
 
     for name, cfg in MODELS.items():
         parts = parts_written(build_random_model(cfg))

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import torch
 
-from model.analysis.patching import activation_patching
-from model.engine import ModelConfig, run_trace
-from model.engine.edits import editing
-from model.engine.errors import GlassboxError
+from glassbox.model.analysis.patching import activation_patching
+from glassbox.model.engine import ModelConfig, run_trace
+from glassbox.model.engine.edits import editing
+from glassbox.model.engine.errors import GlassboxError
 from tests.helpers import build_random_model
 
 CFG = ModelConfig(vocab_size=30, n_ctx=16, d_model=12, n_layers=2, n_heads=3, d_ff=20)

@@ -16,8 +16,8 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from model.engine import GRAD, Target, run_trace  # noqa: E402
-from model.io.convert import CONVERTERS  # noqa: E402
+from glassbox.model.engine import GRAD, Target, run_trace  # noqa: E402
+from glassbox.model.io.convert import CONVERTERS  # noqa: E402
 from tests.test_families import (  # noqa: E402
     GRAD_TOL,
     LOGITS_TOL,
@@ -113,7 +113,7 @@ def _untie(path) -> None:
 
 @pytest.fixture(scope="module", params=list(T5_FAMILIES))
 def t5(request, tmp_path_factory):
-    from model.io.checkpoint import load
+    from glassbox.model.io.checkpoint import load
 
     settings = T5_FAMILIES[request.param]
     path = tmp_path_factory.mktemp(request.param.split()[1])
@@ -130,7 +130,7 @@ def test_t5_forward_and_backward_match_transformers(t5):
     """Reference: transformers' T5ForConditionalGeneration with labels (teacher forcing): the
     encoder's hidden states and output, the decoder's hidden states and logits <= 1e-4; self-
     and cross-attention patterns <= 1e-5; the loss and its gradient w.r.t. every parameter <= 1e-5."""
-    from model.engine import run_seq2seq_trace
+    from glassbox.model.engine import run_seq2seq_trace
 
     hf, tokenizer, loaded = t5
     cfg = loaded.cfg
@@ -168,7 +168,7 @@ def test_t5_forward_and_backward_match_transformers(t5):
 def test_t5_trace_holds_exactly_the_registered_names_in_order_and_shape(t5):
     """Reference: the registry (names.py): an encoder-decoder's names, order and shapes (the
     encoder's positions and the cross-attention's keys on the source axis)."""
-    from model.engine import names, run_seq2seq_trace
+    from glassbox.model.engine import names, run_seq2seq_trace
 
     hf, tokenizer, loaded = t5
     model, cfg = loaded.model, loaded.cfg
@@ -186,7 +186,7 @@ def test_t5_trace_holds_exactly_the_registered_names_in_order_and_shape(t5):
 def test_t5_cached_decoding_equals_recomputing_the_prefix(t5):
     """Reference: the decoder's pass over the whole prefix (the encoder run once); each cached
     step's logits <= 1e-4 (the cross-attention's keys and values computed at the first step)."""
-    from model.engine import KVCache
+    from glassbox.model.engine import KVCache
 
     hf, tokenizer, loaded = t5
     model, cfg = loaded.model, loaded.cfg
@@ -203,7 +203,7 @@ def test_t5_cached_decoding_equals_recomputing_the_prefix(t5):
 def test_t5_greedy_generation_is_transformers_generate(t5):
     """Reference: transformers' ``generate`` (greedy, 10 new tokens, the decoder's start token
     dropped); the tokens exactly. Sampled generation runs on the same path (seeded, repeatable)."""
-    from model.engine.sampling import Sampling, generate
+    from glassbox.model.engine.sampling import Sampling, generate
 
     hf, tokenizer, loaded = t5
     ids = torch.tensor([loaded.encode(PROMPT)])

@@ -9,9 +9,9 @@ import math
 import pytest
 import torch
 
-from model.engine.capture import Recorder, capture
-from model.io.checkpoint import load
-from model.engine import GRAD, GlassboxError, ModelConfig, Target, Transformer, next_token_targets, run_trace
+from glassbox.model.engine.capture import Recorder, capture
+from glassbox.model.io.checkpoint import load
+from glassbox.model.engine import GRAD, GlassboxError, ModelConfig, Target, Transformer, next_token_targets, run_trace
 
 TOKENS = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5]
 
@@ -236,7 +236,7 @@ def test_rope_rotates_by_position(random_model):
 def test_worked_example_uses_the_printed_weights():
     """Reference: the article's printed weights (assets/worked-example/published.json) and
     its stated exact value of X_mid_LN(1) row 4, [0.302, 1.230, -1.547, 0.015] (±0.0005)."""
-    from model.lesson.article import engine_slot, published
+    from glassbox.model.lesson.article import engine_slot, published
 
     loaded = load("worked-example")
     params = dict(loaded.model.named_parameters())
@@ -278,7 +278,7 @@ def test_last_only_gives_the_last_rows_logits(random_model):
 def test_probabilities_are_derived_when_read_and_not_held(model):
     """hook_probs is exp(hook_log_probs) computed on reading, not kept. Reference: torch.softmax
     of the captured logits (float64, 1e-12); the bytes kept, summed by the test itself."""
-    from model.serving import trace_bytes
+    from glassbox.model.serving import trace_bytes
 
     trace = run_trace(model, TOKENS, backward=True)
     assert torch.allclose(trace["hook_probs"], torch.softmax(trace["hook_logits"], dim=-1), rtol=0, atol=1e-12)

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 import torch
 
-from app.explore import VIEWS
-from model.analysis import attention_pair, logit_lens
-from model.io.checkpoint import load
-from model.engine import GRAD, Target, run_trace
+from glassbox.app.explore import VIEWS
+from glassbox.model.analysis import attention_pair, logit_lens
+from glassbox.model.io.checkpoint import load
+from glassbox.model.engine import GRAD, Target, run_trace
 from tests.helpers import attention_sent, charts, choose_in_page, exact, played, shown, start, values, z
 
 PROMPT = "the cat sat on the"
@@ -99,8 +99,8 @@ def test_attention_view_sends_the_traced_scores_pattern_queries_and_keys_to_the_
 def test_attention_view_sends_one_block_where_every_block_is_over_the_pages_budget(monkeypatch):
     """One block fits IN_PAGE_BYTES, two do not (the worked example: 1,120 bytes a block, float64):
     the server's Block list chooses the block, and only that block's heads are sent."""
-    from app.components.attention_head import fits
-    monkeypatch.setattr("app.components.attention_head.IN_PAGE_BYTES", 1500)
+    from glassbox.app.components.attention_head import fits
+    monkeypatch.setattr("glassbox.app.components.attention_head.IN_PAGE_BYTES", 1500)
     assert fits(2, 5, 2, torch.float64) and not fits(2, 5, 2, torch.float64, n_blocks=2)
     at = start("screens/explore.py", model="worked-example", prompt=PROMPT, view="Attention")
     at.selectbox(key="explore_block").select(1).run()
@@ -114,8 +114,8 @@ def test_attention_view_of_a_long_prompt_sends_queries_and_keys_alone(monkeypatc
     page to compute the scores and pattern (held to the trace in tests/test_attention_in_the_page.py);
     the Block list is the server's, and a page choice still reaches the session. The trace is
     the lean one (every block's patterns, q and k: no full trace fits a budget of 0)."""
-    monkeypatch.setattr("app.components.attention_head.IN_PAGE_BYTES", 100)
-    monkeypatch.setattr("app.explore.common.trace_budget", lambda: 0)
+    monkeypatch.setattr("glassbox.app.components.attention_head.IN_PAGE_BYTES", 100)
+    monkeypatch.setattr("glassbox.app.explore.common.trace_budget", lambda: 0)
     at = start("screens/explore.py", model="worked-example", prompt=PROMPT, view="Attention")
     at.selectbox(key="explore_block").select(1).run()
     sent = attention_sent(at)
@@ -135,8 +135,8 @@ def test_attention_view_of_a_long_prompt_sends_queries_and_keys_alone(monkeypatc
 def test_attention_view_of_a_block_over_the_pages_budget_is_drawn_by_the_server(monkeypatch):
     """Over IN_PAGE_BYTES and QK_BYTES (GPT-2 small's 12 heads past about 680 tokens), the server draws the chosen
     head as before: lists for the head and positions, and its maps as plotly heatmaps."""
-    monkeypatch.setattr("app.components.attention_head.IN_PAGE_BYTES", 100)
-    monkeypatch.setattr("app.components.attention_head.QK_BYTES", 100)
+    monkeypatch.setattr("glassbox.app.components.attention_head.IN_PAGE_BYTES", 100)
+    monkeypatch.setattr("glassbox.app.components.attention_head.QK_BYTES", 100)
     at = start("screens/explore.py", model="worked-example", prompt=PROMPT, view="Attention")
     at.selectbox(key="explore_block").select(1).run()
     at.selectbox(key="explore_head").select(1).run()
@@ -424,8 +424,8 @@ def test_ask_why_offers_tokens_to_pick_and_says_where_attribution_patching_is_un
     the box; attribution patching's agreement with the patched runs (activation_patching, run
     here): on "MLP output" the correlation is −0.94 and the page warns, on the residual stream
     0.80 and it does not. The corrupted-prompt hint names a pair only for the model it works on."""
-    from app.explore.why import SITES
-    from model.analysis.patching import activation_patching
+    from glassbox.app.explore.why import SITES
+    from glassbox.model.analysis.patching import activation_patching
 
     clean, corrupt = "Zoe had a frog. Zoe loved the", "Zoe had a boat. Zoe loved the"
     loaded = load("default")
@@ -512,8 +512,8 @@ def test_compare_reads_the_key_value_head_a_query_head_uses():
     (ModelConfig.kv_head), so Compare's hook_k for head 1 is hook_k[0], not hook_k[1]."""
     import types
 
-    from app.explore.common import tensor_grid
-    from model.engine import ModelConfig
+    from glassbox.app.explore.common import tensor_grid
+    from glassbox.model.engine import ModelConfig
 
     ctx = types.SimpleNamespace(cfg=ModelConfig(vocab_size=10, n_ctx=8, d_model=16, n_layers=1, n_heads=4, n_kv_heads=2,
                                                 d_ff=8), labels=["0:a", "1:b", "2:c"])

@@ -10,11 +10,11 @@ import json
 import numpy as np
 import pytest
 
-from app.explore import VIEWS
-from app.explore.circuits import INDUCTION_MODEL, INDUCTION_PROMPT
-from model.analysis.architecture import NO_BLOCKS, NO_MLP, NO_POSITIONS
-from model.engine import run_trace
-from model.io.checkpoint import load
+from glassbox.app.explore import VIEWS
+from glassbox.app.explore.circuits import INDUCTION_MODEL, INDUCTION_PROMPT
+from glassbox.model.analysis.architecture import NO_BLOCKS, NO_MLP, NO_POSITIONS
+from glassbox.model.engine import run_trace
+from glassbox.model.io.checkpoint import load
 from tests.helpers import charts, press, shown, start, z
 
 PROMPTS = {"micro-bigram": "the cat sat on the", "micro-attention-only": "the cat sat on the",

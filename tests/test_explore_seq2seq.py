@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 import torch
 
-from app.explore.seq2seq import VIEWS
-from model.analysis.seq2seq import (DECODER, ENCODER, greedy_target, most_attended, predictions, stream_norms,
+from glassbox.app.explore.seq2seq import VIEWS
+from glassbox.model.analysis.seq2seq import (DECODER, ENCODER, greedy_target, most_attended, predictions, stream_norms,
                                     stream_points, stream_vectors)
-from model.engine import run_seq2seq_trace
-from model.engine.sampling import Sampling, generate
-from model.engine.seq2seq import shift_right
-from model.io.checkpoint import load
+from glassbox.model.engine import run_seq2seq_trace
+from glassbox.model.engine.sampling import Sampling, generate
+from glassbox.model.engine.seq2seq import shift_right
+from glassbox.model.io.checkpoint import load
 from tests.helpers import charts, shown, start, values, z
 
 MODEL, SOURCE = "micro-seq2seq", "ba ko mi to ze li"

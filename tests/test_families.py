@@ -24,12 +24,12 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from model.engine import GRAD, run_trace  # noqa: E402
-from model.engine.kv_cache import KVCache  # noqa: E402
-from model.engine.names import is_norm_parameter  # noqa: E402
-from model.engine.sampling import Sampling, generate  # noqa: E402
-from model.io.checkpoint import load  # noqa: E402
-from model.io.convert import CONVERTERS  # noqa: E402
+from glassbox.model.engine import GRAD, run_trace  # noqa: E402
+from glassbox.model.engine.kv_cache import KVCache  # noqa: E402
+from glassbox.model.engine.names import is_norm_parameter  # noqa: E402
+from glassbox.model.engine.sampling import Sampling, generate  # noqa: E402
+from glassbox.model.io.checkpoint import load  # noqa: E402
+from glassbox.model.io.convert import CONVERTERS  # noqa: E402
 from tests.conftest import CORPUS  # noqa: E402
 
 LOGITS_TOL = RESID_TOL = CACHE_TOL = 1e-4

@@ -15,8 +15,8 @@ CPU, with differently ordered arithmetic, so agreement is to float32 rounding:
 import pytest
 import torch
 
-from model.io.checkpoint import load
-from model.engine import GRAD, Target, run_trace
+from glassbox.model.io.checkpoint import load
+from glassbox.model.engine import GRAD, Target, run_trace
 
 LOGITS_TOL = 1e-4
 RESID_TOL = 1e-4

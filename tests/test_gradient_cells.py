@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from model.analysis import backward_steps
-from model.engine import GRAD, ModelConfig, Target, run_trace
-from model.io.checkpoint import load
-from model.lesson.gradient_cells import GradientCells
+from glassbox.model.analysis import backward_steps
+from glassbox.model.engine import GRAD, ModelConfig, Target, run_trace
+from glassbox.model.io.checkpoint import load
+from glassbox.model.lesson.gradient_cells import GradientCells
 from tests.helpers import build_random_model
 from tests.test_analysis import CONFIGS
 

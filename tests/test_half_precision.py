@@ -24,10 +24,10 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from model.engine import GRAD, run_trace  # noqa: E402
-from model.engine.names import is_norm_parameter  # noqa: E402
-from model.io.checkpoint import load  # noqa: E402
-from model.io.convert import CONVERTERS  # noqa: E402
+from glassbox.model.engine import GRAD, run_trace  # noqa: E402
+from glassbox.model.engine.names import is_norm_parameter  # noqa: E402
+from glassbox.model.io.checkpoint import load  # noqa: E402
+from glassbox.model.io.convert import CONVERTERS  # noqa: E402
 from tests.test_families import DEVICES, FAMILIES, PROMPT, _tokenizer  # noqa: E402
 
 LOGIT_BOUND = {"bfloat16": 6e-2, "float16": 8e-3}
@@ -109,8 +109,8 @@ def test_half_precision_is_as_close_to_float32_as_transformers(saved, precision,
 
 def test_the_cli_offers_every_precision_the_engine_loads():
     """Reference: model.engine.DTYPES; the CLI writes the names out so as not to import torch early."""
-    from model.engine import DTYPES
-    from model.tools.cli import parser
+    from glassbox.model.engine import DTYPES
+    from glassbox.model.tools.cli import parser
 
     trace = parser()._subparsers._group_actions[0].choices["trace"]
     (dtype,) = [a for a in trace._actions if a.dest == "dtype"]

@@ -9,7 +9,7 @@ import numpy as np
 import plotly.colors
 from PIL import Image
 
-from app.components.heatmap import heatmap_figure, png_source
+from glassbox.app.components.heatmap import heatmap_figure, png_source
 
 
 def decoded(source: str) -> np.ndarray:
@@ -41,8 +41,8 @@ def test_a_grid_writes_its_values_only_where_they_fit_side_by_side():
     page) and the worked example's 1×8 comparison rows ran their numbers into each other at
     1280 px: where a chart's width leaves a cell less room than its text, the values are left to
     the hover (the exact value is there either way)."""
-    from app.components.heatmap import PAGE_PX, grid_figure
-    from model.lesson.steps import Grid
+    from glassbox.app.components.heatmap import PAGE_PX, grid_figure
+    from glassbox.model.lesson.steps import Grid
 
     labels = [f"{i} w" for i in range(5)]
     grid = Grid("A(1,1)", "blocks.0.attn.hook_pattern[0]", np.full((5, 5), 0.48), labels, labels, "query", "key",
@@ -57,7 +57,7 @@ def test_a_grid_writes_its_values_only_where_they_fit_side_by_side():
 
 def test_a_negative_value_rounded_to_nothing_is_written_without_its_sign():
     """Reference: Python's own rounding of the value (−0.0001 to three decimals is 0.000)."""
-    from app.components.labels import cell_text
+    from glassbox.app.components.labels import cell_text
 
     assert cell_text(-0.0001, 1.0, ".3f") == "0.000" and cell_text(-0.0006, 1.0, ".3f") == "-0.001"
     assert cell_text(-0.5, 1.0, ".2f") == "-0.50" and cell_text(-2e-9, 3e-9, ".3g") == "-2e-09"

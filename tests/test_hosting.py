@@ -27,12 +27,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from model.engine import GlassboxError, ModelConfig
-from model.io import checkpoint
-from model.io.checkpoint import NAMED_MODELS, load, model_key, save
-from model.io.tokenizer import Tokenizer
-from model.serving import ModelCache
-from model.tools.cli import main
+from glassbox.model.engine import GlassboxError, ModelConfig
+from glassbox.model.io import checkpoint
+from glassbox.model.io.checkpoint import NAMED_MODELS, load, model_key, save
+from glassbox.model.io.tokenizer import Tokenizer
+from glassbox.model.serving import ModelCache
+from glassbox.model.tools.cli import main
 from tests.helpers import build_random_model, charts, edit_weights, shown, start
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -234,8 +234,8 @@ FILE_CASES = {
 
 PROBE = """
 import contextlib, io, json, resource, sys
-from model.io.checkpoint import load
-from model.tools.cli import main
+from glassbox.model.io.checkpoint import load
+from glassbox.model.tools.cli import main
 cases, good, npz = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
 load(good)  # imports and a first small model: part of the baseline
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -383,7 +383,7 @@ def test_an_unexpected_error_is_one_line_too(monkeypatch, capsys):
     def broken(args):
         raise KeyError("a bug")
 
-    monkeypatch.setattr("model.tools.cli.cmd_hooks", broken)
+    monkeypatch.setattr("glassbox.model.tools.cli.cmd_hooks", broken)
     assert main(["hooks"]) == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: internal error (KeyError: 'a bug')") and len(err.splitlines()) == 1
@@ -398,7 +398,7 @@ def test_an_unexpected_error_is_one_line_too(monkeypatch, capsys):
 def test_every_spelling_of_a_path_is_one_cached_model(good, monkeypatch):
     loads = []
     real_load = checkpoint.load
-    monkeypatch.setattr("model.serving.models.load", lambda *a, **k: loads.append(a) or real_load(*a, **k))
+    monkeypatch.setattr("glassbox.model.serving.models.load", lambda *a, **k: loads.append(a) or real_load(*a, **k))
     cache = ModelCache()
     monkeypatch.chdir(good.parent)
     spellings = [str(good), str(good) + "/", str(good) + "//", f"{good.parent}/./{good.name}",
@@ -413,7 +413,7 @@ def test_every_spelling_of_a_path_is_one_cached_model(good, monkeypatch):
 def test_concurrent_sessions_load_a_model_once(good, monkeypatch):
     loads = []
     real_load = checkpoint.load
-    monkeypatch.setattr("model.serving.models.load", lambda *a, **k: loads.append(a) or real_load(*a, **k))
+    monkeypatch.setattr("glassbox.model.serving.models.load", lambda *a, **k: loads.append(a) or real_load(*a, **k))
     cache = ModelCache()
     with ThreadPoolExecutor(4) as pool:
         models = list(pool.map(lambda _: cache.model(str(good), device="cpu"), range(8)))
@@ -466,7 +466,7 @@ def test_a_crash_shows_a_reference_and_logs_the_traceback(caplog):
     from streamlit.testing.v1 import AppTest
 
     def page():
-        from app.components.errors import crash_guard
+        from glassbox.app.components.errors import crash_guard
 
         with crash_guard():
             raise ValueError("details for the log only: /srv/secret/path")
@@ -546,9 +546,9 @@ def test_the_playground_refuses_a_prompt_whose_pass_is_over_the_trace_budget(mon
     budget set to what a 60-token forward pass of the default model takes (its working memory,
     by the engine's sizing), a 127-token prompt is refused with the tokens that fit, and a short
     prompt is served. Reference: the page's own error and chart, and the prompt's token count."""
-    from app.resources import admission, trace_budget, trace_cache
-    from model.io.checkpoint import load
-    from model.serving import working_bytes
+    from glassbox.app.resources import admission, trace_budget, trace_cache
+    from glassbox.model.io.checkpoint import load
+    from glassbox.model.serving import working_bytes
 
     loaded = load("default")
     long_prompt = "the cat sat on the mat. " * 18

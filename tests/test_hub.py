@@ -22,11 +22,11 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from model.engine import GlassboxError  # noqa: E402
-from model.engine.sampling import Sampling, generate  # noqa: E402
-from model.io import hub  # noqa: E402
-from model.io.catalog import curated  # noqa: E402
-from model.io.checkpoint import load, model_key  # noqa: E402
+from glassbox.model.engine import GlassboxError  # noqa: E402
+from glassbox.model.engine.sampling import Sampling, generate  # noqa: E402
+from glassbox.model.io import hub  # noqa: E402
+from glassbox.model.io.catalog import curated  # noqa: E402
+from glassbox.model.io.checkpoint import load, model_key  # noqa: E402
 from tests.helpers import cli  # noqa: E402
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -261,8 +261,8 @@ def test_each_curated_config_is_the_shape_transformers_builds(hub_id):
     the meta device (no memory): the same parameter count, windowed layers and head sizes. Each
     family's class is the family bench's (BertForMaskedLM, T5ForConditionalGeneration, else the
     causal LM)."""
-    from model.io.catalog import entry
-    from model.tools.family_bench import auto_class
+    from glassbox.model.io.catalog import entry
+    from glassbox.model.tools.family_bench import auto_class
 
     model = entry(hub_id)
     hf_config = transformers.AutoConfig.for_model(**model.config)

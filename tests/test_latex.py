@@ -6,10 +6,10 @@ alignment marks and line breaks removed, the text is the original's)."""
 import itertools
 import re
 
-from app.components.latex import LINE, visible, wrapped, written
-from model.io.checkpoint import load
-from model.lesson.article import published
-from model.lesson.steps import worked_example_steps
+from glassbox.app.components.latex import LINE, visible, wrapped, written
+from glassbox.model.io.checkpoint import load
+from glassbox.model.lesson.article import published
+from glassbox.model.lesson.steps import worked_example_steps
 
 
 def widest(display: str) -> int:

@@ -9,7 +9,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from model.engine import GRAD, ModelConfig, Transformer, run_trace  # noqa: E402
+from glassbox.model.engine import GRAD, ModelConfig, Transformer, run_trace  # noqa: E402
 
 D, H, K, F, L, V = 32, 4, 2, 48, 2, 97
 

@@ -28,13 +28,13 @@ import pytest
 import torch
 from safetensors.numpy import load_file
 
-from model.engine import run_trace
-from model.io.assets import asset
-from model.io.checkpoint import load
-from model.micro import MICRO, bigram, induction, micro
-from model.micro.attention_only import figures as skip_trigram_figures, frequent_tokens, validation_loss
-from model.micro.common import read_curve, story_tokens
-from model.tools.cli import MICRO_NAMES
+from glassbox.model.engine import run_trace
+from glassbox.model.io.assets import asset
+from glassbox.model.io.checkpoint import load
+from glassbox.model.micro import MICRO, bigram, induction, micro
+from glassbox.model.micro.attention_only import figures as skip_trigram_figures, frequent_tokens, validation_loss
+from glassbox.model.micro.common import read_curve, story_tokens
+from glassbox.model.tools.cli import MICRO_NAMES
 from tests.helpers import cli
 
 
@@ -185,7 +185,7 @@ def test_the_moe_runs_balance_with_the_loss_and_collapse_without():
     top-2 (two computations, 1e-12); the balance term as N · Σ f_i · P_i written out in numpy (1e-9).
     The claims the lesson makes, measured: without the balance loss one expert of a block ends with
     a far larger share, and more experts are starved."""
-    from model.micro import moe
+    from glassbox.model.micro import moe
 
     balanced = load("micro-moe")
     figure = moe.figures(balanced)
@@ -206,7 +206,7 @@ def test_the_moe_runs_balance_with_the_loss_and_collapse_without():
 
 
 def test_the_balance_terms_are_the_formula_written_out():
-    from model.course.mixture_of_experts import PROMPT, balance_terms, route
+    from glassbox.model.course.mixture_of_experts import PROMPT, balance_terms, route
 
     loaded = load("micro-moe")
     routing = route(loaded, loaded.encode(PROMPT))
@@ -219,9 +219,9 @@ def test_the_balance_terms_are_the_formula_written_out():
 
 
 def test_the_seq2seq_model_reads_its_source_back_to_front():
-    from model.engine import EncoderDecoder, run_seq2seq_trace
-    from model.engine.seq2seq import shift_right
-    from model.micro import seq2seq
+    from glassbox.model.engine import EncoderDecoder, run_seq2seq_trace
+    from glassbox.model.engine.seq2seq import shift_right
+    from glassbox.model.micro import seq2seq
 
     loaded = load("micro-seq2seq")
     assert isinstance(loaded.model, EncoderDecoder) and loaded.cfg.kind == "encoder-decoder"
@@ -253,7 +253,7 @@ def test_the_seq2seq_model_reads_its_source_back_to_front():
 
 @pytest.mark.subprocess
 def test_train_micro_trains_the_seq2seq_model(tmp_path):
-    from model.micro import seq2seq
+    from glassbox.model.micro import seq2seq
 
     out, figure = train_micro("seq2seq", 20, tmp_path)
     assert figure == seq2seq.figures(load(str(out)))
@@ -270,8 +270,8 @@ def test_every_micro_models_sample_prompt_is_in_its_vocabulary(name):
 def test_a_command_that_makes_a_model_writes_it_under_glassbox_home(tmp_path, monkeypatch, capsys):
     """Without --out, train-micro writes to $GLASSBOX_HOME/models/micro-NAME (made if need be),
     not into the package's assets, which stay byte for byte as they were; the model written loads."""
-    from model.io.assets import asset
-    from model.tools.cli import main
+    from glassbox.model.io.assets import asset
+    from glassbox.model.tools.cli import main
 
     shipped = {p.name: p.read_bytes() for p in asset("micro-bigram").iterdir() if p.is_file()}
     monkeypatch.setenv("GLASSBOX_HOME", str(tmp_path / "home"))

@@ -13,14 +13,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from app.explore import VIEWS
-from model.analysis import architecture, backward_steps, parts, recomputed_weight_gradient
-from model.analysis.ablation import ablate
-from model.analysis.dla import direct_logit_attribution
-from model.analysis.experts import SHARED, active_parameters, routing, unit
-from model.analysis.neurons import dead_neurons, top_neurons
-from model.engine import GRAD, GlassboxError, ModelConfig, editing, run_trace
-from model.io.checkpoint import load
+from glassbox.app.explore import VIEWS
+from glassbox.model.analysis import architecture, backward_steps, parts, recomputed_weight_gradient
+from glassbox.model.analysis.ablation import ablate
+from glassbox.model.analysis.dla import direct_logit_attribution
+from glassbox.model.analysis.experts import SHARED, active_parameters, routing, unit
+from glassbox.model.analysis.neurons import dead_neurons, top_neurons
+from glassbox.model.engine import GRAD, GlassboxError, ModelConfig, editing, run_trace
+from glassbox.model.io.checkpoint import load
 from tests.helpers import build_random_model, charts, cli, start, values, z
 
 SMALL = dict(vocab_size=30, n_ctx=16, d_model=16, n_heads=2, n_kv_heads=1, d_ff=16, norm="rmsnorm",
@@ -188,7 +188,7 @@ def test_parts_and_architecture_say_what_the_experts_are(model_and_trace):
 def test_the_curated_olmoe_is_counted_as_published():
     """Reference: OLMoE-1B-7B's published 6.92B parameters in all and 1.28B active (the paper and
     model card, to 0.01B); `python -m model models` lists it."""
-    from model.io.catalog import entry
+    from glassbox.model.io.catalog import entry
 
     olmoe = entry("allenai/OLMoE-1B-7B-0924")
     assert olmoe.family == "OLMoE" and olmoe.parameters == pytest.approx(6.92e9, abs=0.005e9)
@@ -199,8 +199,8 @@ def test_the_curated_olmoe_is_counted_as_published():
 
 
 def test_the_family_bench_scales_a_model_too_large_for_this_machine_down_to_blocks_that_fit():
-    from model.io.catalog import entry
-    from model.tools.family_bench import BYTES_PER_PARAMETER, MEMORY_SHARE, fitted, parameters
+    from glassbox.model.io.catalog import entry
+    from glassbox.model.tools.family_bench import BYTES_PER_PARAMETER, MEMORY_SHARE, fitted, parameters
 
     config = entry("allenai/OLMoE-1B-7B-0924").config
     smaller, why = fitted(config, 24 * 10**9)
@@ -267,7 +267,7 @@ def test_expert_capacity_drops_the_late_routings_first_come_first_served(random_
     experts' outputs (float64, 1e-10). A capacity no expert reaches changes nothing (exact)."""
     import math
 
-    from model.engine import ModelConfig, run_trace, variant
+    from glassbox.model.engine import ModelConfig, run_trace, variant
 
     cfg = ModelConfig(vocab_size=30, n_ctx=16, d_model=12, n_layers=1, n_heads=2, d_ff=8, norm="rmsnorm",
                       activation="silu", gated_mlp=True, positional="rope", attn_bias=False, mlp_bias=False,

@@ -26,8 +26,8 @@ transformers = pytest.importorskip("transformers")
 
 from transformers.models.mixtral.modeling_mixtral import load_balancing_loss_func  # noqa: E402
 
-from model.engine import load_balancing_loss, run_trace  # noqa: E402
-from model.io.checkpoint import model_bytes  # noqa: E402
+from glassbox.model.engine import load_balancing_loss, run_trace  # noqa: E402
+from glassbox.model.io.checkpoint import model_bytes  # noqa: E402
 from tests.test_families import (  # noqa: E402, F401  (the shared checks, collected here too)
     PROMPT,
     SIZES,

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 import torch
 
-from model.analysis.patching import SITE_NAMES, SITES, activation_patching, logit_difference
-from model.engine import GlassboxError, ModelConfig, editing, replaced
-from model.engine.capture import capture
-from model.io.checkpoint import load
+from glassbox.model.analysis.patching import SITE_NAMES, SITES, activation_patching, logit_difference
+from glassbox.model.engine import GlassboxError, ModelConfig, editing, replaced
+from glassbox.model.engine.capture import capture
+from glassbox.model.io.checkpoint import load
 
 CLEAN, CORRUPT = "The cat sat on the mat; the dog", "The dog sat on the log; the cat"
 

@@ -5,9 +5,9 @@ import math
 import pytest
 import torch
 
-from model.io.checkpoint import load
-from model.engine import GlassboxError, KVCache, ModelConfig, Transformer
-from model.engine.sampling import Sampling, distributions, generate, kv_cache_bytes
+from glassbox.model.io.checkpoint import load
+from glassbox.model.engine import GlassboxError, KVCache, ModelConfig, Transformer
+from glassbox.model.engine.sampling import Sampling, distributions, generate, kv_cache_bytes
 
 
 @pytest.fixture(scope="module")

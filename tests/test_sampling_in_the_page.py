@@ -16,8 +16,8 @@ import numpy as np
 import playwright
 import torch
 
-from app.components.sampling_controls import payload
-from model.engine.sampling import Sampling, distributions
+from glassbox.app.components.sampling_controls import payload
+from glassbox.model.engine.sampling import Sampling, distributions
 from tests.helpers import start
 
 COMPONENTS = Path(__file__).parents[1] / "app" / "components"
@@ -78,8 +78,8 @@ def test_the_pages_distributions_are_the_samplers(tmp_path):
 def test_the_page_is_sent_the_prompts_logits_and_the_sessions_settings():
     """The playground sends the logits of the prompt (the engine's ``next_token_logits``), most
     likely first, and the labels of the 15 most likely tokens; settings from the URL go with them."""
-    from model.engine.sampling import next_token_logits
-    from model.io.checkpoint import load
+    from glassbox.model.engine.sampling import next_token_logits
+    from glassbox.model.io.checkpoint import load
 
     at = start("screens/playground.py", prompt="Tom had", temperature="0.3", top_k="5")
     assert not at.exception and not at.error

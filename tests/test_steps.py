@@ -8,11 +8,11 @@ import numpy as np
 import torch
 import pytest
 
-from model.io.checkpoint import load
-from model.lesson.steps import stages, worked_example_steps
-from model.engine import GRAD, Target, run_trace
-from model.lesson.training import train_copy, training_batch
-from model.lesson.article import published
+from glassbox.model.io.checkpoint import load
+from glassbox.model.lesson.steps import stages, worked_example_steps
+from glassbox.model.engine import GRAD, Target, run_trace
+from glassbox.model.lesson.training import train_copy, training_batch
+from glassbox.model.lesson.article import published
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +143,7 @@ def test_the_written_out_sgd_step_equals_torch_sgd_on_cuda(loaded):
     three steps; every weight within 1e-12 (float64)."""
     import copy
 
-    from model.engine.names import is_norm_parameter
+    from glassbox.model.engine.names import is_norm_parameter
 
     config = published()["config"]
     inputs, targets = training_batch(loaded.tokenizer, config["input_ids"], config["target_id"], "the example")

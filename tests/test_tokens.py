@@ -8,10 +8,10 @@ import pytest
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers
 
-from app.components.labels import token_labels, token_text
-from model.engine import GlassboxError
-from model.io.tokenizer import Tokenizer
-from model.tools.family_bench import build_tokenizer
+from glassbox.app.components.labels import token_labels, token_text
+from glassbox.model.engine import GlassboxError
+from glassbox.model.io.tokenizer import Tokenizer
+from glassbox.model.tools.family_bench import build_tokenizer
 from tests.helpers import cli
 
 TEXT = "naïve 中文 🤖 ok"
@@ -70,8 +70,8 @@ N_WORDS = 200_000
 def huge_vocab(tmp_path_factory) -> Path:
     """A Glassbox model whose word-level tokenizer holds N_WORDS words (each a word of Markdown:
     the help text must show them as text too)."""
-    from model.engine import ModelConfig
-    from model.io.checkpoint import save
+    from glassbox.model.engine import ModelConfig
+    from glassbox.model.io.checkpoint import save
     from tests.helpers import build_random_model
 
     words = ["<unk>", "the", "cat"] + [f"w{i}*" for i in range(N_WORDS - 3)]
@@ -123,7 +123,7 @@ def test_the_prompt_help_lists_the_first_words_as_text(huge_vocab, monkeypatch):
 
 RSS_PROBE = """
 import sys
-from model.io.tokenizer import Tokenizer
+from glassbox.model.io.tokenizer import Tokenizer
 
 def rss():
     return next(int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith("VmRSS"))
@@ -142,7 +142,7 @@ def test_the_tokenizers_memory_is_counted_in_the_model_cache(huge_vocab):
     import subprocess
     import sys
 
-    from model.serving import ModelCache
+    from glassbox.model.serving import ModelCache
     from tests.helpers import ROOT
 
     run = subprocess.run([sys.executable, "-c", RSS_PROBE, str(huge_vocab)], cwd=ROOT, capture_output=True,

@@ -10,9 +10,9 @@ import math
 import pytest
 import torch
 
-from model.engine import ModelConfig, Transformer
-from model.engine.capture import capture
-from model.micro import moe
+from glassbox.model.engine import ModelConfig, Transformer
+from glassbox.model.engine.capture import capture
+from glassbox.model.micro import moe
 from tests.helpers import charts, start
 
 

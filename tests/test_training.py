@@ -5,11 +5,11 @@ import math
 import pytest
 import torch
 
-from model.io.checkpoint import load
-from model.engine import GlassboxError
-from model.lesson.training import DATASETS, SCHEDULES, learning_rate_at, toy_corpus, train_copy, training_batch
-from model.lesson.article import article_weights, published
-from model.lesson.contract import article_json
+from glassbox.model.io.checkpoint import load
+from glassbox.model.engine import GlassboxError
+from glassbox.model.lesson.training import DATASETS, SCHEDULES, learning_rate_at, toy_corpus, train_copy, training_batch
+from glassbox.model.lesson.article import article_weights, published
+from glassbox.model.lesson.contract import article_json
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +96,7 @@ def test_adamw_trains_at_its_own_rate_where_the_articles_rate_makes_it_jump(load
 def test_the_default_models_schedule_is_unchanged():
     """Reference: the default model's schedule as train_default.py wrote it before the schedules were
     shared, copied here: bit-identical at every step."""
-    from model.tools.train_default import LR, STEPS, WARMUP, learning_rate
+    from glassbox.model.tools.train_default import LR, STEPS, WARMUP, learning_rate
 
     def before(step: int) -> float:
         if step < WARMUP:

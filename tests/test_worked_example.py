@@ -11,9 +11,9 @@ import math
 import pytest
 import torch
 
-from model.io.checkpoint import load
-from model.engine import GRAD, Target, run_trace
-from model.lesson.article import published
+from glassbox.model.io.checkpoint import load
+from glassbox.model.engine import GRAD, Target, run_trace
+from glassbox.model.lesson.article import published
 
 # article figure -> (trace name, head index or None)
 ARTICLE_TO_TRACE = {
@@ -92,7 +92,7 @@ def test_json_contract(tmp_path):
     import sys
     from pathlib import Path
 
-    run = subprocess.run([sys.executable, "-m", "model", "worked-example", "--json"], capture_output=True, text=True,
+    run = subprocess.run([sys.executable, "-m", "glassbox", "worked-example", "--json"], capture_output=True, text=True,
                          cwd=Path(__file__).resolve().parent.parent)
     assert run.returncode == 0, run.stderr
     data = json.loads(run.stdout)
@@ -118,7 +118,7 @@ def test_json_contract(tmp_path):
 
 def test_tied_embedding_gradient_parts(article_trace):
     """Reference: autograd with W_E detached in one of its two uses (float64, 1e-12)."""
-    from model.lesson.contract import article_json
+    from glassbox.model.lesson.contract import article_json
 
     loaded, article, _ = article_trace
     data = article_json(loaded)

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import streamlit as st
 
-from app.components.labels import bar_label
+from glassbox.app.components.labels import bar_label
 
 # Streamlit's look (its font, text colour and colour cycle on plotly's white template), set
 # once on the server. Streamlit's own chart theme does the same in the browser, but again on

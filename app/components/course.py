@@ -8,9 +8,9 @@ from contextlib import AbstractContextManager
 
 import streamlit as st
 
-from app.resources import admitted_pass, shared_model
-from model.course import LESSON, LESSONS, Lesson
-from model.io.checkpoint import LoadedModel
+from glassbox.app.resources import admitted_pass, shared_model
+from glassbox.model.course import LESSON, LESSONS, Lesson
+from glassbox.model.io.checkpoint import LoadedModel
 
 COURSE_MODEL = "default"  # the bundled story model: lessons that need a real model run on it
 

@@ -13,9 +13,9 @@ from contextlib import contextmanager
 
 import streamlit as st
 
-from app.components.labels import plain
-from app.components.timing import timed
-from model.engine import GlassboxError
+from glassbox.app.components.labels import plain
+from glassbox.app.components.timing import timed
+from glassbox.model.engine import GlassboxError
 
 log = logging.getLogger("glassbox.app")
 

@@ -9,14 +9,14 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.components.charts import show
-from app.components.errors import fragment
-from app.components.experts import share_caption, share_figure
-from app.components.labels import plain
-from app.resources import model_pass
-from model.engine import GlassboxError, block_label
-from model.micro import moe
-from model.serving.sizing import training_bytes
+from glassbox.app.components.charts import show
+from glassbox.app.components.errors import fragment
+from glassbox.app.components.experts import share_caption, share_figure
+from glassbox.app.components.labels import plain
+from glassbox.app.resources import model_pass
+from glassbox.model.engine import GlassboxError, block_label
+from glassbox.model.micro import moe
+from glassbox.model.serving.sizing import training_bytes
 
 NO_CAP = "none"
 ALPHAS = (0.0, 0.001, 0.01, 0.1)

@@ -7,8 +7,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from model.analysis.experts import expert_label
-from model.course.mixture_of_experts import running_mean
+from glassbox.model.analysis.experts import expert_label
+from glassbox.model.course.mixture_of_experts import running_mean
 
 EXPERT_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]  # D3's ten, 8
 SMOOTHING = 10  # batches in each point's running mean

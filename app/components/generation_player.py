@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.components.page_kit import katex_module, page_component
+from glassbox.app.components.page_kit import katex_module, page_component
 
 EXPLORE_PAGE = "screens/explore.py"
 

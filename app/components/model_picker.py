@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.components.labels import plain
-from app.resources import shared_model
-from model.engine import GlassboxError
-from model.io.catalog import curated
-from model.io.checkpoint import NAMED_MODELS, LoadedModel
-from model.io.guard import allowed_roots
-from model.io.hub import HubId, cached, download, hub_enabled, parse_hub_id
+from glassbox.app.components.labels import plain
+from glassbox.app.resources import shared_model
+from glassbox.model.engine import GlassboxError
+from glassbox.model.io.catalog import curated
+from glassbox.model.io.checkpoint import NAMED_MODELS, LoadedModel
+from glassbox.model.io.guard import allowed_roots
+from glassbox.model.io.hub import HubId, cached, download, hub_enabled, parse_hub_id
 
 BUNDLED, CURATED, HUB, LOCAL = "Bundled", "Curated hub models", "Any hub id", "Local directory"
 

@@ -11,8 +11,8 @@ import base64
 import streamlit as st
 import torch
 
-from app.components.labels import token_labels
-from app.components.page_kit import page_component
+from glassbox.app.components.labels import token_labels
+from glassbox.app.components.page_kit import page_component
 
 SETTINGS = ("temperature", "top_k", "top_p", "greedy")
 SAMPLING_LIMITS = {"temperature": (0.05, 2.0), "top_p": (0.01, 1.0)}  # top-k's: 0 to the page's own top_k_max

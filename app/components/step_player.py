@@ -14,15 +14,15 @@ import json
 import numpy as np
 import streamlit as st
 
-from app.components.heatmap import abs_max, cell_fills, colour_stops, grid_colour, grid_text
-from app.components.labels import pretty
-from app.components.latex import wrapped, written
-from app.components.page_kit import katex_module, page_component
-from app.components.pipeline import pipeline_html
-from model.course import LESSON, LESSONS, lessons_for_step
-from model.engine import block_label
-from model.lesson.steps import Grid, Step, stages
-from model.lesson.training import AfterUpdate
+from glassbox.app.components.heatmap import abs_max, cell_fills, colour_stops, grid_colour, grid_text
+from glassbox.app.components.labels import pretty
+from glassbox.app.components.latex import wrapped, written
+from glassbox.app.components.page_kit import katex_module, page_component
+from glassbox.app.components.pipeline import pipeline_html
+from glassbox.model.course import LESSON, LESSONS, lessons_for_step
+from glassbox.model.engine import block_label
+from glassbox.model.lesson.steps import Grid, Step, stages
+from glassbox.model.lesson.training import AfterUpdate
 
 PHASE_COLOURS = {"forward": "#1f6feb", "backward": "#d9480f", "update": "#2f9e44"}
 TRAIN_PAGE = "screens/train_live.py"

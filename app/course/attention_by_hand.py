@@ -10,11 +10,11 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.components.charts import show
-from app.components.course import lesson_end, lesson_page
-from app.components.heatmap import heatmap_figure
-from app.components.labels import cell_text
-from model.course.attention_by_hand import (
+from glassbox.app.components.charts import show
+from glassbox.app.components.course import lesson_end, lesson_page
+from glassbox.app.components.heatmap import heatmap_figure
+from glassbox.app.components.labels import cell_text
+from glassbox.model.course.attention_by_hand import (
     COURSE_WEIGHTS, D_K, KEYS, QUERIES, TOKENS, VALUES, WALKTHROUGH_QUERY, WALKTHROUGH_SCORES, WALKTHROUGH_TOKEN,
     Attention, attend, rounded_wrongly, similarity, walkthrough)
 

@@ -11,15 +11,15 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.components.charts import show
-from app.components.course import lesson_end, lesson_page, lesson_pass
-from app.components.errors import fragment
-from app.components.heatmap import heatmap_figure
-from app.components.labels import plain, position_labels, token_text
-from app.resources import shared_model
-from model.course.cross_attention import LENGTH, MODEL, Reversal, random_source, reverse
-from model.engine import GlassboxError, block_label, check_prompt, head_label
-from model.micro import seq2seq
+from glassbox.app.components.charts import show
+from glassbox.app.components.course import lesson_end, lesson_page, lesson_pass
+from glassbox.app.components.errors import fragment
+from glassbox.app.components.heatmap import heatmap_figure
+from glassbox.app.components.labels import plain, position_labels, token_text
+from glassbox.app.resources import shared_model
+from glassbox.model.course.cross_attention import LENGTH, MODEL, Reversal, random_source, reverse
+from glassbox.model.engine import GlassboxError, block_label, check_prompt, head_label
+from glassbox.model.micro import seq2seq
 
 
 @st.cache_data(max_entries=32, show_spinner=False)

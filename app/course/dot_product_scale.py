@@ -6,14 +6,14 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.components.charts import log_axis, show
-from app.components.course import course_model, lesson_end, lesson_page, lesson_pass
-from app.components.errors import fragment
-from app.components.labels import plain
-from model.course.dot_product_scale import (COURSE_SCORES, COURSE_SOFTMAX, PROMPT, head_table, jacobian_norm,
+from glassbox.app.components.charts import log_axis, show
+from glassbox.app.components.course import course_model, lesson_end, lesson_page, lesson_pass
+from glassbox.app.components.errors import fragment
+from glassbox.app.components.labels import plain
+from glassbox.model.course.dot_product_scale import (COURSE_SCORES, COURSE_SOFTMAX, PROMPT, head_table, jacobian_norm,
                                             sampled_variances, shipped_curves, softmax)
-from model.engine import GlassboxError, check_prompt
-from model.io.checkpoint import LoadedModel
+from glassbox.model.engine import GlassboxError, check_prompt
+from glassbox.model.io.checkpoint import LoadedModel
 
 SCALES = [0.1 * 1.1 ** i for i in range(60)]  # the Jacobian curve's multipliers, 0.1 … 28
 

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from model.course import LESSONS
+from glassbox.model.course import LESSONS
 
 st.title("Course")
 st.markdown(

@@ -9,15 +9,15 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.components.charts import show
-from app.components.course import lesson_end, lesson_pass, lesson_page
-from app.components.heatmap import heatmap_figure
-from app.components.labels import plain, position_labels
-from app.resources import shared_model
-from model.course.induction_heads import LENGTH, MODEL, Repeat, repeated, split_losses, stripe_share
-from model.engine import block_label
-from model.micro import induction
-from model.micro.common import read_curve
+from glassbox.app.components.charts import show
+from glassbox.app.components.course import lesson_end, lesson_pass, lesson_page
+from glassbox.app.components.heatmap import heatmap_figure
+from glassbox.app.components.labels import plain, position_labels
+from glassbox.app.resources import shared_model
+from glassbox.model.course.induction_heads import LENGTH, MODEL, Repeat, repeated, split_losses, stripe_share
+from glassbox.model.engine import block_label
+from glassbox.model.micro import induction
+from glassbox.model.micro.common import read_curve
 
 FIRST_COLOUR, SECOND_COLOUR, LOSS_COLOUR = "#868e96", "#1f6feb", "#d9480f"
 SMOOTH = 25

@@ -6,15 +6,15 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.components.latex import thousands
-from app.components.charts import show
-from app.components.course import course_model, lesson_end, lesson_page, lesson_pass
-from app.components.errors import fragment
-from app.components.labels import plain, token_text
-from model.course.kv_growth import GB, PROMPT, CacheStep, Serving, cache_bytes, course_table, grow, serving_combinations
-from model.course.real_model_configs import BYTES, MODEL
-from model.engine import GlassboxError
-from model.io.checkpoint import LoadedModel
+from glassbox.app.components.latex import thousands
+from glassbox.app.components.charts import show
+from glassbox.app.components.course import course_model, lesson_end, lesson_page, lesson_pass
+from glassbox.app.components.errors import fragment
+from glassbox.app.components.labels import plain, token_text
+from glassbox.model.course.kv_growth import GB, PROMPT, CacheStep, Serving, cache_bytes, course_table, grow, serving_combinations
+from glassbox.model.course.real_model_configs import BYTES, MODEL
+from glassbox.model.engine import GlassboxError
+from glassbox.model.io.checkpoint import LoadedModel
 
 MOST_NEW = 20  # tokens a learner may add here
 

@@ -7,14 +7,14 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from app.components.charts import paired_bars, show
-from app.components.course import course_model, lesson_end, lesson_page, lesson_pass
-from app.components.errors import fragment
-from app.components.heatmap import abs_max, heatmap_figure
-from app.components.labels import cell_text, plain, position_labels, token_labels, token_text
-from model.course.mask import PROMPT, TOP, Comparison, compare, later_share, toy, top_tokens, total_variation
-from model.engine import GlassboxError, block_label, check_prompt
-from model.io.checkpoint import LoadedModel
+from glassbox.app.components.charts import paired_bars, show
+from glassbox.app.components.course import course_model, lesson_end, lesson_page, lesson_pass
+from glassbox.app.components.errors import fragment
+from glassbox.app.components.heatmap import abs_max, heatmap_figure
+from glassbox.app.components.labels import cell_text, plain, position_labels, token_labels, token_text
+from glassbox.model.course.mask import PROMPT, TOP, Comparison, compare, later_share, toy, top_tokens, total_variation
+from glassbox.model.engine import GlassboxError, block_label, check_prompt
+from glassbox.model.io.checkpoint import LoadedModel
 
 WRITTEN = 10  # prompts up to this many tokens get every weight written in its cell
 MASKED_COLOUR, OPEN_COLOUR = "#1f6feb", "#d9480f"

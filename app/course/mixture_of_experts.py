@@ -9,18 +9,18 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app.components.charts import show
-from app.components.experts import share_caption, share_figure
-from app.components.course import lesson_end, lesson_page, lesson_pass
-from app.components.errors import fragment
-from app.components.heatmap import heatmap_figure
-from app.components.labels import plain, position_labels
-from app.resources import shared_model
-from model.course.mixture_of_experts import (BALANCED, PROMPT, UNBALANCED, Routing, balance_terms, route,
+from glassbox.app.components.charts import show
+from glassbox.app.components.experts import share_caption, share_figure
+from glassbox.app.components.course import lesson_end, lesson_page, lesson_pass
+from glassbox.app.components.errors import fragment
+from glassbox.app.components.heatmap import heatmap_figure
+from glassbox.app.components.labels import plain, position_labels
+from glassbox.app.resources import shared_model
+from glassbox.model.course.mixture_of_experts import (BALANCED, PROMPT, UNBALANCED, Routing, balance_terms, route,
                                              sentences, share_curves)
-from model.analysis.experts import expert_label
-from model.engine import GlassboxError, block_label
-from model.micro import moe
+from glassbox.model.analysis.experts import expert_label
+from glassbox.model.engine import GlassboxError, block_label
+from glassbox.model.micro import moe
 
 NO_CAP = "none"
 CAPACITY_FACTORS = (NO_CAP, 2.0, 1.25, 1.0, 0.5)

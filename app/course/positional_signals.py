@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.components.charts import show
-from app.components.course import course_model, lesson_end, lesson_page, lesson_pass
-from app.components.errors import fragment
-from app.components.heatmap import heatmap_figure
-from app.components.labels import plain, token_text
-from model.course.positional_signals import (POSITIONS, PROMPT, largest_shift_error, learned_table,
+from glassbox.app.components.charts import show
+from glassbox.app.components.course import course_model, lesson_end, lesson_page, lesson_pass
+from glassbox.app.components.errors import fragment
+from glassbox.app.components.heatmap import heatmap_figure
+from glassbox.app.components.labels import plain, token_text
+from glassbox.model.course.positional_signals import (POSITIONS, PROMPT, largest_shift_error, learned_table,
                                              permutation_error, rope_scores, shuffled_order, sinusoidal_table)
-from model.engine import GlassboxError, check_prompt
-from model.io.checkpoint import LoadedModel
+from glassbox.model.engine import GlassboxError, check_prompt
+from glassbox.model.io.checkpoint import LoadedModel
 
 
 def table_figure(values, title: str, colour_title: str, cols: list[str], col_title: str):

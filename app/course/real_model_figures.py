@@ -6,10 +6,10 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.components.charts import show
-from app.components.course import lesson_end, lesson_page
-from model.course.real_model_configs import MODEL
-from model.course.real_model_figures import appendix_slips, figures
+from glassbox.app.components.charts import show
+from glassbox.app.components.course import lesson_end, lesson_page
+from glassbox.model.course.real_model_configs import MODEL
+from glassbox.model.course.real_model_figures import appendix_slips, figures
 
 PART_COLOURS = {"embeddings": "#83C9FF", "attention": "#0068C9", "MLP": "#FF8700", "norms": "#29B09D"}
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.components.charts import show
-from app.components.course import course_model, lesson_end, lesson_page, lesson_pass
-from app.components.errors import fragment
-from app.components.labels import plain, token_text
-from model.course.training_objective import PROMPT, TeacherForcing, loss_of, schedule_curve, teacher_forcing
-from model.engine import GlassboxError, check_prompt
-from model.io.checkpoint import LoadedModel
-from model.lesson.training import SCHEDULES
+from glassbox.app.components.charts import show
+from glassbox.app.components.course import course_model, lesson_end, lesson_page, lesson_pass
+from glassbox.app.components.errors import fragment
+from glassbox.app.components.labels import plain, token_text
+from glassbox.model.course.training_objective import PROMPT, TeacherForcing, loss_of, schedule_curve, teacher_forcing
+from glassbox.model.engine import GlassboxError, check_prompt
+from glassbox.model.io.checkpoint import LoadedModel
+from glassbox.model.lesson.training import SCHEDULES
 
 CURVE = [i / 1000 for i in range(1, 1001)]  # p from 0.001 to 1, where the loss curve is drawn
 

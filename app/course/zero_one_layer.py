@@ -8,12 +8,12 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.components.charts import paired_bars, show
-from app.components.course import lesson_end, lesson_page
-from app.components.labels import plain, token_labels, token_text
-from app.resources import shared_model
-from model.course.zero_one_layer import BIGRAM, ONE_LAYER, continuations, curves, frequent, losses
-from model.micro import attention_only, bigram
+from glassbox.app.components.charts import paired_bars, show
+from glassbox.app.components.course import lesson_end, lesson_page
+from glassbox.app.components.labels import plain, token_labels, token_text
+from glassbox.app.resources import shared_model
+from glassbox.model.course.zero_one_layer import BIGRAM, ONE_LAYER, continuations, curves, frequent, losses
+from glassbox.model.micro import attention_only, bigram
 
 CORPUS_COLOUR, MODEL_COLOUR = "#868e96", "#1f6feb"
 

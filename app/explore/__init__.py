@@ -1,7 +1,7 @@
 """The explorer's views, one module each: ``lit(ctx)`` names the pipeline parts the view is
 about (lit on the strip above it), ``render(ctx)`` draws it."""
 
-from app.explore import (attention, backward, circuits, compare, export, ffn, layernorm, overview, residual, tokens,
+from glassbox.app.explore import (attention, backward, circuits, compare, export, ffn, layernorm, overview, residual, tokens,
                          why)
 
 VIEWS = {"Overview": overview, "Tokens & embeddings": tokens, "Attention": attention, "LayerNorm": layernorm,

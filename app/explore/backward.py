@@ -10,19 +10,19 @@ from plotly.subplots import make_subplots
 import streamlit as st
 import torch
 
-from app.explore.common import (BAR_TEXT, Explorer, choose_expert, choose_head, choose_layer, derived, has_experts,
+from glassbox.app.explore.common import (BAR_TEXT, Explorer, choose_expert, choose_head, choose_layer, derived, has_experts,
                                 has_heads, heatmap, lacks, tensor_grid)
-from app.components.charts import show
-from app.components.latex import written
-from app.components.errors import fragment
-from app.components.labels import plain, power_of_ten
-from app.components.stepper import stepper
-from model.analysis import (backward_steps, dead_neurons, gradient_norms, recomputed_weight_gradient, residual_points, saliency, weight_gradient_product)
-from model.analysis.experts import expert_label, unit
-from model.serving import Needs
-from model.engine.names import axes as names_axes
-from model.engine import GRAD, block_label, head_label
-from model.lesson.gradient_cells import GradientCells
+from glassbox.app.components.charts import show
+from glassbox.app.components.latex import written
+from glassbox.app.components.errors import fragment
+from glassbox.app.components.labels import plain, power_of_ten
+from glassbox.app.components.stepper import stepper
+from glassbox.model.analysis import (backward_steps, dead_neurons, gradient_norms, recomputed_weight_gradient, residual_points, saliency, weight_gradient_product)
+from glassbox.model.analysis.experts import expert_label, unit
+from glassbox.model.serving import Needs
+from glassbox.model.engine.names import axes as names_axes
+from glassbox.model.engine import GRAD, block_label, head_label
+from glassbox.model.lesson.gradient_cells import GradientCells
 
 LM_LOSS, ONE_TOKEN = "mean next-token loss", "one token at one position"
 ENCODER_LOSS = "mean loss of each position's own token"  # how LM_LOSS reads for an encoder (BERT)

@@ -8,12 +8,12 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app.components.labels import plain
-from app.explore.common import Explorer, choose_head, choose_layer, heatmap, lacks
-from app.resources import model_pass
-from model.analysis.circuits import SCORED, bigram, head_scores, ov_circuit, qk_circuit
-from model.engine import block_label, head_label
-from model.serving import trace_cost
+from glassbox.app.components.labels import plain
+from glassbox.app.explore.common import Explorer, choose_head, choose_layer, heatmap, lacks
+from glassbox.app.resources import model_pass
+from glassbox.model.analysis.circuits import SCORED, bigram, head_scores, ov_circuit, qk_circuit
+from glassbox.model.engine import block_label, head_label
+from glassbox.model.serving import trace_cost
 
 MOST_TOKENS = 24  # the prompt's distinct tokens shown in the circuit grids
 # The worked example of this view: a two-block attention-only model trained on repeated syllables,

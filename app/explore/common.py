@@ -15,19 +15,19 @@ import plotly.graph_objects as go
 import streamlit as st
 import torch
 
-from app.components.charts import show
-from app.components.heatmap import ClickLayer, abs_max, fits_text, heatmap_figure
-from app.components.labels import cell_text, plain, token_text
-from app.components.pipeline import pipeline_strip
-from model.analysis import downsample, parts
-from model.analysis.architecture import missing
-from model.analysis.experts import SHARED, expert_label, units
-from app.resources import check_cost, model_pass, same_request_waits, trace_budget, trace_cache
-from model.engine.names import axes as names_axes
-from model.serving import Needs, capture_plan, trace_cost, working_bytes
-from model.io.checkpoint import LoadedModel
-from model.io.tokenizer import Tokenizer
-from model.engine import GRAD, Target, Trace, block_label, head_label, run_trace, to_numpy
+from glassbox.app.components.charts import show
+from glassbox.app.components.heatmap import ClickLayer, abs_max, fits_text, heatmap_figure
+from glassbox.app.components.labels import cell_text, plain, token_text
+from glassbox.app.components.pipeline import pipeline_strip
+from glassbox.model.analysis import downsample, parts
+from glassbox.model.analysis.architecture import missing
+from glassbox.model.analysis.experts import SHARED, expert_label, units
+from glassbox.app.resources import check_cost, model_pass, same_request_waits, trace_budget, trace_cache
+from glassbox.model.engine.names import axes as names_axes
+from glassbox.model.serving import Needs, capture_plan, trace_cost, working_bytes
+from glassbox.model.io.checkpoint import LoadedModel
+from glassbox.model.io.tokenizer import Tokenizer
+from glassbox.model.engine import GRAD, Target, Trace, block_label, head_label, run_trace, to_numpy
 
 MAX_ROWS, MAX_COLS = 160, 256  # a heatmap larger than this is drawn as block means, with a zoom
 TEXT_ROWS = 24  # up to this many rows, values are written in the cells where they fit across

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from app.components.labels import plain
-from app.explore.common import Explorer, choose_expert, has_experts, has_heads, heatmap, offered, tensor_grid
-from model.engine import GRAD, GlassboxError, check_prompt, head_label
-from model.serving import Needs, trace_names
+from glassbox.app.components.labels import plain
+from glassbox.app.explore.common import Explorer, choose_expert, has_experts, has_heads, heatmap, offered, tensor_grid
+from glassbox.model.engine import GRAD, GlassboxError, check_prompt, head_label
+from glassbox.model.serving import Needs, trace_names
 
 
 def lit(ctx: Explorer) -> set[str]:

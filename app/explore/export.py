@@ -5,14 +5,14 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
-from app.components.labels import plain
-from app.explore.common import Explorer, offered
-from model.analysis import npz_bytes, to_csv
-from app.resources import admission, trace_budget
-from model.serving import Needs, trace_bytes, trace_names
-from model.serving.sizing import size_text
-from model.engine.names import axes as names_axes
-from model.engine import GRAD, to_numpy
+from glassbox.app.components.labels import plain
+from glassbox.app.explore.common import Explorer, offered
+from glassbox.model.analysis import npz_bytes, to_csv
+from glassbox.app.resources import admission, trace_budget
+from glassbox.model.serving import Needs, trace_bytes, trace_names
+from glassbox.model.serving.sizing import size_text
+from glassbox.model.engine.names import axes as names_axes
+from glassbox.model.engine import GRAD, to_numpy
 
 
 CSV_BYTES_PER_VALUE = 60  # a row of indices and 17 digits, and its float64 copy on the way

@@ -6,13 +6,13 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.components.charts import show
-from app.components.labels import cell_text
-from model.lesson.steps.explain import power
-from app.explore.common import Explorer, array, derived, heatmap, lacks
-from model.engine import block_label
-from model.analysis import norm_prefixes, norm_summary
-from model.serving import Needs
+from glassbox.app.components.charts import show
+from glassbox.app.components.labels import cell_text
+from glassbox.model.lesson.steps.explain import power
+from glassbox.app.explore.common import Explorer, array, derived, heatmap, lacks
+from glassbox.model.engine import block_label
+from glassbox.model.analysis import norm_prefixes, norm_summary
+from glassbox.model.serving import Needs
 
 
 def label(prefix: str, post: bool = False) -> str:

@@ -3,13 +3,13 @@
 import pandas as pd
 import streamlit as st
 
-from app.components.charts import log_axis, show
-from app.explore.common import Explorer, bar_chart, probs_at
-from app.components.labels import bar_label, plain, token_labels
-from model.analysis import architecture, parts
-from model.analysis.experts import active_parameters
-from model.serving import Needs, full_trace_bytes
-from model.engine.sampling import top
+from glassbox.app.components.charts import log_axis, show
+from glassbox.app.explore.common import Explorer, bar_chart, probs_at
+from glassbox.app.components.labels import bar_label, plain, token_labels
+from glassbox.model.analysis import architecture, parts
+from glassbox.model.analysis.experts import active_parameters
+from glassbox.model.serving import Needs, full_trace_bytes
+from glassbox.model.engine.sampling import top
 
 NEEDS = Needs(("hook_probs",))
 

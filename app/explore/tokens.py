@@ -6,13 +6,13 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.components.charts import place_labels, show
-from app.components.labels import plain
-from app.explore.common import Explorer, array, choose_position, heatmap
-from model.analysis import EmbeddingPCA, nearest_tokens, positional_table
-from model.analysis.architecture import NO_POSITIONS
-from model.engine import block_label
-from model.serving import Needs
+from glassbox.app.components.charts import place_labels, show
+from glassbox.app.components.labels import plain
+from glassbox.app.explore.common import Explorer, array, choose_position, heatmap
+from glassbox.model.analysis import EmbeddingPCA, nearest_tokens, positional_table
+from glassbox.model.analysis.architecture import NO_POSITIONS
+from glassbox.model.engine import block_label
+from glassbox.model.serving import Needs
 
 # most vocabulary points drawn in the PCA: SVG, one node per point (a GPU-less browser starts a
 # WebGL context slowly). Chromium here draws 1,500 in ~70 ms, 3,000 in ~160 ms.

@@ -9,21 +9,21 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.components.charts import paired_bars, show
-from app.components.heatmap import abs_max
-from app.components.labels import plain
-from app.components.labels import token_labels
-from app.explore.common import Explorer, bar_chart, choose_expert, choose_layer, heatmap, lacks, offered, probs_at
-from app.resources import model_pass
-from model.analysis.batches import per_pass
-from model.analysis.ablation import ablate
-from model.analysis.attribution import attribute
-from model.analysis.dla import direct_logit_attribution, linear_head, part_words
-from model.analysis.architecture import has_mlp, missing
-from model.analysis.experts import unit
-from model.analysis.patching import activation_patching, sites
-from model.engine import GlassboxError, block_label, head_label
-from model.serving import Needs
+from glassbox.app.components.charts import paired_bars, show
+from glassbox.app.components.heatmap import abs_max
+from glassbox.app.components.labels import plain
+from glassbox.app.components.labels import token_labels
+from glassbox.app.explore.common import Explorer, bar_chart, choose_expert, choose_layer, heatmap, lacks, offered, probs_at
+from glassbox.app.resources import model_pass
+from glassbox.model.analysis.batches import per_pass
+from glassbox.model.analysis.ablation import ablate
+from glassbox.model.analysis.attribution import attribute
+from glassbox.model.analysis.dla import direct_logit_attribution, linear_head, part_words
+from glassbox.model.analysis.architecture import has_mlp, missing
+from glassbox.model.analysis.experts import unit
+from glassbox.model.analysis.patching import activation_patching, sites
+from glassbox.model.engine import GlassboxError, block_label, head_label
+from glassbox.model.serving import Needs
 
 METHODS = {"input × gradient": "input_x_gradient", "integrated gradients": "integrated_gradients",
            "saliency": "saliency", "attention rollout": "attention_rollout"}

@@ -3,19 +3,19 @@ gradient of the backward pass, one view at a time (app/explore/, one file per vi
 
 import streamlit as st
 
-from app.components.course import lessons_about
-from app.components.errors import fragment
-from app.components.labels import plain
-from app.explore import RENAMED_VIEWS, VIEWS
-from app.explore.common import Explorer, offered, pipeline
-from app.explore.seq2seq import VIEWS as SEQ2SEQ_VIEWS
-from app.explore.seq2seq.page import page as seq2seq_page
-from app.components.model_picker import model_picker, readable_prompt
-from app.state import read_url_settings, show_url_notes, url_settings, write_url_settings
-from model.course import lessons_for_view
-from model.io.checkpoint import LoadedModel
-from model.engine import GlassboxError, Target, check_context
-from model.lesson.article import published
+from glassbox.app.components.course import lessons_about
+from glassbox.app.components.errors import fragment
+from glassbox.app.components.labels import plain
+from glassbox.app.explore import RENAMED_VIEWS, VIEWS
+from glassbox.app.explore.common import Explorer, offered, pipeline
+from glassbox.app.explore.seq2seq import VIEWS as SEQ2SEQ_VIEWS
+from glassbox.app.explore.seq2seq.page import page as seq2seq_page
+from glassbox.app.components.model_picker import model_picker, readable_prompt
+from glassbox.app.state import read_url_settings, show_url_notes, url_settings, write_url_settings
+from glassbox.model.course import lessons_for_view
+from glassbox.model.io.checkpoint import LoadedModel
+from glassbox.model.engine import GlassboxError, Target, check_context
+from glassbox.model.lesson.article import published
 
 PAGE_SETTINGS = {"model": "default", "prompt": "the cat sat on the", "view": "Overview", "target": "", "target_pos": -1}
 target_in_url = "target" in st.query_params  # read before the settings are written back

@@ -8,18 +8,18 @@ import math
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.components.charts import show
-from app.components.errors import fragment
-from app.components.expert_training import expert_training
-from app.components.heatmap import PAGE_PX, grid_figure
-from app.components.labels import plain
-from app.resources import shared_model
-from app.state import per_training_run
-from model.engine import GlassboxError, run_trace
-from model.lesson.steps import Grid
-from model.lesson.training import (DATASETS, DEFAULT_LEARNING_RATE, OPTIMIZERS, SCHEDULES, toy_corpus, train_copy,
+from glassbox.app.components.charts import show
+from glassbox.app.components.errors import fragment
+from glassbox.app.components.expert_training import expert_training
+from glassbox.app.components.heatmap import PAGE_PX, grid_figure
+from glassbox.app.components.labels import plain
+from glassbox.app.resources import shared_model
+from glassbox.app.state import per_training_run
+from glassbox.model.engine import GlassboxError, run_trace
+from glassbox.model.lesson.steps import Grid
+from glassbox.model.lesson.training import (DATASETS, DEFAULT_LEARNING_RATE, OPTIMIZERS, SCHEDULES, toy_corpus, train_copy,
                                    training_batch)
-from model.lesson.article import published
+from glassbox.model.lesson.article import published
 
 OWN_RATE = "the optimizer's own"
 loaded = shared_model("worked-example")

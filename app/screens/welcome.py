@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.components.architecture import PART, architecture_figure
-from app.components.charts import show
-from app.components.course import lessons_about
-from app.components.labels import plain
-from app.resources import shared_model
-from app.state import show_url_notes, url_settings
-from model.lesson.article import ARTICLE_URL, SERIES_URL
+from glassbox.app.components.architecture import PART, architecture_figure
+from glassbox.app.components.charts import show
+from glassbox.app.components.course import lessons_about
+from glassbox.app.components.labels import plain
+from glassbox.app.resources import shared_model
+from glassbox.app.state import show_url_notes, url_settings
+from glassbox.model.lesson.article import ARTICLE_URL, SERIES_URL
 
 
 url_settings({"part": "attention"}, choices={"part": list(PART)}, prefix="welcome_")

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from model.analysis.architecture import require
-from model.analysis.experts import Unit, unit
-from model.engine import GlassboxError, Transformer, check_prompt, editing
-from model.engine.capture import capture
+from glassbox.model.analysis.architecture import require
+from glassbox.model.analysis.experts import Unit, unit
+from glassbox.model.engine import GlassboxError, Transformer, check_prompt, editing
+from glassbox.model.engine.capture import capture
 
 MODES = ("zero", "mean")
 

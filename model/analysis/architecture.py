@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from model.engine import GlassboxError, ModelConfig
+from glassbox.model.engine import GlassboxError, ModelConfig
 
 # What the explorer, the analyses and the CLI say where a model lacks what they read
 NO_BLOCKS = "This model has no blocks: its logits are W_E · W_U, a bigram table."

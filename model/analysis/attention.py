@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from model.engine import ModelConfig, Trace
+from glassbox.model.engine import ModelConfig, Trace
 
 
 @dataclass(frozen=True)

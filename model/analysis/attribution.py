@@ -21,9 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from model.analysis import batches
-from model.engine import GlassboxError, Transformer, check_prompt, check_token_id, editing
-from model.engine.capture import capture
+from glassbox.model.analysis import batches
+from glassbox.model.engine import GlassboxError, Transformer, check_prompt, check_token_id, editing
+from glassbox.model.engine.capture import capture
 
 METHODS = ("saliency", "input_x_gradient", "integrated_gradients", "attention_rollout")
 MAX_STEPS = 10_000  # integrated gradients' path points: 300 would do; 10^12 would allocate 8 TB of alphas

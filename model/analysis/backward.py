@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from model.analysis.residual import residual_points, stream_end
-from model.engine import GRAD, ModelConfig, Trace, Transformer, block_label
+from glassbox.model.analysis.residual import residual_points, stream_end
+from glassbox.model.engine import GRAD, ModelConfig, Trace, Transformer, block_label
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from model.analysis.architecture import require
-from model.engine import GlassboxError, Transformer
-from model.engine.capture import capture
+from glassbox.model.analysis.architecture import require
+from glassbox.model.engine import GlassboxError, Transformer
+from glassbox.model.engine.capture import capture
 
 
 @dataclass

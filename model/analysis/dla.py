@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from model.engine import GlassboxError, Transformer, check_prompt, check_token_id
-from model.engine.capture import capture
+from glassbox.model.engine import GlassboxError, Transformer, check_prompt, check_token_id
+from glassbox.model.engine.capture import capture
 
 
 @dataclass

@@ -7,9 +7,9 @@ import math
 import numpy as np
 import torch
 
-from model.analysis.architecture import NO_POSITIONS
-from model.engine import GlassboxError, Transformer, block_label, to_numpy
-from model.engine.rope import rope_angles
+from glassbox.model.analysis.architecture import NO_POSITIONS
+from glassbox.model.engine import GlassboxError, Transformer, block_label, to_numpy
+from glassbox.model.engine.rope import rope_angles
 
 
 class EmbeddingPCA:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from model.engine import GlassboxError, ModelConfig, Trace, Transformer
+from glassbox.model.engine import GlassboxError, ModelConfig, Trace, Transformer
 
 SHARED = "shared"  # the shared expert's unit, beside the routed experts' indices
 

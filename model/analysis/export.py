@@ -6,7 +6,7 @@ import io
 
 import numpy as np
 
-from model.engine import Trace
+from glassbox.model.engine import Trace
 
 
 def to_csv(array: np.ndarray, axes: tuple[str, ...]) -> str:

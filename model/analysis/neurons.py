@@ -9,9 +9,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from model.analysis.architecture import require
-from model.analysis.experts import unit
-from model.engine import GRAD, ModelConfig, Trace, Transformer
+from glassbox.model.analysis.architecture import require
+from glassbox.model.analysis.experts import unit
+from glassbox.model.engine import GRAD, ModelConfig, Trace, Transformer
 
 
 def active(trace: Trace, cfg: ModelConfig, layer: int, expert: int | str | None = None) -> torch.Tensor:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from model.analysis.residual import stream_end
-from model.engine import ModelConfig, Trace
+from glassbox.model.analysis.residual import stream_end
+from glassbox.model.engine import ModelConfig, Trace
 
 
 def norm_prefixes(cfg: ModelConfig) -> list[tuple[str, str]]:

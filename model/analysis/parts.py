@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from model.engine import Transformer, block_label
+from glassbox.model.engine import Transformer, block_label
 
 
 @dataclass(frozen=True)

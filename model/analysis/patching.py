@@ -21,10 +21,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from model.analysis import batches
-from model.analysis.architecture import require
-from model.engine import GlassboxError, Transformer, check_prompt, check_token_id, editing
-from model.engine.capture import capture
+from glassbox.model.analysis import batches
+from glassbox.model.analysis.architecture import require
+from glassbox.model.engine import GlassboxError, Transformer, check_prompt, check_token_id, editing
+from glassbox.model.engine.capture import capture
 
 SITES = ("resid_pre", "attn_out", "mlp_out", "head")
 SITE_NAMES = {"resid_pre": "blocks.{}.hook_resid_pre", "attn_out": "blocks.{}.hook_attn_out",

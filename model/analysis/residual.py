@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from model.engine import GlassboxError, ModelConfig, Trace, Transformer, block_label
+from glassbox.model.engine import GlassboxError, ModelConfig, Trace, Transformer, block_label
 
 
 def stream_start(cfg: ModelConfig) -> str:

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from model.engine import GlassboxError, Trace, block_label
-from model.engine.sampling import Sampling, TextModel, generate
+from glassbox.model.engine import GlassboxError, Trace, block_label
+from glassbox.model.engine.sampling import Sampling, TextModel, generate
 
 ENCODER, DECODER = "encoder.", "decoder."  # an encoder-decoder's two stacks, as their tensors are named
 # the residual stream inside a block, in the order a position meets them (those a block has are traced)

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from model.engine import GlassboxError
+from glassbox.model.engine import GlassboxError
 
 
 @dataclass(frozen=True)
@@ -36,12 +36,12 @@ class Lesson:
         return f"course/{self.module}.py"
 
     def figures(self, loaded: Any = None) -> dict:
-        return importlib.import_module(f"model.course.{self.module}").figures(loaded)
+        return importlib.import_module(f"glassbox.model.course.{self.module}").figures(loaded)
 
     def remeasure(self) -> str:
         """Re-run what the lesson ships as measured (a module's ``remeasure() -> str`` says what it
         wrote); a lesson that ships nothing measured says so."""
-        module = importlib.import_module(f"model.course.{self.module}")
+        module = importlib.import_module(f"glassbox.model.course.{self.module}")
         if not hasattr(module, "remeasure"):
             raise GlassboxError(f"The {self.slug} lesson computes everything on the spot: nothing to remeasure")
         return module.remeasure()

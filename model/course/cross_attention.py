@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from model.engine import run_seq2seq_trace
-from model.io.checkpoint import LoadedModel, load
-from model.micro import seq2seq
+from glassbox.model.engine import run_seq2seq_trace
+from glassbox.model.io.checkpoint import LoadedModel, load
+from glassbox.model.micro import seq2seq
 
 MODEL = "micro-seq2seq"
 LENGTH = 8  # the lesson's random source

@@ -14,9 +14,9 @@ import time
 import numpy as np
 import torch
 
-from model.engine import GRAD, GlassboxError, Transformer, check_prompt, run_trace, variant
-from model.io.assets import asset
-from model.lesson.training import learning_rate_at
+from glassbox.model.engine import GRAD, GlassboxError, Transformer, check_prompt, run_trace, variant
+from glassbox.model.io.assets import asset
+from glassbox.model.lesson.training import learning_rate_at
 
 PROMPT = "the cat sat on the mat"
 D_KS = [4, 8, 16, 32, 64, 128, 256, 512, 1024]
@@ -74,8 +74,8 @@ def head_table(model, tokens: list[int]) -> list[dict]:
 def training_curves(steps: int, batch: int, peak_lr: float, warmup: int, stories: int, seed: int) -> dict:
     """The default model's shape trained from the same start on the same batches, once with the
     1/√d_head scale and once without (the engine's attn_scale = 1): each step's batch loss."""
-    from model.data.stories import corpus
-    from model.io.checkpoint import load
+    from glassbox.model.data.stories import corpus
+    from glassbox.model.io.checkpoint import load
 
     default = load("default")  # its shape and tokenizer; its stories, as it was trained on them
     end = default.tokenizer.token_id("<|endoftext|>")

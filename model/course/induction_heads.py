@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from model.engine import run_trace
-from model.io.checkpoint import LoadedModel, load
-from model.micro import induction
-from model.micro.common import read_curve
+from glassbox.model.engine import run_trace
+from glassbox.model.io.checkpoint import LoadedModel, load
+from glassbox.model.micro import induction
+from glassbox.model.micro.common import read_curve
 
 MODEL = "micro-induction"
 LENGTH = 12  # the random sequence repeated once in the lesson's picture

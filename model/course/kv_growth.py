@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 import torch
 
-from model.course.real_model_configs import BYTES, MODEL, count, kv_bytes_per_token
-from model.engine import GlassboxError, KVCache, check_context, check_prompt
-from model.engine.sampling import kv_cache_bytes
+from glassbox.model.course.real_model_configs import BYTES, MODEL, count, kv_bytes_per_token
+from glassbox.model.engine import GlassboxError, KVCache, check_context, check_prompt
+from glassbox.model.engine.sampling import kv_cache_bytes
 
 PROMPT = "the cat sat on the"
 GB = 10**9  # the course's GB, and GPU makers': 10^9 bytes (a GiB is 2^30)

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from model.course.attention_by_hand import QUERIES, TOKENS, similarity
-from model.course.attention_by_hand import D_K as TOY_D_K
-from model.engine import Transformer, check_prompt, run_trace, variant
+from glassbox.model.course.attention_by_hand import QUERIES, TOKENS, similarity
+from glassbox.model.course.attention_by_hand import D_K as TOY_D_K
+from glassbox.model.engine import Transformer, check_prompt, run_trace, variant
 
 PROMPT = "the cat sat on the mat"
 TOP = 5  # next tokens shown with and without the mask

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from model.data.stories import corpus
-from model.engine import check_prompt, load_balancing_loss, variant
-from model.io.checkpoint import LoadedModel, load
-from model.micro import moe
-from model.micro.common import read_curve
+from glassbox.model.data.stories import corpus
+from glassbox.model.engine import check_prompt, load_balancing_loss, variant
+from glassbox.model.io.checkpoint import LoadedModel, load
+from glassbox.model.micro import moe
+from glassbox.model.micro.common import read_curve
 
 BALANCED, UNBALANCED = "micro-moe", "micro-moe" + moe.UNBALANCED
 PROMPT = "the cat sat on the mat and the dog ran to the park"

@@ -10,8 +10,8 @@ import math
 import numpy as np
 import torch
 
-from model.engine import check_prompt, editing, variant
-from model.engine.rope import apply_rope, rope_angles
+from glassbox.model.engine import check_prompt, editing, variant
+from glassbox.model.engine.rope import apply_rope, rope_angles
 
 PROMPT = "the cat sat on the mat"
 POSITIONS = 32  # rows of the tables drawn

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from model.io.catalog import GPT2, PYTHIA, entry
+from glassbox.model.io.catalog import GPT2, PYTHIA, entry
 
 BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
 

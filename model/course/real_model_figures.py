@@ -4,7 +4,7 @@ appendix table (gentle-introduction.txt) differs from the configurations."""
 
 from __future__ import annotations
 
-from model.course.real_model_configs import MODEL, MODELS, RealModel, count, flops_per_token, kv_bytes_per_token, parts
+from glassbox.model.course.real_model_configs import MODEL, MODELS, RealModel, count, flops_per_token, kv_bytes_per_token, parts
 
 # The course appendix's figures that differ from the models' configurations: (model, what, printed).
 APPENDIX_SLIPS = [("GPT-2 small", "vocab", 5025), ("GPT-2 XL", "context", 2048)]

@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from model.engine import GlassboxError, check_prompt, run_trace
-from model.lesson.training import SCHEDULES, learning_rate_at
+from glassbox.model.engine import GlassboxError, check_prompt, run_trace
+from glassbox.model.lesson.training import SCHEDULES, learning_rate_at
 
 PROMPT = "the cat sat on the mat and the dog"
 PROBABILITIES = (0.9, 0.5, 0.1, 0.01, 0.001)  # the few p the figures list

@@ -12,9 +12,9 @@ from functools import cache
 
 import torch
 
-from model.io.checkpoint import LoadedModel, load
-from model.micro import attention_only, bigram
-from model.micro.common import read_curve, story_tokens
+from glassbox.model.io.checkpoint import LoadedModel, load
+from glassbox.model.micro import attention_only, bigram
+from glassbox.model.micro.common import read_curve, story_tokens
 
 BIGRAM, ONE_LAYER = "micro-bigram", "micro-attention-only"
 TOP = 8  # continuations shown per token

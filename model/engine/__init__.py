@@ -5,16 +5,16 @@ It imports nothing from the rest of Glassbox (io, lesson, analysis, serving, too
 a test checks the direction.
 """
 
-from model.engine.config import ModelConfig, check_context, check_prompt, check_token_id
-from model.engine.device import DTYPES, default_device, to_numpy
-from model.engine.edits import Edit, editing, replaced
-from model.engine.errors import GlassboxError
-from model.engine.components.moe import load_balancing_loss
-from model.engine.kv_cache import KVCache
-from model.engine.names import GRAD, block_label, head_label
-from model.engine.trace import Target, Trace, loss_targets, next_token_targets, run_seq2seq_trace, run_trace
-from model.engine.transformer import Output, Transformer, variant
-from model.engine.seq2seq import EncoderDecoder, build_model
+from glassbox.model.engine.config import ModelConfig, check_context, check_prompt, check_token_id
+from glassbox.model.engine.device import DTYPES, default_device, to_numpy
+from glassbox.model.engine.edits import Edit, editing, replaced
+from glassbox.model.engine.errors import GlassboxError
+from glassbox.model.engine.components.moe import load_balancing_loss
+from glassbox.model.engine.kv_cache import KVCache
+from glassbox.model.engine.names import GRAD, block_label, head_label
+from glassbox.model.engine.trace import Target, Trace, loss_targets, next_token_targets, run_seq2seq_trace, run_trace
+from glassbox.model.engine.transformer import Output, Transformer, variant
+from glassbox.model.engine.seq2seq import EncoderDecoder, build_model
 
 __all__ = ["DTYPES", "Edit", "EncoderDecoder", "GRAD", "GlassboxError", "KVCache", "ModelConfig", "Output", "Target", "Trace", "Transformer",
            "block_label", "build_model", "check_context", "check_prompt", "check_token_id", "default_device", "editing", "head_label", "load_balancing_loss", "loss_targets", "next_token_targets", "replaced",

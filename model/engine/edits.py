@@ -19,8 +19,8 @@ from typing import Callable, Iterable, Iterator
 
 import torch
 
-from model.engine.capture import Recorder, capture, matches
-from model.engine.errors import GlassboxError
+from glassbox.model.engine.capture import Recorder, capture, matches
+from glassbox.model.engine.errors import GlassboxError
 
 Edit = Callable[[torch.Tensor], torch.Tensor]
 DISPLAY_ONLY = {"hook_probs": "hook_log_probs or hook_logits"}  # computed beside the pass, for display: not editable

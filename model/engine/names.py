@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-from model.engine.config import ModelConfig
+from glassbox.model.engine.config import ModelConfig
 
 GRAD = "grad:"  # prefix of every gradient's name: "grad:blocks.0.hook_resid_pre", "grad:embed.W_E"
 

@@ -11,7 +11,7 @@ import math
 
 import torch
 
-from model.engine.config import ModelConfig
+from glassbox.model.engine.config import ModelConfig
 
 
 def inverse_frequencies(cfg: ModelConfig, layer: int) -> torch.Tensor:

@@ -15,10 +15,10 @@ from typing import Any, Iterator, Protocol
 
 import torch
 
-from model.engine.config import ModelConfig, check_context
-from model.engine.errors import GlassboxError
-from model.engine.kv_cache import KVCache
-from model.engine.transformer import Transformer
+from glassbox.model.engine.config import ModelConfig, check_context
+from glassbox.model.engine.errors import GlassboxError
+from glassbox.model.engine.kv_cache import KVCache
+from glassbox.model.engine.transformer import Transformer
 
 
 class TextModel(Protocol):

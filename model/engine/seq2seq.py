@@ -23,11 +23,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from model.engine.capture import hook
-from model.engine.config import ModelConfig, check_context
-from model.engine.kv_cache import KVCache
-from model.engine.stack import Stack
-from model.engine.transformer import LanguageModel, Output, Transformer
+from glassbox.model.engine.capture import hook
+from glassbox.model.engine.config import ModelConfig, check_context
+from glassbox.model.engine.kv_cache import KVCache
+from glassbox.model.engine.stack import Stack
+from glassbox.model.engine.transformer import LanguageModel, Output, Transformer
 
 
 def shift_right(target: torch.Tensor, start_token: int) -> torch.Tensor:

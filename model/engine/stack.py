@@ -16,11 +16,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from model.engine.capture import hook
-from model.engine.components import Block, Norm
-from model.engine.config import ModelConfig
-from model.engine.kv_cache import KVCache
-from model.engine.relative import relative_bias
+from glassbox.model.engine.capture import hook
+from glassbox.model.engine.components import Block, Norm
+from glassbox.model.engine.config import ModelConfig
+from glassbox.model.engine.kv_cache import KVCache
+from glassbox.model.engine.relative import relative_bias
 
 
 class Stack(nn.Module):

@@ -19,13 +19,13 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 import torch
 
-from model.engine.capture import Recorder, capture, matches
-from model.engine.config import check_prompt, check_token_id
-from model.engine.device import to_numpy
-from model.engine.errors import GlassboxError
-from model.engine.names import GRAD
-from model.engine.seq2seq import EncoderDecoder, shift_right
-from model.engine.transformer import Output, Transformer
+from glassbox.model.engine.capture import Recorder, capture, matches
+from glassbox.model.engine.config import check_prompt, check_token_id
+from glassbox.model.engine.device import to_numpy
+from glassbox.model.engine.errors import GlassboxError
+from glassbox.model.engine.names import GRAD
+from glassbox.model.engine.seq2seq import EncoderDecoder, shift_right
+from glassbox.model.engine.transformer import Output, Transformer
 
 
 @dataclass(frozen=True)

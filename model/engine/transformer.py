@@ -33,15 +33,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from model.engine.capture import hook, sparse_embedding, wants
-from model.engine.components import Norm
-from model.engine.components.mlp import activation
-from model.engine.config import ModelConfig, check_context
-from model.engine.device import HALF, widened
-from model.engine.errors import GlassboxError
-from model.engine.kv_cache import KVCache
-from model.engine.names import is_norm_parameter
-from model.engine.stack import Stack
+from glassbox.model.engine.capture import hook, sparse_embedding, wants
+from glassbox.model.engine.components import Norm
+from glassbox.model.engine.components.mlp import activation
+from glassbox.model.engine.config import ModelConfig, check_context
+from glassbox.model.engine.device import HALF, widened
+from glassbox.model.engine.errors import GlassboxError
+from glassbox.model.engine.kv_cache import KVCache
+from glassbox.model.engine.names import is_norm_parameter
+from glassbox.model.engine.stack import Stack
 
 
 class Output(NamedTuple):

@@ -12,7 +12,7 @@ HOME = "GLASSBOX_HOME"  # where commands write what they make (models); default:
 
 def asset(name: str) -> Path:
     """The directory of a shipped asset ("default", "worked-example")."""
-    return Path(str(resources.files("assets").joinpath(name)))
+    return Path(str(resources.files("glassbox.assets").joinpath(name)))
 
 
 def user_folder(name: str) -> Path:

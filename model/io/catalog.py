@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from functools import cached_property
 
 
-from model.engine import ModelConfig
-from model.io.convert import CONVERTERS, FAMILY_NAMES
-from model.io.hub import cached, parse_hub_id
+from glassbox.model.engine import ModelConfig
+from glassbox.model.io.convert import CONVERTERS, FAMILY_NAMES
+from glassbox.model.io.hub import cached, parse_hub_id
 
 BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 
@@ -36,7 +36,7 @@ class Curated:
     @cached_property
     def parameters(self) -> int:
         """Counted on the meta device, as the loader counts a model's bytes."""
-        from model.io.checkpoint import count_numbers
+        from glassbox.model.io.checkpoint import count_numbers
 
         return count_numbers(self.model_config)
 
@@ -121,7 +121,7 @@ def curated() -> list[Curated]:
 
 
 def entry(hub_id: str) -> Curated:
-    from model.engine import GlassboxError
+    from glassbox.model.engine import GlassboxError
 
     for model in CURATED:
         if model.hub_id == hub_id:

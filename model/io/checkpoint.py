@@ -24,12 +24,12 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
-from model.engine import DTYPES, GlassboxError, ModelConfig, Transformer, build_model, default_device
-from model.io.assets import asset
-from model.io.convert import CONVERTERS, FAMILY_NAMES
-from model.io.guard import CONFIG_BYTES, check_fits, model_directory, read_json, regular_file, shard_files, some
-from model.io.hub import Progress, download, parse_hub_id
-from model.io.tokenizer import Tokenizer
+from glassbox.model.engine import DTYPES, GlassboxError, ModelConfig, Transformer, build_model, default_device
+from glassbox.model.io.assets import asset
+from glassbox.model.io.convert import CONVERTERS, FAMILY_NAMES
+from glassbox.model.io.guard import CONFIG_BYTES, check_fits, model_directory, read_json, regular_file, shard_files, some
+from glassbox.model.io.hub import Progress, download, parse_hub_id
+from glassbox.model.io.tokenizer import Tokenizer
 
 # shipped in assets/: the default model, the article's, and the micro-models (model/micro/)
 NAMED_MODELS = ("default", "worked-example", "micro-bigram", "micro-attention-only", "micro-induction", "micro-moe",

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from model.engine import GlassboxError
+from glassbox.model.engine import GlassboxError
 
 MODEL_DIRS = "GLASSBOX_MODEL_DIRS"
 MAX_MODEL_GB = "GLASSBOX_MAX_MODEL_GB"

@@ -37,9 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from model.engine import GlassboxError
-from model.engine.device import default_device
-from model.io.guard import MAX_MODEL_GB, allowed_roots, memory_limit, seconds_setting, shard_files, shortened
+from glassbox.model.engine import GlassboxError
+from glassbox.model.engine.device import default_device
+from glassbox.model.io.guard import MAX_MODEL_GB, allowed_roots, memory_limit, seconds_setting, shard_files, shortened
 
 HUB_SETTING = "GLASSBOX_HUB"
 TIMEOUT_SETTING = "GLASSBOX_HUB_TIMEOUT"

@@ -17,8 +17,8 @@ from pathlib import Path
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers
 
-from model.engine import GlassboxError
-from model.io.guard import TOKENIZER_BYTES, read_file, regular_file, shortened, some
+from glassbox.model.engine import GlassboxError
+from glassbox.model.io.guard import TOKENIZER_BYTES, read_file, regular_file, shortened, some
 
 
 class Tokenizer:

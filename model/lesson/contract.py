@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import torch
 
-from model.engine import GRAD, ModelConfig, Target, run_trace
-from model.lesson.article import article_weights, published
-from model.lesson.names import article_tensor
-from model.lesson.tied_embedding import embedding_gradient_parts
+from glassbox.model.engine import GRAD, ModelConfig, Target, run_trace
+from glassbox.model.lesson.article import article_weights, published
+from glassbox.model.lesson.names import article_tensor
+from glassbox.model.lesson.tied_embedding import embedding_gradient_parts
 
 
 def forward_names(cfg: ModelConfig) -> list[str]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from functools import cache
 from typing import Mapping
 
-from model.engine import GRAD
+from glassbox.model.engine import GRAD
 
 GRADIENT = "dL/d"  # the article's prefix of a gradient's name
 

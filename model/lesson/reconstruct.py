@@ -8,12 +8,12 @@ from pathlib import Path
 
 import torch
 
-from model.engine import Target, Transformer, loss_targets
-from model.engine.capture import capture
-from model.engine.names import is_norm_parameter
-from model.io.checkpoint import save
-from model.io.tokenizer import Tokenizer
-from model.lesson.article import FIGURES, PROMPT, config, engine_slot, printed_figure, published
+from glassbox.model.engine import Target, Transformer, loss_targets
+from glassbox.model.engine.capture import capture
+from glassbox.model.engine.names import is_norm_parameter
+from glassbox.model.io.checkpoint import save
+from glassbox.model.io.tokenizer import Tokenizer
+from glassbox.model.lesson.article import FIGURES, PROMPT, config, engine_slot, printed_figure, published
 
 SOLVER_SEED = 0
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from model.engine import Trace
-from model.lesson.names import slot
+from glassbox.model.engine import Trace
+from glassbox.model.lesson.names import slot
 
 
 def embedding_gradient_parts(trace: Trace, tokens: list[int]) -> tuple[torch.Tensor, torch.Tensor]:

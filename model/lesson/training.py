@@ -15,9 +15,9 @@ from typing import Callable
 
 import torch
 
-from model.engine import GlassboxError, Target, Transformer, loss_targets, next_token_targets
-from model.engine.names import is_norm_parameter
-from model.io.tokenizer import Tokenizer
+from glassbox.model.engine import GlassboxError, Target, Transformer, loss_targets, next_token_targets
+from glassbox.model.engine.names import is_norm_parameter
+from glassbox.model.io.tokenizer import Tokenizer
 
 OPTIMIZERS = ("SGD", "AdamW")
 # Each optimizer's own learning rate: the article's for SGD; torch's default for AdamW, read from

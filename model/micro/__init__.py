@@ -12,7 +12,7 @@ import importlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from model.engine import GlassboxError
+from glassbox.model.engine import GlassboxError
 
 
 @dataclass(frozen=True)
@@ -27,11 +27,11 @@ class Micro:
         return f"micro-{self.name}"
 
     def train(self, path: Path, steps: int | None = None) -> None:
-        module = importlib.import_module(f"model.micro.{self.module}")
+        module = importlib.import_module(f"glassbox.model.micro.{self.module}")
         module.train(Path(path), **({} if steps is None else {"steps": steps}))
 
     def figures(self, loaded) -> dict:
-        return importlib.import_module(f"model.micro.{self.module}").figures(loaded)
+        return importlib.import_module(f"glassbox.model.micro.{self.module}").figures(loaded)
 
 
 MICROS = [

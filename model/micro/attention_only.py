@@ -15,9 +15,9 @@ from pathlib import Path
 
 import torch
 
-from model.analysis.circuits import ov_circuit, qk_circuit
-from model.engine import ModelConfig, Transformer
-from model.micro.common import fit, story_tokens, windows, write
+from glassbox.model.analysis.circuits import ov_circuit, qk_circuit
+from glassbox.model.engine import ModelConfig, Transformer
+from glassbox.model.micro.common import fit, story_tokens, windows, write
 
 SEED, N_STORIES, STEPS, BATCH, LR = 0, 5000, 1500, 32, 0.01
 T = 64

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import torch
 
-from model.engine import ModelConfig, Transformer
-from model.micro.common import fit, story_tokens, windows, write
+from glassbox.model.engine import ModelConfig, Transformer
+from glassbox.model.micro.common import fit, story_tokens, windows, write
 
 SEED, N_STORIES, STEPS, BATCH, LR = 0, 5000, 600, 32, 0.02
 T = 128

@@ -12,13 +12,13 @@ from typing import Callable
 
 import torch
 
-from model.data.stories import corpus
-from model.engine import Transformer
-from model.io.assets import asset
-from model.io.checkpoint import save
-from model.io.guard import SIDE_FILE_BYTES, read_json
-from model.io.tokenizer import Tokenizer
-from model.lesson.training import learning_rate_at
+from glassbox.model.data.stories import corpus
+from glassbox.model.engine import Transformer
+from glassbox.model.io.assets import asset
+from glassbox.model.io.checkpoint import save
+from glassbox.model.io.guard import SIDE_FILE_BYTES, read_json
+from glassbox.model.io.tokenizer import Tokenizer
+from glassbox.model.lesson.training import learning_rate_at
 
 END = "<|endoftext|>"  # the default tokenizer's end-of-story token
 

@@ -20,11 +20,11 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-from model.analysis.circuits import head_scores
-from model.engine import ModelConfig, Transformer
-from model.io.guard import regular_file
-from model.io.tokenizer import Tokenizer
-from model.micro.common import fit, write
+from glassbox.model.analysis.circuits import head_scores
+from glassbox.model.engine import ModelConfig, Transformer
+from glassbox.model.io.guard import regular_file
+from glassbox.model.io.tokenizer import Tokenizer
+from glassbox.model.micro.common import fit, write
 
 SEED, STEPS, BATCH, LR = 0, 2000, 32, 0.003
 T = 64

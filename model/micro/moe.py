@@ -16,9 +16,9 @@ from typing import Callable
 
 import torch
 
-from model.engine import ModelConfig, Transformer, load_balancing_loss
-from model.engine.capture import capture
-from model.micro.common import fit, read_curve, story_tokens, windows, write
+from glassbox.model.engine import ModelConfig, Transformer, load_balancing_loss
+from glassbox.model.engine.capture import capture
+from glassbox.model.micro.common import fit, read_curve, story_tokens, windows, write
 
 SEED, N_STORIES, STEPS, BATCH, LR = 0, 5000, 600, 32, 0.01
 T = 64
@@ -128,7 +128,7 @@ def curve_end(curve: dict, last: int) -> dict:
 def figures(loaded) -> dict:
     """Both runs (``loaded`` is the balanced one; its unbalanced sibling is read beside it): the
     largest expert's share at the end of training per block, and each expert's shares held out."""
-    from model.io.checkpoint import load
+    from glassbox.model.io.checkpoint import load
 
     other = load(str(Path(loaded.path).with_name(Path(loaded.path).name + UNBALANCED)))
     _, _, val_ids = story_tokens(N_STORIES, SEED)

@@ -22,12 +22,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from model.analysis.seq2seq import greedy_target
-from model.engine import EncoderDecoder, ModelConfig, run_seq2seq_trace
-from model.engine.seq2seq import shift_right
-from model.io.tokenizer import Tokenizer
-from model.micro.common import fit, write
-from model.micro.induction import syllables
+from glassbox.model.analysis.seq2seq import greedy_target
+from glassbox.model.engine import EncoderDecoder, ModelConfig, run_seq2seq_trace
+from glassbox.model.engine.seq2seq import shift_right
+from glassbox.model.io.tokenizer import Tokenizer
+from glassbox.model.micro.common import fit, write
+from glassbox.model.micro.induction import syllables
 
 SEED, STEPS, BATCH, LR = 0, 1500, 32, 0.006
 LENGTHS = (6, 12)  # a source's length, inclusive; one length per batch (the engine has no padding mask)

@@ -39,9 +39,9 @@ from typing import Callable, Iterator
 
 import torch
 
-from model.engine import GlassboxError
-from model.io.guard import gigabytes_setting, seconds_setting
-from model.serving.sizing import size_text
+from glassbox.model.engine import GlassboxError
+from glassbox.model.io.guard import gigabytes_setting, seconds_setting
+from glassbox.model.serving.sizing import size_text
 
 TRACE_BUDGET_GB = "GLASSBOX_TRACE_BUDGET_GB"
 M_MMAP_THRESHOLD = -3  # glibc's malloc.h
@@ -67,7 +67,7 @@ def available_memory(device: torch.device | None = None) -> int:
                 return int(line.split()[1]) * 1024
     except OSError:
         pass
-    from model.io.guard import physical_memory
+    from glassbox.model.io.guard import physical_memory
 
     return physical_memory()
 

@@ -6,8 +6,8 @@ import threading
 from collections import OrderedDict
 from typing import Callable, Generic, Hashable, TypeVar
 
-from model.engine import Trace
-from model.serving.sizing import trace_bytes
+from glassbox.model.engine import Trace
+from glassbox.model.serving.sizing import trace_bytes
 
 V = TypeVar("V")
 

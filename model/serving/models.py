@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import torch
 
-from model.engine import default_device
-from model.io.checkpoint import LoadedModel, load, model_key
-from model.io.guard import gigabytes_setting, physical_memory
-from model.serving.cache import BoundedCache
+from glassbox.model.engine import default_device
+from glassbox.model.io.checkpoint import LoadedModel, load, model_key
+from glassbox.model.io.guard import gigabytes_setting, physical_memory
+from glassbox.model.serving.cache import BoundedCache
 
 MODEL_CACHE_GB = "GLASSBOX_MODEL_CACHE_GB"
 

@@ -16,8 +16,8 @@ from typing import Callable
 
 import numpy as np
 
-from model.engine import EncoderDecoder, GlassboxError, Target, Trace, Transformer, run_seq2seq_trace, run_trace
-from model.engine.names import GRAD
+from glassbox.model.engine import EncoderDecoder, GlassboxError, Target, Trace, Transformer, run_seq2seq_trace, run_trace
+from glassbox.model.engine.names import GRAD
 
 
 @dataclass(frozen=True)

@@ -38,8 +38,8 @@ from pathlib import Path
 
 import torch
 
-from model.engine import GlassboxError, ModelConfig, Transformer, default_device, next_token_targets, run_trace
-from model.tools.timing import median_ms
+from glassbox.model.engine import GlassboxError, ModelConfig, Transformer, default_device, next_token_targets, run_trace
+from glassbox.model.tools.timing import median_ms
 
 GPT2_SMALL = ModelConfig(vocab_size=50257, n_ctx=1024, d_model=768, n_layers=12, n_heads=12, d_ff=3072)
 TINY = ModelConfig(vocab_size=64, n_ctx=32, d_model=32, n_layers=2, n_heads=4, d_ff=128)
@@ -153,11 +153,11 @@ def _verdict(ratio: float, target: float) -> str:
 
 def run(args) -> int:
     if args.families is not None:
-        from model.tools import family_bench
+        from glassbox.model.tools import family_bench
 
         return family_bench.run(args.families, args.json)
     if args.peers:
-        from model.tools import peers_bench
+        from glassbox.model.tools import peers_bench
 
         return peers_bench.run(args.lengths, args.repeats, args.small)
     cfg = TINY if args.small else GPT2_SMALL

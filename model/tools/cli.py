@@ -65,17 +65,17 @@ def cmd_app(args) -> int:
     From a source checkout it runs in the checkout, so that .streamlit/config.toml applies."""
     import importlib.util
 
-    from model.engine import GlassboxError
+    from glassbox.model.engine import GlassboxError
 
     if importlib.util.find_spec("streamlit") is None:
         raise GlassboxError("The app needs Streamlit: pip install 'glassbox[app]' (or -r requirements.txt)")
     from importlib import resources
 
-    main_script = Path(str(resources.files("app").joinpath("main.py")))
+    main_script = Path(str(resources.files("glassbox.app").joinpath("main.py")))
     checkout = main_script.parent.parent
     cwd = checkout if (checkout / ".streamlit" / "config.toml").exists() else None
     # app.launch is `streamlit run` with the libraries imported before the server listens
-    command = [sys.executable, "-m", "app.launch", "run", str(main_script), *args.streamlit_options]
+    command = [sys.executable, "-m", "glassbox.app.launch", "run", str(main_script), *args.streamlit_options]
     if os.name != "posix":
         return subprocess.call(command, cwd=cwd, env=os.environ.copy())
     # Streamlit takes this process's place (same pid): a SIGTERM or Ctrl-C meant for `glassbox app`
@@ -103,7 +103,7 @@ def count_between(low: int, high: int):
 def writable(path: Path, folder_ok: bool = False) -> Path:
     """An output's path, checked before any work: the folder it goes in exists and can be written
     to (``folder_ok``: the output is itself a folder, which may exist)."""
-    from model.engine import GlassboxError
+    from glassbox.model.engine import GlassboxError
 
     folder = path.parent
     if path.is_dir() and not folder_ok:
@@ -118,7 +118,7 @@ def writable(path: Path, folder_ok: bool = False) -> Path:
 def model_output(out: Path | None, name: str) -> Path:
     """Where a command writes the model it makes: ``out``, checked, else the user's folder for it
     (model.io.assets.user_folder: $GLASSBOX_HOME/models/NAME, made if need be), never the package."""
-    from model.io.assets import user_folder
+    from glassbox.model.io.assets import user_folder
 
     if out is None:
         out = user_folder(name)
@@ -127,8 +127,8 @@ def model_output(out: Path | None, name: str) -> Path:
 
 
 def cmd_trace(args) -> int:
-    from model.engine import GlassboxError, Target, run_trace
-    from model.io.checkpoint import load
+    from glassbox.model.engine import GlassboxError, Target, run_trace
+    from glassbox.model.io.checkpoint import load
 
     writable(args.npz)
     loaded = load(args.model, dtype=args.dtype)
@@ -153,8 +153,8 @@ def cmd_trace(args) -> int:
 
 
 def cmd_hooks(args) -> int:
-    from model.engine import names, run_trace
-    from model.io.checkpoint import load
+    from glassbox.model.engine import names, run_trace
+    from glassbox.model.io.checkpoint import load
 
     if args.markdown:
         print(names.markdown_table())
@@ -177,13 +177,13 @@ def cmd_hooks(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from model.tools import bench
+    from glassbox.model.tools import bench
 
     return bench.run(args)
 
 
 def cmd_build_worked_example(args) -> int:
-    from model.lesson.reconstruct import build
+    from glassbox.model.lesson.reconstruct import build
 
     out = model_output(args.out, "worked-example")
     build(out)
@@ -193,9 +193,9 @@ def cmd_build_worked_example(args) -> int:
 
 def cmd_worked_example(args) -> int:
 
-    from model.engine import GlassboxError
-    from model.io.checkpoint import load
-    from model.lesson.contract import article_json
+    from glassbox.model.engine import GlassboxError
+    from glassbox.model.io.checkpoint import load
+    from glassbox.model.lesson.contract import article_json
 
     if not args.json:
         raise GlassboxError("Say --json: the worked example's numbers are printed as one JSON object")
@@ -205,8 +205,8 @@ def cmd_worked_example(args) -> int:
 
 def cmd_generate(args) -> int:
 
-    from model.io.checkpoint import load
-    from model.engine.sampling import Sampling, generate, top
+    from glassbox.model.io.checkpoint import load
+    from glassbox.model.engine.sampling import Sampling, generate, top
 
     loaded = load(args.model, dtype=args.dtype)
     sampling = Sampling(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
@@ -225,8 +225,8 @@ def cmd_generate(args) -> int:
 
 
 def cmd_patch(args) -> int:
-    from model.analysis.patching import activation_patching
-    from model.io.checkpoint import load
+    from glassbox.model.analysis.patching import activation_patching
+    from glassbox.model.io.checkpoint import load
 
     loaded = load(args.model, dtype=args.dtype)
     token = loaded.tokenizer.token_id
@@ -253,8 +253,8 @@ def cmd_patch(args) -> int:
 
 
 def cmd_attribute(args) -> int:
-    from model.analysis.attribution import attribute
-    from model.io.checkpoint import load
+    from glassbox.model.analysis.attribution import attribute
+    from glassbox.model.io.checkpoint import load
 
     loaded = load(args.model, dtype=args.dtype)
     tokens = loaded.encode(args.prompt)
@@ -279,8 +279,8 @@ def cmd_attribute(args) -> int:
 
 
 def cmd_dla(args) -> int:
-    from model.analysis.dla import direct_logit_attribution
-    from model.io.checkpoint import load
+    from glassbox.model.analysis.dla import direct_logit_attribution
+    from glassbox.model.io.checkpoint import load
 
     loaded = load(args.model, dtype=args.dtype)
     token = loaded.tokenizer.token_id
@@ -298,7 +298,7 @@ def cmd_dla(args) -> int:
 
 
 def cmd_train_default(args) -> int:
-    from model.tools.train_default import train
+    from glassbox.model.tools.train_default import train
 
     out = model_output(args.out, "default")
     train(path=out, steps=args.steps, n_stories=args.stories)
@@ -308,8 +308,8 @@ def cmd_train_default(args) -> int:
 def cmd_train_micro(args) -> int:
     import json
 
-    from model.io.checkpoint import load
-    from model.micro import micro
+    from glassbox.model.io.checkpoint import load
+    from glassbox.model.micro import micro
 
     chosen = micro(args.name)
     out = model_output(args.out, chosen.asset)
@@ -321,7 +321,7 @@ def cmd_train_micro(args) -> int:
 
 
 def cmd_models(args) -> int:
-    from model.io.catalog import curated
+    from glassbox.model.io.catalog import curated
 
     rows = [(m.hub_id, m.family, f"{m.parameters / 1e6:,.0f}M", f"{m.download_bytes / 1e9:.2f} GB",
              "cached" if m.cached else "-") for m in curated()]
@@ -334,8 +334,8 @@ def cmd_models(args) -> int:
 
 
 def cmd_download(args) -> int:
-    from model.engine import GlassboxError
-    from model.io.hub import download, parse_hub_id
+    from glassbox.model.engine import GlassboxError
+    from glassbox.model.io.hub import download, parse_hub_id
 
     hub = parse_hub_id(args.id)
     if hub is None:
@@ -347,7 +347,7 @@ def cmd_download(args) -> int:
 def cmd_course(args) -> int:
     import json
 
-    from model.course import LESSONS, lesson
+    from glassbox.model.course import LESSONS, lesson
 
     if args.lesson is None:
         width = max(len(x.slug) for x in LESSONS)
@@ -359,7 +359,7 @@ def cmd_course(args) -> int:
     if args.remeasure:
         print(chosen.remeasure())
         return 0
-    from model.io.checkpoint import load
+    from glassbox.model.io.checkpoint import load
 
     figures = chosen.figures(load(args.model, dtype=args.dtype))
     print(json.dumps(figures, ensure_ascii=False, allow_nan=False, indent=None if args.json else 2))
@@ -400,7 +400,7 @@ def parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_hooks)
 
     p = sub.add_parser("bench", help="capture overhead and memory for a GPT-2-small-shaped model")
-    from model.tools import bench
+    from glassbox.model.tools import bench
 
     bench.add_arguments(p)
     p.set_defaults(func=cmd_bench)
@@ -426,7 +426,7 @@ def parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_generate)
 
     p = sub.add_parser("train-default", help="regenerate the story corpus and train the default model")
-    from model.tools.train_default import N_STORIES, STEPS
+    from glassbox.model.tools.train_default import N_STORIES, STEPS
 
     p.add_argument("--out", type=Path, help="where to write the model (default: $GLASSBOX_HOME/models/default; "
                    "assets/default refreshes the shipped one)")
@@ -497,7 +497,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     configure_process()
-    from model.engine import GlassboxError
+    from glassbox.model.engine import GlassboxError
 
     root = parser()
     args, unknown = root.parse_known_args(argv)

@@ -50,8 +50,8 @@ def memory_bytes() -> int:
 
 def parameters(config: dict) -> int:
     """A hub config.json's parameter count, as the loader counts it (meta device)."""
-    from model.io.checkpoint import count_numbers
-    from model.io.convert import CONVERTERS
+    from glassbox.model.io.checkpoint import count_numbers
+    from glassbox.model.io.convert import CONVERTERS
 
     return count_numbers(CONVERTERS[config["model_type"]].config(config))
 
@@ -78,7 +78,7 @@ def fitted(config: dict, memory: int) -> tuple[dict, str | None]:
 
 def build(hub_id: str, path: Path) -> None:
     """The curated model's hub layout with random weights (fitted to this machine's memory)."""
-    from model.io.catalog import entry
+    from glassbox.model.io.catalog import entry
 
     config, _ = fitted(dict(entry(hub_id).config), memory_bytes())
     write(config, path)
@@ -115,10 +115,10 @@ def measure(hub_id: str, path: Path) -> dict:
     nothing (``generate_tokens_per_s`` None)."""
     import torch
 
-    from model.engine import run_seq2seq_trace, run_trace
-    from model.engine.sampling import Sampling, generate
-    from model.io.checkpoint import load
-    from model.serving import trace_bytes
+    from glassbox.model.engine import run_seq2seq_trace, run_trace
+    from glassbox.model.engine.sampling import Sampling, generate
+    from glassbox.model.io.checkpoint import load
+    from glassbox.model.serving import trace_bytes
 
     disk = sum(f.stat().st_size for f in path.iterdir())
     started = time.perf_counter()
@@ -156,7 +156,7 @@ def row(r: dict) -> str:
 
 
 def run(models: list[str] | None = None, json_path: Path | None = None) -> int:
-    from model.io.catalog import entry, curated
+    from glassbox.model.io.catalog import entry, curated
 
     results = []
     print(f"each curated model's shape, random weights, float32 on the CPU: load, a {N_TOKENS}-token trace with "
@@ -169,10 +169,10 @@ def run(models: list[str] | None = None, json_path: Path | None = None) -> int:
         if why:
             print(f"{hub_id:<30} {why}")
         with tempfile.TemporaryDirectory() as folder:
-            done = subprocess.run([sys.executable, "-m", "model.tools.family_bench", "build", hub_id, folder],
+            done = subprocess.run([sys.executable, "-m", "glassbox.model.tools.family_bench", "build", hub_id, folder],
                                   capture_output=True, text=True)
             if done.returncode == 0:
-                done = subprocess.run([sys.executable, "-m", "model.tools.family_bench", "measure", hub_id, folder],
+                done = subprocess.run([sys.executable, "-m", "glassbox.model.tools.family_bench", "measure", hub_id, folder],
                                       capture_output=True, text=True)
         if done.returncode != 0:
             print(f"{hub_id:<30} failed: {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode}")

@@ -31,11 +31,11 @@ N_NEW = 64
 def run(lengths: list[int], repeats: int, small: bool) -> int:
     import transformers
 
-    from model.engine import default_device, run_trace
-    from model.engine.sampling import Sampling, generate
-    from model.io.checkpoint import load
-    from model.tools.timing import median_ms
-    from model.tools.family_bench import build_tokenizer
+    from glassbox.model.engine import default_device, run_trace
+    from glassbox.model.engine.sampling import Sampling, generate
+    from glassbox.model.io.checkpoint import load
+    from glassbox.model.tools.timing import median_ms
+    from glassbox.model.tools.family_bench import build_tokenizer
 
     device = default_device()
     sizes = dict(n_embd=32, n_layer=2, n_head=4, vocab_size=300, n_positions=256) if small else {}

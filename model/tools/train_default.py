@@ -17,11 +17,11 @@ from pathlib import Path
 import torch
 from tokenizers import ByteLevelBPETokenizer
 
-from model.data.stories import corpus
-from model.engine import ModelConfig, Transformer
-from model.io.checkpoint import save
-from model.io.tokenizer import Tokenizer
-from model.lesson.training import learning_rate_at
+from glassbox.model.data.stories import corpus
+from glassbox.model.engine import ModelConfig, Transformer
+from glassbox.model.io.checkpoint import save
+from glassbox.model.io.tokenizer import Tokenizer
+from glassbox.model.lesson.training import learning_rate_at
 
 SEED = 0
 N_STORIES = 20_000
@@ -169,8 +169,8 @@ SAMPLE_PROMPTS = [("the cat sat on the", 0.0, 0), ("Once upon a time,", 1.0, 1),
 
 def add_samples(path: Path) -> None:
     """Put sample continuations in the model card (config.json's about.samples)."""
-    from model.io.checkpoint import load
-    from model.engine.sampling import Sampling, generate
+    from glassbox.model.io.checkpoint import load
+    from glassbox.model.engine.sampling import Sampling, generate
 
     loaded = load(str(path))
     samples = []

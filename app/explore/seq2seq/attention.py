@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.components.charts import show
-from app.explore.attention import overview
-from app.explore.common import array, bar_chart, choose_head, derived, heatmap, offered
-from app.explore.seq2seq.context import Seq2SeqExplorer
-from model.analysis.seq2seq import DECODER, ENCODER, most_attended
-from model.engine import block_label, head_label
+from glassbox.app.components.charts import show
+from glassbox.app.explore.attention import overview
+from glassbox.app.explore.common import array, bar_chart, choose_head, derived, heatmap, offered
+from glassbox.app.explore.seq2seq.context import Seq2SeqExplorer
+from glassbox.model.analysis.seq2seq import DECODER, ENCODER, most_attended
+from glassbox.model.engine import block_label, head_label
 
 # kind -> (stack, the block's attention module, in words)
 KINDS = {"cross": (DECODER, "cross_attn", "decoder cross-attention (target → source)"),

@@ -8,11 +8,11 @@ from functools import cached_property
 
 import streamlit as st
 
-from app.explore.common import Explorer
-from app.resources import admitted_pass, same_request_waits, trace_cache
-from model.analysis.seq2seq import DECODER, ENCODER
-from model.engine import Trace, run_seq2seq_trace
-from model.serving import Needs
+from glassbox.app.explore.common import Explorer
+from glassbox.app.resources import admitted_pass, same_request_waits, trace_cache
+from glassbox.model.analysis.seq2seq import DECODER, ENCODER
+from glassbox.model.engine import Trace, run_seq2seq_trace
+from glassbox.model.serving import Needs
 
 STACKS = {"encoder": ENCODER, "decoder": DECODER}  # each stack in words (as in the URL): its tensors' prefix
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app.components.charts import show
-from app.components.labels import plain
-from app.explore.common import bar_chart, derived
-from app.explore.seq2seq.context import Seq2SeqExplorer
-from model.analysis.seq2seq import predictions
+from glassbox.app.components.charts import show
+from glassbox.app.components.labels import plain
+from glassbox.app.explore.common import bar_chart, derived
+from glassbox.app.explore.seq2seq.context import Seq2SeqExplorer
+from glassbox.model.analysis.seq2seq import predictions
 
 TOP = 5
 

@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.components.course import lessons_about
-from app.components.errors import fragment
-from app.components.labels import plain
-from app.explore.common import offered
-from app.explore.seq2seq import VIEWS
-from app.explore.seq2seq.attention import KINDS
-from app.explore.seq2seq.context import STACKS, Seq2SeqExplorer
-from app.resources import admitted_pass
-from app.state import read_url_settings, show_url_notes, write_url_settings
-from model.analysis.seq2seq import greedy_target
-from model.engine import GlassboxError, check_prompt
-from model.io.checkpoint import LoadedModel
+from glassbox.app.components.course import lessons_about
+from glassbox.app.components.errors import fragment
+from glassbox.app.components.labels import plain
+from glassbox.app.explore.common import offered
+from glassbox.app.explore.seq2seq import VIEWS
+from glassbox.app.explore.seq2seq.attention import KINDS
+from glassbox.app.explore.seq2seq.context import STACKS, Seq2SeqExplorer
+from glassbox.app.resources import admitted_pass
+from glassbox.app.state import read_url_settings, show_url_notes, write_url_settings
+from glassbox.model.analysis.seq2seq import greedy_target
+from glassbox.model.engine import GlassboxError, check_prompt
+from glassbox.model.io.checkpoint import LoadedModel
 
 # Per-source choices, kept in the URL: a block and head (of the stack the attention kind is in),
 # the attention kind, the stack and position whose vector is shown, the tensor shown

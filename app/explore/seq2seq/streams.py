@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.explore.common import derived, heatmap, offered
-from app.explore.seq2seq.context import STACKS, Seq2SeqExplorer
-from model.analysis.seq2seq import DECODER, ENCODER, stream_norms, stream_points, stream_vectors
+from glassbox.app.explore.common import derived, heatmap, offered
+from glassbox.app.explore.seq2seq.context import STACKS, Seq2SeqExplorer
+from glassbox.model.analysis.seq2seq import DECODER, ENCODER, stream_norms, stream_points, stream_vectors
 
 WHAT = {ENCODER: "the source's positions; its output (after the final norm) is encoder.hook_out, what every "
                  "cross-attention reads",

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.components.labels import plain
-from app.explore.common import choose_head, derived, has_heads, heatmap, offered, tensor_grid
-from app.explore.seq2seq.context import Seq2SeqExplorer
-from model.engine import GRAD
-from model.engine.names import lookup
+from glassbox.app.components.labels import plain
+from glassbox.app.explore.common import choose_head, derived, has_heads, heatmap, offered, tensor_grid
+from glassbox.app.explore.seq2seq.context import Seq2SeqExplorer
+from glassbox.model.engine import GRAD
+from glassbox.model.engine.names import lookup
 
 FIRST = "decoder.blocks.0.cross_attn.hook_pattern"  # what the view opens on
 

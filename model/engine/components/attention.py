@@ -23,12 +23,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from model.engine.capture import hook, wants
-from model.engine.components.norm import Norm
-from model.engine.config import ModelConfig
-from model.engine.device import widened
-from model.engine.kv_cache import KVCache
-from model.engine.rope import apply_rope, inverse_frequencies, rope_angles
+from glassbox.model.engine.capture import hook, wants
+from glassbox.model.engine.components.norm import Norm
+from glassbox.model.engine.config import ModelConfig
+from glassbox.model.engine.device import widened
+from glassbox.model.engine.kv_cache import KVCache
+from glassbox.model.engine.rope import apply_rope, inverse_frequencies, rope_angles
 
 
 class Attention(nn.Module):

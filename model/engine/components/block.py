@@ -19,13 +19,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from model.engine.capture import hook
-from model.engine.components.attention import Attention
-from model.engine.components.mlp import MLP
-from model.engine.components.moe import MoE
-from model.engine.components.norm import Norm
-from model.engine.config import ModelConfig
-from model.engine.kv_cache import KVCache
+from glassbox.model.engine.capture import hook
+from glassbox.model.engine.components.attention import Attention
+from glassbox.model.engine.components.mlp import MLP
+from glassbox.model.engine.components.moe import MoE
+from glassbox.model.engine.components.norm import Norm
+from glassbox.model.engine.config import ModelConfig
+from glassbox.model.engine.kv_cache import KVCache
 
 
 class Block(nn.Module):

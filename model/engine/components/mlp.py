@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from model.engine.capture import hook
-from model.engine.config import ModelConfig
+from glassbox.model.engine.capture import hook
+from glassbox.model.engine.config import ModelConfig
 
 
 def activation(name: str, x: torch.Tensor) -> torch.Tensor:

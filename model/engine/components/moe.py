@@ -28,10 +28,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from model.engine.capture import hook, wants
-from model.engine.components.mlp import MLP, neurons
-from model.engine.config import ModelConfig
-from model.engine.device import widened
+from glassbox.model.engine.capture import hook, wants
+from glassbox.model.engine.components.mlp import MLP, neurons
+from glassbox.model.engine.config import ModelConfig
+from glassbox.model.engine.device import widened
 
 # the names (under "blocks.{i}.mlp.") that, captured or edited, need every expert on every position
 EVERYWHERE = ("hook_expert_weights", "experts.hook_pre", "experts.hook_gate", "experts.hook_linear", "experts.hook_post",

@@ -9,9 +9,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from model.engine.capture import hook, wants
-from model.engine.config import ModelConfig
-from model.engine.device import widened
+from glassbox.model.engine.capture import hook, wants
+from glassbox.model.engine.config import ModelConfig
+from glassbox.model.engine.device import widened
 
 
 class Norm(nn.Module):

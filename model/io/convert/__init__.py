@@ -2,7 +2,7 @@
 state dict into the engine's parameter names and shapes, and names its ``FAMILY``.
 ``CONVERTERS`` maps a transformers ``model_type`` to its module."""
 
-from model.io.convert import bert, gemma, gpt2, gpt_neo, gpt_neox, llama, mixtral, olmoe, qwen_moe, t5
+from glassbox.model.io.convert import bert, gemma, gpt2, gpt_neo, gpt_neox, llama, mixtral, olmoe, qwen_moe, t5
 
 CONVERTERS = {"gpt2": gpt2, "gpt_neo": gpt_neo, "gpt_neox": gpt_neox, "llama": llama, "mistral": llama, "qwen2": llama, "qwen3": llama,
               "gemma": gemma, "gemma2": gemma, "gemma3_text": gemma, "mixtral": mixtral, "qwen2_moe": qwen_moe,

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from model.engine import GlassboxError, ModelConfig
-from model.io.convert.common import Weights, build, heads_in, heads_out, linear_mlp
+from glassbox.model.engine import GlassboxError, ModelConfig
+from glassbox.model.io.convert.common import Weights, build, heads_in, heads_out, linear_mlp
 
 FAMILY = "BERT"
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}

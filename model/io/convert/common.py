@@ -10,7 +10,7 @@ from typing import Callable
 
 import torch
 
-from model.engine import GlassboxError, ModelConfig
+from glassbox.model.engine import GlassboxError, ModelConfig
 
 LOCAL = ("sliding_attention", "local")  # names of a windowed layer in layer_types / attention_types
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import torch
 
-from model.engine import ModelConfig
-from model.io.convert import llama
-from model.io.convert.common import Weights, build, local_layers, rope_settings, with_window
+from glassbox.model.engine import ModelConfig
+from glassbox.model.io.convert import llama
+from glassbox.model.io.convert.common import Weights, build, local_layers, rope_settings, with_window
 
 FAMILY = "Gemma"
 NORM_OFFSET = 1.0  # γ = 1 + w

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from model.engine import GlassboxError, ModelConfig
+from glassbox.model.engine import GlassboxError, ModelConfig
 
 FAMILY = "GPT-2"
 ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from model.engine import GlassboxError, ModelConfig
-from model.io.convert.common import Weights, build, heads_in, heads_out, linear_mlp, local_layers
+from glassbox.model.engine import GlassboxError, ModelConfig
+from glassbox.model.io.convert.common import Weights, build, heads_in, heads_out, linear_mlp, local_layers
 
 FAMILY = "GPT-Neo"
 ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}

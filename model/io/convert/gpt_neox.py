@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import torch
 
-from model.engine import ModelConfig
-from model.io.convert.common import Weights, build, heads_out, linear_mlp, rotary_dim
+from glassbox.model.engine import ModelConfig
+from glassbox.model.io.convert.common import Weights, build, heads_out, linear_mlp, rotary_dim
 
 FAMILY = "GPT-NeoX"
 

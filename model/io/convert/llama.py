@@ -16,8 +16,8 @@ from typing import Callable
 
 import torch
 
-from model.engine import ModelConfig
-from model.io.convert.common import Weights, build, heads_in, heads_out, local_layers, rope_settings, with_window
+from glassbox.model.engine import ModelConfig
+from glassbox.model.io.convert.common import Weights, build, heads_in, heads_out, local_layers, rope_settings, with_window
 
 FAMILY = "Llama"
 ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import torch
 
-from model.engine import ModelConfig
-from model.io.convert import llama
-from model.io.convert.common import Weights, build, experts, n_experts
+from glassbox.model.engine import ModelConfig
+from glassbox.model.io.convert import llama
+from glassbox.model.io.convert.common import Weights, build, experts, n_experts
 
 FAMILY = "OLMoE"
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import torch
 
-from model.engine import ModelConfig
-from model.io.convert import llama
-from model.io.convert.common import Weights, build, experts, n_experts, local_layers, with_window
+from glassbox.model.engine import ModelConfig
+from glassbox.model.io.convert import llama
+from glassbox.model.io.convert.common import Weights, build, experts, n_experts, local_layers, with_window
 
 FAMILY = "Qwen-MoE"
 

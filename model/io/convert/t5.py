@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import torch
 
-from model.engine import GlassboxError, ModelConfig
-from model.io.convert.common import Weights, build, heads_in, heads_out
+from glassbox.model.engine import GlassboxError, ModelConfig
+from glassbox.model.io.convert.common import Weights, build, heads_in, heads_out
 
 FAMILY = "T5"
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu_tanh", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from typing import Callable
 
-from model.engine import Transformer
-from model.io.tokenizer import Tokenizer
-from model.lesson.steps.backward import backward_steps
-from model.lesson.steps.builder import Builder
-from model.lesson.steps.explain import one_row_subscripts, with_subscripts
-from model.lesson.steps.forward import forward_steps
-from model.lesson.steps.grids import Arithmetic, Grid, Panel, Step, stages
-from model.lesson.steps.update import update_step
-from model.lesson.training import after_one_update
+from glassbox.model.engine import Transformer
+from glassbox.model.io.tokenizer import Tokenizer
+from glassbox.model.lesson.steps.backward import backward_steps
+from glassbox.model.lesson.steps.builder import Builder
+from glassbox.model.lesson.steps.explain import one_row_subscripts, with_subscripts
+from glassbox.model.lesson.steps.forward import forward_steps
+from glassbox.model.lesson.steps.grids import Arithmetic, Grid, Panel, Step, stages
+from glassbox.model.lesson.steps.update import update_step
+from glassbox.model.lesson.training import after_one_update
 
 __all__ = ["Arithmetic", "Grid", "Panel", "Step", "stages", "worked_example_steps"]
 

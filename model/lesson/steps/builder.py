@@ -7,13 +7,13 @@ from typing import Callable
 
 import numpy as np
 
-from model.engine import Target, Transformer, head_label, run_trace
-from model.io.tokenizer import Tokenizer
-from model.lesson.article import printed_figure
-from model.lesson.names import Slot, block_input, slot, weight_names
-from model.lesson.steps.explain import (Explainer, add_explainer, layernorm_backward_explainer, layernorm_explainer,
+from glassbox.model.engine import Target, Transformer, head_label, run_trace
+from glassbox.model.io.tokenizer import Tokenizer
+from glassbox.model.lesson.article import printed_figure
+from glassbox.model.lesson.names import Slot, block_input, slot, weight_names
+from glassbox.model.lesson.steps.explain import (Explainer, add_explainer, layernorm_backward_explainer, layernorm_explainer,
                                         matmul_explainer, softmax_explainer)
-from model.lesson.steps.grids import Grid, Panel
+from glassbox.model.lesson.steps.grids import Grid, Panel
 
 
 def to_numpy(t) -> np.ndarray:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 if TYPE_CHECKING:
-    from model.lesson.training import AfterUpdate
+    from glassbox.model.lesson.training import AfterUpdate
 
 
 @dataclass

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from model.lesson.steps.builder import Builder
-from model.lesson.steps.explain import update_explainer
-from model.lesson.steps.grids import Grid, Panel, Step
-from model.lesson.training import AfterUpdate
+from glassbox.model.lesson.steps.builder import Builder
+from glassbox.model.lesson.steps.explain import update_explainer
+from glassbox.model.lesson.steps.grids import Grid, Panel, Step
+from glassbox.model.lesson.training import AfterUpdate
 
 
 def update_step(s: Builder, after: AfterUpdate) -> Step:
