@@ -193,6 +193,13 @@ def test_an_unknown_step_in_the_url_says_so(app_url, page):
     assert step_title(page) == "Tokens"
 
 
+def drawn_with(page, setting: str, value) -> None:
+    """Waits until the playground's chart, drawn in the page, shows ``setting`` at ``value`` (a
+    key press is handled between frames: read at once, the attribute can still be the last one)."""
+    page.wait_for_function("([k, v]) => { const c = document.querySelector('.gb-chart[data-drawn]');"
+                           " return c && JSON.parse(c.dataset.drawn)[k] === v; }", arg=[setting, value], timeout=30_000)
+
+
 def test_playground_types_a_prompt_moves_the_temperature_and_generates(app_url, page):
     from glassbox.model.io.checkpoint import load
     from glassbox.model.engine.sampling import Sampling, generate
@@ -210,15 +217,15 @@ def test_playground_types_a_prompt_moves_the_temperature_and_generates(app_url, 
     for _ in range(4):
         page.keyboard.press("ArrowLeft")  # 1.0 -> 0.8
     # redrawn by the page itself at each step, before the server has been asked anything
-    assert json.loads(chart.get_attribute("data-drawn"))["temperature"] == 0.8
+    drawn_with(page, "temperature", 0.8)
     page.get_by_role("slider", name="top-k").focus()
     for _ in range(3):
         page.keyboard.press("ArrowRight")  # 0 -> 3
-    assert json.loads(chart.get_attribute("data-drawn"))["drawable"] == 3
+    drawn_with(page, "drawable", 3)
     expect(chart).to_contain_text("3 of 598 tokens can be drawn")
     for _ in range(3):  # back to no top-k: the generation below is checked without it
         page.keyboard.press("ArrowLeft")
-    assert json.loads(chart.get_attribute("data-drawn"))["drawable"] == 598
+    drawn_with(page, "drawable", 598)
     # Generate, drawn beside the sliders, sends the settings the chart shows: temperature 0.8, no top-k
     page.locator(".gb-sampling").get_by_role("button", name="Generate").click()
     settled(page)

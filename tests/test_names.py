@@ -169,7 +169,7 @@ def folder_name(module: str) -> str:
 def test_the_import_direction():
     """The engine imports nothing from the rest of Glassbox; nothing in `model` imports the app."""
     checked = 0
-    assert "glassbox.model.engine" in imports(ROOT / "model" / "io" / "checkpoint.py")  # the installed names are read
+    assert "model.engine" in imports(ROOT / "model" / "io" / "checkpoint.py")  # the installed names are read
     for part, allowed in ALLOWED.items():
         for path in (ROOT / "model" / part).rglob("*.py"):
             for module in imports(path):
@@ -214,3 +214,18 @@ def test_no_two_modules_import_each_other():
     for start in graph:
         visit(start, [start], {start})
     assert not cycles, sorted({" → ".join(c) for c in cycles})[:10]
+
+
+def test_every_package_folder_is_installed_under_glassbox():
+    """pyproject.toml lists the packages by hand (its package-dir maps model/ to glassbox.model,
+    app/ to glassbox.app, assets/ to glassbox.assets, model/api/ to glassbox): every folder with
+    an __init__.py is listed, under its installed name, and nothing else is; model/api is
+    glassbox itself, not also glassbox.model.api."""
+    import tomllib
+
+    setup = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert setup["package-dir"] == {"glassbox": "model/api", "glassbox.model": "model", "glassbox.app": "app",
+                                    "glassbox.assets": "assets"}
+    folders = {"glassbox." + ".".join(p.parent.relative_to(ROOT).parts)
+               for top in ("model", "app", "assets") for p in (ROOT / top).rglob("__init__.py")}
+    assert set(setup["packages"]) == folders - {"glassbox.model.api"} | {"glassbox"}

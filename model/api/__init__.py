@@ -1,5 +1,167 @@
 """Glassbox, imported: ``import glassbox as gb``.
 
+    model = gb.load("default")                      # a bundled name, a folder, or a hub id
+    trace = model.trace("Zoe had a frog", backward=True)
+    trace["blocks.0.attn.hook_pattern"]             # every tensor by its one name, and its gradient:
+    trace[gb.GRAD + gb.name("resid_post", block=1)]
+    with model.edit({gb.name("z", block=0): zero_head}):
+        edited = model.trace("Zoe had a frog")      # the edited model's trace (edits nest too)
+
 Installed from the repository's folders: this one (model/api/) is the ``glassbox`` package,
 model/ is ``glassbox.model`` (the engine and everything without a UI), app/ is ``glassbox.app``
-(the Streamlit app), assets/ is ``glassbox.assets`` (the shipped models)."""
+(the Streamlit app), assets/ is ``glassbox.assets`` (the shipped models). What this module
+offers is what the app and the command line call, gathered on one object."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+from glassbox.model.engine import GRAD, GlassboxError, ModelConfig, Target, Trace, run_trace
+from glassbox.model.engine.edits import Edit, Editor, editing
+from glassbox.model.engine.names import lookup
+from glassbox.model.engine.sampling import GeneratedToken, Sampling, generate
+from glassbox.model.io.checkpoint import LoadedModel
+from glassbox.model.io.checkpoint import load as load_checkpoint
+
+__all__ = ["GRAD", "GlassboxError", "Model", "ModelConfig", "Target", "Trace", "load", "name"]
+
+# TransformerLens's short names (its utils.get_act_name) where Glassbox's differ or sit elsewhere
+SHORT = {"attn_scores": "attn.hook_scores", "scores": "attn.hook_scores", "pattern": "attn.hook_pattern",
+         **{k: f"attn.hook_{k}" for k in ("q", "k", "v", "z", "result", "rot_q", "rot_k")},
+         **{k: f"hook_{k}" for k in ("resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out")},
+         "pre": "mlp.hook_pre", "post": "mlp.hook_post", "pre_linear": "mlp.hook_linear", "gate": "mlp.hook_gate",
+         "scale": "hook_scale", "normalized": "hook_normalized", "mean": "hook_mean"}
+NORMS = ("ln1", "ln2", "ln_final")
+
+
+def name(kind: str, block: int | None = None, norm: str | None = None) -> str:
+    """The one name of a tensor: ``name("pattern", block=1)`` is ``blocks.1.attn.hook_pattern``.
+    ``kind`` is TransformerLens's short name (``attn_scores``, ``resid_pre``, ``pre``, ``scale``…)
+    or Glassbox's own tail (``attn.hook_scores_masked``); a norm's ``scale`` or ``normalized``
+    says which norm (``norm="ln1"``); ``embed``, ``pos_embed``, ``logits`` need no block. The name
+    is checked against the registry (``glassbox hooks`` lists them all)."""
+    tail = SHORT.get(kind, kind if "." in kind or kind.startswith("hook_") else f"hook_{kind}")
+    if norm is not None:
+        if norm not in NORMS:
+            raise GlassboxError(f"norm must be one of {', '.join(NORMS)}, not {norm!r}")
+        tail = f"{norm}.{tail}"
+    full = tail if block is None or norm == "ln_final" else f"blocks.{block}.{tail}"
+    if not registered(full):
+        if block is None and registered(f"blocks.0.{tail}"):
+            raise GlassboxError(f"{kind!r} is a block's tensor: say which block (block=0 is the first)")
+        raise GlassboxError(f"No tensor is named {full!r}: `glassbox hooks` lists the names")
+    return full
+
+
+def registered(full: str) -> bool:
+    try:
+        lookup(full)
+        return True
+    except KeyError:
+        return False
+
+
+class Model:
+    """A loaded model and what one does with it. Nothing here changes the model: traces and
+    edits live in the call (one model object can serve many callers at once)."""
+
+    def __init__(self, loaded: LoadedModel):
+        self.loaded = loaded
+
+    def __repr__(self) -> str:
+        c = self.cfg
+        return f"<glassbox.Model {self.name!r}: {c.n_layers} blocks × {c.n_heads} heads, d_model {c.d_model}, vocabulary {c.vocab_size:,}>"
+
+    @property
+    def name(self) -> str:
+        return self.loaded.name
+
+    @property
+    def cfg(self) -> ModelConfig:
+        return self.loaded.cfg
+
+    @property
+    def module(self):
+        """The torch module (glassbox.model.engine.Transformer) the calls run."""
+        return self.loaded.model
+
+    @property
+    def tokenizer(self):
+        return self.loaded.tokenizer
+
+    def tokens(self, prompt: str | list[int]) -> list[int]:
+        """A prompt's token ids (a list of ids is taken as it is)."""
+        return list(prompt) if isinstance(prompt, (list, tuple)) else self.loaded.encode(prompt)
+
+    def token_id(self, token: str | int) -> int:
+        """One token's id, from its text (``" frog"``, with its space) or its id."""
+        return token if isinstance(token, int) else self.tokenizer.token_id(token)
+
+    def trace(self, prompt: str | list[int], names: list[str] | None = None, backward: bool = False,
+              target: str | int | tuple[str | int, int] | Target | None = None) -> Trace:
+        """Every tensor of a forward pass by name (``names``: shell patterns to keep fewer), and
+        with ``backward`` the gradient of the loss (the mean next-token cross-entropy, or
+        −log p(``target``) at the last position, or at ``(target, position)``) with respect to
+        each. Inside ``edit`` it is the edited model's."""
+        if target is not None and not isinstance(target, Target):
+            token, position = target if isinstance(target, tuple) else (target, -1)
+            target = Target(self.token_id(token), position)
+        return run_trace(self.module, self.tokens(prompt), names=names, backward=backward, target=target)
+
+    @contextmanager
+    def edit(self, edits: dict[str, Edit], keep: list[str] = ()) -> Iterator[Editor]:
+        """Within the block, every pass of this model (traces, generation, the analyses) goes on
+        with ``edits[name](tensor)`` wherever it computes ``name``; blocks nest, outermost first.
+        Only the calls made inside see the edit (it lives in the call's context)."""
+        with editing(edits, keep) as editor:
+            yield editor
+
+    def generate(self, prompt: str, max_new_tokens: int = 20, temperature: float = 1.0, top_k: int | None = None,
+                 top_p: float = 1.0, seed: int = 0) -> list[GeneratedToken]:
+        """The new tokens, each with the distributions it was drawn from (KV cache, exact sampling)."""
+        return list(generate(self.loaded, prompt, max_new_tokens, Sampling(temperature, top_k, top_p, seed)))
+
+    def patch(self, clean: str, corrupt: str, answer: str | int, wrong: str | int, site: str = "resid_pre"):
+        """Activation patching of every ``site`` of the clean run into the corrupted one, with
+        attribution patching's estimate beside it (glassbox.model.analysis.patching)."""
+        from glassbox.model.analysis.patching import activation_patching
+
+        return activation_patching(self.module, self.tokens(clean), self.tokens(corrupt), self.token_id(answer),
+                                   self.token_id(wrong), site)
+
+    def attribute(self, prompt: str, target: str | int, method: str = "saliency", steps: int = 32):
+        """Each input token's attribution to ``target``'s logit (saliency, input × gradient,
+        integrated gradients; glassbox.model.analysis.attribution)."""
+        from glassbox.model.analysis.attribution import attribute
+
+        return attribute(self.module, self.tokens(prompt), self.token_id(target), method, steps)
+
+    def dla(self, prompt: str, token: str | int, wrong: str | int | None = None, position: int = -1):
+        """Direct logit attribution: what each part writes into ``token``'s logit (minus ``wrong``'s)."""
+        from glassbox.model.analysis.dla import direct_logit_attribution
+
+        return direct_logit_attribution(self.module, self.tokens(prompt), self.token_id(token), position,
+                                        None if wrong is None else self.token_id(wrong))
+
+    def ablate(self, prompt: str, block: int, head: int | None = None, neuron: int | None = None, mode: str = "zero",
+               reference: str | None = None):
+        """The next-token distribution with one head or neuron of ``block`` ablated (zero, or its
+        mean over ``reference``'s positions)."""
+        from glassbox.model.analysis.ablation import ablate
+
+        return ablate(self.module, self.tokens(prompt), block, head, neuron, mode,
+                      None if reference is None else self.tokens(reference))
+
+    def circuits(self, half: str | list[int], prefix: str | list[int] = ()):
+        """Per block and head, the induction and previous-token scores on ``half`` repeated."""
+        from glassbox.model.analysis.circuits import head_scores
+
+        return head_scores(self.module, self.tokens(half), self.tokens(prefix) if prefix else [])
+
+
+def load(model: str = "default", dtype: str | None = None, device: str | None = None) -> Model:
+    """A bundled model (``"default"``, ``"worked-example"``, ``"micro-induction"``…), a folder,
+    or a hub id (``"EleutherAI/pythia-70m"``, fetched on first use); ``dtype`` ("float32",
+    "float64", …) and ``device`` ("cpu", "cuda") as the command line's."""
+    return Model(load_checkpoint(model, dtype=dtype, device=device))

@@ -1,0 +1,143 @@
+"""`import glassbox as gb` (model/api/): one object for a loaded model's traces, edits,
+generation and analyses, and one name builder. References: torch's own cross-entropy on the
+module's logits (the loss), the engine's functions called directly with token ids (the
+wrappers: exactly), a copy of the model whose weights do what an edit does (1e-12, float64),
+TransformerLens's short names as its documentation gives them (the name builder), and a
+process started in a folder that holds a nanoGPT-style model.py (the import from anywhere)."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import glassbox as gb
+from glassbox.model.analysis.attribution import attribute
+from glassbox.model.analysis.dla import direct_logit_attribution
+from glassbox.model.engine import run_trace
+
+PROMPT = "Zoe had a frog. Zoe loved the"
+
+
+@pytest.fixture(scope="module")
+def default():
+    return gb.load("default")
+
+
+def test_a_trace_by_prompt_is_the_engines_and_its_loss_is_torchs(default):
+    trace = default.trace(PROMPT, backward=True)
+    ids = default.tokens(PROMPT)
+    assert trace.tokens == ids
+    reference = run_trace(default.module, ids, backward=True)
+    for name in ("blocks.1.attn.hook_pattern", "hook_logits", "grad:blocks.0.hook_resid_pre", "grad:embed.W_E"):
+        assert torch.equal(trace[name], reference[name]), name
+    with torch.no_grad():
+        logits = default.module(torch.tensor([ids])).logits[0]
+    assert trace.loss == pytest.approx(F.cross_entropy(logits[:-1], torch.tensor(ids[1:])).item(), rel=1e-6)
+    one = default.trace(PROMPT, backward=True, target=" frog")  # −log p(" frog") at the last position
+    p = torch.softmax(logits[-1].double(), -1)[default.token_id(" frog")].item()
+    assert one.loss == pytest.approx(-np.log(p), rel=1e-5)
+
+
+@pytest.mark.parametrize("short, block, norm, full", [
+    ("pattern", 1, None, "blocks.1.attn.hook_pattern"),
+    ("attn_scores", 0, None, "blocks.0.attn.hook_scores"),
+    ("q", 2, None, "blocks.2.attn.hook_q"),
+    ("z", 0, None, "blocks.0.attn.hook_z"),
+    ("result", 3, None, "blocks.3.attn.hook_result"),
+    ("resid_pre", 0, None, "blocks.0.hook_resid_pre"),
+    ("resid_mid", 1, None, "blocks.1.hook_resid_mid"),
+    ("resid_post", 3, None, "blocks.3.hook_resid_post"),
+    ("attn_out", 2, None, "blocks.2.hook_attn_out"),
+    ("mlp_out", 2, None, "blocks.2.hook_mlp_out"),
+    ("pre", 1, None, "blocks.1.mlp.hook_pre"),
+    ("post", 1, None, "blocks.1.mlp.hook_post"),
+    ("scale", 0, "ln1", "blocks.0.ln1.hook_scale"),
+    ("normalized", 2, "ln2", "blocks.2.ln2.hook_normalized"),
+    ("scale", None, "ln_final", "ln_final.hook_scale"),
+    ("embed", None, None, "hook_embed"),
+    ("pos_embed", None, None, "hook_pos_embed"),
+    ("attn.hook_scores_masked", 0, None, "blocks.0.attn.hook_scores_masked"),  # Glassbox's own tail
+])
+def test_the_name_builder_takes_transformer_lens_short_names(default, short, block, norm, full):
+    assert gb.name(short, block=block, norm=norm) == full
+    assert full in default.trace(PROMPT).names()  # a name the engine really computes
+
+
+def test_the_name_builder_says_what_is_wrong():
+    with pytest.raises(gb.GlassboxError, match="say which block"):
+        gb.name("pattern")
+    with pytest.raises(gb.GlassboxError, match="No tensor is named 'blocks.0.hook_patern'"):
+        gb.name("patern", block=0)
+    with pytest.raises(gb.GlassboxError, match="norm must be one of"):
+        gb.name("scale", block=0, norm="ln3")
+
+
+def test_an_edit_composes_with_a_trace_and_with_patching(default):
+    """The model's own float32 weights in float64, head 2 of block 0 zeroed by the edit; the
+    reference zeroes its W_O rows in a copy."""
+    model = gb.load("default", dtype="float64")
+    twin = copy.deepcopy(model)
+    with torch.no_grad():
+        twin.module.blocks[0].attn.W_O[2].zero_()
+
+    def zero_head(z):
+        out = z.clone()
+        out[:, 2] = 0
+        return out
+
+    with model.edit({gb.name("z", block=0): zero_head}):
+        edited = model.trace(PROMPT, backward=True)
+        patched = model.patch(PROMPT, "Zoe had a boat. Zoe loved the", " frog", " boat")
+    reference = twin.trace(PROMPT, backward=True)
+    for name in ("hook_logits", "blocks.3.hook_resid_post", "grad:blocks.1.attn.W_Q"):
+        assert torch.allclose(edited[name], reference[name], rtol=1e-12, atol=1e-12), name
+    twin_patched = twin.patch(PROMPT, "Zoe had a boat. Zoe loved the", " frog", " boat")
+    assert np.allclose(patched.metric, twin_patched.metric, rtol=1e-12, atol=1e-12)
+    assert not torch.allclose(model.trace(PROMPT)["hook_logits"], edited["hook_logits"])  # outside: the model as it is
+
+
+def test_the_analyses_take_text_and_equal_the_engines_functions(default):
+    ids, frog = default.tokens(PROMPT), default.token_id(" frog")
+    got = default.attribute(PROMPT, " frog", method="integrated_gradients", steps=8)
+    want = attribute(default.module, ids, frog, "integrated_gradients", 8)
+    assert np.array_equal(got.scores, want.scores)
+    got = default.dla(PROMPT, " frog", wrong=" boat")
+    want = direct_logit_attribution(default.module, ids, frog, -1, default.token_id(" boat"))
+    assert np.array_equal(got.values, want.values)
+    tokens = default.generate("Zoe had a", 4, temperature=0)
+    assert len(tokens) == 4 and all(t.token_id == int(t.before.argmax()) for t in tokens)  # greedy: the most likely
+
+
+@pytest.mark.subprocess
+def test_import_glassbox_works_from_a_folder_with_its_own_model_py(tmp_path):
+    """The Done-when line of issue 28, run in a folder where `model` is someone else's module."""
+    (tmp_path / "model.py").write_text("raise ImportError('the user\\'s own model.py was imported')\n")
+    (tmp_path / "app.py").write_text("raise ImportError('the user\\'s own app.py was imported')\n")
+    code = ("import glassbox as gb; t = gb.load('default').trace('Zoe had a frog', backward=True); "
+            "import model; print(t.loss)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1 and "the user's own model.py was imported" in done.stderr  # theirs, not ours
+    done = subprocess.run([sys.executable, "-c", code.replace("import model; ", "")], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert float(done.stdout) == pytest.approx(gb.load("default").trace("Zoe had a frog", backward=True).loss, rel=1e-6)
+
+
+def test_the_readmes_python_example_runs():
+    """The README's first Python block (## In Python), run as written; its trace is held to the
+    engine's (run_trace on the same ids: exactly)."""
+    from tests.helpers import ROOT
+
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("## In Python", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    scope = {}
+    exec(compile(block, "README.md", "exec"), scope)
+    ids = scope["model"].tokens("Zoe had a frog. Zoe loved the")
+    assert torch.equal(scope["trace"]["hook_logits"], run_trace(scope["model"].module, ids, backward=True)["hook_logits"])
+    assert scope["edited"]["blocks.0.attn.hook_z"].abs().max() == 0
