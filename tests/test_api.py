@@ -141,3 +141,16 @@ def test_the_readmes_python_example_runs():
     ids = scope["model"].tokens("Zoe had a frog. Zoe loved the")
     assert torch.equal(scope["trace"]["hook_logits"], run_trace(scope["model"].module, ids, backward=True)["hook_logits"])
     assert scope["edited"]["blocks.0.attn.hook_z"].abs().max() == 0
+
+
+@pytest.mark.parametrize("kind, block, head, full", [
+    ("attention", 1, 2, "blocks.1.attn.hook_pattern"), ("resid_post", 0, 0, "blocks.0.hook_resid_post"),
+    ("blocks.2.attn.hook_z", None, 1, "blocks.2.attn.hook_z"), ("hook_logits", None, 0, "hook_logits")])
+def test_a_trace_draws_any_tensor_as_the_app_does(default, kind, block, head, full):
+    """trace.figure: the app's heatmap (app/components/heatmap.py) of the tensor's own values (a
+    head's slice where it has heads), its rows labelled by the prompt's tokens."""
+    trace = default.trace(PROMPT)
+    figure = trace.figure(kind, block=block, head=head)
+    values = trace[full][head] if trace[full].dim() == 3 else trace[full]
+    assert np.allclose(np.asarray(figure.data[0].z, dtype=np.float64), values.numpy(), atol=0)
+    assert figure.data[0].y[-1].endswith("the") and full in figure.layout.title.text

@@ -1,7 +1,7 @@
 """The one model picker, used by every page that takes a model (Playground, Explore): the
 bundled models, the curated hub models (size, cached or not, a Download button with progress),
 any hub id, or a local directory. Which of these a visitor gets is the server's choice
-(GLASSBOX_HUB, GLASSBOX_MODEL_DIRS: see the README's Hosting section)."""
+(GLASSBOX_HUB, GLASSBOX_MODEL_DIRS: see docs/hosting.md)."""
 
 from __future__ import annotations
 

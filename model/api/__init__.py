@@ -15,6 +15,7 @@ offers is what the app and the command line call, gathered on one object."""
 from __future__ import annotations
 
 from contextlib import contextmanager
+from dataclasses import fields
 from typing import Iterator
 
 from glassbox.model.engine import GRAD, GlassboxError, ModelConfig, Target, Trace, run_trace
@@ -24,7 +25,7 @@ from glassbox.model.engine.sampling import GeneratedToken, Sampling, generate
 from glassbox.model.io.checkpoint import LoadedModel
 from glassbox.model.io.checkpoint import load as load_checkpoint
 
-__all__ = ["GRAD", "GlassboxError", "Model", "ModelConfig", "Target", "Trace", "load", "name"]
+__all__ = ["GRAD", "GlassboxError", "Model", "ModelConfig", "Target", "Trace", "Traced", "load", "name"]
 
 # TransformerLens's short names (its utils.get_act_name) where Glassbox's differ or sit elsewhere
 SHORT = {"attn_scores": "attn.hook_scores", "scores": "attn.hook_scores", "pattern": "attn.hook_pattern",
@@ -60,6 +61,41 @@ def registered(full: str) -> bool:
         return True
     except KeyError:
         return False
+
+
+TOKEN_AXES = ("position", "query", "key", "source")  # axes labelled by the prompt's tokens
+
+
+class Traced(Trace):
+    """A trace that knows its model (its config, its tokens' text) and draws any of its tensors
+    as the app does: ``trace.figure("pattern", block=1, head=2)`` is a plotly figure (shown
+    by Jupyter; ``fig.write_image`` with kaleido for a PNG or SVG)."""
+
+    model: "Model"
+
+    @property
+    def cfg(self) -> ModelConfig:
+        return self.model.cfg
+
+    def figure(self, kind: str, block: int | None = None, head: int = 0, norm: str | None = None):
+        """The app's heatmap of one tensor (``kind``: a full name, a short one as ``gb.name``
+        takes, or "attention" for the pattern): a head's (or an expert's) slice where the
+        tensor has one, rows and columns labelled by the tokens where they are positions."""
+        from glassbox.app.components.heatmap import heatmap_figure  # plotly: the app's extras
+        from glassbox.app.components.labels import position_labels
+        from glassbox.model.engine.names import axes
+
+        full = kind if kind in self.names() else name("pattern" if kind == "attention" else kind, block, norm)
+        values, shape = self[full].detach().float().cpu().numpy(), axes(full)
+        if shape and shape[0] in ("head", "kv_head", "expert") and values.ndim == 3:
+            values, shape, full = values[head], shape[1:], f"{full}[{head}]"
+        values = values.reshape(1, -1) if values.ndim == 1 else values
+        shape = ("", *shape) if len(shape) == 1 else shape
+        labels = position_labels(self.model.tokenizer.pieces, self.tokens)
+        rows, cols = ([labels if axis in TOKEN_AXES else [str(i) for i in range(n)] for axis, n in zip(shape, values.shape)])
+        sequential = full.split("[")[0].endswith(("hook_pattern", "hook_probs"))
+        return heatmap_figure(values, rows, cols, full, row_title=shape[0], col_title=shape[1],
+                              colour="sequential" if sequential else "diverging")
 
 
 class Model:
@@ -107,7 +143,10 @@ class Model:
         if target is not None and not isinstance(target, Target):
             token, position = target if isinstance(target, tuple) else (target, -1)
             target = Target(self.token_id(token), position)
-        return run_trace(self.module, self.tokens(prompt), names=names, backward=backward, target=target)
+        trace = run_trace(self.module, self.tokens(prompt), names=names, backward=backward, target=target)
+        traced = Traced(**{f.name: getattr(trace, f.name) for f in fields(Trace)})
+        traced.model = self
+        return traced
 
     @contextmanager
     def edit(self, edits: dict[str, Edit], keep: list[str] = ()) -> Iterator[Editor]:

@@ -2,7 +2,7 @@
 which architectures produce it.
 
 Everything that names a tensor reads it from here: axis labels and CSV headers
-(``axes``), ``python -m model hooks`` and the README's table (``markdown_table``), the
+(``axes``), ``python -m model hooks`` and docs/engine.md's table (``markdown_table``), the
 list of what a full trace holds (``activation_names``). The forward pass calls
 ``hook(name, x)`` with literal names, so that it reads like the math; tests check that a
 trace of every kind of model holds exactly the names and shapes listed here, in order.
@@ -33,7 +33,7 @@ def head_label(index: int) -> str:
     """"head 1 ([0])" for the engine's head 0: [0] is its index in a per-head tensor (hook_q[0])."""
     return f"head {index + 1} ([{index}])"
 
-# axis name -> (symbol in the README's shapes, how long it is for a config and a prompt of T tokens)
+# axis name -> (symbol in docs/engine.md's shapes, how long it is for a config and a prompt of T tokens)
 AXES: dict[str, tuple[str, Callable[[ModelConfig, int], int]]] = {
     "position": ("T", lambda cfg, T: T),
     "query": ("T", lambda cfg, T: T),
@@ -448,7 +448,7 @@ def registered_hooks() -> set[str]:
 
 
 def markdown_table() -> str:
-    """The README's table of names (a test checks the README holds exactly this)."""
+    """docs/engine.md's table of names (a test checks it holds exactly this)."""
     rows = ["| name | shape | what | produced by |", "|---|---|---|---|"]
     for entry in ACTIVATIONS + SEQ2SEQ + PARAMETERS:
         symbols = "×".join(AXES[a][0] for a in entry.axes)

@@ -1,5 +1,5 @@
 """The worked example as one JSON object (``glassbox worked-example --json``): every weight,
-forward tensor, gradient and updated weight under the article's names. The README's
+forward tensor, gradient and updated weight under the article's names. docs/worked-example.md
 "The worked example's JSON" section is its contract."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def gradient_names(cfg: ModelConfig) -> list[str]:
 
 
 def article_json(loaded, learning_rate: float | None = None) -> dict:
-    """The JSON object the README specifies ("The worked example's JSON"), from one traced forward and
+    """The JSON object docs/worked-example.md specifies ("The worked example's JSON"), from one traced forward and
     backward pass of the engine: weights, forward tensors, gradients, updated weights."""
     article = published()
     model, cfg = loaded.model, loaded.cfg

@@ -396,7 +396,7 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("hooks", help="list every captured tensor's name and shape")
     _model_args(p)
     p.add_argument("--prompt", help="prompt whose shapes to show (default: the model's sample prompt)")
-    p.add_argument("--markdown", action="store_true", help="print the table of every name pattern (the README's)")
+    p.add_argument("--markdown", action="store_true", help="print the table of every name pattern (docs/engine.md's)")
     p.set_defaults(func=cmd_hooks)
 
     p = sub.add_parser("bench", help="capture overhead and memory for a GPT-2-small-shaped model")
@@ -406,7 +406,7 @@ def parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("worked-example", help="the article's weights, forward tensors, gradients and update as JSON")
-    p.add_argument("--json", action="store_true", help="print one JSON object (the contract in the README)")
+    p.add_argument("--json", action="store_true", help="print one JSON object (the contract in docs/worked-example.md)")
     p.set_defaults(func=cmd_worked_example)
 
     p = sub.add_parser("build-worked-example", help="reconstruct the unprinted weights and write the worked example's model")
