@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from glassbox.model.analysis import (architecture, backward_steps, contribution_norms, gradient_norms, logit_lens, norm_prefixes,
-                            norm_summary, parts, positional_table, recomputed_weight_gradient, saliency,
-                            weight_gradient_product)
+                                     norm_summary, parts, positional_table, recomputed_weight_gradient, saliency,
+                                     weight_gradient_product)
 from glassbox.model.analysis.ablation import ablate
 from glassbox.model.analysis.architecture import NO_BLOCKS, NO_MLP, NO_POSITIONS, missing
 from glassbox.model.analysis.attribution import attribute

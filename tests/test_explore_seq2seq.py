@@ -19,7 +19,7 @@ import torch
 
 from glassbox.app.explore.seq2seq import VIEWS
 from glassbox.model.analysis.seq2seq import (DECODER, ENCODER, greedy_target, most_attended, predictions, stream_norms,
-                                    stream_points, stream_vectors)
+                                             stream_points, stream_vectors)
 from glassbox.model.engine import run_seq2seq_trace
 from glassbox.model.engine.sampling import Sampling, generate
 from glassbox.model.engine.seq2seq import shift_right

@@ -1,4 +1,4 @@
-"""The explorer's per-cell backward arithmetic (model/lesson/gradient_cells.py) on every kind of
+"""The explorer's per-cell backward arithmetic (model/analysis/gradient_cells.py) on every kind of
 model the engine runs: every cell of every gradient tensor of the backward steps, recomputed
 from the operands it writes out, must equal autograd's value. Reference: torch.autograd via
 run_trace on float64 models; tolerance 1e-10 relative to the tensor's largest entry."""
@@ -12,7 +12,7 @@ import torch
 from glassbox.model.analysis import backward_steps
 from glassbox.model.engine import GRAD, ModelConfig, Target, run_trace
 from glassbox.model.io.checkpoint import load
-from glassbox.model.lesson.gradient_cells import GradientCells
+from glassbox.model.analysis.gradient_cells import GradientCells
 from tests.helpers import build_random_model
 from tests.test_analysis import CONFIGS
 

@@ -137,7 +137,7 @@ ALLOWED = {
     "data": set(),
     "analysis": {"engine"},
     "serving": {"engine", "io"},
-    "lesson": {"engine", "io"},
+    "lesson": {"engine", "io", "analysis"},  # a cell's Arithmetic (analysis/arithmetic.py)
     "micro": {"engine", "io", "data", "analysis", "lesson"},  # the micro-models' training and figures
     "course": {"engine", "io", "data", "lesson", "micro"},
     "tools": {"engine", "io", "data", "analysis", "serving", "lesson", "course", "micro"},
@@ -233,3 +233,12 @@ def test_every_package_folder_is_installed_under_glassbox():
     folders = {"glassbox." + ".".join(p.parent.relative_to(ROOT).parts)
                for top in ("model", "app", "assets") for p in (ROOT / top).rglob("__init__.py")}
     assert set(setup["packages"]) == folders - {"glassbox.model.api"} | {"glassbox"}
+
+
+def test_one_dtype_table():
+    """engine/device.py's DTYPES is the table; the catalog's byte sizes (kept torch-free for
+    `glassbox models`) are its sizes."""
+    from glassbox.model.engine.device import DTYPES
+    from glassbox.model.io.catalog import BYTES
+
+    assert all(BYTES[name] == DTYPES[name].itemsize for name in BYTES)

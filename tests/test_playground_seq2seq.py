@@ -26,7 +26,7 @@ import torch
 from glassbox.model.engine import run_seq2seq_trace
 from glassbox.model.engine.errors import GlassboxError
 from glassbox.model.engine.sampling import (Sampling, distributions, fill_mask, first_target_logits, generate, kv_cache_bytes,
-                                   masked_token_logits)
+                                            masked_token_logits)
 from glassbox.model.io.checkpoint import load
 from glassbox.model.micro.seq2seq import held_out
 from tests.helpers import charts, press, start

@@ -11,7 +11,7 @@ from glassbox.app.components.course import course_model, lesson_end, lesson_page
 from glassbox.app.components.errors import fragment
 from glassbox.app.components.labels import plain
 from glassbox.model.course.dot_product_scale import (COURSE_SCORES, COURSE_SOFTMAX, PROMPT, head_table, jacobian_norm,
-                                            sampled_variances, shipped_curves, softmax)
+                                                     sampled_variances, shipped_curves, softmax)
 from glassbox.model.engine import GlassboxError, check_prompt
 from glassbox.model.io.checkpoint import LoadedModel
 

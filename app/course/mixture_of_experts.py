@@ -17,7 +17,7 @@ from glassbox.app.components.heatmap import heatmap_figure
 from glassbox.app.components.labels import plain, position_labels
 from glassbox.app.resources import shared_model
 from glassbox.model.course.mixture_of_experts import (BALANCED, PROMPT, UNBALANCED, Routing, balance_terms, route,
-                                             sentences, share_curves)
+                                                      sentences, share_curves)
 from glassbox.model.analysis.experts import expert_label
 from glassbox.model.engine import GlassboxError, block_label
 from glassbox.model.micro import moe

@@ -11,7 +11,7 @@ from glassbox.app.components.errors import fragment
 from glassbox.app.components.heatmap import heatmap_figure
 from glassbox.app.components.labels import plain, token_text
 from glassbox.model.course.positional_signals import (POSITIONS, PROMPT, largest_shift_error, learned_table,
-                                             permutation_error, rope_scores, shuffled_order, sinusoidal_table)
+                                                      permutation_error, rope_scores, shuffled_order, sinusoidal_table)
 from glassbox.model.engine import GlassboxError, check_prompt
 from glassbox.model.io.checkpoint import LoadedModel
 

@@ -2,7 +2,7 @@
 about (lit on the strip above it), ``render(ctx)`` draws it."""
 
 from glassbox.app.explore import (attention, backward, circuits, compare, export, ffn, layernorm, overview, residual, tokens,
-                         why)
+                                  why)
 
 VIEWS = {"Overview": overview, "Tokens & embeddings": tokens, "Attention": attention, "LayerNorm": layernorm,
          "MLP": ffn, "Residual stream": residual, "Backward": backward, "Ask why": why,

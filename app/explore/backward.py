@@ -11,7 +11,7 @@ import streamlit as st
 import torch
 
 from glassbox.app.explore.common import (BAR_TEXT, Explorer, choose_expert, choose_head, choose_layer, derived, has_experts,
-                                has_heads, heatmap, lacks, tensor_grid)
+                                         has_heads, heatmap, lacks, tensor_grid)
 from glassbox.app.components.charts import show
 from glassbox.app.components.latex import written
 from glassbox.app.components.errors import fragment
@@ -22,11 +22,11 @@ from glassbox.model.analysis.experts import expert_label, unit
 from glassbox.model.serving import Needs
 from glassbox.model.engine.names import axes as names_axes
 from glassbox.model.engine import GRAD, block_label, head_label
-from glassbox.model.lesson.gradient_cells import GradientCells
+from glassbox.model.analysis.gradient_cells import GradientCells
 
 LM_LOSS, ONE_TOKEN = "mean next-token loss", "one token at one position"
 ENCODER_LOSS = "mean loss of each position's own token"  # how LM_LOSS reads for an encoder (BERT)
-# The stream's gradients, which model/lesson/gradient_cells.py writes out for pre-norm blocks: in a
+# The stream's gradients, which model/analysis/gradient_cells.py writes out for pre-norm blocks: in a
 # post-norm block (BERT) they also pass through ln1 and ln2, which it does not write out
 POST_NORM_UNWRITTEN = ("hook_resid_pre", "hook_resid_mid", "hook_resid_post", "hook_attn_out", "hook_mlp_out",
                        "ln1.hook_out", "ln2.hook_out", "hook_embed", "hook_pos_embed", "hook_token_type_embed")
@@ -114,7 +114,7 @@ def choose_cell(name: str, index: tuple[int, ...], row: int, col: int) -> None:
 @fragment
 def cell_arithmetic(ctx: Explorer, trace, names: list[str], head: int, expert: int = 0) -> None:
     """One cell of one of the step's gradients, written out from the gradients one step closer to
-    the loss and the forward pass's tensors (model/lesson/gradient_cells.py), as the worked
+    the loss and the forward pass's tensors (model/analysis/gradient_cells.py), as the worked
     example writes its cells. A fragment: choosing a cell reruns only this, not the view's charts."""
     names = [n for n in names if n in trace.grads]
     if not names:

@@ -19,6 +19,7 @@ from glassbox.app.components.charts import show
 from glassbox.app.components.heatmap import ClickLayer, abs_max, fits_text, heatmap_figure
 from glassbox.app.components.labels import cell_text, plain, token_text
 from glassbox.app.components.pipeline import pipeline_strip
+from glassbox.model.serving.limits import FULL_TRACE_BYTES
 from glassbox.model.analysis import downsample, parts
 from glassbox.model.analysis.architecture import missing
 from glassbox.model.analysis.experts import SHARED, expert_label, units
@@ -115,7 +116,7 @@ class Explorer:
         """What to capture: everything (forward and backward) when a full trace fits in 2 GiB and
         in a third of the server's trace budget (computing it takes 1.5 × its bytes), else what
         ``needs`` names."""
-        names, backward = capture_plan(self.model, len(self.tokens), needs, min(2 * 2**30, trace_budget() // 3))
+        names, backward = capture_plan(self.model, len(self.tokens), needs, min(FULL_TRACE_BYTES, trace_budget() // 3))
         return names, backward and self.can_backward()
 
     def check_cost(self, what: str, cost: Callable[[int], int], n_tokens: int | None = None) -> int:

@@ -15,7 +15,7 @@ from glassbox.app.components.heatmap import ClickLayer, heatmap_figure
 from glassbox.app.components.labels import plain
 from glassbox.app.components.heatmap import fits_text
 from glassbox.app.explore.common import (Explorer, array, bar_chart, choose_expert, choose_layer, choose_position, derived,
-                                heatmap, lacks)
+                                         heatmap, lacks)
 from glassbox.model.analysis import active, top_neurons
 from glassbox.model.analysis.experts import SHARED, Unit, expert_label, routing, unit
 from glassbox.model.serving import Needs

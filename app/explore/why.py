@@ -15,6 +15,7 @@ from glassbox.app.components.labels import plain
 from glassbox.app.components.labels import token_labels
 from glassbox.app.explore.common import Explorer, bar_chart, choose_expert, choose_layer, heatmap, lacks, offered, probs_at
 from glassbox.app.resources import model_pass
+from glassbox.model.serving.limits import PATCH_TOKENS
 from glassbox.model.analysis.batches import per_pass
 from glassbox.model.analysis.ablation import ablate
 from glassbox.model.analysis.attribution import attribute
@@ -30,7 +31,6 @@ METHODS = {"input × gradient": "input_x_gradient", "integrated gradients": "int
 SITES = {"residual stream, per position": "resid_pre", "each head": "head", "attention output, per block": "attn_out",
          "MLP output, per block": "mlp_out"}
 UNRELIABLE = 0.5  # below this correlation with the patched runs, attribution patching is said to be unreliable
-PATCH_TOKENS = 400_000  # tokens run through the model by one patching experiment, at most
 PATH_TOKENS = 100_000  # tokens run forward and backward by integrated gradients, at most
 PARTS_SHOWN = 16
 

@@ -27,7 +27,7 @@ from glassbox.model.serving import working_bytes
 from glassbox.model.serving.sizing import seq2seq_pass_bound
 from glassbox.model.io.guard import SIDE_FILE_BYTES, read_json
 from glassbox.model.engine.sampling import (Sampling, fill_mask, first_target_logits, generate, kv_cache_bytes,
-                                   masked_token_logits, next_token_logits, top)
+                                            masked_token_logits, next_token_logits, top)
 
 DEFAULTS = {"model": "default", "prompt": "Lily had a", "temperature": 1.0, "top_k": 0, "top_p": 1.0,
             "max_new": 20, "seed": 0, "greedy": False}

@@ -18,7 +18,7 @@ from glassbox.app.state import per_training_run
 from glassbox.model.engine import GlassboxError, run_trace
 from glassbox.model.lesson.steps import Grid
 from glassbox.model.lesson.training import (DATASETS, DEFAULT_LEARNING_RATE, OPTIMIZERS, SCHEDULES, toy_corpus, train_copy,
-                                   training_batch)
+                                            training_batch)
 from glassbox.model.lesson.article import published
 
 OWN_RATE = "the optimizer's own"

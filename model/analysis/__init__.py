@@ -12,7 +12,7 @@ is; also block means for drawing large arrays, and CSV/npz export.
 from glassbox.model.analysis.architecture import architecture
 from glassbox.model.analysis.attention import Pair, attention_pair, per_head, scored
 from glassbox.model.analysis.backward import (BackwardStep, backward_steps, gradient_norms, recomputed_weight_gradient,
-                                     saliency, weight_gradient_product)
+                                              saliency, weight_gradient_product)
 from glassbox.model.analysis.downsample import downsample, tile
 from glassbox.model.analysis.embeddings import EmbeddingPCA, embedding_pca, length_correlation, nearest_tokens, positional_table
 from glassbox.model.analysis.export import npz_bytes, to_csv

@@ -16,7 +16,7 @@ from glassbox.model.engine import ModelConfig
 from glassbox.model.io.convert import CONVERTERS, FAMILY_NAMES
 from glassbox.model.io.hub import cached, parse_hub_id
 
-BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}  # engine/device.py's DTYPES' sizes, without importing torch (a test keeps them equal)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from typing import Callable
 
 import numpy as np
 
+from glassbox.model.serving.limits import FULL_TRACE_BYTES
 from glassbox.model.engine import EncoderDecoder, GlassboxError, Target, Trace, Transformer, run_seq2seq_trace, run_trace
 from glassbox.model.engine.names import GRAD
 
@@ -181,7 +182,7 @@ def check_budget(cost: Callable[[int], int], n_tokens: int, budget: int, n_ctx: 
     return needed
 
 
-def capture_plan(model: Transformer, n_tokens: int, needs: Needs, budget: int = 2 * 2**30
+def capture_plan(model: Transformer, n_tokens: int, needs: Needs, budget: int = FULL_TRACE_BYTES
                  ) -> tuple[tuple[str, ...] | None, bool]:
     """(names, backward) for run_trace: everything, forward and backward, when that fits in
     ``budget`` bytes (one trace then serves every view); otherwise only what the open view needs."""

@@ -90,7 +90,9 @@ def write(config: dict, path: Path) -> None:
     import torch
     import transformers
 
-    dtype = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[config.get("torch_dtype", "float32")]
+    from glassbox.model.engine.device import DTYPES
+
+    dtype = DTYPES[config.get("torch_dtype", "float32")]
     hf_config = transformers.AutoConfig.for_model(**config)
     torch.manual_seed(0)
     with torch.device("cpu"):

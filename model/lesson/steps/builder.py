@@ -12,7 +12,7 @@ from glassbox.model.io.tokenizer import Tokenizer
 from glassbox.model.lesson.article import printed_figure
 from glassbox.model.lesson.names import Slot, block_input, slot, weight_names
 from glassbox.model.lesson.steps.explain import (Explainer, add_explainer, layernorm_backward_explainer, layernorm_explainer,
-                                        matmul_explainer, softmax_explainer)
+                                                 matmul_explainer, softmax_explainer)
 from glassbox.model.lesson.steps.grids import Grid, Panel
 
 

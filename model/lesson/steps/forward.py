@@ -9,7 +9,7 @@ import numpy as np
 
 from glassbox.model.lesson.steps.builder import Builder
 from glassbox.model.lesson.steps.explain import (add_explainer, concat_explainer, head_explainer, lookup_explainer,
-                                        loss_explainer, mask_explainer, relu_explainer, token_id_explainer)
+                                                 loss_explainer, mask_explainer, relu_explainer, token_id_explainer)
 from glassbox.model.lesson.steps.grids import Panel, Step
 
 

@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
+from glassbox.model.analysis.arithmetic import Arithmetic  # one cell written out (any model's backward pass too)
+
 if TYPE_CHECKING:
     from glassbox.model.lesson.training import AfterUpdate
-
-
-@dataclass
-class Arithmetic:
-    """How one cell is computed: LaTeX lines with the operands written out, the value those
-    operands give, and the input cells it reads ((grid label, row or None, column or None))."""
-
-    lines: list[str]
-    value: float
-    uses: list[tuple[str, int | None, int | None]] = field(default_factory=list)
 
 
 @dataclass

@@ -25,7 +25,7 @@ import torch
 
 from glassbox.model.engine import GRAD, Trace, Transformer
 from glassbox.model.engine.rope import rope_angles
-from glassbox.model.lesson.steps.grids import Arithmetic
+from glassbox.model.analysis.arithmetic import Arithmetic
 
 SHOWN_TERMS = 6  # a longer sum shows its largest terms and the rest as one number
 ROTATED = {"q": "hook_rot_q", "k": "hook_rot_k"}  # q and k after RoPE

@@ -1,0 +1,30 @@
+"""What `pip install .` puts into site-packages: the wheel built from this checkout holds the
+glassbox package alone (glassbox.model, glassbox.app, glassbox.assets, and glassbox itself),
+with the shipped models, the pages Streamlit runs and the in-page scripts. Reference: the
+wheel's own file list (zipfile), built by pip without build isolation (offline)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from tests.helpers import ROOT
+
+
+@pytest.mark.subprocess
+def test_the_wheel_installs_glassbox_alone(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "--no-build-isolation", "-q",
+                           "-w", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    (wheel,) = tmp_path.glob("glassbox-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {n.split("/")[0] for n in names} == {"glassbox", wheel.name.split("-py3")[0] + ".dist-info"}
+    for needed in ("glassbox/__init__.py", "glassbox/__main__.py", "glassbox/model/engine/transformer.py",
+                   "glassbox/app/main.py", "glassbox/app/screens/explore.py", "glassbox/app/course/index.py",
+                   "glassbox/app/components/attention_head.js", "glassbox/assets/default/model.safetensors",
+                   "glassbox/assets/worked-example/published.json"):
+        assert needed in names, needed
+    assert not [n for n in names if n.startswith(("glassbox/model/api/", "tests/", "glassbox/tests"))]
