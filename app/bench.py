@@ -145,7 +145,7 @@ IN_PAGE_TOKENS = 128  # the Attention view's prompt for its in-page timings: GPT
 
 def time_views(url: str, clock: ServerClock, reopens: int = 3) -> dict[str, list[tuple[float, float, float]]]:
     """Per view, (until drawn, server, of which traces) seconds of its first open and of
-    ``reopens`` reopens; then of three backward-step changes in the explorer."""
+    ``reopens`` reopens; then of as many backward-step changes in the explorer."""
     times = {view: [] for view in VIEWS} | {name: [] for name in STEP_CHANGES}
 
     def timed_click(click, title: str | None, changes_url: bool = True) -> float:
@@ -171,7 +171,7 @@ def time_views(url: str, clock: ServerClock, reopens: int = 3) -> dict[str, list
         page.locator(".gtitle", has_text=VIEWS["Backward"]).first.wait_for(timeout=600_000)
         page.wait_for_selector(IDLE, timeout=600_000)
         clock.read()
-        for _ in range(3):
+        for _ in range(reopens):
             drawn = timed_click(lambda: page.get_by_role("button", name="Next ▶").first.click(), VIEWS["Backward"])
             times["Backward step change"].append((drawn, *clock.read()))
         page.get_by_role("radio", name="Attention", exact=True).click()
@@ -208,7 +208,8 @@ BLOCK_DRAWN = """(block) => {
     return (performance.now() - window.__clicked) / 1000; }"""
 
 
-def time_attention(url: str, clock: ServerClock, n_layers: int, n_tokens: int) -> dict[str, list[tuple[float, float]]]:
+def time_attention(url: str, clock: ServerClock, n_layers: int, n_tokens: int, repeats: int = 5
+                   ) -> dict[str, list[tuple[float, float]]]:
     """(until drawn, server) seconds of the Attention view answered in the page, on a prompt of
     ``n_tokens``: five head changes and five query changes (in the page: with every head's scores
     sent, or, over app/components/attention_head.py's IN_PAGE_BYTES, computed there from the sent
@@ -231,7 +232,7 @@ def time_attention(url: str, clock: ServerClock, n_layers: int, n_tokens: int) -
 
         for kind, name, picks in (("head", names["head"] + ", in the page", (1, 2, 3, 0, 2)),
                                   ("Query position", names["query"] + ", in the page", (3, 9, 17, 1, 12))):
-            for index in picks:
+            for index in picks[:repeats]:
                 chosen(kind, index, name)
         every_block = page.locator(".gb-attention label", has_text="Block").count() > 0
         for block in (1, 2, 0)[:max(1, n_layers - 1)]:
@@ -305,7 +306,7 @@ PICK = """(button) => new Promise((done) => {
 })"""
 
 
-def time_playground(url: str, clock: ServerClock) -> dict[str, list[tuple[float, float]]]:
+def time_playground(url: str, clock: ServerClock, repeats: int = 5) -> dict[str, list[tuple[float, float]]]:
     """(until drawn, server) seconds of five temperature changes on the playground at ``url``,
     which the page answers itself (app/components/sampling_controls.js): the whole vocabulary's
     distribution computed again and the chart redrawn; then, after one generation of 8 tokens,
@@ -316,14 +317,14 @@ def time_playground(url: str, clock: ServerClock) -> dict[str, list[tuple[float,
         page.locator(".gb-chart[data-drawn]").wait_for(timeout=600_000)
         page.wait_for_selector(IDLE, timeout=600_000)
         clock.read()
-        for value in (0.5, 1.3, 0.8, 1.7, 0.3):
+        for value in (0.5, 1.3, 0.8, 1.7, 0.3)[:repeats]:
             drawn = page.locator("input[data-setting=temperature]").evaluate(SLIDE, value)
             times["playground slider"].append((drawn, clock.read()[0]))
         page.locator(".gb-sampling .gb-action").click()
         page.locator(".gb-generation .gb-math .katex").first.wait_for(timeout=600_000)
         page.wait_for_selector(IDLE, timeout=600_000)
         clock.read()
-        for step in (3, 5, 1, 7, 2):
+        for step in (3, 5, 1, 7, 2)[:repeats]:
             drawn = page.locator(".gb-generation .gb-step").nth(step).evaluate(PICK)
             assert page.locator(".gb-generation").get_attribute("data-step") == str(step)
             times["playground step"].append((drawn, clock.read()[0]))
@@ -337,7 +338,8 @@ def reopened(runs: list[tuple[float, float, float]]) -> tuple[float, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m app.bench", description=__doc__.split("\n")[0])
-    parser.add_argument("--small", action="store_true", help="a tiny model and a 24-token prompt, for a smoke test")
+    parser.add_argument("--small", action="store_true", help="a tiny model and a 24-token prompt, each interaction "
+                        "timed twice and each view reopened once: a smoke test")
     parser.add_argument("--json", type=Path, help="also write the numbers to this JSON file")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp, socket.socket() as s:
@@ -351,17 +353,18 @@ def main(argv: list[str] | None = None) -> int:
         server = serve(port, clock.path)
         try:
             query = urllib.parse.urlencode({"model": str(path), "prompt": prompt, "view": "Overview"})
-            worked = time_worked_example(f"http://127.0.0.1:{port}", clock)
-            times = time_views(f"http://127.0.0.1:{port}/explore?{query}", clock)
+            repeats, reopens = (2, 1) if args.small else (5, 3)
+            worked = time_worked_example(f"http://127.0.0.1:{port}", clock, repeats)
+            times = time_views(f"http://127.0.0.1:{port}/explore?{query}", clock, reopens)
             loaded = load(str(path))
             # the whole prompt (over 128 tokens the page computes the scores from q and k), then its first 128 tokens
             for tokens in dict.fromkeys((n_tokens, min(n_tokens, IN_PAGE_TOKENS))):
                 short = loaded.tokenizer.decode(loaded.encode(prompt)[:tokens])
                 attention = time_attention(f"http://127.0.0.1:{port}/explore?" + urllib.parse.urlencode(
                     {"model": str(path), "prompt": short, "view": "Attention", "pos": "20", "key_pos": "3"}), clock,
-                    loaded.cfg.n_layers, tokens)
+                    loaded.cfg.n_layers, tokens, repeats)
                 worked |= {name: runs for name, runs in attention.items() if runs}  # one kind of block change ran
-            worked |= time_playground(f"http://127.0.0.1:{port}/playground?{query}", clock)
+            worked |= time_playground(f"http://127.0.0.1:{port}/playground?{query}", clock, repeats)
         finally:
             os.killpg(server.pid, 15)
             server.wait(timeout=30)
