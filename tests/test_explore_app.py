@@ -535,3 +535,26 @@ def test_the_layernorm_view_names_what_an_rmsnorm_has():
     assert "hook_scale" in per_position and "hook_mean" not in per_position
     assert any("RMSNorm" in m.value and "no mean is subtracted" in m.value for m in at.markdown)
     assert "Learned scale (this norm has no shift)" in titled(at, "Learned scale")["layout"]["title"]["text"]
+
+
+def test_the_heads_queries_and_keys_are_the_ones_its_scores_multiply(tmp_path):
+    """On a QK-norm model without RoPE the Attention view's Queries and Keys charts show the
+    normed q and k (q_norm.hook_out), as the scores multiply them, not the projections.
+    Reference: run_trace's own tensors, and the scores recomputed from them (1e-5, float32)."""
+    from glassbox.model.engine import ModelConfig, Transformer
+    from glassbox.model.io.checkpoint import save
+
+    cfg = ModelConfig(vocab_size=598, n_ctx=32, d_model=16, n_layers=1, n_heads=2, d_ff=24, qk_norm=True)
+    save(tmp_path / "normed", Transformer(cfg).init_weights(1).float(), load("default").tokenizer, "float32", {"source": "a test's"})
+    at = start("screens/explore.py", model=str(tmp_path / "normed"), prompt=PROMPT, view="Attention")
+    at.toggle(key="explore_qkv").set_value(True).run()
+    assert not at.exception
+    queries, keys = titled(at, "Queries"), titled(at, "Keys")
+    assert "blocks.0.attn.q_norm.hook_out[0]" in queries["layout"]["title"]["text"]
+    assert "blocks.0.attn.k_norm.hook_out[0]" in keys["layout"]["title"]["text"]
+    loaded = load(str(tmp_path / "normed"))
+    trace = run_trace(loaded.model, loaded.encode(PROMPT))
+    q, k = z(queries), z(keys)
+    assert np.array_equal(q, trace["blocks.0.attn.q_norm.hook_out"][0].numpy())
+    recomputed = q @ k.T * cfg.d_head ** -0.5
+    assert np.allclose(recomputed, trace["blocks.0.attn.hook_scores"][0].numpy(), rtol=1e-5, atol=1e-6)

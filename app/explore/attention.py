@@ -15,7 +15,7 @@ from glassbox.app.components.heatmap import ClickLayer, heatmap_figure
 from glassbox.app.components.labels import plain
 from glassbox.app.explore.common import Explorer, array, choose_head, choose_layer, choose_position, derived, heatmap, lacks
 from glassbox.model.engine import block_label, head_label
-from glassbox.model.analysis import attention_pair, scored, tile
+from glassbox.model.analysis import attention_pair, per_head, scored, tile
 from glassbox.model.serving import Needs
 
 GRID_CELL = 40  # each head's pattern in the overview is at most this many cells square
@@ -325,8 +325,8 @@ def head_parts(ctx: Explorer, trace, layer: int, head: int, query: int, lines_be
     """The head's queries, keys, values and output after W_O, on request; then (``lines_below``)
     where the query looks."""
     cfg, L, p = ctx.cfg, ctx.labels, f"blocks.{layer}.attn."
-    q_name = "hook_rot_q" if cfg.positional == "rope" else "hook_q"
-    k_name = "hook_rot_k" if cfg.positional == "rope" else "hook_k"
+    q_name, k_name = scored(cfg, layer)  # what the scores multiply: after QK-norm, clipping and RoPE
+    kv = cfg.kv_head(head)
     pattern = array(trace[p + "hook_pattern"][head])
     if not st.toggle("Show this head's queries, keys, values and output after W_O (five more charts)",
                      key="explore_qkv", persist_state="session"):
@@ -335,11 +335,13 @@ def head_parts(ctx: Explorer, trace, layer: int, head: int, query: int, lines_be
         return
     a, b = st.columns(2)
     with a:
-        heatmap(array(trace[p + q_name][head]), L, None, "Queries", f"{p}{q_name}[{head}]", col_title="d_head", zoom_key="attn:q", width=450, trace=trace)
+        heatmap(array(per_head(trace[q_name], cfg.n_heads)[head]), L, None, "Queries", f"{q_name}[{head}]", col_title="d_head",
+                zoom_key="attn:q", width=450, trace=trace)
         heatmap(array(trace[p + "hook_v"][cfg.kv_head(head)]), L, None, "Values", f"{p}hook_v[{cfg.kv_head(head)}]", col_title="d_head",
                 zoom_key="attn:v", width=450, trace=trace)
     with b:
-        heatmap(array(trace[p + k_name][cfg.kv_head(head)]), L, None, "Keys", f"{p}{k_name}[{cfg.kv_head(head)}]", col_title="d_head", zoom_key="attn:k", width=450, trace=trace)
+        heatmap(array(per_head(trace[k_name], cfg.n_kv_heads)[kv]), L, None, "Keys", f"{k_name}[{kv}]", col_title="d_head",
+                zoom_key="attn:k", width=450, trace=trace)
         heatmap(array(trace[p + "hook_z"][head]), L, None, "Weighted values z = pattern · v", f"{p}hook_z[{head}]", col_title="d_head",
                 zoom_key="attn:z", width=450, trace=trace)
     heatmap(array(trace[p + "hook_result"][head]), L, None, f"{head_label(head).capitalize()}'s contribution after W_O (z · W_O[{head}])",
