@@ -139,7 +139,7 @@ export function computeHead(block, head) {
 
 // A head's scores and pattern: as sent, or computed (once, for the last few heads looked at)
 const computed = new Map(); // "id/block/head" -> {s, p}
-function values(data, block, index) {
+function headMaps(data, block, index) {
   const head = block.heads[index];
   if (head.s) return { s: head.s, p: head.p, zmax: head.zmax };
   const name = `${data.id}/${block.layer}/${index}`;
@@ -410,7 +410,7 @@ export default function (component) {
   function draw() {
     const block = blockOf();
     const head = block.heads[chosen.head];
-    const { s, p: pattern, zmax } = values(data, block, chosen.head);
+    const { s, p: pattern, zmax } = headMaps(data, block, chosen.head);
     const { query, key } = chosen;
     const controls = element("div", "gb-controls");
     if (data.blocks.length > 1) { // every block sent: the block is chosen here too

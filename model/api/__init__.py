@@ -14,10 +14,8 @@ offers is what the app and the command line call, gathered on one object."""
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import fields
-from typing import Iterator
-
 from glassbox.model.engine import GRAD, GlassboxError, ModelConfig, Target, Trace, run_trace
 from glassbox.model.engine.edits import Edit, Editor, editing
 from glassbox.model.engine.names import lookup
@@ -148,13 +146,11 @@ class Model:
         traced.model = self
         return traced
 
-    @contextmanager
-    def edit(self, edits: dict[str, Edit], keep: list[str] = ()) -> Iterator[Editor]:
-        """Within the block, every pass of this model (traces, generation, the analyses) goes on
-        with ``edits[name](tensor)`` wherever it computes ``name``; blocks nest, outermost first.
-        Only the calls made inside see the edit (it lives in the call's context)."""
-        with editing(edits, keep) as editor:
-            yield editor
+    def edit(self, edits: dict[str, Edit], keep: list[str] = ()) -> AbstractContextManager[Editor]:
+        """Within the ``with`` block, every pass of this model (traces, generation, the analyses)
+        goes on with ``edits[name](tensor)`` wherever it computes ``name``; blocks nest, outermost
+        first. Only the calls made inside see the edit (it lives in the call's context)."""
+        return editing(edits, keep)
 
     def generate(self, prompt: str, max_new_tokens: int = 20, temperature: float = 1.0, top_k: int | None = None,
                  top_p: float = 1.0, seed: int = 0) -> list[GeneratedToken]:

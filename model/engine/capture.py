@@ -63,7 +63,10 @@ class Recorder:
 def hook(name: str, tensor: torch.Tensor) -> torch.Tensor:
     """``tensor`` edited and recorded under ``name`` by the active recorders that want it
     (every edit first, outermost first, then every record); returned."""
-    wanting = [r for r in _active.get() or () if r.wants(name)]
+    recorders = _active.get()
+    if recorders is None:  # a plain forward pass: nothing to edit or record (the hot path)
+        return tensor
+    wanting = [r for r in recorders if r.wants(name)]
     for recorder in wanting:
         tensor = recorder.edit(name, tensor)
     for recorder in wanting:
@@ -77,7 +80,8 @@ def wants(name: str) -> bool:
     The forward pass asks this before computing tensors it would not otherwise need
     (explicit attention weights, each head's separate output).
     """
-    return any(r.wants(name) for r in _active.get() or ())
+    recorders = _active.get()
+    return recorders is not None and any(r.wants(name) for r in recorders)
 
 
 def sparse_embedding() -> bool:
