@@ -11,7 +11,7 @@ import streamlit as st
 
 from glassbox.app.components.labels import plain
 from glassbox.app.components.timing import computing
-from glassbox.model.io.checkpoint import LoadedModel
+from glassbox.core import Model, load
 from glassbox.model.engine import GlassboxError, default_device
 from glassbox.model.serving import Admission, ModelCache, TraceCache, check_budget
 from glassbox.model.serving.admission import default_budget, return_freed_memory
@@ -20,11 +20,12 @@ from glassbox.model.serving.sizing import seq2seq_pass_bound, trace_cost
 
 @st.cache_resource
 def model_cache() -> ModelCache:
-    """Bounded by GLASSBOX_MODEL_CACHE_GB (default: half the machine's memory)."""
-    return ModelCache()
+    """Bounded by GLASSBOX_MODEL_CACHE_GB (default: half the machine's memory). Its models are
+    glassbox.Model objects: the pages call what a Python user calls."""
+    return ModelCache(loader=load)
 
 
-def shared_model(name: str) -> LoadedModel:
+def shared_model(name: str) -> Model:
     """One model object for every browser session, whatever the spelling of its path; calls on
     it leave no state."""
     with st.spinner(f"Loading {plain(name)}… (a large model takes a while: its weights are read, converted and checked)"):
@@ -81,7 +82,7 @@ def model_pass(what: str, cost: int) -> Iterator[None]:
 
 
 @contextmanager
-def admitted_pass(what: str, loaded: LoadedModel, n_tokens: int, backward: bool = False, passes: int = 1
+def admitted_pass(what: str, loaded: Model, n_tokens: int, backward: bool = False, passes: int = 1
                   ) -> Iterator[None]:
     """``passes`` full passes of ``loaded`` (one after the other, each on ``n_tokens``), admitted
     like every other pass: checked against the server's budget and run in turn. An

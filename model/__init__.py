@@ -7,8 +7,9 @@
 - ``lesson``: the article's worked example: its data, names, steps and arithmetic, live training;
 - ``course``: the course's lessons, one module each, their figures computed on the spot;
 - ``data``: the default model's story corpus;
-- ``tools``: the command line (``glassbox``, ``python -m model``), benchmark, training the default model.
+- ``tools``: the benchmarks, training the default model (the command line, ``glassbox``, is
+  ``glassbox.cli``: model/api/cli.py).
 
 Importing it changes nothing in the process: settings such as the allocator's are made by
-the commands that start a process (tools/cli.py).
+the commands that start a process (model/api/cli.py).
 """

@@ -1,3 +1,3 @@
-from glassbox.model.tools.cli import main
+from glassbox.cli import main
 
 raise SystemExit(main())

@@ -109,7 +109,7 @@ def chromium():
     """Debian's Chromium driven by Playwright, one for the whole run (one Playwright per process)."""
     from playwright.sync_api import sync_playwright
 
-    from glassbox.app.bench import CHROMIUM_ARGS  # the flags Debian's chromium needs in a container
+    from glassbox.app.bench.views import CHROMIUM_ARGS  # the flags Debian's chromium needs in a container
     from tests.helpers import CHROMIUM
 
     if not Path(CHROMIUM).exists():

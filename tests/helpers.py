@@ -2,6 +2,7 @@
 served on a port of this machine for Chromium."""
 
 import base64
+import io
 import json
 import os
 import re
@@ -11,7 +12,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Iterator
 
@@ -64,9 +65,23 @@ def serving(command: list[str] | str, env: dict | None = None, seconds: float = 
             server.log = output.read()
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    """`python -m model ARGS` in a process of its own, as a user runs it."""
-    return subprocess.run([sys.executable, "-m", "glassbox", *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+def cli(*args: str, process: bool = False) -> subprocess.CompletedProcess:
+    """`glassbox ARGS`: its exit status, stdout and stderr. Run in this process (``main`` with
+    stdout and stderr captured, argparse's exits caught) unless ``process``: then `python -m
+    glassbox ARGS` in a process of its own, as a user runs it (what tests of the environment a
+    command reads at start need, and one test of the whole contract)."""
+    if process:
+        return subprocess.run([sys.executable, "-m", "glassbox", *args], cwd=ROOT, capture_output=True, text=True,
+                              timeout=300)
+    from glassbox.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as exc:  # argparse's --help and usage errors
+            code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+    return subprocess.CompletedProcess(["glassbox", *args], code, out.getvalue(), err.getvalue())
 
 
 def build_random_model(cfg: ModelConfig, seed: int = 0) -> Transformer:

@@ -86,19 +86,26 @@ def test_an_edit_composes_with_a_trace_and_with_patching(default):
     with torch.no_grad():
         twin.module.blocks[0].attn.W_O[2].zero_()
 
-    def zero_head(z):
+    seen = []
+
+    def zero_head(z):  # one sequence's z, as the trace holds it: head × position × d_head
+        seen.append(z.shape)
         out = z.clone()
-        out[:, 2] = 0
+        out[2] = 0
         return out
 
     with model.edit({gb.name("z", block=0): zero_head}):
         edited = model.trace(PROMPT, backward=True)
         patched = model.patch(PROMPT, "Zoe had a boat. Zoe loved the", " frog", " boat")
+        attributed = model.attribute(PROMPT, " frog", method="integrated_gradients", steps=4)  # 4 sequences a pass
+    assert seen[0] == edited["blocks.0.attn.hook_z"].shape and len(seen) > 4
     reference = twin.trace(PROMPT, backward=True)
     for name in ("hook_logits", "blocks.3.hook_resid_post", "grad:blocks.1.attn.W_Q"):
         assert torch.allclose(edited[name], reference[name], rtol=1e-12, atol=1e-12), name
     twin_patched = twin.patch(PROMPT, "Zoe had a boat. Zoe loved the", " frog", " boat")
     assert np.allclose(patched.metric, twin_patched.metric, rtol=1e-12, atol=1e-12)
+    twin_attributed = twin.attribute(PROMPT, " frog", method="integrated_gradients", steps=4)
+    assert np.allclose(attributed.scores, twin_attributed.scores, rtol=1e-10, atol=1e-12)
     assert not torch.allclose(model.trace(PROMPT)["hook_logits"], edited["hook_logits"])  # outside: the model as it is
 
 
@@ -154,3 +161,26 @@ def test_a_trace_draws_any_tensor_as_the_app_does(default, kind, block, head, fu
     values = trace[full][head] if trace[full].dim() == 3 else trace[full]
     assert np.allclose(np.asarray(figure.data[0].z, dtype=np.float64), values.numpy(), atol=0)
     assert figure.data[0].y[-1].endswith("the") and full in figure.layout.title.text
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU")
+def test_the_api_on_cuda_equals_the_cpu():
+    """Reference: the same model on the CPU, float64 both (1e-10: the devices' kernels round
+    differently); an edit on the GPU is held to the CPU's edit."""
+    cpu, gpu = gb.load("default", dtype="float64", device="cpu"), gb.load("default", dtype="float64", device="cuda")
+    want, got = cpu.trace(PROMPT, backward=True), gpu.trace(PROMPT, backward=True)
+    assert got["hook_logits"].is_cuda
+    for name in ("hook_logits", "grad:blocks.0.attn.W_Q", gb.GRAD + gb.name("resid_pre", block=1)):
+        assert torch.allclose(got[name].cpu(), want[name], rtol=1e-10, atol=1e-10), name
+
+    def zero_head(z):
+        out = z.clone()
+        out[1] = 0
+        return out
+
+    edits = {gb.name("z", block=2): zero_head}
+    with cpu.edit(edits):
+        want = cpu.trace(PROMPT)
+    with gpu.edit(edits):
+        got = gpu.trace(PROMPT)
+    assert torch.allclose(got["hook_logits"].cpu(), want["hook_logits"], rtol=1e-10, atol=1e-10)

@@ -84,10 +84,10 @@ def test_view_benchmark_opens_every_view_in_chromium(tmp_path):
 @pytest.mark.browser
 @pytest.mark.subprocess
 def test_load_script_drives_sessions_at_once_and_checks_their_losses():
-    """Smoke test of python -m app.load --small --sessions 2. Reference for its one real check:
+    """Smoke test of python -m app.bench.load --small --sessions 2. Reference for its one real check:
     each session's loss, as its page prints it, against `glassbox trace` on the same prompt
     (the script exits 1 on a mismatch or an error)."""
-    result = subprocess.run([sys.executable, "-m", "glassbox.app.load", "--small", "--sessions", "2", "--timeout", "300"],
+    result = subprocess.run([sys.executable, "-m", "glassbox.app.bench.load", "--small", "--sessions", "2", "--timeout", "300"],
                             capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "errors: 0" in result.stdout and "in 2 of 2 sessions, 0 mismatched" in result.stdout

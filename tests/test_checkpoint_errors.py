@@ -9,7 +9,6 @@ broken. Loading it must raise ``GlassboxError`` with a message naming the proble
 import json
 import shutil
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -124,17 +123,13 @@ def broken(gpt2_dir, tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def cli_runs(broken, tmp_path_factory) -> dict[str, tuple[subprocess.CompletedProcess, Path]]:
-    """`python -m model trace` on every broken checkpoint; two at a time, one per core (each
-    process spends most of its ~2 s importing torch)."""
+    """`glassbox trace` on every broken checkpoint (in this process: tests/helpers.py's cli)."""
     out = tmp_path_factory.mktemp("npz")
-
-    def one(item):
-        name, d = item
-        npz = out / f"{d.name}.npz"
-        return name, (cli("trace", "--model", str(d), "--prompt", "hi", "--npz", str(npz)), npz)
-
-    with ThreadPoolExecutor(2) as pool:
-        return dict(pool.map(one, [(name, broken[name]) for name in CLI_CASES]))
+    runs = {}
+    for name in CLI_CASES:
+        npz = out / f"{broken[name].name}.npz"
+        runs[name] = cli("trace", "--model", str(broken[name]), "--prompt", "hi", "--npz", str(npz)), npz
+    return runs
 
 
 def assert_clean_cli_error(run: subprocess.CompletedProcess, phrase: str):

@@ -1,4 +1,6 @@
-"""The CLI contract: `python -m model trace|hooks|patch|attribute|dla`, and clean errors."""
+"""The CLI contract: `glassbox trace|hooks|patch|attribute|dla`, and clean errors. The commands
+run in this process (tests/helpers.py's cli: main() with its output captured), but one: the
+whole contract in a process of its own, as a user meets it."""
 
 import json
 
@@ -7,7 +9,6 @@ import pytest
 
 from tests.helpers import cli
 
-pytestmark = pytest.mark.subprocess
 
 def test_trace_writes_every_tensor_and_gradient(tmp_path):
     out = tmp_path / "t.npz"
@@ -63,6 +64,15 @@ def test_bad_input_is_a_clean_error(tmp_path, args, message):
     assert run.returncode == 2
     assert message in run.stderr and "Traceback" not in run.stderr
     assert len(run.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.subprocess
+def test_a_bad_input_in_a_process_of_its_own_is_one_line_and_status_2(tmp_path):
+    """What the in-process tests stand for: the process's own exit status and stderr."""
+    run = cli("trace", "--model", "worked-example", "--prompt", "the cow sat", "--npz", str(tmp_path / "x.npz"),
+              process=True)
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.startswith("error: ") and "Unknown word" in run.stderr and len(run.stderr.splitlines()) == 1
 
 
 # The "ask why" commands on the default model. Reference for every logit: run_trace's hook_logits,
@@ -161,7 +171,7 @@ def test_the_ask_why_choices_are_the_analyses_own():
     """cli.py writes the sites and methods out (torch is not imported before a command runs)."""
     from glassbox.model.analysis.attribution import METHODS
     from glassbox.model.analysis.patching import SITES
-    from glassbox.model.tools.cli import parser
+    from glassbox.cli import parser
 
     choices = {a.dest: a.choices for p in parser()._subparsers._group_actions[0].choices.values() for a in p._actions}
     assert tuple(choices["site"]) == SITES and tuple(choices["method"]) == METHODS
@@ -191,7 +201,7 @@ def test_the_analysis_refuses_too_many_steps_before_allocating(monkeypatch):
     from glassbox.model.analysis.attribution import MAX_STEPS, attribute
     from glassbox.model.engine import GlassboxError
     from glassbox.model.io.checkpoint import load
-    from glassbox.model.tools.cli import parser
+    from glassbox.cli import parser
 
     loaded = load("default")
     tokens = loaded.encode(CLEAN)

@@ -110,7 +110,7 @@ def test_half_precision_is_as_close_to_float32_as_transformers(saved, precision,
 def test_the_cli_offers_every_precision_the_engine_loads():
     """Reference: model.engine.DTYPES; the CLI writes the names out so as not to import torch early."""
     from glassbox.model.engine import DTYPES
-    from glassbox.model.tools.cli import parser
+    from glassbox.cli import parser
 
     trace = parser()._subparsers._group_actions[0].choices["trace"]
     (dtype,) = [a for a in trace._actions if a.dest == "dtype"]

@@ -32,7 +32,7 @@ from glassbox.model.io import checkpoint
 from glassbox.model.io.checkpoint import NAMED_MODELS, load, model_key, save
 from glassbox.model.io.tokenizer import Tokenizer
 from glassbox.model.serving import ModelCache
-from glassbox.model.tools.cli import main
+from glassbox.cli import main
 from tests.helpers import build_random_model, charts, edit_weights, shown, start
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -235,7 +235,7 @@ FILE_CASES = {
 PROBE = """
 import contextlib, io, json, resource, sys
 from glassbox.model.io.checkpoint import load
-from glassbox.model.tools.cli import main
+from glassbox.cli import main
 cases, good, npz = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
 load(good)  # imports and a first small model: part of the baseline
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -383,7 +383,7 @@ def test_an_unexpected_error_is_one_line_too(monkeypatch, capsys):
     def broken(args):
         raise KeyError("a bug")
 
-    monkeypatch.setattr("glassbox.model.tools.cli.cmd_hooks", broken)
+    monkeypatch.setattr("glassbox.cli.cmd_hooks", broken)
     assert main(["hooks"]) == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: internal error (KeyError: 'a bug')") and len(err.splitlines()) == 1
@@ -398,8 +398,7 @@ def test_an_unexpected_error_is_one_line_too(monkeypatch, capsys):
 def test_every_spelling_of_a_path_is_one_cached_model(good, monkeypatch):
     loads = []
     real_load = checkpoint.load
-    monkeypatch.setattr("glassbox.model.serving.models.load", lambda *a, **k: loads.append(a) or real_load(*a, **k))
-    cache = ModelCache()
+    cache = ModelCache(loader=lambda *a, **k: loads.append(a) or real_load(*a, **k))
     monkeypatch.chdir(good.parent)
     spellings = [str(good), str(good) + "/", str(good) + "//", f"{good.parent}/./{good.name}",
                  f"{good}/../{good.name}", good.name, "./" + good.name]
@@ -413,8 +412,7 @@ def test_every_spelling_of_a_path_is_one_cached_model(good, monkeypatch):
 def test_concurrent_sessions_load_a_model_once(good, monkeypatch):
     loads = []
     real_load = checkpoint.load
-    monkeypatch.setattr("glassbox.model.serving.models.load", lambda *a, **k: loads.append(a) or real_load(*a, **k))
-    cache = ModelCache()
+    cache = ModelCache(loader=lambda *a, **k: loads.append(a) or real_load(*a, **k))
     with ThreadPoolExecutor(4) as pool:
         models = list(pool.map(lambda _: cache.model(str(good), device="cpu"), range(8)))
     assert len(loads) == 1 and all(m is models[0] for m in models)

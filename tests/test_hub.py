@@ -244,14 +244,16 @@ def test_ids_past_the_tokenizer_are_labelled_and_can_be_generated(neox_dir):
 
 
 def test_cli_models_and_download(hub_cache):
-    result = cli("models")
+    """In processes of their own: huggingface_hub reads its endpoint and cache folders when it
+    is imported."""
+    result = cli("models", process=True)
     assert result.returncode == 0, result.stderr
     assert "EleutherAI/pythia-70m" in result.stdout and "GPT-NeoX" in result.stdout
-    result = cli("download", "test-org/tiny-neox")
+    result = cli("download", "test-org/tiny-neox", process=True)
     assert result.returncode == 0 and str(hub_cache / "snapshots" / COMMIT) in result.stdout
     result = cli("download", "not a hub id")
     assert result.returncode == 2 and result.stderr.startswith("error:") and len(result.stderr.splitlines()) == 1
-    result = cli("generate", "--model", "test-org/tiny-neox", "--prompt", "The cat", "--max-new-tokens", "3")
+    result = cli("generate", "--model", "test-org/tiny-neox", "--prompt", "The cat", "--max-new-tokens", "3", process=True)
     assert result.returncode == 0, result.stderr
 
 
@@ -362,7 +364,7 @@ def test_a_revision_that_is_a_path_writes_and_reads_nothing(fake_hub, tmp_path):
         with pytest.raises(GlassboxError, match="^No model 'anyrev/tiny@/.*': what follows the @ must be a branch, "
                                                 "tag or commit name, and it starts or ends with /"):
             attempt()
-    result = cli("download", f"anyrev/tiny@{target}")
+    result = cli("download", f"anyrev/tiny@{target}", process=True)
     assert result.returncode == 2 and result.stderr.startswith("error: No model") and len(result.stderr.splitlines()) == 1
     assert not (tmp_path / "x").exists() and fake_hub == []
 

@@ -34,7 +34,7 @@ from glassbox.model.io.checkpoint import load
 from glassbox.model.micro import MICRO, bigram, induction, micro
 from glassbox.model.micro.attention_only import figures as skip_trigram_figures, frequent_tokens, validation_loss
 from glassbox.model.micro.common import read_curve, story_tokens
-from glassbox.model.tools.cli import MICRO_NAMES
+from glassbox.cli import MICRO_NAMES
 from tests.helpers import cli
 
 
@@ -271,7 +271,7 @@ def test_a_command_that_makes_a_model_writes_it_under_glassbox_home(tmp_path, mo
     """Without --out, train-micro writes to $GLASSBOX_HOME/models/micro-NAME (made if need be),
     not into the package's assets, which stay byte for byte as they were; the model written loads."""
     from glassbox.model.io.assets import asset
-    from glassbox.model.tools.cli import main
+    from glassbox.cli import main
 
     shipped = {p.name: p.read_bytes() for p in asset("micro-bigram").iterdir() if p.is_file()}
     monkeypatch.setenv("GLASSBOX_HOME", str(tmp_path / "home"))

@@ -93,6 +93,8 @@ export default function (component) {
   const controls = element("div", "gb-controls");
   const chart = element("div", "gb-chart");
   root.append(controls, chart);
+  // a rebuild while a slider is in use (a rerun bringing new settings) keeps the focus on it
+  const focused = parentElement.querySelector(".gb-sampling :focus")?.dataset.setting;
   parentElement.querySelector(".gb-sampling")?.remove(); // ours only: the CSS is a sibling
   parentElement.appendChild(root);
 
@@ -161,4 +163,5 @@ export default function (component) {
   controls.addEventListener("input", () => { read(); draw(); });
   controls.addEventListener("change", () => { read(); setStateValue("settings", { ...settings }); });
   draw();
+  if (focused) controls.querySelector(`[data-setting="${focused}"]`)?.focus();
 }

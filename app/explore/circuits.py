@@ -11,7 +11,7 @@ import streamlit as st
 from glassbox.app.components.labels import plain
 from glassbox.app.explore.common import Explorer, choose_head, choose_layer, heatmap, lacks
 from glassbox.app.resources import model_pass
-from glassbox.model.analysis.circuits import SCORED, bigram, head_scores, ov_circuit, qk_circuit
+from glassbox.model.analysis.circuits import SCORED, bigram, ov_circuit, qk_circuit
 from glassbox.model.engine import block_label, head_label
 from glassbox.model.serving import trace_cost
 
@@ -36,7 +36,7 @@ def scores(model_key: str, _ctx: Explorer):
     length = len(prefix) + 2 * n
     cost = _ctx.check_cost("Scoring the heads", lambda t: trace_cost(_ctx.model, t, SCORED, False), length)
     with model_pass("head scores", cost):
-        return half, *head_scores(_ctx.model, half, prefix)
+        return half, *_ctx.loaded.circuits(half, prefix)
 
 
 def circuits_cost(ctx: Explorer, tokens: tuple) -> int:

@@ -28,7 +28,7 @@ from glassbox.model.engine.names import axes as names_axes
 from glassbox.model.serving import Needs, capture_plan, trace_cost, working_bytes
 from glassbox.model.io.checkpoint import LoadedModel
 from glassbox.model.io.tokenizer import Tokenizer
-from glassbox.model.engine import GRAD, Target, Trace, block_label, head_label, run_trace, to_numpy
+from glassbox.model.engine import GRAD, Target, Trace, block_label, head_label, to_numpy
 
 MAX_ROWS, MAX_COLS = 160, 256  # a heatmap larger than this is drawn as block means, with a zoom
 TEXT_ROWS = 24  # up to this many rows, values are written in the cells where they fit across
@@ -141,7 +141,7 @@ class Explorer:
 
         def compute() -> Trace:
             with model_pass("trace", cost):
-                return run_trace(self.model, self.tokens, names=names, backward=backward, target=self.target)
+                return self.loaded.trace(self.tokens, names=names, backward=backward, target=self.target)
 
         with st.spinner("Tracing the prompt…"), same_request_waits("the same trace") as waiting:
             return trace_cache().get(key, compute, waiting)

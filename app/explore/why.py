@@ -17,12 +17,10 @@ from glassbox.app.explore.common import Explorer, bar_chart, choose_expert, choo
 from glassbox.app.resources import model_pass
 from glassbox.model.serving.limits import PATCH_TOKENS
 from glassbox.model.analysis.batches import per_pass
-from glassbox.model.analysis.ablation import ablate
-from glassbox.model.analysis.attribution import attribute
-from glassbox.model.analysis.dla import direct_logit_attribution, linear_head, part_words
+from glassbox.model.analysis.dla import linear_head, part_words
 from glassbox.model.analysis.architecture import has_mlp, missing
 from glassbox.model.analysis.experts import unit
-from glassbox.model.analysis.patching import activation_patching, sites
+from glassbox.model.analysis.patching import sites
 from glassbox.model.engine import GlassboxError, block_label, head_label
 from glassbox.model.serving import Needs
 
@@ -42,14 +40,14 @@ def lit(ctx: Explorer) -> set[str]:
 @st.cache_resource(max_entries=32, show_spinner="Splitting the logit into its parts…")
 def dla(model_key: str, tokens: tuple, token: int, wrong: int | None, _ctx: Explorer):
     with model_pass("direct logit attribution", _ctx.pass_cost("Splitting the logit", backward=False)):
-        return direct_logit_attribution(_ctx.model, list(tokens), token, -1, wrong)
+        return _ctx.loaded.dla(list(tokens), token, wrong)
 
 
 @st.cache_resource(max_entries=32, show_spinner="Attributing the logit to the input tokens…")
 def attribution(model_key: str, tokens: tuple, token: int, method: str, steps: int, baseline: int | None, _ctx: Explorer):
     batch = per_pass if method == "integrated_gradients" else (lambda n: 1)
     with model_pass("attribution", _ctx.pass_cost("Attribution", backward=True, batch=batch)):
-        return attribute(_ctx.model, list(tokens), token, method, steps, baseline)
+        return _ctx.loaded.attribute(list(tokens), token, method, steps, baseline)
 
 
 @st.cache_resource(max_entries=32, show_spinner="Running the prompt with the unit switched off…")
@@ -58,8 +56,8 @@ def ablation(model_key: str, tokens: tuple, layer: int, head: int | None, neuron
     lengths = [len(tokens)] + ([] if reference is None else [len(reference)])
     cost = max(_ctx.pass_cost("Ablation", backward=False, n_tokens=n) for n in lengths)
     with model_pass("ablation", cost):
-        return ablate(_ctx.model, list(tokens), layer, head, neuron, mode, None if reference is None else list(reference),
-                      expert)
+        return _ctx.loaded.ablate(list(tokens), layer, head, neuron, mode, None if reference is None else list(reference),
+                                  expert)
 
 
 @st.cache_resource(max_entries=16, show_spinner="Patching, one site at a time…")
@@ -67,7 +65,7 @@ def patching(model_key: str, clean: tuple, corrupt: tuple, answer: int, wrong: i
     cost = max(_ctx.pass_cost("Patching", backward=False, batch=per_pass),  # the patched runs
                _ctx.pass_cost("Patching", backward=True))  # attribution patching's gradient
     with model_pass("patching", cost):
-        return activation_patching(_ctx.model, list(clean), list(corrupt), answer, wrong, site)
+        return _ctx.loaded.patch(list(clean), list(corrupt), answer, wrong, site)
 
 
 def token_choice(ctx: Explorer, label: str, key: str, default: int, help: str,

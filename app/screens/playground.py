@@ -4,6 +4,7 @@ as its source and writes a target; an encoder (BERT) fills in the prompt's mask 
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from numbers import Real
 from pathlib import Path
 from urllib.parse import urlencode
@@ -26,7 +27,7 @@ from glassbox.model.engine import GlassboxError, block_label, check_context
 from glassbox.model.serving import working_bytes
 from glassbox.model.serving.sizing import seq2seq_pass_bound
 from glassbox.model.io.guard import SIDE_FILE_BYTES, read_json
-from glassbox.model.engine.sampling import (Sampling, fill_mask, first_target_logits, generate, kv_cache_bytes,
+from glassbox.model.engine.sampling import (Sampling, fill_mask, first_target_logits, kv_cache_bytes,
                                             masked_token_logits, next_token_logits, top)
 
 DEFAULTS = {"model": "default", "prompt": "Lily had a", "temperature": 1.0, "top_k": 0, "top_p": 1.0,
@@ -234,7 +235,7 @@ def run_generation(loaded, sampling: Sampling) -> None:
     n_new = int(st.session_state.max_new)
 
     def stream():
-        for token in generate(loaded, st.session_state.prompt, n_new, sampling):
+        for token in loaded.stream(st.session_state.prompt, n_new, **asdict(sampling)):
             records.append({"token": token.token, "token_id": token.token_id, "p": token.p, "p_model": token.p_model,
                             "entropy_before": token.entropy_before, "entropy_after": token.entropy_after,
                             "before": top(token.before, loaded.tokenizer.pieces, 15),

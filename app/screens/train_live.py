@@ -32,7 +32,7 @@ word = pieces[target]
 @st.cache_resource(show_spinner=False)
 def untrained_patterns():
     """The shared model's attention on the example: the same for every session."""
-    return run_trace(loaded.model, example, names=["*hook_pattern"])
+    return loaded.trace(example, names=["*hook_pattern"])
 
 
 def pattern_grids(run) -> list[list[Grid]]:

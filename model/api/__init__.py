@@ -9,194 +9,29 @@
 
 Installed from the repository's folders: this one (model/api/) is the ``glassbox`` package,
 model/ is ``glassbox.model`` (the engine and everything without a UI), app/ is ``glassbox.app``
-(the Streamlit app), assets/ is ``glassbox.assets`` (the shipped models). What this module
-offers is what the app and the command line call, gathered on one object."""
+(the Streamlit app), assets/ is ``glassbox.assets`` (the shipped models). The app and the
+command line (``glassbox.cli``) hold the same ``Model`` and call the same methods.
+
+The names below are loaded from ``glassbox.core`` on first use: importing ``glassbox`` (or
+running ``glassbox --help``) does not import torch, so the command line can set what torch
+reads when it loads (``glassbox.cli.PROCESS_ENVIRONMENT``)."""
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
-from dataclasses import fields
-from glassbox.model.engine import GRAD, GlassboxError, ModelConfig, Target, Trace, run_trace
-from glassbox.model.engine.edits import Edit, Editor, editing
-from glassbox.model.engine.names import lookup
-from glassbox.model.engine.sampling import GeneratedToken, Sampling, generate
-from glassbox.model.io.checkpoint import LoadedModel
-from glassbox.model.io.checkpoint import load as load_checkpoint
+from importlib import import_module
+from typing import TYPE_CHECKING
 
 __all__ = ["GRAD", "GlassboxError", "Model", "ModelConfig", "Target", "Trace", "Traced", "load", "name"]
 
-# TransformerLens's short names (its utils.get_act_name) where Glassbox's differ or sit elsewhere
-SHORT = {"attn_scores": "attn.hook_scores", "scores": "attn.hook_scores", "pattern": "attn.hook_pattern",
-         **{k: f"attn.hook_{k}" for k in ("q", "k", "v", "z", "result", "rot_q", "rot_k")},
-         **{k: f"hook_{k}" for k in ("resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out")},
-         "pre": "mlp.hook_pre", "post": "mlp.hook_post", "pre_linear": "mlp.hook_linear", "gate": "mlp.hook_gate",
-         "scale": "hook_scale", "normalized": "hook_normalized", "mean": "hook_mean"}
-NORMS = ("ln1", "ln2", "ln_final")
+if TYPE_CHECKING:
+    from glassbox.core import GRAD, GlassboxError, Model, ModelConfig, Target, Trace, Traced, load, name
 
 
-def name(kind: str, block: int | None = None, norm: str | None = None) -> str:
-    """The one name of a tensor: ``name("pattern", block=1)`` is ``blocks.1.attn.hook_pattern``.
-    ``kind`` is TransformerLens's short name (``attn_scores``, ``resid_pre``, ``pre``, ``scale``…)
-    or Glassbox's own tail (``attn.hook_scores_masked``); a norm's ``scale`` or ``normalized``
-    says which norm (``norm="ln1"``); ``embed``, ``pos_embed``, ``logits`` need no block. The name
-    is checked against the registry (``glassbox hooks`` lists them all)."""
-    tail = SHORT.get(kind, kind if "." in kind or kind.startswith("hook_") else f"hook_{kind}")
-    if norm is not None:
-        if norm not in NORMS:
-            raise GlassboxError(f"norm must be one of {', '.join(NORMS)}, not {norm!r}")
-        tail = f"{norm}.{tail}"
-    full = tail if block is None or norm == "ln_final" else f"blocks.{block}.{tail}"
-    if not registered(full):
-        if block is None and registered(f"blocks.0.{tail}"):
-            raise GlassboxError(f"{kind!r} is a block's tensor: say which block (block=0 is the first)")
-        raise GlassboxError(f"No tensor is named {full!r}: `glassbox hooks` lists the names")
-    return full
+def __getattr__(attribute: str):
+    if attribute in __all__:
+        return getattr(import_module("glassbox.core"), attribute)
+    raise AttributeError(f"module 'glassbox' has no attribute {attribute!r}")
 
 
-def registered(full: str) -> bool:
-    try:
-        lookup(full)
-        return True
-    except KeyError:
-        return False
-
-
-TOKEN_AXES = ("position", "query", "key", "source")  # axes labelled by the prompt's tokens
-
-
-class Traced(Trace):
-    """A trace that knows its model (its config, its tokens' text) and draws any of its tensors
-    as the app does: ``trace.figure("pattern", block=1, head=2)`` is a plotly figure (shown
-    by Jupyter; ``fig.write_image`` with kaleido for a PNG or SVG)."""
-
-    model: "Model"
-
-    @property
-    def cfg(self) -> ModelConfig:
-        return self.model.cfg
-
-    def figure(self, kind: str, block: int | None = None, head: int = 0, norm: str | None = None):
-        """The app's heatmap of one tensor (``kind``: a full name, a short one as ``gb.name``
-        takes, or "attention" for the pattern): a head's (or an expert's) slice where the
-        tensor has one, rows and columns labelled by the tokens where they are positions."""
-        from glassbox.app.components.heatmap import heatmap_figure  # plotly: the app's extras
-        from glassbox.app.components.labels import position_labels
-        from glassbox.model.engine.names import axes
-
-        full = kind if kind in self.names() else name("pattern" if kind == "attention" else kind, block, norm)
-        values, shape = self[full].detach().float().cpu().numpy(), axes(full)
-        if shape and shape[0] in ("head", "kv_head", "expert") and values.ndim == 3:
-            values, shape, full = values[head], shape[1:], f"{full}[{head}]"
-        values = values.reshape(1, -1) if values.ndim == 1 else values
-        shape = ("", *shape) if len(shape) == 1 else shape
-        labels = position_labels(self.model.tokenizer.pieces, self.tokens)
-        rows, cols = ([labels if axis in TOKEN_AXES else [str(i) for i in range(n)] for axis, n in zip(shape, values.shape)])
-        sequential = full.split("[")[0].endswith(("hook_pattern", "hook_probs"))
-        return heatmap_figure(values, rows, cols, full, row_title=shape[0], col_title=shape[1],
-                              colour="sequential" if sequential else "diverging")
-
-
-class Model:
-    """A loaded model and what one does with it. Nothing here changes the model: traces and
-    edits live in the call (one model object can serve many callers at once)."""
-
-    def __init__(self, loaded: LoadedModel):
-        self.loaded = loaded
-
-    def __repr__(self) -> str:
-        c = self.cfg
-        return f"<glassbox.Model {self.name!r}: {c.n_layers} blocks × {c.n_heads} heads, d_model {c.d_model}, vocabulary {c.vocab_size:,}>"
-
-    @property
-    def name(self) -> str:
-        return self.loaded.name
-
-    @property
-    def cfg(self) -> ModelConfig:
-        return self.loaded.cfg
-
-    @property
-    def module(self):
-        """The torch module (glassbox.model.engine.Transformer) the calls run."""
-        return self.loaded.model
-
-    @property
-    def tokenizer(self):
-        return self.loaded.tokenizer
-
-    def tokens(self, prompt: str | list[int]) -> list[int]:
-        """A prompt's token ids (a list of ids is taken as it is)."""
-        return list(prompt) if isinstance(prompt, (list, tuple)) else self.loaded.encode(prompt)
-
-    def token_id(self, token: str | int) -> int:
-        """One token's id, from its text (``" frog"``, with its space) or its id."""
-        return token if isinstance(token, int) else self.tokenizer.token_id(token)
-
-    def trace(self, prompt: str | list[int], names: list[str] | None = None, backward: bool = False,
-              target: str | int | tuple[str | int, int] | Target | None = None) -> Trace:
-        """Every tensor of a forward pass by name (``names``: shell patterns to keep fewer), and
-        with ``backward`` the gradient of the loss (the mean next-token cross-entropy, or
-        −log p(``target``) at the last position, or at ``(target, position)``) with respect to
-        each. Inside ``edit`` it is the edited model's."""
-        if target is not None and not isinstance(target, Target):
-            token, position = target if isinstance(target, tuple) else (target, -1)
-            target = Target(self.token_id(token), position)
-        trace = run_trace(self.module, self.tokens(prompt), names=names, backward=backward, target=target)
-        traced = Traced(**{f.name: getattr(trace, f.name) for f in fields(Trace)})
-        traced.model = self
-        return traced
-
-    def edit(self, edits: dict[str, Edit], keep: list[str] = ()) -> AbstractContextManager[Editor]:
-        """Within the ``with`` block, every pass of this model (traces, generation, the analyses)
-        goes on with ``edits[name](tensor)`` wherever it computes ``name``; blocks nest, outermost
-        first. Only the calls made inside see the edit (it lives in the call's context)."""
-        return editing(edits, keep)
-
-    def generate(self, prompt: str, max_new_tokens: int = 20, temperature: float = 1.0, top_k: int | None = None,
-                 top_p: float = 1.0, seed: int = 0) -> list[GeneratedToken]:
-        """The new tokens, each with the distributions it was drawn from (KV cache, exact sampling)."""
-        return list(generate(self.loaded, prompt, max_new_tokens, Sampling(temperature, top_k, top_p, seed)))
-
-    def patch(self, clean: str, corrupt: str, answer: str | int, wrong: str | int, site: str = "resid_pre"):
-        """Activation patching of every ``site`` of the clean run into the corrupted one, with
-        attribution patching's estimate beside it (glassbox.model.analysis.patching)."""
-        from glassbox.model.analysis.patching import activation_patching
-
-        return activation_patching(self.module, self.tokens(clean), self.tokens(corrupt), self.token_id(answer),
-                                   self.token_id(wrong), site)
-
-    def attribute(self, prompt: str, target: str | int, method: str = "saliency", steps: int = 32):
-        """Each input token's attribution to ``target``'s logit (saliency, input × gradient,
-        integrated gradients; glassbox.model.analysis.attribution)."""
-        from glassbox.model.analysis.attribution import attribute
-
-        return attribute(self.module, self.tokens(prompt), self.token_id(target), method, steps)
-
-    def dla(self, prompt: str, token: str | int, wrong: str | int | None = None, position: int = -1):
-        """Direct logit attribution: what each part writes into ``token``'s logit (minus ``wrong``'s)."""
-        from glassbox.model.analysis.dla import direct_logit_attribution
-
-        return direct_logit_attribution(self.module, self.tokens(prompt), self.token_id(token), position,
-                                        None if wrong is None else self.token_id(wrong))
-
-    def ablate(self, prompt: str, block: int, head: int | None = None, neuron: int | None = None, mode: str = "zero",
-               reference: str | None = None):
-        """The next-token distribution with one head or neuron of ``block`` ablated (zero, or its
-        mean over ``reference``'s positions)."""
-        from glassbox.model.analysis.ablation import ablate
-
-        return ablate(self.module, self.tokens(prompt), block, head, neuron, mode,
-                      None if reference is None else self.tokens(reference))
-
-    def circuits(self, half: str | list[int], prefix: str | list[int] = ()):
-        """Per block and head, the induction and previous-token scores on ``half`` repeated."""
-        from glassbox.model.analysis.circuits import head_scores
-
-        return head_scores(self.module, self.tokens(half), self.tokens(prefix) if prefix else [])
-
-
-def load(model: str = "default", dtype: str | None = None, device: str | None = None) -> Model:
-    """A bundled model (``"default"``, ``"worked-example"``, ``"micro-induction"``…), a folder,
-    or a hub id (``"EleutherAI/pythia-70m"``, fetched on first use); ``dtype`` ("float32",
-    "float64", …) and ``device`` ("cpu", "cuda") as the command line's."""
-    return Model(load_checkpoint(model, dtype=dtype, device=device))
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

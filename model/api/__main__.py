@@ -1,4 +1,4 @@
-"""`python -m glassbox COMMAND`: the command line (model/tools/cli.py)."""
-from glassbox.model.tools.cli import main
+"""`python -m glassbox COMMAND`: the command line (glassbox.cli, model/api/cli.py)."""
+from glassbox.cli import main
 
 raise SystemExit(main())

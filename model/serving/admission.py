@@ -18,7 +18,7 @@ A budget counts bytes; the server's resident memory follows it only if freed ten
 to the operating system. glibc keeps blocks under its mmap threshold (which it raises to 32 MB
 as big blocks are freed) in its heaps, where a trace's hundreds of 1–30 MB tensors fragment
 them: 16 sessions took the server to 17.6 GiB under a 10.4 GiB budget. ``return_freed_memory``
-fixes the threshold at 1 MiB: 9.5 GiB under a 10.3 GiB budget (`python -m app.load --sessions 16`).
+fixes the threshold at 1 MiB: 9.5 GiB under a 10.3 GiB budget (`python -m app.bench.load --sessions 16`).
 It applies to the whole process, for good; each freed block of 1 MiB or more is then mapped
 afresh when it is next needed.
 

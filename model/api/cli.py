@@ -1,4 +1,6 @@
-"""``glassbox COMMAND`` (or ``python -m model COMMAND``): Glassbox from the shell.
+"""``glassbox COMMAND`` (or ``python -m glassbox COMMAND``): Glassbox from the shell. The
+commands that run a model load it with ``glassbox.load`` and call the ``Model``'s methods, as
+a Python user does.
 
   app     [STREAMLIT OPTIONS]       start the web app (Streamlit) on the bundled default model
   trace   --model M --prompt TEXT [--backward] [--target TOKEN] --npz FILE
@@ -127,19 +129,16 @@ def model_output(out: Path | None, name: str) -> Path:
 
 
 def cmd_trace(args) -> int:
-    from glassbox.model.engine import GlassboxError, Target, run_trace
-    from glassbox.model.io.checkpoint import load
+    from glassbox.core import load
+    from glassbox.model.engine import GlassboxError
 
     writable(args.npz)
-    loaded = load(args.model, dtype=args.dtype)
-    tokens = loaded.encode(args.prompt)
-    target = None
-    if args.target is not None:
-        position = -1 if args.position is None else args.position
-        target = Target(loaded.tokenizer.token_id(args.target), position)
-    elif args.position is not None:
+    if args.target is None and args.position is not None:
         raise GlassboxError("--position needs --target")
-    trace = run_trace(loaded.model, tokens, names=args.names, backward=args.backward or target is not None, target=target)
+    loaded = load(args.model, dtype=args.dtype)
+    tokens = loaded.tokens(args.prompt)
+    target = None if args.target is None else (args.target, -1 if args.position is None else args.position)
+    trace = loaded.trace(tokens, names=args.names, backward=args.backward or target is not None, target=target)
     try:
         trace.save_npz(args.npz)
     except OSError as exc:  # the disk filled, the folder went away
@@ -153,16 +152,16 @@ def cmd_trace(args) -> int:
 
 
 def cmd_hooks(args) -> int:
-    from glassbox.model.engine import names, run_trace
-    from glassbox.model.io.checkpoint import load
+    from glassbox.core import load
+    from glassbox.model.engine import names
 
     if args.markdown:
         print(names.markdown_table())
         return 0
     loaded = load(args.model, dtype=args.dtype)
     prompt = args.prompt or loaded.about.get("sample_prompt", "Hello, world")
-    tokens = loaded.encode(prompt)
-    trace = run_trace(loaded.model, tokens, backward=len(tokens) > 1)
+    tokens = loaded.tokens(prompt)
+    trace = loaded.trace(tokens, backward=len(tokens) > 1)
     print(f"{loaded.name}: shapes for the prompt {prompt!r} (T = {len(tokens)} tokens)")
     width = max(len(n) for n in trace.activations)
     for name, tensor in trace.activations.items():
@@ -194,7 +193,7 @@ def cmd_build_worked_example(args) -> int:
 def cmd_worked_example(args) -> int:
 
     from glassbox.model.engine import GlassboxError
-    from glassbox.model.io.checkpoint import load
+    from glassbox.core import load
     from glassbox.model.lesson.contract import article_json
 
     if not args.json:
@@ -204,14 +203,12 @@ def cmd_worked_example(args) -> int:
 
 
 def cmd_generate(args) -> int:
-
-    from glassbox.model.io.checkpoint import load
-    from glassbox.model.engine.sampling import Sampling, generate, top
+    from glassbox.core import load
+    from glassbox.model.engine.sampling import top
 
     loaded = load(args.model, dtype=args.dtype)
-    sampling = Sampling(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
     steps = []
-    for token in generate(loaded, args.prompt, args.max_new_tokens, sampling):
+    for token in loaded.stream(args.prompt, args.max_new_tokens, args.temperature, args.top_k, args.top_p, args.seed):
         steps.append({"token": token.token, "token_id": token.token_id, "p": token.p,
                       "top": [{"token": t["token"], "p": t["p"]} for t in top(token.after, loaded.tokenizer.pieces)]})
         if not args.json:
@@ -225,13 +222,9 @@ def cmd_generate(args) -> int:
 
 
 def cmd_patch(args) -> int:
-    from glassbox.model.analysis.patching import activation_patching
-    from glassbox.model.io.checkpoint import load
+    from glassbox.core import load
 
-    loaded = load(args.model, dtype=args.dtype)
-    token = loaded.tokenizer.token_id
-    result = activation_patching(loaded.model, loaded.encode(args.clean), loaded.encode(args.corrupt),
-                                 token(args.answer), token(args.wrong), args.site)
+    result = load(args.model, dtype=args.dtype).patch(args.clean, args.corrupt, args.answer, args.wrong, args.site)
     r, largest = result.agreement()
     if args.json:
         print(json.dumps({"metric_clean": result.metric_clean, "metric_corrupt": result.metric_corrupt,
@@ -253,13 +246,11 @@ def cmd_patch(args) -> int:
 
 
 def cmd_attribute(args) -> int:
-    from glassbox.model.analysis.attribution import attribute
-    from glassbox.model.io.checkpoint import load
+    from glassbox.core import load
 
     loaded = load(args.model, dtype=args.dtype)
-    tokens = loaded.encode(args.prompt)
-    baseline = None if args.baseline is None else loaded.tokenizer.token_id(args.baseline)
-    result = attribute(loaded.model, tokens, loaded.tokenizer.token_id(args.target), args.method, args.steps, baseline)
+    tokens = loaded.tokens(args.prompt)
+    result = loaded.attribute(tokens, args.target, args.method, args.steps, args.baseline)
     pieces = [loaded.tokenizer.pieces[t] for t in tokens]
     out = {"tokens": pieces, "scores": result.scores.tolist(), "target_logit": result.target_logit}
     if result.baseline_logit is not None:
@@ -279,13 +270,9 @@ def cmd_attribute(args) -> int:
 
 
 def cmd_dla(args) -> int:
-    from glassbox.model.analysis.dla import direct_logit_attribution
-    from glassbox.model.io.checkpoint import load
+    from glassbox.core import load
 
-    loaded = load(args.model, dtype=args.dtype)
-    token = loaded.tokenizer.token_id
-    result = direct_logit_attribution(loaded.model, loaded.encode(args.prompt), token(args.token), args.position,
-                                      None if args.wrong is None else token(args.wrong))
+    result = load(args.model, dtype=args.dtype).dla(args.prompt, args.token, args.wrong, args.position)
     components = [{"name": n, "value": float(v)} for n, v in zip(result.names, result.values)]
     if args.json:
         print(json.dumps({"logit": result.logit, "position": result.position, "components": components}))
@@ -308,7 +295,7 @@ def cmd_train_default(args) -> int:
 def cmd_train_micro(args) -> int:
     import json
 
-    from glassbox.model.io.checkpoint import load
+    from glassbox.core import load
     from glassbox.model.micro import micro
 
     chosen = micro(args.name)
@@ -359,7 +346,7 @@ def cmd_course(args) -> int:
     if args.remeasure:
         print(chosen.remeasure())
         return 0
-    from glassbox.model.io.checkpoint import load
+    from glassbox.core import load
 
     figures = chosen.figures(load(args.model, dtype=args.dtype))
     print(json.dumps(figures, ensure_ascii=False, allow_nan=False, indent=None if args.json else 2))
@@ -376,7 +363,7 @@ class Parser(argparse.ArgumentParser):
 
 def parser() -> argparse.ArgumentParser:
     root = Parser(prog="glassbox", description="Glassbox: every tensor and gradient of a "
-                                   "transformer. `python -m model` runs the same commands.")
+                                   "transformer. `python -m glassbox` runs the same commands.")
     sub = root.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("app", help="start the web app (Streamlit); further options go to `streamlit run`",

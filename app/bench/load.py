@@ -1,7 +1,7 @@
-"""``python -m app.load --sessions N``: N real Chromium sessions at once on one server.
+"""``python -m app.bench.load --sessions N``: N real Chromium sessions at once on one server.
 
 A GPT-2-small-shaped model (random weights; ``--small``: a tiny one) and a prompt of
-``--tokens`` tokens (300 by default), as in app/bench.py. The app is started on 127.0.0.1 with
+``--tokens`` tokens (300 by default), as in app/bench/views.py. The app is started on 127.0.0.1 with
 that model's folder allowed (GLASSBOX_MODEL_DIRS); N pages open the explorer's Backward view on
 the same model at the same moment, each with its own prompt (the story grammar with a different
 seed, so no two share a trace). Reported: each session's time until its saliency chart is drawn
@@ -27,7 +27,7 @@ import threading
 import time
 from pathlib import Path
 
-from glassbox.app.bench import CHROMIUM_ARGS, checkpoint, serve
+from glassbox.app.bench.views import CHROMIUM_ARGS, checkpoint, serve
 from glassbox.model.data.stories import corpus
 
 MAX_SESSIONS = 32
@@ -65,7 +65,7 @@ def _cli_loss(model: str, prompt: str) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m app.load", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m app.bench.load", description=__doc__.split("\n")[0])
     parser.add_argument("--sessions", type=int, default=4, help=f"browser sessions at once (1..{MAX_SESSIONS})")
     parser.add_argument("--tokens", type=int, default=300, help="prompt length in tokens")
     parser.add_argument("--small", action="store_true", help="a tiny model, for a smoke run")

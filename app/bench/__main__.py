@@ -1,0 +1,3 @@
+from glassbox.app.bench.views import main
+
+raise SystemExit(main())

@@ -1,0 +1,209 @@
+"""What ``import glassbox`` offers (the package's __init__ loads it on first use): ``load`` →
+a ``Model``, ``name``, a ``Traced`` trace that draws itself. The app and the command line
+hold the same ``Model`` and call the same methods."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from dataclasses import fields
+
+import torch
+
+from glassbox.model.engine import GRAD, GlassboxError, ModelConfig, Target, Trace, run_trace
+from glassbox.model.engine.edits import Edit, Editor, editing
+from glassbox.model.engine.names import lookup
+from glassbox.model.engine.sampling import GeneratedToken, Sampling, generate
+from glassbox.model.io.checkpoint import LoadedModel
+from glassbox.model.io.checkpoint import load as load_checkpoint
+
+# TransformerLens's short names (its utils.get_act_name) where Glassbox's differ or sit elsewhere
+SHORT = {"attn_scores": "attn.hook_scores", "scores": "attn.hook_scores", "pattern": "attn.hook_pattern",
+         **{k: f"attn.hook_{k}" for k in ("q", "k", "v", "z", "result", "rot_q", "rot_k")},
+         **{k: f"hook_{k}" for k in ("resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out")},
+         "pre": "mlp.hook_pre", "post": "mlp.hook_post", "pre_linear": "mlp.hook_linear", "gate": "mlp.hook_gate",
+         "scale": "hook_scale", "normalized": "hook_normalized", "mean": "hook_mean"}
+NORMS = ("ln1", "ln2", "ln_final")
+
+
+def name(kind: str, block: int | None = None, norm: str | None = None) -> str:
+    """The one name of a tensor: ``name("pattern", block=1)`` is ``blocks.1.attn.hook_pattern``.
+    ``kind`` is TransformerLens's short name (``attn_scores``, ``resid_pre``, ``pre``, ``scale``…)
+    or Glassbox's own tail (``attn.hook_scores_masked``); a norm's ``scale`` or ``normalized``
+    says which norm (``norm="ln1"``); ``embed``, ``pos_embed``, ``logits`` need no block. The name
+    is checked against the registry (``glassbox hooks`` lists them all)."""
+    tail = SHORT.get(kind, kind if "." in kind or kind.startswith("hook_") else f"hook_{kind}")
+    if norm is not None:
+        if norm not in NORMS:
+            raise GlassboxError(f"norm must be one of {', '.join(NORMS)}, not {norm!r}")
+        tail = f"{norm}.{tail}"
+    full = tail if block is None or norm == "ln_final" else f"blocks.{block}.{tail}"
+    if not registered(full):
+        if block is None and registered(f"blocks.0.{tail}"):
+            raise GlassboxError(f"{kind!r} is a block's tensor: say which block (block=0 is the first)")
+        raise GlassboxError(f"No tensor is named {full!r}: `glassbox hooks` lists the names")
+    return full
+
+
+def registered(full: str) -> bool:
+    try:
+        lookup(full)
+        return True
+    except KeyError:
+        return False
+
+
+TOKEN_AXES = ("position", "query", "key", "source")  # axes labelled by the prompt's tokens
+
+
+class Traced(Trace):
+    """A trace that knows its model's config and its tokens' text, and draws any of its tensors
+    as the app does: ``trace.figure("pattern", block=1, head=2)`` is a plotly figure (shown by
+    Jupyter; ``fig.write_image`` with kaleido for a PNG or SVG). It holds no reference to the
+    model's weights (a cached trace does not keep a model the model cache let go)."""
+
+    cfg: ModelConfig
+    pieces: list[str]  # every token id's text, the tokenizer's own list
+
+    @classmethod
+    def of(cls, trace: Trace, cfg: ModelConfig, pieces: list[str]) -> "Traced":
+        traced = cls(**{f.name: getattr(trace, f.name) for f in fields(Trace)})
+        traced.cfg, traced.pieces = cfg, pieces
+        return traced
+
+    def figure(self, kind: str, block: int | None = None, head: int = 0, norm: str | None = None):
+        """The app's heatmap of one tensor (``kind``: a full name, a short one as ``gb.name``
+        takes, or "attention" for the pattern): a head's (or an expert's) slice where the
+        tensor has one, rows and columns labelled by the tokens where they are positions."""
+        from glassbox.app.components.heatmap import heatmap_figure  # plotly: the app's extras
+        from glassbox.app.components.labels import position_labels
+        from glassbox.model.engine.names import axes
+
+        full = kind if kind in self.names() else name("pattern" if kind == "attention" else kind, block, norm)
+        values, shape = self[full].detach().float().cpu().numpy(), axes(full)
+        if shape and shape[0] in ("head", "kv_head", "expert") and values.ndim == 3:
+            values, shape, full = values[head], shape[1:], f"{full}[{head}]"
+        values = values.reshape(1, -1) if values.ndim == 1 else values
+        shape = ("", *shape) if len(shape) == 1 else shape
+        labels = position_labels(self.pieces, self.tokens)
+        rows, cols = ([labels if axis in TOKEN_AXES else [str(i) for i in range(n)] for axis, n in zip(shape, values.shape)])
+        sequential = full.split("[")[0].endswith(("hook_pattern", "hook_probs"))
+        return heatmap_figure(values, rows, cols, full, row_title=shape[0], col_title=shape[1],
+                              colour="sequential" if sequential else "diverging")
+
+
+class Model(LoadedModel):
+    """A loaded model (its ``cfg``, ``tokenizer``, the torch module ``module``) and what one
+    does with it. Nothing here changes the model: traces and edits live in the call, so one
+    model object serves many callers at once (the app's sessions share one). Prompts are text
+    or a list of token ids; tokens are text (``" frog"``, with its space) or an id."""
+
+    @classmethod
+    def of(cls, loaded: LoadedModel) -> "Model":
+        return loaded if isinstance(loaded, cls) else cls(**{f.name: getattr(loaded, f.name) for f in fields(loaded)})
+
+    def __repr__(self) -> str:
+        c = self.cfg
+        return f"<glassbox.Model {self.name!r}: {c.n_layers} blocks × {c.n_heads} heads, d_model {c.d_model}, vocabulary {c.vocab_size:,}>"
+
+    @property
+    def module(self):
+        """The torch module (glassbox.model.engine.Transformer) the calls run."""
+        return self.model
+
+    def tokens(self, prompt: str | list[int]) -> list[int]:
+        """A prompt's token ids (a list of ids is taken as it is)."""
+        return list(prompt) if isinstance(prompt, (list, tuple)) else self.encode(prompt)
+
+    def token_id(self, token: str | int) -> int:
+        """One token's id, from its text or its id."""
+        return token if isinstance(token, int) else self.tokenizer.token_id(token)
+
+    def trace(self, prompt: str | list[int], names: list[str] | tuple[str, ...] | None = None, backward: bool = False,
+              target: str | int | tuple[str | int, int] | Target | None = None) -> Traced:
+        """Every tensor of a forward pass by name (``names``: shell patterns to keep fewer), and
+        with ``backward`` the gradient of the loss (the mean next-token cross-entropy, or
+        −log p(``target``) at the last position, or at ``(target, position)``) with respect to
+        each. Inside ``edit`` it is the edited model's."""
+        if target is not None and not isinstance(target, Target):
+            token, position = target if isinstance(target, tuple) else (target, -1)
+            target = Target(self.token_id(token), position)
+        trace = run_trace(self.model, self.tokens(prompt), names=names, backward=backward, target=target)
+        return Traced.of(trace, self.cfg, self.pieces)
+
+    def edit(self, edits: dict[str, Edit]) -> AbstractContextManager[Editor]:
+        """Within the ``with`` block, every pass (traces, generation, the analyses) goes on with
+        ``edits[name](tensor)`` wherever it computes ``name``: the edit lives in the call's
+        context, not on the model, so a pass of another model inside the block is edited too. Each edit gets the
+        tensor as a trace holds it, one sequence without a batch axis (``blocks.0.attn.hook_z``:
+        head × position × d_head), and returns a new one of that shape; a pass of several
+        sequences edits each. Blocks nest, outermost first. Only the calls made inside see the
+        edit (it lives in the call's context)."""
+        return editing({name: per_sequence(edit) for name, edit in edits.items()})
+
+    def stream(self, prompt: str, max_new_tokens: int = 20, temperature: float = 1.0, top_k: int | None = None,
+               top_p: float = 1.0, seed: int = 0) -> Iterator[GeneratedToken]:
+        """The new tokens one at a time, each with the distributions it was drawn from (KV cache,
+        exact sampling; temperature 0 takes the most likely token each time)."""
+        return generate(self, prompt, max_new_tokens, Sampling(temperature, top_k, top_p, seed))
+
+    def generate(self, prompt: str, max_new_tokens: int = 20, temperature: float = 1.0, top_k: int | None = None,
+                 top_p: float = 1.0, seed: int = 0) -> list[GeneratedToken]:
+        """``stream``'s tokens, all of them."""
+        return list(self.stream(prompt, max_new_tokens, temperature, top_k, top_p, seed))
+
+    def patch(self, clean: str | list[int], corrupt: str | list[int], answer: str | int, wrong: str | int,
+              site: str = "resid_pre"):
+        """Activation patching of every ``site`` of the clean run into the corrupted one, with
+        attribution patching's estimate beside it (glassbox.model.analysis.patching)."""
+        from glassbox.model.analysis.patching import activation_patching
+
+        return activation_patching(self.model, self.tokens(clean), self.tokens(corrupt), self.token_id(answer),
+                                   self.token_id(wrong), site)
+
+    def attribute(self, prompt: str | list[int], target: str | int, method: str = "saliency", steps: int = 32,
+                  baseline: str | int | None = None):
+        """Each input token's attribution to ``target``'s logit (saliency, input × gradient,
+        integrated gradients from ``baseline``'s embedding or zero, attention rollout;
+        glassbox.model.analysis.attribution)."""
+        from glassbox.model.analysis.attribution import attribute
+
+        return attribute(self.model, self.tokens(prompt), self.token_id(target), method, steps,
+                         None if baseline is None else self.token_id(baseline))
+
+    def dla(self, prompt: str | list[int], token: str | int, wrong: str | int | None = None, position: int = -1):
+        """Direct logit attribution: what each part writes into ``token``'s logit (minus ``wrong``'s)."""
+        from glassbox.model.analysis.dla import direct_logit_attribution
+
+        return direct_logit_attribution(self.model, self.tokens(prompt), self.token_id(token), position,
+                                        None if wrong is None else self.token_id(wrong))
+
+    def ablate(self, prompt: str | list[int], block: int, head: int | None = None, neuron: int | None = None,
+               mode: str = "zero", reference: str | list[int] | None = None, expert: int | str | None = None):
+        """The next-token distribution with one head or neuron of ``block`` (an ``expert``'s
+        neuron in a mixture-of-experts block) ablated: zeroed, or set to its mean over
+        ``reference``'s positions."""
+        from glassbox.model.analysis.ablation import ablate
+
+        return ablate(self.model, self.tokens(prompt), block, head, neuron, mode,
+                      None if reference is None else self.tokens(reference), expert)
+
+    def circuits(self, half: str | list[int], prefix: str | list[int] = ()):
+        """Per block and head, the induction and previous-token scores on ``half`` repeated."""
+        from glassbox.model.analysis.circuits import head_scores
+
+        return head_scores(self.model, self.tokens(half), self.tokens(prefix) if prefix else [])
+
+
+def per_sequence(edit: Edit) -> Edit:
+    """``edit`` (of one sequence's tensor, as a trace holds it) applied to each sequence of a pass."""
+    def on_batch(tensor: torch.Tensor) -> torch.Tensor:
+        return torch.stack([edit(row) for row in tensor.unbind(0)])
+    return on_batch
+
+
+def load(model: str = "default", dtype: str | None = None, device: str | torch.device | None = None) -> Model:
+    """A bundled model (``"default"``, ``"worked-example"``, ``"micro-induction"``…), a folder,
+    or a hub id (``"EleutherAI/pythia-70m"``, fetched on first use); ``dtype`` ("float32",
+    "float64", …) and ``device`` ("cpu", "cuda") as the command line's."""
+    return Model.of(load_checkpoint(model, dtype=dtype, device=device))
