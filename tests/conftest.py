@@ -129,8 +129,9 @@ def page(chromium):
 
 
 @pytest.fixture(scope="session")
-def course_app():
-    """One app server for every course lesson's browser test: its address."""
+def app_url():
+    """One app server (started as `streamlit run app/main.py`) for every browser test of this
+    process: its address. The README's own command is tested once (tests/test_browser.py)."""
     import sys
 
     from tests.helpers import APP, serving

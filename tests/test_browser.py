@@ -24,16 +24,20 @@ def readme_app_command() -> str:
     return command.strip()
 
 
-@pytest.fixture(scope="module")
-def app_url(tmp_path_factory):
-    """The app as the README starts it, its `pip install` going into a venv that sees this
-    machine's packages: reinstalling the shared editable install would pull glassbox away from
-    the tests running beside this one (pytest-xdist) while pip swaps it."""
-    venv = tmp_path_factory.mktemp("readme-venv")
+def test_the_readmes_command_installs_and_starts_the_app(tmp_path, page):
+    """The README's command as written, its `pip install` going into a venv that sees this
+    machine's packages (reinstalling the shared editable install would pull glassbox away from
+    the tests running beside this one while pip swaps it); then the welcome page in Chromium.
+    The other tests here use the run's one server (conftest.py's app_url)."""
+    venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
     env = {**os.environ, "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}", "VIRTUAL_ENV": str(venv)}
     with serving(readme_app_command(), env=env, seconds=300) as server:
-        yield server.url
+        page.goto(server.url)
+        settled(page)
+        expect(page.get_by_role("link", name=re.compile("worked example", re.I)).first).to_be_visible(timeout=60_000)
+    assert "Successfully installed glassbox" in server.log, server.log[-2000:]
+    assert list(venv.glob("lib/python*/site-packages/glassbox-*.dist-info")), "installed into the venv"
 
 
 def settled(page):

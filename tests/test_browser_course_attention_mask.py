@@ -24,10 +24,10 @@ def softmax(x: np.ndarray) -> np.ndarray:
     return e / e.sum(-1, keepdims=True)
 
 
-def test_the_angle_slider_moves_the_weight_of_cat(course_app, page):
+def test_the_angle_slider_moves_the_weight_of_cat(app_url, page):
     """Reference: numpy's softmax of q·k/√2 over "the", "cat", "sat" for the query of length 2 at
     the angle the slider shows after one ArrowRight (46°), written to 4 decimals as the page does."""
-    page.goto(course_app + "/course-attention")
+    page.goto(app_url + "/course-attention")
     settled(page)
     table = page.locator("[data-testid='stTable']").first
     expect(table).to_contain_text("0.5896", timeout=60_000)  # the walk-through: softmax(0.7, 2.1, 1.3)
@@ -44,7 +44,7 @@ def test_the_angle_slider_moves_the_weight_of_cat(course_app, page):
     expect(table.locator("tr").filter(has_text="cat")).to_contain_text(f"{weight:.4f}", timeout=60_000)
 
 
-def test_choosing_another_head_updates_its_share_of_later_tokens(course_app, page):
+def test_choosing_another_head_updates_its_share_of_later_tokens(app_url, page):
     """Reference: numpy's softmax of the encoder variant's q·kᵀ/√d_head for block 1, head 2 on the
     default prompt, and the mean weight each position but the last puts on later tokens."""
     loaded = load("default")
@@ -54,7 +54,7 @@ def test_choosing_another_head_updates_its_share_of_later_tokens(course_app, pag
     pattern = softmax(q @ k.T / math.sqrt(loaded.cfg.d_head))
     share = 100 * np.triu(pattern, 1).sum(-1)[:-1].mean()
 
-    page.goto(course_app + "/course-mask")
+    page.goto(app_url + "/course-mask")
     settled(page)
     text = page.locator("[data-testid='stMarkdownContainer']").filter(has_text="puts on average")
     expect(text).to_contain_text("head 1 puts on average", timeout=60_000)

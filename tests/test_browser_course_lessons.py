@@ -29,21 +29,21 @@ def nudge(page, slider_name: str, before: str) -> float:
     return float(thumb.input_value())
 
 
-def test_the_score_multiplier_moves_the_jacobian_norm(course_app, page):
+def test_the_score_multiplier_moves_the_jacobian_norm(app_url, page):
     """Reference: numpy's ‖diag(p) − p·pᵀ‖ for the softmax of [1, 0.0125, −0.0375] × c."""
     def norm(c):
         p = np.exp(c * np.array([1.0, 0.0125, -0.0375]))
         p /= p.sum()
         return np.linalg.norm(np.diag(p) - np.outer(p, p))
 
-    opened(page, course_app + "/course-sqrt-dk", f"{norm(1.0):.6f}")
+    opened(page, app_url + "/course-sqrt-dk", f"{norm(1.0):.6f}")
     c = nudge(page, "Score multiplier c", "1")
     assert c == pytest.approx(1.25)
     expect(page.locator("[data-testid='stMetricValue']").first).to_have_text(f"{norm(c):.6f}", timeout=60_000)
 
 
-def test_the_offset_slider_keeps_the_rotation_exact(course_app, page):
-    opened(page, course_app + "/course-positions", re.compile(r"e-1\d$"))  # the error at k = 1: rounding
+def test_the_offset_slider_keeps_the_rotation_exact(app_url, page):
+    opened(page, app_url + "/course-positions", re.compile(r"e-1\d$"))  # the error at k = 1: rounding
     k = nudge(page, "Offset k", "1")
     assert k == 2
     label = page.locator("[data-testid='stMetricLabel']").first
@@ -51,17 +51,17 @@ def test_the_offset_slider_keeps_the_rotation_exact(course_app, page):
     assert float(page.locator("[data-testid='stMetricValue']").first.inner_text()) < 1e-12
 
 
-def test_a_generated_token_adds_one_row_per_layer(course_app, page):
+def test_a_generated_token_adds_one_row_per_layer(app_url, page):
     """Reference: one more position in 4 layers' keys and values: 2 × 4 × 4 heads × 32 × 4 bytes."""
-    opened(page, course_app + "/course-kv-cache", "20,480")  # "the cat sat on the": 5 positions
+    opened(page, app_url + "/course-kv-cache", "20,480")  # "the cat sat on the": 5 positions
     page.get_by_role("button", name="Generate a token").click()
     expect(page.locator("[data-testid='stMetricValue']").first).to_have_text(f"{20_480 + 2 * 4 * 4 * 32 * 4:,}",
                                                                              timeout=60_000)
 
 
-def test_choosing_a_model_shows_its_parameters(course_app, page):
+def test_choosing_a_model_shows_its_parameters(app_url, page):
     """Reference: transformers' count of Mixtral-8x7B equals the catalog's (tests/test_course_cache_and_model_sizes.py)."""
-    page.goto(course_app + "/course-key-figures")
+    page.goto(app_url + "/course-key-figures")
     page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=60_000)
     parts = page.locator("[data-testid='stTable']").first
     expect(parts).to_contain_text(f"{MODEL['GPT-2 small'].parameters:,}", timeout=60_000)

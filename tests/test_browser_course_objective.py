@@ -8,9 +8,9 @@ from playwright.sync_api import expect
 pytestmark = [pytest.mark.browser, pytest.mark.subprocess]
 
 
-def test_the_p_slider_moves_the_loss(course_app, page):
+def test_the_p_slider_moves_the_loss(app_url, page):
     """Reference: math.log of the slider's value after one ArrowRight (0.251), to the 4 decimals shown."""
-    page.goto(course_app + "/course-objective")
+    page.goto(app_url + "/course-objective")
     page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=60_000)
     metric = page.locator("[data-testid='stMetricValue']").first
     expect(metric).to_have_text(f"{-math.log(0.25):.4f}", timeout=60_000)

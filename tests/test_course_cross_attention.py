@@ -67,7 +67,7 @@ def test_the_lesson_figures_name_the_shipped_models_best_head(loaded):
 
 @pytest.mark.browser
 @pytest.mark.subprocess
-def test_random_source_is_reversed_and_its_share_shown(course_app, page, loaded):
+def test_random_source_is_reversed_and_its_share_shown(app_url, page, loaded):
     """Reference: the first click's source (seed 1) reversed here, its best head's anti-diagonal share
     recomputed by numpy indexing of a separate trace."""
     source = cross_attention.random_source(1)
@@ -77,7 +77,7 @@ def test_random_source_is_reversed_and_its_share_shown(course_app, page, loaded)
     pattern = run_seq2seq_trace(loaded.model, source, seen.output, names=["decoder.*cross_attn.hook_pattern"])[
         f"decoder.blocks.{best['block']}.cross_attn.hook_pattern"].double().numpy()[best["head"]]
     share = pattern[np.arange(n), n - 1 - np.arange(n)].mean()
-    page.goto(course_app + "/course-cross-attention")
+    page.goto(app_url + "/course-cross-attention")
     page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=60_000)
     expect(page.get_by_text("Weight on the anti-diagonal", exact=True)).to_be_visible(timeout=90_000)
     page.get_by_role("button", name="Random source").click()

@@ -68,10 +68,10 @@ def test_the_induction_stripe_and_the_losses_by_hand():
 
 @pytest.mark.browser
 @pytest.mark.subprocess
-def test_choosing_a_head_lists_its_skip_trigrams(course_app, page):
+def test_choosing_a_head_lists_its_skip_trigrams(app_url, page):
     one = load(zero_one_layer.ONE_LAYER)
     rows = attention_only.figures(one)["skip_trigrams"]
-    page.goto(course_app + "/course-zero-one-layer")
+    page.goto(app_url + "/course-zero-one-layer")
     page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=60_000)
     table = page.locator("[data-testid='stTable']").first
     expect(table).to_contain_text(f"{rows[0][0]['ov']:.3f}", timeout=90_000)
@@ -82,14 +82,14 @@ def test_choosing_a_head_lists_its_skip_trigrams(course_app, page):
 
 @pytest.mark.browser
 @pytest.mark.subprocess
-def test_another_sequence_gives_its_own_losses(course_app, page):
+def test_another_sequence_gives_its_own_losses(app_url, page):
     loaded = load(induction_heads.MODEL)
     n = induction_heads.LENGTH
     seen = induction_heads.repeated(loaded, 5)
     with torch.no_grad():
         logits = loaded.model(torch.tensor([seen.tokens])).logits[0].double()
     copyable = F.cross_entropy(logits[n:2 * n - 1], torch.tensor(seen.tokens[n + 1:]), reduction="none").mean().item()
-    page.goto(course_app + "/course-induction")
+    page.goto(app_url + "/course-induction")
     page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=60_000)
     seed = page.get_by_label("Random sequence (seed)", exact=True)
     expect(seed).to_have_value("0", timeout=90_000)
@@ -100,7 +100,7 @@ def test_another_sequence_gives_its_own_losses(course_app, page):
 
 @pytest.mark.browser
 @pytest.mark.subprocess
-def test_route_sends_another_sentence_through_the_router(course_app, page):
+def test_route_sends_another_sentence_through_the_router(app_url, page):
     """Reference: the balance loss of block 1 on the sentence the button picks, written out in numpy
     from the router's probabilities (N · Σ f_i · P_i, f from the top 2)."""
     from glassbox.model.course.mixture_of_experts import BALANCED, route, sentences
@@ -111,7 +111,7 @@ def test_route_sends_another_sentence_through_the_router(course_app, page):
     top2 = np.argsort(-probs, axis=-1)[:, :2]
     f = np.array([(top2 == e).any(-1).mean() for e in range(probs.shape[-1])])
     expected = probs.shape[-1] * (f * probs.mean(0)).sum()
-    page.goto(course_app + "/course-moe")
+    page.goto(app_url + "/course-moe")
     page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=60_000)
     expect(page.get_by_text("N · Σ fᵢ · Pᵢ =")).to_be_visible(timeout=90_000)
     page.get_by_role("button", name="Route another sentence").click()
