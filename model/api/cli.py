@@ -16,6 +16,7 @@ a Python user does.
   patch   --model M --clean TEXT --corrupt TEXT --answer TOKEN --wrong TOKEN [--site S] --json
   attribute --model M --prompt TEXT --target TOKEN --method METHOD [--steps N] --json
   dla     --model M --prompt TEXT --token TOKEN [--wrong TOKEN] --json
+  steer   --model M --prompt TEXT --positive TEXT --negative TEXT --block B [--strength S] [--start P] [--json]
 
 Commands that make a model write it under $GLASSBOX_HOME/models (default: ~/.cache/glassbox/models),
 never into the installed package; --out assets/NAME in a checkout refreshes a shipped model.
@@ -52,6 +53,15 @@ def configure_process() -> None:
     """Set PROCESS_ENVIRONMENT's values the environment does not already set."""
     for name, value in PROCESS_ENVIRONMENT.items():
         os.environ.setdefault(name, value)
+
+
+def _sampling_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--prompt", required=True)
+    parser.add_argument("--max-new-tokens", type=int, default=20)
+    parser.add_argument("--temperature", type=float, default=1.0, help="0: greedy")
+    parser.add_argument("--top-k", type=int, help="keep the k most likely tokens (default: all)")
+    parser.add_argument("--top-p", type=float, default=1.0, help="keep the smallest set with this much probability")
+    parser.add_argument("--seed", type=int, default=0)
 
 
 def _model_args(parser: argparse.ArgumentParser) -> None:
@@ -204,13 +214,11 @@ def cmd_worked_example(args) -> int:
 
 def cmd_generate(args) -> int:
     from glassbox.core import load
-    from glassbox.model.engine.sampling import top
 
     loaded = load(args.model, dtype=args.dtype)
     steps = []
     for token in loaded.stream(args.prompt, args.max_new_tokens, args.temperature, args.top_k, args.top_p, args.seed):
-        steps.append({"token": token.token, "token_id": token.token_id, "p": token.p,
-                      "top": [{"token": t["token"], "p": t["p"]} for t in top(token.after, loaded.tokenizer.pieces)]})
+        steps.append(step_json(token, loaded.pieces))
         if not args.json:
             print(token.token, end="", flush=True)
     completion = loaded.tokenizer.decode([s["token_id"] for s in steps])
@@ -218,6 +226,36 @@ def cmd_generate(args) -> int:
         print(json.dumps({"prompt": args.prompt, "completion": completion, "steps": steps}))
     else:
         print()
+    return 0
+
+
+def step_json(token, pieces: list[str]) -> dict:
+    """One generated token as the --json contracts print it: its text, id, probability, and the
+    most likely tokens of the distribution it was drawn from."""
+    from glassbox.model.engine.sampling import top
+
+    return {"token": token.token, "token_id": token.token_id, "p": token.p,
+            "top": [{"token": t["token"], "p": t["p"]} for t in top(token.after, pieces)]}
+
+
+def cmd_steer(args) -> int:
+    from glassbox.core import load
+
+    loaded = load(args.model, dtype=args.dtype)
+    vector = loaded.steering_vector(args.positive, args.negative, args.block)
+    steered, plain = loaded.steer(args.prompt, vector, args.block, args.strength, args.start, args.max_new_tokens,
+                                  args.temperature, args.top_k, args.top_p, args.seed)
+    runs = {name: {"completion": loaded.tokenizer.decode([t.token_id for t in tokens]),
+                   "steps": [step_json(t, loaded.pieces) for t in tokens]}
+            for name, tokens in (("steered", steered), ("plain", plain))}
+    if args.json:
+        print(json.dumps({"prompt": args.prompt, "block": args.block, "strength": args.strength, "start": args.start,
+                          "vector_norm": float(vector.norm()), **runs}))
+        return 0
+    print(f"vector: resid_pre of block {args.block}, {args.positive!r} − {args.negative!r} "
+          f"(norm {float(vector.norm()):.4g}), × {args.strength:g} from position {args.start}")
+    print(f"steered: {args.prompt}{runs['steered']['completion']}")
+    print(f"plain:   {args.prompt}{runs['plain']['completion']}")
     return 0
 
 
@@ -403,14 +441,20 @@ def parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("generate", help="continue a prompt, token by token (KV cache), with exact sampling")
     _model_args(p)
-    p.add_argument("--prompt", required=True)
-    p.add_argument("--max-new-tokens", type=int, default=20)
-    p.add_argument("--temperature", type=float, default=1.0, help="0: greedy")
-    p.add_argument("--top-k", type=int, help="keep the k most likely tokens (default: all)")
-    p.add_argument("--top-p", type=float, default=1.0, help="keep the smallest set with this much probability")
-    p.add_argument("--seed", type=int, default=0)
+    _sampling_args(p)
     p.add_argument("--json", action="store_true", help='print {"prompt", "completion", "steps": [...]}')
     p.set_defaults(func=cmd_generate)
+
+    p = sub.add_parser("steer", help="generate with a vector added to the residual stream, beside the plain completion")
+    _model_args(p)
+    _sampling_args(p)
+    p.add_argument("--positive", required=True, help="the vector: the residual stream at this prompt's last position…")
+    p.add_argument("--negative", required=True, help="…minus this one's (contrastive activation addition)")
+    p.add_argument("--block", type=int, required=True, help="added to the residual stream entering this block")
+    p.add_argument("--strength", type=float, default=4.0, help="the vector's multiple (default 4)")
+    p.add_argument("--start", type=int, default=0, help="the first position steered (default 0: all)")
+    p.add_argument("--json", action="store_true", help='print {"prompt", "vector_norm", "steered", "plain"}')
+    p.set_defaults(func=cmd_steer)
 
     p = sub.add_parser("train-default", help="regenerate the story corpus and train the default model")
     from glassbox.model.tools.train_default import N_STORIES, STEPS

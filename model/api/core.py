@@ -152,6 +152,26 @@ class Model(LoadedModel):
         """``stream``'s tokens, all of them."""
         return list(self.stream(prompt, max_new_tokens, temperature, top_k, top_p, seed))
 
+    def steering_vector(self, positive: str | list[int], negative: str | list[int], block: int) -> torch.Tensor:
+        """Contrastive activation addition's vector: the residual stream entering ``block`` at
+        ``positive``'s last position minus ``negative``'s (glassbox.model.analysis.steering)."""
+        from glassbox.model.analysis.steering import contrastive_vector
+
+        return contrastive_vector(self.model, self.tokens(positive), self.tokens(negative), block)
+
+    def steer(self, prompt: str, vector: torch.Tensor, block: int, strength: float = 1.0, start: int = 0,
+              max_new_tokens: int = 20, temperature: float = 1.0, top_k: int | None = None, top_p: float = 1.0,
+              seed: int = 0) -> tuple[list[GeneratedToken], list[GeneratedToken]]:
+        """(steered, plain): the completion with ``strength × vector`` added to the residual
+        stream entering ``block`` at every position from ``start`` on (the prompt's and each new
+        token's), and without, drawn with the same sampler and seed."""
+        from glassbox.model.analysis.steering import Steering, steered
+
+        sampling = Sampling(temperature, top_k, top_p, seed)
+        steering = Steering(block, torch.as_tensor(vector), strength, start)
+        return steered(self, prompt, max_new_tokens, sampling, steering), self.generate(
+            prompt, max_new_tokens, temperature, top_k, top_p, seed)
+
     def patch(self, clean: str | list[int], corrupt: str | list[int], answer: str | int, wrong: str | int,
               site: str = "resid_pre"):
         """Activation patching of every ``site`` of the clean run into the corrupted one, with
