@@ -17,6 +17,7 @@ a Python user does.
   attribute --model M --prompt TEXT --target TOKEN --method METHOD [--steps N] --json
   dla     --model M --prompt TEXT --token TOKEN [--wrong TOKEN] --json
   steer   --model M --prompt TEXT --positive TEXT --negative TEXT --block B [--strength S] [--start P] [--json]
+  heads   --model M [--text TEXT ...] [--stories N] [--find SCORE=VALUE] [--json]
 
 Commands that make a model write it under $GLASSBOX_HOME/models (default: ~/.cache/glassbox/models),
 never into the installed package; --out assets/NAME in a checkout refreshes a shipped model.
@@ -322,6 +323,37 @@ def cmd_dla(args) -> int:
     return 0
 
 
+def cmd_heads(args) -> int:
+    from glassbox.core import load
+    from glassbox.model.engine import GlassboxError
+
+    score = above = None
+    if args.find is not None:
+        score, _, value = args.find.partition("=")
+        try:
+            above = float(value)
+        except ValueError:
+            raise GlassboxError(f"--find takes SCORE=VALUE (such as induction=0.5), not {args.find!r}") from None
+    loaded = load(args.model, dtype=args.dtype)
+    catalog = loaded.heads(args.text, args.stories)
+    found = [] if score is None else catalog.find(score, above)
+    if args.json:
+        grids = {name: [[None if v != v else float(v) for v in row] for row in grid]  # NaN (no repeats): null
+                 for name, grid in catalog.scores.items()}
+        print(json.dumps({"n_texts": catalog.n_texts, "n_queries": catalog.n_queries, "n_repeats": catalog.n_repeats,
+                          "scores": grids, "found": [{"block": b, "head": h, "value": v} for b, h, v in found]},
+                         allow_nan=False))
+        return 0
+    print(f"{catalog.n_texts} texts, {catalog.n_queries} queries, {catalog.n_repeats} whose token came earlier")
+    for name, grid in catalog.scores.items():
+        print(f"{name} (rows: blocks; columns: heads)")
+        for b, row in enumerate(grid):
+            print(f"  {b:>3}  " + " ".join(f"{v:6.3f}" for v in row))
+    if score is not None:
+        print(f"heads with {score} > {above:g}: " + (", ".join(f"{b}.{h} ({v:.3f})" for b, h, v in found) or "none"))
+    return 0
+
+
 def cmd_train_default(args) -> int:
     from glassbox.model.tools.train_default import train
 
@@ -508,6 +540,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--position", type=int, default=-1, help="the position (default: the last)")
     p.add_argument("--json", action="store_true", help='print {"logit", "components": [{"name", "value"}, ...]}')
     p.set_defaults(func=cmd_dla)
+
+    p = sub.add_parser("heads", help="the head catalog: previous-token, self, duplicate-token, induction, entropy")
+    _model_args(p)
+    p.add_argument("--text", action="append", help="a text to score on (repeatable; default: the bundled stories)")
+    p.add_argument("--stories", type=count_between(1, 1000), default=16, help="how many bundled stories (default 16)")
+    p.add_argument("--find", help='list the heads past a threshold, as SCORE=VALUE (such as "induction=0.5")')
+    p.add_argument("--json", action="store_true", help='print {"n_texts", "n_queries", "n_repeats", "scores", "found"}')
+    p.set_defaults(func=cmd_heads)
 
     p = sub.add_parser("course", help="the course's lessons; with a lesson, its figures computed now")
     p.add_argument("lesson", nargs="?", help="a lesson's name (`glassbox course` lists them)")

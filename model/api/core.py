@@ -172,6 +172,17 @@ class Model(LoadedModel):
         return steered(self, prompt, max_new_tokens, sampling, steering), self.generate(
             prompt, max_new_tokens, temperature, top_k, top_p, seed)
 
+    def heads(self, texts: list[str | list[int]] | None = None, n_stories: int = 16):
+        """The head catalog (glassbox.model.analysis.head_catalog): per block and head, the
+        previous-token, self, duplicate-token, induction and entropy scores over ``texts``, or
+        over ``n_stories`` of the default model's stories (seed 0), each cut to the context."""
+        from glassbox.model.analysis.head_catalog import head_catalog
+        from glassbox.model.data.stories import corpus
+
+        if texts is None:
+            return head_catalog(self.model, [self.tokens(story)[: self.cfg.n_ctx] for story in corpus(n_stories)])
+        return head_catalog(self.model, [self.tokens(text) for text in texts])
+
     def patch(self, clean: str | list[int], corrupt: str | list[int], answer: str | int, wrong: str | int,
               site: str = "resid_pre"):
         """Activation patching of every ``site`` of the clean run into the corrupted one, with
