@@ -18,6 +18,7 @@ a Python user does.
   dla     --model M --prompt TEXT --token TOKEN [--wrong TOKEN] --json
   steer   --model M --prompt TEXT --positive TEXT --negative TEXT --block B [--strength S] [--start P] [--json]
   heads   --model M [--text TEXT ...] [--stories N] [--find SCORE=VALUE] [--json]
+  path-patch --model M --clean TEXT --corrupt TEXT --answer TOKEN --wrong TOKEN [--input q|k|v] [--json]
 
 Commands that make a model write it under $GLASSBOX_HOME/models (default: ~/.cache/glassbox/models),
 never into the installed package; --out assets/NAME in a checkout refreshes a shipped model.
@@ -323,6 +324,30 @@ def cmd_dla(args) -> int:
     return 0
 
 
+def cmd_path_patch(args) -> int:
+    import numpy as np
+
+    from glassbox.core import load
+
+    result = load(args.model, dtype=args.dtype).path_patch(args.clean, args.corrupt, args.answer, args.wrong, args.input)
+    senders = [result.label(*s) for s in result.senders]
+    receivers = [result.label(*r) for r in result.receivers]
+    if args.json:
+        grid = [[None if v != v else float(v) for v in row] for row in result.metric]  # NaN (no path): null
+        print(json.dumps({"metric_clean": result.metric_clean, "metric_corrupt": result.metric_corrupt,
+                          "input": args.input, "senders": senders, "receivers": receivers, "metric": grid},
+                         allow_nan=False))
+        return 0
+    print(f"logit({args.answer!r}) − logit({args.wrong!r}): clean {result.metric_clean:.4f}, "
+          f"corrupted {result.metric_corrupt:.4f}")
+    restored = result.restored()
+    cells = sorted(((abs(v), i, j) for (i, j), v in np.ndenumerate(restored) if v == v), reverse=True)[:15]
+    print(f"the paths sender → receiver's {args.input} that restore the most (fraction of the difference):")
+    for _, i, j in cells:
+        print(f"  {senders[i]:>8} → {receivers[j]:<6} {result.metric[i, j]:.4f}  ({restored[i, j]:+.3f})")
+    return 0
+
+
 def cmd_heads(args) -> int:
     from glassbox.core import load
     from glassbox.model.engine import GlassboxError
@@ -540,6 +565,17 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--position", type=int, default=-1, help="the position (default: the last)")
     p.add_argument("--json", action="store_true", help='print {"logit", "components": [{"name", "value"}, ...]}')
     p.set_defaults(func=cmd_dla)
+
+    p = sub.add_parser("path-patch", help="path patching: each head's and MLP's direct effect through a later head's input")
+    _model_args(p)
+    p.add_argument("--clean", required=True)
+    p.add_argument("--corrupt", required=True, help="as many tokens as --clean")
+    p.add_argument("--answer", required=True, help="the metric is logit(answer) − logit(wrong) at the last position")
+    p.add_argument("--wrong", required=True)
+    p.add_argument("--input", choices=["q", "k", "v"], default="q", help="the receiver's input patched (default q)")
+    p.add_argument("--json", action="store_true",
+                   help='print {"metric_clean", "metric_corrupt", "input", "senders", "receivers", "metric"}')
+    p.set_defaults(func=cmd_path_patch)
 
     p = sub.add_parser("heads", help="the head catalog: previous-token, self, duplicate-token, induction, entropy")
     _model_args(p)

@@ -192,6 +192,16 @@ class Model(LoadedModel):
         return activation_patching(self.model, self.tokens(clean), self.tokens(corrupt), self.token_id(answer),
                                    self.token_id(wrong), site)
 
+    def path_patch(self, clean: str | list[int], corrupt: str | list[int], answer: str | int, wrong: str | int,
+                   receiver_input: str = "q"):
+        """Path patching: each head's and MLP's direct effect, through a later head's queries
+        (keys, values: ``receiver_input``), on logit(answer) − logit(wrong), everything else
+        frozen at the corrupted run (glassbox.model.analysis.path_patching)."""
+        from glassbox.model.analysis.path_patching import path_patching
+
+        return path_patching(self.model, self.tokens(clean), self.tokens(corrupt), self.token_id(answer),
+                             self.token_id(wrong), receiver_input)
+
     def attribute(self, prompt: str | list[int], target: str | int, method: str = "saliency", steps: int = 32,
                   baseline: str | int | None = None):
         """Each input token's attribution to ``target``'s logit (saliency, input × gradient,

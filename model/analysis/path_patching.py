@@ -1,0 +1,130 @@
+"""Path patching: how much of the clean behaviour one component restores through one path, its
+direct effect on a later head's queries, keys or values, and nothing else.
+
+For a sender (a head, or a block's MLP) and a receiver (a head of a later block, and which of
+its inputs: ``q``, ``k`` or ``v``), on the corrupted prompt:
+
+1. the pass where the sender's output is the clean run's and every other head's and MLP's
+   output is frozen at the corrupted run's (``hook_z``, ``hook_mlp_out``): the residual
+   stream then differs from the corrupted run's by the sender's direct contribution alone,
+   and the receiver's input computed from it (``blocks.{b}.attn.hook_q``, ``hook_k``,
+   ``hook_v``) is kept;
+2. the corrupted run again, with only the receiver's input replaced by the kept one; the
+   metric (logit(answer) − logit(wrong) at the last position, as activation patching's) is
+   what the path sender → receiver restores.
+
+Keys and values are per key/value head (with grouped-query attention a receiver's k or v is
+its group's). Pass 1 runs once per sender keeping every later receiver; pass 2 runs every
+receiver of a sender in one batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from glassbox.model.analysis.architecture import require
+from glassbox.model.analysis.patching import logit_difference
+from glassbox.model.engine import GlassboxError, Transformer, check_prompt, check_token_id, editing
+from glassbox.model.engine.capture import capture
+
+INPUTS = ("q", "k", "v")
+
+
+@dataclass
+class PathPatching:
+    receiver_input: str
+    senders: list[tuple[int, int | None]]  # (block, head), head None for the block's MLP
+    receivers: list[tuple[int, int]]  # (block, head): a key/value head for k and v
+    metric_clean: float
+    metric_corrupt: float
+    metric: np.ndarray  # senders × receivers; NaN where the receiver is not in a later block
+
+    @staticmethod
+    def label(block: int, head: int | None) -> str:
+        return f"{block}.mlp" if head is None else f"{block}.{head}"
+
+    def restored(self) -> np.ndarray:
+        """The fraction of the clean run's metric each path restores (0: the corrupted run's)."""
+        gap = self.metric_clean - self.metric_corrupt
+        return (self.metric - self.metric_corrupt) / gap if gap else np.full_like(self.metric, np.nan)
+
+
+def _outputs(cfg) -> list[str]:
+    names = [f"blocks.{b}.attn.hook_z" for b in range(cfg.n_layers)]
+    return names + ([] if cfg.attn_only else [f"blocks.{b}.hook_mlp_out" for b in range(cfg.n_layers)])
+
+
+def _set(value: torch.Tensor):
+    """An edit that puts ``value`` (one sequence's) in every batch entry."""
+    return lambda tensor: value.to(tensor.dtype).expand_as(tensor).clone()
+
+
+@torch.no_grad()
+def path_patching(model: Transformer, clean: list[int], corrupt: list[int], answer: int, wrong: int,
+                  receiver_input: str = "q") -> PathPatching:
+    """Every sender (each head, each MLP) × every receiver head of a later block."""
+    cfg = model.cfg
+    if receiver_input not in INPUTS:
+        raise GlassboxError(f"The receiver's input must be one of {', '.join(INPUTS)}, not {receiver_input!r}")
+    require(cfg)
+    if cfg.n_layers < 2:
+        raise GlassboxError("Path patching needs two blocks at least: a sender and a later receiver")
+    if len(clean) != len(corrupt):
+        raise GlassboxError(f"The clean prompt is {len(clean)} tokens and the corrupted one {len(corrupt)}: "
+                            "path patching needs prompts of equal length, position by position")
+    check_prompt(cfg, clean)
+    for token in (answer, wrong):
+        check_token_id(cfg, token)
+    outputs = _outputs(cfg)
+    runs = {}
+    for which, ids in (("clean", clean), ("corrupt", corrupt)):
+        with capture(outputs) as recorder:
+            logits = model(torch.tensor([ids], device=model.device), last_only=True).logits
+        runs[which] = ({n: t[0] for n, t in recorder.tensors.items()}, float(logit_difference(logits, answer, wrong)[0]))
+    (clean_out, metric_clean), (corrupt_out, metric_corrupt) = runs["clean"], runs["corrupt"]
+
+    n_receiving = cfg.n_heads if receiver_input == "q" else cfg.n_kv_heads
+    senders = [(b, h) for b in range(cfg.n_layers) for h in [*range(cfg.n_heads), *([] if cfg.attn_only else [None])]]
+    receivers = [(b, h) for b in range(1, cfg.n_layers) for h in range(n_receiving)]
+    metric = np.full((len(senders), len(receivers)), np.nan)
+    corrupt_ids = torch.tensor([corrupt], device=model.device)
+    for i, (block, head) in enumerate(senders):
+        frozen = dict(corrupt_out)
+        name = f"blocks.{block}.hook_mlp_out" if head is None else f"blocks.{block}.attn.hook_z"
+        frozen[name] = clean_out[name] if head is None else _with_head(corrupt_out[name], clean_out[name], head)
+        later = [j for j, (b, _) in enumerate(receivers) if b > block]
+        if not later:
+            continue
+        kept = [f"blocks.{b}.attn.hook_{receiver_input}" for b in range(block + 1, cfg.n_layers)]
+        with editing({n: _set(v) for n, v in frozen.items()}, keep=kept) as editor:
+            model(corrupt_ids, last_only=True)
+        inputs = {n: editor.tensors[n][0] for n in kept}
+        jobs = [receivers[j] for j in later]
+        edits = {}
+        for b in sorted({b for b, _ in jobs}):
+            entries = [(e, h) for e, (rb, h) in enumerate(jobs) if rb == b]
+            edits[f"blocks.{b}.attn.hook_{receiver_input}"] = _receive(entries, inputs[f"blocks.{b}.attn.hook_{receiver_input}"])
+        with editing(edits):
+            values = logit_difference(model(corrupt_ids.expand(len(jobs), -1), last_only=True).logits, answer, wrong)
+        metric[i, later] = values.double().cpu().numpy()
+    return PathPatching(receiver_input, senders, receivers, metric_clean, metric_corrupt, metric)
+
+
+def _with_head(corrupt: torch.Tensor, clean: torch.Tensor, head: int) -> torch.Tensor:
+    """The corrupted run's head × position × d_head outputs with one head's from the clean run."""
+    out = corrupt.clone()
+    out[head] = clean[head]
+    return out
+
+
+def _receive(entries: list[tuple[int, int]], kept: torch.Tensor):
+    """Batch entry e gets head h of ``kept`` (head × position × d_head) in place of its own."""
+    def edit(tensor: torch.Tensor) -> torch.Tensor:
+        out = tensor.clone()
+        for entry, head in entries:
+            out[entry, head] = kept[head]
+        return out
+    return edit
