@@ -171,6 +171,8 @@ def test_welcome_page_a_click_on_the_drawing_leads_to_the_matching_step_and_view
 
     mlp = next(p for p in PARTS if p.key == "mlp")
     page.goto(app_url)
+    # a reader arriving fresh: no step kept in this tab by an earlier test (step_player.js)
+    page.evaluate("sessionStorage.clear()")
     settled(page)
     expect(page.get_by_role("heading", name="Glassbox")).to_be_visible()
     drawing = page.locator("[data-testid='stPlotlyChart']").first

@@ -18,6 +18,7 @@ a Python user does.
   dla     --model M --prompt TEXT --token TOKEN [--wrong TOKEN] --json
   steer   --model M --prompt TEXT --positive TEXT --negative TEXT --block B [--strength S] [--start P] [--json]
   heads   --model M [--text TEXT ...] [--stories N] [--find SCORE=VALUE] [--json]
+  verify  --model M [--prompt TEXT] [--gradients] [--json]
   path-patch --model M --clean TEXT --corrupt TEXT --answer TOKEN --wrong TOKEN [--input q|k|v] [--json]
 
 Commands that make a model write it under $GLASSBOX_HOME/models (default: ~/.cache/glassbox/models),
@@ -348,6 +349,22 @@ def cmd_path_patch(args) -> int:
     return 0
 
 
+def cmd_verify(args) -> int:
+    from glassbox.core import load
+
+    result = load(args.model, dtype=args.dtype).verify(args.prompt, args.gradients)
+    if args.json:
+        print(json.dumps(result.as_dict()))
+        return 0
+    print(f"beside {result.reference}, {result.dtype}, {result.n_tokens} tokens: largest |difference|")
+    print(f"  logits                      {result.logits:.3g}  (largest logit {result.logits_scale:.3g})")
+    print(f"  residual entering a block   {result.residual:.3g}  (largest value {result.residual_scale:.3g})")
+    if result.gradient is not None:
+        print(f"  loss                        {result.loss:.3g}")
+        print(f"  dL/d(residual)              {result.gradient:.3g}  (largest value {result.gradient_scale:.3g})")
+    return 0
+
+
 def cmd_heads(args) -> int:
     from glassbox.core import load
     from glassbox.model.engine import GlassboxError
@@ -576,6 +593,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true",
                    help='print {"metric_clean", "metric_corrupt", "input", "senders", "receivers", "metric"}')
     p.set_defaults(func=cmd_path_patch)
+
+    p = sub.add_parser("verify", help="this model beside transformers' own class on a prompt: the largest differences")
+    _model_args(p)
+    p.add_argument("--prompt", default="The quick brown fox jumps over the lazy dog.")
+    p.add_argument("--gradients", action="store_true", help="also the loss and its gradient w.r.t. each residual stream")
+    p.add_argument("--json", action="store_true", help='print {"reference", "dtype", "n_tokens", "logits", ...}')
+    p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("heads", help="the head catalog: previous-token, self, duplicate-token, induction, entropy")
     _model_args(p)

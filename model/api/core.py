@@ -183,6 +183,17 @@ class Model(LoadedModel):
             return head_catalog(self.model, [self.tokens(story)[: self.cfg.n_ctx] for story in corpus(n_stories)])
         return head_catalog(self.model, [self.tokens(text) for text in texts])
 
+    def verify(self, prompt: str | list[int], gradients: bool = False):
+        """This model beside transformers' own class loaded from the same folder, on ``prompt``:
+        the largest logit and residual-stream differences, and with ``gradients`` the loss's and
+        its gradients' (glassbox.model.io.verify; needs transformers)."""
+        from glassbox.model.io.verify import verify
+
+        tokens = self.tokens(prompt)
+        if gradients and len(tokens) < 2:
+            raise GlassboxError("A gradient check needs a prompt of two tokens at least (the loss predicts the next)")
+        return verify(self, tokens, gradients)
+
     def patch(self, clean: str | list[int], corrupt: str | list[int], answer: str | int, wrong: str | int,
               site: str = "resid_pre"):
         """Activation patching of every ``site`` of the clean run into the corrupted one, with
