@@ -31,7 +31,7 @@ def by_hand(model, texts):
         ids = model.tokens(text)
         trace = run_trace(model.module, ids, names=["*hook_pattern"])
         for b in range(cfg.n_layers):
-            a = trace[f"blocks.{b}.attn.hook_pattern"].numpy()
+            a = trace[f"blocks.{b}.attn.hook_pattern"].cpu().numpy()
             for h in range(cfg.n_heads):
                 for t in range(1, len(ids)):
                     sums["previous_token"][b, h] += a[h, t, t - 1]

@@ -56,6 +56,9 @@ def add_arguments(parser) -> None:
                         help="instead: Glassbox beside transformers (and TransformerLens if installed) on the same weights")
     parser.add_argument("--families", nargs="*", metavar="HUB_ID",
                         help="instead: each curated model's shape (or these), random weights: load, trace, generate")
+    parser.add_argument("--analyses", nargs="*", metavar="HUB_ID",
+                        help="instead: steering, the head catalog, path patching and verify on GPT-2 small's and Gemma "
+                             "3 270M's shapes (or these), random weights: seconds and peak memory per call")
 
 
 def _status_kb(field: str) -> int | None:
@@ -152,6 +155,10 @@ def _verdict(ratio: float, target: float) -> str:
 
 
 def run(args) -> int:
+    if args.analyses is not None:
+        from glassbox.model.tools import analyses_bench
+
+        return analyses_bench.run(args.analyses, args.json)
     if args.families is not None:
         from glassbox.model.tools import family_bench
 

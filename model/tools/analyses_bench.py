@@ -1,0 +1,88 @@
+"""``glassbox bench --analyses [HUB_ID ...]``: the newer analyses' cost on real model shapes.
+
+Each model (default: GPT-2 small and Gemma 3 270M) is laid out as ``bench --families`` lays it
+out (its curated hub config, random weights, a small tokenizer), then each analysis runs in a
+process of its own, after loading the model there (float32, this machine's default device), so
+that its peak memory is its own: steering (16 new tokens, both completions), the head catalog
+(4 texts of 128 random tokens), path patching into the queries (a 16-token pair), and verify
+beside transformers' own class (a 32-token prompt, with gradients). Reported: the seconds of
+the call (the load not counted) and the process's peak resident memory (the load counted).
+Needs transformers, as ``bench --families`` does.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+MODELS = ("openai-community/gpt2", "google/gemma-3-270m")
+ANALYSES = ("steer", "heads", "path-patch", "verify")
+
+
+def measure(analysis: str, path: Path) -> dict:
+    """One analysis on the model in ``path``, in this (fresh) process."""
+    import torch
+
+    from glassbox.model.analysis.head_catalog import head_catalog
+    from glassbox.model.analysis.path_patching import path_patching
+    from glassbox.model.analysis.steering import Steering, contrastive_vector, steered
+    from glassbox.model.engine import default_device
+    from glassbox.model.engine.sampling import Sampling
+    from glassbox.model.io.checkpoint import load
+    from glassbox.model.io.verify import verify
+
+    loaded = load(str(path), dtype="float32")
+    n = loaded.tokenizer.vocab_size
+    draw = torch.randint(0, n, (4, 128), generator=torch.Generator().manual_seed(0)).tolist()
+    model, block = loaded.model, loaded.cfg.n_layers // 2
+    started = time.perf_counter()
+    if analysis == "steer":
+        vector = contrastive_vector(model, draw[0][:8], draw[1][:8], block)
+        steered(loaded, loaded.tokenizer.decode(draw[2][:16]), 16, Sampling(seed=0), Steering(block, vector, 4.0))
+    elif analysis == "heads":
+        head_catalog(model, draw)
+    elif analysis == "path-patch":
+        clean, corrupt = draw[0][:16], draw[0][:15] + draw[1][:1]
+        path_patching(model, clean, corrupt, draw[2][0], draw[2][1], "q")
+    else:
+        verify(loaded, draw[0][:32], gradients=True)
+    if default_device().type == "cuda":
+        torch.cuda.synchronize()
+    return {"analysis": analysis, "seconds": time.perf_counter() - started, "device": str(default_device()),
+            "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+            "peak_gpu_bytes": torch.cuda.max_memory_allocated() if torch.cuda.is_available() else None}
+
+
+def run(models: list[str] | None = None, json_path: Path | None = None) -> int:
+    results = []
+    print("random weights at each model's real shape, float32: seconds per call (load excluded), peak memory")
+    print(f"{'model':<30} {'analysis':<11} {'seconds':>8} {'peak RSS GB':>12} {'peak GPU GB':>12}")
+    for hub_id in models or MODELS:
+        with tempfile.TemporaryDirectory() as folder:
+            built = subprocess.run([sys.executable, "-m", "glassbox.model.tools.family_bench", "build", hub_id, folder],
+                                   capture_output=True, text=True)
+            if built.returncode != 0:
+                print(f"{hub_id:<30} failed to build: {built.stderr.strip().splitlines()[-1:]}")
+                continue
+            for analysis in ANALYSES:
+                done = subprocess.run([sys.executable, "-m", "glassbox.model.tools.analyses_bench", analysis, folder],
+                                      capture_output=True, text=True)
+                if done.returncode != 0:
+                    print(f"{hub_id:<30} {analysis:<11} failed: {done.stderr.strip().splitlines()[-1:]}")
+                    continue
+                r = {"model": hub_id, **json.loads(done.stdout.strip().splitlines()[-1])}
+                results.append(r)
+                gpu = "-" if r["peak_gpu_bytes"] is None else f"{r['peak_gpu_bytes'] / 1e9:.2f}"
+                print(f"{hub_id:<30} {analysis:<11} {r['seconds']:>8.2f} {r['peak_rss_bytes'] / 1e9:>12.2f} {gpu:>12}")
+    if json_path:
+        json_path.write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":  # one analysis, in a process of its own
+    print(json.dumps(measure(sys.argv[1], Path(sys.argv[2]))))
