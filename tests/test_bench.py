@@ -129,3 +129,13 @@ def test_family_bench_builds_loads_traces_an_encoder_and_an_encoder_decoder(hub_
     else:
         assert positive_finite(r["generate_tokens_per_s"])
     assert family_bench.row(r).split()[:2] == [hub_id, f"{r['parameters'] / 1e6:.0f}M"]
+
+
+@pytest.mark.parametrize("analysis", ["steer", "heads", "path-patch", "verify"])
+def test_the_analyses_bench_times_each_call(gpt2_dir, analysis):
+    """Smoke test of `bench --analyses`' measuring half (model/tools/analyses_bench.py), in this
+    process on the tests' tiny GPT-2 folder: each call runs and is timed."""
+    from glassbox.model.tools.analyses_bench import measure
+
+    r = measure(analysis, gpt2_dir)
+    assert r["analysis"] == analysis and positive_finite(r["seconds"]) and r["peak_rss_bytes"] > 0

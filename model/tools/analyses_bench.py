@@ -38,7 +38,8 @@ def measure(analysis: str, path: Path) -> dict:
 
     loaded = load(str(path), dtype="float32")
     n = loaded.tokenizer.vocab_size
-    draw = torch.randint(0, n, (4, 128), generator=torch.Generator().manual_seed(0)).tolist()
+    length = min(128, loaded.cfg.n_ctx)  # a test's tiny model has a shorter context
+    draw = torch.randint(0, n, (4, length), generator=torch.Generator().manual_seed(0)).tolist()
     model, block = loaded.model, loaded.cfg.n_layers // 2
     started = time.perf_counter()
     if analysis == "steer":
