@@ -94,3 +94,15 @@ def test_the_heads_command_prints_the_catalog(model):
     for bad, message in ((["--find", "induction"], "SCORE=VALUE"), (["--find", "copying=0.5"], "score must be one of")):
         run = cli(*args, *bad)
         assert run.returncode == 2 and message in run.stderr and len(run.stderr.splitlines()) == 1
+
+
+def test_a_model_that_cannot_spell_the_stories_is_scored_on_repeated_random_tokens():
+    """micro-induction (a syllable vocabulary) has two induction heads in block 1; the catalog's
+    fallback (random sequences, each repeated) finds them, and the Circuits view's own score on
+    another random sequence agrees (> 0.5 both)."""
+    model = gb.load("micro-induction", dtype="float64")
+    catalog = model.heads(n_stories=4)
+    found = {(b, h) for b, h, _ in catalog.find("induction", 0.5)}
+    half = np.random.default_rng(1).integers(0, model.tokenizer.vocab_size, 20).tolist()
+    induction, _ = head_scores(model.module, half, model.tokenizer.prefix())
+    assert found and found == {(int(b), int(h)) for b, h in zip(*np.nonzero(induction > 0.5))}

@@ -175,13 +175,21 @@ class Model(LoadedModel):
     def heads(self, texts: list[str | list[int]] | None = None, n_stories: int = 16):
         """The head catalog (glassbox.model.analysis.head_catalog): per block and head, the
         previous-token, self, duplicate-token, induction and entropy scores over ``texts``, or
-        over ``n_stories`` of the default model's stories (seed 0), each cut to the context."""
+        over ``n_stories`` of the default model's stories (seed 0), each cut to the context. A
+        model whose vocabulary cannot spell the stories (the micro-models) is scored on as many
+        sequences of random tokens, each repeated once (seed 0), as the Circuits view does."""
         from glassbox.model.analysis.head_catalog import head_catalog
         from glassbox.model.data.stories import corpus
 
-        if texts is None:
-            return head_catalog(self.model, [self.tokens(story)[: self.cfg.n_ctx] for story in corpus(n_stories)])
-        return head_catalog(self.model, [self.tokens(text) for text in texts])
+        if texts is not None:
+            return head_catalog(self.model, [self.tokens(text) for text in texts])
+        try:
+            ids = [self.tokens(story)[: self.cfg.n_ctx] for story in corpus(n_stories)]
+        except GlassboxError:  # words this vocabulary does not have
+            half = min(32, (self.cfg.n_ctx - len(self.tokenizer.prefix())) // 2)
+            draw = torch.randint(0, self.tokenizer.vocab_size, (n_stories, half), generator=torch.Generator().manual_seed(0))
+            ids = [self.tokenizer.prefix() + row + row for row in draw.tolist()]
+        return head_catalog(self.model, ids)
 
     def verify(self, prompt: str | list[int], gradients: bool = False):
         """This model beside transformers' own class loaded from the same folder, on ``prompt``:
