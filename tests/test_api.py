@@ -184,3 +184,23 @@ def test_the_api_on_cuda_equals_the_cpu():
     with gpu.edit(edits):
         got = gpu.trace(PROMPT)
     assert torch.allclose(got["hook_logits"].cpu(), want["hook_logits"], rtol=1e-10, atol=1e-10)
+
+
+def test_an_encoder_decoders_trace_reads_a_source():
+    """micro-seq2seq: trace(target, source=…) is run_seq2seq_trace's (exactly), and its loss is
+    torch's mean cross-entropy of its own logits against the target (1e-12, float64)."""
+    from glassbox.model.engine import run_seq2seq_trace
+
+    model = gb.load("micro-seq2seq", dtype="float64", device="cpu")
+    vocab = model.tokenizer.vocab_size
+    source = [(7 * i + 3) % vocab for i in range(6)]
+    target = source[::-1]
+    trace = model.trace(target, source=source, backward=True)
+    reference = run_seq2seq_trace(model.module, source, target, backward=True)
+    assert torch.equal(trace["hook_logits"], reference["hook_logits"]) and trace.source == source
+    want = torch.nn.functional.cross_entropy(trace["hook_logits"], torch.tensor(target))
+    assert trace.loss == pytest.approx(want.item(), abs=1e-12)
+    with pytest.raises(gb.GlassboxError, match="takes source="):
+        model.trace(target)
+    with pytest.raises(gb.GlassboxError, match="source= is for an encoder-decoder"):
+        gb.load("default").trace("Zoe had a frog", source="Zoe")

@@ -10,7 +10,7 @@ from dataclasses import fields
 
 import torch
 
-from glassbox.model.engine import GRAD, GlassboxError, ModelConfig, Target, Trace, run_trace
+from glassbox.model.engine import GRAD, GlassboxError, ModelConfig, Target, Trace, run_seq2seq_trace, run_trace
 from glassbox.model.engine.edits import Edit, Editor, editing
 from glassbox.model.engine.names import lookup
 from glassbox.model.engine.sampling import GeneratedToken, Sampling, generate
@@ -120,11 +120,22 @@ class Model(LoadedModel):
         return token if isinstance(token, int) else self.tokenizer.token_id(token)
 
     def trace(self, prompt: str | list[int], names: list[str] | tuple[str, ...] | None = None, backward: bool = False,
-              target: str | int | tuple[str | int, int] | Target | None = None) -> Traced:
+              target: str | int | tuple[str | int, int] | Target | None = None,
+              source: str | list[int] | None = None) -> Traced:
         """Every tensor of a forward pass by name (``names``: shell patterns to keep fewer), and
         with ``backward`` the gradient of the loss (the mean next-token cross-entropy, or
         −log p(``target``) at the last position, or at ``(target, position)``) with respect to
-        each. Inside ``edit`` it is the edited model's."""
+        each. Inside ``edit`` it is the edited model's. An encoder-decoder reads ``source`` and
+        is taught ``prompt`` (teacher forcing; the loss is the mean over its tokens)."""
+        if self.cfg.encoder_decoder:
+            if source is None or target is not None:
+                raise GlassboxError("An encoder-decoder's trace takes source= (what the encoder reads) and the prompt "
+                                    "as the decoder's target; target= is for decoder-only models")
+            trace = run_seq2seq_trace(self.model, self.tokens(source), self.tokens(prompt), names=names,
+                                      backward=backward)
+            return Traced.of(trace, self.cfg, self.pieces)
+        if source is not None:
+            raise GlassboxError("source= is for an encoder-decoder; this model reads the prompt alone")
         if target is not None and not isinstance(target, Target):
             token, position = target if isinstance(target, tuple) else (target, -1)
             target = Target(self.token_id(token), position)

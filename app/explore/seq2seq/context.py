@@ -11,7 +11,7 @@ import streamlit as st
 from glassbox.app.explore.common import Explorer
 from glassbox.app.resources import admitted_pass, same_request_waits, trace_cache
 from glassbox.model.analysis.seq2seq import DECODER, ENCODER
-from glassbox.model.engine import Trace, run_seq2seq_trace
+from glassbox.model.engine import Trace
 from glassbox.model.serving import Needs
 
 STACKS = {"encoder": ENCODER, "decoder": DECODER}  # each stack in words (as in the URL): its tensors' prefix
@@ -52,7 +52,7 @@ class Seq2SeqExplorer(Explorer):
 
         def compute() -> Trace:
             with admitted_pass("trace", self.loaded, length, backward=True):
-                return run_seq2seq_trace(self.model, self.source, self.target_tokens, backward=True)
+                return self.loaded.trace(self.target_tokens, backward=True, source=self.source)
 
         with st.spinner("Tracing the source and the target…"), same_request_waits("the same trace") as waiting:
             return trace_cache().get(key, compute, waiting)
