@@ -104,7 +104,7 @@ def activation_patching(model: Transformer, clean: list[int], corrupt: list[int]
             by_name: dict[str, list[tuple[int, tuple]]] = defaultdict(list)
             for entry, (_, name, index) in enumerate(chunk):
                 by_name[name].append((entry, index))
-            edits = {name: _patch_entries(jobs, clean_acts[name][0]) for name, jobs in by_name.items()}
+            edits = {name: patch_entries(jobs, clean_acts[name][0]) for name, jobs in by_name.items()}
             with editing(edits):
                 values = logit_difference(model(corrupt_ids.expand(len(chunk), -1), last_only=True).logits, answer, wrong)
             for (cell, _, _), value in zip(chunk, values.tolist()):
@@ -113,8 +113,8 @@ def activation_patching(model: Transformer, clean: list[int], corrupt: list[int]
     return Patching(site, metric_clean, metric_corrupt, metric, estimate)
 
 
-def _patch_entries(jobs: list[tuple[int, tuple]], clean: torch.Tensor):
-    """One edit for a batch: entry e gets the clean activation at its own index."""
+def patch_entries(jobs: list[tuple[int, tuple]], clean: torch.Tensor):
+    """One edit for a batch: entry e gets ``clean`` (one sequence's activation) at its own index."""
     def edit(tensor: torch.Tensor) -> torch.Tensor:
         out = tensor.clone()
         for entry, index in jobs:

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from glassbox.model.analysis.architecture import require
-from glassbox.model.analysis.patching import logit_difference
+from glassbox.model.analysis.patching import logit_difference, patch_entries
 from glassbox.model.engine import GlassboxError, Transformer, check_prompt, check_token_id, editing
 from glassbox.model.engine.capture import capture
 
@@ -105,8 +105,8 @@ def path_patching(model: Transformer, clean: list[int], corrupt: list[int], answ
         jobs = [receivers[j] for j in later]
         edits = {}
         for b in sorted({b for b, _ in jobs}):
-            entries = [(e, h) for e, (rb, h) in enumerate(jobs) if rb == b]
-            edits[f"blocks.{b}.attn.hook_{receiver_input}"] = _receive(entries, inputs[f"blocks.{b}.attn.hook_{receiver_input}"])
+            entries = [(e, (h,)) for e, (rb, h) in enumerate(jobs) if rb == b]  # entry e gets its head's kept input
+            edits[f"blocks.{b}.attn.hook_{receiver_input}"] = patch_entries(entries, inputs[f"blocks.{b}.attn.hook_{receiver_input}"])
         with editing(edits):
             values = logit_difference(model(corrupt_ids.expand(len(jobs), -1), last_only=True).logits, answer, wrong)
         metric[i, later] = values.double().cpu().numpy()
@@ -118,13 +118,3 @@ def _with_head(corrupt: torch.Tensor, clean: torch.Tensor, head: int) -> torch.T
     out = corrupt.clone()
     out[head] = clean[head]
     return out
-
-
-def _receive(entries: list[tuple[int, int]], kept: torch.Tensor):
-    """Batch entry e gets head h of ``kept`` (head × position × d_head) in place of its own."""
-    def edit(tensor: torch.Tensor) -> torch.Tensor:
-        out = tensor.clone()
-        for entry, head in entries:
-            out[entry, head] = kept[head]
-        return out
-    return edit

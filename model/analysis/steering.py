@@ -13,6 +13,7 @@ seed draws the steered and the plain completion: where they part, it is the vect
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -34,13 +35,17 @@ class Steering:
         return f"blocks.{self.block}.hook_resid_pre"
 
 
+def check_block(cfg, block: int) -> None:
+    if not 0 <= block < cfg.n_layers:
+        raise GlassboxError(f"block must be from 0 to {cfg.n_layers - 1}, not {block}")
+
+
 def check(cfg, steering: Steering) -> None:
-    if not 0 <= steering.block < cfg.n_layers:
-        raise GlassboxError(f"block must be from 0 to {cfg.n_layers - 1}, not {steering.block}")
+    check_block(cfg, steering.block)
     if tuple(steering.vector.shape) != (cfg.d_model,):
         raise GlassboxError(f"the steering vector must have d_model = {cfg.d_model} numbers, not "
                             f"{tuple(steering.vector.shape)}")
-    if not torch.isfinite(steering.vector).all() or not torch.isfinite(torch.tensor(steering.strength)):
+    if not torch.isfinite(steering.vector).all() or not math.isfinite(steering.strength):
         raise GlassboxError("the steering vector and its strength must be finite numbers")
     if steering.start < 0:
         raise GlassboxError(f"the first steered position must be 0 or more, not {steering.start}")
@@ -49,9 +54,8 @@ def check(cfg, steering: Steering) -> None:
 def contrastive_vector(model, positive: list[int], negative: list[int], block: int) -> torch.Tensor:
     """The residual stream entering ``block`` at the last position of ``positive`` minus that of
     ``negative`` (each run alone, no gradient)."""
+    check_block(model.cfg, block)
     name = f"blocks.{block}.hook_resid_pre"
-    if not 0 <= block < model.cfg.n_layers:
-        raise GlassboxError(f"block must be from 0 to {model.cfg.n_layers - 1}, not {block}")
     last = [run_trace(model, tokens, names=[name])[name][-1] for tokens in (positive, negative)]
     return last[0] - last[1]
 

@@ -334,9 +334,9 @@ def cmd_path_patch(args) -> int:
     senders = [result.label(*s) for s in result.senders]
     receivers = [result.label(*r) for r in result.receivers]
     if args.json:
-        grid = [[None if v != v else float(v) for v in row] for row in result.metric]  # NaN (no path): null
         print(json.dumps({"metric_clean": result.metric_clean, "metric_corrupt": result.metric_corrupt,
-                          "input": args.input, "senders": senders, "receivers": receivers, "metric": grid},
+                          "input": args.input, "senders": senders, "receivers": receivers,
+                          "metric": json_grid(result.metric)},  # NaN (no path): null
                          allow_nan=False))
         return 0
     print(f"logit({args.answer!r}) − logit({args.wrong!r}): clean {result.metric_clean:.4f}, "
@@ -365,6 +365,11 @@ def cmd_verify(args) -> int:
     return 0
 
 
+def json_grid(grid) -> list[list[float | None]]:
+    """A 2-D array as JSON lists, NaN (no value there) as null: strict JSON has no NaN."""
+    return [[None if v != v else float(v) for v in row] for row in grid]
+
+
 def cmd_heads(args) -> int:
     from glassbox.core import load
     from glassbox.model.engine import GlassboxError
@@ -380,8 +385,7 @@ def cmd_heads(args) -> int:
     catalog = loaded.heads(args.text, args.stories)
     found = [] if score is None else catalog.find(score, above)
     if args.json:
-        grids = {name: [[None if v != v else float(v) for v in row] for row in grid]  # NaN (no repeats): null
-                 for name, grid in catalog.scores.items()}
+        grids = {name: json_grid(grid) for name, grid in catalog.scores.items()}  # NaN (no repeats): null
         print(json.dumps({"n_texts": catalog.n_texts, "n_queries": catalog.n_queries, "n_repeats": catalog.n_repeats,
                           "scores": grids, "found": [{"block": b, "head": h, "value": v} for b, h, v in found]},
                          allow_nan=False))
