@@ -22,11 +22,12 @@ PROMPTS = {"micro-bigram": "the cat sat on the", "micro-attention-only": "the ca
 ATTENTION_ONLY = {"MLP": NO_MLP, "Backward": NO_MLP}  # the dead neurons' section; the rest of the view draws
 SAID = {
     "micro-bigram": {"Tokens & embeddings": NO_POSITIONS, "Attention": NO_BLOCKS, "LayerNorm": NO_BLOCKS,
-                     "MLP": NO_BLOCKS, "Backward": NO_BLOCKS, "Ask why": NO_BLOCKS, "Circuits": NO_BLOCKS},
+                     "MLP": NO_BLOCKS, "Backward": NO_BLOCKS, "Ask why": NO_BLOCKS, "Circuits": NO_BLOCKS,
+                     "Head catalog": NO_BLOCKS},
     "micro-attention-only": ATTENTION_ONLY,
     INDUCTION_MODEL: ATTENTION_ONLY,
 }
-WHOLE = {"Attention", "LayerNorm", "MLP"}  # views whose sentence, where they have one, is all they show
+WHOLE = {"Attention", "LayerNorm", "MLP", "Head catalog"}  # views whose sentence, where they have one, is all they show
 
 
 @pytest.mark.parametrize("model", list(PROMPTS))

@@ -5,6 +5,7 @@ import streamlit as st
 
 from glassbox.app.components.charts import log_axis, show
 from glassbox.app.explore.common import Explorer, bar_chart, probs_at
+from glassbox.app.explore.exactness import exactness_panel
 from glassbox.app.components.labels import bar_label, plain, token_labels
 from glassbox.model.analysis import architecture, parts
 from glassbox.model.analysis.experts import active_parameters
@@ -88,3 +89,4 @@ def render(ctx: Explorer) -> None:
                + ("one trace serves every view." if ctx.plan(Needs(()))[0] is None else
                   "too much for one trace here (over 2 GiB, or a third of this server's trace budget), so each view "
                   "captures only the tensors it shows."))
+    exactness_panel(ctx)

@@ -68,6 +68,15 @@ def patching(model_key: str, clean: tuple, corrupt: tuple, answer: int, wrong: i
         return _ctx.loaded.patch(list(clean), list(corrupt), answer, wrong, site)
 
 
+@st.cache_resource(max_entries=16, show_spinner="Path patching, one sender at a time…")
+def path_patching(model_key: str, clean: tuple, corrupt: tuple, answer: int, wrong: int, receiver_input: str,
+                  _ctx: Explorer):
+    n_receivers = (_ctx.cfg.n_layers - 1) * (_ctx.cfg.n_heads if receiver_input == "q" else _ctx.cfg.n_kv_heads)
+    # the largest pass: one sender's receivers, patched in one batch
+    with model_pass("path patching", _ctx.pass_cost("Path patching", backward=False, batch=lambda n: max(n_receivers, 1))):
+        return _ctx.loaded.path_patch(list(clean), list(corrupt), answer, wrong, receiver_input)
+
+
 def token_choice(ctx: Explorer, label: str, key: str, default: int, help: str,
                  offers: tuple[list[int], list[int]]) -> int | None:
     """A token typed as text, its id; the model's own prediction when left empty. ``offers``: the
@@ -122,6 +131,7 @@ def render(ctx: Explorer) -> None:
     input_attribution(ctx, token)
     ablation_view(ctx, token)
     patching_view(ctx, token, wrong)
+    path_patching_view(ctx, token, wrong)
 
 
 def value_room(values: np.ndarray) -> list[float]:
@@ -318,3 +328,60 @@ def patching_view(ctx: Explorer, token: int, wrong: int) -> None:
                f"gradient × the clean − corrupted difference, a first-order approximation). Agreement with the patched "
                f"runs: correlation {'undefined (no variation)' if r is None else f'{r:.3f}'}, largest difference "
                f"{largest:.3g} in the metric.")
+
+
+RECEIVER_INPUTS = {"q": "queries", "k": "keys", "v": "values"}
+
+
+def sender_label(block: int, head: int | None) -> str:
+    """A sender as the grid's rows name it, with the engine's indices: "0.3" (blocks.0, head [3]), "MLP 0"."""
+    return f"MLP {block}" if head is None else f"{block}.{head}"
+
+
+def path_patching_runs(cfg, receiver_input: str) -> int:
+    """How many runs path patching makes: per sender, a first pass and one per receiver in a later block."""
+    per_block = cfg.n_heads if receiver_input == "q" else cfg.n_kv_heads
+    senders = cfg.n_heads + (not cfg.attn_only)  # a block's heads and its MLP
+    return sum(senders * (1 + (cfg.n_layers - 1 - b) * per_block) for b in range(cfg.n_layers))
+
+
+def path_patching_view(ctx: Explorer, token: int, wrong: int) -> None:
+    st.subheader("Path patching")
+    if lacks(ctx):
+        return
+    if ctx.cfg.n_layers < 2:
+        st.info("Path patching needs two blocks at least: a sender and a later head that receives it.")
+        return
+    st.markdown("With the same corrupted prompt and metric: how much each **sender** (a head, or a block's MLP) "
+                "restores through one **receiver** head's queries, keys or values alone. The sender's clean output "
+                "goes into the corrupted run with every other head and MLP frozen at the corrupted run's; only the "
+                "receiver's input computed from that stream is then put into the corrupted run.")
+    corrupt_text = st.session_state.get("explore_why_corrupt")
+    if not corrupt_text:
+        st.info("Type a corrupted prompt under activation patching above and press Patch.")
+        return
+    receiver_input = st.segmented_control("Through the receiver's", list(RECEIVER_INPUTS), key="explore_why_path_input",
+                                          persist_state="session", required=True, default="q",
+                                          format_func=RECEIVER_INPUTS.get)
+    corrupt = ctx.loaded.encode(corrupt_text)
+    runs = path_patching_runs(ctx.cfg, receiver_input)
+    if runs * len(ctx.tokens) > PATCH_TOKENS:
+        st.warning(plain(f"That is {runs:,} patched runs of {len(ctx.tokens)} tokens: too many for this server. Use a "
+                         "shorter prompt."))
+        return
+    result = path_patching(ctx.model_key, tuple(ctx.tokens), tuple(corrupt), token, wrong, receiver_input, ctx)
+    if result.metric_clean == result.metric_corrupt:
+        st.warning("The two prompts give the same metric: there is no difference to restore.")
+        return
+    rows = [sender_label(b, h) for b, h in result.senders]
+    cols = [f"{b}.{h}" for b, h in result.receivers]
+    receiving = "key/value head" if receiver_input != "q" and ctx.cfg.n_kv_heads != ctx.cfg.n_heads else "head"
+    heatmap(result.restored(), rows, cols, f"Fraction restored through each receiver's {RECEIVER_INPUTS[receiver_input]}",
+            f"sender's output → blocks.b.attn.hook_{receiver_input}[h] of a later block", row_title="sender (block.head)",
+            col_title=f"receiver {receiving} (block.head)", zoom_key="explore_why_path")
+    best = np.nanargmax(np.abs(result.restored()))
+    sender, receiver = divmod(int(best), len(cols))
+    st.caption(f"Labels are the engine's indices: 0.3 is blocks.0's head [3] (block 1, head 4 as the other views count), "
+               f"MLP 0 is blocks.0's MLP. Blank: the receiver is not in a later block. 1 restores all of the metric's "
+               f"{result.metric_clean - result.metric_corrupt:.4g} difference, 0 none. The strongest path: "
+               f"{rows[sender]} → {cols[receiver]} ({result.restored()[sender, receiver]:.3f}).")
