@@ -20,6 +20,7 @@ from glassbox.app.components.latex import thousands
 from glassbox.app.components.labels import plain, plain_html, token_labels, token_text
 from glassbox.app.components.model_picker import model_picker, readable_prompt
 from glassbox.app.components.sampling_controls import SAMPLING_LIMITS, clicked as generate_clicked, sampling_controls
+from glassbox.app.components.steering import choose_source, side_by_side, steering_caption, token_record
 from glassbox.app.resources import check_cost, model_pass, shared_model
 from glassbox.app.state import read_url_settings, show_url_notes, write_url_settings
 from glassbox.model.analysis.architecture import NO_BLOCKS
@@ -302,6 +303,55 @@ def generation_view(loaded) -> None:
     lessons_about(["kv-cache"])
 
 
+STEERED = "playground_steered"  # the last steered generation, shown while its model and prompt are the page's
+
+
+@fragment
+def steering_view(loaded) -> None:
+    """Steering: generate with a vector added to the residual stream, beside the plain completion
+    with the same sampler and seed (the settings above). Its own fragment: a steering run reruns only this."""
+    with st.expander("Steer", expanded=STEERED in st.session_state):
+        if loaded.cfg.kind != "decoder" or not loaded.cfg.n_layers:
+            st.info("Steering adds a vector to a decoder-only model's residual stream between blocks; "
+                    + ("this model has no blocks." if loaded.cfg.kind == "decoder" else f"this model is an {loaded.cfg.kind}."))
+            return
+        st.markdown("Add a vector to the residual stream entering a block, at every position from a chosen one on, and "
+                    "generate; the plain completion is drawn beside it with the same settings and seed.")
+        source = choose_source()
+        with st.form("playground_steer"):
+            inputs = source.inputs(loaded)
+            left, right = st.columns(2)
+            strength = left.slider("Strength", -20.0, 20.0, 4.0, 0.5, key="playground_steer_strength",
+                                   persist_state="session", help="The vector is multiplied by this; negative steers "
+                                                                 "the other way")
+            start = right.number_input("From position", 0, loaded.cfg.n_ctx, 0, key="playground_steer_start",
+                                       persist_state="session", help="The first position steered (0: the whole "
+                                       "prompt); positions past the prompt steer only the new tokens from there")
+            pressed = st.form_submit_button("Steer")
+        if pressed:
+            if isinstance(inputs, str):
+                st.error(plain(inputs))
+            else:
+                run_steering(loaded, source.make(loaded, inputs), strength, int(start))
+        result = st.session_state.get(STEERED)
+        if result and (result["model"], result["prompt"]) == (st.session_state.model, st.session_state.prompt):
+            st.caption(steering_caption(result["label"], result["strength"], result["start"], result["settings"]))
+            side_by_side(result["prompt"], result["steered"], result["plain"])
+
+
+def run_steering(loaded, vector, strength: float, start: int) -> None:
+    """``Model.steer`` with the page's prompt, settings and seed, admitted as a generation (the
+    steered and the plain one run one after the other)."""
+    prompt, n_new, sampling = st.session_state.prompt, int(st.session_state.max_new), sampling_from_state()
+    with model_pass("steering", pass_cost(loaded, len(loaded.encode(prompt)), n_new)):
+        steered, plain_tokens = loaded.steer(prompt, vector.vector, vector.block, strength, start, n_new,
+                                             **asdict(sampling))
+    st.session_state[STEERED] = {"model": st.session_state.model, "prompt": prompt, "settings": str(sampling),
+                                 "label": vector.label, "strength": strength, "start": start,
+                                 "steered": [token_record(t) for t in steered],
+                                 "plain": [token_record(t) for t in plain_tokens]}
+
+
 def kv_cache_figures(loaded, result: dict, step: int) -> dict:
     """The KV cache that predicted ``step``: its size by the formula (LaTeX), per block, and as measured."""
     cfg, t = loaded.cfg, result["tokens"][step]
@@ -356,3 +406,4 @@ new_limit = min(LIMITS["max_new"][1], current.cfg.n_ctx) if current.cfg.encoder_
 st.session_state.max_new = min(st.session_state.max_new, new_limit)
 model_card(current)
 sampling_view(current, top_k_limit, new_limit)
+steering_view(current)
