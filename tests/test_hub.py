@@ -156,9 +156,9 @@ def fake_hub(neox_dir, tmp_path, monkeypatch):
                     self.end_headers()
                     return
                 return self.send(hub_state.answers.get(name) or json.dumps({"id": name, "sha": COMMIT, "siblings": [
-                    {"rfilename": f.name, "size": claimed.get(f.name, f.stat().st_size)}
-                    for f in sorted(folder.iterdir())]}).encode(), body=body)
-            file = folder / parts[4] if len(parts) == 5 and parts[2] == "resolve" and folder else None
+                    {"rfilename": f.relative_to(folder).as_posix(), "size": claimed.get(f.name, f.stat().st_size)}
+                    for f in sorted(folder.rglob("*")) if f.is_file()]}).encode(), body=body)
+            file = folder.joinpath(*parts[4:]) if len(parts) >= 5 and parts[2] == "resolve" and folder else None
             if file is None or not file.is_file():
                 return self.not_found(listing)
             data = file.read_bytes()
@@ -561,3 +561,31 @@ def test_a_bad_timeout_setting_is_a_clean_message(monkeypatch):
     assert hub.timeout() == 2.5
     monkeypatch.delenv("GLASSBOX_HUB_TIMEOUT")
     assert hub.timeout() == hub.DEFAULT_TIMEOUT == 20
+
+
+def test_a_sparse_autoencoder_is_fetched_by_its_folder_alone_then_opens_offline(fake_hub, tmp_path, monkeypatch):
+    """owner/repo/folder: only that folder's config and safetensors are fetched (not another
+    folder's, nor a pickle beside them), into the hub cache, where the same id then opens with
+    HF_HUB_OFFLINE=1. The SAE's numbers are tests/test_features.py's business."""
+    from safetensors.torch import save_file
+
+    from glassbox.model.io.sae import load_sae
+
+    repo = tmp_path / "saes"
+    for layer in (0, 1):
+        folder = repo / f"blocks.{layer}.hook_resid_pre"
+        folder.mkdir(parents=True)
+        (folder / "cfg.json").write_text(json.dumps({"architecture": "standard", "d_in": 8, "d_sae": 16,
+                                                     "metadata": {"hook_name": f"blocks.{layer}.hook_resid_pre"}}))
+        save_file({"W_enc": torch.ones(8, 16), "b_enc": torch.zeros(16), "W_dec": torch.ones(16, 8),
+                   "b_dec": torch.zeros(8)}, str(folder / "sae_weights.safetensors"))
+        (folder / "sparsity.pt").write_bytes(b"a pickle")
+    fake_hub.repos["test-org/saes"] = repo
+    sae = load_sae("test-org/saes/blocks.1.hook_resid_pre")
+    assert (sae.hook_in, sae.d_sae, sae.name) == ("blocks.1.hook_resid_pre", 16, "test-org/saes/blocks.1.hook_resid_pre")
+    fetched = sorted(p.split("/resolve/")[1].split("/", 1)[1] for p in fake_hub if p.startswith("GET /test-org/saes/"))
+    assert fetched == ["blocks.1.hook_resid_pre/cfg.json", "blocks.1.hook_resid_pre/sae_weights.safetensors"]
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert load_sae("test-org/saes/blocks.1.hook_resid_pre").d_in == 8
+    with pytest.raises(GlassboxError, match="not in the hub cache"):
+        load_sae("test-org/saes/blocks.0.hook_resid_pre")

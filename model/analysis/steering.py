@@ -1,10 +1,12 @@
 """Steering: generation with a vector added to the residual stream.
 
-At block ``block`` the residual stream entering it (``blocks.{block}.hook_resid_pre``) gets
-``strength × vector`` added at every position from ``start`` on: the prompt's positions from
-``start``, and every token generated after them. The vector may come from two prompts
+At block ``block`` the residual stream entering it (``blocks.{block}.hook_resid_pre``; or
+``hook``, another tensor of the block that is or joins the stream) gets ``strength × vector``
+added at every position from ``start`` on: the prompt's positions from ``start``, and every
+token generated after them. The vector may come from two prompts
 (contrastive activation addition: the difference of their residual streams at that block, at
-their last positions) or from anywhere else of width d_model (a feature's decoder direction).
+their last positions) or from anywhere else of width d_model (a sparse-autoencoder feature's
+decoder row, added where the SAE writes: features.steering_vector).
 
 Generation runs with the KV cache, one token a pass after the prompt; the edit counts the
 positions it has seen, so it knows where each pass's tokens sit in the sequence. The same
@@ -25,14 +27,19 @@ from glassbox.model.engine.sampling import GeneratedToken, Sampling, generate
 
 @dataclass(frozen=True)
 class Steering:
-    block: int  # the vector goes into blocks.{block}.hook_resid_pre
+    block: int  # the vector goes into blocks.{block}.{hook}
     vector: torch.Tensor  # (d_model,)
     strength: float = 1.0
     start: int = 0  # the first position steered (0: the whole prompt, and every new token)
+    hook: str = "hook_resid_pre"  # or another of STREAM_HOOKS
 
     @property
     def name(self) -> str:
-        return f"blocks.{self.block}.hook_resid_pre"
+        return f"blocks.{self.block}.{self.hook}"
+
+
+# The block's tensors of width d_model that are, or are added to, the residual stream.
+STREAM_HOOKS = ("hook_resid_pre", "hook_resid_mid", "hook_resid_post", "hook_attn_out", "hook_mlp_out")
 
 
 def check_block(cfg, block: int) -> None:
@@ -42,6 +49,8 @@ def check_block(cfg, block: int) -> None:
 
 def check(cfg, steering: Steering) -> None:
     check_block(cfg, steering.block)
+    if steering.hook not in STREAM_HOOKS:
+        raise GlassboxError(f"Steering adds to one of {', '.join(STREAM_HOOKS)}, not {steering.hook!r}")
     if tuple(steering.vector.shape) != (cfg.d_model,):
         raise GlassboxError(f"the steering vector must have d_model = {cfg.d_model} numbers, not "
                             f"{tuple(steering.vector.shape)}")

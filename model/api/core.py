@@ -172,16 +172,58 @@ class Model(LoadedModel):
 
     def steer(self, prompt: str, vector: torch.Tensor, block: int, strength: float = 1.0, start: int = 0,
               max_new_tokens: int = 20, temperature: float = 1.0, top_k: int | None = None, top_p: float = 1.0,
-              seed: int = 0) -> tuple[list[GeneratedToken], list[GeneratedToken]]:
+              seed: int = 0, hook: str = "hook_resid_pre") -> tuple[list[GeneratedToken], list[GeneratedToken]]:
         """(steered, plain): the completion with ``strength × vector`` added to the residual
-        stream entering ``block`` at every position from ``start`` on (the prompt's and each new
-        token's), and without, drawn with the same sampler and seed."""
+        stream entering ``block`` (or to ``hook``, another of the block's stream tensors:
+        hook_resid_mid, hook_resid_post, hook_attn_out, hook_mlp_out) at every position from
+        ``start`` on (the prompt's and each new token's), and without, drawn with the same
+        sampler and seed."""
         from glassbox.model.analysis.steering import Steering, steered
 
         sampling = Sampling(temperature, top_k, top_p, seed)
-        steering = Steering(block, torch.as_tensor(vector), strength, start)
+        steering = Steering(block, torch.as_tensor(vector), strength, start, hook)
         return steered(self, prompt, max_new_tokens, sampling, steering), self.generate(
             prompt, max_new_tokens, temperature, top_k, top_p, seed)
+
+    def sae(self, source: str):
+        """A sparse autoencoder (or transcoder) for this model: a folder in SAELens's or Gemma
+        Scope's format, or ``owner/repo/folder`` on the hub (glassbox.model.io.sae), in this
+        model's dtype and device, checked against the tensors it reads and writes."""
+        from glassbox.model.analysis.features import check_sae
+        from glassbox.model.io.sae import load_sae
+
+        sae = load_sae(source, self.model.embed.W_E.dtype, self.model.device)
+        check_sae(self.model, sae)
+        return sae
+
+    def features(self, prompt: str | list[int], sae, top: int = 5):
+        """Each token's ``top`` features, the SAE's reconstruction error per position, and the
+        next-token loss with the reconstruction spliced in (glassbox.model.analysis.features)."""
+        from glassbox.model.analysis.features import features
+
+        return features(self.model, self.tokens(prompt), sae, top)
+
+    def feature_logits(self, prompt: str | list[int], sae, feature: int, k: int = 10):
+        """The tokens whose logits one unit of ``feature`` raises and lowers most, directly."""
+        from glassbox.model.analysis.features import logit_effect
+
+        return logit_effect(self.model, self.tokens(prompt), sae, feature, k)
+
+    def ablate_feature(self, prompt: str | list[int], sae, feature: int):
+        """The next-token distribution with ``feature``'s contribution taken out, beside the plain one."""
+        from glassbox.model.analysis.features import ablate_feature
+
+        return ablate_feature(self.model, self.tokens(prompt), sae, feature)
+
+    def steer_feature(self, prompt: str, sae, feature: int, strength: float = 1.0, start: int = 0,
+                      max_new_tokens: int = 20, temperature: float = 1.0, top_k: int | None = None,
+                      top_p: float = 1.0, seed: int = 0) -> tuple[list[GeneratedToken], list[GeneratedToken]]:
+        """``steer`` with ``feature``'s decoder row, added where the SAE writes."""
+        from glassbox.model.analysis.features import steering_vector
+
+        block, hook, vector = steering_vector(sae, feature)
+        return self.steer(prompt, vector, block, strength, start, max_new_tokens, temperature, top_k, top_p, seed,
+                          hook)
 
     def heads(self, texts: list[str | list[int]] | None = None, n_stories: int = 16):
         """The head catalog (glassbox.model.analysis.head_catalog): per block and head, the

@@ -137,27 +137,51 @@ def _has_weights(folder: Path) -> bool:
     return (folder / "model.safetensors").exists()
 
 
-def cached(hub: HubId) -> Path | None:
-    """The cached snapshot folder of ``hub`` with its config and weights, or None."""
+def _check_model_listing(hub: HubId, wanted: list[str], files: dict[str, int]) -> None:
+    if not any(f.endswith(".safetensors") for f in wanted):
+        pickles = [f for f in files if any(fnmatch.fnmatchcase(f, p) for p in PICKLES)]
+        raise GlassboxError(f"{hub} has no safetensors weights" + (f" (only {', '.join(pickles[:3])})" if pickles else "")
+                            + ": Glassbox never loads pickled weights, which can run code")
+    if "config.json" not in wanted:
+        raise GlassboxError(f"{hub} has no config.json: it is not a transformers model")
+
+
+@dataclass(frozen=True)
+class HubFiles:
+    """What to fetch of a repository: a model's files (MODEL_FILES), or one folder of it (a
+    sparse autoencoder's: glassbox.model.io.sae)."""
+    wanted: Callable[[str], bool]  # a listed file's path → fetch it
+    check: Callable[[HubId, list[str], dict[str, int]], None]  # refuse a listing that lacks what is needed
+    complete: Callable[[Path], bool]  # a cached snapshot folder holds all that is needed
+    look_up: list[str]  # patterns looked up in the cache first
+
+
+MODEL_FILES = HubFiles(_wanted, _check_model_listing,
+                       lambda folder: (folder / "config.json").exists() and _has_weights(folder), CONFIG_FILES)
+
+
+def cached(hub: HubId, files: HubFiles = MODEL_FILES) -> Path | None:
+    """The cached snapshot folder of ``hub`` with its config and weights (``files``), or None."""
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
 
     try:
         folder = Path(snapshot_download(hub.repo, revision=hub.revision, cache_dir=cache_dir(),
-                                        local_files_only=True, allow_patterns=CONFIG_FILES))
+                                        local_files_only=True, allow_patterns=files.look_up))
     except (LocalEntryNotFoundError, HFValidationError, OSError, ValueError):
         return None
-    return folder if (folder / "config.json").exists() and _has_weights(folder) else None
+    return folder if files.complete(folder) else None
 
 
-def download(hub: HubId, progress: Progress | None = None) -> Path:
-    """Fetch what Glassbox reads of ``hub`` (or find it in the cache) and return its folder.
+def download(hub: HubId, progress: Progress | None = None, files: HubFiles = MODEL_FILES) -> Path:
+    """Fetch what Glassbox reads of ``hub`` (``files``: a model's, by default) or find it in
+    the cache, and return its snapshot folder.
     ``progress`` is told the bytes done and in all, once the files are listed, at each request
     and as they arrive (whatever it raises stops the download); without one, huggingface_hub's
     own progress bars are shown (tqdm, in a terminal)."""
     if not hub_enabled():
         raise GlassboxError(f"No model {str(hub)!r}: this server does not open models from the Hugging Face hub")
-    folder = cached(hub)
+    folder = cached(hub, files)
     if folder is not None:
         return folder
     if offline():
@@ -176,24 +200,20 @@ def download(hub: HubId, progress: Progress | None = None) -> Path:
     _hook_into_huggingface_hub()
     transfer = _TRANSFER.set(_Transfer(timeout(), report))
     try:
-        sha, files = _listing(HfApi(endpoint=endpoint), hub)
-        wanted = [f for f in files if _wanted(f)]
-        if not any(f.endswith(".safetensors") for f in wanted):
-            pickles = [f for f in files if any(fnmatch.fnmatchcase(f, p) for p in PICKLES)]
-            raise GlassboxError(f"{hub} has no safetensors weights" + (f" (only {', '.join(pickles[:3])})" if pickles else "")
-                                + ": Glassbox never loads pickled weights, which can run code")
-        if "config.json" not in wanted:
-            raise GlassboxError(f"{hub} has no config.json: it is not a transformers model")
-        total = sum(files[f] for f in wanted)
-        _check_room(hub, sum(files[f] for f in wanted if f.endswith(".safetensors")), total)
+        sha, listed = _listing(HfApi(endpoint=endpoint), hub)
+        wanted = [f for f in listed if files.wanted(f)]
+        files.check(hub, wanted, listed)
+        total = sum(listed[f] for f in wanted)
+        _check_room(hub, sum(listed[f] for f in wanted if f.endswith(".safetensors")), total)
         _remove_stale_partials(hub)
         tqdm_class = None if progress is None else _reporting_tqdm(report)
         for filename in wanted:  # by the revision's name, so that the cache records it (refs/<revision>)
             path = hf_hub_download(hub.repo, filename, revision=hub.revision, cache_dir=cache_dir(),
                                    tqdm_class=tqdm_class, endpoint=endpoint)
-            if Path(path).parent.name != sha:  # a push midway: never mix two versions' files
+            snapshot = Path(path).parents[filename.count("/")]
+            if snapshot.name != sha:  # a push midway: never mix two versions' files
                 raise GlassboxError(f"{hub} changed on the hub during the download: try again")
-            done += files[filename]
+            done += listed[filename]
             report()
     except errors.RepositoryNotFoundError:
         raise GlassboxError(f"No model {hub.repo!r} on the Hugging Face hub (or it is private)") from None
@@ -206,7 +226,7 @@ def download(hub: HubId, progress: Progress | None = None) -> Path:
         raise GlassboxError(f"Cannot fetch {hub} from the Hugging Face hub: {_reason(exc, endpoint)}") from None
     finally:
         _TRANSFER.reset(transfer)
-    return Path(path).parent
+    return snapshot
 
 
 def _listing(api, hub: HubId) -> tuple[str, dict[str, int]]:
