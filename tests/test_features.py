@@ -300,3 +300,37 @@ def test_the_curated_list_names_releases_for_models_glassbox_opens():
         assert entry.model in hub_ids, entry.model
         assert entry.download_bytes > entry.d_in * entry.d_sae * 8
     assert {e.model for e in curated()} == {"openai-community/gpt2", "google/gemma-3-270m"}
+
+
+def test_the_cli_prints_the_apis_numbers_and_one_line_for_bad_input(pair, gpt2_dir, tmp_path):
+    """`glassbox features --json` carries Model.features / feature_logits / ablate_feature /
+    steer_feature's numbers (those are checked against their references above)."""
+    from tests.helpers import cli
+
+    model, _ = pair
+    folder = saved(tmp_path, saelens_sae("standard", hook="blocks.0.hook_resid_post", dtype="float64"))
+    sae = model.sae(folder)
+    want = model.features(PROMPT, sae, top=3)
+    feature = int(want.top_ids[-1, 0])
+    args = ["features", "--model", str(gpt2_dir), "--dtype", "float64", "--sae", folder, "--prompt", PROMPT,
+            "--top", "3", "--feature", str(feature), "--ablate", "--steer", "5", "--max-new-tokens", "3"]
+    run = cli(*args, "--json")
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout)
+    assert out["spliced_loss"] == pytest.approx(want.spliced_loss, abs=1e-12)
+    assert [t["top"][0]["feature"] for t in out["tokens"]] == [int(i) for i in want.top_ids[:, 0]]
+    assert out["feature"]["promoted"][0]["logit"] == pytest.approx(model.feature_logits(PROMPT, sae, feature).promoted[0])
+    assert out["feature"]["ablation"]["kl"] == pytest.approx(model.ablate_feature(PROMPT, sae, feature).kl)
+    steered, _ = model.steer_feature(PROMPT, sae, feature, 5.0, max_new_tokens=3, temperature=0)
+    assert [s["token_id"] for s in out["feature"]["steering"]["steered"]["steps"]] == [t.token_id for t in steered]
+    text = cli(*args)
+    assert text.returncode == 0 and "with the reconstruction in place" in text.stdout and "steered × 5" in text.stdout
+    for bad, message in ((["--sae", str(tmp_path / "nothing")], "error:"), (["--feature", "96"], "feature must be"),
+                         (["--steer", "1"], "give --feature")):
+        base = [a for a in args if a not in ("--ablate",)]
+        if bad[0] == "--steer":
+            base = base[:base.index("--feature")]
+        run = cli(*[*base, *bad])
+        assert run.returncode == 2 and run.stderr.count("\n") == 1 and message in run.stderr, run.stderr
+    listing = cli("features", "--list")
+    assert listing.returncode == 0 and "jbloom/GPT2-Small-SAEs-Reformatted/blocks.8.hook_resid_pre" in listing.stdout
