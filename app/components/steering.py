@@ -123,4 +123,4 @@ def side_by_side(prompt: str, steered: list[dict], plain_tokens: list[dict]) -> 
 def steering_caption(label: str, strength: float, start: int, settings: str) -> str:
     """What was added where, and with which sampler, as text."""
     return plain(f"{strength:g} × {label}, added from position {start} on (the prompt's positions from there and "
-                 f"every new token). {settings}.")
+                 f"every new token). Sampler (the settings above): {settings}.")

@@ -104,7 +104,9 @@ def render(ctx: Explorer) -> None:
     except GlassboxError as exc:
         st.error(plain(exc))
         return
-    st.caption(f"{result.n_texts} text{'s' * (result.n_texts != 1)}, {result.n_queries:,} query positions; "
+    stories = (" (the bundled stories; a model whose vocabulary cannot spell them is scored on as many random "
+               "sequences, each repeated once)") if texts is None else ""
+    st.caption(f"{result.n_texts} text{'s' * (result.n_texts != 1)}{stories}, {result.n_queries:,} query positions; "
                f"{result.n_repeats:,} of them hold a token that came earlier, the ones duplicate-token and induction "
                "average over" + (" (none here: those two grids are empty)." if not result.n_repeats else "."))
     score, found = finder(ctx, result)
