@@ -21,6 +21,7 @@ from safetensors.torch import save_file
 
 import glassbox as gb
 from glassbox.model.engine import GlassboxError
+from glassbox.model.io.assets import asset
 from glassbox.model.io.sae import curated, load_sae
 
 sae_lens = pytest.importorskip("sae_lens")  # a development extra (pyproject.toml): always there in CI
@@ -159,6 +160,10 @@ def test_features_and_the_spliced_loss_equal_transformers_with_saelens_in_place(
     assert np.array_equal(got.top_ids[active.numpy()], order[active].numpy())
     assert np.array_equal(got.active, (acts > 0).sum(-1).numpy())
     assert np.allclose(got.error_norm, want_error.numpy(), rtol=1e-10)
+    # the grid's columns: features among some position's top 4, by their largest activation
+    assert np.allclose(got.column_values, acts[:, got.columns].numpy(), atol=1e-10)
+    assert set(got.columns) <= set(order[active].tolist()) and len(got.columns) == min(24, len(set(order[active].tolist())))
+    assert (np.diff(got.column_values.max(0)) <= 0).all()
     with torch.no_grad():
         plain = hf(torch.tensor([ids])).logits[0]
     spliced = hf_run(hf, ids, 1, lambda h: reference(h))
@@ -295,11 +300,11 @@ def test_a_mismatched_or_broken_sae_is_a_clean_error(pair, tmp_path):
 def test_the_curated_list_names_releases_for_models_glassbox_opens():
     from glassbox.model.io.catalog import curated as curated_models
 
-    hub_ids = {entry.hub_id for entry in curated_models()}
+    hub_ids = {entry.hub_id for entry in curated_models()} | {"default"}
     for entry in curated():
         assert entry.model in hub_ids, entry.model
         assert entry.download_bytes > entry.d_in * entry.d_sae * 8
-    assert {e.model for e in curated()} == {"openai-community/gpt2", "google/gemma-3-270m"}
+    assert {e.model for e in curated()} == {"default", "openai-community/gpt2", "google/gemma-3-270m"}
 
 
 def test_the_cli_prints_the_apis_numbers_and_one_line_for_bad_input(pair, gpt2_dir, tmp_path):
@@ -334,3 +339,25 @@ def test_the_cli_prints_the_apis_numbers_and_one_line_for_bad_input(pair, gpt2_d
         assert run.returncode == 2 and run.stderr.count("\n") == 1 and message in run.stderr, run.stderr
     listing = cli("features", "--list")
     assert listing.returncode == 0 and "jbloom/GPT2-Small-SAEs-Reformatted/blocks.8.hook_resid_pre" in listing.stdout
+
+
+def test_train_sae_writes_what_saelens_reads_and_learns(tmp_path):
+    """`glassbox train-sae`, a short run: SAELens's own SAE.load_from_disk reads the folder and
+    encodes as Glassbox does (1e-5); the loss fell; the shipped one (assets/default-sae) opens on
+    the default model and explains most of its stream on held-out stories."""
+    from sae_lens import SAE
+
+    from tests.helpers import cli
+
+    run = cli("train-sae", "--out", str(tmp_path / "sae"), "--steps", "200", "--stories", "12")
+    assert run.returncode == 0, run.stderr
+    summary = json.loads((tmp_path / "sae" / "training.json").read_text())
+    assert [c["step"] for c in summary["curve"]] == [100, 200] and summary["curve"][1]["mse"] < summary["curve"][0]["mse"]
+    reference = SAE.load_from_disk(str(tmp_path / "sae"))
+    ours = load_sae(str(tmp_path / "sae"))
+    x = torch.randn(9, 128, generator=torch.Generator().manual_seed(3)) * 4
+    with torch.no_grad():
+        assert torch.allclose(ours.encode(x), reference.encode(x), atol=1e-5)
+    assert gb.load("default").sae("default-sae").d_sae == 1024  # opens, and fits the default model
+    shipped = json.loads((asset("default-sae") / "training.json").read_text())
+    assert shipped["variance_explained_held_out"] > 0.95 and shipped["curve"][-1]["mse"] < shipped["curve"][0]["mse"] / 4

@@ -29,6 +29,8 @@ from glassbox.model.analysis.steering import STREAM_HOOKS as RESIDUAL_WRITERS
 from glassbox.model.engine import GlassboxError, Transformer, check_prompt, run_trace
 from glassbox.model.engine.edits import editing
 
+COLUMNS = 24  # features kept for a position × feature grid
+
 
 
 @dataclass
@@ -43,6 +45,8 @@ class Features:
     tensor_norm: np.ndarray  # position: ‖x‖ (centred where the SAE centres its input)
     loss: float  # mean next-token cross-entropy
     spliced_loss: float  # the same with the reconstruction in the tensor's place
+    columns: np.ndarray  # the features that are among some position's strongest, strongest first (at most COLUMNS)
+    column_values: np.ndarray  # position × columns: their activations everywhere
 
     @property
     def relative_error(self) -> np.ndarray:
@@ -125,12 +129,14 @@ def features(model: Transformer, tokens: list[int], sae: SparseAutoencoder, top:
     seen = target - target.mean(-1, keepdim=True) if sae.center_input else target
     values, ids = a.topk(min(top, sae.d_sae), dim=-1)
     ids = torch.where(values > 0, ids, -1)
+    candidates = ids[ids >= 0].unique()
+    columns = candidates[a[:, candidates].amax(0).argsort(descending=True, stable=True)][:COLUMNS]
     with editing(_rewriting(sae, lambda out, x_in, acts: sae.decode(acts, x_in))):
         spliced = run_trace(model, tokens, names=["hook_loss"])
     return Features(sae.hook_in, sae.hook_out, list(tokens), ids.cpu().numpy(),
                     values.clamp(min=0).double().cpu().numpy(), (a > 0).sum(-1).cpu().numpy(),
                     error.norm(dim=-1).double().cpu().numpy(), seen.norm(dim=-1).double().cpu().numpy(),
-                    _mean_loss(trace), _mean_loss(spliced))
+                    _mean_loss(trace), _mean_loss(spliced), columns.cpu().numpy(), a[:, columns].double().cpu().numpy())
 
 
 def _mean_loss(trace) -> float:

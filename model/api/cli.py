@@ -10,6 +10,7 @@ a Python user does.
   build-worked-example [--out DIR]  reconstruct the worked example's model ($GLASSBOX_HOME/models/worked-example)
   generate --model M --prompt TEXT --max-new-tokens N --temperature T --top-k K --top-p P --seed S [--json]
   train-default [--out DIR]         regenerate the story corpus and train the default model ($GLASSBOX_HOME/models/default)
+  train-sae [--out DIR]             train the default model's sparse autoencoder ($GLASSBOX_HOME/models/default-sae)
   train-micro NAME [--json]         train a micro-model (bigram, attention-only, induction, moe, seq2seq) ($GLASSBOX_HOME/models/micro-NAME)
   models                            the curated hub models: family, parameters, download size, cached
   download ID[@REVISION]            fetch a hub model's config, tokenizer and safetensors into the hub cache
@@ -410,6 +411,13 @@ def cmd_train_default(args) -> int:
     return 0
 
 
+def cmd_train_sae(args) -> int:
+    from glassbox.model.tools.train_sae import train
+
+    train(path=model_output(args.out, "default-sae"), steps=args.steps, n_stories=args.stories)
+    return 0
+
+
 def cmd_train_micro(args) -> int:
     import json
 
@@ -655,6 +663,15 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=STEPS, help=argparse.SUPPRESS)  # smaller runs for tests
     p.add_argument("--stories", type=int, default=N_STORIES, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_train_default)
+
+    p = sub.add_parser("train-sae", help="train the default model's sparse autoencoder (blocks.2.hook_resid_pre)")
+    from glassbox.model.tools.train_sae import N_STORIES as SAE_STORIES, STEPS as SAE_STEPS
+
+    p.add_argument("--out", type=Path, help="where to write it (default: $GLASSBOX_HOME/models/default-sae; "
+                   "assets/default-sae refreshes the shipped one)")
+    p.add_argument("--steps", type=count_between(1, 100_000), default=SAE_STEPS, help=argparse.SUPPRESS)
+    p.add_argument("--stories", type=count_between(1, 100_000), default=SAE_STORIES, help=argparse.SUPPRESS)
+    p.set_defaults(func=cmd_train_sae)
 
     p = sub.add_parser("train-micro", help="train a micro-model that shows one mechanism, and print its figure")
     # model.micro.MICRO's names, written out: torch is not imported before a command runs (a test keeps them equal)

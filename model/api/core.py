@@ -185,14 +185,15 @@ class Model(LoadedModel):
         return steered(self, prompt, max_new_tokens, sampling, steering), self.generate(
             prompt, max_new_tokens, temperature, top_k, top_p, seed)
 
-    def sae(self, source: str):
+    def sae(self, source: str, max_bytes: int | None = None):
         """A sparse autoencoder (or transcoder) for this model: a folder in SAELens's or Gemma
         Scope's format, or ``owner/repo/folder`` on the hub (glassbox.model.io.sae), in this
-        model's dtype and device, checked against the tensors it reads and writes."""
+        model's dtype and device, checked against the tensors it reads and writes; refused
+        before any weight is read where it would take over ``max_bytes``."""
         from glassbox.model.analysis.features import check_sae
         from glassbox.model.io.sae import load_sae
 
-        sae = load_sae(source, self.model.embed.W_E.dtype, self.model.device)
+        sae = load_sae(source, self.model.embed.W_E.dtype, self.model.device, max_bytes)
         check_sae(self.model, sae)
         return sae
 

@@ -5,6 +5,7 @@
   per SAE (``jbloom/GPT2-Small-SAEs-Reformatted/blocks.8.hook_resid_pre``). Older configs keep
   the hook name at the top level (``hook_name``, ``hook_point``) and TopK's k in
   ``activation_fn_kwargs``; both are read.
+- a shipped one by name: ``default-sae``, the default model's (``glassbox train-sae``).
 - **Gemma Scope 2's** (``params.safetensors``: w_enc, w_dec, b_enc, b_dec, threshold), JumpReLU,
   its hook read from the folder's name as SAELens's loader reads it (``resid_post/layer_12_…``:
   blocks.12.hook_resid_post; ``mlp_out``, ``attn_out``, ``transcoder``).
@@ -31,6 +32,7 @@ from safetensors import SafetensorError, safe_open
 
 from glassbox.model.analysis.sae import ARCHITECTURES, NORMALIZATIONS, SparseAutoencoder
 from glassbox.model.engine import GlassboxError
+from glassbox.model.io.assets import asset
 from glassbox.model.io.guard import allowed_roots, check_fits, model_directory, read_json, regular_file, shortened
 from glassbox.model.io.hub import HubFiles, HubId, cached, download, parse_hub_id
 
@@ -60,11 +62,16 @@ class CuratedSAE:
 
     @property
     def cached(self) -> bool:
+        if self.source in BUNDLED:
+            return True
         hub, folder = _hub_source(self.source)
         return cached(hub, _sae_files(folder)) is not None
 
 
+BUNDLED = {"default-sae": "default"}  # shipped SAE → the bundled model it reads (glassbox train-sae)
 CURATED = [
+    CuratedSAE("default", "default-sae", "blocks.2.hook_resid_pre", 128, 1024,
+               "trained here on the default model's stories (glassbox train-sae): TopK, k = 16"),
     *[CuratedSAE("openai-community/gpt2", f"jbloom/GPT2-Small-SAEs-Reformatted/blocks.{layer}.hook_resid_pre",
                  f"blocks.{layer}.hook_resid_pre", 768, 24576,
                  "Joseph Bloom's residual-stream SAEs for GPT-2 small (gpt2-small-res-jb), the ones Neuronpedia shows",
@@ -132,6 +139,8 @@ def _sae_files(folder: str) -> HubFiles:
 
 def _resolve(source: str) -> tuple[Path, str]:
     """(the SAE's folder, its name for labels)."""
+    if source in BUNDLED:
+        return asset(source), source
     if allowed_roots() is None and os.path.isdir(source):
         return Path(source).resolve(), source
     if source.count("/") >= 2 and not source.startswith(("/", ".", "~")):
