@@ -32,6 +32,13 @@ def shared_model(name: str) -> Model:
         return model_cache().model(name)
 
 
+@st.cache_resource(max_entries=4, show_spinner="Opening the sparse autoencoder…")
+def shared_sae(model_key: str, source: str, _loaded: Model):
+    """One sparse autoencoder per (model, source) for every session, as the models are shared;
+    refused above the trace budget's worth of weights (a hub one is fetched on first use)."""
+    return _loaded.sae(source, max_bytes=trace_budget())
+
+
 @st.cache_resource
 def trace_budget() -> int:
     """GLASSBOX_TRACE_BUDGET_GB, else half the memory free when the server starts."""

@@ -52,3 +52,26 @@ def test_steering_says_what_is_missing_and_where_it_does_not_apply():
     assert not seq2seq.exception
     assert any("this model is an encoder-decoder" in shown(i.value) for i in seq2seq.info)
     assert not [b for b in seq2seq.button if b.label == "Steer"]
+
+
+def test_a_sparse_autoencoder_feature_steers_where_the_sae_writes():
+    """The shipped default-sae's feature 486 (it fires on " fox"): reference ``Model.steer_feature``
+    (its decoder row added at blocks.2.hook_resid_pre; tests/test_features.py checks that against
+    transformers) with the page's settings. A feature past the SAE's last is a clean message."""
+    model = gb.load("default")
+    sae = model.sae("default-sae")
+    at = start("screens/playground.py", prompt=PROMPT, max_new="8", seed="1", temperature="0.7")
+    at.radio(key="playground_steer_source").set_value("a sparse-autoencoder feature").run()
+    at.number_input(key="playground_steer_feature").set_value(486)
+    at.slider(key="playground_steer_strength").set_value(12.0)
+    steer(at)
+    steered, plain = model.steer_feature(PROMPT, sae, 486, 12.0, 0, 8, temperature=0.7, seed=1)
+    table = at.dataframe[-1].value
+    assert list(table["steered"]) == [token_text(t.token) for t in steered]
+    assert list(table["plain"]) == [token_text(t.token) for t in plain]
+    np.testing.assert_allclose(table["p steered"], [t.p for t in steered], rtol=1e-6)
+    assert [t.token for t in steered] != [t.token for t in plain]
+    assert "feature #486 of default-sae" in shown(" ".join(c.value for c in at.caption))
+    at.number_input(key="playground_steer_feature").set_value(5000)
+    next(b for b in at.button if b.label == "Steer").click().run()
+    assert not at.exception and "feature must be from 0 to 1023" in shown(at.error[0].value)

@@ -1,8 +1,8 @@
 """Steering's parts that do not depend on where the vector comes from: the vector sources (each
 draws its own inputs and makes the vector from them, through ``glassbox.Model``), and the steered
 and plain completions drawn side by side. The playground (app/screens/playground.py) puts them
-together. A source is a ``VectorSource``: add one to ``SOURCES`` (a sparse-autoencoder feature's
-decoder row, say) and the playground offers it."""
+together. A source is a ``VectorSource`` in ``SOURCES``: two prompts (contrastive activation
+addition), or a sparse-autoencoder feature's decoder row."""
 
 from __future__ import annotations
 
@@ -14,8 +14,10 @@ import streamlit as st
 import torch
 
 from glassbox.app.components.labels import HIGHLIGHT, plain, plain_html, token_text
-from glassbox.app.resources import check_cost, model_pass
+from glassbox.app.components.sae_picker import ASK_SOURCE, OTHER_SAE, SOURCE_EXAMPLE, offered
+from glassbox.app.resources import check_cost, model_pass, shared_sae
 from glassbox.core import Model
+from glassbox.model.analysis.features import steering_vector
 from glassbox.model.engine import block_label
 from glassbox.model.engine.sampling import GeneratedToken
 from glassbox.model.serving import working_bytes
@@ -25,7 +27,8 @@ from glassbox.model.serving import working_bytes
 class SteeringVector:
     vector: torch.Tensor  # (d_model,)
     label: str  # what it is, in words, shown beside the completions
-    block: int  # where it is added: the residual stream entering this block (blocks.{block}.hook_resid_pre)
+    block: int  # where it is added: the residual stream entering this block (blocks.{block}.hook_resid_pre)…
+    hook: str = "hook_resid_pre"  # …or another of the block's stream tensors (where an SAE writes)
 
 
 @dataclass(frozen=True)
@@ -65,8 +68,32 @@ def contrastive_vector(loaded: Model, inputs: tuple) -> SteeringVector:
                                   f"{block_label(block)}, at their last tokens)", block)
 
 
+def feature_inputs(loaded: Model) -> tuple | str:
+    saes = offered(loaded.name)
+    left, right = st.columns([3, 1])
+    choice = left.selectbox("Sparse autoencoder", [*saes, OTHER_SAE], key="playground_steer_sae",
+                            persist_state="session", help="The Explore page's Features view shows what each feature does")
+    feature = right.number_input("Feature", 0, None, 0, key="playground_steer_feature", persist_state="session")
+    if choice != OTHER_SAE:
+        return saes[choice], int(feature)
+    typed = st.text_input("Folder or hub source", key="playground_steer_sae_source", persist_state="session",
+                          placeholder=SOURCE_EXAMPLE)
+    if not typed.strip():
+        return ASK_SOURCE
+    return typed.strip(), int(feature)
+
+
+def feature_vector(loaded: Model, inputs: tuple) -> SteeringVector:
+    """A sparse-autoencoder feature's decoder row, added where the SAE writes (``steering_vector``)."""
+    source, feature = inputs
+    block, hook, vector = steering_vector(shared_sae(loaded.name, source, loaded), feature)
+    return SteeringVector(vector, f"feature #{feature} of {source} (its decoder row, added to blocks.{block}.{hook})",
+                          block, hook)
+
+
 SOURCES = {source.name: source for source in (
     VectorSource("two prompts (contrastive activation addition)", contrastive_inputs, contrastive_vector),
+    VectorSource("a sparse-autoencoder feature", feature_inputs, feature_vector),
 )}
 
 

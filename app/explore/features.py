@@ -10,25 +10,16 @@ import pandas as pd
 import streamlit as st
 
 from glassbox.app.components.labels import plain
+from glassbox.app.components.sae_picker import ASK_SOURCE, OTHER_SAE, SOURCE_EXAMPLE, offered
 from glassbox.app.explore.common import Explorer, bar_chart, heatmap, lacks
-from glassbox.app.resources import model_pass, trace_budget
+from glassbox.app.resources import model_pass, shared_sae
 from glassbox.model.engine import GlassboxError
-from glassbox.model.io.sae import curated
-
-OTHER = "another: a folder, or owner/repo/folder on the hub"
 TOP = 5
 
 
 def lit(ctx: Explorer) -> set[str]:
     # what the SAEs read and write: the residual stream, and the parts that write into it
     return {f"blocks.{i}.{part}" for i in range(ctx.cfg.n_layers) for part in ("attn", "mlp")}
-
-
-@st.cache_resource(max_entries=4, show_spinner="Opening the sparse autoencoder…")
-def opened(model_key: str, source: str, _ctx: Explorer):
-    """One SAE per (model, source), shared by the sessions like the model; at most the server's
-    trace budget of weights."""
-    return _ctx.loaded.sae(source, max_bytes=trace_budget())
 
 
 @st.cache_resource(max_entries=16, show_spinner="Reading the prompt through the features…")
@@ -50,20 +41,18 @@ def one_feature(model_key: str, source: str, tokens: tuple, feature: int, _ctx: 
 
 def choose_sae(ctx: Explorer) -> str | None:
     """The SAE's source: a curated one for this model, or one typed; None until there is one."""
-    offered = {f"{e.source} · reads {e.hook} · {e.d_sae:,} features · "
-               f"{'ready' if e.cached else f'{e.download_bytes / 1e6:,.0f} MB to download'}": e.source
-               for e in curated(ctx.model_key)}
-    choice = st.selectbox("Sparse autoencoder", [*offered, OTHER], key="explore_sae_choice", persist_state="session",
+    saes = offered(ctx.model_key)
+    choice = st.selectbox("Sparse autoencoder", [*saes, OTHER_SAE], key="explore_sae_choice", persist_state="session",
                           help="Curated releases for this model, or any SAE in SAELens's format (cfg.json + "
                                "sae_weights.safetensors) or Gemma Scope's (params.safetensors)")
-    if choice != OTHER:
-        return offered[choice]
+    if choice != OTHER_SAE:
+        return saes[choice]
     with st.form("explore_sae_form"):
         typed = st.text_input("Folder or hub source", key="explore_sae_source", persist_state="session",
-                              placeholder="jbloom/GPT2-Small-SAEs-Reformatted/blocks.8.hook_resid_pre")
+                              placeholder=SOURCE_EXAMPLE)
         st.form_submit_button("Open")
     if not typed.strip():
-        st.info("Type a folder, or owner/repo/folder on the Hugging Face hub, and press Open.")
+        st.info(ASK_SOURCE)
         return None
     return typed.strip()
 
@@ -78,7 +67,7 @@ def render(ctx: Explorer) -> None:
     if source is None:
         return
     try:
-        sae = opened(ctx.model_key, source, ctx)
+        sae = shared_sae(ctx.model_key, source, ctx.loaded)
         result = read(ctx.model_key, source, tuple(ctx.tokens), ctx, sae)
     except GlassboxError as exc:
         st.error(plain(exc))

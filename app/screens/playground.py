@@ -345,7 +345,7 @@ def run_steering(loaded, vector, strength: float, start: int) -> None:
     prompt, n_new, sampling = st.session_state.prompt, int(st.session_state.max_new), sampling_from_state()
     with model_pass("steering", pass_cost(loaded, len(loaded.encode(prompt)), n_new)):
         steered, plain_tokens = loaded.steer(prompt, vector.vector, vector.block, strength, start, n_new,
-                                             **asdict(sampling))
+                                             **asdict(sampling), hook=vector.hook)
     st.session_state[STEERED] = {"model": st.session_state.model, "prompt": prompt, "settings": str(sampling),
                                  "label": vector.label, "strength": strength, "start": start,
                                  "steered": [token_record(t) for t in steered],
