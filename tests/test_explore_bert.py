@@ -71,6 +71,8 @@ def test_every_view_opens_on_a_tiny_bert_and_speaks_of_an_encoder(bert):
             assert len(at.get("download_button")) == 2
         elif view == "Compare":
             assert "prompt B" in at.info[-1].value
+        elif view == "Features":
+            assert "this model is an encoder" in at.info[-1].value
         else:
             assert charts(at), view
 

@@ -1,4 +1,4 @@
-"""Sparse-autoencoder features (model/analysis/sae.py, features.py; model/io/sae.py; gb.Model.sae,
+"""Sparse-autoencoder features (model/engine/sae.py, features.py; model/io/sae.py; gb.Model.sae,
 features, feature_logits, ablate_feature, steer_feature).
 
 References:
@@ -64,7 +64,7 @@ def test_encode_and_decode_equal_saelens_on_its_saved_files(tmp_path, architectu
     reference = saelens_sae(architecture, **settings)
     reference.save_model(tmp_path)
     sae = load_sae(str(tmp_path))
-    assert sae.architecture == architecture and sae.hook_in == "blocks.1.hook_resid_pre"
+    assert sae.architecture == architecture and sae.reads == "blocks.1.hook_resid_pre"
     x = torch.randn(11, D_IN, generator=torch.Generator().manual_seed(1)) * 3
     with torch.no_grad():
         want_acts, want_out = reference.encode(x), reference(x)
@@ -83,7 +83,7 @@ def test_gemma_scope_params_read_as_saelens_reads_them(tmp_path):
     save_file({"w_enc": state["W_enc"], "w_dec": state["W_dec"], "b_enc": state["b_enc"], "b_dec": state["b_dec"],
                "threshold": state["threshold"]}, str(folder / "params.safetensors"))
     sae = load_sae(str(folder))
-    assert (sae.architecture, sae.hook_in, sae.hook_out) == ("jumprelu", "blocks.1.hook_resid_post",
+    assert (sae.architecture, sae.reads, sae.writes) == ("jumprelu", "blocks.1.hook_resid_post",
                                                              "blocks.1.hook_resid_post")
     x = torch.randn(5, D_IN, generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
@@ -100,7 +100,7 @@ def test_a_legacy_config_and_an_attention_z_sae(tmp_path):
               "activation_fn_kwargs": {"k": 5}, "apply_b_dec_to_input": config["apply_b_dec_to_input"]}
     (tmp_path / "cfg.json").write_text(json.dumps(legacy))
     sae = load_sae(str(tmp_path))
-    assert (sae.architecture, sae.k, sae.hook_in) == ("topk", 5, "blocks.0.attn.hook_z")
+    assert (sae.architecture, sae.k, sae.reads) == ("topk", 5, "blocks.0.attn.hook_z")
     z = torch.randn(4, 3, 16)  # head × position × d_head, as Glassbox holds it
     flat = z.transpose(0, 1).reshape(3, 64)  # as TransformerLens holds it, flattened by SAELens
     with torch.no_grad():
@@ -217,7 +217,7 @@ def test_a_transcoder_predicts_the_mlp_output_from_its_input(pair, tmp_path):
     model, hf = pair
     reference = saelens_sae("transcoder", hook="blocks.1.ln2.hook_normalized", dtype="float64")
     sae = model.sae(saved(tmp_path, reference))
-    assert (sae.hook_in, sae.hook_out) == ("blocks.1.ln2.hook_normalized", "blocks.1.hook_mlp_out")
+    assert (sae.reads, sae.writes) == ("blocks.1.ln2.hook_normalized", "blocks.1.hook_mlp_out")
     ids = model.tokens(PROMPT)
     block = hf.transformer.h[1]
     seen = {}

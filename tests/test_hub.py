@@ -582,7 +582,7 @@ def test_a_sparse_autoencoder_is_fetched_by_its_folder_alone_then_opens_offline(
         (folder / "sparsity.pt").write_bytes(b"a pickle")
     fake_hub.repos["test-org/saes"] = repo
     sae = load_sae("test-org/saes/blocks.1.hook_resid_pre")
-    assert (sae.hook_in, sae.d_sae, sae.name) == ("blocks.1.hook_resid_pre", 16, "test-org/saes/blocks.1.hook_resid_pre")
+    assert (sae.reads, sae.d_sae, sae.name) == ("blocks.1.hook_resid_pre", 16, "test-org/saes/blocks.1.hook_resid_pre")
     fetched = sorted(p.split("/resolve/")[1].split("/", 1)[1] for p in fake_hub if p.startswith("GET /test-org/saes/"))
     assert fetched == ["blocks.1.hook_resid_pre/cfg.json", "blocks.1.hook_resid_pre/sae_weights.safetensors"]
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

@@ -63,6 +63,9 @@ def render(ctx: Explorer) -> None:
                 "and, for one feature, where it fires and what it does to the prediction.")
     if lacks(ctx):
         return
+    if ctx.cfg.kind != "decoder":  # the losses and logit effects below are a decoder's
+        st.info(plain(f"Sparse autoencoders here read a decoder-only model's tensors; this model is an {ctx.cfg.kind}."))
+        return
     source = choose_sae(ctx)
     if source is None:
         return
@@ -81,8 +84,8 @@ def render(ctx: Explorer) -> None:
 
 
 def summary(sae, result) -> None:
-    writes = f", rebuilds {sae.hook_out}" if sae.hook_out != sae.hook_in else ""
-    st.caption(plain(f"{sae.name}: {sae.architecture}, {sae.d_sae:,} features, reads {sae.hook_in}{writes}"
+    writes = f", rebuilds {sae.writes}" if sae.writes != sae.reads else ""
+    st.caption(plain(f"{sae.name}: {sae.architecture}, {sae.d_sae:,} features, reads {sae.reads}{writes}"
                      + (" (centred first, as it was trained)" if sae.center_input else "")))
     left, right = st.columns(2)
     left.metric("Next-token loss", f"{result.loss:.4f}")

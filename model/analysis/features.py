@@ -1,4 +1,4 @@
-"""A prompt seen through a sparse autoencoder's features (glassbox.model.analysis.sae).
+"""A prompt seen through a sparse autoencoder's features (glassbox.model.engine.sae).
 
 - ``features``: each token's strongest features with their activations, how well the SAE
   reconstructs the tensor it reads (the error's norm at each position, beside the tensor's),
@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from glassbox.model.analysis.dla import linear_head
-from glassbox.model.analysis.sae import SparseAutoencoder
+from glassbox.model.engine.sae import SparseAutoencoder
 from glassbox.model.analysis.steering import STREAM_HOOKS as RESIDUAL_WRITERS
 from glassbox.model.engine import GlassboxError, Transformer, check_prompt, run_trace
 from glassbox.model.engine.edits import editing
@@ -35,8 +35,8 @@ COLUMNS = 24  # features kept for a position × feature grid
 
 @dataclass
 class Features:
-    hook_in: str
-    hook_out: str
+    reads: str
+    writes: str
     tokens: list[int]
     top_ids: np.ndarray  # position × top: the strongest features (−1 where fewer are active)
     top_values: np.ndarray  # position × top: their activations
@@ -81,25 +81,25 @@ def check_sae(model: Transformer, sae: SparseAutoencoder) -> None:
     """The SAE reads and writes tensors this model computes, of the widths it has."""
     if model.cfg.encoder_decoder:
         raise GlassboxError("Sparse autoencoders here read a decoder-only model's tensors; this is an encoder-decoder")
-    for name, width in ((sae.hook_in, sae.d_in), (sae.hook_out, sae.W_dec.shape[-1])):
+    for name, width in ((sae.reads, sae.d_in), (sae.writes, sae.W_dec.shape[-1])):
         try:
             probe = run_trace(model, [0], names=[name])
         except GlassboxError:  # no such tensor in this model
             raise GlassboxError(f"The SAE reads or writes {name}, which this model does not compute "
                                 "(`glassbox hooks` lists its names)") from None
-        got = sae.rows(probe[name]).shape[-1] if name == sae.hook_in else _out_rows(sae, probe[name]).shape[-1]
+        got = sae.rows(probe[name]).shape[-1] if name == sae.reads else _out_rows(sae, probe[name]).shape[-1]
         if got != width:
             raise GlassboxError(f"The SAE expects {width} numbers at {name}; this model has {got} there "
                                 "(an SAE of another model?)")
 
 
 def _out_rows(sae: SparseAutoencoder, x: torch.Tensor) -> torch.Tensor:
-    return x.transpose(0, 1).reshape(x.shape[1], -1) if sae.hook_out.endswith("attn.hook_z") else x
+    return x.transpose(0, 1).reshape(x.shape[1], -1) if sae.writes.endswith("attn.hook_z") else x
 
 
 def _rewriting(sae: SparseAutoencoder, change) -> dict:
     """Edits that give ``change(out_rows, in_rows, activations)`` (position × d_out) to
-    ``hook_out``, per sequence; the input is recorded first where it is another tensor."""
+    ``writes``, per sequence; the input is recorded first where it is another tensor."""
     seen: list[torch.Tensor] = []
 
     def read(tensor: torch.Tensor) -> torch.Tensor:
@@ -114,17 +114,17 @@ def _rewriting(sae: SparseAutoencoder, change) -> dict:
             rows.append(sae.unrows(change(_out_rows(sae, x_out), r_in, sae.encode(r_in)), x_out))
         return torch.stack(rows)
 
-    return {sae.hook_in: read, sae.hook_out: write} if sae.transcoder else {sae.hook_out: write}
+    return {sae.reads: read, sae.writes: write} if sae.transcoder else {sae.writes: write}
 
 
 @torch.no_grad()
 def features(model: Transformer, tokens: list[int], sae: SparseAutoencoder, top: int = 5) -> Features:
     check_prompt(model.cfg, tokens)
-    wanted = [sae.hook_in, sae.hook_out, "hook_loss"]
+    wanted = [sae.reads, sae.writes, "hook_loss"]
     trace = run_trace(model, tokens, names=wanted)
-    x = sae.rows(trace[sae.hook_in])
+    x = sae.rows(trace[sae.reads])
     a = sae.encode(x)
-    target = _out_rows(sae, trace[sae.hook_out])
+    target = _out_rows(sae, trace[sae.writes])
     error = target - sae.decode(a, x)
     seen = target - target.mean(-1, keepdim=True) if sae.center_input else target
     values, ids = a.topk(min(top, sae.d_sae), dim=-1)
@@ -133,7 +133,7 @@ def features(model: Transformer, tokens: list[int], sae: SparseAutoencoder, top:
     columns = candidates[a[:, candidates].amax(0).argsort(descending=True, stable=True)][:COLUMNS]
     with editing(_rewriting(sae, lambda out, x_in, acts: sae.decode(acts, x_in))):
         spliced = run_trace(model, tokens, names=["hook_loss"])
-    return Features(sae.hook_in, sae.hook_out, list(tokens), ids.cpu().numpy(),
+    return Features(sae.reads, sae.writes, list(tokens), ids.cpu().numpy(),
                     values.clamp(min=0).double().cpu().numpy(), (a > 0).sum(-1).cpu().numpy(),
                     error.norm(dim=-1).double().cpu().numpy(), seen.norm(dim=-1).double().cpu().numpy(),
                     _mean_loss(trace), _mean_loss(spliced), columns.cpu().numpy(), a[:, columns].double().cpu().numpy())
@@ -151,9 +151,9 @@ def logit_effect(model: Transformer, tokens: list[int], sae: SparseAutoencoder, 
     why = linear_head(model.cfg)
     if why:
         raise GlassboxError(why)
-    if not sae.hook_out.endswith(RESIDUAL_WRITERS):
+    if not sae.writes.endswith(RESIDUAL_WRITERS):
         raise GlassboxError(f"A feature's direct effect on the logits is read where it writes into the residual stream; "
-                            f"this SAE writes {sae.hook_out}")
+                            f"this SAE writes {sae.writes}")
     check_prompt(model.cfg, tokens)
     x = sae.decoder_rows()[feature].to(torch.float64)
     if model.cfg.final_norm:
@@ -172,8 +172,8 @@ def ablate_feature(model: Transformer, tokens: list[int], sae: SparseAutoencoder
     sae.check_feature(feature)
     check_prompt(model.cfg, tokens)
     direction = sae.decoder_rows()[feature]
-    trace = run_trace(model, tokens, names=[sae.hook_in, "hook_probs"])
-    activations = sae.encode(sae.rows(trace[sae.hook_in]))[:, feature]
+    trace = run_trace(model, tokens, names=[sae.reads, "hook_probs"])
+    activations = sae.encode(sae.rows(trace[sae.reads]))[:, feature]
     with editing(_rewriting(sae, lambda out, x_in, acts: out - acts[:, feature, None] * direction)):
         ablated = run_trace(model, tokens, names=["hook_probs"])
     return FeatureAblation(feature, activations.double().cpu().numpy(), trace["hook_probs"][-1].double().cpu().numpy(),
@@ -183,7 +183,7 @@ def ablate_feature(model: Transformer, tokens: list[int], sae: SparseAutoencoder
 def steering_vector(sae: SparseAutoencoder, feature: int) -> tuple[int, str, torch.Tensor]:
     """(block, hook, vector): the feature's decoder row, added where the SAE writes."""
     sae.check_feature(feature)
-    block, _, hook = sae.hook_out.removeprefix("blocks.").partition(".")
+    block, _, hook = sae.writes.removeprefix("blocks.").partition(".")
     if not block.isdigit() or hook not in RESIDUAL_WRITERS:
-        raise GlassboxError(f"Steering adds to the residual stream; this SAE writes {sae.hook_out}")
+        raise GlassboxError(f"Steering adds to the residual stream; this SAE writes {sae.writes}")
     return int(block), hook, sae.decoder_rows()[feature]

@@ -468,7 +468,7 @@ def cmd_features(args) -> int:
     sae = loaded.sae(args.sae)
     result = loaded.features(args.prompt, sae, args.top)
     pieces = [loaded.pieces[t] for t in result.tokens]
-    out = {"sae": sae.name, "architecture": sae.architecture, "reads": sae.hook_in, "writes": sae.hook_out,
+    out = {"sae": sae.name, "architecture": sae.architecture, "reads": sae.reads, "writes": sae.writes,
            "d_sae": sae.d_sae, "loss": result.loss, "spliced_loss": result.spliced_loss,
            "tokens": [{"token": piece, "active": int(result.active[i]), "error_norm": float(result.error_norm[i]),
                        "relative_error": float(result.relative_error[i]),
@@ -480,8 +480,8 @@ def cmd_features(args) -> int:
     if args.json:
         print(json.dumps(out))
         return 0
-    print(f"{sae.name}: {sae.architecture}, {sae.d_sae:,} features, reads {sae.hook_in}"
-          + (f", writes {sae.hook_out}" if sae.hook_out != sae.hook_in else ""))
+    print(f"{sae.name}: {sae.architecture}, {sae.d_sae:,} features, reads {sae.reads}"
+          + (f", writes {sae.writes}" if sae.writes != sae.reads else ""))
     print(f"next-token loss {result.loss:.4f}; with the reconstruction in place {result.spliced_loss:.4f}")
     for row in out["tokens"]:
         features = ", ".join(f"#{t['feature']} {t['activation']:.3g}" for t in row["top"]) or "none active"

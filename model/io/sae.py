@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError, safe_open
 
-from glassbox.model.analysis.sae import ARCHITECTURES, NORMALIZATIONS, SparseAutoencoder
+from glassbox.model.engine.sae import ARCHITECTURES, NORMALIZATIONS, SparseAutoencoder
 from glassbox.model.engine import GlassboxError
 from glassbox.model.io.assets import asset
 from glassbox.model.io.guard import allowed_roots, check_fits, model_directory, read_json, regular_file, shortened
@@ -177,8 +177,8 @@ def _saelens_fields(config: dict, name: str) -> dict:
     kwargs = setting("model_from_pretrained_kwargs") or {}
     return {
         "architecture": architecture,
-        "hook_in": _glassbox_hook(hook, setting("hf_hook_name")),
-        "hook_out": _glassbox_hook(setting("hook_name_out") or hook, setting("hf_hook_name_out") or setting("hf_hook_name")),
+        "reads": _glassbox_hook(hook, setting("hf_hook_name")),
+        "writes": _glassbox_hook(setting("hook_name_out") or hook, setting("hf_hook_name_out") or setting("hf_hook_name")),
         "k": k if architecture == "topk" else None,
         "rescale_acts_by_decoder_norm": bool(config.get("rescale_acts_by_decoder_norm", False)),
         "apply_b_dec_to_input": bool(config.get("apply_b_dec_to_input", True)),
@@ -195,9 +195,9 @@ def _gemma_scope_fields(name: str, skip: bool) -> dict:
     if layer is None or kind is None:
         raise GlassboxError(f"{name}: a Gemma Scope folder's name says its hook (resid_post/layer_12_…, mlp_out, "
                             "attn_out, transcoder); this one does not")
-    hook_in, hook_out = (f"blocks.{layer[1]}.{hook}" for hook in kinds[kind])
+    reads, writes = (f"blocks.{layer[1]}.{hook}" for hook in kinds[kind])
     architecture = "jumprelu_skip_transcoder" if skip else "jumprelu_transcoder" if kind == "transcoder" else "jumprelu"
-    return {"architecture": architecture, "hook_in": hook_in, "hook_out": hook_out, "apply_b_dec_to_input": False}
+    return {"architecture": architecture, "reads": reads, "writes": writes, "apply_b_dec_to_input": False}
 
 
 def _glassbox_hook(hook: str, hf_hook: str | None) -> str:

@@ -20,9 +20,10 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from glassbox.model.analysis.sae import SparseAutoencoder
+from glassbox.model.engine.sae import SparseAutoencoder
 from glassbox.model.data.stories import corpus
 from glassbox.model.engine import run_trace
+from glassbox.model.io.checkpoint import load
 
 SEED = 0
 HOOK = "blocks.2.hook_resid_pre"
@@ -42,8 +43,6 @@ def sae_of(W_enc, b_enc, W_dec, b_dec) -> SparseAutoencoder:
 
 
 def train(path: Path, steps: int = STEPS, n_stories: int = N_STORIES, log=print) -> dict:
-    from glassbox.core import load
-
     torch.manual_seed(SEED)
     loaded = load("default", dtype="float32", device="cpu")
     held_out = max(1, n_stories // 6)
@@ -70,8 +69,8 @@ def train(path: Path, steps: int = STEPS, n_stories: int = N_STORIES, log=print)
         with torch.no_grad():
             W_dec /= W_dec.norm(dim=-1, keepdim=True)
         if step % 100 == 0 or step == steps:
-            curve.append({"step": step, "mse": float(loss)})
-            sys.stderr.write(f"\rstep {step}/{steps} mse {float(loss):.4f}")
+            curve.append({"step": step, "mse": loss.item()})
+            sys.stderr.write(f"\rstep {step}/{steps} mse {curve[-1]['mse']:.4f}")
     sys.stderr.write("\n")
     sae = sae_of(*(t.detach() for t in (W_enc, b_enc, W_dec, b_dec)))
     with torch.no_grad():

@@ -1,7 +1,7 @@
 """A sparse autoencoder (or transcoder) over one of the model's tensors, as SAELens defines it.
 
-An SAE reads a tensor at ``hook_in`` (``blocks.8.hook_resid_pre``) and writes its
-reconstruction for ``hook_out`` (the same tensor; a transcoder reads an MLP's input and
+An SAE reads a tensor at ``reads`` (``blocks.8.hook_resid_pre``) and writes its
+reconstruction for ``writes`` (the same tensor; a transcoder reads an MLP's input and
 predicts its output, ``blocks.8.hook_mlp_out``):
 
     x' = normalised(x) − b_dec            (b_dec only where apply_b_dec_to_input; not a transcoder)
@@ -39,8 +39,8 @@ NORMALIZATIONS = ("none", "constant_norm_rescale", "layer_norm")
 @dataclass(frozen=True)
 class SparseAutoencoder:
     architecture: str  # one of ARCHITECTURES
-    hook_in: str  # the tensor it reads (a Glassbox name)
-    hook_out: str  # the tensor it reconstructs or predicts (hook_in but for a transcoder)
+    reads: str  # the tensor it reads (a Glassbox name)
+    writes: str  # the tensor it reconstructs or predicts (reads but for a transcoder)
     W_enc: torch.Tensor  # d_in × d_sae
     b_enc: torch.Tensor  # d_sae
     W_dec: torch.Tensor  # d_sae × d_out
@@ -80,14 +80,14 @@ class SparseAutoencoder:
 
     # --- the tensor as Glassbox holds it ⇄ the SAE's input rows (position × d_in) ---
     def rows(self, x: torch.Tensor) -> torch.Tensor:
-        """``hook_in``'s tensor of one sequence (a trace's shape) as position × d_in."""
-        if self.hook_in.endswith("attn.hook_z"):  # head × position × d_head → position × (head·d_head)
+        """``reads``'s tensor of one sequence (a trace's shape) as position × d_in."""
+        if self.reads.endswith("attn.hook_z"):  # head × position × d_head → position × (head·d_head)
             return x.transpose(0, 1).reshape(x.shape[1], -1)
         return x
 
     def unrows(self, rows: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-        """position × d_out rows back in ``hook_out``'s shape (``like``)."""
-        if self.hook_out.endswith("attn.hook_z"):
+        """position × d_out rows back in ``writes``'s shape (``like``)."""
+        if self.writes.endswith("attn.hook_z"):
             return rows.reshape(like.shape[1], like.shape[0], like.shape[2]).transpose(0, 1)
         return rows
 
@@ -133,7 +133,7 @@ class SparseAutoencoder:
         return self.W_dec
 
     def decode(self, a: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """The reconstruction (a transcoder: its prediction) of ``hook_out``'s rows, from the
+        """The reconstruction (a transcoder: its prediction) of ``writes``'s rows, from the
         activations ``a`` of input rows ``x`` (un-normalising and the skip need ``x``)."""
         out = a @ self.decoder_rows() + self.b_dec
         _, (mean, scale, mu) = self._normalise(x)
