@@ -52,7 +52,7 @@ def choose_sae(ctx: Explorer) -> str | None:
                               placeholder=SOURCE_EXAMPLE)
         st.form_submit_button("Open")
     if not typed.strip():
-        st.info(ASK_SOURCE)
+        st.info(plain(ASK_SOURCE))
         return None
     return typed.strip()
 

@@ -312,8 +312,9 @@ def steering_view(loaded) -> None:
     with the same sampler and seed (the settings above). Its own fragment: a steering run reruns only this."""
     with st.expander("Steer", expanded=STEERED in st.session_state):
         if loaded.cfg.kind != "decoder" or not loaded.cfg.n_layers:
-            st.info("Steering adds a vector to a decoder-only model's residual stream between blocks; "
-                    + ("this model has no blocks." if loaded.cfg.kind == "decoder" else f"this model is an {loaded.cfg.kind}."))
+            st.info(plain("Steering adds a vector to a decoder-only model's residual stream between blocks; "
+                          + ("this model has no blocks." if loaded.cfg.kind == "decoder"
+                             else f"this model is an {loaded.cfg.kind}.")))
             return
         st.markdown("Add a vector to the residual stream entering a block, at every position from a chosen one on, and "
                     "generate; the plain completion is drawn beside it with the same settings and seed.")

@@ -4,8 +4,12 @@ Each model (default: GPT-2 small and Gemma 3 270M) is laid out as ``bench --fami
 out (its curated hub config, random weights, a small tokenizer), then each analysis runs in a
 process of its own, after loading the model there (float32, this machine's default device), so
 that its peak memory is its own: steering (16 new tokens, both completions), the head catalog
-(4 texts of 128 random tokens), path patching into the queries (a 16-token pair), and verify
-beside transformers' own class (a 32-token prompt, with gradients). Reported: the seconds of
+(4 texts of 128 random tokens), path patching into the queries (a 16-token pair), verify
+beside transformers' own class (a 32-token prompt, with gradients), and sparse-autoencoder
+features at the curated SAEs' widths (model/io/sae.py; random weights, built in the process:
+GPT-2's 24,576 ReLU features at blocks.8.hook_resid_pre, Gemma's 16,384 JumpReLU ones at
+blocks.12.hook_resid_post) on 128 tokens: the features, one feature's logit effect and its
+ablation. Reported: the seconds of
 the call (the load not counted) and the process's peak resident memory (the load counted).
 Needs transformers, as ``bench --families`` does.
 """
@@ -21,13 +25,14 @@ import time
 from pathlib import Path
 
 MODELS = ("openai-community/gpt2", "google/gemma-3-270m")
-ANALYSES = ("steer", "heads", "path-patch", "verify")
+ANALYSES = ("steer", "heads", "path-patch", "verify", "features")
 
 
 def measure(analysis: str, path: Path) -> dict:
     """One analysis on the model in ``path``, in this (fresh) process."""
     import torch
 
+    from glassbox.model.analysis.features import ablate_feature, features, logit_effect
     from glassbox.model.analysis.head_catalog import head_catalog
     from glassbox.model.analysis.path_patching import path_patching
     from glassbox.model.analysis.steering import Steering, contrastive_vector, steered
@@ -50,6 +55,12 @@ def measure(analysis: str, path: Path) -> dict:
     elif analysis == "path-patch":
         clean, corrupt = draw[0][:16], draw[0][:15] + draw[1][:1]
         path_patching(model, clean, corrupt, draw[2][0], draw[2][1], "q")
+    elif analysis == "features":
+        sae = random_sae(loaded)
+        started = time.perf_counter()  # the SAE's random weights are not what is measured
+        features(model, draw[0], sae)
+        logit_effect(model, draw[0], sae, 0)
+        ablate_feature(model, draw[0], sae, 0)
     else:
         verify(loaded, draw[0][:32], gradients=True)
     if default_device().type == "cuda":
@@ -57,6 +68,28 @@ def measure(analysis: str, path: Path) -> dict:
     return {"analysis": analysis, "seconds": time.perf_counter() - started, "device": str(default_device()),
             "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
             "peak_gpu_bytes": torch.cuda.max_memory_allocated() if torch.cuda.is_available() else None}
+
+
+def random_sae(loaded):
+    """An SAE of the curated width for this model's shape (the first curated one whose width of
+    stream it reads matches; else 8 × d_model), random weights, at its hook (clamped to the model's blocks)."""
+    import torch
+
+    from glassbox.model.engine.sae import SparseAutoencoder
+    from glassbox.model.io.sae import curated
+
+    d = loaded.cfg.d_model
+    entry = next((e for e in curated() if e.d_in == d and e.model != "default"), None)
+    d_sae = entry.d_sae if entry else 8 * d
+    layer = min(8 if entry is None or "gpt2" in entry.model else 12, loaded.cfg.n_layers - 1)
+    hook = f"blocks.{layer}.hook_resid_pre" if entry is None or "gpt2" in entry.model else f"blocks.{layer}.hook_resid_post"
+    g = torch.Generator().manual_seed(0)
+    device, dtype = loaded.model.device, loaded.model.embed.W_E.dtype
+    W_enc = torch.randn(d, d_sae, generator=g) / d ** 0.5
+    return SparseAutoencoder("jumprelu" if entry and "gemma" in entry.model else "standard", hook, hook,
+                             W_enc, torch.zeros(d_sae), W_enc.T.contiguous(), torch.zeros(d),
+                             threshold=torch.full((d_sae,), 0.1) if entry and "gemma" in entry.model else None
+                             ).to(dtype, device)
 
 
 def run(models: list[str] | None = None, json_path: Path | None = None) -> int:
