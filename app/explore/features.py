@@ -102,8 +102,9 @@ def grid(ctx: Explorer, result) -> None:
     st.plotly_chart(bar_chart(ctx.labels, result.relative_error, "What the features miss at each token",
                               "‖x − x̂‖ / ‖x‖", x_title="position", height=260,
                               text=[f"{v:.2f}" for v in result.relative_error]), width="stretch")
-    st.caption("x is the tensor at each position, x̂ the SAE's rebuild from its active features (L0 of them: "
-               + ", ".join(f"{label} {n}" for label, n in zip(ctx.labels, result.active)) + ").")
+    low, high = int(result.active.min()), int(result.active.max())
+    st.caption("x is the tensor at each position, x̂ the SAE's rebuild from its active features: "
+               + (f"{low} of them at every token." if low == high else f"from {low} to {high} of them at a token."))
 
 
 def follow(ctx: Explorer, source: str, sae, feature: int) -> None:
@@ -125,7 +126,8 @@ def follow(ctx: Explorer, source: str, sae, feature: int) -> None:
                                        "lowers": [ctx.piece(i) for i in effect.suppressed_ids],
                                        "by ": effect.suppressed}), hide_index=True, width="stretch",
                          column_config={c: st.column_config.NumberColumn(format="%+.4f") for c in ("by", "by ")})
-            st.caption("Its decoder row through the final norm (scale held at the last token) and the unembedding.")
+            st.caption("Its decoder row through the final norm (scale held at the last token) and the unembedding. "
+                       "Tokens training rarely or never saw keep rows alike, and can crowd such lists.")
     with right:
         st.markdown(f"**The next token without #{feature}** (KL {ablation.kl:.4g} nats)")
         order = ablation.plain.argsort()[::-1][:8]

@@ -316,7 +316,8 @@ def steering_view(loaded) -> None:
                           + ("this model has no blocks." if loaded.cfg.kind == "decoder"
                              else f"this model is an {loaded.cfg.kind}.")))
             return
-        st.markdown("Add a vector to the residual stream entering a block, at every position from a chosen one on, and "
+        st.markdown("Add a vector to the residual stream entering a block (a feature's: where its SAE writes), at every "
+                    "position from a chosen one on, and "
                     "generate; the plain completion is drawn beside it with the same settings and seed.")
         source = choose_source()
         with st.form("playground_steer"):
