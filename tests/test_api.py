@@ -186,6 +186,26 @@ def test_the_api_on_cuda_equals_the_cpu():
     assert torch.allclose(got["hook_logits"].cpu(), want["hook_logits"], rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU")
+def test_sparse_autoencoder_features_on_cuda_equal_the_cpus():
+    """The shipped default-sae on the default model, float64 on both devices (1e-10): features,
+    a feature's logit effect and ablation, and a greedy completion steered by it."""
+    cpu, gpu = gb.load("default", dtype="float64", device="cpu"), gb.load("default", dtype="float64", device="cuda")
+    sae_cpu, sae_gpu = cpu.sae("default-sae"), gpu.sae("default-sae")
+    assert sae_gpu.W_enc.is_cuda and sae_gpu.W_enc.dtype == torch.float64
+    want, got = cpu.features(PROMPT, sae_cpu), gpu.features(PROMPT, sae_gpu)
+    assert np.array_equal(got.top_ids, want.top_ids) and got.spliced_loss == pytest.approx(want.spliced_loss, abs=1e-10)
+    assert np.allclose(got.top_values, want.top_values, atol=1e-10) and np.allclose(got.error_norm, want.error_norm, atol=1e-10)
+    feature = int(want.columns[0])
+    assert np.allclose(gpu.ablate_feature(PROMPT, sae_gpu, feature).ablated,
+                       cpu.ablate_feature(PROMPT, sae_cpu, feature).ablated, atol=1e-10)
+    assert np.allclose(gpu.feature_logits(PROMPT, sae_gpu, feature).promoted,
+                       cpu.feature_logits(PROMPT, sae_cpu, feature).promoted, atol=1e-10)
+    steered_gpu, _ = gpu.steer_feature(PROMPT, sae_gpu, feature, 8.0, max_new_tokens=6, temperature=0)
+    steered_cpu, _ = cpu.steer_feature(PROMPT, sae_cpu, feature, 8.0, max_new_tokens=6, temperature=0)
+    assert [t.token_id for t in steered_gpu] == [t.token_id for t in steered_cpu]
+
+
 def test_an_encoder_decoders_trace_reads_a_source():
     """micro-seq2seq: trace(target, source=…) is run_seq2seq_trace's (exactly), and its loss is
     torch's mean cross-entropy of its own logits against the target (1e-12, float64)."""
