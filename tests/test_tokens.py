@@ -170,3 +170,6 @@ def test_a_token_drawn_in_a_chart_is_no_plotly_markup(piece):
     names = [m.group(2).lower() for m in re.finditer(r"<(/?)([^ >]*)(\s+(.*))?>", drawn)]
     assert not PLOTLY_TAGS & set(names), names
     assert not re.search(r"&(#\d+|#x[\da-fA-F]+|[a-z]+);", drawn)
+    # drawn twice (a view's drawn vocabulary, then a chart's token_labels), it is drawn once:
+    # no escaped joiner ("<\u20600xFA>" on the Overview's chart before)
+    assert token_text(drawn) == drawn and token_labels([drawn], [0]) == [drawn]

@@ -47,7 +47,8 @@ def token_text(piece: str) -> str:
     Charts draw it, and plotly reads tags and entities in its text (a vocabulary's ``<b>x</b>``
     would be drawn bold, ``&lt;`` as <): an invisible word joiner after each < and & keeps it text."""
     shown = piece.translate(_VISIBLE)
-    shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in shown) or "∅"
+    # the word joiner is left as it is, so that a label drawn twice (vocab_pieces, then token_labels) stays one label
+    shown = "".join(c if c.isprintable() or c == WORD_JOINER else repr(c)[1:-1] for c in shown) or "∅"
     return _CHART_MARKUP.sub(WORD_JOINER, shown)
 
 
@@ -75,7 +76,7 @@ _PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")  # every ASCII punctuation chara
 # invisible word joiner after every colon, around every @ and inside "www." does.
 _TEXT_PATTERNS = re.compile(r"(?<=:)|(?<=www)(?=\.)|(?=@)|(?<=@)", re.IGNORECASE)
 WORD_JOINER = "\u2060"
-_CHART_MARKUP = re.compile(r"(?<=[<&])")  # where plotly's tags and entities begin
+_CHART_MARKUP = re.compile(r"(?<=[<&])(?!\u2060)")  # where plotly's tags and entities begin (once: a label drawn twice)
 
 
 def plain(text: object) -> str:

@@ -360,11 +360,23 @@ def clicked(chart_key: str, on_click: Callable[[int, int], None], n_cols: int, r
 BAR_TEXT = 48  # the most bars that get their value written above them
 
 
+def value_room(values: np.ndarray) -> list[float]:
+    """An axis range for bars with their values written outside their ends: a fifth of the span
+    beyond the longest bar on each side that has bars (on the low side, any negative one)."""
+    low, high = min(0.0, float(np.min(values))), max(0.0, float(np.max(values)))
+    pad = 0.2 * ((high - low) or 1.0)
+    return [low - pad if low < 0 else 0.0, high + pad if high > 0 else 0.0]
+
+
 def bar_chart(x: list[str], y: np.ndarray, title: str, y_title: str, x_title: str = "token", height: int = 300,
               text: list[str] | None = None) -> go.Figure:
     if len(x) > BAR_TEXT:
         text = None  # one label per bar would overlap; each value is on hover
-    fig = go.Figure(go.Bar(x=x, y=np.asarray(y, dtype=np.float64), text=text, textposition="outside"))
+    y = np.asarray(y, dtype=np.float64)
+    fig = go.Figure(go.Bar(x=x, y=y, text=text, textposition="outside", cliponaxis=False))
     fig.update_layout(title=dict(text=title, font=dict(size=13), x=0), height=height, margin=dict(l=10, r=10, t=40, b=10),
-                      xaxis=dict(title=x_title, type="category"), yaxis=dict(title=y_title))
+                      xaxis=dict(title=x_title, type="category"),
+                      # room above (and below) the bars for the values written at their ends, which plotly
+                      # would otherwise drop where they do not fit
+                      yaxis=dict(title=y_title, range=value_room(y) if text is not None and len(y) else None))
     return fig

@@ -13,7 +13,7 @@ from glassbox.app.components.charts import paired_bars, show
 from glassbox.app.components.heatmap import abs_max
 from glassbox.app.components.labels import plain
 from glassbox.app.components.labels import token_labels
-from glassbox.app.explore.common import Explorer, bar_chart, choose_expert, choose_layer, heatmap, lacks, offered, probs_at
+from glassbox.app.explore.common import Explorer, bar_chart, value_room, choose_expert, choose_layer, heatmap, lacks, offered, probs_at
 from glassbox.app.resources import model_pass
 from glassbox.model.serving.limits import PATCH_TOKENS
 from glassbox.model.analysis.batches import per_pass
@@ -132,14 +132,6 @@ def render(ctx: Explorer) -> None:
     ablation_view(ctx, token)
     patching_view(ctx, token, wrong)
     path_patching_view(ctx, token, wrong)
-
-
-def value_room(values: np.ndarray) -> list[float]:
-    """An axis range for horizontal bars with their values written outside their ends: a fifth of
-    the span beyond the longest bar on each side that has bars (on the left, any negative one)."""
-    low, high = min(0.0, float(values.min())), max(0.0, float(values.max()))
-    pad = 0.2 * ((high - low) or 1.0)
-    return [low - pad if low < 0 else 0.0, high + pad if high > 0 else 0.0]
 
 
 def logit_attribution(ctx: Explorer, token: int, wrong: int) -> None:
