@@ -3,6 +3,7 @@ Each is used by many sessions at once, so calls on them leave no state behind.""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -22,7 +23,16 @@ from glassbox.model.serving.sizing import seq2seq_pass_bound, trace_cost
 def model_cache() -> ModelCache:
     """Bounded by GLASSBOX_MODEL_CACHE_GB (default: half the machine's memory). Its models are
     glassbox.Model objects: the pages call what a Python user calls."""
-    return ModelCache(loader=load)
+    return ModelCache(loader=split_load if os.environ.get(DEVICE_MAP_SETTING) else load)
+
+
+DEVICE_MAP_SETTING = "GLASSBOX_DEVICE_MAP"  # "auto" or "balanced": models split by blocks (docs/devices.md)
+
+
+def split_load(name: str, **settings) -> Model:
+    """``glassbox.load`` with the server's device map (GLASSBOX_DEVICE_MAP): a model bigger than
+    one GPU split by blocks across the GPUs, then the CPU, then the disk."""
+    return load(name, device_map=os.environ[DEVICE_MAP_SETTING], **{k: v for k, v in settings.items() if k != "device"})
 
 
 def shared_model(name: str) -> Model:

@@ -15,6 +15,7 @@ from glassbox.app.state import read_url_settings, show_url_notes, url_settings, 
 from glassbox.model.course import lessons_for_view
 from glassbox.model.io.checkpoint import LoadedModel
 from glassbox.model.engine import GlassboxError, Target, check_context
+from glassbox.model.engine.placement import summary
 from glassbox.model.lesson.article import published
 
 PAGE_SETTINGS = {"model": "default", "prompt": "the cat sat on the", "view": "Overview", "target": "", "target_pos": -1}
@@ -88,7 +89,8 @@ shape = (f"{cfg.n_layers} block{'s' * (cfg.n_layers > 1)} × {cfg.n_heads} heads
 shape += ", attention only" if cfg.attn_only else ""
 st.caption(f"**{plain(loaded.name)}** · {shape}, d_model {cfg.d_model}, "
            f"vocabulary {cfg.vocab_size:,}, context {cfg.n_ctx} · this prompt: {len(tokens)} tokens · computed in "
-           f"{str(loaded.model.embed.W_E.dtype).removeprefix('torch.')} on {loaded.model.device.type.upper()}")
+           f"{str(loaded.model.embed.W_E.dtype).removeprefix('torch.')} on {loaded.model.device.type.upper()}"
+           + (f" · split: {placed}" if (placed := summary(loaded.model)) else ""))
 
 
 @fragment

@@ -23,6 +23,7 @@ a Python user does.
   path-patch --model M --clean TEXT --corrupt TEXT --answer TOKEN --wrong TOKEN [--input q|k|v] [--json]
   features --model M --sae SAE --prompt TEXT [--top N] [--feature F [--ablate] [--steer S]] [--json]
   features --list                   the curated sparse autoencoders: model, hook, size, cached
+  plan    MODEL --gpus N --gpu-gb G [--cpu-gb C] [--tokens T] [--dtype D] [--json]   where each block would live
 
 Commands that make a model write it under $GLASSBOX_HOME/models (default: ~/.cache/glassbox/models),
 never into the installed package; --out assets/NAME in a checkout refreshes a shipped model.
@@ -70,12 +71,22 @@ def _sampling_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
 
 
+def model_from(args):
+    """The Model a command's --model, --dtype and --device-map name (glassbox.load)."""
+    from glassbox.core import load
+
+    return load(args.model, dtype=args.dtype, device_map=args.device_map)
+
+
 def _model_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="default", help="a bundled model (default, worked-example), a directory, "
                         "or a hub id such as EleutherAI/pythia-70m[@step3000]")
     # model.engine.DTYPES' names, written out: torch is not imported before a command runs (a test keeps them equal)
     parser.add_argument("--dtype", choices=["float32", "float64", "bfloat16", "float16"],
                         help="default: a Glassbox model's own; a transformers model's GLASSBOX_DTYPE, else float32")
+    parser.add_argument("--device-map", choices=["auto", "balanced"],
+                        help="split the model by blocks across the GPUs, then the CPU, then the disk (accelerate); "
+                             "`glassbox plan` shows where each block would go")
 
 
 def cmd_app(args) -> int:
@@ -145,13 +156,12 @@ def model_output(out: Path | None, name: str) -> Path:
 
 
 def cmd_trace(args) -> int:
-    from glassbox.core import load
     from glassbox.model.engine import GlassboxError
 
     writable(args.npz)
     if args.target is None and args.position is not None:
         raise GlassboxError("--position needs --target")
-    loaded = load(args.model, dtype=args.dtype)
+    loaded = model_from(args)
     tokens = loaded.tokens(args.prompt)
     target = None if args.target is None else (args.target, -1 if args.position is None else args.position)
     trace = loaded.trace(tokens, names=args.names, backward=args.backward or target is not None, target=target)
@@ -168,13 +178,12 @@ def cmd_trace(args) -> int:
 
 
 def cmd_hooks(args) -> int:
-    from glassbox.core import load
     from glassbox.model.engine import names
 
     if args.markdown:
         print(names.markdown_table())
         return 0
-    loaded = load(args.model, dtype=args.dtype)
+    loaded = model_from(args)
     prompt = args.prompt or loaded.about.get("sample_prompt", "Hello, world")
     tokens = loaded.tokens(prompt)
     trace = loaded.trace(tokens, backward=len(tokens) > 1)
@@ -219,9 +228,7 @@ def cmd_worked_example(args) -> int:
 
 
 def cmd_generate(args) -> int:
-    from glassbox.core import load
-
-    loaded = load(args.model, dtype=args.dtype)
+    loaded = model_from(args)
     steps = []
     for token in loaded.stream(args.prompt, args.max_new_tokens, args.temperature, args.top_k, args.top_p, args.seed):
         steps.append(step_json(token, loaded.pieces))
@@ -245,9 +252,7 @@ def step_json(token, pieces: list[str]) -> dict:
 
 
 def cmd_steer(args) -> int:
-    from glassbox.core import load
-
-    loaded = load(args.model, dtype=args.dtype)
+    loaded = model_from(args)
     vector = loaded.steering_vector(args.positive, args.negative, args.block)
     steered, plain = loaded.steer(args.prompt, vector, args.block, args.strength, args.start, args.max_new_tokens,
                                   args.temperature, args.top_k, args.top_p, args.seed)
@@ -266,9 +271,7 @@ def cmd_steer(args) -> int:
 
 
 def cmd_patch(args) -> int:
-    from glassbox.core import load
-
-    result = load(args.model, dtype=args.dtype).patch(args.clean, args.corrupt, args.answer, args.wrong, args.site)
+    result = model_from(args).patch(args.clean, args.corrupt, args.answer, args.wrong, args.site)
     r, largest = result.agreement()
     if args.json:
         print(json.dumps({"metric_clean": result.metric_clean, "metric_corrupt": result.metric_corrupt,
@@ -290,9 +293,7 @@ def cmd_patch(args) -> int:
 
 
 def cmd_attribute(args) -> int:
-    from glassbox.core import load
-
-    loaded = load(args.model, dtype=args.dtype)
+    loaded = model_from(args)
     tokens = loaded.tokens(args.prompt)
     result = loaded.attribute(tokens, args.target, args.method, args.steps, args.baseline)
     pieces = [loaded.tokenizer.pieces[t] for t in tokens]
@@ -314,9 +315,7 @@ def cmd_attribute(args) -> int:
 
 
 def cmd_dla(args) -> int:
-    from glassbox.core import load
-
-    result = load(args.model, dtype=args.dtype).dla(args.prompt, args.token, args.wrong, args.position)
+    result = model_from(args).dla(args.prompt, args.token, args.wrong, args.position)
     components = [{"name": n, "value": float(v)} for n, v in zip(result.names, result.values)]
     if args.json:
         print(json.dumps({"logit": result.logit, "position": result.position, "components": components}))
@@ -331,9 +330,8 @@ def cmd_dla(args) -> int:
 def cmd_path_patch(args) -> int:
     import numpy as np
 
-    from glassbox.core import load
 
-    result = load(args.model, dtype=args.dtype).path_patch(args.clean, args.corrupt, args.answer, args.wrong, args.input)
+    result = model_from(args).path_patch(args.clean, args.corrupt, args.answer, args.wrong, args.input)
     senders = [result.label(*s) for s in result.senders]
     receivers = [result.label(*r) for r in result.receivers]
     if args.json:
@@ -353,9 +351,7 @@ def cmd_path_patch(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    from glassbox.core import load
-
-    result = load(args.model, dtype=args.dtype).verify(args.prompt, args.gradients)
+    result = model_from(args).verify(args.prompt, args.gradients)
     if args.json:
         print(json.dumps(result.as_dict()))
         return 0
@@ -374,7 +370,6 @@ def json_grid(grid) -> list[list[float | None]]:
 
 
 def cmd_heads(args) -> int:
-    from glassbox.core import load
     from glassbox.model.engine import GlassboxError
 
     score = above = None
@@ -384,7 +379,7 @@ def cmd_heads(args) -> int:
             above = float(value)
         except ValueError:
             raise GlassboxError(f"--find takes SCORE=VALUE (such as induction=0.5), not {args.find!r}") from None
-    loaded = load(args.model, dtype=args.dtype)
+    loaded = model_from(args)
     catalog = loaded.heads(args.text, args.stories)
     found = [] if score is None else catalog.find(score, above)
     if args.json:
@@ -449,8 +444,59 @@ def cmd_models(args) -> int:
     return 0
 
 
+def cmd_plan(args) -> int:
+    """A model's blocks across N GPUs of G GB (then the CPU, then the disk), and per device the
+    weights, their gradients and a traced backward's tensors; the model built on the meta device."""
+    import torch
+
+    from glassbox.model.engine import DTYPES, GlassboxError, build_model
+    from glassbox.model.engine.placement import total, traced_plan
+    from glassbox.model.io.catalog import PLAN_SHAPES, curated
+    from glassbox.model.io.convert import CONVERTERS
+    from glassbox.model.io.guard import read_json
+
+    shapes = PLAN_SHAPES | {entry.hub_id: entry.config for entry in curated()}
+    if args.model in shapes:
+        config = shapes[args.model]
+    elif Path(args.model, "config.json").is_file():
+        config = read_json(Path(args.model, "config.json"))
+    else:
+        raise GlassboxError(f"No shape for {args.model!r}: give a folder with a config.json, or one of "
+                            f"{', '.join(sorted(shapes))}")
+    if config.get("model_type") not in CONVERTERS or config.get("is_encoder_decoder"):
+        raise GlassboxError(f"plan places a decoder-only model of a family Glassbox opens, not {config.get('model_type')!r}")
+    cfg = CONVERTERS[config["model_type"]].config(config)
+    dtype = args.dtype or config.get("torch_dtype") or "float32"
+    with torch.device("meta"):
+        model = build_model(cfg).in_precision(DTYPES[dtype])
+    mapping, rows = traced_plan(model, args.gpus, int(args.gpu_gb * 2**30), int(args.cpu_gb * 2**30), args.tokens)
+    if args.json:
+        print(json.dumps({"model": args.model, "dtype": dtype, "tokens": args.tokens, "device_map": mapping,
+                          "devices": rows}))
+        return 0
+    print(f"{args.model} in {dtype}: {args.gpus} GPU(s) of {args.gpu_gb:g} GB, then {args.cpu_gb:g} GB of CPU memory, "
+          f"then the disk; a traced backward of {args.tokens} tokens")
+    table = [(r["device"], blocks_text(r["blocks"]), ", ".join(r["parts"]) or "-", f"{r['weights_bytes'] / 2**30:,.1f}",
+              f"{r['gradient_bytes'] / 2**30:,.1f}", f"{r['trace_bytes'] / 2**30:,.1f}", f"{total(r) / 2**30:,.1f}",
+              "yes" if r["fits"] else "NO") for r in rows]
+    print_table(("device", "blocks", "also", "weights GB", "gradients GB", "trace GB", "total GB", "fits"), table)
+    print("Blocks on the disk, or on the CPU beside GPUs, are offloaded: they compute on the first device, where "
+          "their trace lands.")
+    return 0
+
+
+def blocks_text(blocks: list[int]) -> str:
+    """[0, 1, 2, 5] as "0–2, 5"."""
+    runs, start = [], None
+    for i, block in enumerate(blocks):
+        start = block if start is None else start
+        if i + 1 == len(blocks) or blocks[i + 1] != block + 1:
+            runs.append(f"{start}–{block}" if block > start else str(block))
+            start = None
+    return ", ".join(runs) or "-"
+
+
 def cmd_features(args) -> int:
-    from glassbox.core import load
     from glassbox.model.engine import GlassboxError
     from glassbox.model.io.sae import curated
 
@@ -464,7 +510,7 @@ def cmd_features(args) -> int:
                             "--list shows the curated ones")
     if args.feature is None and (args.ablate or args.steer is not None):
         raise GlassboxError("--ablate and --steer act on one feature: give --feature")
-    loaded = load(args.model, dtype=args.dtype)
+    loaded = model_from(args)
     sae = loaded.sae(args.sae)
     result = loaded.features(args.prompt, sae, args.top)
     pieces = [loaded.pieces[t] for t in result.tokens]
@@ -565,9 +611,8 @@ def cmd_course(args) -> int:
     if args.remeasure:
         print(chosen.remeasure())
         return 0
-    from glassbox.core import load
 
-    figures = chosen.figures(load(args.model, dtype=args.dtype))
+    figures = chosen.figures(model_from(args))
     print(json.dumps(figures, ensure_ascii=False, allow_nan=False, indent=None if args.json else 2))
     return 0
 
@@ -654,6 +699,20 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--list", action="store_true", help="the curated sparse autoencoders")
     p.add_argument("--json", action="store_true", help='print {"sae", "tokens": [...], "feature": {...}}')
     p.set_defaults(func=cmd_features)
+
+    p = sub.add_parser("plan", help="where each block of a model would live across N GPUs, and the memory of a "
+                       "traced backward on each (accelerate's device map, the model on the meta device)")
+    p.add_argument("model", help="a curated hub id, meta-llama/Meta-Llama-3-70B, mistralai/Mixtral-8x7B-v0.1, or a "
+                   "folder with a config.json")
+    p.add_argument("--gpus", type=count_between(0, 1024), required=True)
+    p.add_argument("--gpu-gb", type=float, default=80.0, help="each GPU's memory (default 80)")
+    p.add_argument("--cpu-gb", type=float, default=256.0, help="the CPU memory offered before the disk (default 256)")
+    p.add_argument("--tokens", type=count_between(1, 1_000_000), default=512, help="the traced prompt's length")
+    p.add_argument("--dtype", choices=["float32", "float64", "bfloat16", "float16"],
+                   help="default: the config's torch_dtype")
+    p.add_argument("--json", action="store_true", help='print {"device_map", "devices": [{"device", "blocks", '
+                   '"weights_bytes", "gradient_bytes", "trace_bytes", "fits"}]}')
+    p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("train-default", help="regenerate the story corpus and train the default model")
     from glassbox.model.tools.train_default import N_STORIES, STEPS

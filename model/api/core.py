@@ -103,8 +103,12 @@ class Model(LoadedModel):
         return loaded if isinstance(loaded, cls) else cls(**{f.name: getattr(loaded, f.name) for f in fields(loaded)})
 
     def __repr__(self) -> str:
+        from glassbox.model.engine.placement import summary
+
         c = self.cfg
-        return f"<glassbox.Model {self.name!r}: {c.n_layers} blocks × {c.n_heads} heads, d_model {c.d_model}, vocabulary {c.vocab_size:,}>"
+        where = summary(self.model) if not c.encoder_decoder else None
+        return (f"<glassbox.Model {self.name!r}: {c.n_layers} blocks × {c.n_heads} heads, d_model {c.d_model}, "
+                f"vocabulary {c.vocab_size:,}{f'; {where}' if where else ''}>")
 
     @property
     def module(self):
@@ -316,8 +320,12 @@ def per_sequence(edit: Edit) -> Edit:
     return on_batch
 
 
-def load(model: str = "default", dtype: str | None = None, device: str | torch.device | None = None) -> Model:
+def load(model: str = "default", dtype: str | None = None, device: str | torch.device | None = None,
+         device_map: str | dict | None = None, max_memory: dict | None = None) -> Model:
     """A bundled model (``"default"``, ``"worked-example"``, ``"micro-induction"``…), a folder,
     or a hub id (``"EleutherAI/pythia-70m"``, fetched on first use); ``dtype`` ("float32",
-    "float64", …) and ``device`` ("cpu", "cuda") as the command line's."""
-    return Model.of(load_checkpoint(model, dtype=dtype, device=device))
+    "float64", …) and ``device`` ("cpu", "cuda") as the command line's. ``device_map`` ("auto",
+    "balanced", or {"blocks.3": "disk", …}) splits it by blocks across the GPUs, the CPU and the
+    disk with accelerate, within ``max_memory`` ({0: "70GiB", "cpu": "100GiB"}; see
+    glassbox.model.engine.placement)."""
+    return Model.of(load_checkpoint(model, dtype=dtype, device=device, device_map=device_map, max_memory=max_memory))

@@ -41,6 +41,7 @@ class Recorder:
     def __init__(self, patterns: Iterable[str] | None = None):
         self.patterns = None if patterns is None else tuple(patterns)
         self.tensors: dict[str, torch.Tensor] = {}
+        self.parameters: dict[str, torch.Tensor] = {}  # offloaded weights as the pass used them (placement.py)
         self._wanted: dict[str, bool] = {}
 
     def wants(self, name: str) -> bool:
@@ -72,6 +73,14 @@ def hook(name: str, tensor: torch.Tensor) -> torch.Tensor:
     for recorder in wanting:
         tensor = recorder.record(name, tensor)
     return tensor
+
+
+def used_parameter(name: str, parameter: torch.Tensor) -> None:
+    """A weight that exists only during its block's forward (a block offloaded to the disk,
+    placement.py), as this pass uses it: every active recorder keeps it, so that a gradient can
+    be taken with respect to it."""
+    for recorder in _active.get() or ():
+        recorder.parameters[name] = parameter
 
 
 def wants(name: str) -> bool:

@@ -200,7 +200,8 @@ def _traced(model: Transformer | EncoderDecoder, run: Callable[[], Output], name
     for name in captured:
         listed += [name] if matches(name, names) else []
         listed += [d for d, (source, _) in DERIVED.items() if source == name and matches(d, names)]
-    parameters = [(n, p) for n, p in model.named_parameters() if matches(n, names)]
+    # an offloaded block's weights as its forward used them (placement.py); the model holds meta ones
+    parameters = [(n, recorder.parameters.get(n, p)) for n, p in model.named_parameters() if matches(n, names)]
     if names and not listed and not parameters:  # patterns given, none matched (names=(): capture nothing)
         raise GlassboxError(f"No tensor or parameter is named like {list(names)}: `glassbox hooks` lists the names")
 

@@ -130,7 +130,7 @@ class LanguageModel:
             x = self.mlm.ln(hook("mlm.hook_act", activation(cfg.activation, pre)))
         if cfg.head_scale is not None:
             x = x * cfg.head_scale
-        logits = x @ self.W_U
+        logits = x.to(self.W_U.device) @ self.W_U  # a split model's head may sit on another device
         if cfg.unembed_bias:
             logits = logits + self.unembed.b_U
         if cfg.final_softcap is not None:
@@ -153,6 +153,7 @@ class LanguageModel:
             hook("hook_probs", log_probs.exp())
         if targets is None:
             return Output(logits, None)
+        targets = targets.to(log_probs.device)  # made beside the tokens; a split model's head may be elsewhere
         has_target = targets >= 0
         nll = -log_probs.gather(-1, targets.clamp(min=0)[..., None])[..., 0]
         per_position = hook("hook_loss", torch.where(has_target, nll, float("nan")))

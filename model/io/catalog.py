@@ -116,6 +116,21 @@ CURATED: list[Curated] = [
 ]
 
 
+# Models past one GPU, for `glassbox plan` (their hub config.json's keys; not offered for download).
+PLAN_SHAPES: dict[str, dict] = {
+    "meta-llama/Meta-Llama-3-70B": {
+        "model_type": "llama", "vocab_size": 128256, "max_position_embeddings": 8192, "hidden_size": 8192,
+        "intermediate_size": 28672, "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8,
+        "rms_norm_eps": 1e-05, "rope_theta": 500000.0, "hidden_act": "silu", "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16"},
+    "mistralai/Mixtral-8x7B-v0.1": {
+        "model_type": "mixtral", "vocab_size": 32000, "max_position_embeddings": 32768, "hidden_size": 4096,
+        "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+        "num_local_experts": 8, "num_experts_per_tok": 2, "rms_norm_eps": 1e-05, "rope_theta": 1000000.0,
+        "sliding_window": None, "hidden_act": "silu", "tie_word_embeddings": False, "torch_dtype": "bfloat16"},
+}
+
+
 def curated() -> list[Curated]:
     return CURATED
 

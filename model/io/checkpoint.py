@@ -28,6 +28,7 @@ from glassbox.model.engine import DTYPES, GlassboxError, ModelConfig, Transforme
 from glassbox.model.io.assets import asset
 from glassbox.model.io.convert import CONVERTERS, FAMILY_NAMES
 from glassbox.model.io.guard import CONFIG_BYTES, check_fits, model_directory, read_json, regular_file, shard_files, some
+from glassbox.model.engine.placement import device_map_for, dispatch
 from glassbox.model.io.hub import Progress, download, parse_hub_id
 from glassbox.model.io.tokenizer import Tokenizer
 
@@ -96,14 +97,21 @@ def model_key(name_or_path: str) -> str:
 
 
 def load(name_or_path: str, dtype: str | None = None, device: str | torch.device | None = None,
-         progress: Progress | None = None) -> LoadedModel:
+         progress: Progress | None = None, device_map: str | dict | None = None,
+         max_memory: dict | None = None) -> LoadedModel:
     """Load a model and its tokenizer, ready for inference (eval mode, on ``device``).
 
     ``dtype`` is one of DTYPES; by default a Glassbox checkpoint's own (float32 unless its config
     says otherwise, as the worked example's does), and for a transformers checkpoint the
     server's GLASSBOX_DTYPE (default float32; bfloat16 or float16 halve a big model's memory). Everything that can be checked is
     checked before the model is allocated: the files are regular files of sane size, the
-    config's sizes fit the machine, and the stored weights' names and shapes fit the config."""
+    config's sizes fit the machine, and the stored weights' names and shapes fit the config.
+
+    ``device_map`` splits the model by blocks across devices with accelerate (placement.py):
+    "auto" (fill the GPUs in order, then the CPU, then the disk, within ``max_memory``, accelerate's
+    form: {0: "70GiB", "cpu": "100GiB"}; default: what each has free), "balanced" (the same, the
+    blocks spread evenly over the GPUs), or a map {"blocks.3": "disk", …} naming every block and part.
+    The weights are read on the CPU first."""
     path = resolve(name_or_path, progress)
     config = read_json(path / "config.json", CONFIG_BYTES)
     if "glassbox" in config:
@@ -132,7 +140,8 @@ def load(name_or_path: str, dtype: str | None = None, device: str | torch.device
     if max(cfg.n_layers, cfg.n_decoder_layers or 0) > MAX_LAYERS:
         blocks = max(cfg.n_layers, cfg.n_decoder_layers or 0)
         raise GlassboxError(f"The config asks for {blocks:,} blocks; at most {MAX_LAYERS:,} are supported")
-    check_fits(model_bytes(cfg, DTYPES[dtype]), dtype, device)
+    if device_map is None:  # a split model is checked by accelerate's plan, against every device's memory
+        check_fits(model_bytes(cfg, DTYPES[dtype]), dtype, device)
     weights = shard_files(path)
     _check_state(convert(cfg, _stored_shapes(weights)), _meta_model(cfg).state_dict(), path)
     tokenizer = Tokenizer.from_dir(path)
@@ -141,7 +150,10 @@ def load(name_or_path: str, dtype: str | None = None, device: str | torch.device
     tokenizer.cover(cfg.vocab_size)  # ids past the tokenizer's (padding rows) get labels too
     model = build_model(cfg).in_precision(DTYPES[dtype])  # the first allocation: everything above has passed
     model.load_state_dict(convert(cfg, _read_weights(weights)))  # casts the stored weights to the model's dtype
-    model = model.to(device).eval()
+    if device_map is None:
+        model = model.to(device).eval()
+    else:  # across devices, the CPU and the disk (placement.py)
+        model = dispatch(model.eval(), device_map_for(model, device_map, max_memory))
     return LoadedModel(model_key(name_or_path), model, tokenizer, path, about)
 
 
