@@ -131,8 +131,25 @@ def test_glassbox_plan_prints_the_map_and_each_devices_memory():
 
 def test_the_servers_device_map_setting_loads_split(gpt2_dir, monkeypatch):
     """GLASSBOX_DEVICE_MAP (app/resources.py): the shared models are loaded with that device map."""
+    pytest.importorskip("streamlit")  # the app's extra (a GPU machine may lack it)
     from glassbox.app import resources
 
     monkeypatch.setenv(resources.DEVICE_MAP_SETTING, "auto")
     loaded = resources.split_load(str(gpt2_dir), dtype="float32", device="cpu")
     assert placement(loaded.model) is not None and set(placement(loaded.model).values()) == {"cpu"}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU")
+def test_split_across_a_gpu_and_the_cpu_equals_the_model_on_the_gpu(gpt2_dir):
+    """Blocks 1 and 2 held on the CPU, offloaded to cuda:0 for their forward: every tensor and
+    gradient as on the GPU alone (float64: 1e-10)."""
+    whole = gb.load(str(gpt2_dir), dtype="float64", device="cuda")
+    mapping = {part: 0 for part in parts(whole.model)} | {"blocks.1": "cpu", "blocks.2": "cpu"}
+    split = gb.load(str(gpt2_dir), dtype="float64", device_map=mapping)
+    assert "blocks 0 on cuda:0, 1–2 on cpu" in repr(split)
+    want, got = whole.trace(PROMPT, backward=True), split.trace(PROMPT, backward=True)
+    assert got.names() == want.names() and "grad:blocks.2.attn.W_Q" in got.names()
+    for name in want.names():
+        assert torch.allclose(got[name].cpu(), want[name].cpu(), rtol=0, atol=1e-10, equal_nan=True), name
+    a, b = whole.generate(PROMPT, 6, temperature=0.9, seed=1), split.generate(PROMPT, 6, temperature=0.9, seed=1)
+    assert [t.token_id for t in a] == [t.token_id for t in b]

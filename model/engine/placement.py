@@ -130,7 +130,11 @@ def dispatch(model: torch.nn.Module, device_map: dict[str, str | int], offload_d
     for name, device in device_map.items():
         if device == "disk" and not name.startswith("blocks."):
             raise GlassboxError(f"Only blocks can wait on the disk; {name} is read outside a block's forward")
-    offloaded = [name for name, device in device_map.items() if device == "disk"]
+        if device == "cpu" and not name.startswith("blocks.") and any(isinstance(d, int) for d in device_map.values()):
+            raise GlassboxError(f"Beside a GPU only blocks can wait on the CPU; {name} is read outside a block's forward")
+    # beside a GPU, accelerate offloads the CPU's blocks too: read in for their forward on the first GPU
+    gpu = any(isinstance(d, int) or str(d).startswith("cuda") for d in device_map.values())
+    offloaded = [name for name, device in device_map.items() if device == "disk" or (gpu and device == "cpu")]
     if offloaded and offload_dir is None:
         offload_dir = tempfile.mkdtemp(prefix="glassbox-offload-")
     first = next(d for n, d in device_map.items() if n in FIRST_PARTS or n.startswith("blocks."))
