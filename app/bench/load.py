@@ -10,6 +10,10 @@ from /proc every 0.1 s, the server and its children) and the trace budget it ran
 Each session's loss, as the page prints it, is checked against `glassbox trace` on the same
 prompt. Bounded: at most 32 sessions, 127.0.0.1 only, ``--timeout`` seconds in all.
 
+With ``--replicas N`` the sessions go to N app processes behind nginx (app/replicas.py), each
+browser kept on one replica by its route cookie; reported too: how many sessions each replica
+served, and the replicas' peak memory together.
+
 This is a measurement, not a test: nothing here asserts a time.
 """
 
@@ -70,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokens", type=int, default=300, help="prompt length in tokens")
     parser.add_argument("--small", action="store_true", help="a tiny model, for a smoke run")
     parser.add_argument("--timeout", type=float, default=900, help="seconds for the whole run")
+    parser.add_argument("--replicas", type=int, default=0, help="app processes behind nginx (default 0: one server alone)")
     args = parser.parse_args(argv)
     if not 1 <= args.sessions <= MAX_SESSIONS:
         parser.error(f"--sessions must be 1..{MAX_SESSIONS}")
@@ -86,17 +91,27 @@ def main(argv: list[str] | None = None) -> int:
         from glassbox.model.serving.admission import default_budget
 
         budget = default_budget(default_device())  # as the server computes it at its start
-        server = serve(port)
+        if args.replicas:
+            from glassbox.app.replicas import start
+
+            deployment = start(args.replicas, port, Path(tmp) / "nginx")
+            servers = deployment.replicas
+        else:
+            deployment, servers = None, [serve(port)]
         peak, stop = [0], threading.Event()
+
+        def rss() -> int:
+            return sum(_tree_rss(server.pid) for server in servers)
 
         def watch():
             while not stop.is_set():
-                peak[0] = max(peak[0], _tree_rss(server.pid))
+                peak[0] = max(peak[0], rss())
                 time.sleep(0.1)
 
         threading.Thread(target=watch, daemon=True).start()
-        base_rss = _tree_rss(server.pid)
+        base_rss = rss()
         url = f"http://127.0.0.1:{port}/explore"
+        served_by = [None] * args.sessions
         times, errors, losses = [None] * args.sessions, [], [None] * args.sessions
         deadline = time.perf_counter() + args.timeout
         try:
@@ -104,11 +119,12 @@ def main(argv: list[str] | None = None) -> int:
                 browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
                 pages = [browser.new_page(viewport={"width": 1280, "height": 1400}) for _ in prompts]
                 start = time.perf_counter()
-                for page, prompt in zip(pages, prompts):
+                for i, (page, prompt) in enumerate(zip(pages, prompts)):
                     from urllib.parse import urlencode
 
-                    page.goto(f"{url}?{urlencode({'model': str(folder), 'prompt': prompt, 'view': 'Backward'})}",
-                              wait_until="commit")
+                    response = page.goto(f"{url}?{urlencode({'model': str(folder), 'prompt': prompt, 'view': 'Backward'})}",
+                                         wait_until="commit")
+                    served_by[i] = response.headers.get("x-glassbox-replica") if response else None
                 for i, page in enumerate(pages):
                     left = max(1.0, deadline - time.perf_counter())
                     try:
@@ -125,16 +141,23 @@ def main(argv: list[str] | None = None) -> int:
                 browser.close()
         finally:
             stop.set()
-            os.killpg(server.pid, 15)
+            if deployment:
+                deployment.stop()
+            else:
+                os.killpg(servers[0].pid, 15)
         done = sorted(t for t in times if t is not None)
         print(f"{args.sessions} sessions, Backward view, {len(prompts[0].split())}-word prompts "
               f"({'tiny model' if args.small else 'GPT-2-small shape'}), on 127.0.0.1")
+        if args.replicas:
+            counts = {r: served_by.count(r) for r in sorted(set(served_by), key=str)}
+            print(f"{args.replicas} replicas behind nginx; sessions per replica: {counts}")
         if done:
             q = statistics.quantiles(done, n=10) if len(done) > 1 else [done[0]] * 9
             print(f"seconds to drawn: p50 {statistics.median(done):.1f}, p90 {q[8]:.1f}, max {done[-1]:.1f}")
         print(f"errors: {len(errors)} {errors if errors else ''}")
-        print(f"server memory: {base_rss / 2**30:.2f} GiB idle, peak {peak[0] / 2**30:.2f} GiB; "
-              f"trace budget about {budget / 2**30:.2f} GiB")
+        print(f"server memory{' (the replicas together)' if args.replicas else ''}: {base_rss / 2**30:.2f} GiB idle, "
+              f"peak {peak[0] / 2**30:.2f} GiB; trace budget about {budget / 2**30:.2f} GiB"
+              + (" each" if args.replicas else ""))
         checked = [(i, losses[i]) for i in range(args.sessions) if losses[i] is not None]
         mismatched = [i for i, shown in checked if abs(shown - _cli_loss(str(folder), prompts[i])) > 5e-4]
         print(f"loss checked against `glassbox trace` in {len(checked)} of {args.sessions} sessions, "
