@@ -113,3 +113,17 @@ def test_the_path_patch_command_prints_the_grid(pair, gpt2_dir):
     assert out["senders"][:5] == ["0.0", "0.1", "0.2", "0.3", "0.mlp"] and out["receivers"][0] == "1.0"
     bad = cli(*[a if a != CORRUPT else "She sells" for a in args])
     assert bad.returncode == 2 and "equal length" in bad.stderr and len(bad.stderr.splitlines()) == 1
+
+
+def test_a_pass_from_a_block_equals_the_whole_pass():
+    """Transformer.forward_from, which path patching's passes start with: from the residual stream
+    a whole pass captured at block b, the same logits (exactly: the same operations)."""
+    import glassbox as gb
+    from glassbox.model.engine.capture import capture
+
+    model = gb.load("default", dtype="float64").module
+    ids = torch.tensor([list(range(3, 12))])
+    with capture([f"blocks.{b}.hook_resid_pre" for b in range(4)]) as recorder:
+        whole = model(ids).logits
+    for b in range(4):
+        assert torch.equal(model.forward_from(recorder.tensors[f"blocks.{b}.hook_resid_pre"], b).logits, whole)

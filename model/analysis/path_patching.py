@@ -15,7 +15,9 @@ its inputs: ``q``, ``k`` or ``v``), on the corrupted prompt:
 
 Keys and values are per key/value head (with grouped-query attention a receiver's k or v is
 its group's). Pass 1 runs once per sender keeping every later receiver; pass 2 runs every
-receiver of a sender in one batch.
+receiver of a sender in one batch. Neither changes anything before the sender's block (pass 1)
+or the first receiver's (pass 2), so each starts there, from the corrupted run's residual
+stream (``Transformer.forward_from``): about half the blocks of a whole pass.
 """
 
 from __future__ import annotations
@@ -57,6 +59,10 @@ def _outputs(cfg) -> list[str]:
     return names + ([] if cfg.attn_only else [f"blocks.{b}.hook_mlp_out" for b in range(cfg.n_layers)])
 
 
+def _streams(cfg) -> list[str]:
+    return [f"blocks.{b}.hook_resid_pre" for b in range(cfg.n_layers)]
+
+
 def _set(value: torch.Tensor):
     """An edit that puts ``value`` (one sequence's) in every batch entry."""
     return lambda tensor: value.to(tensor.dtype).expand_as(tensor).clone()
@@ -81,7 +87,7 @@ def path_patching(model: Transformer, clean: list[int], corrupt: list[int], answ
     outputs = _outputs(cfg)
     runs = {}
     for which, ids in (("clean", clean), ("corrupt", corrupt)):
-        with capture(outputs) as recorder:
+        with capture(outputs + (_streams(cfg) if which == "corrupt" else [])) as recorder:
             logits = model(torch.tensor([ids], device=model.device), last_only=True).logits
         runs[which] = ({n: t[0] for n, t in recorder.tensors.items()}, float(logit_difference(logits, answer, wrong)[0]))
     (clean_out, metric_clean), (corrupt_out, metric_corrupt) = runs["clean"], runs["corrupt"]
@@ -90,25 +96,28 @@ def path_patching(model: Transformer, clean: list[int], corrupt: list[int], answ
     senders = [(b, h) for b in range(cfg.n_layers) for h in [*range(cfg.n_heads), *([] if cfg.attn_only else [None])]]
     receivers = [(b, h) for b in range(1, cfg.n_layers) for h in range(n_receiving)]
     metric = np.full((len(senders), len(receivers)), np.nan)
-    corrupt_ids = torch.tensor([corrupt], device=model.device)
     for i, (block, head) in enumerate(senders):
-        frozen = dict(corrupt_out)
+        frozen = {n: corrupt_out[n] for n in outputs}  # the heads' and MLPs' outputs (not the streams)
         name = f"blocks.{block}.hook_mlp_out" if head is None else f"blocks.{block}.attn.hook_z"
         frozen[name] = clean_out[name] if head is None else _with_head(corrupt_out[name], clean_out[name], head)
         later = [j for j, (b, _) in enumerate(receivers) if b > block]
         if not later:
             continue
         kept = [f"blocks.{b}.attn.hook_{receiver_input}" for b in range(block + 1, cfg.n_layers)]
-        with editing({n: _set(v) for n, v in frozen.items()}, keep=kept) as editor:
-            model(corrupt_ids, last_only=True)
+        # the outputs before the sender's block are the corrupted run's: the pass starts there
+        starting = {n: v for n, v in frozen.items() if int(n.split(".")[1]) >= block}
+        with editing({n: _set(v) for n, v in starting.items()}, keep=kept) as editor:
+            model.forward_from(corrupt_out[f"blocks.{block}.hook_resid_pre"][None], block, last_only=True)
         inputs = {n: editor.tensors[n][0] for n in kept}
         jobs = [receivers[j] for j in later]
         edits = {}
         for b in sorted({b for b, _ in jobs}):
             entries = [(e, (h,)) for e, (rb, h) in enumerate(jobs) if rb == b]  # entry e gets its head's kept input
             edits[f"blocks.{b}.attn.hook_{receiver_input}"] = patch_entries(entries, inputs[f"blocks.{b}.attn.hook_{receiver_input}"])
+        first = block + 1  # the earliest receiver's block: before it, every entry is the corrupted run
+        stream = corrupt_out[f"blocks.{first}.hook_resid_pre"][None].expand(len(jobs), -1, -1)
         with editing(edits):
-            values = logit_difference(model(corrupt_ids.expand(len(jobs), -1), last_only=True).logits, answer, wrong)
+            values = logit_difference(model.forward_from(stream, first, last_only=True).logits, answer, wrong)
         metric[i, later] = values.double().cpu().numpy()
     return PathPatching(receiver_input, senders, receivers, metric_clean, metric_corrupt, metric)
 

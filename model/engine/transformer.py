@@ -196,6 +196,21 @@ class Transformer(Stack, LanguageModel):
         return self._output(self.head(x), targets)
 
 
+    def forward_from(self, resid: torch.Tensor, block: int, last_only: bool = False) -> Output:
+        """The rest of a pass from the residual stream entering ``block`` (what
+        ``blocks.{block}.hook_resid_pre`` holds, batch × positions × d_model): the blocks from
+        there, then the head. An analysis that changes nothing before ``block`` runs this instead
+        of the whole pass (path patching). Relative positions (T5) are not supported here."""
+        if self.cfg.positional == "relative":
+            raise GlassboxError("A pass from a block needs every block's position bias: not for relative positions")
+        x = resid
+        for later in self.blocks[block:]:
+            x = later(x)
+        if last_only:
+            x = x[:, -1:]
+        return self._output(self.head(x), None)
+
+
 # The config fields a variant may change: they change what the pass computes, not the shapes or
 # buffers of the weights it shares.
 VARIANT_FIELDS = ("causal", "attn_scale", "expert_capacity")
