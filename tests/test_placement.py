@@ -153,3 +153,12 @@ def test_split_across_a_gpu_and_the_cpu_equals_the_model_on_the_gpu(gpt2_dir):
         assert torch.allclose(got[name].cpu(), want[name].cpu(), rtol=0, atol=1e-10, equal_nan=True), name
     a, b = whole.generate(PROMPT, 6, temperature=0.9, seed=1), split.generate(PROMPT, 6, temperature=0.9, seed=1)
     assert [t.token_id for t in a] == [t.token_id for t in b]
+
+
+def test_the_cli_splits_a_model_on_request_and_prints_what_the_whole_one_does(gpt2_dir):
+    """--device-map auto (here: everything fits the CPU) generates what the plain load does."""
+    args = ["generate", "--model", str(gpt2_dir), "--prompt", PROMPT, "--max-new-tokens", "5", "--temperature", "0",
+            "--json"]
+    plain, split = cli(*args), cli(*args, "--device-map", "auto")
+    assert plain.returncode == split.returncode == 0, split.stderr
+    assert json.loads(split.stdout)["completion"] == json.loads(plain.stdout)["completion"]
