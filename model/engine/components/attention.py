@@ -17,6 +17,8 @@ Two more uses, for encoders and encoder-decoders:
 
 from __future__ import annotations
 
+import functools
+
 import math
 
 import torch
@@ -158,12 +160,31 @@ class Attention(nn.Module):
         """(T, start + T) mask, True where the query at position start + i may not see a key: the
         future (unless the config says the model is not causal), and with a window the keys
         `window` or more positions back."""
-        query = torch.arange(start, start + T, device=device)[:, None]
-        key = torch.arange(start + T, device=device)[None, :]
-        hidden = key > query if self.cfg.causal else torch.zeros_like(key > query)
-        if self.window is not None:
-            hidden |= query - key >= self.window
-        return hidden
+        return hidden_keys(start, T, self.cfg.causal, self.window, device)
+
+
+MASKS_KEPT = 1 << 20  # the largest mask kept for reuse, in entries (1 MB of bools: a 1,024-token pass)
+
+
+def hidden_keys(start: int, T: int, causal: bool, window: int | None, device: torch.device) -> torch.Tensor:
+    """The mask of ``Attention._hidden``, made once per shape and device and shared by every block
+    and call that needs it (on a GPU, three kernel launches a block fewer in a captured pass); a
+    mask over MASKS_KEPT entries is made each time. Nothing writes into it."""
+    if T * (start + T) <= MASKS_KEPT:
+        return _kept_mask(start, T, causal, window, torch.device(device))
+    return _make_mask(start, T, causal, window, device)
+
+
+def _make_mask(start: int, T: int, causal: bool, window: int | None, device: torch.device) -> torch.Tensor:
+    query = torch.arange(start, start + T, device=device)[:, None]
+    key = torch.arange(start + T, device=device)[None, :]
+    hidden = key > query if causal else torch.zeros_like(key > query)
+    if window is not None:
+        hidden |= query - key >= window
+    return hidden
+
+
+_kept_mask = functools.lru_cache(maxsize=16)(_make_mask)  # at most 16 MB
 
 
 def _across_heads(norm: Norm, x: torch.Tensor) -> torch.Tensor:

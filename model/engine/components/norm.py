@@ -37,7 +37,6 @@ class Norm(nn.Module):
             x = x - mean[..., None]
         scale = hook(p + "hook_scale", (x.pow(2).mean(-1) + self.eps).sqrt())
         normalized = hook(p + "hook_normalized", x / scale[..., None])
-        out = normalized * self.w
-        if self.b is not None:
-            out = out + self.b
+        # γ·n + β in one kernel (a launch fewer per norm on a GPU), the same values and gradients
+        out = torch.addcmul(self.b, normalized, self.w) if self.b is not None else normalized * self.w
         return hook(p + "hook_out", out.to(dtype))
