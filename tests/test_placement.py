@@ -162,3 +162,24 @@ def test_the_cli_splits_a_model_on_request_and_prints_what_the_whole_one_does(gp
     plain, split = cli(*args), cli(*args, "--device-map", "auto")
     assert plain.returncode == split.returncode == 0, split.stderr
     assert json.loads(split.stdout)["completion"] == json.loads(plain.stdout)["completion"]
+
+
+def test_a_split_models_passes_weigh_on_the_one_budget_so_that_no_device_overflows(gpt2_dir):
+    """model/serving/sizing.device_weight. Reference: the per-device shares memory_plan gives
+    (its trace bytes are tested above) and the budgets given; admitting passes against the first
+    device's budget with the weighted cost never takes a device past its own budget."""
+    from glassbox.model.serving.sizing import device_weight
+
+    whole = gb.load(str(gpt2_dir), dtype="float32", device="cpu")
+    assert device_weight(whole.model) == 1.0
+    model = gb.load(str(gpt2_dir), dtype="float32", device="cpu").model
+    model.device_map = {"embed": 0, "pos_embed": 0, "blocks.0": 0, "blocks.1": 1, "blocks.2": 1, "ln_final": 1}
+    rows = memory_plan(model, model.device_map, 64)
+    shares = {r["device"]: r["trace_bytes"] / sum(x["trace_bytes"] for x in rows) for r in rows}
+    for budgets in ({"cuda:0": 8, "cuda:1": 8}, {"cuda:0": 8, "cuda:1": 2}, {"cuda:0": 1, "cuda:1": 16}):
+        weight = device_weight(model, budgets)
+        assert weight == pytest.approx(max(shares[d] * budgets["cuda:0"] / budgets[d] for d in shares))
+        admitted = budgets["cuda:0"] / weight  # the bytes of passes the one budget lets in
+        assert all(admitted * shares[d] <= budgets[d] * (1 + 1e-12) for d in shares)
+    # on equal budgets two devices sharing the trace let more in than one device holding it all
+    assert device_weight(model, {"cuda:0": 8, "cuda:1": 8}) < 1

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+import torch
 
 from glassbox.model.serving.limits import FULL_TRACE_BYTES
 from glassbox.model.engine import EncoderDecoder, GlassboxError, Target, Trace, Transformer, run_seq2seq_trace, run_trace
@@ -99,9 +100,44 @@ def _plan_names(model: Transformer, names: tuple[str, ...] | None, backward: boo
 
 
 def held_bytes(model: Transformer, n_tokens: int, names: tuple[str, ...] | None = None, backward: bool = True) -> int:
-    """Bytes of a trace of ``n_tokens`` captured with ``names`` (None: all), exactly."""
+    """Bytes of a trace of ``n_tokens`` captured with ``names`` (None: all), exactly; for a
+    model split across devices, as they weigh on the server's budget (``device_weight``)."""
     polynomials = _probe(model)[0]
-    return _bytes([polynomials[n] for n in _plan_names(model, names, backward) if n in polynomials], n_tokens)
+    held = _bytes([polynomials[n] for n in _plan_names(model, names, backward) if n in polynomials], n_tokens)
+    return int(held * device_weight(model))
+
+
+_weights: "weakref.WeakKeyDictionary[Transformer, float]" = weakref.WeakKeyDictionary()
+
+
+def device_weight(model: Transformer, budgets: dict[str, int] | None = None) -> float:
+    """How a byte of this model's passes weighs on the server's one budget, the first device's
+    (B₀): a model split across devices (placement.py) puts a share s_d of a trace's tensors on
+    device d, whose own budget would be B_d, so a byte counts max_d s_d · B₀ / B_d. Admitting
+    against B₀ then never takes any device past its own budget (Σ c·s_d ≤ B_d follows from
+    Σ c · max_d … ≤ B₀), and two GPUs sharing a trace half and half admit twice the bytes. 1 for
+    a model on one device. ``budgets``: each device's (default: half its free memory, measured
+    once per model)."""
+    from glassbox.model.engine.placement import memory_plan, placement
+
+    mapping = getattr(model, "device_map", None)
+    if placement(model) is None:
+        return 1.0
+    measured = budgets is None
+    if measured and model in _weights:
+        return _weights[model]
+    rows = memory_plan(model, mapping, min(128, model.cfg.n_ctx))
+    total = sum(r["trace_bytes"] for r in rows) or 1
+    if measured:
+        from glassbox.model.serving.admission import available_memory
+
+        budgets = {r["device"]: available_memory(torch.device(r["device"])) for r in rows
+                   if r["trace_bytes"] and r["device"] != "disk"}
+    first = rows[0]["device"]
+    weight = max(r["trace_bytes"] / total * budgets[first] / budgets[r["device"]] for r in rows if r["trace_bytes"])
+    if measured:
+        _weights[model] = weight
+    return weight
 
 
 def working_bytes(model: Transformer, n_tokens: int, backward: bool, batch: int = 1) -> int:
@@ -111,13 +147,13 @@ def working_bytes(model: Transformer, n_tokens: int, backward: bool, batch: int 
     beside those outside the blocks (embeddings, logits)."""
     activations = {n: p for n, p in _probe(model)[0].items() if not n.startswith(GRAD)}
     if backward:
-        return batch * _bytes(list(activations.values()), n_tokens)
+        return int(batch * _bytes(list(activations.values()), n_tokens) * device_weight(model))
     blocks: dict[str, list[np.ndarray]] = {}
     for name, polynomial in activations.items():
         block = re.match(r"blocks\.(\d+)\.", name)
         blocks.setdefault(block[1] if block else "", []).append(polynomial)
     outside = _bytes(blocks.pop("", []), n_tokens)
-    return batch * (outside + max((_bytes(p, n_tokens) for p in blocks.values()), default=0))
+    return int(batch * (outside + max((_bytes(p, n_tokens) for p in blocks.values()), default=0)) * device_weight(model))
 
 
 def training_bytes(model: Transformer, n_tokens: int, batch: int) -> int:
