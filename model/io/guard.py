@@ -174,6 +174,19 @@ def physical_memory() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
+def available_memory(device: torch.device | None = None) -> int:
+    """Free memory now: the GPU's (cuda) or MemAvailable from /proc/meminfo (else total RAM)."""
+    if device is not None and device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return physical_memory()
+
+
 def memory_limit(device: torch.device) -> int:
     """Bytes a model's weights may take on ``device``: GLASSBOX_MAX_MODEL_GB, else the device's memory."""
     limit = gigabytes_setting(MAX_MODEL_GB)

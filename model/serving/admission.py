@@ -34,13 +34,12 @@ import threading
 import time
 from collections import deque
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Callable, Iterator
 
 import torch
 
 from glassbox.model.engine import GlassboxError
-from glassbox.model.io.guard import gigabytes_setting, seconds_setting
+from glassbox.model.io.guard import available_memory, gigabytes_setting, seconds_setting
 from glassbox.model.serving.sizing import size_text
 
 TRACE_BUDGET_GB = "GLASSBOX_TRACE_BUDGET_GB"
@@ -55,21 +54,6 @@ def return_freed_memory(threshold: int = 2**20) -> bool:
         return ctypes.CDLL("libc.so.6").mallopt(M_MMAP_THRESHOLD, threshold) == 1
     except (OSError, AttributeError):
         return False
-
-
-def available_memory(device: torch.device | None = None) -> int:
-    """Free memory now: the GPU's (cuda) or MemAvailable from /proc/meminfo (else total RAM)."""
-    if device is not None and device.type == "cuda":
-        return torch.cuda.mem_get_info(device)[0]
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    from glassbox.model.io.guard import physical_memory
-
-    return physical_memory()
 
 
 def default_budget(device: torch.device | None = None) -> int:

@@ -129,7 +129,7 @@ def device_weight(model: Transformer, budgets: dict[str, int] | None = None) -> 
     rows = memory_plan(model, mapping, min(128, model.cfg.n_ctx))
     total = sum(r["trace_bytes"] for r in rows) or 1
     if measured:
-        from glassbox.model.serving.admission import available_memory
+        from glassbox.model.io.guard import available_memory
 
         budgets = {r["device"]: available_memory(torch.device(r["device"])) for r in rows
                    if r["trace_bytes"] and r["device"] != "disk"}
