@@ -33,9 +33,14 @@ class Norm(nn.Module):
                    else F.rms_norm(x, size, self.w, self.eps))
             return hook(p + "hook_out", out.to(dtype))
         if self.kind == "layernorm":
-            mean = hook(p + "hook_mean", x.mean(-1))
+            # the mean and the variance in one kernel: the variance read from x itself rather than
+            # from x − mean changes no gradient, since ∂var/∂mean = −2·mean(x − mean) = 0
+            var, mean = torch.var_mean(x, dim=-1, correction=0)
+            mean = hook(p + "hook_mean", mean)
             x = x - mean[..., None]
-        scale = hook(p + "hook_scale", (x.pow(2).mean(-1) + self.eps).sqrt())
+        else:
+            var = x.pow(2).mean(-1)  # RMSNorm: the mean square
+        scale = hook(p + "hook_scale", (var + self.eps).sqrt())
         normalized = hook(p + "hook_normalized", x / scale[..., None])
         # γ·n + β in one kernel (a launch fewer per norm on a GPU), the same values and gradients
         out = torch.addcmul(self.b, normalized, self.w) if self.b is not None else normalized * self.w
