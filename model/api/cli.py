@@ -129,6 +129,17 @@ def count_between(low: int, high: int):
     return parse
 
 
+def positive_number(text: str) -> float:
+    """An argparse type: a finite number above 0 (a memory size), else the parser's one-line error."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} must be above 0")
+    return value
+
+
 def writable(path: Path, folder_ok: bool = False) -> Path:
     """An output's path, checked before any work: the folder it goes in exists and can be written
     to (``folder_ok``: the output is itself a folder, which may exist)."""
@@ -165,10 +176,7 @@ def cmd_trace(args) -> int:
     tokens = loaded.tokens(args.prompt)
     target = None if args.target is None else (args.target, -1 if args.position is None else args.position)
     trace = loaded.trace(tokens, names=args.names, backward=args.backward or target is not None, target=target)
-    try:
-        trace.save_npz(args.npz)
-    except OSError as exc:  # the disk filled, the folder went away
-        raise GlassboxError(f"Cannot write {args.npz}: {exc.strerror or exc}") from None
+    trace.save_npz(args.npz)  # whole or not at all; a failed write is an error line
     pieces = [loaded.tokenizer.pieces[t] for t in tokens]
     print(f"tokens   {tokens}  {pieces}")
     if trace.loss is not None:
@@ -705,8 +713,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("model", help="a curated hub id, meta-llama/Meta-Llama-3-70B, mistralai/Mixtral-8x7B-v0.1, or a "
                    "folder with a config.json")
     p.add_argument("--gpus", type=count_between(0, 1024), required=True)
-    p.add_argument("--gpu-gb", type=float, default=80.0, help="each GPU's memory (default 80)")
-    p.add_argument("--cpu-gb", type=float, default=256.0, help="the CPU memory offered before the disk (default 256)")
+    p.add_argument("--gpu-gb", type=positive_number, default=80.0, help="each GPU's memory (default 80)")
+    p.add_argument("--cpu-gb", type=positive_number, default=256.0, help="the CPU memory offered before the disk (default 256)")
     p.add_argument("--tokens", type=count_between(1, 1_000_000), default=512, help="the traced prompt's length")
     p.add_argument("--dtype", choices=["float32", "float64", "bfloat16", "float16"],
                    help="default: the config's torch_dtype")
@@ -719,8 +727,8 @@ def parser() -> argparse.ArgumentParser:
 
     p.add_argument("--out", type=Path, help="where to write the model (default: $GLASSBOX_HOME/models/default; "
                    "assets/default refreshes the shipped one)")
-    p.add_argument("--steps", type=int, default=STEPS, help=argparse.SUPPRESS)  # smaller runs for tests
-    p.add_argument("--stories", type=int, default=N_STORIES, help=argparse.SUPPRESS)
+    p.add_argument("--steps", type=count_between(1, 1_000_000), default=STEPS, help=argparse.SUPPRESS)  # smaller runs for tests
+    p.add_argument("--stories", type=count_between(1, 1_000_000), default=N_STORIES, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_train_default)
 
     p = sub.add_parser("train-sae", help="train the default model's sparse autoencoder (blocks.2.hook_resid_pre)")

@@ -107,7 +107,12 @@ class Trace:
         return arrays
 
     def save_npz(self, path: str | Path) -> None:
-        np.savez(path, **self.to_numpy())
+        """Every tensor under its name, in ``path`` exactly (numpy would append .npz to a bare
+        name): written whole or not at all (guard.write_file), an error a GlassboxError."""
+        from glassbox.model.engine.files import write_file
+
+        arrays = self.to_numpy()
+        write_file(path, lambda file: np.savez(file, **arrays))
 
 
 def next_token_targets(tokens: torch.Tensor) -> torch.Tensor:

@@ -21,6 +21,21 @@ from glassbox.model.engine import GlassboxError
 from glassbox.model.io.guard import TOKENIZER_BYTES, read_file, regular_file, shortened, some
 
 
+def check_unicode(text: str) -> None:
+    """Text that is not valid Unicode is refused, never replaced (a replaced character would be a
+    token the visitor did not type): a lone surrogate (U+D800–U+DFFF), as a shell passes bytes
+    that are not UTF-8 (``$'\\xff'``) or as a broken paste holds, has no UTF-8 form a tokenizer
+    can read."""
+    lone = _SURROGATE.search(text)
+    if lone:
+        raise GlassboxError(f"The text is not valid Unicode: character {lone.start() + 1} is a lone surrogate "
+                            f"(U+{ord(lone[0]):04X}), which no tokenizer reads (bytes that are not UTF-8?). "
+                            "Remove it, or give the text as UTF-8")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 class Tokenizer:
     def __init__(self, tok: HFTokenizer):
         self._tok = tok
@@ -101,6 +116,7 @@ class Tokenizer:
     def encode(self, text: str) -> list[int]:
         if not text or (self.word_level and not text.strip()):
             raise GlassboxError("The prompt is empty: type some text.")
+        check_unicode(text)
         if self.word_level:
             words = [w for w, _ in self._tok.pre_tokenizer.pre_tokenize_str(text)]
             unknown = [w for w in words if w not in self.vocab]

@@ -1,0 +1,73 @@
+"""Issue 31's first findings, each a clean answer now (the reference is the contract: one
+`error:` line on stderr, exit status 2, nothing half-written left behind).
+
+- text that is not valid Unicode (a lone surrogate, as a shell passes bytes that are not UTF-8)
+  is refused with a message, never replaced and never an internal error;
+- numeric options are checked by the parser before any work;
+- a write that fails (a full disk: /dev/full) is an error, leaves no file a later read would
+  trust, and a name is written as given (numpy used to append .npz: `--npz /dev/full` wrote
+  /dev/full.npz and said it wrote /dev/full).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import glassbox as gb
+from glassbox.model.engine import GlassboxError
+from glassbox.model.engine.files import write_file
+from tests.helpers import cli
+
+
+def one_error_line(run, needle: str) -> None:
+    assert run.returncode == 2, (run.returncode, run.stderr)
+    assert run.stderr.count("\n") == 1 and run.stderr.startswith("error:") and needle in run.stderr, run.stderr
+    assert "internal error" not in run.stderr
+
+
+@pytest.mark.parametrize("text", ["the cat \udc80", "\ud800", "a" * 50 + "\udfff"])
+def test_text_that_is_not_unicode_is_refused_with_where_it_is(text):
+    position = next(i for i, c in enumerate(text) if "\ud800" <= c <= "\udfff") + 1
+    with pytest.raises(GlassboxError, match=f"character {position} is a lone surrogate"):
+        gb.load("default").tokens(text)
+    one_error_line(cli("generate", "--prompt", text, "--max-new-tokens", "2"), "not valid Unicode")
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["train-default", "--steps", "-1"], "--steps: -1 is outside"),
+    (["train-default", "--stories", "0"], "--stories: 0 is outside"),
+    (["train-sae", "--steps", "0"], "--steps: 0 is outside"),
+    (["plan", "openai-community/gpt2", "--gpus", "1", "--gpu-gb", "-5"], "--gpu-gb: -5 must be above 0"),
+    (["plan", "openai-community/gpt2", "--gpus", "1", "--cpu-gb", "nan"], "--cpu-gb: nan must be above 0"),
+])
+def test_bad_numbers_are_refused_by_the_parser(args, needle, tmp_path):
+    one_error_line(cli(*args, *(["--out", str(tmp_path / "out")] if args[0].startswith("train") else [])), needle)
+    assert not (tmp_path / "out").exists()  # refused before any work
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+def test_a_full_disk_is_an_error_and_writes_nothing_else():
+    before = set(Path("/dev").iterdir())
+    one_error_line(cli("trace", "--prompt", "the cat", "--npz", "/dev/full"), "No space left on device")
+    assert set(Path("/dev").iterdir()) == before  # no /dev/full.npz beside it
+
+
+def test_the_npz_goes_where_it_is_named_and_a_failed_write_keeps_the_old_file(tmp_path):
+    target = tmp_path / "trace"  # no .npz: written as named
+    run = cli("trace", "--prompt", "the cat", "--npz", str(target))
+    assert run.returncode == 0 and target.exists() and not (tmp_path / "trace.npz").exists()
+    assert "hook_logits" in np.load(target).files
+    old = target.read_bytes()
+
+    def breaks_midway(file):
+        file.write(b"half a file")
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(GlassboxError, match="Cannot write .*No space left on device"):
+        write_file(target, breaks_midway)
+    assert target.read_bytes() == old  # the old file, untouched
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["trace"]  # no partial file left
