@@ -147,6 +147,11 @@ def wait_healthy(url: str, seconds: float = 180) -> None:
     raise SystemExit(f"{url} did not answer within {seconds:.0f} s")
 
 
+def stop_on_signal(signum, frame) -> None:
+    """SIGTERM as Ctrl-C: the replicas and nginx are stopped on the way out."""
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m app.replicas", description=__doc__.split("\n")[0])
     parser.add_argument("--replicas", type=int, default=2, help="app processes (default 2)")
@@ -158,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="glassbox-replicas-") as folder:
         deployment = start(args.replicas, args.port, Path(folder), args.hub)
         print(f"{args.replicas} replicas behind {deployment.url} (ports {deployment.replica_ports}); Ctrl-C stops them")
-        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+        signal.signal(signal.SIGTERM, stop_on_signal)
         try:
             deployment.nginx.wait()
         except KeyboardInterrupt:

@@ -139,6 +139,12 @@ def hf_run(hf, ids, block: int, change) -> torch.Tensor:
         handle.remove()
 
 
+def stream(hf, ids, block: int) -> torch.Tensor:
+    """transformers' residual stream entering ``block`` (its hidden state), one sequence."""
+    with torch.no_grad():
+        return hf(torch.tensor([ids]), output_hidden_states=True).hidden_states[block][0]
+
+
 def mean_loss(logits: torch.Tensor, ids: list[int]) -> float:
     return float(torch.nn.functional.cross_entropy(logits[:-1], torch.tensor(ids[1:])))
 
@@ -151,7 +157,7 @@ def test_features_and_the_spliced_loss_equal_transformers_with_saelens_in_place(
     ids = model.tokens(PROMPT)
     got = model.features(PROMPT, sae, top=4)
     with torch.no_grad():
-        x = hf(torch.tensor([ids]), output_hidden_states=True).hidden_states[1][0]
+        x = stream(hf, ids, 1)
         acts = reference.encode(x)
         want_error = (x - reference(x)).norm(dim=-1)
     values, order = acts.topk(4, dim=-1)
@@ -178,7 +184,7 @@ def test_ablating_a_feature_equals_transformers_minus_its_share(pair, tmp_path):
     sae = model.sae(saved(tmp_path, reference))
     ids = model.tokens(PROMPT)
     with torch.no_grad():
-        acts = reference.encode(hf(torch.tensor([ids]), output_hidden_states=True).hidden_states[1][0])
+        acts = reference.encode(stream(hf, ids, 1))
     feature = int(acts[-1].argmax())  # active at the last position
     got = model.ablate_feature(PROMPT, sae, feature)
     assert np.allclose(got.activations, acts[:, feature].numpy(), atol=1e-10)
@@ -204,7 +210,7 @@ def test_a_centred_sae_reads_the_stream_without_its_mean(pair, tmp_path):
     assert sae.center_input
     ids = model.tokens(PROMPT)
     with torch.no_grad():
-        x = hf(torch.tensor([ids]), output_hidden_states=True).hidden_states[1][0]
+        x = stream(hf, ids, 1)
         centred = x - x.mean(-1, keepdim=True)
         values = reference.encode(centred).topk(3, dim=-1).values
         want_error = (centred - reference(centred)).norm(dim=-1)

@@ -25,7 +25,7 @@ import torch
 
 from glassbox.model.analysis.dla import linear_head
 from glassbox.model.engine.sae import SparseAutoencoder
-from glassbox.model.analysis.steering import STREAM_HOOKS as RESIDUAL_WRITERS
+from glassbox.model.analysis.steering import STREAM_HOOKS
 from glassbox.model.engine import GlassboxError, Transformer, check_prompt, run_trace
 from glassbox.model.engine.edits import editing
 
@@ -87,14 +87,10 @@ def check_sae(model: Transformer, sae: SparseAutoencoder) -> None:
         except GlassboxError:  # no such tensor in this model
             raise GlassboxError(f"The SAE reads or writes {name}, which this model does not compute "
                                 "(`glassbox hooks` lists its names)") from None
-        got = sae.rows(probe[name]).shape[-1] if name == sae.reads else _out_rows(sae, probe[name]).shape[-1]
+        got = sae.rows(probe[name]).shape[-1] if name == sae.reads else sae.out_rows(probe[name]).shape[-1]
         if got != width:
             raise GlassboxError(f"The SAE expects {width} numbers at {name}; this model has {got} there "
                                 "(an SAE of another model?)")
-
-
-def _out_rows(sae: SparseAutoencoder, x: torch.Tensor) -> torch.Tensor:
-    return x.transpose(0, 1).reshape(x.shape[1], -1) if sae.writes.endswith("attn.hook_z") else x
 
 
 def _rewriting(sae: SparseAutoencoder, change) -> dict:
@@ -111,7 +107,7 @@ def _rewriting(sae: SparseAutoencoder, change) -> dict:
         rows = []
         for x_in, x_out in zip(inputs.unbind(0), tensor.unbind(0)):
             r_in = sae.rows(x_in)
-            rows.append(sae.unrows(change(_out_rows(sae, x_out), r_in, sae.encode(r_in)), x_out))
+            rows.append(sae.unrows(change(sae.out_rows(x_out), r_in, sae.encode(r_in)), x_out))
         return torch.stack(rows)
 
     return {sae.reads: read, sae.writes: write} if sae.transcoder else {sae.writes: write}
@@ -124,7 +120,7 @@ def features(model: Transformer, tokens: list[int], sae: SparseAutoencoder, top:
     trace = run_trace(model, tokens, names=wanted)
     x = sae.rows(trace[sae.reads])
     a = sae.encode(x)
-    target = _out_rows(sae, trace[sae.writes])
+    target = sae.out_rows(trace[sae.writes])
     error = target - sae.decode(a, x)
     seen = target - target.mean(-1, keepdim=True) if sae.center_input else target
     values, ids = a.topk(min(top, sae.d_sae), dim=-1)
@@ -151,7 +147,7 @@ def logit_effect(model: Transformer, tokens: list[int], sae: SparseAutoencoder, 
     why = linear_head(model.cfg)
     if why:
         raise GlassboxError(why)
-    if not sae.writes.endswith(RESIDUAL_WRITERS):
+    if not sae.writes.endswith(STREAM_HOOKS):
         raise GlassboxError(f"A feature's direct effect on the logits is read where it writes into the residual stream; "
                             f"this SAE writes {sae.writes}")
     check_prompt(model.cfg, tokens)
@@ -184,6 +180,6 @@ def steering_vector(sae: SparseAutoencoder, feature: int) -> tuple[int, str, tor
     """(block, hook, vector): the feature's decoder row, added where the SAE writes."""
     sae.check_feature(feature)
     block, _, hook = sae.writes.removeprefix("blocks.").partition(".")
-    if not block.isdigit() or hook not in RESIDUAL_WRITERS:
+    if not block.isdigit() or hook not in STREAM_HOOKS:
         raise GlassboxError(f"Steering adds to the residual stream; this SAE writes {sae.writes}")
     return int(block), hook, sae.decoder_rows()[feature]

@@ -81,9 +81,11 @@ class SparseAutoencoder:
     # --- the tensor as Glassbox holds it ⇄ the SAE's input rows (position × d_in) ---
     def rows(self, x: torch.Tensor) -> torch.Tensor:
         """``reads``'s tensor of one sequence (a trace's shape) as position × d_in."""
-        if self.reads.endswith("attn.hook_z"):  # head × position × d_head → position × (head·d_head)
-            return x.transpose(0, 1).reshape(x.shape[1], -1)
-        return x
+        return _as_rows(x, self.reads)
+
+    def out_rows(self, x: torch.Tensor) -> torch.Tensor:
+        """``writes``'s tensor of one sequence as position × d_out (what ``decode`` predicts)."""
+        return _as_rows(x, self.writes)
 
     def unrows(self, rows: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
         """position × d_out rows back in ``writes``'s shape (``like``)."""
@@ -152,3 +154,9 @@ class SparseAutoencoder:
     def check_feature(self, feature: int) -> None:
         if not 0 <= feature < self.d_sae:
             raise GlassboxError(f"feature must be from 0 to {self.d_sae - 1}, not {feature}")
+
+
+def _as_rows(x: torch.Tensor, name: str) -> torch.Tensor:
+    """A tensor named ``name`` as position × width: hook_z's head × position × d_head flattened
+    heads-last, as SAELens flattens TransformerLens's position × head × d_head."""
+    return x.transpose(0, 1).reshape(x.shape[1], -1) if name.endswith("attn.hook_z") else x

@@ -26,6 +26,7 @@ from pathlib import Path
 
 MODELS = ("openai-community/gpt2", "google/gemma-3-270m")
 ANALYSES = ("steer", "heads", "path-patch", "verify", "features")
+BENCH_HOOKS = ("blocks.8.hook_resid_pre", "blocks.12.hook_resid_post")  # the curated SAEs measured (GPT-2, Gemma)
 
 
 def measure(analysis: str, path: Path) -> dict:
@@ -71,25 +72,25 @@ def measure(analysis: str, path: Path) -> dict:
 
 
 def random_sae(loaded):
-    """An SAE of the curated width for this model's shape (the first curated one whose width of
-    stream it reads matches; else 8 × d_model), random weights, at its hook (clamped to the model's blocks)."""
+    """An SAE of a curated one's width and hook for this model's shape (BENCH_HOOKS; a model no
+    curated SAE reads gets 8 × d_model features), random weights."""
     import torch
 
     from glassbox.model.engine.sae import SparseAutoencoder
     from glassbox.model.io.sae import curated
 
     d = loaded.cfg.d_model
-    entry = next((e for e in curated() if e.d_in == d and e.model != "default"), None)
-    d_sae = entry.d_sae if entry else 8 * d
-    layer = min(8 if entry is None or "gpt2" in entry.model else 12, loaded.cfg.n_layers - 1)
-    hook = f"blocks.{layer}.hook_resid_pre" if entry is None or "gpt2" in entry.model else f"blocks.{layer}.hook_resid_post"
+    entry = next((e for e in curated() if e.d_in == d and e.hook in BENCH_HOOKS), None)
+    if entry is None:  # a test's tiny model
+        d_sae, hook, jumprelu = 8 * d, f"blocks.{min(8, loaded.cfg.n_layers - 1)}.hook_resid_pre", False
+    else:
+        d_sae, hook, jumprelu = entry.d_sae, entry.hook, "gemma-scope" in entry.source
     g = torch.Generator().manual_seed(0)
-    device, dtype = loaded.model.device, loaded.model.embed.W_E.dtype
     W_enc = torch.randn(d, d_sae, generator=g) / d ** 0.5
-    return SparseAutoencoder("jumprelu" if entry and "gemma" in entry.model else "standard", hook, hook,
-                             W_enc, torch.zeros(d_sae), W_enc.T.contiguous(), torch.zeros(d),
-                             threshold=torch.full((d_sae,), 0.1) if entry and "gemma" in entry.model else None
-                             ).to(dtype, device)
+    return SparseAutoencoder("jumprelu" if jumprelu else "standard", hook, hook, W_enc, torch.zeros(d_sae),
+                             W_enc.T.contiguous(), torch.zeros(d),
+                             threshold=torch.full((d_sae,), 0.1) if jumprelu else None
+                             ).to(loaded.model.embed.W_E.dtype, loaded.model.device)
 
 
 def run(models: list[str] | None = None, json_path: Path | None = None) -> int:
