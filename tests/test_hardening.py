@@ -71,3 +71,43 @@ def test_the_npz_goes_where_it_is_named_and_a_failed_write_keeps_the_old_file(tm
         write_file(target, breaks_midway)
     assert target.read_bytes() == old  # the old file, untouched
     assert sorted(p.name for p in tmp_path.iterdir()) == ["trace"]  # no partial file left
+
+
+def test_a_model_folder_is_written_whole_or_not_at_all(tmp_path, monkeypatch, capsys):
+    """train-micro writes its model into a hidden folder beside --out and renames it into place
+    when every file is written. Reference: the folder's bytes before and after, and the parent's
+    listing. A write that fails midway (safetensors' save_file raising ENOSPC after writing part
+    of its file) is one error line, exit status 2; the model already there is untouched and
+    still loads; nothing else is left beside it. Then a good run replaces it whole."""
+    from glassbox.cli import main
+    from glassbox.model.io import checkpoint
+
+    out = tmp_path / "bigram"
+    assert main(["train-micro", "bigram", "--steps", "2", "--out", str(out), "--json"]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    capsys.readouterr()
+
+    def full_disk(tensors, filename, **kwargs):
+        Path(filename).write_bytes(b"half a model")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(checkpoint, "save_file", full_disk)
+    assert main(["train-micro", "bigram", "--steps", "3", "--out", str(out), "--json"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == f"error: Cannot write {out}: No space left on device", err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bigram"]
+    gb.load(str(out))
+
+    monkeypatch.undo()
+    assert main(["train-micro", "bigram", "--steps", "3", "--out", str(out), "--json"]) == 0
+    after = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert after.keys() == before.keys() and after["training.json"] != before["training.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bigram"]
+
+
+def test_a_model_is_not_written_over_a_file(tmp_path):
+    target = tmp_path / "model"
+    target.write_text("a file")
+    one_error_line(cli("train-micro", "bigram", "--steps", "2", "--out", str(target)), "it is a file")
+    assert target.read_text() == "a file"

@@ -38,6 +38,7 @@ import torch
 
 from glassbox.model.data.stories import corpus
 from glassbox.model.engine import Transformer
+from glassbox.model.engine.files import write_text
 from glassbox.model.io.checkpoint import load, save
 from glassbox.model.tools.bench import GPT2_SMALL, TINY
 
@@ -394,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n(trace: the model's own passes inside the server time (traces; Ask why's attribution, ablation and logit "
           "split; Circuits' head scores); rest: everything else the page did)")
     if args.json:
-        args.json.write_text(json.dumps({
+        write_text(args.json, json.dumps({
             "n_tokens": n_tokens, "forward_s": forward, "config": cfg.to_dict(),
             "views": {v: {"first_s": times[v][0][0], "first_server_s": times[v][0][1], "first_trace_s": times[v][0][2],
                           "reopen_s": reopened(times[v])[0], "reopen_server_s": reopened(times[v])[1],

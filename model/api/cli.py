@@ -148,6 +148,8 @@ def writable(path: Path, folder_ok: bool = False) -> Path:
     folder = path.parent
     if path.is_dir() and not folder_ok:
         raise GlassboxError(f"{path} is a folder: give a file name")
+    if folder_ok and path.exists() and not path.is_dir():
+        raise GlassboxError(f"Cannot write {path}: it is a file, and a model is a folder")
     if not folder.is_dir():
         raise GlassboxError(f"Cannot write {path}: the folder {folder} does not exist")
     if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
@@ -217,8 +219,11 @@ def cmd_bench(args) -> int:
 def cmd_build_worked_example(args) -> int:
     from glassbox.model.lesson.reconstruct import build
 
+    from glassbox.model.engine.files import written_whole
+
     out = model_output(args.out, "worked-example")
-    build(out)
+    with written_whole(out) as staged:
+        build(staged)
     print(f"wrote {out}")
     return 0
 
@@ -407,17 +412,24 @@ def cmd_heads(args) -> int:
 
 
 def cmd_train_default(args) -> int:
+    from glassbox.model.engine.files import written_whole
     from glassbox.model.tools.train_default import train
 
     out = model_output(args.out, "default")
-    train(path=out, steps=args.steps, n_stories=args.stories)
+    with written_whole(out) as staged:
+        train(path=staged, steps=args.steps, n_stories=args.stories)
+    print(f"wrote {out}")
     return 0
 
 
 def cmd_train_sae(args) -> int:
+    from glassbox.model.engine.files import written_whole
     from glassbox.model.tools.train_sae import train
 
-    train(path=model_output(args.out, "default-sae"), steps=args.steps, n_stories=args.stories)
+    out = model_output(args.out, "default-sae")
+    with written_whole(out) as staged:
+        train(path=staged, steps=args.steps, n_stories=args.stories)
+    print(f"wrote {out}")
     return 0
 
 
@@ -427,9 +439,12 @@ def cmd_train_micro(args) -> int:
     from glassbox.core import load
     from glassbox.model.micro import micro
 
+    from glassbox.model.engine.files import written_whole
+
     chosen = micro(args.name)
     out = model_output(args.out, chosen.asset)
-    chosen.train(out, args.steps)
+    with written_whole(out) as staged:
+        chosen.train(staged, args.steps)
     figures = chosen.figures(load(str(out)))  # the proving figure, of the model just written
     print(f"wrote {out}", file=sys.stderr)
     print(json.dumps(figures, ensure_ascii=False, allow_nan=False, indent=None if args.json else 2))

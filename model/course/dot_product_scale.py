@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from glassbox.model.engine import GRAD, GlassboxError, Transformer, check_prompt, run_trace, variant
+from glassbox.model.engine.files import write_text
 from glassbox.model.io.assets import asset
 from glassbox.model.lesson.training import learning_rate_at
 
@@ -108,7 +109,7 @@ def remeasure() -> str:
               "seconds": round(time.time() - started, 1), "torch": torch.__version__,
               "command": "glassbox course sqrt-dk --remeasure"}
     TRAINING_FILE.parent.mkdir(parents=True, exist_ok=True)
-    TRAINING_FILE.write_text(json.dumps(record) + "\n")
+    write_text(TRAINING_FILE, json.dumps(record) + "\n")
     return f"wrote {TRAINING_FILE} ({record['seconds']} s)"
 
 

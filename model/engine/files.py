@@ -1,11 +1,15 @@
-"""Files written whole or not at all, so that a full disk or a vanished folder is an error, never
-a "wrote" over half a file. The npz export goes through it (Trace.save_npz); the other outputs
-(models, training records, CSV) are still written directly."""
+"""Files and folders written whole or not at all, so that a full disk or a vanished folder is an
+error, never a "wrote" over half a file, and nothing half-written is left where a later load
+would read it. The npz export, the model folders the training commands make (``written_whole``),
+the course's measured record and the benchmarks' JSON go through it."""
 
 from __future__ import annotations
 
 import os
+import shutil
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from glassbox.model.engine.errors import GlassboxError
 
@@ -23,7 +27,7 @@ def write_file(path: str | Path, write) -> None:
                 write(file)
                 file.flush()
             return
-        temporary = path.with_name(f".{path.name}.{os.getpid()}.partial")
+        temporary = _beside(path, "partial")
         try:
             with open(temporary, "wb") as file:
                 write(file)
@@ -34,3 +38,59 @@ def write_file(path: str | Path, write) -> None:
             temporary.unlink(missing_ok=True)
     except OSError as exc:
         raise GlassboxError(f"Cannot write {path}: {exc.strerror or exc}") from None
+
+
+def write_text(path: str | Path, text: str) -> None:
+    """``text`` (UTF-8) into ``path``, as write_file writes."""
+    write_file(path, lambda file: file.write(text.encode()))
+
+
+@contextmanager
+def written_whole(path: str | Path) -> Iterator[Path]:
+    """A folder (a model, a sparse autoencoder) written whole or not at all: the body writes into
+    the folder this yields, a hidden one beside ``path``; when it ends, every file is flushed to
+    the disk and the folder takes ``path``'s place (an old folder there stays until then, and is
+    then deleted). If the body fails, or a write does, nothing at ``path`` changes and the hidden
+    folder is removed; an OSError (a full disk, a permission) becomes one GlassboxError."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise GlassboxError(f"Cannot write {path}: it is a file, and a model is a folder")
+    staged = _beside(path, "partial")
+    try:
+        shutil.rmtree(staged, ignore_errors=True)  # one a killed run of this process id left
+        staged.mkdir()
+        yield staged
+        _flush_tree(staged)
+        _take_place(staged, path)
+    except OSError as exc:
+        raise GlassboxError(f"Cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
+
+
+def _beside(path: Path, what: str) -> Path:
+    """A hidden name beside ``path``, unique to this process (two writers never share one)."""
+    return path.with_name(f".{path.name}.{os.getpid()}.{what}")
+
+
+def _flush_tree(folder: Path) -> None:
+    for file in sorted(p for p in folder.rglob("*") if p.is_file()):
+        with open(file, "rb") as opened:
+            os.fsync(opened.fileno())
+
+
+def _take_place(staged: Path, path: Path) -> None:
+    """Rename ``staged`` to ``path``; an old folder there is moved aside first, put back if the
+    rename fails, and deleted once the new one is in place."""
+    if not path.exists():
+        os.rename(staged, path)
+        return
+    old = _beside(path, "old")
+    shutil.rmtree(old, ignore_errors=True)
+    os.rename(path, old)
+    try:
+        os.rename(staged, path)
+    except OSError:
+        os.rename(old, path)
+        raise
+    shutil.rmtree(old, ignore_errors=True)

@@ -108,7 +108,7 @@ class Trace:
 
     def save_npz(self, path: str | Path) -> None:
         """Every tensor under its name, in ``path`` exactly (numpy would append .npz to a bare
-        name): written whole or not at all (guard.write_file), an error a GlassboxError."""
+        name): written whole or not at all (files.write_file), an error a GlassboxError."""
         from glassbox.model.engine.files import write_file
 
         arrays = self.to_numpy()

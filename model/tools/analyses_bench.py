@@ -115,7 +115,9 @@ def run(models: list[str] | None = None, json_path: Path | None = None) -> int:
                 gpu = "-" if r["peak_gpu_bytes"] is None else f"{r['peak_gpu_bytes'] / 1e9:.2f}"
                 print(f"{hub_id:<30} {analysis:<11} {r['seconds']:>8.2f} {r['peak_rss_bytes'] / 1e9:>12.2f} {gpu:>12}")
     if json_path:
-        json_path.write_text(json.dumps(results, indent=1))
+        from glassbox.model.engine.files import write_text
+
+        write_text(json_path, json.dumps(results, indent=1))
     return 0
 
 

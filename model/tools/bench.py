@@ -39,6 +39,7 @@ from pathlib import Path
 import torch
 
 from glassbox.model.engine import GlassboxError, ModelConfig, Transformer, default_device, next_token_targets, run_trace
+from glassbox.model.engine.files import write_text
 from glassbox.model.tools.timing import median_ms
 
 GPT2_SMALL = ModelConfig(vocab_size=50257, n_ctx=1024, d_model=768, n_layers=12, n_heads=12, d_ff=3072)
@@ -204,6 +205,6 @@ def run(args) -> int:
             "config": cfg.to_dict(), "small": args.small, "repeats": args.repeats, "seed": SEED,
             "targets": TARGETS, "results": results,
         }
-        args.json.write_text(json.dumps(report, indent=2))
+        write_text(args.json, json.dumps(report, indent=2))
         print(f"\nwrote {args.json}")
     return 0

@@ -183,7 +183,9 @@ def run(models: list[str] | None = None, json_path: Path | None = None) -> int:
         results.append(r)
         print(row(r))
     if json_path:
-        json_path.write_text(json.dumps(results, indent=1))
+        from glassbox.model.engine.files import write_text
+
+        write_text(json_path, json.dumps(results, indent=1))
     return 0
 
 

@@ -88,7 +88,6 @@ def _train(path: Path, steps: int, n_stories: int, log) -> None:
     save(path, model, tokenizer, "float32", about)
     (path / "training.json").write_text(json.dumps(curve) + "\n")
     add_samples(path)
-    log(f"wrote {path}")
 
 
 def encode_corpus(texts: list[str], tokenizer: Tokenizer) -> torch.Tensor:

@@ -83,7 +83,7 @@ def train(path: Path, steps: int = STEPS, n_stories: int = N_STORIES, log=print)
                "variance_explained_held_out": explained, "dead_features_held_out": dead, "curve": curve}
     save(path, sae, d_in)
     (path / "training.json").write_text(json.dumps(summary, indent=1) + "\n")
-    log(f"wrote {path}: variance explained {explained:.3f} on held-out stories, {dead} features never active there")
+    log(f"variance explained {explained:.3f} on held-out stories, {dead} features never active there")
     return summary
 
 
