@@ -20,6 +20,7 @@ from glassbox.model.serving import check_budget, trace_cost
 from glassbox.model.engine import GlassboxError
 from tests.helpers import serving
 from tests.test_browser import settled
+from tests.test_hub import fake_hub, neox_dir  # noqa: F401 (fixtures: the fake hub on 127.0.0.1)
 
 pytestmark = [pytest.mark.browser, pytest.mark.subprocess]
 
@@ -105,3 +106,32 @@ def test_a_view_over_the_trace_budget_is_refused_with_the_tokens_that_fit(public
         expect(page.locator(".gtitle", has_text="hook_pattern").first).to_be_visible(timeout=90_000)
     finally:
         page.context.close()
+
+
+def test_a_download_is_cancelled_from_its_page(fake_hub, browser, tmp_path):
+    """A hub model whose weights come at 2 kB/s (the fake hub of tests/test_hub.py, on
+    127.0.0.1; the least rate switched off so that only the visitor ends it): Download, then
+    Cancel while the bytes come. Reference: the page (its bar moved; then it says the download
+    was cancelled and offers Download again), the fake hub (the transfer's connection was
+    closed), and the cache (no partial file, no snapshot)."""
+    from glassbox.model.io import hub
+
+    weights = "GET /test-org/tiny-neox/resolve/main/model.safetensors"
+    fake_hub.misbehave[("test-org/tiny-neox", "model.safetensors")] = "trickle"
+    env = {**os.environ, "GLASSBOX_HUB_MIN_KB_PER_S": "0"}  # HF_ENDPOINT and HF_HOME: the fake hub's (fixture)
+    with serving([sys.executable, "-m", "streamlit", "run", "app/main.py"], env) as server:
+        page = visitor(browser)
+        try:
+            page.goto(server.url + "/explore?model=test-org/tiny-neox&view=Overview&prompt=" + quote("The cat"))
+            page.get_by_role("button", name="Download").click(timeout=90_000)
+            expect(page.get_by_text(re.compile(r"\d\.\d of 0\.\d MB"))).to_be_visible(timeout=90_000)
+            assert weights in fake_hub
+            page.get_by_role("button", name="Cancel").click()
+            expect(page.get_by_text("Download cancelled: nothing of it was kept.")).to_be_visible(timeout=90_000)
+            expect(page.get_by_role("button", name="Download")).to_be_visible(timeout=90_000)
+        finally:
+            page.context.close()
+        assert fake_hub.count(weights) == 1  # stopped, not retried
+        assert not list(hub.cache_dir().rglob("*.incomplete"))
+        assert hub.cached(hub.HubId("test-org/tiny-neox")) is None
+    assert "Traceback" not in server.log, server.log[-3000:]

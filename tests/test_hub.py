@@ -15,6 +15,7 @@ import copy
 import json
 import re
 import shutil
+import time
 from collections import Counter
 
 import pytest
@@ -25,7 +26,7 @@ transformers = pytest.importorskip("transformers")
 from glassbox.model.engine import GlassboxError  # noqa: E402
 from glassbox.model.engine.sampling import Sampling, generate  # noqa: E402
 from glassbox.model.io import hub  # noqa: E402
-from glassbox.model.io.catalog import curated  # noqa: E402
+from glassbox.model.io.catalog import curated, entry  # noqa: E402
 from glassbox.model.io.checkpoint import load, model_key  # noqa: E402
 from tests.helpers import cli  # noqa: E402
 
@@ -98,8 +99,10 @@ class FakeHub(list):
     ``repos`` (name -> folder), ``answers`` (name -> the bytes its listing answers instead),
     ``sizes`` (name -> {file: size} the listing and the file's HEAD claim instead of the real
     one), ``misbehave`` ((name, file) -> "drop" (send ``part`` bytes of the file, then close
-    the connection) or "stall" (send ``part`` bytes, then wait); (name, "listing") -> "hang"
-    (the listing waits) or "fail" (HTTP 500)),
+    the connection), "stall" (send ``part`` bytes, then wait), "trickle" (100 bytes every 50
+    ms), "endless" (bytes without end, no Content-Length), "short" (half the file, its length
+    said to be that half) or "fail" (HTTP 503); (name,
+    "listing") -> "hang" (the listing waits), "fail" (HTTP 500) or "endless"),
     ``cap`` (after that many GETs of a misbehaving file it is a 404: the old code, which retries
     for ever, ends too), and ``on_get`` (called with the path at each GET of a file)."""
 
@@ -155,6 +158,12 @@ def fake_hub(neox_dir, tmp_path, monkeypatch):
                     self.send_response(500)
                     self.end_headers()
                     return
+                if misbehaving == "endless":  # a listing that never ends: '{"siblings": [{...}, {...}, …'
+                    self.send_response(200)
+                    self.end_headers()
+                    self.close_connection = True
+                    first = [b'{"id": "x", "siblings": [']
+                    return self.write_until_released(lambda: first.pop() if first else b'{"rfilename": "a"},' * 1000, 0)
                 return self.send(hub_state.answers.get(name) or json.dumps({"id": name, "sha": COMMIT, "siblings": [
                     {"rfilename": f.relative_to(folder).as_posix(), "size": claimed.get(f.name, f.stat().st_size)}
                     for f in sorted(folder.rglob("*")) if f.is_file()]}).encode(), body=body)
@@ -170,12 +179,37 @@ def fake_hub(neox_dir, tmp_path, monkeypatch):
                 return self.send(data, body=True)
             if gets[path] > hub_state.cap:
                 return self.not_found(listing)
+            self.close_connection = True
+            if misbehaving == "fail":
+                self.send_response(503)
+                return self.end_headers()
+            if misbehaving == "short":  # a Content-Length of half the file, and that half: a whole answer, but short
+                return self.send(data[:len(data) // 2], body=True)
+            if misbehaving == "endless":  # no length: the body would end when the connection does
+                self.send_response(200)
+                self.send_header("ETag", f'"{hashlib.sha256(data).hexdigest()}"')
+                self.send_header("X-Repo-Commit", COMMIT)
+                self.end_headers()
+                return self.write_until_released(lambda: b"x" * 65536, 0)
             self.send(data, body=False)
+            if misbehaving == "trickle":  # 100 bytes every 50 ms: 2 kB/s, each wait far within the timeout
+                chunks = iter(data[i:i + 100] for i in range(0, len(data), 100))
+                return self.write_until_released(lambda: next(chunks, b""), 0.05)
             self.wfile.write(data[:hub_state.part])
             self.wfile.flush()
             if misbehaving == "stall":
                 hub_state.release.wait(15)
-            self.close_connection = True
+
+        def write_until_released(self, chunk, pause: float):
+            """Write ``chunk()`` after ``chunk()`` until the client hangs up, the test ends, or 15 s."""
+            ends = time.monotonic() + 15
+            try:
+                while not hub_state.release.is_set() and time.monotonic() < ends and (piece := chunk()):
+                    self.wfile.write(piece)
+                    self.wfile.flush()
+                    hub_state.release.wait(pause)
+            except OSError:  # the client closed the connection: what the test waits for
+                pass
 
         def send(self, data: bytes, body: bool, length: int | None = None):
             self.send_response(200)
@@ -263,7 +297,6 @@ def test_each_curated_config_is_the_shape_transformers_builds(hub_id):
     the meta device (no memory): the same parameter count, windowed layers and head sizes. Each
     family's class is the family bench's (BertForMaskedLM, T5ForConditionalGeneration, else the
     causal LM)."""
-    from glassbox.model.io.catalog import entry
     from glassbox.model.tools.family_bench import auto_class
 
     model = entry(hub_id)
@@ -427,13 +460,15 @@ def test_weights_over_the_memory_limit_are_refused_before_the_first_byte(fake_hu
 
 
 def test_a_download_bigger_than_the_free_disk_is_refused_before_the_first_byte(fake_hub, monkeypatch, tmp_path):
-    """A listing claiming 1 PiB of weights, with the memory limit above it: refused naming the
-    free disk of the hub cache (reference: shutil.disk_usage of the folder it is made in)."""
+    """A listing claiming 1 PiB of weights, with the memory and download limits above it: refused
+    naming the free disk of the hub cache and the 2 GB it keeps (reference: shutil.disk_usage of
+    the folder it is made in)."""
     fake_hub.sizes["test-org/tiny-neox"] = {"model.safetensors": 2**50}
     monkeypatch.setenv("GLASSBOX_MAX_MODEL_GB", str(2**30))
-    with pytest.raises(GlassboxError, match="to download; the disk of this server's hub cache has") as refused:
+    monkeypatch.setenv("GLASSBOX_MAX_DOWNLOAD_GB", str(2**30))
+    with pytest.raises(GlassboxError, match="to download; the disk of this server's hub cache has .* free, and keeps 2.00 GB") as refused:
         hub.download(hub.HubId("test-org/tiny-neox"))
-    wanted, free = numbers(str(refused.value))
+    wanted, free, kept = numbers(str(refused.value))
     assert wanted == pytest.approx(2**20, rel=1e-3)
     assert free == pytest.approx(shutil.disk_usage(tmp_path).free / 2**30, abs=1.0)
     assert not [p for p in fake_hub if "/resolve/" in p]
@@ -447,6 +482,7 @@ def test_a_file_over_huggingface_hubs_plain_download_limit_is_a_clean_message(fa
 
     fake_hub.sizes["test-org/tiny-neox"] = {"model.safetensors": 51 * 10**9}
     monkeypatch.setenv("GLASSBOX_MAX_MODEL_GB", "1000")
+    monkeypatch.setenv("GLASSBOX_MAX_DOWNLOAD_GB", "1000")
     usage = collections.namedtuple("usage", "total used free")
     monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(2**50, 0, 2**50))
     with pytest.raises(GlassboxError, match="Cannot fetch test-org/tiny-neox from the Hugging Face hub: .*too large"):
@@ -589,3 +625,158 @@ def test_a_sparse_autoencoder_is_fetched_by_its_folder_alone_then_opens_offline(
     assert load_sae("test-org/saes/blocks.1.hook_resid_pre").d_in == 8
     with pytest.raises(GlassboxError, match="not in the hub cache"):
         load_sae("test-org/saes/blocks.0.hook_resid_pre")
+
+
+# --- Hardening II (issue 31): a download limit, a cache quota, and a hub that lies or crawls -----
+# Each download below must end with one GlassboxError line within BOUND seconds (a behaviour
+# bound, generous for a loaded 2-core machine: the fake hub would hold each one 15 s or more)
+# and leave nothing in the cache that a later load trusts: no partial file, no complete snapshot.
+BOUND = 12.0
+FETCHED = ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]
+
+
+def ends_cleanly(match: str, repo: str = "test-org/tiny-neox") -> GlassboxError:
+    started = time.monotonic()
+    with pytest.raises(GlassboxError, match=f"^Cannot fetch {repo} from the Hugging Face hub: {match}") as failed:
+        hub.download(hub.HubId(repo))
+    assert time.monotonic() - started < BOUND
+    assert "\n" not in str(failed.value) and "127.0.0.1" not in str(failed.value)
+    assert not list(hub.cache_dir().rglob("*.incomplete"))
+    assert hub.cached(hub.HubId(repo)) is None
+    return failed.value
+
+
+def test_a_download_over_the_download_limit_is_refused_before_the_first_byte(fake_hub, monkeypatch):
+    """A listing claiming 3 GB of weights, memory for them, GLASSBOX_MAX_DOWNLOAD_GB=1: refused
+    naming the sizes and the setting (reference: the claimed bytes / 2**30); no file requested.
+    Unset, the limit is 20 GB."""
+    fake_hub.sizes["test-org/tiny-neox"] = {"model.safetensors": 3 * 2**30}
+    monkeypatch.setenv("GLASSBOX_MAX_MODEL_GB", "100")
+    monkeypatch.setenv("GLASSBOX_MAX_DOWNLOAD_GB", "1")
+    with pytest.raises(GlassboxError, match=r"a download \(GLASSBOX_MAX_DOWNLOAD_GB\)$") as refused:
+        hub.download(hub.HubId("test-org/tiny-neox"))
+    assert numbers(str(refused.value)) == pytest.approx([3.0, 1.0], abs=0.05)
+    assert not [p for p in fake_hub if "/resolve/" in p]
+    monkeypatch.delenv("GLASSBOX_MAX_DOWNLOAD_GB")
+    assert hub.max_download() == 20 * 2**30
+
+
+def test_the_hub_cache_quota_counts_what_is_there_once(fake_hub, neox_dir, monkeypatch):
+    """A hub cache already holding 3 MiB (another model's blob), GLASSBOX_HUB_CACHE_GB one byte
+    short of that plus this model's files: refused before the first file, naming the setting.
+    Reference: the sizes of the files on disk (neox_dir's four that are fetched; the blob the
+    test wrote). With room for it the download goes through, and the cache then counts each
+    file once (a snapshot's links to the blobs are not files; huggingface_hub's CACHEDIR.TAG
+    and refs/main are)."""
+    other = hub.cache_dir() / "models--other-org--x" / "blobs"
+    other.mkdir(parents=True)
+    (other / "0123abcd").write_bytes(b"x" * 3 * 2**20)
+    needed = 3 * 2**20 + sum((neox_dir / f).stat().st_size for f in FETCHED)
+    monkeypatch.setenv("GLASSBOX_HUB_CACHE_GB", repr((needed - 1) / 2**30))
+    with pytest.raises(GlassboxError, match=r"hub cache holds .* it may take \(GLASSBOX_HUB_CACHE_GB\)$"):
+        hub.download(hub.HubId("test-org/tiny-neox"))
+    assert not [p for p in fake_hub if "/resolve/" in p]
+    monkeypatch.setenv("GLASSBOX_HUB_CACHE_GB", repr((needed + 1) / 2**30))
+    hub.download(hub.HubId("test-org/tiny-neox"))
+    bookkeeping = (hub.cache_dir() / "CACHEDIR.TAG").stat().st_size + len(COMMIT)  # and refs/main
+    assert hub.cache_bytes() == needed + bookkeeping
+
+
+def test_a_download_in_flight_counts_against_the_quota(fake_hub, neox_dir, monkeypatch):
+    """Two visitors: the first download stalls in its weights; a second model of the same size
+    asked for meanwhile does not fit the quota (room for one and a half) and is refused, though
+    the disk holds almost nothing yet. Once the first has ended (released, it fails), the
+    second goes through. Reference: the quota and the files' sizes on disk."""
+    import threading
+
+    fake_hub.repos["test-org/tiny-neox-copy"] = neox_dir
+    one = sum((neox_dir / f).stat().st_size for f in FETCHED)
+    monkeypatch.setenv("GLASSBOX_HUB_CACHE_GB", repr(1.5 * one / 2**30))
+    monkeypatch.setenv("GLASSBOX_HUB_TIMEOUT", "10")
+    stalled = threading.Event()
+    fake_hub.on_get = lambda path: stalled.set() if path.endswith("/model.safetensors") else None
+    fake_hub.misbehave[("test-org/tiny-neox", "model.safetensors")] = "stall"
+    fake_hub.cap = 1
+    first_failed = []
+
+    def first():
+        try:
+            hub.download(hub.HubId("test-org/tiny-neox"))
+        except GlassboxError as exc:
+            first_failed.append(exc)
+
+    worker = threading.Thread(target=first)
+    worker.start()
+    assert stalled.wait(BOUND)
+    with pytest.raises(GlassboxError, match=r"GLASSBOX_HUB_CACHE_GB\)$"):
+        hub.download(hub.HubId("test-org/tiny-neox-copy"))
+    fake_hub.release.set()
+    worker.join(BOUND)
+    assert not worker.is_alive() and first_failed
+    hub.download(hub.HubId("test-org/tiny-neox-copy"))
+
+
+def test_a_file_longer_than_its_listing_is_stopped_there(fake_hub, neox_dir):
+    """The weights' GET answers bytes without end and without a length (huggingface_hub alone
+    would write them until the disk is full, then check the size): stopped once past the size
+    the listing gives (reference: the file's size on disk), not retried."""
+    fake_hub.misbehave[("test-org/tiny-neox", "model.safetensors")] = "endless"
+    size = (neox_dir / "model.safetensors").stat().st_size
+    ends_cleanly(f"'model.safetensors' sent more than the {size:,} bytes its listing gives: stopped$")
+    assert sum(p == f"GET /test-org/tiny-neox/resolve/main/model.safetensors" for p in fake_hub) == 1
+
+
+def test_an_endless_listing_is_stopped(fake_hub, monkeypatch):
+    monkeypatch.setattr(hub, "LISTING_BYTES", 100_000)
+    fake_hub.misbehave[("test-org/tiny-neox", "listing")] = "endless"
+    ends_cleanly("an answer sent more than the 100,000 bytes allowed: stopped$")
+    assert not [p for p in fake_hub if "/resolve/" in p]
+
+
+def test_a_crawling_transfer_is_stopped_below_the_least_rate(fake_hub, monkeypatch):
+    """100 bytes every 50 ms: each wait far within GLASSBOX_HUB_TIMEOUT=0.5, so only the rate
+    (50 kB/s by default, over each 0.5 s) ends it; the rate it names is measured (about 2 kB/s)."""
+    monkeypatch.setenv("GLASSBOX_HUB_TIMEOUT", "0.5")
+    fake_hub.misbehave[("test-org/tiny-neox", "model.safetensors")] = "trickle"
+    failed = ends_cleanly(r"'model.safetensors' came at [\d.]+ kB/s over [\d.]+ s, below the 50 kB/s this server "
+                          r"waits for \(GLASSBOX_HUB_MIN_KB_PER_S\): stopped$")
+    assert 0.5 < float(re.search(r"came at ([\d.]+) kB/s", str(failed)).group(1)) < 10
+
+
+def test_a_file_shorter_than_its_listing_is_not_kept(fake_hub, neox_dir):
+    """The weights' GET says, and sends, half the file: huggingface_hub's size check against the
+    listing's (its HEAD) fails, and that is one line naming both sizes (reference: the file on
+    disk). (A length claimed but not sent is "drop" above: the transfer is resumed, boundedly.)"""
+    fake_hub.misbehave[("test-org/tiny-neox", "model.safetensors")] = "short"
+    size = (neox_dir / "model.safetensors").stat().st_size
+    ends_cleanly(f"a file came with {size // 2:,} bytes where the hub lists {size:,}$")
+
+
+def test_a_file_answering_5xx_is_a_clean_message(fake_hub):
+    fake_hub.misbehave[("test-org/tiny-neox", "model.safetensors")] = "fail"
+    ends_cleanly("it answered HTTP 503$")
+
+
+@pytest.mark.parametrize("name, value", [("GLASSBOX_MAX_DOWNLOAD_GB", "-1"), ("GLASSBOX_HUB_CACHE_GB", "inf"),
+                                         ("GLASSBOX_MAX_DOWNLOAD_GB", "lots"), ("GLASSBOX_HUB_MIN_KB_PER_S", "nan")])
+def test_a_bad_download_setting_is_a_clean_message(fake_hub, monkeypatch, name, value):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(GlassboxError, match=f"^{name} must be a number of .* \\(0 or more\\), not '{value}'$"):
+        hub.download(hub.HubId("test-org/tiny-neox"))
+    assert not [p for p in fake_hub if "/resolve/" in p]
+
+
+def test_the_picker_checks_a_curated_models_size_before_offering_its_download(hub_cache, monkeypatch):
+    """Pythia-70m is 0.14 GB in the curated list (its parameters at float16). Under
+    GLASSBOX_MAX_DOWNLOAD_GB=0.1 the page names the limit and offers no Download button; nothing
+    is asked of the hub (offline here: it could not be). Reference: the catalog's size and the
+    setting."""
+    from tests.helpers import shown, start
+
+    monkeypatch.setenv("GLASSBOX_MAX_DOWNLOAD_GB", "0.1")
+    at = start("screens/playground.py", model="EleutherAI/pythia-70m")
+    assert not at.exception
+    assert [b.label for b in at.button] == []
+    assert any("GLASSBOX_MAX_DOWNLOAD_GB" in shown(e.value) for e in at.error)
+    assert numbers(shown(at.error[0].value)) == pytest.approx([entry("EleutherAI/pythia-70m").download_bytes / 2**30, 0.1],
+                                                              abs=0.005)

@@ -13,7 +13,7 @@ from glassbox.model.engine import GlassboxError
 from glassbox.model.io.catalog import curated
 from glassbox.model.io.checkpoint import NAMED_MODELS, LoadedModel
 from glassbox.model.io.guard import allowed_roots
-from glassbox.model.io.hub import HubId, cached, download, hub_enabled, parse_hub_id
+from glassbox.model.io.hub import HubId, cached, check_room, download, hub_enabled, parse_hub_id
 
 BUNDLED, CURATED, HUB, LOCAL = "Bundled", "Curated hub models", "Any hub id", "Local directory"
 
@@ -111,11 +111,20 @@ def _offer_download(hub: HubId, key: str) -> bool:
     partial file)."""
     entry = next((m for m in curated() if m.hub_id == str(hub)), None)
     size = f" ({entry.download_bytes / 1e9:.2f} GB)" if entry else ""
+    if entry is not None:  # its size is known: no Download button for what this server has no room for
+        try:
+            check_room(str(hub), entry.download_bytes, entry.download_bytes)
+        except GlassboxError as exc:
+            st.error(plain(exc))
+            return False
+    if st.session_state.get(key + "_cancel"):  # the click that stopped the download reran the page
+        st.info("Download cancelled: nothing of it was kept.")
     st.info(f"{plain(str(hub))} is not downloaded yet{plain(size)}. Only its config, tokenizer and safetensors weights "
             "are fetched, into the Hugging Face cache on this server.")
     if not st.button("Download", key=key + "_download", type="primary"):
         return False
     bar = st.progress(0.0, text="Starting the download…")
+    st.button("Cancel", key=key + "_cancel")  # a click reruns the page, and the next draw of the bar stops the download
 
     def progress(done: int, total: int) -> None:
         bar.progress(min(done / total, 1.0) if total else 1.0, text=f"{done / 1e6:,.1f} of {total / 1e6:,.1f} MB")

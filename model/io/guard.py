@@ -165,9 +165,12 @@ def gigabytes_setting(name: str) -> int | None:
     if not value:
         return None
     try:
-        return int(float(value) * 2**30)
+        gigabytes = float(value)
     except ValueError:
-        raise GlassboxError(f"{name} must be a number of GB, not {value!r}") from None
+        gigabytes = math.nan
+    if not 0 <= gigabytes < math.inf:
+        raise GlassboxError(f"{name} must be a number of GB (0 or more), not {value!r}")
+    return int(gigabytes * 2**30)
 
 
 def physical_memory() -> int:

@@ -8,30 +8,41 @@ with a message saying so. A model already in the cache loads without the network
 ``HF_HUB_OFFLINE=1`` never touches it; ``HF_ENDPOINT`` points at a mirror (never quoted in a
 message: a server's mirror may be private).
 
-A download is checked before its first byte: the weights the hub lists must fit
-``GLASSBOX_MAX_MODEL_GB`` (guard.py) and the files the free disk of the cache. Every request
-it makes waits at most ``GLASSBOX_HUB_TIMEOUT`` seconds to connect or for its next bytes, and
-is repeated (huggingface_hub resumes a dropped transfer, for ever while bytes keep coming) at
-most ``RETRIES`` times. Once the files are listed, ``progress`` is called at each request and
+A download is checked before its first byte (``check_room``): the weights the hub lists must
+fit ``GLASSBOX_MAX_MODEL_GB`` (guard.py), the files ``GLASSBOX_MAX_DOWNLOAD_GB``, the hub cache
+with them ``GLASSBOX_HUB_CACHE_GB`` (when set), and the disk of the cache must keep
+``FREE_DISK_RESERVE`` free; downloads in flight in this process count as already there. While
+it runs, no file may send more bytes than its listing gives (a hub that lies about a size is
+stopped there), no other answer more than ``LISTING_BYTES``, and each request must bring at
+least ``GLASSBOX_HUB_MIN_KB_PER_S`` over each ``GLASSBOX_HUB_TIMEOUT`` seconds. Every request
+waits at most ``GLASSBOX_HUB_TIMEOUT`` seconds to connect or for its next bytes, and is repeated
+(huggingface_hub resumes a dropped transfer, for ever while bytes keep coming) at most
+``RETRIES`` times. So a download ends, done or with a message, within about its size over the
+least rate, plus (RETRIES + 1) timeouts a file. Once the files are listed, ``progress`` is called at each request and
 each chunk: in the app it draws the bar, and Streamlit raises StopException (or
 RerunException) from that call once the page is gone or rerun, which stops the download there.
 huggingface_hub deletes the partial file of a download that fails or stops; the ones a killed
 process left are deleted by the next download of the model.
 
 Server settings: ``GLASSBOX_HUB`` ("0", "false", "off": visitors may not open hub ids; on by
-default); ``GLASSBOX_HUB_TIMEOUT`` (seconds, default 20).
+default); ``GLASSBOX_HUB_TIMEOUT`` (seconds, default 20); ``GLASSBOX_MAX_DOWNLOAD_GB`` (default
+20); ``GLASSBOX_HUB_CACHE_GB`` (unset: no total beyond the disk's reserve);
+``GLASSBOX_HUB_MIN_KB_PER_S`` (default 50).
 """
 
 from __future__ import annotations
 
 import fnmatch
+import itertools
 import math
 import os
 import re
 import shutil
+import stat
 import threading
 import time
 from collections import Counter
+from contextlib import ExitStack, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,12 +50,21 @@ from typing import Callable
 
 from glassbox.model.engine import GlassboxError
 from glassbox.model.engine.device import default_device
-from glassbox.model.io.guard import MAX_MODEL_GB, allowed_roots, memory_limit, seconds_setting, shard_files, shortened
+from glassbox.model.io.guard import (MAX_MODEL_GB, allowed_roots, gigabytes_setting, memory_limit, seconds_setting,
+                                     shard_files, shortened)
 
 HUB_SETTING = "GLASSBOX_HUB"
 TIMEOUT_SETTING = "GLASSBOX_HUB_TIMEOUT"
 DEFAULT_TIMEOUT = 20.0  # seconds; huggingface_hub's own are 10, and none at all for an API call
 RETRIES = 5  # repeats of one request (huggingface_hub's own, for a file, restart whenever bytes arrive)
+MAX_DOWNLOAD_SETTING = "GLASSBOX_MAX_DOWNLOAD_GB"
+DEFAULT_MAX_DOWNLOAD_GB = 20  # above every curated model (OLMoE-1B-7B: 13.8 GB), below a small host's disk
+CACHE_QUOTA_SETTING = "GLASSBOX_HUB_CACHE_GB"
+MIN_RATE_SETTING = "GLASSBOX_HUB_MIN_KB_PER_S"
+DEFAULT_MIN_RATE = 50.0  # kB/s: a 1 GB model in under 6 hours, or the download ends
+FREE_DISK_RESERVE = 2 * 2**30  # what a download must leave free on the disk of the hub cache
+LISTING_BYTES = 64 << 20  # the most an answer that is not a file may send (a listing is a few kB to a few MB)
+REPORTS_A_SECOND = 10  # the page's bar is drawn, and a gone page noticed, this often while bytes come
 # what a hub id looks like: owner/name, each of letters, digits, "-", "_", "."; then @revision
 # (anything: revision_problem says what git allows, so that a bad one is refused, not read as a path)
 HUB_ID = re.compile(r"(?P<repo>[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95})(@(?P<revision>.*))?", re.DOTALL)
@@ -116,6 +136,24 @@ def offline() -> bool:
 def timeout() -> float:
     """Seconds a hub request may wait to connect or for its next bytes: GLASSBOX_HUB_TIMEOUT."""
     return seconds_setting(TIMEOUT_SETTING, DEFAULT_TIMEOUT)
+
+
+def max_download() -> int:
+    """Bytes one download may fetch: GLASSBOX_MAX_DOWNLOAD_GB."""
+    limit = gigabytes_setting(MAX_DOWNLOAD_SETTING)
+    return DEFAULT_MAX_DOWNLOAD_GB * 2**30 if limit is None else limit
+
+
+def min_rate() -> float:
+    """Bytes a second a request must bring, over each timeout: GLASSBOX_HUB_MIN_KB_PER_S (kB: 1000 bytes)."""
+    value = os.environ.get(MIN_RATE_SETTING, "").strip()
+    try:
+        rate = float(value) if value else DEFAULT_MIN_RATE
+    except ValueError:
+        rate = math.nan
+    if not 0 <= rate < math.inf:
+        raise GlassboxError(f"{MIN_RATE_SETTING} must be a number of kB/s (0 or more), not {value!r}")
+    return rate * 1000
 
 
 def cache_dir() -> Path:
@@ -198,16 +236,19 @@ def download(hub: HubId, progress: Progress | None = None, files: HubFiles = MOD
             progress(min(done + in_flight, total), total)
 
     _hook_into_huggingface_hub()
-    transfer = _TRANSFER.set(_Transfer(timeout(), report))
+    active = _Transfer(timeout(), min_rate(), report)
+    token = _TRANSFER.set(active)
+    stack = ExitStack()
     try:
         sha, listed = _listing(HfApi(endpoint=endpoint), hub)
         wanted = [f for f in listed if files.wanted(f)]
         files.check(hub, wanted, listed)
         total = sum(listed[f] for f in wanted)
-        _check_room(hub, sum(listed[f] for f in wanted if f.endswith(".safetensors")), total)
+        stack.enter_context(_reserved(str(hub), sum(listed[f] for f in wanted if f.endswith(".safetensors")), total))
         _remove_stale_partials(hub)
-        tqdm_class = None if progress is None else _reporting_tqdm(report)
+        tqdm_class = None if progress is None else _silent_tqdm()
         for filename in wanted:  # by the revision's name, so that the cache records it (refs/<revision>)
+            active.start_file(filename, listed[filename])
             path = hf_hub_download(hub.repo, filename, revision=hub.revision, cache_dir=cache_dir(),
                                    tqdm_class=tqdm_class, endpoint=endpoint)
             snapshot = Path(path).parents[filename.count("/")]
@@ -222,10 +263,11 @@ def download(hub: HubId, progress: Progress | None = None, files: HubFiles = MOD
     except errors.GatedRepoError:
         raise GlassboxError(f"{hub.repo} is gated: accept its licence on huggingface.co and log in "
                             "(`hf auth login`), then try again") from None
-    except (_GaveUp, _Garbled, _http().HTTPError, OSError, ValueError) as exc:  # HfHubHTTPError is an OSError
+    except (_GaveUp, _Garbled, _TooMuch, _TooSlow, _http().HTTPError, OSError, ValueError) as exc:  # HfHubHTTPError is an OSError
         raise GlassboxError(f"Cannot fetch {hub} from the Hugging Face hub: {_reason(exc, endpoint)}") from None
     finally:
-        _TRANSFER.reset(transfer)
+        stack.close()
+        _TRANSFER.reset(token)
     return snapshot
 
 
@@ -246,25 +288,77 @@ def _listing(api, hub: HubId) -> tuple[str, dict[str, int]]:
     return sha, files
 
 
-def _check_room(hub: HubId, weights: int, total: int) -> None:
-    """Refuse, before the first byte, a download this server has no room for: weights that
-    cannot fit GLASSBOX_MAX_MODEL_GB in any dtype (stored in at most 4 bytes a number, they are
-    loaded in at least 2: half their size is the least they take), or files the disk of the
-    cache cannot hold. The exact check is the loader's, once the config is here."""
+def check_room(what: str, weights: int, total: int) -> None:
+    """Refuse, before the first byte, a download of ``total`` bytes (``weights`` of them
+    safetensors) this server has no room for (a GlassboxError naming the sizes and the setting):
+    weights that cannot fit GLASSBOX_MAX_MODEL_GB in any dtype (stored in at most 4 bytes a number,
+    they are loaded in at least 2: half their size is the least they take; the exact check is the
+    loader's, once the config is here), files over GLASSBOX_MAX_DOWNLOAD_GB, a hub cache that would
+    pass GLASSBOX_HUB_CACHE_GB, or a disk left with less than FREE_DISK_RESERVE free. The downloads
+    in flight in this process count as done. The picker asks it of a curated model's known size
+    before offering its download."""
     limit = memory_limit(default_device())
     if weights / 2 > limit:
-        raise GlassboxError(f"{hub} has {_gb(weights)} of weights, at least {_gb(weights / 2)} in memory; "
+        raise GlassboxError(f"{what} has {_gb(weights)} of weights, at least {_gb(weights / 2)} in memory; "
                             f"this server allows {_gb(limit)} ({MAX_MODEL_GB})")
+    if total > max_download():
+        raise GlassboxError(f"{what} is {_gb(total)} to download; this server allows {_gb(max_download())} "
+                            f"a download ({MAX_DOWNLOAD_SETTING})")
+    with _RESERVED_LOCK:
+        in_flight = sum(_RESERVED.values())
+    quota = gigabytes_setting(CACHE_QUOTA_SETTING)
+    if quota is not None:
+        held = cache_bytes() + in_flight
+        if held + total > quota:
+            raise GlassboxError(f"{what} is {_gb(total)} to download; this server's hub cache holds {_gb(held)} "
+                                f"of the {_gb(quota)} it may take ({CACHE_QUOTA_SETTING})")
     where = cache_dir()
     while not where.exists() and where != where.parent:  # the cache is made on the first download
         where = where.parent
-    free = shutil.disk_usage(where).free
-    if total > free:
-        raise GlassboxError(f"{hub} is {_gb(total)} to download; the disk of this server's hub cache has {_gb(free)} free")
+    free = shutil.disk_usage(where).free - in_flight
+    if total + FREE_DISK_RESERVE > free:
+        raise GlassboxError(f"{what} is {_gb(total)} to download; the disk of this server's hub cache has {_gb(free)} "
+                            f"free, and keeps {_gb(FREE_DISK_RESERVE)}")
+
+
+def cache_bytes() -> int:
+    """What the hub cache's files take (each file once: the snapshots' links are not counted)."""
+    held = 0
+    for folder, _, names in os.walk(cache_dir()):
+        for name in names:
+            try:
+                info = os.lstat(os.path.join(folder, name))
+            except OSError:  # gone meanwhile
+                continue
+            if stat.S_ISREG(info.st_mode):
+                held += info.st_size
+    return held
+
+
+_RESERVED: dict[int, int] = {}  # bytes of each download in flight in this process
+_RESERVED_LOCK = threading.Lock()
+_ROOM_LOCK = threading.Lock()  # one download checked and counted at a time
+_DOWNLOADS = itertools.count()
+
+
+@contextmanager
+def _reserved(what: str, weights: int, total: int):
+    """check_room, then ``total`` bytes counted as taken until the download ends: two visitors
+    starting downloads at once cannot both take the last room."""
+    with _ROOM_LOCK:
+        check_room(what, weights, total)
+        key = next(_DOWNLOADS)
+        with _RESERVED_LOCK:
+            _RESERVED[key] = total
+    try:
+        yield
+    finally:
+        with _RESERVED_LOCK:
+            del _RESERVED[key]
 
 
 def _gb(n: float) -> str:
-    return f"{n / 2**30:,.1f} GB"  # GB as GLASSBOX_MAX_MODEL_GB counts them
+    return f"{n / 2**30:,.{2 if n < 10 * 2**30 else 1}f} GB"  # GB as GLASSBOX_MAX_MODEL_GB counts them
 
 
 def _remove_stale_partials(hub: HubId) -> None:
@@ -292,12 +386,71 @@ class _Garbled(Exception):
     """The hub's answer about a model is not a model listing."""
 
 
+class _TooMuch(Exception):
+    """An answer longer than it may be: a file past its listed size, another answer past LISTING_BYTES."""
+
+    def __init__(self, what: str, most: int):
+        super().__init__(f"{what} sent more than the {most:,} bytes {'its listing gives' if what != 'an answer' else 'allowed'}")
+
+
+class _TooSlow(Exception):
+    """A request that brought less than the least rate over a timeout's length."""
+
+    def __init__(self, what: str, got: int, seconds: float, rate: float):
+        super().__init__(f"{what} came at {got / seconds / 1000:,.1f} kB/s over {seconds:g} s, below the "
+                         f"{rate / 1000:g} kB/s this server waits for ({MIN_RATE_SETTING})")
+
+
 @dataclass
 class _Transfer:
-    """One download in progress, in the thread that runs it (see _on_request)."""
+    """One download in progress, in the thread that runs it (see _on_request, _on_response)."""
     timeout: float
-    report: Callable[[], None]  # the download's progress: raises when its page is gone
+    rate: float  # bytes a second a request must bring
+    report: Callable[[int], None]  # the download's progress, given the bytes of the file in flight: raises when its page is gone
     asked: Counter = field(default_factory=Counter)
+    file: str = ""  # the file being fetched, its listed size and the bytes of it received so far
+    size: int = 0
+    received: int = 0
+    reported: float = 0.0  # when the progress was last told (at most REPORTS_A_SECOND times a second)
+
+    def start_file(self, name: str, size: int) -> None:
+        self.file, self.size, self.received = name, size, 0
+
+    def checked(self, response) -> None:
+        """Put a check on ``response``'s body as it is read: a file's bytes (resumed or not) past
+        its listed size, another answer's past LISTING_BYTES, or less than the least rate over
+        any timeout's length, and it stops."""
+        is_file = "/resolve/" in response.request.url.path
+        if is_file and response.status_code == 200:  # the whole file (again): a 206 goes on from what came
+            self.received = 0
+        transfer, body = self, response.stream
+        what, most = (repr(self.file), self.size) if is_file else ("an answer", LISTING_BYTES)
+
+        class Checked(_http().SyncByteStream):
+            def __iter__(self):
+                counted = 0  # an answer's own bytes; a file's go to the transfer
+                window_start, in_window = time.monotonic(), 0
+                for chunk in body:
+                    if is_file:
+                        transfer.received += len(chunk)
+                    counted += len(chunk)
+                    if (transfer.received if is_file else counted) > most:
+                        raise _TooMuch(what, most)
+                    in_window += len(chunk)
+                    if is_file and time.monotonic() - transfer.reported > 1 / REPORTS_A_SECOND:
+                        transfer.reported = time.monotonic()
+                        transfer.report(transfer.received)  # the page's bar; raises if the page is gone
+                    elapsed = time.monotonic() - window_start
+                    if elapsed >= transfer.timeout:
+                        if in_window < transfer.rate * elapsed:
+                            raise _TooSlow(what, in_window, round(elapsed, 1), transfer.rate)
+                        window_start, in_window = time.monotonic(), 0
+                    yield chunk
+
+            def close(self):
+                body.close()
+
+        response.stream = Checked()
 
 
 _TRANSFER: ContextVar[_Transfer | None] = ContextVar("glassbox_hub_transfer", default=None)
@@ -313,7 +466,7 @@ def _on_request(request) -> None:
     transfer = _TRANSFER.get()
     if transfer is None:
         return
-    transfer.report()
+    transfer.report(transfer.received)
     key = (request.method, str(request.url))
     transfer.asked[key] += 1
     if transfer.asked[key] > RETRIES + 1:
@@ -321,6 +474,14 @@ def _on_request(request) -> None:
     waits = request.extensions.get("timeout") or {}
     request.extensions = {**request.extensions, "timeout": {
         kind: min(waits.get(kind) or math.inf, transfer.timeout) for kind in ("connect", "read", "write", "pool")}}
+
+
+def _on_response(response) -> None:
+    """Called by huggingface_hub's HTTP client when an answer's headers have come, before its body
+    is read: during a download, the body is read through the transfer's checks."""
+    transfer = _TRANSFER.get()
+    if transfer is not None:
+        transfer.checked(response)
 
 
 def _hook_into_huggingface_hub() -> None:
@@ -337,6 +498,7 @@ def _hook_into_huggingface_hub() -> None:
         def client():
             made = default_client_factory()
             made.event_hooks["request"].append(_on_request)
+            made.event_hooks["response"].append(_on_response)
             return made
 
         set_client_factory(client)
@@ -367,6 +529,11 @@ def _reason(exc: BaseException, endpoint: str | None) -> str:
                 f"data: {TIMEOUT_SETTING})")
     if isinstance(exc, _Garbled):
         return "its answer is not a model listing"
+    if isinstance(exc, (_TooMuch, _TooSlow)):
+        return f"{exc}: stopped"
+    short = re.search(r"Consistency check failed: file should be of size (\d+) but has size (\d+)", str(exc))
+    if short:  # huggingface_hub's check of a file's size against its HEAD's
+        return f"a file came with {int(short[2]):,} bytes where the hub lists {int(short[1]):,}"
     cause: BaseException | None = exc
     while cause is not None:  # huggingface_hub raises "not found locally" from the network error behind it
         if isinstance(cause, http.TimeoutException):
@@ -387,19 +554,13 @@ def _reason(exc: BaseException, endpoint: str | None) -> str:
     return line
 
 
-def _reporting_tqdm(report: Callable[[int], None]):
-    """A progress-bar class for huggingface_hub that prints nothing and reports the bytes of the
-    file in flight (the app turns them into st.progress)."""
+def _silent_tqdm():
+    """A progress-bar class for huggingface_hub that prints nothing: the page draws its own bar
+    (the transfer reports the bytes as they come: _Transfer.checked)."""
     from huggingface_hub.utils import tqdm
 
-    class Reporting(tqdm):
+    class Silent(tqdm):
         def __init__(self, *args, **kwargs):
-            kwargs["disable"] = True
-            super().__init__(*args, **kwargs)
-            self.bytes = 0
+            super().__init__(*args, **{**kwargs, "disable": True})
 
-        def update(self, n=1):
-            self.bytes += n or 0
-            report(self.bytes)
-
-    return Reporting
+    return Silent
