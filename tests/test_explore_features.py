@@ -60,4 +60,8 @@ def test_another_sae_by_folder_and_bad_ones_get_a_message(tmp_path):
     assert not at.exception and "No sparse autoencoder" in at.error[0].value
     at.text_input(key="explore_sae_source").input("some-org/some-repo/blocks.9.hook_resid_pre")
     next(b for b in at.button if b.label == "Open").click().run()
+    assert not at.exception and not at.error  # not fetched yet: offered, nothing asked of the hub before the click
+    assert any("some-org/some-repo/blocks.9.hook_resid_pre is not downloaded yet" in i.value.replace("\\", "")
+               .replace("\u2060", "") for i in at.info)
+    at.button(key="explore_sae_fetch_download").click().run()
     assert not at.exception and at.error  # offline here: a clean message, never a traceback

@@ -780,3 +780,32 @@ def test_the_picker_checks_a_curated_models_size_before_offering_its_download(hu
     assert any("GLASSBOX_MAX_DOWNLOAD_GB" in shown(e.value) for e in at.error)
     assert numbers(shown(at.error[0].value)) == pytest.approx([entry("EleutherAI/pythia-70m").download_bytes / 2**30, 0.1],
                                                               abs=0.005)
+
+
+def test_the_features_view_downloads_a_hub_sae_on_request(fake_hub, tmp_path):
+    """An SAE typed as owner/repo/folder in the explorer's Features view, served by the fake hub:
+    offered with a Download button (nothing fetched before the click), then fetched (its
+    folder's two files alone) and opened: the view draws with no error."""
+    from safetensors.torch import save_file
+
+    from tests.helpers import start
+
+    d_model = load("default").cfg.d_model
+    folder = tmp_path / "saes" / "blocks.1.hook_resid_pre"
+    folder.mkdir(parents=True)
+    (folder / "cfg.json").write_text(json.dumps({"architecture": "standard", "d_in": d_model, "d_sae": 16,
+                                                 "metadata": {"hook_name": "blocks.1.hook_resid_pre"}}))
+    torch.manual_seed(0)
+    save_file({"W_enc": torch.randn(d_model, 16), "b_enc": torch.zeros(16), "W_dec": torch.randn(16, d_model),
+               "b_dec": torch.zeros(d_model)}, str(folder / "sae_weights.safetensors"))
+    fake_hub.repos["test-org/saes"] = tmp_path / "saes"
+    at = start("screens/explore.py", prompt="the cat sat on the", view="Features")
+    at.selectbox(key="explore_sae_choice").set_value("another: a folder, or owner/repo/folder on the hub").run()
+    at.text_input(key="explore_sae_source").input("test-org/saes/blocks.1.hook_resid_pre")
+    next(b for b in at.button if b.label == "Open").click().run()
+    assert not at.exception and not at.error and not [p for p in fake_hub if "/resolve/" in p]
+    at.button(key="explore_sae_fetch_download").click().run()
+    assert not at.exception and not at.error
+    assert sorted(p.rsplit("/", 1)[1] for p in fake_hub if p.startswith("GET /test-org/saes/resolve/")) == [
+        "cfg.json", "sae_weights.safetensors"]
+    assert at.selectbox(key="explore_sae_feature").options  # the view drew its features

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import streamlit as st
 
+from glassbox.app.components.download import offer_download
 from glassbox.app.components.labels import plain
 from glassbox.app.resources import shared_model
 from glassbox.model.engine import GlassboxError
 from glassbox.model.io.catalog import curated
 from glassbox.model.io.checkpoint import NAMED_MODELS, LoadedModel
 from glassbox.model.io.guard import allowed_roots
-from glassbox.model.io.hub import HubId, cached, check_room, download, hub_enabled, parse_hub_id
+from glassbox.model.io.hub import cached, hub_enabled, parse_hub_id
 
 BUNDLED, CURATED, HUB, LOCAL = "Bundled", "Curated hub models", "Any hub id", "Local directory"
 
@@ -95,47 +96,15 @@ def model_picker(key: str) -> LoadedModel | None:
         return None
     try:
         hub = parse_hub_id(name) if source in (CURATED, HUB) else None
-        if hub is not None and cached(hub) is None and not _offer_download(hub, key):
+        entry = next((m for m in curated() if hub is not None and m.hub_id == str(hub)), None)
+        if hub is not None and cached(hub) is None and not offer_download(
+                str(hub), hub, key, size=entry.download_bytes if entry else None,
+                fetched="Only its config, tokenizer and safetensors weights are fetched"):
             return None
         return shared_model(name)
     except GlassboxError as exc:
         st.error(plain(exc))
         return None
-
-
-def _offer_download(hub: HubId, key: str) -> bool:
-    """A Download button for a hub model not in the cache, with a progress bar while it runs.
-    True once it is downloaded (the page goes on to load it). The bar is drawn at each request
-    and chunk: once the page is closed or reruns, Streamlit raises its StopException or
-    RerunException from that draw, which stops the download (huggingface_hub then deletes the
-    partial file)."""
-    entry = next((m for m in curated() if m.hub_id == str(hub)), None)
-    size = f" ({entry.download_bytes / 1e9:.2f} GB)" if entry else ""
-    if entry is not None:  # its size is known: no Download button for what this server has no room for
-        try:
-            check_room(str(hub), entry.download_bytes, entry.download_bytes)
-        except GlassboxError as exc:
-            st.error(plain(exc))
-            return False
-    if st.session_state.get(key + "_cancel"):  # the click that stopped the download reran the page
-        st.info("Download cancelled: nothing of it was kept.")
-    st.info(f"{plain(str(hub))} is not downloaded yet{plain(size)}. Only its config, tokenizer and safetensors weights "
-            "are fetched, into the Hugging Face cache on this server.")
-    if not st.button("Download", key=key + "_download", type="primary"):
-        return False
-    bar = st.progress(0.0, text="Starting the download…")
-    st.button("Cancel", key=key + "_cancel")  # a click reruns the page, and the next draw of the bar stops the download
-
-    def progress(done: int, total: int) -> None:
-        bar.progress(min(done / total, 1.0) if total else 1.0, text=f"{done / 1e6:,.1f} of {total / 1e6:,.1f} MB")
-
-    try:
-        download(hub, progress)
-    except GlassboxError as exc:
-        st.error(plain(exc))
-        return False
-    bar.progress(1.0, text="Downloaded")
-    return True
 
 
 def readable_prompt(loaded: LoadedModel, prompt_key: str, default: str) -> None:

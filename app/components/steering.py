@@ -14,7 +14,7 @@ import streamlit as st
 import torch
 
 from glassbox.app.components.labels import HIGHLIGHT, plain, plain_html, token_text
-from glassbox.app.components.sae_picker import ASK_SOURCE, OTHER_SAE, SOURCE_EXAMPLE, offered
+from glassbox.app.components.sae_picker import ASK_SOURCE, OTHER_SAE, SOURCE_EXAMPLE, offered, sae_ready
 from glassbox.app.resources import check_cost, model_pass, shared_sae
 from glassbox.core import Model
 from glassbox.model.analysis.features import steering_vector
@@ -35,10 +35,13 @@ class SteeringVector:
 class VectorSource:
     """Where a steering vector comes from. ``inputs`` draws the source's widgets (inside the
     steering form) and returns their values, or a sentence saying what is missing;
-    ``make`` turns those values into the vector (a model pass, run once the form is sent)."""
+    ``make`` turns those values into the vector (a model pass, run once the form is sent);
+    ``ready`` (drawn below the form) says whether what the values name is here, offering its
+    download if not."""
     name: str
     inputs: Callable[[Model], tuple | str]
     make: Callable[[Model, tuple], SteeringVector]
+    ready: Callable[[tuple], bool] = lambda inputs: True
 
 
 def contrastive_inputs(loaded: Model) -> tuple | str:
@@ -93,7 +96,8 @@ def feature_vector(loaded: Model, inputs: tuple) -> SteeringVector:
 
 SOURCES = {source.name: source for source in (
     VectorSource("two prompts (contrastive activation addition)", contrastive_inputs, contrastive_vector),
-    VectorSource("a sparse-autoencoder feature", feature_inputs, feature_vector),
+    VectorSource("a sparse-autoencoder feature", feature_inputs, feature_vector,
+                 lambda inputs: sae_ready(inputs[0], "playground_steer_sae_fetch")),
 )}
 
 

@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from glassbox.app.components.labels import plain
-from glassbox.app.components.sae_picker import ASK_SOURCE, OTHER_SAE, SOURCE_EXAMPLE, offered
+from glassbox.app.components.sae_picker import ASK_SOURCE, OTHER_SAE, SOURCE_EXAMPLE, offered, sae_ready
 from glassbox.app.explore.common import Explorer, bar_chart, heatmap, lacks
 from glassbox.app.resources import model_pass, shared_sae
 from glassbox.model.engine import GlassboxError
@@ -70,6 +70,8 @@ def render(ctx: Explorer) -> None:
     if source is None:
         return
     try:
+        if not sae_ready(source, "explore_sae_fetch"):
+            return
         sae = shared_sae(ctx.model_key, source, ctx.loaded)
         result = read(ctx.model_key, source, tuple(ctx.tokens), ctx, sae)
     except GlassboxError as exc:

@@ -330,7 +330,12 @@ def steering_view(loaded) -> None:
                                        persist_state="session", help="The first position steered (0: the whole "
                                        "prompt); positions past the prompt steer only the new tokens from there")
             pressed = st.form_submit_button("Steer")
-        if pressed:
+        try:
+            ready = isinstance(inputs, str) or source.ready(inputs)  # a hub SAE not fetched yet: its Download button
+        except GlassboxError as exc:
+            st.error(plain(exc))
+            ready = False
+        if pressed and ready:
             if isinstance(inputs, str):
                 st.error(plain(inputs))
             else:

@@ -137,13 +137,29 @@ def _sae_files(folder: str) -> HubFiles:
     return HubFiles(lambda name: name in names, check, complete, [f"{folder}/*"])
 
 
+def pending_download(source: str) -> tuple[HubId, HubFiles, int | None] | None:
+    """What must be fetched before ``source`` opens: (its repository, the folder's files, their
+    size when the curated list knows it), or None (a bundled SAE, a folder, one in the cache)."""
+    if source in BUNDLED or (allowed_roots() is None and os.path.isdir(source)) or not _on_the_hub(source):
+        return None
+    hub, folder = _hub_source(source)
+    files = _sae_files(folder)
+    if cached(hub, files) is not None:
+        return None
+    return hub, files, next((e.download_bytes for e in curated() if e.source == source.strip().strip("/")), None)
+
+
+def _on_the_hub(source: str) -> bool:
+    return source.count("/") >= 2 and not source.startswith(("/", ".", "~"))
+
+
 def _resolve(source: str) -> tuple[Path, str]:
     """(the SAE's folder, its name for labels)."""
     if source in BUNDLED:
         return asset(source), source
     if allowed_roots() is None and os.path.isdir(source):
         return Path(source).resolve(), source
-    if source.count("/") >= 2 and not source.startswith(("/", ".", "~")):
+    if _on_the_hub(source):
         hub, folder = _hub_source(source)
         return download(hub, files=_sae_files(folder)) / folder, f"{hub}/{folder}"
     return model_directory(source, ()), source
