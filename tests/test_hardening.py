@@ -111,3 +111,22 @@ def test_a_model_is_not_written_over_a_file(tmp_path):
     target.write_text("a file")
     one_error_line(cli("train-micro", "bigram", "--steps", "2", "--out", str(target)), "it is a file")
     assert target.read_text() == "a file"
+
+
+def test_integrated_gradients_of_one_step_in_many_threads_at_once():
+    """The issue saw a RuntimeError once from `attribute --steps 1` under concurrent load. Sixteen
+    threads run it (and 3 steps) on the one shared model object at once; each gets exactly
+    what one call alone gets (reference: a call before the threads; tolerance 1e-9 relative,
+    for a reduction split differently among threads), and the model is left as it was (no
+    gradient on any parameter)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    loaded = gb.load("default")
+    prompt, target = "Lily had a red ball. Lily gave the", " ball"
+    alone = {steps: loaded.attribute(prompt, target, "integrated_gradients", steps).scores for steps in (1, 3)}
+    with ThreadPoolExecutor(16) as pool:
+        results = list(pool.map(lambda i: (1 + 2 * (i % 2), loaded.attribute(prompt, target, "integrated_gradients",
+                                                                              1 + 2 * (i % 2)).scores), range(16)))
+    for steps, scores in results:
+        np.testing.assert_allclose(scores, alone[steps], rtol=1e-9, atol=1e-9)
+    assert all(p.grad is None for p in loaded.model.parameters())
