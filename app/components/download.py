@@ -28,7 +28,7 @@ def offer_download(what: str, hub: HubId, key: str, files: HubFiles = MODEL_FILE
             return False
     if st.session_state.get(key + "_cancel"):  # the click that stopped the download reran the page
         st.info("Download cancelled: nothing of it was kept.")
-    shown = f" ({size / 1e9:.2f} GB)" if size and size >= 1e8 else f" ({size / 1e6:,.1f} MB)" if size else ""
+    shown = f" ({_bytes(size)})" if size else ""
     st.info(f"{plain(what)} is not downloaded yet{plain(shown)}. {fetched or 'Only its files are fetched'}, "
             "into the Hugging Face cache on this server.")
     if not st.button("Download", key=key + "_download", type="primary"):
@@ -37,7 +37,7 @@ def offer_download(what: str, hub: HubId, key: str, files: HubFiles = MODEL_FILE
     st.button("Cancel", key=key + "_cancel")  # a click reruns the page, and the next draw of the bar stops the download
 
     def progress(done: int, total: int) -> None:
-        bar.progress(min(done / total, 1.0) if total else 1.0, text=f"{done / 1e6:,.1f} of {total / 1e6:,.1f} MB")
+        bar.progress(min(done / total, 1.0) if total else 1.0, text=f"{_bytes(done, total)} of {_bytes(total)}")
 
     try:
         download(hub, progress, files)
@@ -46,3 +46,13 @@ def offer_download(what: str, hub: HubId, key: str, files: HubFiles = MODEL_FILE
         return False
     bar.progress(1.0, text="Downloaded")
     return True
+
+
+def _bytes(n: int, unit_of: int | None = None) -> str:
+    """``n`` bytes in the unit that suits ``unit_of`` (itself by default): GB from 0.1 GB, then MB, then kB."""
+    scale = n if unit_of is None else unit_of
+    if scale >= 1e8:
+        return f"{n / 1e9:.2f} GB"
+    if scale >= 1e6:
+        return f"{n / 1e6:,.1f} MB"
+    return f"{n / 1e3:,.1f} kB"
