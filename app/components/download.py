@@ -29,7 +29,7 @@ def offer_download(what: str, hub: HubId, key: str, files: HubFiles = MODEL_FILE
     if st.session_state.get(key + "_cancel"):  # the click that stopped the download reran the page
         st.info("Download cancelled: nothing of it was kept.")
     shown = f" ({_bytes(size)})" if size else ""
-    st.info(f"{plain(what)} is not downloaded yet{plain(shown)}. {fetched or 'Only its files are fetched'}, "
+    st.info(f"{plain(what)} is not downloaded yet{plain(shown)}. {plain(fetched or 'Only its files are fetched')}, "
             "into the Hugging Face cache on this server.")
     if not st.button("Download", key=key + "_download", type="primary"):
         return False

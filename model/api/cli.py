@@ -168,6 +168,17 @@ def model_output(out: Path | None, name: str) -> Path:
     return writable(out, folder_ok=True)  # a folder to create or replace: checked before any work
 
 
+def make_model(out: Path | None, name: str, write) -> Path:
+    """``write(folder)`` makes a model (or SAE) there; it lands at ``model_output(out, name)``
+    whole or not at all (files.written_whole). Returns where it is."""
+    from glassbox.model.engine.files import written_whole
+
+    out = model_output(out, name)
+    with written_whole(out) as staged:
+        write(staged)
+    return out
+
+
 def cmd_trace(args) -> int:
     from glassbox.model.engine import GlassboxError
 
@@ -219,12 +230,7 @@ def cmd_bench(args) -> int:
 def cmd_build_worked_example(args) -> int:
     from glassbox.model.lesson.reconstruct import build
 
-    from glassbox.model.engine.files import written_whole
-
-    out = model_output(args.out, "worked-example")
-    with written_whole(out) as staged:
-        build(staged)
-    print(f"wrote {out}")
+    print(f"wrote {make_model(args.out, 'worked-example', build)}")
     return 0
 
 
@@ -412,24 +418,16 @@ def cmd_heads(args) -> int:
 
 
 def cmd_train_default(args) -> int:
-    from glassbox.model.engine.files import written_whole
     from glassbox.model.tools.train_default import train
 
-    out = model_output(args.out, "default")
-    with written_whole(out) as staged:
-        train(path=staged, steps=args.steps, n_stories=args.stories)
-    print(f"wrote {out}")
+    print(f"wrote {make_model(args.out, 'default', lambda path: train(path, args.steps, args.stories))}")
     return 0
 
 
 def cmd_train_sae(args) -> int:
-    from glassbox.model.engine.files import written_whole
     from glassbox.model.tools.train_sae import train
 
-    out = model_output(args.out, "default-sae")
-    with written_whole(out) as staged:
-        train(path=staged, steps=args.steps, n_stories=args.stories)
-    print(f"wrote {out}")
+    print(f"wrote {make_model(args.out, 'default-sae', lambda path: train(path, args.steps, args.stories))}")
     return 0
 
 
@@ -439,12 +437,8 @@ def cmd_train_micro(args) -> int:
     from glassbox.core import load
     from glassbox.model.micro import micro
 
-    from glassbox.model.engine.files import written_whole
-
     chosen = micro(args.name)
-    out = model_output(args.out, chosen.asset)
-    with written_whole(out) as staged:
-        chosen.train(staged, args.steps)
+    out = make_model(args.out, chosen.asset, lambda path: chosen.train(path, args.steps))
     figures = chosen.figures(load(str(out)))  # the proving figure, of the model just written
     print(f"wrote {out}", file=sys.stderr)
     print(json.dumps(figures, ensure_ascii=False, allow_nan=False, indent=None if args.json else 2))
