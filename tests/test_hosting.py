@@ -362,7 +362,7 @@ CLI_CASES = [  # (arguments, a phrase the one error line must contain); "{tmp}" 
     (["train-default", "--out", "{tmp}/no/such/folder/model"], "does not exist"),
     (["frobnicate"], "invalid choice"),
     ([], "required"),
-    # issue 31: text that is not Unicode, numbers the parser refuses, a full disk, a steer that steers nothing
+    # issue 31: text that is not Unicode, numbers the parser refuses, a bad feature, a full disk
     (["generate", "--prompt", "the cat \udc80", "--max-new-tokens", "2"], "not valid Unicode"),
     (["trace", "--prompt", "\ud800", "--npz", "{tmp}/x.npz"], "lone surrogate"),
     (["train-default", "--steps", "-1", "--out", "{tmp}/model"], "--steps: -1 is outside"),
@@ -372,8 +372,6 @@ CLI_CASES = [  # (arguments, a phrase the one error line must contain); "{tmp}" 
     (["attribute", "--prompt", "the cat", "--target", " sat", "--method", "integrated_gradients", "--steps", "0"],
      "--steps: 0 is outside"),
     (["plan", "openai-community/gpt2", "--gpus", "1", "--gpu-gb", "-5"], "must be above 0"),
-    (["steer", "--prompt", "the fox", "--block", "1", "--start", "500", "--positive", "a", "--negative", "b"],
-     "nothing would be steered"),
     (["features", "--sae", "default-sae", "--prompt", "the fox", "--feature", "-1"], "feature must be from 0"),
     *([(TRACE + ["--npz", "/dev/full"], "No space left on device")] if os.path.exists("/dev/full") else []),
 ]

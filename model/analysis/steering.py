@@ -90,9 +90,5 @@ def steered(loaded, prompt: str, max_new_tokens: int, sampling: Sampling, steeri
     check(loaded.cfg, steering)
     if loaded.cfg.encoder_decoder:
         raise GlassboxError("Steering adds to a decoder-only model's residual stream; this model is an encoder-decoder")
-    last = len(loaded.tokens(prompt)) + max_new_tokens - 2  # the last new token is drawn, never read back
-    if steering.start > last:
-        raise GlassboxError(f"the first steered position, {steering.start}, is past the last one the generation reads "
-                            f"({last}): nothing would be steered")
     with editing({steering.name: steering_edit(steering)}):
         return list(generate(loaded, prompt, max_new_tokens, sampling))
