@@ -101,7 +101,7 @@ class FakeHub(list):
     one), ``misbehave`` ((name, file) -> "drop" (send ``part`` bytes of the file, then close
     the connection), "stall" (send ``part`` bytes, then wait), "trickle" (100 bytes every 50
     ms), "endless" (bytes without end, no Content-Length), "short" (half the file, its length
-    said to be that half) or "fail" (HTTP 503); (name,
+    said to be that half), "redirect" (a 302 to the same file under /cdn/) or "fail" (HTTP 503); (name,
     "listing") -> "hang" (the listing waits), "fail" (HTTP 500) or "endless"),
     ``cap`` (after that many GETs of a misbehaving file it is a 404: the old code, which retries
     for ever, ends too), and ``on_get`` (called with the path at each GET of a file)."""
@@ -145,6 +145,9 @@ def fake_hub(neox_dir, tmp_path, monkeypatch):
         def reply(self, body: bool):
             path = self.path.split("?")[0]
             hub_state.append(f"{self.command} {path}")
+            if path.startswith("/cdn/"):  # where "redirect" sends a file: the hub's CDN
+                return self.send(hub_state.repos[path.split("/")[2].replace("--", "/")].joinpath(
+                    *path.split("/")[3:]).read_bytes(), body=body)
             parts = path.strip("/").split("/")
             listing = path.startswith("/api/models/")
             name = "/".join(parts[2:4] if listing else parts[:2])
@@ -183,6 +186,12 @@ def fake_hub(neox_dir, tmp_path, monkeypatch):
             if misbehaving == "fail":
                 self.send_response(503)
                 return self.end_headers()
+            if misbehaving == "redirect":  # as the hub sends a weight file on to its CDN, with a body of its own
+                self.send_response(302)
+                self.send_header("Location", f"/cdn/{name.replace('/', '--')}/{'/'.join(parts[4:])}")
+                self.send_header("Content-Length", "24")
+                self.end_headers()
+                return self.wfile.write(b"Found. Redirecting to it")
             if misbehaving == "short":  # a Content-Length of half the file, and that half: a whole answer, but short
                 return self.send(data[:len(data) // 2], body=True)
             if misbehaving == "endless":  # no length: the body would end when the connection does
@@ -724,6 +733,19 @@ def test_a_file_longer_than_its_listing_is_stopped_there(fake_hub, neox_dir):
     size = (neox_dir / "model.safetensors").stat().st_size
     ends_cleanly(f"'model.safetensors' sent more than the {size:,} bytes its listing gives: stopped$")
     assert sum(p == f"GET /test-org/tiny-neox/resolve/main/model.safetensors" for p in fake_hub) == 1
+
+
+def test_a_file_behind_a_redirect_is_counted_as_the_file(fake_hub, monkeypatch, neox_dir):
+    """The hub answers a weight file's GET with a 302 to its CDN. The file's bytes there are the
+    file's (capped at its listed size, not at the 1,000 bytes an answer may have here), and the
+    redirect's own body is not counted as the file's: the download completes, byte for byte
+    (reference: the file on disk)."""
+    monkeypatch.setattr(hub, "LISTING_BYTES", 1000)
+    fake_hub.misbehave[("test-org/tiny-neox", "model.safetensors")] = "redirect"
+    fake_hub.cap = 10
+    folder = hub.download(hub.HubId("test-org/tiny-neox"))
+    assert "GET /cdn/test-org--tiny-neox/model.safetensors" in fake_hub
+    assert (folder / "model.safetensors").read_bytes() == (neox_dir / "model.safetensors").read_bytes()
 
 
 def test_an_endless_listing_is_stopped(fake_hub, monkeypatch):

@@ -420,7 +420,9 @@ class _Transfer:
         """Put a check on ``response``'s body as it is read: a file's bytes (resumed or not) past
         its listed size, another answer's past LISTING_BYTES, or less than the least rate over
         any timeout's length, and it stops."""
-        is_file = "/resolve/" in response.request.url.path
+        # once the files are listed, every request is for the file in flight: its GETs, wherever a
+        # redirect took them (the hub sends a weight file's GET on to its CDN); a redirect's own body is an answer
+        is_file = bool(self.file) and response.request.method == "GET" and response.status_code in (200, 206)
         if is_file and response.status_code == 200:  # the whole file (again): a 206 goes on from what came
             self.received = 0
         transfer, body = self, response.stream
