@@ -130,3 +130,16 @@ def test_integrated_gradients_of_one_step_in_many_threads_at_once():
     for steps, scores in results:
         np.testing.assert_allclose(scores, alone[steps], rtol=1e-9, atol=1e-9)
     assert all(p.grad is None for p in loaded.model.parameters())
+
+
+def test_a_model_made_with_a_sibling_folder_lands_whole_beside_it(tmp_path, capsys):
+    """train-micro moe writes two models (with and without the balance loss: micro-moe and
+    micro-moe-unbalanced). Both land at --out and beside it, and nothing hidden is left;
+    its figures (which read both) are printed. Reference: the folders' listing and loads."""
+    from glassbox.cli import main
+
+    out = tmp_path / "micro-moe"
+    assert main(["train-micro", "moe", "--steps", "2", "--out", str(out), "--json"]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["micro-moe", "micro-moe-unbalanced"]
+    assert '"unbalanced"' in capsys.readouterr().out
+    assert gb.load(str(tmp_path / "micro-moe-unbalanced")).cfg.n_experts == gb.load(str(out)).cfg.n_experts

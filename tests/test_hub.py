@@ -101,7 +101,9 @@ class FakeHub(list):
     one), ``misbehave`` ((name, file) -> "drop" (send ``part`` bytes of the file, then close
     the connection), "stall" (send ``part`` bytes, then wait), "trickle" (100 bytes every 50
     ms), "endless" (bytes without end, no Content-Length), "short" (half the file, its length
-    said to be that half), "redirect" (a 302 to the same file under /cdn/) or "fail" (HTTP 503); (name,
+    said to be that half), "redirect" (a 302 to the same file under /cdn/), "resume" ("drop",
+    then the rest for a Range request: 206), "gzip" (compressed though asked for identity) or
+    "fail" (HTTP 503); (name,
     "listing") -> "hang" (the listing waits), "fail" (HTTP 500) or "endless"),
     ``cap`` (after that many GETs of a misbehaving file it is a 404: the old code, which retries
     for ever, ends too), and ``on_get`` (called with the path at each GET of a file)."""
@@ -192,6 +194,21 @@ def fake_hub(neox_dir, tmp_path, monkeypatch):
                 self.send_header("Content-Length", "24")
                 self.end_headers()
                 return self.wfile.write(b"Found. Redirecting to it")
+            if misbehaving == "resume" and gets[path] > 1:  # the resumed request gets the rest: 206
+                start = int(re.match(r"bytes=(\d+)-", self.headers.get("Range", "bytes=0-"))[1])
+                self.send_response(206)
+                self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+                self.send_header("Content-Length", str(len(data) - start))
+                self.end_headers()
+                return self.wfile.write(data[start:])
+            if misbehaving == "gzip":  # compressed though asked for identity
+                import gzip
+                packed = gzip.compress(data)
+                self.send_response(200)
+                self.send_header("Content-Encoding", "gzip")
+                self.send_header("Content-Length", str(len(packed)))
+                self.end_headers()
+                return self.wfile.write(packed)
             if misbehaving == "short":  # a Content-Length of half the file, and that half: a whole answer, but short
                 return self.send(data[:len(data) // 2], body=True)
             if misbehaving == "endless":  # no length: the body would end when the connection does
@@ -746,6 +763,28 @@ def test_a_file_behind_a_redirect_is_counted_as_the_file(fake_hub, monkeypatch, 
     folder = hub.download(hub.HubId("test-org/tiny-neox"))
     assert "GET /cdn/test-org--tiny-neox/model.safetensors" in fake_hub
     assert (folder / "model.safetensors").read_bytes() == (neox_dir / "model.safetensors").read_bytes()
+
+
+def test_a_resumed_transfer_counts_from_where_it_resumes(fake_hub, monkeypatch, neox_dir):
+    """huggingface_hub writes a transfer in chunks (100 bytes here), so of the 1,050 bytes that
+    came before the connection dropped it kept 1,000 and asks for the rest from there (Range);
+    the fake hub answers 206. The bytes counted restart at the range's start, so the file is not
+    taken for longer than its listing: it completes, byte for byte (reference: the file on disk)."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "DOWNLOAD_CHUNK_SIZE", 100)
+    fake_hub.misbehave[("test-org/tiny-neox", "model.safetensors")] = "resume"
+    fake_hub.part = 1050
+    folder = hub.download(hub.HubId("test-org/tiny-neox"))
+    assert (folder / "model.safetensors").read_bytes() == (neox_dir / "model.safetensors").read_bytes()
+    assert fake_hub.count("GET /test-org/tiny-neox/resolve/main/model.safetensors") == 2
+
+
+def test_a_compressed_answer_is_refused(fake_hub):
+    """Every request of a download asks for identity (the bytes counted are the bytes kept); a
+    hub that gzips a file anyway is stopped before its body is read: unzipped, it could be any size."""
+    fake_hub.misbehave[("test-org/tiny-neox", "model.safetensors")] = "gzip"
+    ends_cleanly("it sent compressed data, though asked for none: stopped$")
 
 
 def test_an_endless_listing_is_stopped(fake_hub, monkeypatch):

@@ -168,14 +168,20 @@ def model_output(out: Path | None, name: str) -> Path:
     return writable(out, folder_ok=True)  # a folder to create or replace: checked before any work
 
 
-def make_model(out: Path | None, name: str, write) -> Path:
-    """``write(folder)`` makes a model (or SAE) there; it lands at ``model_output(out, name)``
-    whole or not at all (files.written_whole). Returns where it is."""
+def make_model(out: Path | None, name: str, write, siblings: tuple[str, ...] = ()) -> Path:
+    """``write(folder, *sibling_folders)`` makes a model (or SAE) there, and the other folders
+    its making writes beside it (``siblings``: their names are the model's + each); each lands at
+    ``model_output(out, name)`` (+ suffix) whole or not at all, and none does unless all are
+    made (files.written_whole). Returns where the model is."""
+    from contextlib import ExitStack
+
     from glassbox.model.engine.files import written_whole
 
     out = model_output(out, name)
-    with written_whole(out) as staged:
-        write(staged)
+    with ExitStack() as stack:
+        staged = [stack.enter_context(written_whole(folder))
+                  for folder in [out] + [out.with_name(out.name + suffix) for suffix in siblings]]
+        write(*staged)
     return out
 
 
@@ -438,7 +444,8 @@ def cmd_train_micro(args) -> int:
     from glassbox.model.micro import micro
 
     chosen = micro(args.name)
-    out = make_model(args.out, chosen.asset, lambda path: chosen.train(path, args.steps))
+    out = make_model(args.out, chosen.asset, lambda path, *others: chosen.train(path, args.steps, *others),
+                     chosen.siblings)
     figures = chosen.figures(load(str(out)))  # the proving figure, of the model just written
     print(f"wrote {out}", file=sys.stderr)
     print(json.dumps(figures, ensure_ascii=False, allow_nan=False, indent=None if args.json else 2))

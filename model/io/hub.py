@@ -263,7 +263,7 @@ def download(hub: HubId, progress: Progress | None = None, files: HubFiles = MOD
     except errors.GatedRepoError:
         raise GlassboxError(f"{hub.repo} is gated: accept its licence on huggingface.co and log in "
                             "(`hf auth login`), then try again") from None
-    except (_GaveUp, _Garbled, _TooMuch, _TooSlow, _http().HTTPError, OSError, ValueError) as exc:  # HfHubHTTPError is an OSError
+    except (_GaveUp, _Garbled, _TooMuch, _TooSlow, _Compressed, _http().HTTPError, OSError, ValueError) as exc:  # HfHubHTTPError is an OSError
         raise GlassboxError(f"Cannot fetch {hub} from the Hugging Face hub: {_reason(exc, endpoint)}") from None
     finally:
         stack.close()
@@ -393,6 +393,10 @@ class _TooMuch(Exception):
         super().__init__(f"{what} sent more than the {most:,} bytes {'its listing gives' if what != 'an answer' else 'allowed'}")
 
 
+class _Compressed(Exception):
+    """An answer compressed though the request asked for none."""
+
+
 class _TooSlow(Exception):
     """A request that brought less than the least rate over a timeout's length."""
 
@@ -423,8 +427,11 @@ class _Transfer:
         # once the files are listed, every request is for the file in flight: its GETs, wherever a
         # redirect took them (the hub sends a weight file's GET on to its CDN); a redirect's own body is an answer
         is_file = bool(self.file) and response.request.method == "GET" and response.status_code in (200, 206)
-        if is_file and response.status_code == 200:  # the whole file (again): a 206 goes on from what came
-            self.received = 0
+        if is_file:  # the whole file (200), or from the byte the resumed request asked for (206: bytes START-END/SIZE)
+            start = re.match(r"bytes (\d+)-", response.headers.get("Content-Range", ""))
+            self.received = int(start[1]) if response.status_code == 206 and start else 0
+        if response.headers.get("Content-Encoding", "identity").strip().lower() not in ("identity", ""):
+            raise _Compressed()  # asked for identity: its size once unzipped is unbounded
         transfer, body = self, response.stream
         what, most = (repr(self.file), self.size) if is_file else ("an answer", LISTING_BYTES)
 
@@ -473,6 +480,7 @@ def _on_request(request) -> None:
     transfer.asked[key] += 1
     if transfer.asked[key] > RETRIES + 1:
         raise _GaveUp()
+    request.headers["Accept-Encoding"] = "identity"  # the bytes counted are the bytes kept: nothing unzipped past a cap
     waits = request.extensions.get("timeout") or {}
     request.extensions = {**request.extensions, "timeout": {
         kind: min(waits.get(kind) or math.inf, transfer.timeout) for kind in ("connect", "read", "write", "pool")}}
@@ -531,6 +539,8 @@ def _reason(exc: BaseException, endpoint: str | None) -> str:
                 f"data: {TIMEOUT_SETTING})")
     if isinstance(exc, _Garbled):
         return "its answer is not a model listing"
+    if isinstance(exc, _Compressed):
+        return "it sent compressed data, though asked for none: stopped"
     if isinstance(exc, (_TooMuch, _TooSlow)):
         return f"{exc}: stopped"
     short = re.search(r"Consistency check failed: file should be of size (\d+) but has size (\d+)", str(exc))

@@ -66,11 +66,12 @@ def balanced_loss(alpha: float):
     return step_loss
 
 
-def train(path: Path, steps: int = STEPS) -> None:
+def train(path: Path, unbalanced: Path | None = None, steps: int = STEPS) -> None:
     """Both runs, from the same start and the same batches: ``path`` with the balance loss,
-    ``path`` + "-unbalanced" without it."""
+    ``unbalanced`` (default: ``path`` + "-unbalanced") without it."""
     path = Path(path)
-    for alpha, where in ((ALPHA, path), (0.0, path.with_name(path.name + UNBALANCED))):
+    unbalanced = path.with_name(path.name + UNBALANCED) if unbalanced is None else Path(unbalanced)
+    for alpha, where in ((ALPHA, path), (0.0, unbalanced)):
         torch.manual_seed(SEED)
         tokenizer, train_ids, val_ids = story_tokens(N_STORIES, SEED)
         model = Transformer(config(tokenizer.vocab_size)).init_weights(SEED)
