@@ -178,11 +178,15 @@ def test_features_and_the_spliced_loss_equal_transformers_with_saelens_in_place(
     assert got.spliced_loss != pytest.approx(got.loss, abs=1e-6)  # a random SAE reconstructs badly: the splice bit
 
 
+def standard_sae(model, tmp_path):
+    """A random standard SAE of SAELens (float64), the same one as Glassbox reads it, and PROMPT's ids."""
+    reference = saelens_sae("standard", dtype="float64")
+    return reference, model.sae(saved(tmp_path, reference)), model.tokens(PROMPT)
+
+
 def test_ablating_a_feature_equals_transformers_minus_its_share(pair, tmp_path):
     model, hf = pair
-    reference = saelens_sae("standard", dtype="float64")
-    sae = model.sae(saved(tmp_path, reference))
-    ids = model.tokens(PROMPT)
+    reference, sae, ids = standard_sae(model, tmp_path)
     with torch.no_grad():
         acts = reference.encode(stream(hf, ids, 1))
     feature = int(acts[-1].argmax())  # active at the last position
@@ -243,9 +247,7 @@ def test_a_transcoder_predicts_the_mlp_output_from_its_input(pair, tmp_path):
 
 def test_the_logit_effect_is_the_decoder_row_through_the_final_norm_and_unembedding(pair, tmp_path):
     model, hf = pair
-    reference = saelens_sae("standard", dtype="float64")
-    sae = model.sae(saved(tmp_path, reference))
-    ids = model.tokens(PROMPT)
+    reference, sae, ids = standard_sae(model, tmp_path)
     with torch.no_grad():
         last = hf(torch.tensor([ids]), output_hidden_states=True).hidden_states[-1]
     # transformers' last hidden state is after ln_f; recompute its input's scale from the block outputs

@@ -140,28 +140,35 @@ def _sae_files(folder: str) -> HubFiles:
 def pending_download(source: str) -> tuple[HubId, HubFiles, int | None] | None:
     """What must be fetched before ``source`` opens: (its repository, the folder's files, their
     size when the curated list knows it), or None (a bundled SAE, a folder, one in the cache)."""
-    if source in BUNDLED or (allowed_roots() is None and os.path.isdir(source)) or not _on_the_hub(source):
+    on_hub = _hub_folder(source)
+    if on_hub is None:
         return None
-    hub, folder = _hub_source(source)
+    hub, folder = on_hub
     files = _sae_files(folder)
     if cached(hub, files) is not None:
         return None
     return hub, files, next((e.download_bytes for e in curated() if e.source == source.strip().strip("/")), None)
 
 
-def _on_the_hub(source: str) -> bool:
-    return source.count("/") >= 2 and not source.startswith(("/", ".", "~"))
+def _hub_folder(source: str) -> tuple[HubId, str] | None:
+    """(the repository, the folder) of an SAE on the hub; None for a bundled one or a folder here."""
+    if source in BUNDLED or (allowed_roots() is None and os.path.isdir(source)):
+        return None
+    if source.count("/") < 2 or source.startswith(("/", ".", "~")):
+        return None
+    return _hub_source(source)
 
 
 def _resolve(source: str) -> tuple[Path, str]:
     """(the SAE's folder, its name for labels)."""
     if source in BUNDLED:
         return asset(source), source
+    on_hub = _hub_folder(source)
+    if on_hub is not None:
+        hub, folder = on_hub
+        return download(hub, files=_sae_files(folder)) / folder, f"{hub}/{folder}"
     if allowed_roots() is None and os.path.isdir(source):
         return Path(source).resolve(), source
-    if _on_the_hub(source):
-        hub, folder = _hub_source(source)
-        return download(hub, files=_sae_files(folder)) / folder, f"{hub}/{folder}"
     return model_directory(source, ()), source
 
 
