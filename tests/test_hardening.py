@@ -143,3 +143,24 @@ def test_a_model_made_with_a_sibling_folder_lands_whole_beside_it(tmp_path, caps
     assert sorted(p.name for p in tmp_path.iterdir()) == ["micro-moe", "micro-moe-unbalanced"]
     assert '"unbalanced"' in capsys.readouterr().out
     assert gb.load(str(tmp_path / "micro-moe-unbalanced")).cfg.n_experts == gb.load(str(out)).cfg.n_experts
+
+
+def test_folders_a_killed_run_left_are_removed_by_the_next(tmp_path):
+    """A run killed midway leaves `.NAME.<pid>.partial` (or `.old`) beside the model. The next
+    run removes those whose process is gone and keeps a live process's (reference: the pids:
+    one of a process that has exited, this test's parent, which is alive)."""
+    import subprocess
+
+    from glassbox.model.engine.files import written_whole
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    out = tmp_path / "model"
+    dead = [tmp_path / f".model.{gone.pid}.partial", tmp_path / f".model.{gone.pid}.old"]
+    live = tmp_path / f".model.{os.getppid()}.partial"
+    for folder in dead + [live]:
+        folder.mkdir()
+        (folder / "config.json").write_text("{}")
+    with written_whole(out) as staged:
+        (staged / "config.json").write_text("{}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["model", live.name])

@@ -708,16 +708,22 @@ def test_the_hub_cache_quota_counts_what_is_there_once(fake_hub, neox_dir, monke
     assert hub.cache_bytes() == needed + bookkeeping
 
 
-def test_a_download_in_flight_counts_against_the_quota(fake_hub, neox_dir, monkeypatch):
-    """Two visitors: the first download stalls in its weights; a second model of the same size
-    asked for meanwhile does not fit the quota (room for one and a half) and is refused, though
-    the disk holds almost nothing yet. Once the first has ended (released, it fails), the
-    second goes through. Reference: the quota and the files' sizes on disk."""
+@pytest.mark.parametrize("room, admitted", [(0.5, False), (512, True)])
+def test_a_download_in_flight_counts_against_the_quota_once(fake_hub, neox_dir, monkeypatch, room, admitted):
+    """Two visitors: the first download stalls in its weights, its config (776 bytes: the files
+    come in the listing's order) written. A second model of the same size asked for meanwhile
+    is refused when the quota leaves room for half a model more than the two (the first's bytes
+    count though the disk holds almost nothing yet), and admitted with 512 bytes to spare: what
+    the first has written is counted once, not again in its reservation. Once the first has ended (released, it fails),
+    the second goes through in any case. Reference: the quota and the files' sizes on disk."""
     import threading
 
     fake_hub.repos["test-org/tiny-neox-copy"] = neox_dir
     one = sum((neox_dir / f).stat().st_size for f in FETCHED)
-    monkeypatch.setenv("GLASSBOX_HUB_CACHE_GB", repr(1.5 * one / 2**30))
+    # more than the room to spare and huggingface_hub's own files (CACHEDIR.TAG: 191 bytes) together
+    assert (neox_dir / "config.json").stat().st_size > 512 + 191
+    quota = (1 + room) * one if room < 1 else 2 * one + room
+    monkeypatch.setenv("GLASSBOX_HUB_CACHE_GB", repr(quota / 2**30))
     monkeypatch.setenv("GLASSBOX_HUB_TIMEOUT", "10")
     stalled = threading.Event()
     fake_hub.on_get = lambda path: stalled.set() if path.endswith("/model.safetensors") else None
@@ -734,8 +740,11 @@ def test_a_download_in_flight_counts_against_the_quota(fake_hub, neox_dir, monke
     worker = threading.Thread(target=first)
     worker.start()
     assert stalled.wait(BOUND)
-    with pytest.raises(GlassboxError, match=r"GLASSBOX_HUB_CACHE_GB\)$"):
+    if admitted:
         hub.download(hub.HubId("test-org/tiny-neox-copy"))
+    else:
+        with pytest.raises(GlassboxError, match=r"GLASSBOX_HUB_CACHE_GB\)$"):
+            hub.download(hub.HubId("test-org/tiny-neox-copy"))
     fake_hub.release.set()
     worker.join(BOUND)
     assert not worker.is_alive() and first_failed

@@ -5,6 +5,7 @@ the course's measured record and the benchmarks' JSON go through it."""
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 from contextlib import contextmanager
@@ -56,8 +57,8 @@ def written_whole(path: str | Path) -> Iterator[Path]:
     if path.exists() and not path.is_dir():
         raise GlassboxError(f"Cannot write {path}: it is a file, and a model is a folder")
     staged = _beside(path, "partial")
+    _remove_abandoned(path)
     try:
-        shutil.rmtree(staged, ignore_errors=True)  # one a killed run of this process id left
         staged.mkdir()
         yield staged
         _flush_tree(staged)
@@ -71,6 +72,27 @@ def written_whole(path: str | Path) -> Iterator[Path]:
 def _beside(path: Path, what: str) -> Path:
     """A hidden name beside ``path``, unique to this process (two writers never share one)."""
     return path.with_name(f".{path.name}.{os.getpid()}.{what}")
+
+
+def _remove_abandoned(path: Path) -> None:
+    """Delete the hidden folders beside ``path`` that runs no longer alive left (killed midway):
+    their names carry their process id, so a live run's are never touched."""
+    for left in path.parent.glob(f".{glob.escape(path.name)}.*.*"):
+        pid, _, what = left.name[len(path.name) + 2:].partition(".")
+        if what in ("partial", "old") and pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(left, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return False  # this process is writing it now, so any folder of its id is an old one's
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _flush_tree(folder: Path) -> None:

@@ -244,7 +244,7 @@ def download(hub: HubId, progress: Progress | None = None, files: HubFiles = MOD
         wanted = [f for f in listed if files.wanted(f)]
         files.check(hub, wanted, listed)
         total = sum(listed[f] for f in wanted)
-        stack.enter_context(_reserved(str(hub), sum(listed[f] for f in wanted if f.endswith(".safetensors")), total))
+        stack.enter_context(_reserved(hub, sum(listed[f] for f in wanted if f.endswith(".safetensors")), total))
         _remove_stale_partials(hub)
         tqdm_class = None if progress is None else _silent_tqdm()
         for filename in wanted:  # by the revision's name, so that the cache records it (refs/<revision>)
@@ -305,7 +305,7 @@ def check_room(what: str, weights: int, total: int) -> None:
         raise GlassboxError(f"{what} is {_gb(total)} to download; this server allows {_gb(max_download())} "
                             f"a download ({MAX_DOWNLOAD_SETTING})")
     with _RESERVED_LOCK:
-        in_flight = sum(_RESERVED.values())
+        in_flight = sum(r.to_come() for r in _RESERVED.values())  # what they have written is on the disk already
     quota = gigabytes_setting(CACHE_QUOTA_SETTING)
     if quota is not None:
         held = cache_bytes() + in_flight
@@ -321,13 +321,14 @@ def check_room(what: str, weights: int, total: int) -> None:
                             f"free, and keeps {_gb(FREE_DISK_RESERVE)}")
 
 
-def cache_bytes() -> int:
-    """What the hub cache's files take (each file once: the snapshots' links are not counted)."""
+def cache_bytes(folder: Path | None = None) -> int:
+    """What the hub cache's files take (or one ``folder`` of it): each file once, the snapshots'
+    links to the blobs not counted."""
     held = 0
-    for folder, _, names in os.walk(cache_dir()):
+    for parent, _, names in os.walk(cache_dir() if folder is None else folder):
         for name in names:
             try:
-                info = os.lstat(os.path.join(folder, name))
+                info = os.lstat(os.path.join(parent, name))
             except OSError:  # gone meanwhile
                 continue
             if stat.S_ISREG(info.st_mode):
@@ -335,21 +336,36 @@ def cache_bytes() -> int:
     return held
 
 
-_RESERVED: dict[int, int] = {}  # bytes of each download in flight in this process
+@dataclass
+class _Reservation:
+    """A download in flight: its bytes in all, and its repository's folder in the cache with
+    what that held when the download began (so that what it has written so far is known)."""
+    total: int
+    folder: Path
+    before: int
+
+    def to_come(self) -> int:
+        return max(0, self.total - max(0, cache_bytes(self.folder) - self.before))
+
+
+_RESERVED: dict[int, _Reservation] = {}  # each download in flight in this process
 _RESERVED_LOCK = threading.Lock()
 _ROOM_LOCK = threading.Lock()  # one download checked and counted at a time
 _DOWNLOADS = itertools.count()
 
 
 @contextmanager
-def _reserved(what: str, weights: int, total: int):
-    """check_room, then ``total`` bytes counted as taken until the download ends: two visitors
+def _reserved(hub: HubId, weights: int, total: int):
+    """check_room, then the download's bytes counted as taken until it ends: two visitors
     starting downloads at once cannot both take the last room."""
+    from huggingface_hub.file_download import repo_folder_name
+
+    folder = cache_dir() / repo_folder_name(repo_id=hub.repo, repo_type="model")
     with _ROOM_LOCK:
-        check_room(what, weights, total)
+        check_room(str(hub), weights, total)
         key = next(_DOWNLOADS)
         with _RESERVED_LOCK:
-            _RESERVED[key] = total
+            _RESERVED[key] = _Reservation(total, folder, cache_bytes(folder))
     try:
         yield
     finally:
