@@ -14,7 +14,9 @@ from glassbox.app.components.labels import plain
 from glassbox.app.components.timing import computing
 from glassbox.core import Model, load
 from glassbox.model.engine import GlassboxError, default_device
-from glassbox.model.serving import Admission, ModelCache, TraceCache, check_budget
+from glassbox.model.serving import Admission, BoundedCache, ModelCache, TraceCache, check_budget
+from glassbox.model.serving.compute import PassClock
+from glassbox.model.serving.lane import Lane
 from glassbox.model.serving.admission import default_budget, return_freed_memory
 from glassbox.model.serving.sizing import seq2seq_pass_bound, trace_cost
 
@@ -70,6 +72,26 @@ def admission() -> Admission:
     (model/serving/admission.py)."""
     return_freed_memory()
     return Admission(trace_budget(), on_pressure=trace_cache().clear, kept=trace_cache().nbytes)
+
+
+@st.cache_resource
+def long_lane() -> Lane:
+    """Where every session's long computations run: a few at a time, at the lowest CPU priority,
+    one per visitor, each within GLASSBOX_MAX_COMPUTE_S (model/serving/lane.py)."""
+    return Lane()
+
+
+@st.cache_resource
+def pass_clock() -> PassClock:
+    """Each model's pass time on this server, measured once per length (model/serving/compute.py)."""
+    return PassClock()
+
+
+@st.cache_resource
+def shared_results() -> BoundedCache:
+    """The results of long computations every visitor shares (a grid, a table: small), by what
+    they depend on; the least recently used dropped past 64."""
+    return BoundedCache(lambda value: 0, max_bytes=1, max_entries=64)
 
 
 def check_cost(what: str, cost: Callable[[int], int], n_tokens: int, n_ctx: int) -> int:

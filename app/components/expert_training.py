@@ -13,8 +13,10 @@ from glassbox.app.components.charts import show
 from glassbox.app.components.errors import fragment
 from glassbox.app.components.experts import share_caption, share_figure
 from glassbox.app.components.labels import plain
-from glassbox.app.resources import model_pass
-from glassbox.model.engine import GlassboxError, block_label
+from glassbox.app.components.long_task import limit_note, long_computation
+from glassbox.model.engine.work import report
+from glassbox.model.serving import compute
+from glassbox.model.engine import block_label
 from glassbox.model.micro import moe
 from glassbox.model.serving.sizing import training_bytes
 
@@ -22,7 +24,8 @@ NO_CAP = "none"
 ALPHAS = (0.0, 0.001, 0.01, 0.1)
 CAPACITY_FACTORS = (NO_CAP, 2.0, 1.25, 1.0, 0.5)
 LAST = 10  # the batches a run's end is averaged over
-KEPT_RUNS = 6  # the session's runs kept in the comparison table
+KEPT_RUNS = 6
+MAX_STEPS = 600  # the session's runs kept in the comparison table
 
 
 def settings_text(alpha: float, capacity: float | None, steps: int, seed: int) -> str:
@@ -30,17 +33,20 @@ def settings_text(alpha: float, capacity: float | None, steps: int, seed: int) -
     return f"{balance}, C = {'none' if capacity is None else f'{capacity:g}'}, {steps} steps, seed {seed}"
 
 
+@st.cache_resource
+def timed_model():
+    """A model of the runs' shape, whose pass time estimates a run (long_task.py)."""
+    return moe.live_model()
+
+
 def train(alpha: float, capacity: float | None, steps: int, seed: int) -> None:
-    progress = st.progress(0.0, text="Training…")
-    try:
-        with model_pass("training experts", training_bytes(moe.live_model(), moe.T, moe.BATCH)):
-            curve = moe.train_live(steps, alpha, capacity, seed, on_step=lambda done, total: progress.progress(
-                done / total, text=f"Step {done} of {total}"))
-    except GlassboxError as exc:
-        st.error(plain(exc))
+    """A run on the server's long lane (long_task.py): cancellable, within the time limit."""
+    curve = long_computation(
+        "Training the experts", (alpha, capacity, steps, seed), compute.training(steps, moe.BATCH, moe.T), timed_model(),
+        lambda: moe.train_live(steps, alpha, capacity, seed, on_step=report),
+        training_bytes(moe.live_model(), moe.T, moe.BATCH), shared=False)
+    if curve is None:
         return
-    finally:
-        progress.empty()
     run = {"settings": settings_text(alpha, capacity, steps, seed), "capacity": capacity, "curve": curve,
            "end": moe.curve_end(curve, min(LAST, steps))}
     st.session_state.expert_run = run
@@ -112,10 +118,12 @@ def expert_training() -> None:
         capacity = c2.selectbox("Capacity factor C", CAPACITY_FACTORS, key="experts_capacity",
                                 help="GShard's cap on the tokens each expert takes per sequence: "
                                      "⌈C · positions · 2 / 8⌉. none: no cap.")
-        steps = c3.number_input("Steps", min_value=10, max_value=600, value=moe.LIVE_STEPS, step=10,
-                                key="experts_steps")
+        steps = c3.number_input("Steps", min_value=10, max_value=MAX_STEPS, value=moe.LIVE_STEPS, step=10,
+                                key="experts_steps", help=f"10 to {MAX_STEPS}")
         seed = c4.number_input("Seed", min_value=0, max_value=2**31 - 1, value=0, step=1, key="experts_seed")
         submitted = st.form_submit_button("Train the experts", type="primary")
+    st.caption(plain(f"{moe.LIVE_STEPS} steps: " + limit_note(timed_model(), compute.training(moe.LIVE_STEPS, moe.BATCH,
+                                                                                                 moe.T))))
     if submitted:
         train(float(alpha), None if capacity == NO_CAP else float(capacity), int(steps), int(seed))
     run = st.session_state.get("expert_run")

@@ -10,7 +10,8 @@ import streamlit as st
 
 from glassbox.app.components.labels import plain
 from glassbox.app.explore.common import Explorer, heatmap, lacks
-from glassbox.app.resources import model_pass
+from glassbox.app.components.long_task import limit_note, long_computation
+from glassbox.model.serving import compute
 from glassbox.model.analysis.head_catalog import PATTERNS
 from glassbox.model.engine import GlassboxError, block_label, head_label
 from glassbox.model.serving import trace_cost
@@ -29,14 +30,23 @@ def lit(ctx: Explorer) -> set[str]:
     return {f"blocks.{i}.attn" for i in range(ctx.cfg.n_layers)}
 
 
-@st.cache_resource(max_entries=8, show_spinner="Scoring every head over the texts…")
-def catalog(model_key: str, texts: tuple[tuple[int, ...], ...] | None, n_stories: int, _ctx: Explorer):
-    """``Model.heads`` per model and texts (None: the bundled stories), admitted as one pattern
-    capture of the longest text at a time (the engine runs one text at a time)."""
-    longest = _ctx.cfg.n_ctx if texts is None else max(len(t) for t in texts)  # stories are cut to the context
-    cost = _ctx.check_cost("Cataloguing the heads", lambda n: trace_cost(_ctx.model, n, PATTERNS, False), longest)
-    with model_pass("head catalog", cost):
-        return _ctx.loaded.heads(None if texts is None else [list(t) for t in texts], n_stories)
+MAX_TEXTS = 256  # pasted texts scored at once, at most (each one pass)
+
+
+def catalog_plan(ctx: Explorer, texts: tuple[tuple[int, ...], ...] | None, n_stories: int) -> compute.Plan:
+    """One pass per text; a story is counted at the whole context (it is cut there), a bound."""
+    return compute.head_catalog([ctx.cfg.n_ctx] * n_stories if texts is None else [len(t) for t in texts])
+
+
+def catalog(ctx: Explorer, texts: tuple[tuple[int, ...], ...] | None, n_stories: int):
+    """``Model.heads`` per model and texts (None: the bundled stories), a long computation
+    (long_task.py) admitted as one pattern capture of the longest text at a time (the engine runs
+    one text at a time)."""
+    longest = ctx.cfg.n_ctx if texts is None else max(len(t) for t in texts)  # stories are cut to the context
+    memory = ctx.check_cost("Cataloguing the heads", lambda n: trace_cost(ctx.model, n, PATTERNS, False), longest)
+    return long_computation(
+        "The head catalog", (ctx.model_key, texts, n_stories), catalog_plan(ctx, texts, n_stories), ctx.model,
+        lambda: ctx.loaded.heads(None if texts is None else [list(t) for t in texts], n_stories), memory)
 
 
 def chosen_texts(ctx: Explorer) -> tuple[tuple[tuple[int, ...], ...] | None, int] | None:
@@ -55,12 +65,15 @@ def chosen_texts(ctx: Explorer) -> tuple[tuple[tuple[int, ...], ...] | None, int
         return (tuple(ctx.tokens),), 0
     with st.form("explore_heads_texts"):
         typed = st.text_area("Texts", key="explore_heads_texts", persist_state="session", height=120,
-                             help="One text, or several separated by an empty line; each at least 2 tokens and "
-                                  f"at most {ctx.cfg.n_ctx}")
+                             help=f"One text, or several (at most {MAX_TEXTS}) separated by an empty line; each at least "
+                                  f"2 tokens and at most {ctx.cfg.n_ctx}")
         st.form_submit_button("Score")
     texts = [t.strip() for t in typed.split("\n\n") if t.strip()]
     if not texts:
-        st.info("Paste a text (or several, separated by an empty line) and press Score.")
+        st.info(f"Paste a text (or several, at most {MAX_TEXTS}, separated by an empty line) and press Score.")
+        return None
+    if len(texts) > MAX_TEXTS:
+        st.error(f"That is {len(texts):,} texts: at most {MAX_TEXTS} are scored at once. Score fewer, or longer ones.")
         return None
     return tuple(tuple(ctx.loaded.encode(t)) for t in texts), 0
 
@@ -99,10 +112,13 @@ def render(ctx: Explorer) -> None:
     if chosen is None:
         return
     texts, n_stories = chosen
+    st.caption(plain(limit_note(ctx.model, catalog_plan(ctx, texts, n_stories))))
     try:
-        result = catalog(ctx.model_key, texts, n_stories, ctx)
+        result = catalog(ctx, texts, n_stories)
     except GlassboxError as exc:
         st.error(plain(exc))
+        return
+    if result is None:  # cancelled
         return
     stories = (" (the bundled stories; a model whose vocabulary cannot spell them is scored on as many random "
                "sequences, each repeated once)") if texts is None else ""

@@ -14,7 +14,9 @@ from glassbox.app.components.heatmap import abs_max
 from glassbox.app.components.labels import plain
 from glassbox.app.components.labels import token_labels
 from glassbox.app.explore.common import Explorer, bar_chart, value_room, choose_expert, choose_layer, heatmap, lacks, offered, probs_at
+from glassbox.app.components.long_task import limit_note, long_computation
 from glassbox.app.resources import model_pass
+from glassbox.model.serving import compute
 from glassbox.model.serving.limits import PATCH_TOKENS
 from glassbox.model.analysis.batches import per_pass
 from glassbox.model.analysis.dla import linear_head, part_words
@@ -44,10 +46,19 @@ def dla(model_key: str, tokens: tuple, token: int, wrong: int | None, _ctx: Expl
 
 
 @st.cache_resource(max_entries=32, show_spinner="Attributing the logit to the input tokens…")
-def attribution(model_key: str, tokens: tuple, token: int, method: str, steps: int, baseline: int | None, _ctx: Explorer):
-    batch = per_pass if method == "integrated_gradients" else (lambda n: 1)
-    with model_pass("attribution", _ctx.pass_cost("Attribution", backward=True, batch=batch)):
-        return _ctx.loaded.attribute(list(tokens), token, method, steps, baseline)
+def attribution(model_key: str, tokens: tuple, token: int, method: str, _ctx: Explorer):
+    """The one-pass methods (saliency, input × gradient, attention rollout)."""
+    with model_pass("attribution", _ctx.pass_cost("Attribution", backward=True)):
+        return _ctx.loaded.attribute(list(tokens), token, method)
+
+
+def integrated_gradients(ctx: Explorer, token: int, steps: int, baseline: int | None):
+    """Integrated gradients: ``steps`` points forward and backward, a long computation (long_task.py)."""
+    return long_computation(
+        "Integrated gradients", (ctx.model_key, tuple(ctx.tokens), token, steps, baseline),
+        compute.attribution(len(ctx.tokens), "integrated_gradients", steps, baseline is not None), ctx.model,
+        lambda: ctx.loaded.attribute(list(ctx.tokens), token, "integrated_gradients", steps, baseline),
+        ctx.pass_cost("Attribution", backward=True, batch=per_pass))
 
 
 @st.cache_resource(max_entries=32, show_spinner="Running the prompt with the unit switched off…")
@@ -60,21 +71,25 @@ def ablation(model_key: str, tokens: tuple, layer: int, head: int | None, neuron
                                   expert)
 
 
-@st.cache_resource(max_entries=16, show_spinner="Patching, one site at a time…")
-def patching(model_key: str, clean: tuple, corrupt: tuple, answer: int, wrong: int, site: str, _ctx: Explorer):
-    cost = max(_ctx.pass_cost("Patching", backward=False, batch=per_pass),  # the patched runs
-               _ctx.pass_cost("Patching", backward=True))  # attribution patching's gradient
-    with model_pass("patching", cost):
-        return _ctx.loaded.patch(list(clean), list(corrupt), answer, wrong, site)
+def patching(ctx: Explorer, corrupt: tuple, answer: int, wrong: int, site: str):
+    """Every site patched, a long computation (long_task.py)."""
+    memory = max(ctx.pass_cost("Patching", backward=False, batch=per_pass),  # the patched runs
+                 ctx.pass_cost("Patching", backward=True))  # attribution patching's gradient
+    return long_computation(
+        "Patching", (ctx.model_key, tuple(ctx.tokens), corrupt, answer, wrong, site),
+        compute.patching(ctx.cfg, len(ctx.tokens), site), ctx.model,
+        lambda: ctx.loaded.patch(list(ctx.tokens), list(corrupt), answer, wrong, site), memory)
 
 
-@st.cache_resource(max_entries=16, show_spinner="Path patching, one sender at a time…")
-def path_patching(model_key: str, clean: tuple, corrupt: tuple, answer: int, wrong: int, receiver_input: str,
-                  _ctx: Explorer):
-    n_receivers = (_ctx.cfg.n_layers - 1) * (_ctx.cfg.n_heads if receiver_input == "q" else _ctx.cfg.n_kv_heads)
+def path_patching(ctx: Explorer, corrupt: tuple, answer: int, wrong: int, receiver_input: str):
+    """Every sender × receiver path, a long computation (long_task.py)."""
+    n_receivers = (ctx.cfg.n_layers - 1) * (ctx.cfg.n_heads if receiver_input == "q" else ctx.cfg.n_kv_heads)
     # the largest pass: one sender's receivers, patched in one batch
-    with model_pass("path patching", _ctx.pass_cost("Path patching", backward=False, batch=lambda n: max(n_receivers, 1))):
-        return _ctx.loaded.path_patch(list(clean), list(corrupt), answer, wrong, receiver_input)
+    memory = ctx.pass_cost("Path patching", backward=False, batch=lambda n: max(n_receivers, 1))
+    return long_computation(
+        "Path patching", (ctx.model_key, tuple(ctx.tokens), corrupt, answer, wrong, receiver_input),
+        compute.path_patching(ctx.cfg, len(ctx.tokens), receiver_input), ctx.model,
+        lambda: ctx.loaded.path_patch(list(ctx.tokens), list(corrupt), answer, wrong, receiver_input), memory)
 
 
 def token_choice(ctx: Explorer, label: str, key: str, default: int, help: str,
@@ -187,7 +202,14 @@ def input_attribution(ctx: Explorer, token: int) -> None:
             st.warning(plain(f"{steps} steps of {len(ctx.tokens)} tokens is {steps * len(ctx.tokens):,} tokens forward and "
                              "backward: too many for this server. Fewer steps or a shorter prompt."))
             return
-    result = attribution(ctx.model_key, tuple(ctx.tokens), token, METHODS[method], steps, baseline, ctx)
+    if METHODS[method] == "integrated_gradients":
+        st.caption(plain(limit_note(ctx.model, compute.attribution(len(ctx.tokens), METHODS[method], steps,
+                                                                        baseline is not None))))
+        result = integrated_gradients(ctx, token, steps, baseline)
+    else:
+        result = attribution(ctx.model_key, tuple(ctx.tokens), token, METHODS[method], ctx)
+    if result is None:  # cancelled
+        return
     title = (f"<b>{method.capitalize()}</b> of logit({ctx.piece(token)}) at the last position, per input token"
              if METHODS[method] != "attention_rollout"  # it reads attention weights only, no logit and no gradient
              else "<b>Attention rollout</b>: how much the last position reads each input token, through every block")
@@ -292,7 +314,10 @@ def patching_view(ctx: Explorer, token: int, wrong: int) -> None:
         st.warning(plain(f"That is {runs:,} patched runs of {len(ctx.tokens)} tokens: too many for this server. Patch "
                          "per block or per head, or use a shorter prompt."))
         return
-    result = patching(ctx.model_key, tuple(ctx.tokens), tuple(corrupt), token, wrong, site, ctx)
+    st.caption(plain(limit_note(ctx.model, compute.patching(ctx.cfg, len(ctx.tokens), site))))
+    result = patching(ctx, tuple(corrupt), token, wrong, site)
+    if result is None:  # cancelled
+        return
     columns = {"resid_pre": ctx.labels, "head": [head_label(h) for h in range(ctx.cfg.n_heads)]}.get(site, ["all positions"])
     rows = [block_label(b) for b in range(ctx.cfg.n_layers)]
     col_title = {"resid_pre": "position", "head": "head"}.get(site, "")
@@ -361,7 +386,10 @@ def path_patching_view(ctx: Explorer, token: int, wrong: int) -> None:
         st.warning(plain(f"That is {runs:,} patched runs of {len(ctx.tokens)} tokens: too many for this server. Use a "
                          "shorter prompt."))
         return
-    result = path_patching(ctx.model_key, tuple(ctx.tokens), tuple(corrupt), token, wrong, receiver_input, ctx)
+    st.caption(plain(limit_note(ctx.model, compute.path_patching(ctx.cfg, len(ctx.tokens), receiver_input))))
+    result = path_patching(ctx, tuple(corrupt), token, wrong, receiver_input)
+    if result is None:  # cancelled
+        return
     if result.metric_clean == result.metric_corrupt:
         st.warning("The two prompts give the same metric: there is no difference to restore.")
         return

@@ -12,16 +12,20 @@ from glassbox.app.components.charts import show
 from glassbox.app.components.errors import fragment
 from glassbox.app.components.expert_training import expert_training
 from glassbox.app.components.heatmap import PAGE_PX, grid_figure
-from glassbox.app.components.labels import plain
+from glassbox.app.components.long_task import long_computation
 from glassbox.app.resources import shared_model
+from glassbox.model.engine.work import report
+from glassbox.model.serving import compute
+from glassbox.model.serving.sizing import training_bytes
 from glassbox.app.state import per_training_run
-from glassbox.model.engine import GlassboxError, run_trace
+from glassbox.model.engine import run_trace
 from glassbox.model.lesson.steps import Grid
 from glassbox.model.lesson.training import (DATASETS, DEFAULT_LEARNING_RATE, OPTIMIZERS, SCHEDULES, toy_corpus, train_copy,
                                             training_batch)
 from glassbox.model.lesson.article import published
 
 OWN_RATE = "the optimizer's own"
+MAX_STEPS = 2000
 loaded = shared_model("worked-example")
 config = published()["config"]
 example, target = config["input_ids"], config["target_id"]
@@ -120,22 +124,21 @@ def training() -> None:
         schedule = c4.radio("Schedule", SCHEDULES, key="train_schedule", persist_state="session",
                             help="Constant: η every step. Warmup + cosine: η rises over the first tenth of the steps, "
                                  "then falls along half a cosine to η/10 (the course's lesson 5 draws both).")
-        steps = c5.number_input("Steps", min_value=1, max_value=2000, value=100, step=10, key="train_steps",
-                                persist_state="session")
+        steps = c5.number_input("Steps", min_value=1, max_value=MAX_STEPS, value=100, step=10, key="train_steps",
+                                persist_state="session", help=f"1 to {MAX_STEPS}")
         submitted = st.form_submit_button("Train", type="primary")
 
     if submitted:
-        progress = st.progress(0.0, text="Training…")
-        try:
-            inputs, targets = training_batch(loaded.tokenizer, example, target, dataset)
-            learning_rate = None if chosen_rate == OWN_RATE else chosen_rate
-            st.session_state.training_run = train_copy(
-                loaded.model, inputs, targets, example, target, optimizer, learning_rate, int(steps), dataset=dataset,
-                schedule=schedule,
-                on_step=lambda done, total: progress.progress(done / total, text=f"Step {done} of {total}"))
-        except GlassboxError as exc:
-            st.error(plain(exc))
-        progress.empty()
+        inputs, targets = training_batch(loaded.tokenizer, example, target, dataset)
+        learning_rate = None if chosen_rate == OWN_RATE else chosen_rate
+        run = long_computation(
+            "Training", (dataset, optimizer, learning_rate, int(steps), schedule),
+            compute.train_it_live(int(steps), *inputs.shape, len(example)), loaded.model,
+            lambda: train_copy(loaded.model, inputs, targets, example, target, optimizer, learning_rate, int(steps),
+                               dataset=dataset, schedule=schedule, on_step=report),
+            training_bytes(loaded.model, inputs.shape[1], inputs.shape[0]), shared=False)
+        if run is not None:
+            st.session_state.training_run = run
 
     run = st.session_state.get("training_run")
     if run is None:

@@ -15,7 +15,8 @@ from glassbox.model.engine.names import GRAD, block_label, head_label
 from glassbox.model.engine.trace import Target, Trace, loss_targets, next_token_targets, run_seq2seq_trace, run_trace
 from glassbox.model.engine.transformer import Output, Transformer, variant
 from glassbox.model.engine.seq2seq import EncoderDecoder, build_model
+from glassbox.model.engine.work import Cancelled, Work, working
 
-__all__ = ["DTYPES", "Edit", "EncoderDecoder", "GRAD", "GlassboxError", "KVCache", "ModelConfig", "Output", "Target", "Trace", "Transformer",
+__all__ = ["DTYPES", "Cancelled", "Edit", "EncoderDecoder", "GRAD", "GlassboxError", "KVCache", "ModelConfig", "Output", "Target", "Trace", "Transformer",
            "block_label", "build_model", "check_context", "check_prompt", "check_token_id", "default_device", "editing", "head_label", "load_balancing_loss", "loss_targets", "next_token_targets", "replaced",
-           "run_seq2seq_trace", "run_trace", "to_numpy", "variant"]
+           "run_seq2seq_trace", "run_trace", "to_numpy", "variant", "Work", "working"]

@@ -28,6 +28,7 @@ from glassbox.model.engine.config import ModelConfig, check_context
 from glassbox.model.engine.kv_cache import KVCache
 from glassbox.model.engine.stack import Stack
 from glassbox.model.engine.transformer import LanguageModel, Output, Transformer
+from glassbox.model.engine.work import pass_started
 
 
 def shift_right(target: torch.Tensor, start_token: int) -> torch.Tensor:
@@ -66,6 +67,7 @@ class EncoderDecoder(nn.Module, LanguageModel):
         generation). tokens: (batch, T) the decoder's input. targets: (batch, T) the id each
         decoder position should predict, -1 where none. ``cache``: the decoder's self-attention
         keys and values; ``source_cache``: the cross-attention's, computed from the source once."""
+        pass_started()  # work.py
         encoded = self.encode(source) if encoded is None else encoded
         start = cache.length if cache is not None else 0
         check_context(self.cfg, start + tokens.shape[1], what="The target")

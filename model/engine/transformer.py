@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from glassbox.model.engine.capture import hook, sparse_embedding, wants
+from glassbox.model.engine.work import pass_started
 from glassbox.model.engine.components import Norm
 from glassbox.model.engine.components.mlp import activation
 from glassbox.model.engine.config import ModelConfig, check_context
@@ -188,6 +189,7 @@ class Transformer(Stack, LanguageModel):
         head is the largest product of a long prompt)."""
         if last_only and targets is not None:
             raise GlassboxError("last_only computes the last position's logits alone: no loss over the others")
+        pass_started()  # counted, and where a long computation was cancelled, stopped here (work.py)
         start = cache.length if cache is not None else 0
         check_context(self.cfg, start + tokens.shape[1])
         x = self.run(self._embed(tokens), cache)
@@ -203,6 +205,7 @@ class Transformer(Stack, LanguageModel):
         of the whole pass (path patching). Relative positions (T5) are not supported here."""
         if self.cfg.positional == "relative":
             raise GlassboxError("A pass from a block needs every block's position bias: not for relative positions")
+        pass_started()
         x = resid
         for later in self.blocks[block:]:
             x = later(x)
