@@ -267,3 +267,41 @@ def test_an_apptest_page_over_the_limit_is_refused_with_its_estimate(monkeypatch
     limit = r"longer than the 0.0001 s a computation may take here \(GLASSBOX_MAX_COMPUTE_S\)"
     assert any(re.match(r"Path patching would take about [0-9.e-]+ s on this server, " + limit, e) for e in errors), errors
     assert any(re.match(r"Patching would take about [0-9.e-]+ s on this server, " + limit, e) for e in errors), errors
+
+
+def test_long_computations_pause_while_light_work_is_computed(model):
+    """While a light request is computed (``light()``, around each page run), a long
+    computation makes no pass; once it ends the computation goes on. The caller of a long
+    computation stops counting as light while it waits (else it would pause its own work)."""
+    lane = Lane(slots=1, max_seconds=60)
+    work_seen: list[Work] = []
+    result: list = []
+
+    def long_run():
+        with lane.light():  # a page's run that starts a long computation
+            result.append(lane.run("visitor", "Training", 1.0, slow(100, model, 0.005),
+                                   on_progress=work_seen.append))
+
+    light_started, light_may_end = threading.Event(), threading.Event()
+
+    def light_request():
+        with lane.light():
+            light_started.set()
+            light_may_end.wait(30)
+
+    runner = threading.Thread(target=long_run)
+    runner.start()
+    while not work_seen:
+        time.sleep(0.01)
+    work = work_seen[-1]
+    other = threading.Thread(target=light_request)
+    other.start()
+    light_started.wait(30)
+    time.sleep(0.1)  # the pass under way, if any, ends
+    held = work.passes
+    time.sleep(0.5)
+    assert work.passes == held < 100  # paused: the bound (MAX_PAUSE_S, 2 s) is not reached
+    light_may_end.set()
+    other.join()
+    runner.join(60)
+    assert result == ["done"] and work.passes == 100 and work.paused > 0.4

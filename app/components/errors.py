@@ -15,6 +15,7 @@ import streamlit as st
 
 from glassbox.app.components.labels import plain
 from glassbox.app.components.timing import timed
+from glassbox.app.resources import long_lane
 from glassbox.model.engine import GlassboxError
 
 log = logging.getLogger("glassbox.app")
@@ -23,9 +24,11 @@ log = logging.getLogger("glassbox.app")
 @contextmanager
 def crash_guard() -> Iterator[None]:
     """Around a page's run (main.py) and each fragment's (``fragment``). st.stop and st.rerun
-    are BaseExceptions and pass through."""
+    are BaseExceptions and pass through. Each run is light work, which long computations pause
+    for (model/serving/lane.py)."""
     try:
-        yield
+        with long_lane().light():
+            yield
     except GlassboxError as exc:
         st.error(plain(exc))
     except Exception:

@@ -13,7 +13,7 @@ from glassbox.app.components.charts import show
 from glassbox.app.components.errors import fragment
 from glassbox.app.components.experts import share_caption, share_figure
 from glassbox.app.components.labels import plain
-from glassbox.app.components.long_task import limit_note, long_computation
+from glassbox.app.components.long_task import cancelled_note, limit_note, long_computation
 from glassbox.model.engine.work import report
 from glassbox.model.serving import compute
 from glassbox.model.engine import block_label
@@ -124,6 +124,7 @@ def expert_training() -> None:
         submitted = st.form_submit_button("Train the experts", type="primary")
     st.caption(plain(f"{moe.LIVE_STEPS} steps: " + limit_note(timed_model(), compute.training(moe.LIVE_STEPS, moe.BATCH,
                                                                                                  moe.T))))
+    cancelled_note()
     if submitted:
         train(float(alpha), None if capacity == NO_CAP else float(capacity), int(steps), int(seed))
     run = st.session_state.get("expert_run")

@@ -28,6 +28,21 @@ from glassbox.model.serving.lane import minutes
 
 V = TypeVar("V")
 CANCELLED = "long_task:cancelled"  # the request this session cancelled, until it asks to run it again
+CANCELLED_NOTE = "long_task:cancelled_note"  # what a button-started computation was, once cancelled
+
+
+class CancelPressed(Exception):
+    """The page's Cancel button was pressed while the computation ran."""
+
+
+def _cancel_pressed(button_key: str) -> bool:
+    """Whether a rerun waiting for this run was asked by a press of the button ``button_key``.
+    Inside a fragment a press does not stop the running fragment (Streamlit queues a fragment's
+    rerun behind it), so the pending request's widget states are read here: Streamlit's own
+    request object, read only (its ids end with the widget's key)."""
+    ctx = get_script_run_ctx()
+    states = getattr(getattr(getattr(ctx, "script_requests", None), "_rerun_data", None), "widget_states", None)
+    return states is not None and any(w.id.endswith(button_key) and w.trigger_value for w in states.widgets)
 
 
 def _request_id(key: Hashable) -> str:
@@ -54,7 +69,9 @@ def long_computation(what: str, key: Hashable, plan: Plan, model, compute: Calla
     the result every visitor shares. A GlassboxError when it is over the time limit (with its
     estimate), or this visitor already runs one."""
     request = _request_id((what, key))
-    if st.session_state.get(CANCELLED) == request:
+    if not shared:  # started by a button: pressing it again runs it again
+        st.session_state.pop(CANCELLED, None)
+    elif st.session_state.get(CANCELLED) == request:
         st.info(plain(f"{what}: cancelled."), icon=":material/cancel:")
         st.button("Run it again", key=f"long_task:again:{request}", on_click=st.session_state.pop, args=(CANCELLED,))
         return None
@@ -64,26 +81,43 @@ def long_computation(what: str, key: Hashable, plan: Plan, model, compute: Calla
         with same_request_waits(what.lower()) as waiting:
             return shared_results().get((what, key), lambda: _on_lane(what, request, plan, model, compute, memory),
                                         waiting)
+    except CancelPressed:  # the rerun the press asked for follows, and says so (the button's callback)
+        st.info(plain(f"{what}: cancelled."), icon=":material/cancel:")
+        return None
     except GlassboxError as exc:  # over the time limit, one already running, stopped past it, the model's own
         st.error(plain(exc))
         return None
+
+
+def _cancel(request: str, what: str) -> None:
+    """The Cancel button's click: noted before the rerun it causes, which stops the computation."""
+    st.session_state[CANCELLED], st.session_state[CANCELLED_NOTE] = request, what
+
+
+def cancelled_note() -> None:
+    """Where a button starts a computation: say once that the last one was cancelled."""
+    what = st.session_state.pop(CANCELLED_NOTE, None)
+    if what is not None:
+        st.info(plain(f"{what}: cancelled."), icon=":material/cancel:")
 
 
 def _on_lane(what: str, request: str, plan: Plan, model, compute: Callable[[], V], memory: int) -> V:
     seconds = estimate(model, plan)
     lane = long_lane()
     lane.check(what, seconds)  # before anything is drawn
-    slot = st.empty()
+    slot, cancel_key = st.empty(), f"long_task:cancel:{request}"
     with slot.container():
         bar = st.progress(0.0, text=plain(f"{what}: about {minutes(seconds)} ({plan.passes:,} passes)…"))
-        st.button("Cancel", key=f"long_task:cancel:{request}", on_click=st.session_state.__setitem__,
-                  args=(CANCELLED, request), help="Stops it at its next pass")
+        st.button("Cancel", key=cancel_key, on_click=_cancel, args=(request, what),
+                  help="Stops it at its next pass")
 
     def waiting(ahead: int, waited: float, limit: float) -> None:
         bar.progress(0.0, text=plain(f"{what}: waiting for its turn, {ahead} long computation{'s' * (ahead != 1)} "
                                      f"ahead on this server ({waited:.0f} s of at most {limit:.0f} s)…"))
 
     def progress(work: Work) -> None:  # each call is where Streamlit stops a page that has gone
+        if _cancel_pressed(cancel_key):
+            raise CancelPressed()
         done = (f"step {work.steps[0]:,} of {work.steps[1]:,}" if work.steps else f"pass {work.passes:,} of {plan.passes:,}")
         bar.progress(work.done, text=plain(f"{what}: {done}, {work.elapsed:.0f} s of about {minutes(seconds)}"))
 

@@ -12,7 +12,8 @@ from glassbox.app.components.charts import show
 from glassbox.app.components.errors import fragment
 from glassbox.app.components.expert_training import expert_training
 from glassbox.app.components.heatmap import PAGE_PX, grid_figure
-from glassbox.app.components.long_task import long_computation
+from glassbox.app.components.labels import plain
+from glassbox.app.components.long_task import cancelled_note, long_computation, limit_note
 from glassbox.app.resources import shared_model
 from glassbox.model.engine.work import report
 from glassbox.model.serving import compute
@@ -128,8 +129,11 @@ def training() -> None:
                                 persist_state="session", help=f"1 to {MAX_STEPS}")
         submitted = st.form_submit_button("Train", type="primary")
 
+    inputs, targets = training_batch(loaded.tokenizer, example, target, dataset)
+    st.caption(plain(f"{MAX_STEPS:,} steps: " + limit_note(loaded.model, compute.train_it_live(
+        MAX_STEPS, *inputs.shape, len(example)))))
+    cancelled_note()
     if submitted:
-        inputs, targets = training_batch(loaded.tokenizer, example, target, dataset)
         learning_rate = None if chosen_rate == OWN_RATE else chosen_rate
         run = long_computation(
             "Training", (dataset, optimizer, learning_rate, int(steps), schedule),

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
@@ -38,6 +38,8 @@ class Work:
         self.passes = 0
         self.estimate: float | None = None  # seconds, where the caller estimated it
         self.steps: tuple[int, int] | None = None  # (done, total) where the computation reports its own steps
+        self.between: Callable[[], None] | None = None  # called before each pass (the lane: a pause for light work)
+        self.paused = 0.0  # seconds spent in ``between``
         self.started = time.monotonic()
         self.reason = f"{what} was cancelled."
         self._cancelled = threading.Event()
@@ -67,6 +69,10 @@ class Work:
         return time.monotonic() - self.started
 
     def pass_started(self) -> None:
+        if self.between is not None and not self._cancelled.is_set():
+            start = time.monotonic()
+            self.between()
+            self.paused += time.monotonic() - start
         if self._cancelled.is_set():
             raise Cancelled(self.reason)
         self.passes += 1

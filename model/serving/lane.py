@@ -7,6 +7,10 @@ the playground's next token, lesson figures), so that light ones never wait behi
   it): the light requests, on the page threads, get the processor first. Computations past
   the slots wait in a first-come-first-served queue (admission.py's, counting slots instead of
   bytes), bounded by ``GLASSBOX_QUEUE_WAIT_S``.
+- **Light work first.** Priority alone does not share Python's one interpreter lock, which a
+  long computation's loop holds between its tensor operations: so while any light request is
+  being computed (``light()`` around each page run), a long computation pauses before its next
+  pass, for at most ``MAX_PAUSE_S`` at a time, so that it still moves on a busy server.
 - **A time budget per request.** Each computation comes with its estimate (compute.py); over
   ``GLASSBOX_MAX_COMPUTE_S`` it is refused before it starts, with the estimate. One that
   runs past twice the limit anyway (a loaded server) is stopped.
@@ -26,7 +30,9 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Hashable
+import time
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as Pending
 from typing import TypeVar
@@ -43,6 +49,7 @@ DEFAULT_MAX_COMPUTE_S = 120.0
 LONG_SLOTS = "GLASSBOX_LONG_SLOTS"
 OVERRUN = 2  # a computation running past this many times the limit is stopped
 POLL_S = 0.25  # how often the waiting caller looks at its computation (and its page)
+MAX_PAUSE_S = 2.0  # the longest a long computation waits for light work before its next pass
 LOWEST_PRIORITY = 19
 
 
@@ -83,6 +90,36 @@ class Lane:
         self._pool = ThreadPoolExecutor(self.slots, thread_name_prefix="glassbox-long", initializer=lowest_priority)
         self._running: dict[Hashable, Work] = {}  # by visitor (a browser session)
         self._lock = threading.Lock()
+        self._light = 0  # light requests being computed
+        self._light_changed = threading.Condition()
+        self._local = threading.local()  # whether this thread's request is counted as light
+
+    @contextmanager
+    def light(self) -> Iterator[None]:
+        """Around a light request (a page's run): long computations pause between passes while
+        any is computed. Nested calls count once; a light request that starts a long computation
+        stops counting while it waits for it (``run``)."""
+        if getattr(self._local, "light", False):
+            yield
+            return
+        self._count_light(+1)
+        try:
+            yield
+        finally:
+            self._count_light(-1)
+
+    def _count_light(self, change: int) -> None:
+        self._local.light = change > 0
+        with self._light_changed:
+            self._light += change
+            self._light_changed.notify_all()
+
+    def _pause_for_light(self, work: Work) -> None:
+        """Before a long computation's pass: wait while light requests are computed (bounded)."""
+        deadline = time.monotonic() + MAX_PAUSE_S
+        with self._light_changed:
+            while self._light > 0 and not work.cancelled and (left := deadline - time.monotonic()) > 0:
+                self._light_changed.wait(left)
 
     def check(self, what: str, seconds: float) -> None:
         """A GlassboxError, with the estimate, for a computation over the limit."""
@@ -105,12 +142,16 @@ class Lane:
         around the run once it has a slot (the memory budget's admission)."""
         self.check(what, seconds)
         work = Work(total, what)
+        work.between = lambda: self._pause_for_light(work)
         with self._lock:
             if visitor in self._running:
                 other = self._running[visitor]
                 raise GlassboxError(f"{other.what} is still running for you ({other.elapsed:.0f} s so far): one long "
                                     "computation at a time. Wait for it, or cancel it.")
             self._running[visitor] = work
+        waiting_light = getattr(self._local, "light", False)
+        if waiting_light:  # this request waits from now on: light work no more
+            self._count_light(-1)
         try:
             with self.queue.admit(1, on_wait):
                 if admitted is None:
@@ -120,6 +161,8 @@ class Lane:
         finally:
             with self._lock:
                 self._running.pop(visitor, None)
+            if waiting_light:
+                self._count_light(+1)
 
     def _wait(self, work: Work, compute: Callable[[], V], seconds: float,
               on_progress: Callable[[Work], None] | None) -> V:
@@ -134,7 +177,7 @@ class Lane:
                 try:
                     return future.result(timeout=POLL_S)
                 except Pending:
-                    if work.elapsed > OVERRUN * self.max_seconds:
+                    if work.elapsed - work.paused > OVERRUN * self.max_seconds:
                         work.cancel(f"{work.what} was stopped after {minutes(work.elapsed)}: past twice the "
                                     f"{minutes(self.max_seconds)} a computation may take here (GLASSBOX_MAX_COMPUTE_S).")
                     if on_progress is not None:
