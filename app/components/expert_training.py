@@ -122,8 +122,8 @@ def expert_training() -> None:
                                 key="experts_steps", help=f"10 to {MAX_STEPS}")
         seed = c4.number_input("Seed", min_value=0, max_value=2**31 - 1, value=0, step=1, key="experts_seed")
         submitted = st.form_submit_button("Train the experts", type="primary")
-    st.caption(plain(f"{moe.LIVE_STEPS} steps: " + limit_note(timed_model(), compute.training(moe.LIVE_STEPS, moe.BATCH,
-                                                                                                 moe.T))))
+    st.caption(plain(limit_note(timed_model(), compute.training(MAX_STEPS, moe.BATCH, moe.T),
+                                at=f"{MAX_STEPS} steps, the most here")))
     cancelled_note()
     if submitted:
         train(float(alpha), None if capacity == NO_CAP else float(capacity), int(steps), int(seed))

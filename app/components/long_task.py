@@ -55,10 +55,12 @@ def estimate(model, plan: Plan) -> float:
     return pass_clock().seconds(model, plan)
 
 
-def limit_note(model, plan: Plan) -> str:
-    """“About 12 s on this server (96 passes); at most 120 s”: beside a setting that sets the work."""
-    return (f"About {minutes(estimate(model, plan))} on this server ({plan.passes:,} passes); a computation may take "
+def limit_note(model, plan: Plan, at: str | None = None) -> str:
+    """“About 12 s on this server (96 passes); a computation may take at most 2.0 min here.”,
+    beside a setting that sets the work; ``at``: the setting it is for (“600 steps, the most”)."""
+    note = (f"about {minutes(estimate(model, plan))} on this server ({plan.passes:,} passes); a computation may take "
             f"at most {minutes(long_lane().max_seconds)} here.")
+    return f"At {at}: {note}" if at else note[0].upper() + note[1:]
 
 
 def long_computation(what: str, key: Hashable, plan: Plan, model, compute: Callable[[], V], memory: int = 0,

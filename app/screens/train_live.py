@@ -130,8 +130,8 @@ def training() -> None:
         submitted = st.form_submit_button("Train", type="primary")
 
     inputs, targets = training_batch(loaded.tokenizer, example, target, dataset)
-    st.caption(plain(f"{MAX_STEPS:,} steps: " + limit_note(loaded.model, compute.train_it_live(
-        MAX_STEPS, *inputs.shape, len(example)))))
+    st.caption(plain(limit_note(loaded.model, compute.train_it_live(MAX_STEPS, *inputs.shape, len(example)),
+                                at=f"{MAX_STEPS:,} steps, the most here")))
     cancelled_note()
     if submitted:
         learning_rate = None if chosen_rate == OWN_RATE else chosen_rate
