@@ -34,6 +34,64 @@ from glassbox.model.engine import GlassboxError
 ARCHITECTURES = ("standard", "jumprelu", "topk", "transcoder", "skip_transcoder", "jumprelu_transcoder",
                  "jumprelu_skip_transcoder")
 NORMALIZATIONS = ("none", "constant_norm_rescale", "layer_norm")
+AXES = {"W_enc": ("d_in", "d_sae"), "W_dec": ("d_sae", "d_out"), "b_enc": ("d_sae",), "b_dec": ("d_out",),
+        "threshold": ("d_sae",), "W_skip": ("d_out", "d_in")}  # each weight's shape; d_out is d_in but for a transcoder
+
+
+def weight_names(architecture: str) -> set[str]:
+    """The weights an SAE of ``architecture`` has: no more, no fewer (SAELens's state dict)."""
+    return {"W_enc", "b_enc", "W_dec", "b_dec"} | ({"threshold"} if "jumprelu" in architecture else set()) | (
+        {"W_skip"} if "skip" in architecture else set())
+
+
+def whole(value) -> bool:
+    """An int that is not a bool (JSON's true is no count)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_weights(architecture: str, shapes: dict[str, tuple[int, ...]], k=None, stated: dict[str, int] | None = None,
+                  label: str = "") -> dict[str, int]:
+    """d_in, d_sae and d_out of an SAE of ``architecture`` whose weights have ``shapes`` (read from
+    a file's header before any weight is, or from the tensors); a GlassboxError naming the weight
+    or setting that is wrong: an unknown architecture, a weight missing or one it does not use, a
+    rank or a width that disagrees with W_enc (d_in × d_sae), W_dec (d_sae × d_out) or the sizes
+    its config ``stated``, a width of 0, or TopK's ``k`` not a whole number from 1 to d_sae."""
+    where = f"{label}: " if label else ""
+    if architecture not in ARCHITECTURES:
+        raise GlassboxError(f"{where}architecture must be one of {', '.join(ARCHITECTURES)}, not {architecture!r}")
+    transcoder = "transcoder" in architecture
+    wanted = weight_names(architecture)
+    missing, unused = sorted(wanted - set(shapes)), sorted(set(shapes) - wanted)
+    if missing:
+        raise GlassboxError(f"{where}its weights lack {', '.join(missing)} (a {architecture} SAE's)")
+    if unused:
+        raise GlassboxError(f"{where}its weights hold {', '.join(unused)}, which a {architecture} SAE does not use")
+
+    def axes(key: str) -> tuple[str, ...]:
+        return AXES[key] if transcoder else tuple(a.replace("d_out", "d_in") for a in AXES[key])
+
+    for key in ("W_enc", "W_dec"):
+        if len(shapes[key]) != 2:
+            raise GlassboxError(f"{where}{key} has shape {list(shapes[key])} but must be a matrix, "
+                                f"{' × '.join(axes(key))}")
+    sizes = {"d_in": shapes["W_enc"][0], "d_sae": shapes["W_enc"][1],
+             "d_out": shapes["W_dec"][1] if transcoder else shapes["W_enc"][0]}
+    for axis, size in (stated or {}).items():
+        if size is not None and size != sizes[axis]:
+            key = "W_dec" if axis == "d_out" else "W_enc"
+            raise GlassboxError(f"{where}{key} has shape {list(shapes[key])}, but its config says {axis} = {size}")
+    if min(sizes.values()) < 1:
+        raise GlassboxError(f"{where}W_enc and W_dec have shapes {list(shapes['W_enc'])} and {list(shapes['W_dec'])}: "
+                            "d_in, d_sae and d_out must be above 0")
+    for key, names in AXES.items():
+        want = [sizes[a] for a in names]
+        if key in shapes and list(shapes[key]) != want:
+            raise GlassboxError(f"{where}{key} has shape {list(shapes[key])} but must be "
+                                f"{' × '.join(axes(key))} = {want}")
+    if architecture == "topk" and not (whole(k) and 1 <= k <= sizes["d_sae"]):
+        raise GlassboxError(f"{where}a TopK SAE's k must be a whole number from 1 to d_sae ({sizes['d_sae']}), "
+                            f"not {k!r}")
+    return sizes
 
 
 @dataclass(frozen=True)
@@ -53,6 +111,13 @@ class SparseAutoencoder:
     normalize_activations: str = "none"  # one of NORMALIZATIONS
     center_input: bool = False  # see the module's docstring
     name: str = ""  # where it came from, for labels
+
+    def __post_init__(self):  # shapes only: cheap, so every SAE built anywhere is a consistent one
+        if self.normalize_activations not in NORMALIZATIONS:
+            raise GlassboxError(f"{self.name or 'the SAE'}: normalize_activations must be one of "
+                                f"{', '.join(NORMALIZATIONS)}, not {self.normalize_activations!r}")
+        check_weights(self.architecture, {key: tuple(getattr(self, key).shape) for key in AXES
+                                          if getattr(self, key) is not None}, self.k, label=self.name)
 
     @property
     def d_in(self) -> int:

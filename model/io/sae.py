@@ -16,21 +16,27 @@ and offline rules). A local folder that exists is read as it is. Hook names are
 TransformerLens's, which Glassbox shares, but for ``hook_mlp_in`` (TransformerLens's copy of
 resid_mid; Gemma Scope's transcoders read the MLP's normed input, ``ln2.hook_out``).
 
-Before any weight is read the sizes in the safetensors headers are checked against the
-server's memory limit (guard.py), and nothing is unpickled.
+Before any weight is read the config's fields (their JSON types and values) and the weights'
+dtypes and shapes in the safetensors header (against one another and the config: engine/sae.py's
+check_weights) are checked, and their sizes against the server's memory limit (guard.py); once
+read, every number must be finite. Each refusal is one GlassboxError naming the field or weight.
+Nothing is unpickled.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from safetensors import SafetensorError, safe_open
 
-from glassbox.model.engine.sae import ARCHITECTURES, NORMALIZATIONS, SparseAutoencoder
+from glassbox.model.engine.sae import ARCHITECTURES, NORMALIZATIONS, SparseAutoencoder, check_weights, whole
 from glassbox.model.engine import GlassboxError
 from glassbox.model.io.assets import asset
 from glassbox.model.io.guard import allowed_roots, check_fits, model_directory, read_json, regular_file, shortened
@@ -39,6 +45,7 @@ from glassbox.model.io.hub import HubFiles, HubId, cached, download, parse_hub_i
 SAELENS_CONFIG, SAELENS_WEIGHTS = "cfg.json", "sae_weights.safetensors"
 GEMMA_SCOPE_WEIGHTS = "params.safetensors"
 WEIGHT_NAMES = {"W_enc", "b_enc", "W_dec", "b_dec", "threshold", "W_skip"}
+SCALING_FACTOR = "scaling_factor"  # older SAELens files: all ones, which its reader drops
 GEMMA_SCOPE_NAMES = {"w_enc": "W_enc", "w_dec": "W_dec", "b_enc": "b_enc", "b_dec": "b_dec", "threshold": "threshold",
                      "affine_skip_connection": "W_skip"}
 LEGACY_ARCHITECTURES = {"jump_relu": "jumprelu", "gated": None}
@@ -92,25 +99,21 @@ def curated(model: str | None = None) -> list[CuratedSAE]:
 
 def load_sae(source: str, dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu",
              max_bytes: int | None = None) -> SparseAutoencoder:
-    """The SAE in folder ``source``, or at ``owner/repo/folder`` on the hub (fetched on first use)."""
+    """The SAE in folder ``source``, or at ``owner/repo/folder`` on the hub (fetched on first use),
+    checked as the module's docstring says."""
     folder, name = _resolve(source)
+    label = shortened(name)
     if (folder / SAELENS_WEIGHTS).exists() or (folder / SAELENS_CONFIG).exists():
-        config = read_json(folder / SAELENS_CONFIG)
-        tensors = _read(folder / SAELENS_WEIGHTS, WEIGHT_NAMES, dtype, device, max_bytes)
-        fields = _saelens_fields(config, name)
+        fields, stated = _saelens_fields(read_json(folder / SAELENS_CONFIG), name)
+        path, names = folder / SAELENS_WEIGHTS, {key: key for key in (*WEIGHT_NAMES, SCALING_FACTOR)}
     elif (folder / GEMMA_SCOPE_WEIGHTS).exists():
-        raw = _read(folder / GEMMA_SCOPE_WEIGHTS, set(GEMMA_SCOPE_NAMES), dtype, device, max_bytes)
-        tensors = {GEMMA_SCOPE_NAMES[key]: value for key, value in raw.items()}
-        fields = _gemma_scope_fields(name, "W_skip" in tensors)
+        fields, stated = lambda shapes: _gemma_scope_fields(name, "W_skip" in shapes), {}
+        path, names = folder / GEMMA_SCOPE_WEIGHTS, GEMMA_SCOPE_NAMES
     else:
         raise GlassboxError(f"No sparse autoencoder in {shortened(str(source))}: it needs SAELens's {SAELENS_CONFIG} "
                             f"and {SAELENS_WEIGHTS}, or Gemma Scope's {GEMMA_SCOPE_WEIGHTS}")
-    missing = sorted({"W_enc", "b_enc", "W_dec", "b_dec"} - set(tensors))
-    if missing:
-        raise GlassboxError(f"{shortened(str(source))}: its weights lack {', '.join(missing)}")
-    sae = SparseAutoencoder(**fields, **tensors, name=name)
-    _check_shapes(sae, source)
-    return sae
+    fields, tensors = _read(path, names, fields, stated, label, dtype, device, max_bytes)
+    return SparseAutoencoder(**fields, **tensors, name=name)
 
 
 # --- where the files are ---
@@ -173,41 +176,73 @@ def _resolve(source: str) -> tuple[Path, str]:
 
 
 # --- the two formats ---
-def _saelens_fields(config: dict, name: str) -> dict:
+def _saelens_fields(config: dict, name: str) -> tuple[dict, dict[str, int | None]]:
+    """(the SparseAutoencoder's fields, the sizes d_in, d_sae, d_out the config states) from
+    SAELens's cfg.json; a field of the wrong JSON type or an unknown value is refused, naming it."""
+    label = shortened(name)
     metadata = config.get("metadata") if isinstance(config.get("metadata"), dict) else {}
 
     def setting(key, default=None):
         return metadata.get(key, config.get(key, default))
 
-    architecture = config.get("architecture", "standard")
+    def refuse(key: str, value, wanted: str):
+        raise GlassboxError(f"{label}: {SAELENS_CONFIG}'s {key} must be {wanted}, not {_json(value)}")
+
+    def typed(key: str, value, kind: type, wanted: str):
+        if value is not None and (isinstance(value, bool) != (kind is bool) or not isinstance(value, kind)):
+            refuse(key, value, wanted)
+        return value
+
+    def flag(key: str, value, default: bool) -> bool:
+        return default if value is None else typed(key, value, bool, "true or false")
+
+    def count(key: str, value) -> int | None:
+        if value is not None and not (whole(value) and value > 0):
+            refuse(key, value, "a whole number above 0")
+        return value
+
+    architecture = typed("architecture", config.get("architecture", "standard"), str, "a string")
     if config.get("activation_fn") == "topk" or config.get("activation_fn_str") == "topk":
         architecture = "topk"
     architecture = LEGACY_ARCHITECTURES.get(architecture, architecture)
     if architecture not in ARCHITECTURES:
-        raise GlassboxError(f"{name}: Glassbox reads {', '.join(ARCHITECTURES)} SAEs, not {config.get('architecture')!r}")
-    normalize = config.get("normalize_activations") or "none"
+        refuse("architecture", config.get("architecture"), f"one of {', '.join(ARCHITECTURES)}")
+    normalize = typed("normalize_activations", config.get("normalize_activations") or "none", str, "a string")
     if normalize not in NORMALIZATIONS:
-        raise GlassboxError(f"{name}: activations normalised by {normalize!r} need a dataset-wide factor Glassbox "
-                            f"does not have; it reads {', '.join(NORMALIZATIONS)}")
-    hook = setting("hook_name") or setting("hook_point")
-    if not isinstance(hook, str):
-        raise GlassboxError(f"{name}: its {SAELENS_CONFIG} names no hook (hook_name)")
+        raise GlassboxError(f"{label}: {SAELENS_CONFIG}'s normalize_activations is {normalize!r}, which needs a "
+                            f"dataset-wide factor Glassbox does not have; it reads {', '.join(NORMALIZATIONS)}")
+    hooks = {key: typed(key, setting(key), str, "the name of a tensor (a string)")
+             for key in ("hook_name", "hook_point", "hook_name_out", "hf_hook_name", "hf_hook_name_out")}
+    hook = hooks["hook_name"] or hooks["hook_point"]
+    if not hook:
+        raise GlassboxError(f"{label}: its {SAELENS_CONFIG} names no hook (hook_name)")
     if setting("hook_head_index") is not None:
-        raise GlassboxError(f"{name}: SAEs of one head's output (hook_head_index) are not read")
-    k = config.get("k", (config.get("activation_fn_kwargs") or {}).get("k"))
-    if architecture == "topk" and not (isinstance(k, int) and k > 0):
-        raise GlassboxError(f"{name}: a TopK SAE needs k, a positive whole number")
-    kwargs = setting("model_from_pretrained_kwargs") or {}
+        raise GlassboxError(f"{label}: SAEs of one head's output (hook_head_index) are not read")
+    k = None
+    if architecture == "topk":  # k beside activation_fn_kwargs in older configs; its range is check_weights's
+        legacy = typed("activation_fn_kwargs", config.get("activation_fn_kwargs"), dict, "an object") or {}
+        k = count("k", config["k"] if config.get("k") is not None else legacy.get("k"))
+        if k is None:
+            raise GlassboxError(f"{label}: a TopK SAE needs k in its {SAELENS_CONFIG}")
+    stated = {key: count(key, config.get(key)) for key in ("d_in", "d_sae", "d_out")}
+    kwargs = typed("model_from_pretrained_kwargs", setting("model_from_pretrained_kwargs"), dict, "an object") or {}
     return {
         "architecture": architecture,
-        "reads": _glassbox_hook(hook, setting("hf_hook_name")),
-        "writes": _glassbox_hook(setting("hook_name_out") or hook, setting("hf_hook_name_out") or setting("hf_hook_name")),
-        "k": k if architecture == "topk" else None,
-        "rescale_acts_by_decoder_norm": bool(config.get("rescale_acts_by_decoder_norm", False)),
-        "apply_b_dec_to_input": bool(config.get("apply_b_dec_to_input", True)),
+        "reads": _glassbox_hook(hook, hooks["hf_hook_name"]),
+        "writes": _glassbox_hook(hooks["hook_name_out"] or hook, hooks["hf_hook_name_out"] or hooks["hf_hook_name"]),
+        "k": k,
+        "rescale_acts_by_decoder_norm": flag("rescale_acts_by_decoder_norm",
+                                             config.get("rescale_acts_by_decoder_norm"), False),
+        "apply_b_dec_to_input": flag("apply_b_dec_to_input", config.get("apply_b_dec_to_input"), True),
         "normalize_activations": normalize,
-        "center_input": bool(kwargs.get("center_writing_weights", False)) or name in CENTERED_RELEASES,
-    }
+        "center_input": flag("center_writing_weights", kwargs.get("center_writing_weights"), False)
+                        or name in CENTERED_RELEASES,
+    }, stated
+
+
+def _json(value) -> str:
+    """A config's value as its JSON reads, for a message."""
+    return shortened(json.dumps(value), 40)
 
 
 def _gemma_scope_fields(name: str, skip: bool) -> dict:
@@ -216,8 +251,8 @@ def _gemma_scope_fields(name: str, skip: bool) -> dict:
              "attn_out": ("attn.hook_z",) * 2, "transcoder": ("ln2.hook_out", "hook_mlp_out")}
     kind = next((k for k in kinds if k in name), None)
     if layer is None or kind is None:
-        raise GlassboxError(f"{name}: a Gemma Scope folder's name says its hook (resid_post/layer_12_…, mlp_out, "
-                            "attn_out, transcoder); this one does not")
+        raise GlassboxError(f"{shortened(name)}: a Gemma Scope folder's name says its hook (resid_post/layer_12_…, "
+                            "mlp_out, attn_out, transcoder); this one does not")
     reads, writes = (f"blocks.{layer[1]}.{hook}" for hook in kinds[kind])
     architecture = "jumprelu_skip_transcoder" if skip else "jumprelu_transcoder" if kind == "transcoder" else "jumprelu"
     return {"architecture": architecture, "reads": reads, "writes": writes, "apply_b_dec_to_input": False}
@@ -231,36 +266,47 @@ def _glassbox_hook(hook: str, hf_hook: str | None) -> str:
     return hook
 
 
-def _read(path: Path, names: set[str], dtype: torch.dtype, device, max_bytes: int | None) -> dict[str, torch.Tensor]:
-    """The tensors of a safetensors file, its sizes checked (in ``dtype``) before any is read."""
+def _read(path: Path, names: dict[str, str], fields: dict | Callable[[dict], dict], stated: dict[str, int | None],
+          label: str, dtype: torch.dtype, device, max_bytes: int | None) -> tuple[dict, dict[str, torch.Tensor]]:
+    """(the SAE's fields, its weights by Glassbox's names) from the safetensors file ``path``
+    (its keys → Glassbox's in ``names``): the header's dtypes and shapes checked against one
+    another and the config's ``stated`` sizes, and the whole size (in ``dtype``) against the
+    limits, before any tensor is read; each one finite once read. ``fields`` a function: they
+    depend on the header's shapes (Gemma Scope's: a skip connection's weight makes a skip transcoder)."""
     regular_file(path)
     try:
         with safe_open(str(path), framework="pt") as stored:
             keys = [key for key in stored.keys() if key in names]
-            numbers = sum(int(torch.tensor(stored.get_slice(key).get_shape()).prod()) for key in keys)
-            size = numbers * torch.tensor([], dtype=dtype).element_size()
+            header = {names[key]: stored.get_slice(key) for key in keys}
+            for key, part in header.items():
+                if not part.get_dtype().startswith(("F", "BF")):
+                    raise GlassboxError(f"{label}: {key} is stored as {part.get_dtype()}; an SAE's weights are "
+                                        "floating-point numbers")
+            shapes = {key: tuple(part.get_shape()) for key, part in header.items()}
+            if callable(fields):
+                fields = fields(shapes)
+            check_weights(fields["architecture"], {k: v for k, v in shapes.items() if k != SCALING_FACTOR},
+                          fields.get("k"), stated, label)
+            size = sum(math.prod(shape) for shape in shapes.values()) * torch.tensor([], dtype=dtype).element_size()
             if max_bytes is not None and size > max_bytes:
                 raise GlassboxError(f"This sparse autoencoder takes {size / 2**30:.1f} GB; at most "
                                     f"{max_bytes / 2**30:.1f} GB may be opened here")
             check_fits(size, str(dtype).removeprefix("torch."), torch.device(device))
-            return {key: stored.get_tensor(key).to(device=device, dtype=dtype) for key in keys}
+            tensors = {names[key]: _finite(stored.get_tensor(key), names[key], dtype, device, label) for key in keys}
     except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
         raise GlassboxError(f"{path} is not a readable safetensors file ({exc})") from None
+    factor = tensors.pop(SCALING_FACTOR, None)
+    if factor is not None and not torch.allclose(factor, torch.ones_like(factor)):  # SAELens's reader drops a 1
+        raise GlassboxError(f"{label}: its weights hold a {SCALING_FACTOR} other than 1 (an old SAELens fine-tuning "
+                            "scale), which Glassbox does not apply")
+    return fields, tensors
 
 
-def _check_shapes(sae: SparseAutoencoder, source: str) -> None:
-    d_in, d_sae, d_out = sae.W_enc.shape[0], sae.W_enc.shape[-1], sae.W_dec.shape[-1]
-    expected = {"W_enc": (d_in, d_sae), "b_enc": (d_sae,), "W_dec": (d_sae, d_out), "b_dec": (d_out,)}
-    if sae.threshold is not None:
-        expected["threshold"] = (d_sae,)
-    if sae.W_skip is not None:
-        expected["W_skip"] = (d_out, d_in)
-    for key, shape in expected.items():
-        if tuple(getattr(sae, key).shape) != shape:
-            raise GlassboxError(f"{shortened(source)}: {key} has shape {list(getattr(sae, key).shape)}, "
-                                f"the others need {list(shape)}")
-    if "jumprelu" in sae.architecture and sae.threshold is None:
-        raise GlassboxError(f"{shortened(source)}: a JumpReLU SAE needs its threshold")
-    if not sae.transcoder and d_in != d_out:
-        raise GlassboxError(f"{shortened(source)}: an SAE reconstructs what it reads, but it reads {d_in} numbers "
-                            f"and writes {d_out}")
+def _finite(stored: torch.Tensor, key: str, dtype: torch.dtype, device, label: str) -> torch.Tensor:
+    """A weight as read, in ``dtype`` on ``device``, every number in it finite (in the file, and in ``dtype``)."""
+    if not torch.isfinite(stored).all():
+        raise GlassboxError(f"{label}: {key} holds NaN or infinite numbers")
+    tensor = stored.to(device=device, dtype=dtype)
+    if not torch.isfinite(tensor).all():
+        raise GlassboxError(f"{label}: {key} holds numbers too large for {str(dtype).removeprefix('torch.')}")
+    return tensor
