@@ -4,9 +4,11 @@ offers (Train it live's mixture of experts, 600 steps: about a minute on 2 cores
 the tab, or presses Cancel.
 
 Reference: the server process's own CPU time, read from the kernel (/proc/PID/stat, the
-probe's method), and the page's text. Busy before (so the test could fail), idle within 2 s
-after: the CPU it takes over the 2 s that follow is what Streamlit alone takes. The bounds are
-CPU-seconds of the server's process, which another test's load on the machine does not add to."""
+probe's method), and the page's text. Computing before (its bar's step moves on, so the test
+could fail), idle within 2 s after: the CPU it takes over the 2 s that follow is what Streamlit
+alone takes. The bounds are CPU-seconds of the server's process, which another test's load on
+the machine does not add to (a load can only slow the training down, at nice 19: so "busy" is
+read from the steps, not from the CPU)."""
 
 import os
 import re
@@ -21,7 +23,6 @@ from tests.helpers import serving
 pytestmark = [pytest.mark.browser, pytest.mark.subprocess]
 
 TICKS = os.sysconf("SC_CLK_TCK")
-BUSY = 0.5  # CPU-seconds a second, at least, while it trains (2 cores; at nice 19 on an idle machine, ~1)
 IDLE = 0.25  # CPU-seconds over 2 s, at most, once stopped (Streamlit's own work: the websocket, the page's reruns)
 
 
@@ -46,6 +47,21 @@ def public_server():
     assert "Traceback" not in server.log, server.log[-3000:]
 
 
+def step(page) -> int:
+    """The step the page's bar shows."""
+    bar = page.get_by_text(re.compile(r"Training the experts:\W*step")).first.inner_text()
+    return int(re.search(r"step ([\d,]+) of", bar)[1].replace(",", ""))
+
+
+def computing(page) -> None:
+    """Its steps move on (the bar is redrawn a few times a second)."""
+    first = step(page)
+    deadline = time.monotonic() + 60
+    while step(page) == first:
+        assert time.monotonic() < deadline, "the training did not move on"
+        time.sleep(0.25)
+
+
 def start_training(browser, url: str):
     """A new visitor (its own session) on Train it live's experts tab: 600 steps, Train, and the
     bar's first steps."""
@@ -62,8 +78,7 @@ def start_training(browser, url: str):
 
 def test_a_closed_tab_stops_its_computation_within_2_s(public_server, chromium):
     page = start_training(chromium, public_server.url)
-    busy = cpu_over(public_server.pid, 1.0)
-    assert busy > BUSY, f"the server was not computing ({busy:.2f} CPU-s in 1 s)"
+    computing(page)
     page.context.close()
     time.sleep(2.0)  # the issue's bound: idle within 2 s of the tab closing
     idle = cpu_over(public_server.pid, 2.0)
@@ -73,7 +88,7 @@ def test_a_closed_tab_stops_its_computation_within_2_s(public_server, chromium):
 def test_cancel_stops_its_computation_and_says_so(public_server, chromium):
     page = start_training(chromium, public_server.url)
     try:
-        assert cpu_over(public_server.pid, 1.0) > BUSY
+        computing(page)
         page.get_by_role("button", name="Cancel").click()
         expect(page.get_by_text(re.compile(r"Training the experts:\W*cancelled"))).to_be_visible(timeout=30_000)
         time.sleep(1.0)

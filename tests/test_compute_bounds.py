@@ -1,6 +1,6 @@
 """Compute that nobody waits for stops, and each visitor's share of the CPU is bounded (issue 43):
 the engine's pass counter and cancel flag (model/engine/work.py), each analysis's plan of
-passes (model/serving/compute.py), the long lane (model/serving/lane.py).
+passes (model/analysis/plans.py), the long lane (model/serving/lane.py).
 
 References: the engine's own count of the passes a real run makes (each plan is written from
 the analysis's loops, the count comes from ``Transformer.forward``), the kernel's record of a
@@ -18,7 +18,7 @@ import glassbox as gb
 from glassbox.model.engine import Cancelled, GlassboxError, Work, working
 from glassbox.model.lesson.training import train_copy, training_batch
 from glassbox.model.micro import moe
-from glassbox.model.serving import compute
+from glassbox.model.analysis import plans
 from glassbox.model.serving.lane import Lane
 
 CLEAN, CORRUPT = "Zoe had a frog. Zoe loved the", "Zoe had a boat. Zoe loved the"
@@ -45,14 +45,14 @@ def counted(run) -> int:
 @pytest.mark.parametrize("receiver_input", ["q", "k", "v"])
 def test_path_patching_plan_counts_its_passes(model, prompts, receiver_input):
     clean, corrupt, answer, wrong = prompts
-    plan = compute.path_patching(model.cfg, len(clean), receiver_input)
+    plan = plans.path_patching(model.cfg, len(clean), receiver_input)
     assert plan.passes == counted(lambda: model.path_patch(clean, corrupt, answer, wrong, receiver_input))
 
 
 @pytest.mark.parametrize("site", ["resid_pre", "head", "attn_out", "mlp_out"])
 def test_patching_plan_counts_its_passes(model, prompts, site):
     clean, corrupt, answer, wrong = prompts
-    plan = compute.patching(model.cfg, len(clean), site)
+    plan = plans.patching(model.cfg, len(clean), site)
     assert plan.passes == counted(lambda: model.patch(clean, corrupt, answer, wrong, site))
 
 
@@ -61,13 +61,13 @@ def test_patching_plan_counts_its_passes(model, prompts, site):
                                                    ("attention_rollout", 0, False)])
 def test_attribution_plan_counts_its_passes(model, prompts, method, steps, baseline):
     clean, _, answer, _ = prompts
-    plan = compute.attribution(len(clean), method, steps, baseline)
+    plan = plans.attribution(len(clean), method, steps, baseline)
     assert plan.passes == counted(lambda: model.attribute(clean, answer, method, steps, clean[0] if baseline else None))
 
 
 def test_head_catalog_plan_counts_its_passes(model):
     texts = ["Once upon a time there was a cat.", "Lily had a red ball.", "Tom ran."]
-    plan = compute.head_catalog([len(model.tokens(t)) for t in texts])
+    plan = plans.head_catalog([len(model.tokens(t)) for t in texts])
     assert plan.passes == counted(lambda: model.heads(texts))
 
 
@@ -75,9 +75,9 @@ def test_training_plans_count_their_passes():
     worked = gb.load("worked-example")
     example, target = [0, 1, 2, 3, 0], 4
     inputs, targets = training_batch(worked.tokenizer, example, target, "the example")
-    plan = compute.train_it_live(7, *inputs.shape, len(example))
+    plan = plans.train_it_live(7, *inputs.shape, len(example))
     assert plan.passes == counted(lambda: train_copy(worked.model, inputs, targets, example, target, "SGD", None, 7))
-    assert compute.training(10, moe.BATCH, moe.T).passes == counted(lambda: moe.train_live(10, 0.0, None, 0))
+    assert plans.training(10, moe.BATCH, moe.T).passes == counted(lambda: moe.train_live(10, 0.0, None, 0))
 
 
 def test_a_cancelled_computation_stops_within_one_pass(model, prompts):

@@ -15,7 +15,7 @@ from glassbox.app.components.experts import share_caption, share_figure
 from glassbox.app.components.labels import plain
 from glassbox.app.components.long_task import cancelled_note, limit_note, long_computation
 from glassbox.model.engine.work import report
-from glassbox.model.serving import compute
+from glassbox.model.analysis import plans
 from glassbox.model.engine import block_label
 from glassbox.model.micro import moe
 from glassbox.model.serving.sizing import training_bytes
@@ -42,7 +42,7 @@ def timed_model():
 def train(alpha: float, capacity: float | None, steps: int, seed: int) -> None:
     """A run on the server's long lane (long_task.py): cancellable, within the time limit."""
     curve = long_computation(
-        "Training the experts", (alpha, capacity, steps, seed), compute.training(steps, moe.BATCH, moe.T), timed_model(),
+        "Training the experts", (alpha, capacity, steps, seed), plans.training(steps, moe.BATCH, moe.T), timed_model(),
         lambda: moe.train_live(steps, alpha, capacity, seed, on_step=report),
         training_bytes(moe.live_model(), moe.T, moe.BATCH), shared=False)
     if curve is None:
@@ -122,7 +122,7 @@ def expert_training() -> None:
                                 key="experts_steps", help=f"10 to {MAX_STEPS}")
         seed = c4.number_input("Seed", min_value=0, max_value=2**31 - 1, value=0, step=1, key="experts_seed")
         submitted = st.form_submit_button("Train the experts", type="primary")
-    st.caption(plain(limit_note(timed_model(), compute.training(MAX_STEPS, moe.BATCH, moe.T),
+    st.caption(plain(limit_note(timed_model(), plans.training(MAX_STEPS, moe.BATCH, moe.T),
                                 at=f"{MAX_STEPS} steps, the most here")))
     cancelled_note()
     if submitted:

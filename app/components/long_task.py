@@ -23,7 +23,7 @@ from glassbox.app.components.labels import plain
 from glassbox.app.resources import long_lane, model_pass, pass_clock, same_request_waits, shared_results
 from glassbox.model.engine import GlassboxError
 from glassbox.model.engine.work import Work
-from glassbox.model.serving.compute import Plan
+from glassbox.model.analysis.plans import Plan
 from glassbox.model.serving.lane import minutes
 
 V = TypeVar("V")

@@ -11,7 +11,7 @@ import streamlit as st
 from glassbox.app.components.labels import plain
 from glassbox.app.explore.common import Explorer, heatmap, lacks
 from glassbox.app.components.long_task import limit_note, long_computation
-from glassbox.model.serving import compute
+from glassbox.model.analysis import plans
 from glassbox.model.analysis.head_catalog import PATTERNS
 from glassbox.model.engine import GlassboxError, block_label, head_label
 from glassbox.model.serving import trace_cost
@@ -33,9 +33,9 @@ def lit(ctx: Explorer) -> set[str]:
 MAX_TEXTS = 256  # pasted texts scored at once, at most (each one pass)
 
 
-def catalog_plan(ctx: Explorer, texts: tuple[tuple[int, ...], ...] | None, n_stories: int) -> compute.Plan:
+def catalog_plan(ctx: Explorer, texts: tuple[tuple[int, ...], ...] | None, n_stories: int) -> plans.Plan:
     """One pass per text; a story is counted at the whole context (it is cut there), a bound."""
-    return compute.head_catalog([ctx.cfg.n_ctx] * n_stories if texts is None else [len(t) for t in texts])
+    return plans.head_catalog([ctx.cfg.n_ctx] * n_stories if texts is None else [len(t) for t in texts])
 
 
 def catalog(ctx: Explorer, texts: tuple[tuple[int, ...], ...] | None, n_stories: int):
@@ -70,10 +70,11 @@ def chosen_texts(ctx: Explorer) -> tuple[tuple[tuple[int, ...], ...] | None, int
         st.form_submit_button("Score")
     texts = [t.strip() for t in typed.split("\n\n") if t.strip()]
     if not texts:
-        st.info(f"Paste a text (or several, at most {MAX_TEXTS}, separated by an empty line) and press Score.")
+        st.info(plain(f"Paste a text (or several, at most {MAX_TEXTS}, separated by an empty line) and press Score."))
         return None
     if len(texts) > MAX_TEXTS:
-        st.error(f"That is {len(texts):,} texts: at most {MAX_TEXTS} are scored at once. Score fewer, or longer ones.")
+        st.error(plain(f"That is {len(texts):,} texts: at most {MAX_TEXTS} are scored at once. Score fewer, or longer "
+                       "ones."))
         return None
     return tuple(tuple(ctx.loaded.encode(t)) for t in texts), 0
 

@@ -16,7 +16,7 @@ from glassbox.app.components.labels import token_labels
 from glassbox.app.explore.common import Explorer, bar_chart, value_room, choose_expert, choose_layer, heatmap, lacks, offered, probs_at
 from glassbox.app.components.long_task import limit_note, long_computation
 from glassbox.app.resources import model_pass
-from glassbox.model.serving import compute
+from glassbox.model.analysis import plans
 from glassbox.model.serving.limits import PATCH_TOKENS
 from glassbox.model.analysis.batches import per_pass
 from glassbox.model.analysis.dla import linear_head, part_words
@@ -56,7 +56,7 @@ def integrated_gradients(ctx: Explorer, token: int, steps: int, baseline: int | 
     """Integrated gradients: ``steps`` points forward and backward, a long computation (long_task.py)."""
     return long_computation(
         "Integrated gradients", (ctx.model_key, tuple(ctx.tokens), token, steps, baseline),
-        compute.attribution(len(ctx.tokens), "integrated_gradients", steps, baseline is not None), ctx.model,
+        plans.attribution(len(ctx.tokens), "integrated_gradients", steps, baseline is not None), ctx.model,
         lambda: ctx.loaded.attribute(list(ctx.tokens), token, "integrated_gradients", steps, baseline),
         ctx.pass_cost("Attribution", backward=True, batch=per_pass))
 
@@ -77,7 +77,7 @@ def patching(ctx: Explorer, corrupt: tuple, answer: int, wrong: int, site: str):
                  ctx.pass_cost("Patching", backward=True))  # attribution patching's gradient
     return long_computation(
         "Patching", (ctx.model_key, tuple(ctx.tokens), corrupt, answer, wrong, site),
-        compute.patching(ctx.cfg, len(ctx.tokens), site), ctx.model,
+        plans.patching(ctx.cfg, len(ctx.tokens), site), ctx.model,
         lambda: ctx.loaded.patch(list(ctx.tokens), list(corrupt), answer, wrong, site), memory)
 
 
@@ -88,7 +88,7 @@ def path_patching(ctx: Explorer, corrupt: tuple, answer: int, wrong: int, receiv
     memory = ctx.pass_cost("Path patching", backward=False, batch=lambda n: max(n_receivers, 1))
     return long_computation(
         "Path patching", (ctx.model_key, tuple(ctx.tokens), corrupt, answer, wrong, receiver_input),
-        compute.path_patching(ctx.cfg, len(ctx.tokens), receiver_input), ctx.model,
+        plans.path_patching(ctx.cfg, len(ctx.tokens), receiver_input), ctx.model,
         lambda: ctx.loaded.path_patch(list(ctx.tokens), list(corrupt), answer, wrong, receiver_input), memory)
 
 
@@ -203,7 +203,7 @@ def input_attribution(ctx: Explorer, token: int) -> None:
                              "backward: too many for this server. Fewer steps or a shorter prompt."))
             return
     if METHODS[method] == "integrated_gradients":
-        st.caption(plain(limit_note(ctx.model, compute.attribution(len(ctx.tokens), METHODS[method], steps,
+        st.caption(plain(limit_note(ctx.model, plans.attribution(len(ctx.tokens), METHODS[method], steps,
                                                                         baseline is not None))))
         result = integrated_gradients(ctx, token, steps, baseline)
     else:
@@ -314,7 +314,7 @@ def patching_view(ctx: Explorer, token: int, wrong: int) -> None:
         st.warning(plain(f"That is {runs:,} patched runs of {len(ctx.tokens)} tokens: too many for this server. Patch "
                          "per block or per head, or use a shorter prompt."))
         return
-    st.caption(plain(limit_note(ctx.model, compute.patching(ctx.cfg, len(ctx.tokens), site))))
+    st.caption(plain(limit_note(ctx.model, plans.patching(ctx.cfg, len(ctx.tokens), site))))
     result = patching(ctx, tuple(corrupt), token, wrong, site)
     if result is None:  # cancelled
         return
@@ -386,7 +386,7 @@ def path_patching_view(ctx: Explorer, token: int, wrong: int) -> None:
         st.warning(plain(f"That is {runs:,} patched runs of {len(ctx.tokens)} tokens: too many for this server. Use a "
                          "shorter prompt."))
         return
-    st.caption(plain(limit_note(ctx.model, compute.path_patching(ctx.cfg, len(ctx.tokens), receiver_input))))
+    st.caption(plain(limit_note(ctx.model, plans.path_patching(ctx.cfg, len(ctx.tokens), receiver_input))))
     result = path_patching(ctx, tuple(corrupt), token, wrong, receiver_input)
     if result is None:  # cancelled
         return

@@ -16,7 +16,7 @@ from glassbox.app.components.labels import plain
 from glassbox.app.components.long_task import cancelled_note, long_computation, limit_note
 from glassbox.app.resources import shared_model
 from glassbox.model.engine.work import report
-from glassbox.model.serving import compute
+from glassbox.model.analysis import plans
 from glassbox.model.serving.sizing import training_bytes
 from glassbox.app.state import per_training_run
 from glassbox.model.engine import run_trace
@@ -130,14 +130,14 @@ def training() -> None:
         submitted = st.form_submit_button("Train", type="primary")
 
     inputs, targets = training_batch(loaded.tokenizer, example, target, dataset)
-    st.caption(plain(limit_note(loaded.model, compute.train_it_live(MAX_STEPS, *inputs.shape, len(example)),
+    st.caption(plain(limit_note(loaded.model, plans.train_it_live(MAX_STEPS, *inputs.shape, len(example)),
                                 at=f"{MAX_STEPS:,} steps, the most here")))
     cancelled_note()
     if submitted:
         learning_rate = None if chosen_rate == OWN_RATE else chosen_rate
         run = long_computation(
             "Training", (dataset, optimizer, learning_rate, int(steps), schedule),
-            compute.train_it_live(int(steps), *inputs.shape, len(example)), loaded.model,
+            plans.train_it_live(int(steps), *inputs.shape, len(example)), loaded.model,
             lambda: train_copy(loaded.model, inputs, targets, example, target, optimizer, learning_rate, int(steps),
                                dataset=dataset, schedule=schedule, on_step=report),
             training_bytes(loaded.model, inputs.shape[1], inputs.shape[0]), shared=False)

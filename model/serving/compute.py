@@ -1,17 +1,13 @@
-"""What a long computation will cost in time, before it starts: the passes it will make (each
-counted by the engine when it runs, model/engine/work.py) and a measured pass time on this
-server. The memory side of the same question is sizing.py.
+"""What a long computation will cost in time, before it starts: the passes it will make
+(model/analysis/plans.py, each counted by the engine when it runs, model/engine/work.py) and a
+pass time measured on this server. The memory side of the same question is sizing.py.
 
-A ``Plan`` is the passes an analysis makes and the sequence-tokens they carry, all passes
-together: those of plain forward passes, and those of passes with a backward. ``PassClock``
-times the model itself, once per model and prompt length (rounded up to a power of two): a
-forward pass of one sequence and of a small batch give ``seconds = a + b × tokens``, and the
-batch's forward and backward (every weight's gradient, a training step's) gives how many
-forwards a backward pass costs, ``r``; the fastest of a few tries each. So an estimate is
-``passes × a + (tokens + r × backward_tokens) × b``, from this server's own speed, not a table.
-
-Each analysis's plan mirrors its loops (tests/test_compute.py holds every ``passes`` to the
-engine's count of the real run).
+``PassClock`` times the model itself, once per model and prompt length (rounded up to a power
+of two): a forward pass of one sequence and of a small batch give ``seconds = a + b × tokens``,
+and the batch's forward and backward (every weight's gradient, a training step's) gives how
+many forwards a backward pass costs, ``r``; the fastest of a few tries each. So a plan's
+estimate is ``passes × a + (tokens + r × backward_tokens) × b``, from this server's own speed,
+not a table.
 """
 
 from __future__ import annotations
@@ -20,79 +16,10 @@ import math
 import threading
 import time
 import weakref
-from dataclasses import dataclass
 
 import torch
 
-from glassbox.model.analysis.batches import per_pass
 from glassbox.model.engine import Transformer
-
-@dataclass(frozen=True)
-class Plan:
-    what: str
-    passes: int  # model passes: the engine counts each one (work.py)
-    tokens: int  # sequence-tokens through the whole model in plain forward passes, all together
-    backward_tokens: int  # … and in passes followed by a backward
-    length: int  # the prompt's length, for the pass time
-
-    def __add__(self, other: "Plan") -> "Plan":
-        return Plan(self.what, self.passes + other.passes, self.tokens + other.tokens,
-                    self.backward_tokens + other.backward_tokens, max(self.length, other.length))
-
-
-def path_patching(cfg, n_tokens: int, receiver_input: str) -> Plan:
-    """Two whole runs; then per sender with a later receiver, one pass from its block keeping the
-    receivers' inputs and one batch of its receivers from the next block (path_patching.py)."""
-    n_receiving = cfg.n_heads if receiver_input == "q" else cfg.n_kv_heads
-    per_block = cfg.n_heads + (0 if cfg.attn_only else 1)
-    L, passes, tokens = cfg.n_layers, 2, 2 * n_tokens
-    for block in range(L - 1):  # the last block's senders have no later receiver
-        later = (L - 1 - block) * n_receiving
-        share_from, share_next = (L - block) / L, (L - block - 1) / L  # the blocks each pass runs
-        passes += 2 * per_block
-        tokens += per_block * round(n_tokens * share_from + later * n_tokens * share_next)
-    return Plan("Path patching", passes, tokens, 0, n_tokens)
-
-
-def head_catalog(lengths: list[int]) -> Plan:
-    """One pass per text (head_catalog.py)."""
-    return Plan("The head catalog", len(lengths), sum(lengths), 0, max(lengths, default=1))
-
-
-def patching(cfg, n_tokens: int, site: str) -> Plan:
-    """The clean run, every patch in batches of ``per_pass``, and attribution patching's forward
-    and backward on the corrupted run (patching.py)."""
-    width = {"resid_pre": n_tokens, "head": cfg.n_heads}.get(site, 1)
-    patches = cfg.n_layers * width
-    batches = math.ceil(patches / per_pass(n_tokens))
-    return Plan("Patching", 2 + batches, n_tokens * (1 + patches), n_tokens, n_tokens)
-
-
-def attribution(n_tokens: int, method: str, steps: int, baseline: bool) -> Plan:
-    """The embeddings' pass; then integrated gradients' points in batches, each forward and
-    backward, and the two ends' logits; or one forward and backward (attribution.py)."""
-    if method == "attention_rollout":
-        return Plan("Attribution", 3, 3 * n_tokens, 0, n_tokens)
-    if method != "integrated_gradients":
-        return Plan("Attribution", 2, n_tokens, n_tokens, n_tokens)
-    return Plan("Integrated gradients", 1 + baseline + math.ceil(steps / per_pass(n_tokens)) + 2,
-                n_tokens * (1 + baseline + 2), n_tokens * steps, n_tokens)
-
-
-def training(steps: int, batch: int, n_tokens: int) -> Plan:
-    """``steps`` forward and backward passes of ``batch`` sequences of ``n_tokens``."""
-    return Plan("Training", steps, 0, batch * n_tokens * steps, n_tokens)
-
-
-def forwards(passes: int, batch: int, n_tokens: int) -> Plan:
-    """``passes`` plain passes of ``batch`` sequences (a training run's evaluations)."""
-    return Plan("Evaluation", passes, passes * batch * n_tokens, 0, n_tokens)
-
-
-def train_it_live(steps: int, batch: int, n_tokens: int, example_tokens: int) -> Plan:
-    """Train it live's run (lesson/training.py's ``train_copy``): each step a forward and backward
-    of the batch and the example's forward (its p(target)), then both once more after the last."""
-    return training(steps, batch, n_tokens) + forwards(steps + 1, 1, example_tokens) + forwards(1, batch, n_tokens)
 
 
 class PassClock:
@@ -113,7 +40,8 @@ class PassClock:
                 fits[length] = _measure(model, length)
             return fits[length]
 
-    def seconds(self, model: Transformer, plan: Plan) -> float:
+    def seconds(self, model: Transformer, plan) -> float:
+        """The seconds ``plan`` (a Plan of model/analysis/plans.py) takes on ``model``."""
         a, b, r = self.fit(model, plan.length)
         return plan.passes * a + (plan.tokens + r * plan.backward_tokens) * b
 
