@@ -18,19 +18,13 @@ import time
 import pytest
 from playwright.sync_api import expect
 
+from glassbox.app.bench.fairness import cpu_seconds
+from glassbox.app.bench.fairness import start_training as start
 from tests.helpers import serving
 
 pytestmark = [pytest.mark.browser, pytest.mark.subprocess]
 
-TICKS = os.sysconf("SC_CLK_TCK")
 IDLE = 0.25  # CPU-seconds over 2 s, at most, once stopped (Streamlit's own work: the websocket, the page's reruns)
-
-
-def cpu_seconds(pid: int) -> float:
-    """User and system time of the process, all its threads."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
 
 
 def cpu_over(pid: int, seconds: float) -> float:
@@ -63,17 +57,8 @@ def computing(page) -> None:
 
 
 def start_training(browser, url: str):
-    """A new visitor (its own session) on Train it live's experts tab: 600 steps, Train, and the
-    bar's first steps."""
-    page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
-    page.goto(url + "/train")
-    page.get_by_role("tab", name="A mixture of experts").click(timeout=90_000)
-    steps = page.get_by_label("Steps").last
-    steps.fill("600")
-    steps.press("Tab")
-    page.get_by_role("button", name="Train the experts").click()
-    expect(page.get_by_text(re.compile(r"Training the experts:\W*step")).first).to_be_visible(timeout=90_000)
-    return page
+    """A new visitor (its own session) on Train it live's experts tab: 600 steps, Train, and the bar."""
+    return start(browser, url, 600)
 
 
 def test_a_closed_tab_stops_its_computation_within_2_s(public_server, chromium):
