@@ -92,8 +92,9 @@ def compare(at) -> None:
 
 def test_exactness_panel_shows_verify_and_says_why_where_it_cannot(gpt2_dir, monkeypatch):
     """A GPT-2 folder (transformers' own files) with gradients: the table is ``Model.verify``'s, as
-    written. The bundled default model is a Glassbox checkpoint, and without transformers nothing
-    can be compared: each says so in one line, no traceback."""
+    written. The bundled default model, a Glassbox checkpoint of GPT-2's architecture, is compared
+    with GPT2LMHeadModel holding its weights; micro-induction (attention only) cannot be, and
+    without transformers nothing can: each says so in one line, no traceback."""
     prompt = "The cat sat on the mat."
     at = start("screens/explore.py", model=str(gpt2_dir), prompt=prompt, view="Overview")
     at.toggle(key="explore_exactness_gradients").set_value(True)
@@ -110,7 +111,15 @@ def test_exactness_panel_shows_verify_and_says_why_where_it_cannot(gpt2_dir, mon
     default = start("screens/explore.py", prompt=prompt, view="Overview")
     compare(default)
     assert not default.exception and not default.error
-    assert said(default, "This is a Glassbox checkpoint: transformers has no class for it")
+    expected = gb.load("default").verify(prompt)
+    assert list(default.dataframe[-1].value["largest |Glassbox − transformers|"]) == [
+        f"{v:.3g}" for v in (expected.logits, expected.residual)]
+    assert any("holding this Glassbox checkpoint" in shown(c.value) for c in default.caption)
+
+    micro = start("screens/explore.py", model="micro-induction", prompt="ba ko mi", view="Overview")
+    compare(micro)
+    assert not micro.exception and not micro.error
+    assert said(micro, "This is a Glassbox checkpoint whose architecture is not GPT-2's")
 
     monkeypatch.setitem(sys.modules, "transformers", None)  # `import transformers` now fails
     other = start("screens/explore.py", model=str(gpt2_dir), prompt="The dog sat.", view="Overview")

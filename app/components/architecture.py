@@ -51,7 +51,7 @@ PARTS = [
     Part("final_norm", "final norm", "Final LayerNorm",
          "The last block's stream is normalised once more before it is read out.", "final-layernorm",
          "LayerNorm", 11.5, 0.0),
-    Part("logits", "unembedding", "Logits",
+    Part("logits", "unembed", "Logits",
          "The normalised vector times W_U (here W_Eᵀ, tied) gives one score per vocabulary entry.", "logits",
          "Overview", 12.9, 0.0, playground=True),
     Part("softmax", "softmax", "Next-token distribution",

@@ -11,10 +11,16 @@ from glassbox.app.components.course import lessons_about
 from glassbox.app.components.labels import plain
 from glassbox.app.resources import shared_model
 from glassbox.app.state import show_url_notes, url_settings
+from glassbox.model.course import LESSONS
 from glassbox.model.lesson.article import ARTICLE_URL, SERIES_URL
 
 
 url_settings({"part": "attention"}, choices={"part": list(PART)}, prefix="welcome_")
+
+
+def lesson_list() -> str:
+    """Every lesson's title, as a phrase (“attention by hand, why divide by √d_k, …”)."""
+    return ", ".join(lesson.title[0].lower() + lesson.title[1:] for lesson in LESSONS)
 
 
 def select_part() -> None:
@@ -59,11 +65,9 @@ st.markdown(
     "3. **Explore a prompt**: any prompt on any model, including GPT-2 and the other families it loads. "
     "Every tensor of the forward pass and every gradient of the backward pass.\n"
     "4. **Train it live**: train the worked example's model yourself and watch the loss fall.\n"
-    "5. **Course**: short lessons on the ideas behind the pass (attention by hand, why √d_k, positions, "
-    "the mask, the objective, the KV cache, real models' figures, zero- and one-layer models, induction heads, "
-    "mixtures of experts), "
-    "each computing its numbers as you change "
-    "them. New to transformers? Start here; the last lesson leads to the worked example."
+    f"5. **Course**: {len(LESSONS)} short lessons on the ideas behind the pass ({lesson_list()}), each "
+    "computing its numbers as you change them. New to transformers? Start here; the last lesson leads to the "
+    "worked example."
 )
 first, second = st.columns(2)
 first.page_link("screens/worked_example.py", label="Start with the worked example", icon=":material/arrow_forward:")
