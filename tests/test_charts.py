@@ -45,3 +45,18 @@ def test_bars_written_beyond_their_ends_get_room_on_the_sides_that_have_bars():
     low, high = value_room(np.array([5.21, 0.4, -0.237, -0.0181]))
     assert low == pytest.approx(-0.237 - 0.2 * 5.447) and high == pytest.approx(5.21 + 0.2 * 5.447)
     assert value_room(np.array([0.3, 0.1])) == pytest.approx([0.0, 0.3 + 0.06])
+
+
+def test_axes_never_use_si_prefixes():
+    """Issue 44: a seq2seq loss axis read "50μ". Every chart drawn with the app's template (the
+    default once charts.py is imported) writes ticks as powers of ten, plotly's "power" format,
+    on both axes and on heatmaps' colour bars; plotly's own default ("B") is the SI one."""
+    import plotly.graph_objects as go
+    import plotly.io as pio
+
+    assert pio.templates.default == "glassbox"
+    fig = go.Figure([go.Bar(x=["a", "b"], y=[5e-5, 1e-4]), go.Heatmap(z=[[1e-6, 2e-6]])])
+    template = fig.layout.template
+    assert template.layout.xaxis.exponentformat == template.layout.yaxis.exponentformat == "power"
+    assert template.data.heatmap[0].colorbar.exponentformat == "power"
+    assert go.layout.Template(pio.templates["plotly_white"]).layout.yaxis.exponentformat in (None, "B")

@@ -5,6 +5,7 @@ payload, so 1e-6 relative)."""
 
 import copy
 import json
+import math
 import re
 import shutil
 
@@ -226,6 +227,10 @@ def test_default_model_overview_counts_and_predicts():
     assert f"this prompt: {len(tokens)} tokens" in " ".join(c.value for c in at.caption)
     table = at.dataframe[0].value
     assert table["count"].sum() == sum(p.numel() for p in load("default").model.parameters())
+    for count, text in zip(table["count"], table["parameters"]):  # names of one shape together, each counted
+        groups = re.findall(r"((?:[\w.]+, )*[\w.]+) \[([\d, ]+)\]", text)
+        assert sum((names.count(",") + 1) * math.prod(int(n) for n in shape.split(", ")) for names, shape in groups) \
+            == count and len(text) <= 90, text
     bars = titled(at, "What the model predicts")
     # a full trace, as the page's: a partial one computes the uncaptured norms with torch's fused
     # kernel, equal to about 1e-6 (README, "The engine")

@@ -20,7 +20,10 @@ pio.templates["glassbox"] = go.layout.Template(pio.templates["plotly_white"]).up
     font=dict(family='"Source Sans Pro", sans-serif', color="#31333F"),
     colorway=["#0068C9", "#83C9FF", "#FF2B2B", "#FFABAB", "#29B09D", "#7DEFA1", "#FF8700", "#FFD16A", "#6D3FC0",
               "#D5DAE5"],
-    hoverlabel=dict(font=dict(family='"Source Sans Pro", sans-serif'))))
+    hoverlabel=dict(font=dict(family='"Source Sans Pro", sans-serif')),
+    # ticks as powers of ten, never SI prefixes: a loss of 5e-5 reads 5×10⁻⁵, not "50μ" (nor a count "2G")
+    xaxis=dict(exponentformat="power"), yaxis=dict(exponentformat="power")),
+    data=dict(heatmap=[go.Heatmap(colorbar=dict(exponentformat="power"))]))
 pio.templates.default = "glassbox"
 
 

@@ -48,6 +48,15 @@ def pass_in_words(cfg) -> str:
             f"{cfg.vocab_size:,} logits{every}" + ("" if cfg.n_layers else ", a bigram table") + ".")
 
 
+def shapes_text(part) -> str:
+    """A part's parameters, named within it (the part says the block) and those of one shape
+    together, so that the cell stays short: "W_Q, W_K, W_V [4, 128, 32]; W_O [4, 32, 128]"."""
+    by_shape: dict[tuple, list[str]] = {}
+    for name, shape in part.params:
+        by_shape.setdefault(tuple(shape), []).append(name.removeprefix(part.key + "."))
+    return "; ".join(f"{', '.join(names)} {list(shape)}" for shape, names in by_shape.items())
+
+
 def render(ctx: Explorer) -> None:
     cfg, model = ctx.cfg, ctx.model
     all_parts = parts(model)
@@ -60,14 +69,12 @@ def render(ctx: Explorer) -> None:
     st.markdown(f"**{heading}{' (' + plain(family) + ')' if family else ''}:**\n"
                 + "\n".join(f"- {note}" for note in architecture(cfg)))
     table = pd.DataFrame([{"part": p.label, "count": p.count, "share": f"{p.count / total:.1%}",
-                           # named within their part (the part says the block): short enough to read in the cell
-                           "parameters": ", ".join(f"{n.removeprefix(p.key + '.')} {list(s)}" for n, s in p.params)
-                           or p.note} for p in all_parts])
+                           "parameters": shapes_text(p) or p.note} for p in all_parts])
     st.dataframe(table, hide_index=True, width="stretch", height=min(38 + 35 * len(table), 460),
                  column_config={"part": st.column_config.TextColumn(width="medium"),
                                 "count": st.column_config.NumberColumn(format="localized", width="small"),
                                 "share": st.column_config.TextColumn(width="small"),
-                                "parameters": st.column_config.TextColumn(width="large")})
+                                "parameters": st.column_config.TextColumn()})  # as wide as its text
     fig = bar_chart([p.label for p in all_parts], [p.count for p in all_parts], "Parameters per part", "parameters",
                     x_title="part", height=380)
     fig.update_layout(yaxis=log_axis([p.count for p in all_parts], "parameters (log scale)"),
