@@ -75,8 +75,10 @@ def test_path_patching_in_ask_why_draws_the_engines_sender_by_receiver_grid():
         expected = model.path_patch(CLEAN, CORRUPT, " frog", " boat", receiver_input)
         chart = titled(at, f"Fraction restored through each receiver's {word}")
         np.testing.assert_allclose(z(chart), expected.restored(), rtol=1e-5, atol=1e-6)  # NaN where NaN
-        assert chart["data"][0]["y"] == [f"MLP {b}" if h is None else f"{b}.{h}" for b, h in expected.senders]
-        assert chart["data"][0]["x"] == [f"{b}.{h}" for b, h in expected.receivers]
+        # counted from 1, as every view counts blocks and heads (issue 44, item 4)
+        assert chart["data"][0]["y"] == [f"block {b + 1}, MLP" if h is None else f"block {b + 1}, head {h + 1}"
+                                         for b, h in expected.senders]
+        assert chart["data"][0]["x"] == [f"block {b + 1}, head {h + 1}" for b, h in expected.receivers]
         assert chart["layout"]["yaxis"]["title"]["text"].startswith("sender")
         assert chart["layout"]["xaxis"]["title"]["text"].startswith("receiver")
 

@@ -351,8 +351,14 @@ RECEIVER_INPUTS = {"q": "queries", "k": "keys", "v": "values"}
 
 
 def sender_label(block: int, head: int | None) -> str:
-    """A sender as the grid's rows name it, with the engine's indices: "0.3" (blocks.0, head [3]), "MLP 0"."""
-    return f"MLP {block}" if head is None else f"{block}.{head}"
+    """A sender as the grid's rows name it, counted from 1 as every view does: "block 1, head 4"
+    (blocks.0, head [3]), "block 1, MLP" (direct logit attribution's words)."""
+    return part_words(f"blocks.{block}.hook_mlp_out" if head is None else f"blocks.{block}.attn.hook_result[{head}]")
+
+
+def receiver_label(block: int, head: int, key_value: bool) -> str:
+    """A receiver head, counted from 1; a key/value head of a grouped-query model says so."""
+    return f"block {block + 1}, {'key/value head' if key_value else 'head'} {head + 1}"
 
 
 def path_patching_runs(cfg, receiver_input: str) -> int:
@@ -393,15 +399,15 @@ def path_patching_view(ctx: Explorer, token: int, wrong: int) -> None:
     if result.metric_clean == result.metric_corrupt:
         st.warning("The two prompts give the same metric: there is no difference to restore.")
         return
+    grouped = receiver_input != "q" and ctx.cfg.n_kv_heads != ctx.cfg.n_heads
     rows = [sender_label(b, h) for b, h in result.senders]
-    cols = [f"{b}.{h}" for b, h in result.receivers]
-    receiving = "key/value head" if receiver_input != "q" and ctx.cfg.n_kv_heads != ctx.cfg.n_heads else "head"
+    cols = [receiver_label(b, h, grouped) for b, h in result.receivers]
     heatmap(result.restored(), rows, cols, f"Fraction restored through each receiver's {RECEIVER_INPUTS[receiver_input]}",
-            f"sender's output → blocks.b.attn.hook_{receiver_input}[h] of a later block", row_title="sender (block.head)",
-            col_title=f"receiver {receiving} (block.head)", zoom_key="explore_why_path")
+            f"sender's output → blocks.b.attn.hook_{receiver_input}[h] of a later block", row_title="sender",
+            col_title="receiver", zoom_key="explore_why_path")
     best = np.nanargmax(np.abs(result.restored()))
     sender, receiver = divmod(int(best), len(cols))
-    st.caption(f"Labels are the engine's indices: 0.3 is blocks.0's head [3] (block 1, head 4 as the other views count), "
-               f"MLP 0 is blocks.0's MLP. Blank: the receiver is not in a later block. 1 restores all of the metric's "
+    st.caption(f"Blocks and heads counted from 1, as in every view: block 1, head 4 is blocks.0's head [3]. Blank: the "
+               f"receiver is not in a later block. 1 restores all of the metric's "
                f"{result.metric_clean - result.metric_corrupt:.4g} difference, 0 none. The strongest path: "
                f"{rows[sender]} → {cols[receiver]} ({result.restored()[sender, receiver]:.3f}).")

@@ -40,15 +40,16 @@ def require(cfg: ModelConfig, mlp: bool = False) -> None:
 
 
 def _ranges(layers: list[int]) -> str:
-    """[0, 1, 2, 4, 6, 7] → "0–2, 4, 6–7"."""
+    """The engine's block indices [0, 1, 2, 4, 6, 7] → "blocks 1–3, 5, 7–8", counted from 1 as every
+    page counts blocks ("block 1 (blocks.0)")."""
     runs, start = [], None
     for i, layer in enumerate(layers):
         if start is None:
             start = layer
         if i + 1 == len(layers) or layers[i + 1] != layer + 1:
-            runs.append(str(start) if start == layer else f"{start}–{layer}")
+            runs.append(str(start + 1) if start == layer else f"{start + 1}–{layer + 1}")
             start = None
-    return ", ".join(runs)
+    return ("block " if len(layers) == 1 else "blocks ") + ", ".join(runs)
 
 
 def architecture(cfg: ModelConfig) -> list[str]:
@@ -95,7 +96,7 @@ def _experts(cfg: ModelConfig) -> list[str]:
                      + (", its output scaled by a sigmoid gate" if cfg.shared_expert_gate else ""))
     if cfg.moe_layers is not None:
         layers = [i for i in range(cfg.n_layers) if cfg.is_moe(i)]
-        notes.append(f"experts in layers {_ranges(layers)}; a dense MLP of {cfg.d_ff} neurons in the others")
+        notes.append(f"experts in {_ranges(layers)}; a dense MLP of {cfg.d_ff} neurons in the others")
     return notes
 
 
@@ -144,6 +145,6 @@ def _attention(cfg: ModelConfig) -> list[str]:
         notes.append(f"scores soft-capped at ±{cfg.attn_softcap:g}")
     if cfg.window is not None:
         layers = [i for i in range(cfg.n_layers) if cfg.is_local(i)]
-        where = "every layer" if len(layers) == cfg.n_layers else f"layers {_ranges(layers)}"
+        where = "every block" if len(layers) == cfg.n_layers else _ranges(layers)
         notes.append(f"window {cfg.window:,} on {where}")
     return notes
