@@ -565,3 +565,20 @@ def test_the_heads_queries_and_keys_are_the_ones_its_scores_multiply(tmp_path):
     assert np.array_equal(q, trace["blocks.0.attn.q_norm.hook_out"][0].numpy())
     recomputed = q @ k.T * cfg.d_head ** -0.5
     assert np.allclose(recomputed, trace["blocks.0.attn.hook_scores"][0].numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_circuits_whole_vocabulary_table_lists_text_not_byte_fragments(gpt2_dir):
+    """Issue 44, item 14: a byte-level vocabulary holds fragments of characters (bytes 0x80–0xFF
+    alone, labelled <0xD0>); the Circuits view's whole-vocabulary table leaves them out and says
+    how many. Reference: the tokenizer's readable pieces, counted here, and the OV circuit over the
+    whole vocabulary recomputed from the weights (e W_V W_O W_U) with the fragments masked."""
+    loaded = load(str(gpt2_dir))
+    pieces = [loaded.tokenizer.readable(i) for i in range(loaded.tokenizer.vocab_size)]
+    n_fragments = sum("<0x" in p for p in pieces)
+    assert n_fragments > 0
+    at = start("screens/explore.py", model=str(gpt2_dir), prompt="The cat sat on the mat.", view="Circuits")
+    assert not at.exception and not at.error
+    table = next(d.value for d in at.dataframe if "top 1" in d.value.columns and len(d.value.columns) > 1)
+    cells = [shown(c) for c in table.astype(str).to_numpy().ravel()]  # as read: the word joiners gone
+    assert cells and not any("<0x" in c for c in cells)
+    assert any(f"{n_fragments} byte fragments" in shown(m.value) for m in at.markdown)

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from glassbox.app.components.labels import plain
+from glassbox.app.components.labels import WORD_JOINER, plain
 from glassbox.app.explore.common import Explorer, choose_head, choose_layer, heatmap, lacks
 from glassbox.app.resources import model_pass
 from glassbox.model.analysis.circuits import SCORED, bigram, ov_circuit, qk_circuit
@@ -87,9 +87,20 @@ def top_columns(matrix: np.ndarray, k: int) -> np.ndarray:
     return np.take_along_axis(part, np.argsort(-np.take_along_axis(matrix, part, 1), axis=1, kind="stable"), 1)
 
 
-def top_outputs(ctx: Explorer, circuit) -> pd.DataFrame:
-    """Per input token, the output tokens the circuit raises most."""
-    best = top_columns(circuit.matrix, min(TOP, circuit.matrix.shape[1]))
+def fragments(ctx: Explorer) -> np.ndarray:
+    """Whether each vocabulary entry is a byte fragment, part of a character with no text of its
+    own (labelled <0xD0> by the tokenizer's readable pieces)."""
+    return np.array(["<0x" in piece.replace(WORD_JOINER, "") for piece in ctx.vocab_pieces])
+
+
+def top_outputs(ctx: Explorer, circuit, text_only: bool = False) -> pd.DataFrame:
+    """Per input token, the output tokens the circuit raises most; ``text_only``: of the outputs
+    that are text, byte fragments left out (a table over the whole vocabulary)."""
+    matrix = circuit.matrix
+    if text_only:
+        columns = fragments(ctx)[np.asarray(circuit.cols)]
+        matrix = np.where(columns[None, :], -np.inf, matrix) if not columns.all() else matrix
+    best = top_columns(matrix, min(TOP, circuit.matrix.shape[1]))
     return pd.DataFrame({f"top {k + 1}": [f"{ctx.piece(circuit.cols[j])} {circuit.matrix[i, j]:.3g}"
                                           for i, j in enumerate(best[:, k])] for k in range(best.shape[1])},
                         index=[ctx.piece(t) for t in circuit.rows])
@@ -146,10 +157,13 @@ def render(ctx: Explorer) -> None:
     st.caption(f"Top pairs. QK (query → key): {pairs(qk)}. OV (attended → logit): {pairs(ov)}.")
     top = min(TOP, full.matrix.shape[1])
     diagonal = float(np.mean([t in top_columns(full.matrix[i:i + 1], top)[0] for i, t in enumerate(tokens)]))
+    left_out = int(fragments(ctx).sum())
     st.markdown(f"**What {block_label(layer)}, {head_label(head)} copies.** Over the whole vocabulary, the logits "
                 f"attending to each token raises most; the token itself is among its top {top} for {diagonal:.0%} of "
-                "these tokens (a copying head: near 100%).")
-    st.dataframe(top_outputs(ctx, full), width="stretch")
+                "these tokens (a copying head: near 100%)."
+                + plain(f" The table lists text only: the vocabulary's {left_out} byte fragments (part of a character, "
+                        "such as <0xD0>) are left out of it." if left_out else ""))
+    st.dataframe(top_outputs(ctx, full, text_only=True), width="stretch")
     direct_path_table(ctx, tokens)
     head_scores_view(ctx)
 
