@@ -13,7 +13,7 @@ from glassbox.app.components.errors import fragment
 from glassbox.app.components.labels import plain, token_text
 from glassbox.model.course.kv_growth import GB, PROMPT, CacheStep, Serving, cache_bytes, course_table, grow, serving_combinations
 from glassbox.model.course.real_model_configs import BYTES, MODEL
-from glassbox.model.engine import GlassboxError
+from glassbox.model.engine import GlassboxError, block_label
 from glassbox.model.io.checkpoint import LoadedModel
 
 MOST_NEW = 20  # tokens a learner may add here
@@ -39,12 +39,12 @@ def cache_picture(steps: list[CacheStep], labels: list[str], layers: int) -> go.
     last = steps[-1]
     kept = last.cached - last.fed
     z = [[0 if position < kept else 1 for position in range(last.cached)] for _ in range(layers)]
-    fig = go.Figure(go.Heatmap(z=z, x=list(range(last.cached)), y=[f"layer {i}" for i in range(layers)],
+    fig = go.Figure(go.Heatmap(z=z, x=list(range(last.cached)), y=[block_label(i) for i in range(layers)],
                                colorscale=[[0, "#1f6feb"], [1, "#f08c00"]], zmin=0, zmax=1, showscale=False,
                                xgap=2, ygap=2, hovertemplate="%{y}, position %{x}<extra></extra>"))
     fig.update_layout(xaxis=dict(title="position in the cache (its token)", tickmode="array",
                                  tickvals=list(range(last.cached)), ticktext=labels, tickangle=-45),
-                      yaxis=dict(title="layer", autorange="reversed"), height=120 + 34 * layers,
+                      yaxis=dict(title="block", autorange="reversed"), height=120 + 34 * layers,
                       margin=dict(t=10, b=10, l=10, r=10))
     return fig
 
