@@ -10,12 +10,14 @@ is the convention itself, written out here as patterns; a page that broke it wou
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
 from tests.helpers import start
 
-ZERO_BASED = re.compile(r"\b(?:blocks?|heads?|experts?|layers?|MLPs?|key/value heads?) 0\b|\blayers? \d", re.IGNORECASE)
+ZERO_BASED = re.compile(r"\b(?:blocks?|heads?|experts?|layers?|MLPs?|key/value heads?) 0(?![.\d])|\blayers? \d",
+                        re.IGNORECASE)
 
 EXPLORER = ["Overview", "Tokens & embeddings", "Attention", "LayerNorm", "MLP", "Residual stream", "Backward",
             "Ask why", "Circuits", "Head catalog", "Features"]
@@ -86,7 +88,16 @@ def test_every_page_counts_from_one(page):
     assert not violations(at), violations(at)
 
 
+def test_every_doc_counts_from_one():
+    """The docs and the README name blocks, heads and experts as the pages do."""
+    root = Path(__file__).resolve().parent.parent
+    found = [f"{path.name}: {m.group(0)}" for path in [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+             for m in ZERO_BASED.finditer(path.read_text())]
+    assert not found, found
+
+
 def test_the_scan_finds_a_zero_based_label():
     """The patterns catch what they are for, and leave the engine's names alone."""
     assert ZERO_BASED.search("layer 0…3") and ZERO_BASED.search("Block 0, head 2") and ZERO_BASED.search("layer 3")
     assert not ZERO_BASED.search("block 1 (blocks.0), head 1 ([0])") and not ZERO_BASED.search("2 layers")
+    assert not ZERO_BASED.search("heads 0.26 s")

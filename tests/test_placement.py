@@ -39,7 +39,7 @@ def test_a_model_split_over_the_cpu_and_the_disk_traces_and_generates_as_on_one_
     plain = gb.load(str(gpt2_dir), dtype="float32", device="cpu")
     split = gb.load(str(gpt2_dir), dtype="float32", device_map=split_map(3, {1, 2}))
     assert placement(split.model)["blocks.1"] == "disk" and split.model.blocks[1].attn.W_Q.device.type == "meta"
-    assert "blocks 0 on cpu, 1–2 on disk" in repr(split)
+    assert "blocks 1 on cpu, 2–3 on disk" in repr(split)  # counted from 1, as the pages count
     want, got = plain.trace(PROMPT, backward=True), split.trace(PROMPT, backward=True)
     assert got.names() == want.names()
     assert "grad:blocks.2.attn.W_Q" in got.names()  # an offloaded block's weight: its gradient too
@@ -146,7 +146,7 @@ def test_split_across_a_gpu_and_the_cpu_equals_the_model_on_the_gpu(gpt2_dir):
     whole = gb.load(str(gpt2_dir), dtype="float64", device="cuda")
     mapping = {part: 0 for part in parts(whole.model)} | {"blocks.1": "cpu", "blocks.2": "cpu"}
     split = gb.load(str(gpt2_dir), dtype="float64", device_map=mapping)
-    assert "blocks 0 on cuda:0, 1–2 on cpu" in repr(split)
+    assert "blocks 1 on cuda:0, 2–3 on cpu" in repr(split)
     want, got = whole.trace(PROMPT, backward=True), split.trace(PROMPT, backward=True)
     assert got.names() == want.names() and "grad:blocks.2.attn.W_Q" in got.names()
     for name in want.names():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from glassbox.model.engine import GlassboxError, ModelConfig
+from glassbox.model.engine.names import block_runs
 
 # What the explorer, the analyses and the CLI say where a model lacks what they read
 NO_BLOCKS = "This model has no blocks: its logits are W_E · W_U, a bigram table."
@@ -40,16 +41,9 @@ def require(cfg: ModelConfig, mlp: bool = False) -> None:
 
 
 def _ranges(layers: list[int]) -> str:
-    """The engine's block indices [0, 1, 2, 4, 6, 7] → "blocks 1–3, 5, 7–8", counted from 1 as every
-    page counts blocks ("block 1 (blocks.0)")."""
-    runs, start = [], None
-    for i, layer in enumerate(layers):
-        if start is None:
-            start = layer
-        if i + 1 == len(layers) or layers[i + 1] != layer + 1:
-            runs.append(str(start + 1) if start == layer else f"{start + 1}–{layer + 1}")
-            start = None
-    return ("block " if len(layers) == 1 else "blocks ") + ", ".join(runs)
+    """The engine's block indices [0, 1, 2, 4] → "blocks 1–3, 5", counted from 1 as every page
+    counts blocks ("block 1 (blocks.0)")."""
+    return ("block " if len(layers) == 1 else "blocks ") + block_runs(layers)
 
 
 def architecture(cfg: ModelConfig) -> list[str]:

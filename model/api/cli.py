@@ -474,6 +474,7 @@ def cmd_plan(args) -> int:
     import torch
 
     from glassbox.model.engine import DTYPES, GlassboxError, build_model
+    from glassbox.model.engine.names import block_runs
     from glassbox.model.engine.placement import total, traced_plan
     from glassbox.model.io.catalog import PLAN_SHAPES, curated
     from glassbox.model.io.convert import CONVERTERS
@@ -500,24 +501,13 @@ def cmd_plan(args) -> int:
         return 0
     print(f"{args.model} in {dtype}: {args.gpus} GPU(s) of {args.gpu_gb:g} GB, then {args.cpu_gb:g} GB of CPU memory, "
           f"then the disk; a traced backward of {args.tokens} tokens")
-    table = [(r["device"], blocks_text(r["blocks"]), ", ".join(r["parts"]) or "-", f"{r['weights_bytes'] / 2**30:,.1f}",
+    table = [(r["device"], block_runs(r["blocks"]) or "-", ", ".join(r["parts"]) or "-", f"{r['weights_bytes'] / 2**30:,.1f}",
               f"{r['gradient_bytes'] / 2**30:,.1f}", f"{r['trace_bytes'] / 2**30:,.1f}", f"{total(r) / 2**30:,.1f}",
               "yes" if r["fits"] else "NO") for r in rows]
     print_table(("device", "blocks", "also", "weights GB", "gradients GB", "trace GB", "total GB", "fits"), table)
     print("Blocks on the disk, or on the CPU beside GPUs, are offloaded: they compute on the first device, where "
           "their trace lands.")
     return 0
-
-
-def blocks_text(blocks: list[int]) -> str:
-    """[0, 1, 2, 5] as "0–2, 5"."""
-    runs, start = [], None
-    for i, block in enumerate(blocks):
-        start = block if start is None else start
-        if i + 1 == len(blocks) or blocks[i + 1] != block + 1:
-            runs.append(f"{start}–{block}" if block > start else str(block))
-            start = None
-    return ", ".join(runs) or "-"
 
 
 def cmd_features(args) -> int:

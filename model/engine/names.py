@@ -29,6 +29,18 @@ def block_label(index: int) -> str:
     return f"block {index + 1} (blocks.{index})"
 
 
+def block_runs(indices: list[int]) -> str:
+    """The engine's block indices counted from 1, as runs: [0, 1, 2, 4] → "1–3, 5" (the pages'
+    "block 1 (blocks.0)")."""
+    runs, start = [], None
+    for i, block in enumerate(indices):
+        start = block if start is None else start
+        if i + 1 == len(indices) or indices[i + 1] != block + 1:
+            runs.append(f"{start + 1}–{block + 1}" if block > start else str(block + 1))
+            start = None
+    return ", ".join(runs)
+
+
 def head_label(index: int) -> str:
     """"head 1 ([0])" for the engine's head 0: [0] is its index in a per-head tensor (hook_q[0])."""
     return f"head {index + 1} ([{index}])"

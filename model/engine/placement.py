@@ -252,15 +252,15 @@ def memory_plan(model: torch.nn.Module, device_map: dict, n_tokens: int) -> list
 
 
 def summary(model: torch.nn.Module) -> str | None:
-    """Where a placed model's blocks live, in words ("blocks 0–5 on cuda:0, 6–11 on disk"), or None."""
+    """Where a placed model's blocks live, in words, counted from 1 as the pages count them
+    ("blocks 1–6 on cuda:0, 7–12 on disk"), or None."""
     where = placement(model)
     if where is None:
         return None
-    runs: list[tuple[str, int, int]] = []
+    from glassbox.model.engine.names import block_runs
+
+    devices: dict[str, list[int]] = {}
     for i in range(len(model.blocks)):
-        device = where[f"blocks.{i}"]
-        if runs and runs[-1][0] == device:
-            runs[-1] = (device, runs[-1][1], i)
-        else:
-            runs.append((device, i, i))
-    return "blocks " + ", ".join(f"{a}–{b} on {d}" if b > a else f"{a} on {d}" for d, a, b in runs)
+        devices.setdefault(where[f"blocks.{i}"], []).append(i)
+    order = sorted(devices, key=lambda d: devices[d][0])
+    return "blocks " + ", ".join(f"{block_runs(devices[d])} on {d}" for d in order)
