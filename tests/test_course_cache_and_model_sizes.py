@@ -87,6 +87,24 @@ def test_the_appendix_slips():
         ("GPT-2 small", 5025, 50257), ("GPT-2 XL", 2048, 1024)}
 
 
+def test_deepseek_v3s_head_widths_beside_the_appendix():
+    """Issue 44, item 14: the appendix prints DeepSeek-V3's d_head as 56 (d_model / heads). Reference:
+    transformers' own DeepseekV3Config built from the same config.json keys (its qk_head_dim and
+    v_head_dim), and the page's sentence."""
+    import transformers
+
+    from glassbox.model.course.real_model_configs import DEEPSEEK_V3_ATTENTION
+    from glassbox.model.course.real_model_figures import deepseek_d_head
+
+    theirs = transformers.DeepseekV3Config(**{k: v for k, v in DEEPSEEK_V3_ATTENTION.items() if k != "model_type"})
+    ours = deepseek_d_head()
+    assert (ours["query and key"], ours["value"]) == (theirs.qk_head_dim, theirs.v_head_dim) == (192, 128)
+    assert ours["d_model / heads"] == ours["printed"] == theirs.hidden_size // theirs.num_attention_heads
+    at = start("course/real_model_figures.py")
+    assert "192 for queries and keys (128 + 64 that RoPE rotates) and 128 for values" in " ".join(
+        m.value for m in at.markdown)
+
+
 def test_both_pages_follow_their_inputs():
     """Reference: the formula written here for the calculator; the generation adds one position's
     keys and values: 2 × 4 layers × 4 heads × 32 × 4 bytes = 4,096 bytes."""

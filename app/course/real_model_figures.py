@@ -9,7 +9,7 @@ import streamlit as st
 from glassbox.app.components.charts import show
 from glassbox.app.components.course import lesson_end, lesson_page
 from glassbox.model.course.real_model_configs import MODEL
-from glassbox.model.course.real_model_figures import appendix_slips, figures
+from glassbox.model.course.real_model_figures import appendix_slips, deepseek_d_head, figures
 
 PART_COLOURS = {"embeddings": "#83C9FF", "attention": "#0068C9", "MLP": "#FF8700", "norms": "#29B09D"}
 
@@ -62,7 +62,12 @@ st.caption("Small models spend most of their parameters on the vocabulary; large
 st.subheader("The course's appendix, checked")
 slips = "; ".join(f"{s['model']}'s {s['figure']} is printed as {s['printed']:,}, its configuration says "
                   f"{s['configuration']:,}" for s in appendix_slips())
+deepseek = deepseek_d_head()
 st.markdown(f"Two figures in the course's table of key figures differ from the configurations: {slips}. Its other "
-            "GPT-2 and GPT-3 figures agree. Its DeepSeek-V3 column is not recomputed here: DeepSeek's attention "
-            "compresses keys and values into a shared latent (MLA), which this count does not describe.")
+            "GPT-2 and GPT-3 figures agree. Its DeepSeek-V3 column is not recomputed here, as DeepSeek's attention "
+            "compresses keys and values into a shared latent (MLA), which this count does not describe; but its "
+            f"d_head of {deepseek['printed']} is d_model / heads ({deepseek['d_model / heads']}), a width no head has. "
+            f"Per head the configuration gives {deepseek['query and key']} for queries and keys "
+            f"({deepseek['query and key'] - deepseek['of which RoPE']} + {deepseek['of which RoPE']} that RoPE "
+            f"rotates) and {deepseek['value']} for values.")
 lesson_end(lesson)

@@ -160,3 +160,19 @@ MODELS = [
               46.7e9, "Mistral AI 2024 (46.7B, 12.9B active)"),
 ]
 MODEL = {m.name: m for m in MODELS}
+
+
+# DeepSeek-V3's attention (its config.json's keys; multi-head latent attention, MLA): keys and values
+# are rebuilt per head from a shared latent of kv_lora_rank numbers, each query and key head is a
+# part without position (qk_nope_head_dim) and a part RoPE rotates (qk_rope_head_dim), and a value
+# head has its own width. No single d_head describes it, and d_model / heads is none of them.
+DEEPSEEK_V3_ATTENTION = {"model_type": "deepseek_v3", "hidden_size": 7168, "num_attention_heads": 128,
+                         "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "kv_lora_rank": 512,
+                         "q_lora_rank": 1536}
+
+
+def mla_head_widths(c: dict) -> dict[str, int]:
+    """An MLA config's per-head widths, as transformers' DeepseekV3Attention reads them."""
+    return {"query and key": c["qk_nope_head_dim"] + c["qk_rope_head_dim"], "of which RoPE": c["qk_rope_head_dim"],
+            "value": c["v_head_dim"], "d_model / heads": c["hidden_size"] // c["num_attention_heads"]}
+

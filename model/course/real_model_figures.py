@@ -4,10 +4,12 @@ appendix table (gentle-introduction.txt) differs from the configurations."""
 
 from __future__ import annotations
 
-from glassbox.model.course.real_model_configs import MODEL, MODELS, RealModel, count, flops_per_token, kv_bytes_per_token, parts
+from glassbox.model.course.real_model_configs import (DEEPSEEK_V3_ATTENTION, MODEL, MODELS, RealModel, count,
+                                                      flops_per_token, kv_bytes_per_token, mla_head_widths, parts)
 
 # The course appendix's figures that differ from the models' configurations: (model, what, printed).
 APPENDIX_SLIPS = [("GPT-2 small", "vocab", 5025), ("GPT-2 XL", "context", 2048)]
+DEEPSEEK_PRINTED_D_HEAD = 56  # the appendix's d_head for DeepSeek-V3: d_model / heads, 7168 / 128
 
 
 def row(model: RealModel) -> dict:
@@ -26,6 +28,11 @@ def appendix_slips() -> list[dict]:
             for name, what, printed in APPENDIX_SLIPS]
 
 
+def deepseek_d_head() -> dict:
+    """The appendix's DeepSeek-V3 d_head beside its configuration's per-head widths (MLA)."""
+    return {"printed": DEEPSEEK_PRINTED_D_HEAD, **mla_head_widths(DEEPSEEK_V3_ATTENTION)}
+
+
 def figures(loaded=None) -> dict:
-    return {"models": [row(m) for m in MODELS], "appendix_slips": appendix_slips(),
+    return {"models": [row(m) for m in MODELS], "appendix_slips": appendix_slips(), "deepseek_d_head": deepseek_d_head(),
             "flops_note": "2 × the parameters a token uses; attention's context-dependent products left out"}
