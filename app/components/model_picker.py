@@ -85,8 +85,8 @@ def model_picker(key: str) -> LoadedModel | None:
         right.text_input("Model directory", placeholder="/path/to/model (config.json + model.safetensors)", **widget,
                          help="A Glassbox checkpoint or a transformers model directory (GPT-2, GPT-NeoX, GPT-Neo, "
                               "Llama, Mistral, Qwen2/3, Gemma 1-3), read offline." + where)
-    if not st.session_state[key] and source == BUNDLED:
-        _chosen(key)  # a first visit: the bundled default
+    if not st.session_state[key] and source in (BUNDLED, CURATED):
+        _chosen(key)  # a first visit, or the source just switched: the model its list shows is the one opened
     name = st.session_state[key]
     if not name and source == HUB:
         st.info("Give a hub id (owner/name).")

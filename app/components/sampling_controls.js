@@ -123,6 +123,10 @@ export default function (component) {
   // whatever became of a slider's own message to the server
   const action = element("button", "gb-action", data.action);
   action.type = "button";
+  if (data.blocked) {  // no room for a new token: the button says why instead of sending a run that fails
+    action.disabled = true;
+    action.title = data.blocked;
+  }
   action.addEventListener("click", () => {
     read();
     setTriggerValue("action", { ...settings });

@@ -20,7 +20,8 @@ from glassbox.app.components.latex import thousands
 from glassbox.app.components.labels import plain, plain_html, token_labels, token_text
 from glassbox.app.components.model_picker import model_picker, readable_prompt
 from glassbox.app.components.sampling_controls import SAMPLING_LIMITS, clicked as generate_clicked, sampling_controls
-from glassbox.app.components.steering import choose_source, side_by_side, steering_caption, token_record
+from glassbox.app.components.steering import (STRENGTH_KEY, choose_source, side_by_side, steering_caption,
+                                              token_record)
 from glassbox.app.resources import check_cost, model_pass, shared_model
 from glassbox.app.state import read_url_settings, show_url_notes, write_url_settings
 from glassbox.model.analysis.architecture import NO_BLOCKS
@@ -172,9 +173,18 @@ def sampling_view(loaded, top_k_max: int, new_max: int) -> None:
                    + "An encoder predicts the masked positions of a text, seeing the words on both sides; it does "
                      "not continue text, so it fills in the first mask instead of generating token by token.")
     clicked = generate_clicked()  # the button is drawn with the sliders, in the page
+    room, note, natural = new_token_room(loaded, st.session_state.prompt, new_max)
+    if natural and st.session_state.max_new_auto:  # until the slider is moved, the source's length
+        st.session_state.max_new = natural
+    if room >= 1:  # none: the value is kept for a shorter prompt, and Generate is off
+        st.session_state.max_new = min(st.session_state.max_new, room)
     c4, c5 = st.columns([3, 1], vertical_alignment="bottom")
-    c4.slider("Max new tokens", 1, new_max, key="max_new", disabled=encoder,
-              help="An encoder fills in one mask: it writes no new tokens." if encoder else None)
+    if room > 1 or encoder:
+        c4.slider("Max new tokens", 1, max(room, 2), key="max_new", disabled=encoder,
+                  on_change=lambda: st.session_state.update(max_new_auto=False),
+                  help="An encoder fills in one mask: it writes no new tokens." if encoder else note or None)
+    if note and not encoder:
+        c4.caption(plain(note))
     c5.number_input("Seed", min_value=0, step=1, key="seed", help="The same seed and settings give the same sample.")
     chart_area = st.container()  # the settings, the distribution and the button that uses them
     write_url_settings(DEFAULTS)
@@ -190,13 +200,46 @@ def sampling_view(loaded, top_k_max: int, new_max: int) -> None:
     filled = current_fill(sampling) if encoder else None
     with chart_area:
         sampling_controls(logits, loaded.tokenizer.pieces, top_k_max, CHART_TITLE[kind],
-                          drawn=filled and filled["token_id"], action="Fill" if encoder else "Generate")
+                          drawn=filled and filled["token_id"], action="Fill" if encoder else "Generate",
+                          blocked=None if encoder or room >= 1 else note)
     if encoder:
         fill_view(filled)
         return
-    if clicked:
+    if clicked and room >= 1:
         run_generation(loaded, sampling)
+    elif clicked:
+        st.error(plain(note))
     generation_view(loaded)
+
+
+def new_token_room(loaded, prompt: str, new_max: int) -> tuple[int, str, int | None]:
+    """The most new tokens this prompt leaves room for (at most ``new_max``), a sentence saying why
+    where that is fewer, and the number a model that cannot stop itself should write, if any: a
+    decoder's context holds the prompt and every new token; an encoder-decoder with no end-of-text
+    token writes as many tokens as its source has (its targets were as long as their sources)
+    unless the slider asks for more, as nothing would stop it."""
+    cfg = loaded.cfg
+    try:
+        n = len(loaded.encode(prompt))
+    except GlassboxError:  # the chart says why the prompt cannot be read
+        return new_max, "", None
+    if cfg.encoder_decoder:
+        if n == 0 or any(p in END_TOKENS for p in loaded.tokenizer.pieces):
+            return new_max, "", None
+        return new_max, (f"{loaded.name} has no end-of-text token to stop on, so the slider starts at the source's "
+                         f"length ({n}), as long as its training targets were; tokens past that are ones it was "
+                         "never trained to write."), min(n, new_max)
+    room = min(new_max, cfg.n_ctx - n)
+    if room < 1:
+        return 0, (f"The prompt fills the model's whole context ({cfg.n_ctx} tokens, the prompt {n}): there is no "
+                   "room for a new token. Shorten the prompt to generate."), None
+    if room < new_max:
+        return room, (f"The context holds {cfg.n_ctx} tokens and the prompt has {n}: room for {room} new "
+                      f"token{'s' * (room != 1)}."), None
+    return room, "", None
+
+
+END_TOKENS = ("</s>", "<eos>", "<|endoftext|>", "[SEP]")  # what an encoder-decoder's target ends with
 
 
 def run_fill(loaded, sampling: Sampling) -> None:
@@ -323,9 +366,11 @@ def steering_view(loaded) -> None:
         with st.form("playground_steer"):
             inputs = source.inputs(loaded)
             left, right = st.columns(2)
-            strength = left.slider("Strength", -20.0, 20.0, 4.0, 0.5, key="playground_steer_strength",
-                                   persist_state="session", help="The vector is multiplied by this; negative steers "
-                                                                 "the other way")
+            if STRENGTH_KEY not in st.session_state:  # the source's own default (its vectors' size differs)
+                st.session_state[STRENGTH_KEY] = source.strength
+            strength = left.slider("Strength", -20.0, 20.0, step=0.25, key=STRENGTH_KEY, persist_state="session",
+                                   help="The vector is multiplied by this; negative steers the other way. The vector's "
+                                        "norm, and the stream's, are written under the completions.")
             start = right.number_input("From position", 0, loaded.cfg.n_ctx, 0, key="playground_steer_start",
                                        persist_state="session", help="The first position steered (0: the whole "
                                        "prompt); positions past the prompt steer only the new tokens from there")
@@ -342,7 +387,8 @@ def steering_view(loaded) -> None:
                 run_steering(loaded, source.make(loaded, inputs), strength, int(start))
         result = st.session_state.get(STEERED)
         if result and (result["model"], result["prompt"]) == (st.session_state.model, st.session_state.prompt):
-            st.caption(steering_caption(result["label"], result["strength"], result["start"], result["settings"]))
+            st.caption(steering_caption(result["label"], result["strength"], result["start"], result["settings"],
+                                        result.get("norm"), result.get("stream")))
             side_by_side(result["prompt"], result["steered"], result["plain"])
 
 
@@ -353,8 +399,11 @@ def run_steering(loaded, vector, strength: float, start: int) -> None:
     with model_pass("steering", pass_cost(loaded, len(loaded.encode(prompt)), n_new)):
         steered, plain_tokens = loaded.steer(prompt, vector.vector, vector.block, strength, start, n_new,
                                              **asdict(sampling), hook=vector.hook)
+        site = f"blocks.{vector.block}.{vector.hook}"
+        stream = float(loaded.trace(prompt, names=[site])[site].double().norm(dim=-1).mean())
     st.session_state[STEERED] = {"model": st.session_state.model, "prompt": prompt, "settings": str(sampling),
                                  "label": vector.label, "strength": strength, "start": start,
+                                 "norm": vector.norm, "stream": stream,
                                  "steered": [token_record(t) for t in steered],
                                  "plain": [token_record(t) for t in plain_tokens]}
 
@@ -399,6 +448,8 @@ def kv_cache_figures(loaded, result: dict, step: int) -> dict:
 
 
 read_url_settings(DEFAULTS, LIMITS)
+if "max_new_auto" not in st.session_state:  # a model that cannot stop itself writes its source's length…
+    st.session_state.max_new_auto = "max_new" not in st.query_params  # …unless a link chose a number
 st.title("Playground")
 show_url_notes()
 current = model_picker("model")

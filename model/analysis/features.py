@@ -183,3 +183,56 @@ def steering_vector(sae: SparseAutoencoder, feature: int) -> tuple[int, str, tor
     if not block.isdigit() or hook not in STREAM_HOOKS:
         raise GlassboxError(f"Steering adds to the residual stream; this SAE writes {sae.writes}")
     return int(block), hook, sae.decoder_rows()[feature]
+
+
+@dataclass
+class FeatureTokens:
+    """What each feature of an SAE fires on over some texts: per feature, the tokens it put the
+    most activation on (the token at the position read), and how concentrated that is."""
+    positions: int  # the positions read, over every text
+    fired: np.ndarray  # feature: at how many positions it was active
+    total: np.ndarray  # feature: its summed activation
+    top_ids: np.ndarray  # feature × k: the tokens with the most of its activation (−1: none)
+    top_mass: np.ndarray  # feature × k: their share of its summed activation
+
+    @property
+    def share(self) -> np.ndarray:
+        """feature: the share of its activation on its first token (0 where it never fires); a
+        feature that fires on one token and almost nothing else has a meaning anyone can read."""
+        return np.where(self.top_ids[:, 0] >= 0, self.top_mass[:, 0], 0.0)
+
+    def clearest(self, min_fired: int = 5) -> list[int]:
+        """The features that fired at least ``min_fired`` times, the most concentrated on one token
+        first (ties: the most active first, then by number)."""
+        live = np.flatnonzero(self.fired >= min_fired)
+        return [int(f) for f in sorted(live, key=lambda f: (-round(float(self.share[f]), 6), -self.total[f], f))]
+
+
+@torch.no_grad()
+def feature_tokens(model: Transformer, texts: list[list[int]], sae: SparseAutoencoder, k: int = 3) -> FeatureTokens:
+    """Over ``texts`` (each a token list, run alone), every feature's activation at every position,
+    summed per token there: each feature's ``k`` tokens with the most of it. Kept sparse (feature,
+    token) pairs, so a large vocabulary times many features costs only what fired."""
+    keys, values, fired, positions = [], [], np.zeros(sae.d_sae, dtype=np.int64), 0
+    vocab = model.cfg.vocab_size
+    for tokens in texts:
+        check_prompt(model.cfg, tokens)
+        acts = sae.encode(sae.rows(run_trace(model, tokens, names=[sae.reads])[sae.reads])).double().cpu()
+        pos, feature = torch.nonzero(acts > 0, as_tuple=True)
+        keys.append(feature.numpy() * vocab + np.asarray(tokens)[pos.numpy()])
+        values.append(acts[pos, feature].numpy())
+        fired += np.bincount(feature.numpy(), minlength=sae.d_sae)
+        positions += len(tokens)
+    if not positions:
+        raise GlassboxError("No texts to read the features over")
+    unique, where = np.unique(np.concatenate(keys), return_inverse=True)
+    mass = np.bincount(where, weights=np.concatenate(values), minlength=len(unique))
+    features, token_ids = unique // vocab, unique % vocab
+    total = np.bincount(features, weights=mass, minlength=sae.d_sae)
+    order = np.lexsort((token_ids, -mass, features))  # per feature, most mass first (ties: lower token id)
+    top_ids, top_mass = np.full((sae.d_sae, k), -1, dtype=np.int64), np.zeros((sae.d_sae, k))
+    rank = np.arange(len(order)) - np.searchsorted(features[order], features[order])
+    kept = order[rank < k]
+    top_ids[features[kept], rank[rank < k]] = token_ids[kept]
+    top_mass[features[kept], rank[rank < k]] = mass[kept] / total[features[kept]]
+    return FeatureTokens(positions, fired, total, top_ids, top_mass)
