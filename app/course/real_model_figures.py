@@ -66,7 +66,8 @@ deepseek = deepseek_d_head()
 st.markdown(f"Two figures in the course's table of key figures differ from the configurations: {slips}. Its other "
             "GPT-2 and GPT-3 figures agree. Its DeepSeek-V3 column is not recomputed here, as DeepSeek's attention "
             "compresses keys and values into a shared latent (MLA), which this count does not describe; but its "
-            f"d_head of {deepseek['printed']} is d_model / heads ({deepseek['d_model / heads']}), a width no head has. "
+            f"d_head of {deepseek['printed']} is d_model / heads ({deepseek['d_model']:,} / {deepseek['heads']}), a width no "
+            "head has. "
             f"Per head the configuration gives {deepseek['query and key']} for queries and keys "
             f"({deepseek['query and key'] - deepseek['of which RoPE']} + {deepseek['of which RoPE']} that RoPE "
             f"rotates) and {deepseek['value']} for values.")

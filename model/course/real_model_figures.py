@@ -30,7 +30,8 @@ def appendix_slips() -> list[dict]:
 
 def deepseek_d_head() -> dict:
     """The appendix's DeepSeek-V3 d_head beside its configuration's per-head widths (MLA)."""
-    return {"printed": DEEPSEEK_PRINTED_D_HEAD, **mla_head_widths(DEEPSEEK_V3_ATTENTION)}
+    return {"printed": DEEPSEEK_PRINTED_D_HEAD, "d_model": DEEPSEEK_V3_ATTENTION["hidden_size"],
+            "heads": DEEPSEEK_V3_ATTENTION["num_attention_heads"], **mla_head_widths(DEEPSEEK_V3_ATTENTION)}
 
 
 def figures(loaded=None) -> dict:
