@@ -51,7 +51,40 @@ def train(alpha: float, capacity: float | None, steps: int, seed: int) -> None:
            "end": moe.curve_end(curve, min(LAST, steps))}
     st.session_state.expert_run = run
     runs = [r for r in st.session_state.get("expert_runs", []) if r["settings"] != run["settings"]]
-    st.session_state.expert_runs = ([{"settings": run["settings"], "end": run["end"]}] + runs)[:KEPT_RUNS]
+    st.session_state.expert_runs = ([{"settings": run["settings"], "end": run["end"], "alpha": alpha,
+                                      "capacity": capacity, "steps": steps, "seed": seed}] + runs)[:KEPT_RUNS]
+
+
+def unbalanced_by_alpha(runs: list[dict]) -> list[tuple[dict, dict]]:
+    """(with α, without) pairs of runs alike but for α where the balance loss left the largest expert's
+    share (in any block) larger than none did: what the learner should be told about."""
+    pairs = []
+    for r in runs:
+        if not r.get("alpha"):
+            continue
+        for other in runs:
+            if (other.get("alpha") == 0.0 and (other.get("capacity"), other.get("steps"), other.get("seed")) ==
+                    (r["capacity"], r["steps"], r["seed"]) and max(r["end"]["largest"]) > max(other["end"]["largest"])):
+                pairs.append((r, other))
+    return pairs
+
+
+def alpha_note(with_alpha: dict, without: dict) -> str:
+    """Why a run with the balance loss can end less balanced than one without, in words and its numbers."""
+    worst = max(range(len(with_alpha["end"]["largest"])), key=lambda b: with_alpha["end"]["largest"][b])
+    short = with_alpha["steps"] < moe.LIVE_STEPS
+    return (f"Here α = {with_alpha['alpha']:g} ended less balanced than no balance loss: the largest expert's share in "
+            f"{block_label(worst)} is {with_alpha['end']['largest'][worst]:.3f} against "
+            f"{without['end']['largest'][worst]:.3f}. The balance term is a small pull (α times a number near 1, beside "
+            "a cross-entropy of several nats), and it pulls towards balance only once the router has favourites; "
+            + (f"in {with_alpha['steps']} steps (the first {min(50, with_alpha['steps'] // 5)} of them warming the "
+               "learning rate up) the routers are still near their random start, and the shares differ by the chance "
+               f"of the start and the batches more than by α. Train both for {moe.LIVE_STEPS} steps or more: without "
+               "the term an expert that is chosen more gets more gradient and is chosen more still, and the gap opens."
+               if short else
+               "over a run, a router that is balanced already gets little from it, so one run against another can "
+               "differ by the chance of the batches more than by α; the starved experts and a longer run show the "
+               "difference more surely."))
 
 
 def results(run: dict) -> None:
@@ -92,14 +125,18 @@ def comparison() -> None:
         return
     st.subheader("This session's runs")
     n_blocks = len(runs[0]["end"]["largest"])
+    # short headers, each column as narrow as its numbers, the table as wide as the page: nothing cut off
     st.dataframe({"settings": [r["settings"] for r in runs],
-                  **{f"largest share, {block_label(b)}": [round(r["end"]["largest"][b], 3) for r in runs]
-                     for b in range(n_blocks)},
-                  **{f"dropped, {block_label(b)}": [round(r["end"]["dropped"][b], 3) for r in runs]
-                     for b in range(n_blocks)},
-                  "starved experts": [sum(r["end"]["starved"]) for r in runs],
-                  "loss": [round(r["end"]["loss"], 4) for r in runs]}, hide_index=True)
-    st.caption(f"Each over its last {LAST} batches. The newest run first.")
+                  **{f"largest, {block_label(b)}": [round(r["end"]["largest"][b], 3) for r in runs] for b in range(n_blocks)},
+                  **{f"dropped, {block_label(b)}": [round(r["end"]["dropped"][b], 3) for r in runs] for b in range(n_blocks)},
+                  "starved": [sum(r["end"]["starved"]) for r in runs],
+                  "loss": [round(r["end"]["loss"], 4) for r in runs]}, hide_index=True, width="stretch",
+                 column_config={"settings": st.column_config.TextColumn(width="large")})
+    st.caption(f"Each over its last {LAST} batches, the newest run first. largest: the largest expert's share of the "
+               f"routings in that block (1/{len(runs[0]['end']['shares'][0])} is perfect balance); "
+               f"dropped: the share turned away over capacity; starved: experts under {moe.STARVED:.0%}, all blocks.")
+    for with_alpha, without in unbalanced_by_alpha(runs):
+        st.info(plain(alpha_note(with_alpha, without)))
 
 
 @fragment

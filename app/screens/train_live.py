@@ -57,6 +57,27 @@ def pattern_grids(run) -> list[list[Grid]]:
     return heads
 
 
+def lowered_note(run) -> str | None:
+    """Why the loss fell while p(target | example) fell, where it did: the loss is not the example's."""
+    if not (run.p_target[-1] < run.p_target[0] and run.loss[-1] < run.loss[0]):
+        return None
+    low = min(range(len(run.p_target)), key=run.p_target.__getitem__)
+    inputs, targets = training_batch(loaded.tokenizer, example, target, run.dataset)
+    n_targets, n_sentences = int((targets >= 0).sum()), int(inputs.shape[0])
+    rising = low < len(run.p_target) - 1 and run.p_target[-1] > run.p_target[low]
+    where = (f"It bottomed out at step {low} ({run.p_target[low]:.3f}) and is climbing again: more steps carry it "
+             "past where it began." if rising else
+             "It is still falling at the last step: this run stopped early in the descent.")
+    steps_note = (f" {run.optimizer} at η = {run.learning_rate:g} moves each weight by about η a step, so "
+                  f"{run.steps} steps is a short way; more steps, or a larger η (0.01), let p({word}) turn round and "
+                  "rise." if run.optimizer == "AdamW" else " More steps let it turn round and rise.")
+    return (f"The loss fell ({run.loss[0]:.3f} → {run.loss[-1]:.3f}) but p({word} | example) fell too "
+            f"({run.p_target[0]:.3f} → {run.p_target[-1]:.3f}). The loss is the mean over all {n_targets} "
+            f"next-token predictions of the {n_sentences} sentences, and the example's “{word}” is one of them: the "
+            "first steps go to what most positions share (the next word after “the”, “and”, “on”), and those moves "
+            f"also take some probability from “{word}” at the example's last position. {where}{steps_note}")
+
+
 def results(run) -> None:
     peak = "peak " if run.schedule != "constant" else ""
     st.subheader(f"{run.steps} steps of {run.optimizer}, {peak}η = {run.learning_rate:g} ({run.schedule}), on "
@@ -66,6 +87,9 @@ def results(run) -> None:
               delta_color="inverse")
     m2.metric(f"p({word} | example)", f"{run.p_target[-1]:.4f}", f"{run.p_target[-1] - run.p_target[0]:+.4f}")
     m3.metric(f"−log p({word})", f"{-math.log(run.p_target[-1]):.4f}")
+    why = lowered_note(run)
+    if why:
+        st.info(plain(why))
 
     left, middle, right = st.columns(3)
     steps_axis = list(range(run.steps + 1))
