@@ -59,8 +59,8 @@ def test_the_induction_stripe_and_the_losses_by_hand():
     with torch.no_grad():
         logits = loaded.model(torch.tensor([seen.tokens])).logits[0].double()
     expected = F.cross_entropy(logits[:-1], torch.tensor(seen.tokens[1:]), reduction="none").numpy()
-    unseen, repeat = induction_heads.split_losses(seen, n)
-    assert np.allclose(np.concatenate([unseen, repeat]), expected, atol=1e-5)
+    unseen, first, repeat = induction_heads.split_losses(seen, n)
+    assert np.allclose(np.concatenate([unseen, first, repeat]), expected, atol=1e-5)
     assert repeat.mean() < 0.25 * unseen.mean()
 
 
@@ -88,7 +88,7 @@ def test_another_sequence_gives_its_own_losses(app_url, page):
     seen = induction_heads.repeated(loaded, 5)
     with torch.no_grad():
         logits = loaded.model(torch.tensor([seen.tokens])).logits[0].double()
-    copyable = F.cross_entropy(logits[n:2 * n - 1], torch.tensor(seen.tokens[n + 1:]), reduction="none").mean().item()
+    copyable = F.cross_entropy(logits[n + 1:2 * n - 1], torch.tensor(seen.tokens[n + 2:]), reduction="none").mean().item()
     page.goto(app_url + "/course-induction")
     page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=60_000)
     seed = page.get_by_label("Random sequence (seed)", exact=True)

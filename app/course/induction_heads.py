@@ -12,14 +12,16 @@ import streamlit as st
 from glassbox.app.components.charts import show
 from glassbox.app.components.course import lesson_end, lesson_pass, lesson_page
 from glassbox.app.components.heatmap import heatmap_figure
-from glassbox.app.components.labels import plain, position_labels
+from glassbox.app.components.labels import plain, position_labels, token_text
 from glassbox.app.resources import shared_model
-from glassbox.model.course.induction_heads import LENGTH, MODEL, Repeat, repeated, split_losses, stripe_share
-from glassbox.model.engine import block_label
+from glassbox.model.course.induction_heads import (LENGTH, MODEL, Repeat, composition, first_repeat, repeated,
+                                                   split_losses, stripe_share)
+from glassbox.model.engine import block_label, head_label
 from glassbox.model.micro import induction
 from glassbox.model.micro.common import read_curve
 
 FIRST_COLOUR, SECOND_COLOUR, LOSS_COLOUR = "#868e96", "#1f6feb", "#d9480f"
+ODD_COLOUR = "#f08c00"  # the repeat's first position: a repeat, yet not copied
 SMOOTH = 25
 
 
@@ -70,15 +72,66 @@ def the_stripe(loaded) -> None:
     share = stripe_share(seen.patterns[ind["block"], ind["head"]], n)
     st.markdown(f"On this sequence the induction head puts **{100 * share:.1f}%** of each second-copy token's "
                 "weight on the outlined key.")
-    losses(seen, loaded, n)
+    composed(seen, loaded, n, prev, ind)
+    losses(seen, loaded, n, prev, ind)
 
 
-def losses(seen: Repeat, loaded, n: int) -> None:
+def composition_figure(seen: Repeat, loaded, n: int, query: int, prev: dict, ind: dict) -> go.Figure:
+    """Four positions of the sequence (the earlier occurrence, the one after it, the query, the
+    token it predicts) and the two heads' arrows between them, with their traced weights."""
+    c = composition(seen, n, query, prev, ind)
+    word = lambda t: token_text(loaded.pieces[t])  # noqa: E731
+    boxes = [(0.0, c["source"], c["query_token"]), (1.0, c["key"], c["copied_token"]),
+             (3.0, c["query"], c["query_token"]), (4.0, c["query"] + 1, seen.tokens[c["query"] + 1])]
+    fig = go.Figure()
+    for x, position, token in boxes:
+        fig.add_shape(type="rect", x0=x - 0.38, x1=x + 0.38, y0=-0.3, y1=0.3, line=dict(color="#495057"),
+                      fillcolor="#f1f3f5" if x < 4 else "#e7f5ff")
+        fig.add_annotation(x=x, y=0, text=f"<b>{plain(word(token))}</b><br>position {position}", showarrow=False,
+                           font=dict(size=13))
+    fig.add_annotation(x=2.0, y=0, text="…", showarrow=False, font=dict(size=18))
+    # block 1: the previous-token head, from the key position back to the one before it (above the boxes)
+    fig.add_annotation(x=0.05, y=0.32, ax=0.95, ay=0.32, xref="x", yref="y", axref="x", ayref="y", text="",
+                       showarrow=True, arrowhead=3, arrowwidth=2, arrowcolor=FIRST_COLOUR)
+    fig.add_annotation(x=0.5, y=0.95, showarrow=False, align="center", font=dict(color="#495057", size=12),
+                       text=f"① {block_label(prev['block'])}, {head_label(prev['head'])}: previous-token head<br>"
+                            f"position {c['key']} looks back (weight {c['previous_weight']:.2f}) and writes "
+                            f"“{plain(word(c['query_token']))} came before me” into its stream")
+    # block 2: the induction head, from the query to the key whose stream says so (below the boxes)
+    fig.add_annotation(x=1.05, y=-0.36, ax=2.95, ay=-0.36, xref="x", yref="y", axref="x", ayref="y", text="",
+                       showarrow=True, arrowhead=3, arrowwidth=3, arrowcolor=SECOND_COLOUR)
+    fig.add_annotation(x=2.0, y=-0.95, showarrow=False, align="center", font=dict(color=SECOND_COLOUR, size=12),
+                       text=f"② {block_label(ind['block'])}, {head_label(ind['head'])}: induction head<br>"
+                            f"the query of “{plain(word(c['query_token']))}” matches that key (weight "
+                            f"{c['induction_weight']:.2f}): ① built the key it reads")
+    fig.add_annotation(x=3.95, y=0.32, ax=3.05, ay=0.32, xref="x", yref="y", axref="x", ayref="y", text="",
+                       showarrow=True, arrowhead=3, arrowwidth=2, arrowcolor=LOSS_COLOUR)
+    fig.add_annotation(x=3.5, y=0.95, showarrow=False, align="center", font=dict(color=LOSS_COLOUR, size=12),
+                       text=f"③ it copies “{plain(word(c['copied_token']))}”<br>from position {c['key']}: "
+                            f"p = {c['p_next']:.3f}")
+    fig.update_layout(title="<b>How the two heads compose</b>", height=330, plot_bgcolor="white",
+                      margin=dict(l=10, r=10, t=40, b=10), showlegend=False,
+                      xaxis=dict(visible=False, range=[-0.6, 4.6], fixedrange=True),
+                      yaxis=dict(visible=False, range=[-1.25, 1.25], fixedrange=True))
+    return fig
+
+
+def composed(seen: Repeat, loaded, n: int, prev: dict, ind: dict) -> None:
+    query = st.slider("The query's position (in the repeat)", n + 1, 2 * n - 2, n + 3, key="induction_query",
+                      help="A position of the second copy; the picture follows its token back to the first copy.")
+    show(composition_figure(seen, loaded, n, int(query), prev, ind), config={"displayModeBar": False})
+    st.caption("The induction head's key at a position is computed from that position's stream, and block 1's "
+               "previous-token head has added the token before it there: that is how the heads compose (K-composition). "
+               "Weights and p are traced from the model on this sequence.")
+
+
+def losses(seen: Repeat, loaded, n: int, prev: dict, ind: dict) -> None:
     predicted = position_labels(loaded.pieces, seen.tokens[1:], first=1)
-    unseen, repeat = split_losses(seen, n)
+    unseen, first, repeat = split_losses(seen, n)
     fig = go.Figure()
     fig.add_bar(x=predicted[:n], y=unseen, name="nothing to copy yet", marker_color=FIRST_COLOUR)
-    fig.add_bar(x=predicted[n:], y=repeat, name="a repeat: copyable", marker_color=SECOND_COLOUR)
+    fig.add_bar(x=predicted[n:n + 1], y=first, name="the repeat's first: not copied", marker_color=ODD_COLOUR)
+    fig.add_bar(x=predicted[n + 1:], y=repeat, name="a repeat: copyable", marker_color=SECOND_COLOUR)
     fig.add_hline(y=float(np.log(loaded.cfg.vocab_size)), line=dict(dash="dot", color="#495057"),
                   annotation_text=f"ln {loaded.cfg.vocab_size}: a uniform guess", annotation_position="top right")
     fig.update_layout(title="<b>Each position's loss on the token it predicts</b>", height=330,
@@ -86,12 +139,20 @@ def losses(seen: Repeat, loaded, n: int) -> None:
                       margin=dict(l=10, r=10, t=76, b=10),  # the title, then the legend, then the plot
                       legend=dict(orientation="h", x=0, y=1.02, xanchor="left", yanchor="bottom"))
     show(fig, config={"displayModeBar": False})
-    cells = st.columns(2)
+    cells = st.columns(3)
     cells[0].metric("Mean loss, nothing to copy", f"{np.mean(unseen):.3f} nats")
-    cells[1].metric("Mean loss, copyable", f"{np.mean(repeat):.3f} nats")
-    st.caption("The first copy's tokens, and the second copy's first token (predicted from the end of the first "
-               "copy, before anything has repeated), can only be guessed. Every later token of the second copy can "
-               "be copied.")
+    cells[1].metric(f"Mean loss, copyable (positions {n + 1}–{2 * n - 2})", f"{np.mean(repeat):.3f} nats")
+    cells[2].metric(f"Loss at the repeat's first position ({n})", f"{first[0]:.3f} nats")
+    why = first_repeat(seen, n, prev, ind)
+    st.caption(
+        "The first copy's tokens, and the second copy's first token (predicted from the end of the first copy, before "
+        f"anything has repeated), can only be guessed. So can the next one, predicted at position {n}, although it "
+        f"is a repeat: its loss, {why['loss']:.2f} nats, is near a uniform guess (ln {loaded.cfg.vocab_size} = "
+        f"{np.log(loaded.cfg.vocab_size):.2f}) on every seed. Its token's earlier occurrence is position 0, which has "
+        "no token before it: the previous-token head there can only look at itself (weight "
+        f"{why['previous_head_at_0_on_itself']:.2f}), so position 0 says “my token came before me” as position 1 "
+        f"does, and the induction head splits its weight between them ({why['induction_weight_on_0']:.2f} on 0, "
+        f"{why['induction_weight_on_1']:.2f} on 1). The copyable mean counts the later positions only.")
 
 
 def every_head(loaded) -> None:

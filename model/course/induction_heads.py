@@ -40,10 +40,42 @@ def stripe_share(pattern: np.ndarray, n: int) -> float:
     return float(np.mean([pattern[t, t - n + 1] for t in range(n, 2 * n)]))
 
 
-def split_losses(seen: Repeat, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """The losses of the n predictions that cannot copy (the first copy's tokens after the first,
-    and the second copy's first token) and of the n − 1 that can (the rest of the second copy)."""
-    return seen.loss[:n], seen.loss[n:2 * n - 1]
+def split_losses(seen: Repeat, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each position's loss in three parts:
+
+    - the n predictions with nothing to copy (the first copy's tokens after the first, and the
+      second copy's first token, predicted before anything has repeated);
+    - the one from the repeat's first position (n), predicting the second copy's second token: it
+      is not copied (its loss is near a uniform guess on every seed, see ``first_repeat``);
+    - the n − 2 copyable ones, from positions n + 1 … 2n − 2."""
+    return seen.loss[:n], seen.loss[n:n + 1], seen.loss[n + 1:2 * n - 1]
+
+
+def first_repeat(seen: Repeat, n: int, previous: dict, induction_head: dict) -> dict:
+    """Why the repeat's first position cannot copy. Its token's earlier occurrence is at position
+    0, which has no token before it: the previous-token head there can only look at itself, so it
+    writes "the token before me was x" into position 0 as well as into position 1. The induction
+    head's query then finds two keys that say x came before them and splits its weight between
+    position 0 (whose value is x itself) and position 1 (the right one)."""
+    prev = seen.patterns[previous["block"], previous["head"]]
+    ind = seen.patterns[induction_head["block"], induction_head["head"]]
+    return {"loss": float(seen.loss[n]), "previous_head_at_0_on_itself": float(prev[0, 0]),
+            "induction_weight_on_0": float(ind[n, 0]), "induction_weight_on_1": float(ind[n, 1])}
+
+
+def composition(seen: Repeat, n: int, query: int, previous: dict, induction_head: dict) -> dict:
+    """The two heads composing for one query of the repeat (n + 1 ≤ query ≤ 2n − 2): the token at
+    ``query`` first occurred at ``query − n``; the previous-token head at the position after it
+    (``key``) attends to it and writes it into ``key``'s stream; block 2's induction head, whose
+    keys are read from that stream, attends from ``query`` to ``key`` and copies ``key``'s token,
+    the next one of the repeat. Weights from the traced patterns; p is the model's probability of
+    that next token (from the traced loss)."""
+    key = query - n + 1
+    prev = seen.patterns[previous["block"], previous["head"]]
+    ind = seen.patterns[induction_head["block"], induction_head["head"]]
+    return {"query": query, "key": key, "source": key - 1, "query_token": seen.tokens[query],
+            "copied_token": seen.tokens[key], "previous_weight": float(prev[key, key - 1]),
+            "induction_weight": float(ind[query, key]), "p_next": float(np.exp(-seen.loss[query]))}
 
 
 def figures(loaded=None) -> dict:
@@ -52,8 +84,12 @@ def figures(loaded=None) -> dict:
     seen = repeated(model, 0)
     n = LENGTH
     curve = read_curve(model.path)
-    unseen, repeat = split_losses(seen, n)
-    return induction.figures(model) | {
+    unseen, first, repeat = split_losses(seen, n)
+    heads = induction.figures(model)
+    why = first_repeat(seen, n, heads["previous_token_head"], heads["induction_head"])
+    return heads | {
         "example": {"length": n, "stripe_share_block2": [stripe_share(p, n) for p in seen.patterns[-1]],
-                    "loss_nothing_to_copy": float(unseen.mean()), "loss_copyable": float(repeat.mean())},
+                    "loss_nothing_to_copy": float(unseen.mean()), "loss_copyable": float(repeat.mean()),
+                    "copyable_positions": [n + 1, 2 * n - 2], "uniform_guess": float(np.log(model.cfg.vocab_size)),
+                    "first_repeat": why},
         "training_curve": {"score_step": curve["score_step"], "induction_score": curve["induction_score"]}}
