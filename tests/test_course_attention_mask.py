@@ -167,7 +167,7 @@ def test_the_unmasked_pattern_is_the_softmax_of_every_score(loaded, tokens, seen
     expected = softmax(q @ k.swapaxes(-1, -2) / math.sqrt(loaded.cfg.d_head))
     assert np.abs(seen.open.pattern - expected).max() < 1e-6
     assert np.triu(seen.open.pattern, 1).sum() > 1.0
-    later = np.triu(expected[0, 0], 1).sum(-1)[:-1].mean()
+    later = np.triu(expected[0, 0], 1).sum(-1).mean()  # over every row, the last (0) included
     assert abs(lesson4.later_share(seen.open.pattern[0, 0]) - later) < 1e-6
 
 
@@ -295,7 +295,7 @@ def test_the_mask_page_follows_the_head_and_the_prompt(loaded):
             q, k = qk(model, ids)
             expected = softmax(q[0, head] @ k[0, head].T / math.sqrt(loaded.cfg.d_head) + mask)
             assert np.abs(pattern_chart(at, title) - expected).max() < 1e-6, (prompt, title)
-        share = np.triu(expected, 1).sum(-1)[:-1].mean()
-        assert f"head {head + 1} puts on average **{100 * share:.2f}%**" in " ".join(m.value for m in at.markdown)
+        share = np.triu(expected, 1).sum(-1).mean()  # over every row, the last (0) included
+        assert f"head {head + 1} ([{head}]) puts on average **{100 * share:.2f}%**" in " ".join(m.value for m in at.markdown)
     at.text_input(key="mask_prompt").input("x " * 400).run()
     assert not at.exception and "context is 128 tokens" in shown(at.error[0].value)

@@ -40,6 +40,23 @@ def cell_text(value: float, largest: float, digits: str = ".3g") -> str:
     return written[1:] if written.startswith("-") and float(written) == 0 else written
 
 
+def number(value: float, digits: int = 4) -> str:
+    """A number as a reader expects it, with ``digits`` decimals: 0 (and −0.0, and a value that
+    only rounding made negative) as "0", never "-0.0000"; a nonzero value too small to show in
+    that many decimals in scientific notation (1.1e-10, not "0.000000"); ±∞ and NaN by name."""
+    value = float(value)
+    if value != value:
+        return "NaN"
+    if math.isinf(value):
+        return "∞" if value > 0 else "−∞"
+    if value == 0:
+        return "0"
+    written = f"{value:.{digits}f}"
+    if float(written) == 0:
+        return f"{value:.2g}"
+    return written
+
+
 def token_text(piece: str) -> str:
     """A token as drawn: a space as ␣ (" went" is "␣went": the space belongs to the token), a
     newline ↵, a tab ⇥, any other invisible character escaped (\\x00); the empty piece ∅. Byte

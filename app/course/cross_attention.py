@@ -17,7 +17,8 @@ from glassbox.app.components.errors import fragment
 from glassbox.app.components.heatmap import heatmap_figure
 from glassbox.app.components.labels import plain, position_labels, token_text
 from glassbox.app.resources import shared_model
-from glassbox.model.course.cross_attention import LENGTH, MODEL, Reversal, random_source, reverse
+from glassbox.model.course.cross_attention import (LENGTH, MODEL, Reversal, copy_share, random_source, repeated, reverse,
+                                                  trained_length)
 from glassbox.model.engine import GlassboxError, block_label, check_prompt, head_label
 from glassbox.model.micro import seq2seq
 
@@ -59,6 +60,12 @@ def the_source(loaded) -> tuple[list[int], Reversal] | None:
     except GlassboxError as exc:
         st.error(plain(exc))
         return None
+    low, high = seq2seq.LENGTHS
+    if not trained_length(source):
+        st.warning(f"This source has {len(source)} syllables. The model was trained on sources of {low} to {high} "
+                   "syllables only: at any other length it was never taught anything, and it may fail (compare the "
+                   "output with the source reversed). Add or remove syllables to come back into its range.",
+                   icon=":material/warning:")
     return source, reversed_by_model(tuple(source), loaded)
 
 
@@ -104,6 +111,15 @@ def cross_attention(loaded, seen: Reversal, block: int, head: int) -> None:
                     help="The mean over target positions t of the weight on source position n − 1 − t.")
     cells[1].metric("Output", "reversed exactly" if seen.correct else
                     f"{sum(a == b for a, b in zip(seen.output, seen.source[::-1]))} of {n} tokens right")
+    twice = repeated(seen.source)
+    if twice:
+        fetched = copy_share(seen.cross[block], seen.source)[head]
+        st.markdown(
+            f"Your source repeats {plain(', '.join(loaded.pieces[t] for t in twice))}. The sources it was trained on "
+            "never repeat a syllable. Where the syllable to write occurs twice, the head can fetch it from either "
+            f"copy, and only one of them is on the anti-diagonal. So a reversal can come out right with a low "
+            f"anti-diagonal share ({share:.3f}). Counting the weight on every copy of the syllable each target "
+            f"position writes, this head puts **{fetched:.3f}** there.")
 
 
 def every_head(loaded) -> None:
@@ -124,7 +140,8 @@ def every_head(loaded) -> None:
 def the_model_at_work(loaded) -> None:
     st.subheader("A source, reversed")
     st.markdown(
-        f"Type syllables, or press **Random source** for {LENGTH} new ones. The model reads them with its encoder, "
+        f"Type {seq2seq.LENGTHS[0]} to {seq2seq.LENGTHS[1]} syllables (the lengths it was trained on, each syllable "
+        f"once), or press **Random source** for {LENGTH} new ones. The model reads them with its encoder, "
         "then writes them back to front with its decoder, one token at a time, each time taking the most likely "
         "token (greedy).")
     chosen = the_source(loaded)

@@ -9,9 +9,11 @@ import streamlit as st
 from glassbox.app.components.latex import thousands
 from glassbox.app.components.charts import show
 from glassbox.app.components.course import course_model, lesson_end, lesson_page, lesson_pass
+from glassbox.app.components.course_prompt import fit_note, knows
 from glassbox.app.components.errors import fragment
 from glassbox.app.components.labels import plain, token_text
-from glassbox.model.course.kv_growth import GB, PROMPT, CacheStep, Serving, cache_bytes, course_table, grow, serving_combinations
+from glassbox.model.course.kv_growth import (GB, PROMPT, CacheStep, Serving, cache_bytes, course_table, grow,
+                                             serving_combinations, within_context)
 from glassbox.model.course.real_model_configs import BYTES, MODEL
 from glassbox.model.engine import GlassboxError, block_label
 from glassbox.model.io.checkpoint import LoadedModel
@@ -58,7 +60,9 @@ def generation(loaded: LoadedModel) -> None:
         "them: each step feeds only the newest token, computes its one query, key and value per head, and appends "
         "the key and value to every layer's cache. The work per step stays one token's; the memory grows by one "
         "row per layer.")
-    prompt = st.text_input("Prompt", PROMPT, max_chars=300, key="kv_prompt")
+    st.session_state.setdefault("kv_prompt", PROMPT)
+    knows(loaded, "kv_prompt")
+    prompt = st.text_input("Prompt", max_chars=300, key="kv_prompt")
     if st.session_state.get("kv_for") != prompt:  # a new prompt starts again
         st.session_state.kv_for, st.session_state.kv_new = prompt, 0
     left, right, _ = st.columns([1, 1, 3])
@@ -71,6 +75,7 @@ def generation(loaded: LoadedModel) -> None:
     except GlassboxError as exc:
         st.error(plain(exc))
         return
+    fit_note(loaded, prompt)
     cfg, last = loaded.cfg, steps[-1]
     ids = loaded.encode(prompt) + [s.next_id for s in steps[:-1]]
     labels = [f"{i} {token_text(loaded.pieces[t])}" for i, t in enumerate(ids)]
@@ -111,9 +116,13 @@ def calculator() -> None:
     shape = MODEL[name].shape
     every = c4.checkbox("one key/value head per query head", key="kv_every_head",
                         help=f"As if {name} had {shape.heads} key/value heads, as the course's table assumes.")
-    size = cache_bytes(name, int(tokens), dtype, shape.heads if every else None)
+    counted = within_context(name, int(tokens))
+    if counted < int(tokens):
+        st.warning(f"{name} reads at most {shape.context:,} tokens (its context): a cache of {int(tokens):,} "
+                   f"tokens never exists. Computed at {counted:,}.", icon=":material/warning:")
+    size = cache_bytes(name, counted, dtype, shape.heads if every else None)
     heads = shape.heads if every else shape.kv_heads
-    st.markdown(f"2 × {shape.layers} layers × {int(tokens):,} tokens × {heads} key/value heads × {shape.d_head} × "
+    st.markdown(f"2 × {shape.layers} layers × {counted:,} tokens × {heads} key/value heads × {shape.d_head} × "
                 f"{BYTES[dtype]} bytes = **{size_text(size)}** for one sequence.")
     st.markdown("**The course's table, recomputed** (fp16; GB = 10⁹ bytes, GiB = 2³⁰). The course multiplies by "
                 "d_model, that is, by every query head: right for GPT-2 and GPT-3, 8 times too much for the "

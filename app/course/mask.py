@@ -4,16 +4,19 @@ that changes in the last position's prediction and in the earlier positions."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import streamlit as st
 
 from glassbox.app.components.charts import paired_bars, show
 from glassbox.app.components.course import course_model, lesson_end, lesson_page, lesson_pass
+from glassbox.app.components.course_prompt import fit_note, knows
 from glassbox.app.components.errors import fragment
 from glassbox.app.components.heatmap import abs_max, heatmap_figure
-from glassbox.app.components.labels import cell_text, plain, position_labels, token_labels, token_text
+from glassbox.app.components.labels import cell_text, number, plain, position_labels, token_labels, token_text
 from glassbox.model.course.mask import PROMPT, TOP, Comparison, compare, later_share, toy, top_tokens, total_variation
-from glassbox.model.engine import GlassboxError, block_label, check_prompt
+from glassbox.model.engine import GlassboxError, block_label, check_prompt, head_label
 from glassbox.model.io.checkpoint import LoadedModel
 
 WRITTEN = 10  # prompts up to this many tokens get every weight written in its cell
@@ -67,8 +70,9 @@ def patterns(seen: Comparison, labels: list[str], block: int, head: int) -> None
         show(grid(run.pattern[block, head], labels, title, True, written), column, config={"displayModeBar": False})
     share = later_share(seen.open.pattern[block, head])
     if share is not None:
-        st.markdown(f"Without the mask, {block_label(block)}, head {head + 1} puts on average "
-                    f"**{100 * share:.2f}%** of each position's weight on later tokens (with the mask: 0%).")
+        st.markdown(f"Without the mask, {block_label(block)}, {head_label(head)} puts on average "
+                    f"**{100 * share:.2f}%** of a position's weight on later tokens, over all {len(labels)} "
+                    "positions (the last has no later token: its share is 0). With the mask: 0%.")
 
 
 def prediction(seen: Comparison, loaded: LoadedModel) -> None:
@@ -78,9 +82,16 @@ def prediction(seen: Comparison, loaded: LoadedModel) -> None:
     labels = token_labels([loaded.pieces[i] for i in ids], ids)
     fig = paired_bars(labels, [("with the mask", [float(masked[i]) for i in ids], MASKED_COLOUR),
                                ("without the mask", [float(open_[i]) for i in ids], OPEN_COLOUR)],
-                      f"<b>The top {TOP} next tokens each way</b>", "probability", "next token")
+                      f"<b>The top {TOP} next tokens each way</b>", "probability (log scale)", "next token")
+    # a log axis: the likeliest token often takes nearly all the probability, and on a linear axis the
+    # others' bars are too short to see; every bar is labelled with its probability
+    values = [float(p) for p in np.concatenate([masked[ids], open_[ids]])]
+    low = math.log10(max(min(values), 1e-12))
+    for trace in fig.data:
+        trace.text = [f"{v:.2g}" for v in trace.x]
     # the legend above the bars: in a corner it can cover a long "without" bar's label
     fig.update_layout(legend=dict(orientation="h", x=0, y=1.0, xanchor="left", yanchor="bottom"),
+                      xaxis=dict(type="log", range=[math.floor(low) - 0.2, 0.35], dtick=1, exponentformat="power"),
                       margin=dict(t=80), height=fig.layout.height + 20)
     chart, numbers = st.columns([3, 2], gap="large")
     show(fig, chart, config={"displayModeBar": False})
@@ -89,10 +100,12 @@ def prediction(seen: Comparison, loaded: LoadedModel) -> None:
                         "moves, from 0 (the same) to 1 (nothing in common).")
     if seen.earlier_shift is not None:
         with_mask, without = seen.earlier_shift
+        moved = ("do not move at all (the largest change is exactly 0)" if with_mask == 0 else
+                 f"move by at most **{number(with_mask, 6)}**")
         numbers.markdown(
-            f"Replace the last token by “{plain(token_text(loaded.pieces[seen.replacement]))}”: the logits of every "
-            f"earlier position move by at most **{with_mask:.3g}** with the mask and **{without:.3g}** without it. "
-            "With the mask, a position never reads what comes after it.")
+            f"Replace the last token by “{plain(token_text(loaded.pieces[seen.replacement]))}”. With the mask, the "
+            f"logits of every earlier position {moved}: a position never reads what comes after it. Without the "
+            f"mask they move by up to **{number(without, 3)}**.")
 
 
 @fragment
@@ -103,8 +116,10 @@ def on_the_model() -> None:
         "The bundled story model was trained with the mask. Switch it off and the same weights attend both ways, "
         "as a BERT-style encoder does; Glassbox's support for encoder models builds on this same switch. The model "
         "never saw such inputs in training, so read the change as what the mask holds back, not as a better model.")
+    st.session_state.setdefault("mask_prompt", PROMPT)
+    knows(loaded, "mask_prompt")
     settings = st.columns([3, 2, 4], vertical_alignment="bottom")
-    prompt = settings[0].text_input("Prompt", PROMPT, key="mask_prompt", max_chars=2000)
+    prompt = settings[0].text_input("Prompt", key="mask_prompt", max_chars=2000)
     block = settings[1].selectbox("Block", range(loaded.cfg.n_layers), format_func=block_label, key="mask_block")
     head = settings[2].radio("Head", range(loaded.cfg.n_heads), format_func=lambda h: f"head {h + 1}",
                              key="mask_head", horizontal=True)
@@ -113,6 +128,7 @@ def on_the_model() -> None:
     except GlassboxError as exc:
         st.error(plain(str(exc)))
         return
+    fit_note(loaded, prompt)
     labels = position_labels(loaded.pieces, seen.tokens)
     patterns(seen, labels, block, head)
     st.caption("In block 1 the last row is the same both ways: the last position sees every token anyway. Its "

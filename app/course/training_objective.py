@@ -8,8 +8,9 @@ import streamlit as st
 
 from glassbox.app.components.charts import show
 from glassbox.app.components.course import course_model, lesson_end, lesson_page, lesson_pass
+from glassbox.app.components.course_prompt import fit_note, knows
 from glassbox.app.components.errors import fragment
-from glassbox.app.components.labels import plain, token_text
+from glassbox.app.components.labels import number, plain, token_text
 from glassbox.model.course.training_objective import PROMPT, TeacherForcing, loss_of, schedule_curve, teacher_forcing
 from glassbox.model.engine import GlassboxError, check_prompt
 from glassbox.model.io.checkpoint import LoadedModel
@@ -31,14 +32,14 @@ def one_prediction() -> None:
     left, right = st.columns([3, 2])
     fig = go.Figure(go.Scatter(x=CURVE, y=[loss_of(x) for x in CURVE], mode="lines", name="−log p",
                                line=dict(color="#0068C9")))
-    fig.add_trace(go.Scatter(x=[p], y=[loss_of(p)], mode="markers+text", text=[f"p = {p:.3f}, loss = {loss_of(p):.3f}"],
+    fig.add_trace(go.Scatter(x=[p], y=[loss_of(p)], mode="markers+text", text=[f"p = {p:.3f}, loss = {number(loss_of(p), 3)}"],
                              textposition="top right", marker=dict(size=11, color="#d9480f"), name="your p"))
     fig.update_layout(xaxis_title="p, the probability of the correct token", yaxis_title="loss = −log p (nats)",
                       height=320, margin=dict(t=20, b=10), showlegend=False)
     show(fig, left, config={"displayModeBar": False})
-    right.metric("loss = −log p", f"{loss_of(p):.4f}")
+    right.metric("loss = −log p", number(loss_of(p)))
     right.markdown(f"Halving p adds log 2 = {loss_of(0.5):.4f} to the loss, whatever p was. The gradient of the loss "
-                   f"with respect to the correct token's logit is p − 1 = {p - 1:.3f}: the surer and more wrong, the "
+                   f"with respect to the correct token's logit is p − 1 = {number(p - 1, 3)}: the surer and more wrong, the "
                    "harder the push.")
 
 
@@ -59,20 +60,24 @@ def every_position(loaded: LoadedModel) -> None:
         "makes all of them, because the causal mask (lesson 4) keeps each position from seeing its own answer. "
         "The inputs are the true tokens, never the model's own guesses: that is teacher forcing. The targets are "
         "the same tokens shifted by one, and the loss is the mean of the positions' −log p.")
-    prompt = st.text_input("Text", PROMPT, max_chars=500, key="objective_prompt")
+    st.session_state.setdefault("objective_prompt", PROMPT)
+    knows(loaded, "objective_prompt")
+    prompt = st.text_input("Text", max_chars=500, key="objective_prompt")
     try:
         result = forced(prompt, loaded)
     except GlassboxError as exc:
         st.error(plain(exc))
         return
+    fit_note(loaded, prompt)
     pieces = loaded.pieces
     st.dataframe({"position": [x.position for x in result.positions],
                   "input (what the model reads)": [token_text(pieces[x.input_id]) for x in result.positions],
                   "target (the next true token)": [token_text(pieces[x.target_id]) for x in result.positions],
                   "p(target)": [x.p_target for x in result.positions],
                   "loss = −log p": [x.loss for x in result.positions]},
-                 hide_index=True, column_config={"p(target)": st.column_config.NumberColumn(format="%.4f"),
-                                                 "loss = −log p": st.column_config.NumberColumn(format="%.4f")})
+                 hide_index=True,  # p below 0.00005 in 4 significant digits (4.2e-06), not as 0.0000
+                 column_config={"p(target)": st.column_config.NumberColumn(format="%.4g"),
+                                "loss = −log p": st.column_config.NumberColumn(format="%.4f")})
     last = token_text(pieces[loaded.encode(prompt)[-1]])
     st.markdown(f"Mean over the {len(result.positions)} positions: **{result.mean:.4f}**; the model's own loss from "
                 f"the same pass: **{result.model_loss:.4f}**. The last token, {plain(last)}, has no next token, so "

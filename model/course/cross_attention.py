@@ -34,6 +34,26 @@ class Reversal:
         return self.output == self.source[::-1]
 
 
+def trained_length(source: list[int]) -> bool:
+    """Whether ``source`` is as long as the sources the model was trained on (seq2seq.LENGTHS, inclusive)."""
+    return seq2seq.LENGTHS[0] <= len(source) <= seq2seq.LENGTHS[1]
+
+
+def repeated(source: list[int]) -> list[int]:
+    """The syllables that occur more than once in ``source`` (training's sources never repeat one)."""
+    return sorted({t for t in source if source.count(t) > 1})
+
+
+def copy_share(pattern: np.ndarray, source: list[int]) -> np.ndarray:
+    """One block's cross-attention (head, target, source): per head, the mean weight that the query
+    writing target token t puts on every source position holding the syllable it must write,
+    source[n − 1 − t]. Without repeats this is the anti-diagonal share; with a repeated syllable a
+    head may fetch it from either copy."""
+    n = len(source)
+    wanted = np.array([[source[j] == source[n - 1 - t] for j in range(n)] for t in range(pattern.shape[1])])
+    return (pattern * wanted).sum(-1).mean(-1)
+
+
 def random_source(seed: int, length: int = LENGTH, vocab_size: int = len(seq2seq.vocabulary())) -> list[int]:
     """``length`` distinct random syllables (as the model was trained on), from ``seed``."""
     return (np.random.default_rng(seed).permutation(vocab_size - 1)[:length] + 1).tolist()

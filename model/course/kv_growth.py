@@ -53,6 +53,11 @@ def grow(loaded, tokens: list[int], new_tokens: int) -> list[CacheStep]:
     return steps
 
 
+def within_context(model: str, tokens: int) -> int:
+    """``tokens`` clamped to the catalogued model's context: no cache holds more (GPT-2's is 1,024)."""
+    return min(tokens, MODEL[model].shape.context)
+
+
 def cache_bytes(model: str, tokens: int, dtype: str = "fp16", kv_heads: int | None = None) -> int:
     """A catalogued model's cache for one sequence of ``tokens`` (kv_heads: as if it had that many)."""
     return tokens * kv_bytes_per_token(MODEL[model].shape, dtype, kv_heads)

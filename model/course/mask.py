@@ -120,12 +120,12 @@ def total_variation(p: np.ndarray, q: np.ndarray) -> float:
 
 
 def later_share(pattern: np.ndarray) -> float | None:
-    """The mean, over every position but the last, of the weight it puts on later positions (0
-    with the mask); None for a one-token prompt."""
+    """The mean, over every position (the last included: it has no later token, its share is 0),
+    of the weight it puts on later positions (0 with the mask); None for a one-token prompt."""
     n = pattern.shape[-1]
     if n < 2:
         return None
-    return float(np.triu(pattern, 1).sum(-1)[:-1].mean())
+    return float(np.triu(np.asarray(pattern, np.float64), 1).sum(-1).mean())
 
 
 def jsonable(matrix: np.ndarray | torch.Tensor) -> list[list[float | None]]:

@@ -18,7 +18,7 @@ SCHEDULE_STEPS, SCHEDULE_PEAK, SCHEDULE_WARMUP, SCHEDULE_FLOOR = 5000, 3e-3, 100
 
 def loss_of(p: float) -> float:
     """The cross-entropy of one prediction that gave the correct token probability p."""
-    return -math.log(p)
+    return -math.log(p) + 0.0  # + 0.0: at p = 1, 0 and not −0.0
 
 
 @dataclass

@@ -16,9 +16,16 @@ Explainer = Callable[[int, int], Arithmetic]
 # ---- writing numbers and names in LaTeX ------------------------------------------------------
 
 def num(v: float) -> str:
+    """A value in LaTeX with 4 decimals, a negative one in brackets. A value that rounds to 0 is
+    written 0.0000, never (-0.0000): the operands are written with 4 decimals too, so
+    "0.2083 + (-0.2083) = 0.0000" reads right, and the grids write such a cell without a sign
+    (labels.cell_text); the exact value is in the grid."""
     if v == -math.inf:
         return r"-\infty"
-    return f"{v:.4f}" if v >= 0 else f"({v:.4f})"
+    text = f"{v:.4f}"
+    if float(text) == 0:
+        return "0.0000"
+    return text if v >= 0 else f"({text})"
 
 
 def power(v: float) -> str:
