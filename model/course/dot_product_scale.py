@@ -1,8 +1,11 @@
 """Lesson 2, why the scores are divided by √d_k: (a) q·k of random unit-variance vectors has
 variance d_k; (b) the course's two softmaxes, exactly; (c) the softmax's Jacobian vanishing as the
 scores grow; (d) the bundled model with its score scale removed (the engine's own attn_scale,
-through variant()): each head's entropy and ‖∂L/∂scores‖; (e) two training runs of a model of the
-default's shape, with and without the scale, measured by ``glassbox course sqrt-dk --remeasure``."""
+through variant()): each head's entropy and ‖∂L/∂scores‖; (e) the failure the scale prevents,
+measured on the spot: one wide attention head (d_head = 256) learning to copy the previous token
+trains far worse without the scale, while a narrow one (16) trains alike either way; (f) two
+training runs of a model of the default's shape, with and without the scale, measured by
+``glassbox course sqrt-dk --remeasure`` (at d_head = 32 they end alike)."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ import time
 import numpy as np
 import torch
 
-from glassbox.model.engine import GRAD, GlassboxError, Transformer, check_prompt, run_trace, variant
+from glassbox.model.engine import GRAD, GlassboxError, ModelConfig, Transformer, check_prompt, run_trace, variant
 from glassbox.model.engine.files import write_text
 from glassbox.model.io.assets import asset
 from glassbox.model.lesson.training import learning_rate_at
@@ -25,6 +28,10 @@ COURSE_SCORES = [8.0, 0.1, -0.3]  # the course's raw scores at d_k = 64
 COURSE_SOFTMAX = {"raw": [0.9997, 0.0002, 0.0001], "scaled": [0.58, 0.21, 0.21]}  # as the course prints them
 TRAINING_FILE = asset("course") / "sqrt-dk-training.json"
 TRAINING = {"steps": 300, "batch": 16, "peak_lr": 3e-3, "warmup": 30, "stories": 2000, "seed": 0}
+# the wide-head comparison, trained on the page: about a second or two per d_head on 2 CPU cores
+WIDE = {"steps": 150, "batch": 16, "length": 16, "vocab": 32, "lr": 5e-3, "seed": 0}
+WIDE_D_HEADS = (16, 64, 256)
+TAIL = 20  # the comparison's figure: the mean loss of the last TAIL steps
 
 
 def sampled_variances(d_ks: list[int] = D_KS, pairs: int = 20_000, seed: int = 0) -> list[dict]:
@@ -102,6 +109,52 @@ def training_curves(steps: int, batch: int, peak_lr: float, warmup: int, stories
     return curves
 
 
+def previous_token_model(d_head: int, scale: float | None, vocab: int, length: int, seed: int) -> Transformer:
+    """One block, one attention head of width ``d_head`` (d_model = d_head), no MLP, learned
+    positions: the engine's own model, its score scale ``scale`` (None: 1/√d_head)."""
+    cfg = ModelConfig(vocab_size=vocab, n_ctx=length, d_model=d_head, n_layers=1, n_heads=1, d_ff=1, attn_only=True,
+                      positional="table", tie_embeddings=False, attn_scale=scale)
+    torch.manual_seed(seed)
+    return Transformer(cfg).init_weights(seed).train()
+
+
+def previous_token_curve(d_head: int, scale: float | None, steps: int, batch: int, length: int, vocab: int,
+                         lr: float, seed: int) -> list[float]:
+    """Each step's loss of ``previous_token_model`` learning to output the token before each position
+    (random tokens, positions 1 … length − 1: a task only attention can do, by looking one back),
+    AdamW at a constant ``lr``. The same start and batches for any ``scale``."""
+    model = previous_token_model(d_head, scale, vocab, length, seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
+    generator, losses = torch.Generator().manual_seed(seed), []
+    for _ in range(steps):
+        tokens = torch.randint(vocab, (batch, length), generator=generator)
+        logits = model(tokens).logits[:, 1:]
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), tokens[:, :-1].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def wide_head(d_head: int, settings: dict | None = None) -> dict:
+    """``previous_token_curve`` with the 1/√d_head scale and without it (the engine's attn_scale = 1),
+    and the mean of each curve's last TAIL steps; on one CPU thread."""
+    settings = settings or WIDE
+    started, threads = time.time(), torch.get_num_threads()
+    torch.set_num_threads(1)  # the same curves on any machine (a sum's rounding depends on its threads), and
+    try:  # faster: a model this small waits on a second thread more than it gains from it
+        with torch.inference_mode(False), torch.enable_grad():
+            curves = {kind: previous_token_curve(d_head, scale, **settings)
+                      for kind, scale in (("scaled", None), ("unscaled", 1.0))}
+    finally:
+        torch.set_num_threads(threads)
+    return {"d_head": d_head, "settings": settings, **curves,
+            "tail_scaled": float(np.mean(curves["scaled"][-TAIL:])),
+            "tail_unscaled": float(np.mean(curves["unscaled"][-TAIL:])),
+            "seconds": round(time.time() - started, 2)}
+
+
 def remeasure() -> str:
     started = time.time()
     curves = training_curves(**TRAINING)
@@ -127,6 +180,8 @@ def figures(loaded) -> dict:
         "course_prints": COURSE_SOFTMAX,
         "jacobian_norm": {str(c): jacobian_norm([s / 8 for s in COURSE_SCORES], c) for c in scales},
         "heads": head_table(loaded.model, loaded.encode(PROMPT)),
+        "wide_head": {str(d): {k: v for k, v in wide_head(d).items() if k not in ("scaled", "unscaled")}
+                      for d in (WIDE_D_HEADS[0], WIDE_D_HEADS[-1])},
         "training": {"settings": curves["settings"], "final_scaled": curves["scaled"][-1],
                      "final_unscaled": curves["unscaled"][-1], "mean_last_50_scaled": float(np.mean(curves["scaled"][-50:])),
                      "mean_last_50_unscaled": float(np.mean(curves["unscaled"][-50:]))},
