@@ -112,6 +112,9 @@ def test_the_reference_is_the_corpus_held_out_sentences(loaded, reference):
     assert prompt_fit.held_out_stories() == stories[-prompt_fit.HELD_OUT:]
     tail = sum(len(loaded.encode(s)) + 1 for s in stories[-prompt_fit.HELD_OUT:])
     assert tail < 0.05 * loaded.about["card"]["corpus"]["tokens"]
+    from glassbox.model.micro import moe  # the MoE lesson's micro-model: its last 200 of 5,000 stories
+    small = corpus(moe.N_STORIES, moe.SEED)
+    assert sum(len(loaded.encode(s)) + 1 for s in small[-200:]) < 0.05 * sum(len(loaded.encode(s)) + 1 for s in small)
     assert len(reference.sentences) > 3000
     for i in (0, 17, 1234):
         ids = loaded.encode(reference.sentences[i])
@@ -145,15 +148,22 @@ def test_lilys_sentences_are_far_outside_and_the_corpus_is_not(loaded, reference
     assert all(prompt_fit.fit(loaded, s).loss <= reference.median for s in offered)
 
 
-@pytest.mark.parametrize("page,key", [("course/mask.py", "mask_prompt"), ("course/training_objective.py",
-                                                                          "objective_prompt"),
-                                       ("course/kv_growth.py", "kv_prompt")])
-def test_every_course_prompt_box_says_what_the_model_knows_and_warns(page, key, loaded, reference):
-    """Reference: prompt_fit on the same text (the engine); an offered prompt's button fills the box."""
+@pytest.mark.parametrize("page,key,model", [("course/mask.py", "mask_prompt", "default"),
+                                             ("course/training_objective.py", "objective_prompt", "default"),
+                                             ("course/kv_growth.py", "kv_prompt", "default"),
+                                             ("course/mixture_of_experts.py", "moe_prompt", "micro-moe")])
+def test_every_course_prompt_box_says_what_the_model_knows_and_warns(page, key, model, loaded):
+    """Reference: prompt_fit on the same text and model (the engine); the corpus regenerated
+    (stories.py); an offered prompt's button fills the box and raises no warning."""
+    from glassbox.model.micro import moe
+    stories = 20_000 if model == "default" else moe.N_STORIES
+    loaded = load(model)
+    reference = (prompt_fit.typical(loaded) if model == "default" else
+                 prompt_fit.typical(loaded, (moe.N_STORIES, moe.SEED), 200))
     at = start(page)
     assert not at.exception
     text = shown(" ".join(m.value for m in at.markdown))
-    assert f"vocabulary of {loaded.cfg.vocab_size:,} tokens" in text and "20,000 short stories" in text
+    assert f"vocabulary of {loaded.cfg.vocab_size:,} tokens" in text and f"{stories:,} short stories" in text
     assert not [w for w in at.warning if "far outside" in w.value]
     at.text_input(key=key).input(LILY).run()
     assert not at.exception

@@ -8,15 +8,17 @@ from __future__ import annotations
 import streamlit as st
 
 from glassbox.app.components.labels import plain, token_text
-from glassbox.model.course.prompt_fit import FAR_PERCENTILE, FAR_SPLIT, Fit, Typical, fit, pieces_of, typical
+from glassbox.model.course.prompt_fit import (FAR_PERCENTILE, FAR_SPLIT, HELD_OUT, Fit, Typical, fit, pieces_of,
+                                             typical)
 from glassbox.model.engine import GlassboxError
 from glassbox.model.io.checkpoint import LoadedModel
 
 
-@st.cache_resource(max_entries=2, show_spinner="Scoring the corpus's held-out sentences…")
-def reference(_loaded: LoadedModel, name: str) -> Typical:
-    """The held-out sentences' losses on the course's model (``name`` is the cache's key)."""
-    return typical(_loaded)
+@st.cache_resource(max_entries=4, show_spinner="Scoring the corpus's held-out sentences…")
+def reference(_loaded: LoadedModel, name: str, corpus_of: tuple[int, int] | None = None,
+              held_out: int = HELD_OUT) -> Typical:
+    """The held-out sentences' losses on the model ``name`` (the cache's key)."""
+    return typical(_loaded, corpus_of, held_out)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -28,14 +30,17 @@ def _use(key: str, text: str) -> None:
     st.session_state[key] = text
 
 
-def knows(loaded: LoadedModel, key: str, name: str = "default") -> None:
+def knows(loaded: LoadedModel, key: str, name: str = "default", corpus_of: tuple[int, int] | None = None,
+          held_out: int = HELD_OUT) -> None:
     """What the model knows, and buttons that put one of its corpus's sentences in the box ``key``
-    (call it before the box is drawn; the box takes its value from the session state)."""
-    ref = reference(loaded, name)
-    corpus = (loaded.about or {}).get("card", {}).get("corpus", {})
+    (call it before the box is drawn; the box takes its value from the session state). ``name``,
+    ``corpus_of`` and ``held_out``: as ``reference`` (the course's model by default)."""
+    ref = reference(loaded, name, corpus_of, held_out)
+    tokens = (loaded.about or {}).get("card", {}).get("corpus", {}).get("tokens")
+    which = "The course's model" if name == "default" else "This model"
     st.markdown(
-        f"**What this model knows.** The course's model learned a vocabulary of {loaded.cfg.vocab_size:,} tokens "
-        f"from {ref.stories:,} short stories generated for it ({corpus.get('tokens', 0):,} tokens): ten names "
+        f"**What this model knows.** {which} learned a vocabulary of {loaded.cfg.vocab_size:,} tokens from "
+        f"{ref.stories:,} short stories generated for it" + (f" ({tokens:,} tokens)" if tokens else "") + ": ten names "
         "(Tom, Lily, Zoe…), ten animals, a few places, toys, colours and feelings, in the sentences of a small "
         "grammar. Ordinary English is mostly new to it: words it never saw are cut into pieces, and it predicts "
         "them badly. Sentences of its own corpus work best, for example:")
@@ -46,13 +51,14 @@ def knows(loaded: LoadedModel, key: str, name: str = "default") -> None:
                       width="stretch", help="Put this sentence in the box")
 
 
-def fit_note(loaded: LoadedModel, prompt: str, name: str = "default") -> None:
+def fit_note(loaded: LoadedModel, prompt: str, name: str = "default", corpus_of: tuple[int, int] | None = None,
+             held_out: int = HELD_OUT) -> None:
     """Under the box: how far the prompt lies from the corpus, as a caption, or a warning when far."""
     try:
         seen = measured(prompt, loaded, name)
     except GlassboxError:
         return  # the lesson shows the error itself
-    ref = reference(loaded, name)
+    ref = reference(loaded, name, corpus_of, held_out)
     parts = []
     if seen.split:
         cut = "; ".join(f"“{plain(w.strip())}” as " + " + ".join(plain(token_text(loaded.pieces[i]))

@@ -12,6 +12,7 @@ import streamlit as st
 from glassbox.app.components.charts import show
 from glassbox.app.components.experts import share_caption, share_figure
 from glassbox.app.components.course import lesson_end, lesson_page, lesson_pass
+from glassbox.app.components.course_prompt import fit_note, knows
 from glassbox.app.components.errors import fragment
 from glassbox.app.components.heatmap import heatmap_figure
 from glassbox.app.components.labels import plain, position_labels
@@ -21,6 +22,10 @@ from glassbox.model.course.mixture_of_experts import (BALANCED, PROMPT, UNBALANC
 from glassbox.model.analysis.experts import expert_label
 from glassbox.model.engine import GlassboxError, block_label
 from glassbox.model.micro import moe
+
+# the micro-model's corpus (5,000 stories, seed 0) and its held-out stories: the last 200 lie in its
+# validation split (the last 5 % of its tokens, about 24,000; the 200 stories hold about 19,500)
+HELD_OUT_OF = ((moe.N_STORIES, moe.SEED), 200)
 
 NO_CAP = "none"
 CAPACITY_FACTORS = (NO_CAP, 2.0, 1.25, 1.0, 0.5)
@@ -51,6 +56,7 @@ def the_router(loaded) -> None:
         st.session_state.moe_route = st.session_state.get("moe_route", 0) + 1
         choices = sentences()
         st.session_state.moe_prompt = choices[st.session_state.moe_route % len(choices)]
+    knows(loaded, "moe_prompt", BALANCED, *HELD_OUT_OF)
     settings = st.columns([4, 2, 2], vertical_alignment="bottom")
     prompt = settings[0].text_input("Prompt", key="moe_prompt", max_chars=400)
     block = settings[1].selectbox("Block", range(loaded.cfg.n_layers), format_func=block_label, key="moe_block")
@@ -63,6 +69,7 @@ def the_router(loaded) -> None:
     except GlassboxError as exc:
         st.error(plain(str(exc)))
         return
+    fit_note(loaded, prompt, BALANCED, *HELD_OUT_OF)
     labels = position_labels(loaded.pieces, seen.tokens)
     experts = [expert_label(e) for e in range(loaded.cfg.n_experts)]
     weights = seen.weights[block]
