@@ -71,8 +71,9 @@ def test_the_page_shows_the_span_and_the_composition(loaded):
     expected = own_losses(loaded, seen.tokens)
     at = start("course/induction_heads.py")
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics[f"Mean loss, copyable (positions {N + 1}–{2 * N - 2})"] == f"{expected[N + 1:2 * N - 1].mean():.3f} nats"
-    assert metrics[f"Loss at the repeat's first position ({N})"] == f"{expected[N]:.3f} nats"
+    # the chart and the labels count the token predicted: position t's loss is token t + 1's
+    assert metrics[f"Mean loss, copyable (tokens {N + 2}–{2 * N - 1})"] == f"{expected[N + 1:2 * N - 1].mean():.3f} nats"
+    assert metrics[f"Loss on token {N + 1}, the repeat's second"] == f"{expected[N]:.3f} nats"
     text = shown(" ".join(c.value for c in at.caption))
     assert "near a uniform guess" in text and "ln 64 = 4.16" in text
     titles = [c["layout"]["title"]["text"] for c in charts(at) if "title" in c["layout"]]

@@ -49,7 +49,8 @@ def the_stripe(loaded) -> None:
     st.subheader("A random sequence, twice")
     st.markdown(
         f"Below, {LENGTH} random syllables are followed by the same {LENGTH} again. Nothing in the first copy can be "
-        "predicted: each token is a random draw from 64. In the second copy every token can be: find where the "
+        "predicted: each token is a random draw from 64. In the second copy the tokens can be (all but its first "
+        "two: see the losses below): find where the "
         "current token occurred before, and copy the token that followed it. That lookup is the **induction head** "
         "(block 2). It works because the **previous-token head** (block 1) has written into each position which "
         "token came just before it, so the induction head's query (“who was preceded by my token?”) can match a "
@@ -93,26 +94,29 @@ def composition_figure(seen: Repeat, loaded, n: int, query: int, prev: dict, ind
     # block 1: the previous-token head, from the key position back to the one before it (above the boxes)
     fig.add_annotation(x=0.05, y=0.32, ax=0.95, ay=0.32, xref="x", yref="y", axref="x", ayref="y", text="",
                        showarrow=True, arrowhead=3, arrowwidth=2, arrowcolor=FIRST_COLOUR)
-    fig.add_annotation(x=0.5, y=0.95, showarrow=False, align="center", font=dict(color="#495057", size=12),
+    fig.add_annotation(x=-0.55, y=0.42, showarrow=False, align="left", xanchor="left", yanchor="bottom",
+                       font=dict(color="#495057", size=12),
                        text=f"① {block_label(prev['block'])}, {head_label(prev['head'])}: previous-token head<br>"
-                            f"position {c['key']} looks back (weight {c['previous_weight']:.2f}) and writes "
+                            f"position {c['key']} looks back (weight {c['previous_weight']:.2f}) and writes<br>"
                             f"“{plain(word(c['query_token']))} came before me” into its stream")
     # block 2: the induction head, from the query to the key whose stream says so (below the boxes)
     fig.add_annotation(x=1.05, y=-0.36, ax=2.95, ay=-0.36, xref="x", yref="y", axref="x", ayref="y", text="",
                        showarrow=True, arrowhead=3, arrowwidth=3, arrowcolor=SECOND_COLOUR)
-    fig.add_annotation(x=2.0, y=-0.95, showarrow=False, align="center", font=dict(color=SECOND_COLOUR, size=12),
+    fig.add_annotation(x=2.0, y=-0.45, showarrow=False, align="center", yanchor="top",
+                       font=dict(color=SECOND_COLOUR, size=12),
                        text=f"② {block_label(ind['block'])}, {head_label(ind['head'])}: induction head<br>"
                             f"the query of “{plain(word(c['query_token']))}” matches that key (weight "
                             f"{c['induction_weight']:.2f}): ① built the key it reads")
     fig.add_annotation(x=3.95, y=0.32, ax=3.05, ay=0.32, xref="x", yref="y", axref="x", ayref="y", text="",
                        showarrow=True, arrowhead=3, arrowwidth=2, arrowcolor=LOSS_COLOUR)
-    fig.add_annotation(x=3.5, y=0.95, showarrow=False, align="center", font=dict(color=LOSS_COLOUR, size=12),
+    fig.add_annotation(x=3.5, y=0.42, showarrow=False, align="center", yanchor="bottom",
+                       font=dict(color=LOSS_COLOUR, size=12),
                        text=f"③ it copies “{plain(word(c['copied_token']))}”<br>from position {c['key']}: "
                             f"p = {c['p_next']:.3f}")
-    fig.update_layout(title="<b>How the two heads compose</b>", height=330, plot_bgcolor="white",
+    fig.update_layout(title=dict(text="<b>How the two heads compose</b>", x=0), height=300, plot_bgcolor="white",
                       margin=dict(l=10, r=10, t=40, b=10), showlegend=False,
                       xaxis=dict(visible=False, range=[-0.6, 4.6], fixedrange=True),
-                      yaxis=dict(visible=False, range=[-1.25, 1.25], fixedrange=True))
+                      yaxis=dict(visible=False, range=[-0.95, 0.95], fixedrange=True))
     return fig
 
 
@@ -141,13 +145,13 @@ def losses(seen: Repeat, loaded, n: int, prev: dict, ind: dict) -> None:
     show(fig, config={"displayModeBar": False})
     cells = st.columns(3)
     cells[0].metric("Mean loss, nothing to copy", f"{np.mean(unseen):.3f} nats")
-    cells[1].metric(f"Mean loss, copyable (positions {n + 1}–{2 * n - 2})", f"{np.mean(repeat):.3f} nats")
-    cells[2].metric(f"Loss at the repeat's first position ({n})", f"{first[0]:.3f} nats")
+    cells[1].metric(f"Mean loss, copyable (tokens {n + 2}–{2 * n - 1})", f"{np.mean(repeat):.3f} nats")
+    cells[2].metric(f"Loss on token {n + 1}, the repeat's second", f"{first[0]:.3f} nats")
     why = first_repeat(seen, n, prev, ind)
     st.caption(
         "The first copy's tokens, and the second copy's first token (predicted from the end of the first copy, before "
-        f"anything has repeated), can only be guessed. So can the next one, predicted at position {n}, although it "
-        f"is a repeat: its loss, {why['loss']:.2f} nats, is near a uniform guess (ln {loaded.cfg.vocab_size} = "
+        f"anything has repeated), can only be guessed. So can the next one, token {n + 1} (predicted at position {n}), "
+        f"although it is a repeat: its loss, {why['loss']:.2f} nats, is near a uniform guess (ln {loaded.cfg.vocab_size} = "
         f"{np.log(loaded.cfg.vocab_size):.2f}) on every seed. Its token's earlier occurrence is position 0, which has "
         "no token before it: the previous-token head there can only look at itself (weight "
         f"{why['previous_head_at_0_on_itself']:.2f}), so position 0 says “my token came before me” as position 1 "

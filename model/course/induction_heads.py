@@ -90,6 +90,6 @@ def figures(loaded=None) -> dict:
     return heads | {
         "example": {"length": n, "stripe_share_block2": [stripe_share(p, n) for p in seen.patterns[-1]],
                     "loss_nothing_to_copy": float(unseen.mean()), "loss_copyable": float(repeat.mean()),
-                    "copyable_positions": [n + 1, 2 * n - 2], "uniform_guess": float(np.log(model.cfg.vocab_size)),
+                    "copyable_tokens": [n + 2, 2 * n - 1], "uniform_guess": float(np.log(model.cfg.vocab_size)),
                     "first_repeat": why},
         "training_curve": {"score_step": curve["score_step"], "induction_score": curve["induction_score"]}}
