@@ -70,9 +70,9 @@ def fit_note(loaded: LoadedModel, prompt: str, name: str = "default", corpus_of:
     else:
         parts.append(f"all {len(seen.words)} of its words are in the vocabulary whole")
     if seen.loss is not None:
-        parts.append(f"it costs the model {seen.loss:.2f} nats a token from the second prediction on, more than "
-                     f"{ref.rank(seen.loss):.0%} of the corpus's own held-out sentences scored the same way "
-                     f"(their median: {ref.median:.2f})")
+        parts.append(f"it costs the model {seen.loss:.2f} nats a token from the second prediction on, and "
+                     f"{ref.rank(seen.loss):.0%} of the corpus's own held-out sentences, scored the same way, cost "
+                     f"less (their median: {ref.median:.2f})")
     text = "This prompt: " + "; ".join(parts) + "."
     if seen.far(ref):
         st.warning(text + f" That is far outside what the model was trained on (more than {FAR_SPLIT:.0%} of "

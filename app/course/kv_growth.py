@@ -133,7 +133,9 @@ def calculator() -> None:
                    "the course prints": r["course_prints"]} for r in course_table()], hide_index=True)
     st.caption("GPT-2 small: 37,748,736 bytes is 37.7 MB or 36 MiB. GPT-3: 9.66 GB (9.0 GiB), where the course "
                "prints 9.4. Llama-2-70B as if it had 64 heads: 10.7 GB (10 GiB), printed 10.5. Llama-3-70B at "
-               "128,000 tokens as if 64: 335.5 GB (312.5 GiB), printed ~328; with its own 8 heads, 41.9 GB.")
+               "128,000 tokens as if 64: 335.5 GB (312.5 GiB), printed ~328; with its own 8 heads, 41.9 GB. (128,000 "
+               "tokens is Llama 3.1's context, as the course counts it; Llama-3-70B's own configuration says 8,192, "
+               "and the calculator above stops there.)")
 
 
 @fragment

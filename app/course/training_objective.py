@@ -32,8 +32,11 @@ def one_prediction() -> None:
     left, right = st.columns([3, 2])
     fig = go.Figure(go.Scatter(x=CURVE, y=[loss_of(x) for x in CURVE], mode="lines", name="−log p",
                                line=dict(color="#0068C9")))
-    fig.add_trace(go.Scatter(x=[p], y=[loss_of(p)], mode="markers+text", text=[f"p = {p:.3f}, loss = {number(loss_of(p), 3)}"],
-                             textposition="top right", marker=dict(size=11, color="#d9480f"), name="your p"))
+    fig.add_trace(go.Scatter(x=[p], y=[loss_of(p)], mode="markers+text",
+                             text=[f"p = {p:.3f}, loss = {number(loss_of(p), 3)}"],
+                             # right of the point, or left of it near p = 1, where the plot ends
+                             textposition="top right" if p < 0.6 else "top left",
+                             marker=dict(size=11, color="#d9480f"), name="your p"))
     fig.update_layout(xaxis_title="p, the probability of the correct token", yaxis_title="loss = −log p (nats)",
                       height=320, margin=dict(t=20, b=10), showlegend=False)
     show(fig, left, config={"displayModeBar": False})
