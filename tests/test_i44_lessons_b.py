@@ -227,3 +227,19 @@ def test_the_cache_is_counted_within_the_models_context():
     assert f"{size:,} bytes" in " ".join(m.value for m in at.markdown)
     at.number_input(key="kv_tokens").set_value(1000).run()
     assert not at.exception and not [w for w in at.warning if "reads at most" in w.value]
+
+
+def test_a_repeated_span_reversed_exactly_as_the_docs_say():
+    """Reference: docs/course.md's figures for "ha na ko fa ha na ko fa" (3 decimals), recomputed
+    from the model's own pass; the copy share is numpy's sum over the cells holding each syllable."""
+    example = load(lesson11.MODEL)
+    best = seq2seq.figures(example)["best_head"]
+    source = example.encode("ha na ko fa ha na ko fa")
+    seen = lesson11.reverse(example, source)
+    pattern = seen.cross[best["block"], best["head"]]
+    n = len(source)
+    by_hand = np.mean([sum(pattern[t, j] for j in range(n) if source[j] == source[n - 1 - t]) for t in range(n)])
+    assert seen.correct
+    assert round(float(seq2seq.aligned_share(seen.cross[best["block"]])[best["head"]]), 3) == 0.554
+    assert round(float(by_hand), 3) == 0.919
+    assert lesson11.copy_share(seen.cross[best["block"]], source)[best["head"]] == pytest.approx(by_hand, abs=1e-12)
