@@ -46,18 +46,18 @@ def test_the_angle_slider_moves_the_weight_of_cat(app_url, page):
 
 def test_choosing_another_head_updates_its_share_of_later_tokens(app_url, page):
     """Reference: numpy's softmax of the encoder variant's q·kᵀ/√d_head for block 1, head 2 on the
-    default prompt, and the mean weight each position but the last puts on later tokens."""
+    default prompt, and the mean weight every position (the last's 0 included) puts on later tokens."""
     loaded = load("default")
     ids = loaded.encode(PROMPT)
     trace = run_trace(variant(loaded.model, causal=False), ids, names=["blocks.0.attn.hook_q", "blocks.0.attn.hook_k"])
     q, k = (trace[f"blocks.0.attn.{n}"][1].double().numpy() for n in ("hook_q", "hook_k"))
     pattern = softmax(q @ k.T / math.sqrt(loaded.cfg.d_head))
-    share = 100 * np.triu(pattern, 1).sum(-1)[:-1].mean()
+    share = 100 * np.triu(pattern, 1).sum(-1).mean()
 
     page.goto(app_url + "/course-mask")
     settled(page)
     text = page.locator("[data-testid='stMarkdownContainer']").filter(has_text="puts on average")
-    expect(text).to_contain_text("head 1 puts on average", timeout=60_000)
+    expect(text).to_contain_text("head 1 ([0]) puts on average", timeout=60_000)
     assert f"{share:.2f}%" not in text.inner_text()
     page.locator("[data-testid='stRadio']").filter(has_text="Head").get_by_text("head 2", exact=True).click()
-    expect(text).to_contain_text(f"head 2 puts on average {share:.2f}%", timeout=60_000)
+    expect(text).to_contain_text(f"head 2 ([1]) puts on average {share:.2f}%", timeout=60_000)
