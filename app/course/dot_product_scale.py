@@ -154,8 +154,8 @@ def wide() -> None:
     cells[2].metric("a uniform guess", f"{np.log(w['vocab']):.3f} nats", help=f"ln {w['vocab']}")
     worse = run["tail_unscaled"] - run["tail_scaled"]
     st.caption(
-        f"At d_head = {d_head}, without the scale the last {TAIL} steps' loss is {worse:+.3f} nats from the scaled "
-        f"run's. The wider the head, the larger the unscaled scores (√{d_head} ≈ {np.sqrt(d_head):.0f} times the "
+        f"At d_head = {d_head}, without the scale the last {TAIL} steps' loss is {abs(worse):.3f} nats "
+        f"{'above' if worse >= 0 else 'below'} the scaled run's. The wider the head, the larger the unscaled scores (√{d_head} ≈ {np.sqrt(d_head):.0f} times the "
         "scaled ones): at 256 the unscaled softmax saturates early, little gradient reaches the scores (the Jacobian "
         "above), and the unscaled head ends far above the scaled one; at 16 both learn. "
         f"Trained now in {run['seconds']:.1f} s; the same seed gives the same curves (trained on one CPU thread).")

@@ -3,22 +3,36 @@ bundled model without positions and mask, its learned table, and RoPE's relative
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
+import plotly.graph_objects as go
 import streamlit as st
+from plotly.subplots import make_subplots
 
 from glassbox.app.components.charts import show
 from glassbox.app.components.course import course_model, lesson_end, lesson_page, lesson_pass
 from glassbox.app.components.errors import fragment
 from glassbox.app.components.heatmap import heatmap_figure
 from glassbox.app.components.labels import plain, token_text
-from glassbox.model.course.positional_signals import (POSITIONS, PROMPT, largest_shift_error, learned_table,
-                                                      permutation_error, rope_scores, shuffled_order, sinusoidal_table)
+from glassbox.model.course.positional_signals import (BASE, POSITIONS, PROMPT, colour_limit, largest_shift_error,
+                                                      learned_table, pair_angles, permutation_error, rope_rotated,
+                                                      rope_scores, shuffled_order, sinusoidal_table)
 from glassbox.model.engine import GlassboxError, check_prompt
 from glassbox.model.io.checkpoint import LoadedModel
 
 
-def table_figure(values, title: str, colour_title: str, cols: list[str], col_title: str):
+FIRST_COLOUR, LATER_COLOUR, TRAIL_COLOUR = "#868e96", "#d9480f", "#ced4da"
+Q_COLOUR, K_COLOUR = "#d9480f", "#1f6feb"
+def dial_pairs(d: int) -> list[int]:
+    """The pairs drawn on dials: the fastest, one an eighth of the way (ω = 10000^(−1/4) = 0.1), the slowest."""
+    return [0, d // 8, d // 2 - 1]
+
+
+def table_figure(values, title: str, colour_title: str, cols: list[str], col_title: str, zmax: float | None = None):
     fig = heatmap_figure(values, [str(p) for p in range(len(values))], cols, title, row_title="position",
-                         col_title=col_title, colour="diverging", colorbar=colour_title,
+                         col_title=col_title, colour="diverging", colorbar=colour_title, zmax=zmax,
+                         gaps=len(cols) <= 64,  # narrow cells: gaps would cover the colours
                          hover="position %{y}, %{x}: %{z:.4f}<extra></extra>")
     fig.update_layout(height=520, margin=dict(l=10, r=10, t=40, b=10))
     return fig
@@ -40,9 +54,56 @@ def sinusoids() -> None:
         "PE(pos + k) = Mₖ·PE(pos), where Mₖ is block-diagonal with one 2 × 2 rotation per pair. So "
         "“k tokens back” is one linear map, the same everywhere, which a layer can learn.")
     k = st.slider("Offset k", 1, 16, 1, key="positions_k")
+    show(pair_dials(d, k), config={"displayModeBar": False})
     error = largest_shift_error(k, d)
     st.metric(f"largest |PE(pos + {k}) − M_{k}·PE(pos)| over positions 0–{POSITIONS - 1}", f"{error:.2e}")
     st.caption("Computed in float64: the error is rounding, about 10⁻¹⁵.")
+
+
+def circle(fig: go.Figure, row: int, col: int, radius: float = 1.0) -> None:
+    angles = np.linspace(0, 2 * math.pi, 121)
+    fig.add_trace(go.Scatter(x=radius * np.cos(angles), y=radius * np.sin(angles), mode="lines", hoverinfo="skip",
+                             line=dict(color="#dee2e6", width=1), showlegend=False), row=row, col=col)
+
+
+def dial_arrow(fig: go.Figure, x: float, y: float, colour: str, axes: tuple[str, str], width: float = 3) -> None:
+    fig.add_annotation(x=x, y=y, ax=0, ay=0, xref=axes[0], yref=axes[1], axref=axes[0], ayref=axes[1], text="",
+                       showarrow=True, arrowhead=3, arrowwidth=width, arrowcolor=colour)
+
+
+def pair_dials(d: int, k: int) -> go.Figure:
+    """The first DIAL_PAIRS (sin, cos) pairs as points on a circle (x = cos, y = sin: the angle is
+    pos·ωᵢ): grey dots at positions 0 … POSITIONS − 1, the arrows at position 0 and at k."""
+    pairs = dial_pairs(d)
+    omegas = [BASE ** (-2 * i / d) for i in pairs]
+    fig = make_subplots(1, len(pairs), horizontal_spacing=0.06, subplot_titles=[
+        f"pair {i} (dimensions {2 * i}, {2 * i + 1}): ω = {w:.3g}<br>k·ω = {k * w:.3g} rad = {math.degrees(k * w):.3g}°"
+        for i, w in zip(pairs, omegas)])
+    fig.update_annotations(font_size=12)  # the subplot titles (the only annotations yet)
+    for i, pair in enumerate(pairs):
+        angles = pair_angles(POSITIONS, d, pair)
+        circle(fig, 1, i + 1)
+        fig.add_trace(go.Scatter(x=np.cos(angles), y=np.sin(angles), mode="markers", showlegend=False,
+                                 marker=dict(color=TRAIL_COLOUR, size=6), customdata=np.arange(POSITIONS),
+                                 hovertemplate="position %{customdata}<extra></extra>"), row=1, col=i + 1)
+        axes = ("x" if i == 0 else f"x{i + 1}", "y" if i == 0 else f"y{i + 1}")
+        at_k = float(pair_angles(k + 1, d, pair)[k])
+        dial_arrow(fig, 1.0, 0.0, FIRST_COLOUR, axes, 2)
+        dial_arrow(fig, math.cos(at_k), math.sin(at_k), LATER_COLOUR, axes)
+        fig.add_annotation(x=math.cos(at_k) * 1.22, y=math.sin(at_k) * 1.22, text=f"pos {k}", showarrow=False,
+                           xref=axes[0], yref=axes[1], font=dict(color=LATER_COLOUR, size=12))
+        fig.add_annotation(x=1.12, y=-0.28, text="pos 0", showarrow=False, xref=axes[0], yref=axes[1],
+                           font=dict(color=FIRST_COLOUR, size=12))
+    fig.update_xaxes(range=[-1.45, 1.45], zeroline=False, showticklabels=False, fixedrange=True,
+                     title_text="cos(pos·ω)", showgrid=False)
+    fig.update_yaxes(range=[-1.45, 1.45], zeroline=False, showticklabels=False, fixedrange=True, showgrid=False)
+    for i in range(len(pairs)):
+        fig.update_yaxes(scaleanchor="x" if i == 0 else f"x{i + 1}", scaleratio=1, row=1, col=i + 1)
+    fig.update_yaxes(title_text="sin(pos·ω)", row=1, col=1)
+    fig.update_layout(height=360, margin=dict(l=10, r=10, t=90, b=10), plot_bgcolor="white",
+                      title=dict(text=f"<b>Each pair turns by ω per position: grey dots at positions 0–{POSITIONS - 1}</b>",
+                                 font=dict(size=13), x=0, y=0.98, yanchor="top"))
+    return fig
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -77,8 +138,22 @@ def shuffle(loaded: LoadedModel) -> None:
     st.markdown("The largest |A(shuffled) − P·A·Pᵀ| over every block's and head's pattern:")
     for column, (label, error) in zip(st.columns(3), errors.items()):
         column.metric(label, f"{error:.3g}")
-    st.caption("Without positions and mask the difference is float32 rounding; with either, it is as large as "
-               "the weights themselves.")
+    st.caption(shuffle_caption(order, errors))
+
+
+def shuffle_caption(order: list[int], errors: dict[str, float]) -> str:
+    """What the three checks say, from their measured values: a shuffle that moves nothing (a
+    one-token prompt) checks nothing."""
+    if order == list(range(len(order))):
+        return ("A single token has no other order: this shuffle moves nothing, so all three checks read 0 and say "
+                "nothing. Give a longer prompt.")
+    free, *ordered = errors.values()
+    smallest = min(ordered)
+    if free < 1e-4 and smallest > 1e-3:
+        return (f"Without positions and mask the difference is float32 rounding ({free:.1e}); with either, it is "
+                f"{smallest:.2g} or more, on weights between 0 and 1: the order shows.")
+    return (f"Here the differences are {', '.join(f'{e:.2g}' for e in errors.values())}: this shuffle leaves "
+            "the heads' view almost as it was (it may swap equal tokens). Try another seed.")
 
 
 def learned(loaded: LoadedModel) -> None:
@@ -87,9 +162,13 @@ def learned(loaded: LoadedModel) -> None:
         "GPT-2 and the bundled model learn their position rows instead (W_pos, one row per position). "
         "Below, the first 32 rows and how alike they are: neighbours point the same way, far positions less.")
     rows, similarity = learned_table(loaded.model)
+    limit = colour_limit(rows, 95.0)
     left, right = st.columns(2)
-    show(table_figure(rows, "W_pos, the bundled model's first 32 rows", "value",
-                      [str(i) for i in range(rows.shape[1])], "dimension"), left, config={"displayModeBar": False})
+    show(table_figure(rows, "W_pos, the bundled model's first 32 rows", f"value (±{limit:.2f})",
+                      [str(i) for i in range(rows.shape[1])], "dimension", zmax=limit), left,
+         config={"displayModeBar": False})
+    left.caption(f"The colours end at ±{limit:.3f}, the 95th percentile of |W_pos| here; the few larger entries "
+                 f"(up to {np.abs(rows).max():.3f}) are drawn at full colour. Hover for the exact values.")
     fig = heatmap_figure(similarity, [str(p) for p in range(POSITIONS)], [str(p) for p in range(POSITIONS)],
                          "cosine similarity of two positions' rows", row_title="position", col_title="position",
                          colour="diverging", colorbar="cosine", hover="%{y} and %{x}: %{z:.3f}<extra></extra>")
@@ -103,13 +182,60 @@ def rope() -> None:
         "Llama-style models add nothing to the embeddings. Each pair of a head's query and key features is "
         "rotated by its position times an angle θ before the dot product, and the score then depends on "
         "the offset between the two positions alone. Below, one pair (q = (1, 0.5), k = (0.8, −0.3), "
-        "θ = 0.3) rotated by the engine's own RoPE:")
+        "θ = 0.3) turned by the engine's own RoPE: move m and n together and both arrows turn, the angle between "
+        "them and so their dot product staying the same.")
+    rope_dial()
     pairs = [(0, 3), (5, 8), (20, 23), (3, 0), (8, 5), (23, 20)]
     scores = rope_scores((1.0, 0.5), (0.8, -0.3), 0.3, pairs)
     st.dataframe([{"query at m": m, "key at n": n, "n − m": n - m, "q_m · k_n": round(s, 12)}
                   for (m, n), s in zip(pairs, scores)], hide_index=True)
     st.page_link("screens/explore.py", label="The explorer's Tokens & embeddings view shows a RoPE model's rotated "
                  "pairs", icon=":material/search:", query_params={"view": "Tokens & embeddings"})
+
+
+ROPE_Q, ROPE_K, ROPE_THETA = (1.0, 0.5), (0.8, -0.3), 0.3
+
+
+@fragment
+def rope_dial() -> None:
+    cells = st.columns(2)
+    m = cells[0].slider("Query's position m", 0, 23, 2, key="positions_rope_m")
+    n = cells[1].slider("Key's position n", 0, 23, 5, key="positions_rope_n")
+    show(rope_figure(m, n), config={"displayModeBar": False})
+
+
+def rope_figure(m: int, n: int) -> go.Figure:
+    """q turned by m·θ and k by n·θ (the engine's RoPE), the unturned pair faint: the angle between
+    them, and so q_m·k_n, depends on n − m alone."""
+    q, k = rope_rotated(ROPE_Q, ROPE_THETA, m), rope_rotated(ROPE_K, ROPE_THETA, n)
+    score = rope_scores(ROPE_Q, ROPE_K, ROPE_THETA, [(m, n)])[0]
+    fig = go.Figure()
+    radius = max(math.hypot(*ROPE_Q), math.hypot(*ROPE_K))
+    angles = np.linspace(0, 2 * math.pi, 121)
+    for v in (ROPE_Q, ROPE_K):
+        r = math.hypot(*v)
+        fig.add_trace(go.Scatter(x=r * np.cos(angles), y=r * np.sin(angles), mode="lines", hoverinfo="skip",
+                                 line=dict(color="#dee2e6", width=1), showlegend=False))
+    for v, colour, width in ((ROPE_Q, Q_COLOUR, 1), (ROPE_K, K_COLOUR, 1), (q, Q_COLOUR, 3), (k, K_COLOUR, 3)):
+        fig.add_annotation(x=v[0], y=v[1], ax=0, ay=0, xref="x", yref="y", axref="x", ayref="y", text="",
+                           showarrow=True, arrowhead=3, arrowwidth=width, arrowcolor=colour, opacity=1 if width > 1 else 0.45)
+    for v, text, colour, size in ((q, f"q at m = {m}: turned by {m}θ", Q_COLOUR, 9),
+                                  (k, f"k at n = {n}: turned by {n}θ", K_COLOUR, 9),
+                                  (ROPE_Q, "q before turning (pale)", Q_COLOUR, 5),
+                                  (ROPE_K, "k before turning (pale)", K_COLOUR, 5)):
+        fig.add_trace(go.Scatter(x=[v[0]], y=[v[1]], mode="markers", name=text, opacity=1 if size > 5 else 0.5,
+                                 marker=dict(color=colour, size=size),
+                                 hovertemplate=f"{text}: (%{{x:.3f}}, %{{y:.3f}})<extra></extra>"))
+    span = radius * 1.45
+    axis = dict(range=[-span, span], zeroline=True, zerolinecolor="#ced4da", fixedrange=True, showgrid=False)
+    fig.update_layout(
+        title=dict(text=f"<b>RoPE: q at m = {m}, k at n = {n}: k has turned (n − m)·θ = {(n - m) * ROPE_THETA:.1f} rad "
+                        f"more than q; q_m·k_n = {score:.4f}</b>", font=dict(size=13), x=0),
+        height=440, margin=dict(l=10, r=10, t=40, b=10), plot_bgcolor="white",
+        legend=dict(x=1.02, y=1, xanchor="left", yanchor="top"),
+        xaxis=axis | dict(title="first feature of the pair", constrain="domain"),
+        yaxis=axis | dict(title="second feature", scaleanchor="x", scaleratio=1))
+    return fig
 
 
 lesson = lesson_page("positions")

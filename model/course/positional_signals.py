@@ -1,7 +1,9 @@
 """Lesson 3, positions: (a) the sinusoidal table; (b) PE(pos + k) = M_k · PE(pos), M_k made of 2 × 2
 rotations; (c) without positions and without the mask, attention is permutation-equivariant
 (checked on the bundled model with its position rows edited to zero and the mask switched off);
-(d) the bundled model's learned table; (e) RoPE, whose scores depend on the offset alone."""
+(d) the bundled model's learned table; (e) RoPE, whose scores depend on the offset alone. The
+pages draw the turning: each (sin, cos) pair as a point on a dial (``pair_angles``), and a RoPE
+query and key turned by their positions (``rope_rotated``)."""
 
 from __future__ import annotations
 
@@ -62,6 +64,26 @@ def permutation_error(model, tokens: list[int], order: list[int], positions: boo
     return float(np.abs(shuffled - permuted).max())
 
 
+def colour_limit(values: np.ndarray, percentile: float = 99.0) -> float:
+    """The colour scale's end for a table with a few outlying entries: the ``percentile`` of |values|,
+    so that the bulk of the table is not drawn white beside one large entry."""
+    return float(np.percentile(np.abs(values), percentile))
+
+
+def pair_angles(positions: int, d: int, pair: int) -> np.ndarray:
+    """The angle pos·ω_i (radians) of the (sin, cos) pair ``pair`` at positions 0 … positions − 1:
+    PE(pos, 2i) = sin, PE(pos, 2i + 1) = cos, a point turning at ω_i per position."""
+    table = sinusoidal_table(positions, d)
+    return torch.atan2(table[:, 2 * pair], table[:, 2 * pair + 1]).numpy()
+
+
+def rope_rotated(v: tuple[float, float], theta: float, position: int) -> tuple[float, float]:
+    """The 2-D pair ``v`` at ``position`` after the engine's RoPE (angle θ per position)."""
+    cos, sin = rope_angles(torch.tensor([theta], dtype=torch.float64), 0, position + 1, torch.float64)
+    turned = apply_rope(torch.tensor([v], dtype=torch.float64).expand(position + 1, 2), cos, sin)[position]
+    return float(turned[0]), float(turned[1])
+
+
 def learned_table(model, positions: int = POSITIONS) -> tuple[np.ndarray, np.ndarray]:
     """The model's first rows of W_pos and their cosine similarities."""
     rows = model.pos_embed.W_pos[:positions].detach().double()
@@ -81,7 +103,13 @@ def rope_scores(q: tuple[float, float], k: tuple[float, float], theta: float, pa
 
 
 def shuffled_order(n: int, seed: int) -> list[int]:
-    return torch.randperm(n, generator=torch.Generator().manual_seed(seed)).tolist()
+    """A random order of n positions from ``seed``; never the identity when n ≥ 2 (it is drawn again:
+    a shuffle that moves nothing checks nothing)."""
+    generator = torch.Generator().manual_seed(seed)
+    order = torch.randperm(n, generator=generator).tolist()
+    while n >= 2 and order == list(range(n)):
+        order = torch.randperm(n, generator=generator).tolist()
+    return order
 
 
 def figures(loaded) -> dict:
@@ -95,6 +123,7 @@ def figures(loaded) -> dict:
                         "no_positions_no_mask": permutation_error(loaded.model, tokens, order, False, False),
                         "no_positions_with_mask": permutation_error(loaded.model, tokens, order, False, True),
                         "positions_no_mask": permutation_error(loaded.model, tokens, order, True, False)},
+        "learned_colour_limit_p99": colour_limit(learned_table(loaded.model)[0]),
         "learned_neighbour_cosine": float(np.mean(np.diag(similarity, 1))),
         "learned_far_cosine": float(np.mean(np.diag(similarity, 16))),
         "rope": [{"m": m, "n": n, "score": s} for (m, n), s in
