@@ -15,7 +15,7 @@ from glassbox.app.components.charts import show
 from glassbox.app.components.course import lesson_end, lesson_page, lesson_pass
 from glassbox.app.components.errors import fragment
 from glassbox.app.components.heatmap import heatmap_figure
-from glassbox.app.components.labels import plain, position_labels, token_text
+from glassbox.app.components.labels import number, plain, position_labels, token_text
 from glassbox.app.resources import shared_model
 from glassbox.model.course.cross_attention import (LENGTH, MODEL, Reversal, copy_share, random_source, repeated, reverse,
                                                   trained_length)
@@ -87,7 +87,8 @@ def self_attention(loaded, seen: Reversal, block: int, head: int) -> None:
                       f"Decoder, {block_label(block)}, {head_label(head)}", "query (what the decoder read)",
                       "key (what the decoder read)"), right, config={"displayModeBar": False})
     after = [float(np.triu(p[block, head], 1).sum(-1).mean()) for p in (seen.encoder, seen.decoder)]
-    st.caption(f"Mean weight a query puts on keys after it: {after[0]:.3f} in the encoder's head, {after[1]:.3f} "
+    st.caption(f"Mean weight a query puts on keys after it: {number(after[0], 3)} in the encoder's head, "
+               f"{number(after[1], 3)} "
                "in the decoder's (the mask makes it exactly 0). The decoder reads the start token `<s>` first, then "
                "its own output so far.")
 

@@ -10,7 +10,7 @@ import streamlit as st
 
 from glassbox.app.components.charts import paired_bars, show
 from glassbox.app.components.course import lesson_end, lesson_page
-from glassbox.app.components.labels import plain, token_labels, token_text
+from glassbox.app.components.labels import number, plain, token_labels, token_text
 from glassbox.app.resources import shared_model
 from glassbox.model.course.zero_one_layer import BIGRAM, ONE_LAYER, continuations, curves, frequent, losses
 from glassbox.model.micro import attention_only, bigram
@@ -103,8 +103,8 @@ def one_layer(one) -> None:
         "at (query a)": [plain(token_text(one.pieces[r["query"]])) for r in rows],
         "having seen (key b)": [plain(token_text(one.pieces[r["key"]])) for r in rows],
         "raises (c)": [plain(token_text(one.pieces[r["raised"]])) for r in rows],
-        "OV: logit(c) per unit attention to b": [f"{r['ov']:.3f}" for r in rows],
-        "QK: largest score on b": [f"{r['qk']:.3f}" for r in rows]})
+        "OV: logit(c) per unit attention to b": [number(r['ov'], 3) for r in rows],
+        "QK: largest score on b": [number(r['qk'], 3) for r in rows]})
     st.table(table)
     st.caption(f"Among the corpus's {attention_only.FREQUENT} most frequent tokens: the largest OV entry for each of "
                f"{attention_only.PER_HEAD} keys, with the query token that attends to that key most. The Circuits "
