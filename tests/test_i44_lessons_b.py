@@ -164,6 +164,8 @@ def test_every_course_prompt_box_says_what_the_model_knows_and_warns(page, key, 
     assert not at.exception
     text = shown(" ".join(m.value for m in at.markdown))
     assert f"vocabulary of {loaded.cfg.vocab_size:,} tokens" in text and f"{stories:,} short stories" in text
+    from glassbox.model.data.stories import ANIMALS, NAMES
+    assert f"{len(NAMES)} names (Tom, Ben, Lily…), {len(ANIMALS)} animals" in text
     assert not [w for w in at.warning if "far outside" in w.value]
     at.text_input(key=key).input(LILY).run()
     assert not at.exception

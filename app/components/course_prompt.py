@@ -10,6 +10,7 @@ import streamlit as st
 from glassbox.app.components.labels import plain, token_text
 from glassbox.model.course.prompt_fit import (FAR_PERCENTILE, FAR_SPLIT, HELD_OUT, Fit, Typical, fit, pieces_of,
                                              typical)
+from glassbox.model.data.stories import ADJECTIVES, ANIMALS, NAMES, OBJECTS, PLACES
 from glassbox.model.engine import GlassboxError
 from glassbox.model.io.checkpoint import LoadedModel
 
@@ -40,9 +41,10 @@ def knows(loaded: LoadedModel, key: str, name: str = "default", corpus_of: tuple
     which = "The course's model" if name == "default" else "This model"
     st.markdown(
         f"**What this model knows.** {which} learned a vocabulary of {loaded.cfg.vocab_size:,} tokens from "
-        f"{ref.stories:,} short stories generated for it" + (f" ({tokens:,} tokens)" if tokens else "") + ": ten names "
-        "(Tom, Lily, Zoe…), ten animals, a few places, toys, colours and feelings, in the sentences of a small "
-        "grammar. Ordinary English is mostly new to it: words it never saw are cut into pieces, and it predicts "
+        f"{ref.stories:,} short stories generated for it" + (f" ({tokens:,} tokens)" if tokens else "") +
+        f": {len(NAMES)} names ({', '.join(list(NAMES)[:2])}, {list(NAMES)[5]}…), {len(ANIMALS)} animals, "
+        f"{len(PLACES)} places, {len(OBJECTS)} toys and things, {len(ADJECTIVES)} adjectives, in the sentences of a "
+        "small grammar. Ordinary English is mostly new to it: words it never saw are cut into pieces, and it predicts "
         "them badly. Sentences of its own corpus work best, for example:")
     offered = ref.offered()
     columns = st.columns(2) * ((len(offered) + 1) // 2)
