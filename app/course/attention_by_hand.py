@@ -54,21 +54,60 @@ def arrow(fig: go.Figure, x: float, y: float, colour: str, width: float = 2.0) -
                        arrowhead=3, arrowsize=1, arrowwidth=width, arrowcolor=colour)
 
 
+CHAR, LINE, PAD = 0.12, 0.3, 0.05  # a label's size in plot units: ~7 px a character, 15 px a line
+MARKER = 0.09  # half the side of the square a marker covers, in plot units
+SHAFT, SHAFT_STEPS = 0.03, [i / 40 for i in range(2, 37)]  # an arrow's shaft, as small squares from near 0 to 0.9 of it
+
+
+def label_box(x: float, y: float, text: str, position: str) -> tuple[float, float, float, float]:
+    """The box (left, bottom, right, top, plot units) that ``text`` covers when plotly writes it at
+    (x, y) with ``textposition`` ``position`` ("top right", …)."""
+    v, h = position.split()
+    width, height = CHAR * len(text) + 0.1, LINE
+    left = {"right": x + PAD, "left": x - PAD - width, "center": x - width / 2}[h]
+    bottom = {"top": y + PAD, "bottom": y - PAD - height, "middle": y - height / 2}[v]
+    return left, bottom, left + width, bottom + height
+
+
+def overlaps(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> bool:
+    return not (a[2] <= b[0] or a[0] >= b[2] or a[3] <= b[1] or a[1] >= b[3])
+
+
 def outward(x: float, y: float, text: str, placed: list[tuple[float, float, float, float]]) -> str | None:
     """Where to write a label at a vector's tip: beyond the tip, away from the origin (where the
-    arrows are), else on another side; None where every side covers a label already ``placed``
-    (boxes in plot units, appended to), leaving that label to the hover."""
-    width, height = (0.11 * len(text) + 0.1), 0.3  # in plot units: ~7 px a character, 15 px a line
+    arrows are), else on another side; never outside the plot (±SPAN) nor over a box already
+    ``placed`` (labels and the markers, appended to; the tip's own marker is not in the way);
+    None where every side does, leaving that label to the hover."""
     vertical = ["top", "bottom"] if y >= 0 else ["bottom", "top"]
     horizontal = ["center"] if abs(x) < 0.3 else ["right", "left"] if x > 0 else ["left", "right"]
-    for v in vertical:
-        for h in horizontal + ["center"] * (horizontal != ["center"]):
-            left = {"right": x + 0.05, "left": x - 0.05 - width, "center": x - width / 2}[h]
-            bottom = y + 0.05 if v == "top" else y - 0.05 - height
-            box = (left, bottom, left + width, bottom + height)
-            if all(box[2] <= b[0] or box[0] >= b[2] or box[3] <= b[1] or box[1] >= b[3] for b in placed):
+    sides = [f"{v} {h}" for v in vertical for h in horizontal + ["center"] * (horizontal != ["center"])]
+    sides += [f"middle {h}" for h in (["right", "left"] if x >= 0 else ["left", "right"])]
+    for position in sides:
+        box = label_box(x, y, text, position)
+        inside = -SPAN <= box[0] and box[2] <= SPAN and -SPAN <= box[1] and box[3] <= SPAN
+        own = (x - MARKER, y - MARKER, x + MARKER, y + MARKER)
+        if inside and not any(overlaps(box, b) for b in placed if b != own):
+            placed.append(box)
+            return position
+    return None
+
+
+def leader_spot(x: float, y: float, text: str, placed: list[tuple[float, float, float, float]]
+                ) -> tuple[float, float] | None:
+    """Where to centre a label that ``outward`` could not put at its tip: further out, at 0.5 to 1.5
+    units in one of 16 directions (the one away from the origin first), inside the plot and clear
+    of ``placed`` (appended to); None where there is no such place."""
+    width, height = CHAR * len(text) + 0.1, LINE
+    away = math.atan2(y, x) if (x, y) != (0.0, 0.0) else math.pi / 2
+    for distance in (0.5, 0.8, 1.1, 1.5):
+        for turn in sorted(range(16), key=lambda i: min(i, 16 - i)):
+            angle = away + turn * math.pi / 8
+            cx, cy = x + distance * math.cos(angle), y + distance * math.sin(angle)
+            box = (cx - width / 2, cy - height / 2, cx + width / 2, cy + height / 2)
+            inside = -SPAN <= box[0] and box[2] <= SPAN and -SPAN <= box[1] and box[3] <= SPAN
+            if inside and not any(overlaps(box, b) for b in placed):
                 placed.append(box)
-                return f"{v} {h}"
+                return cx, cy
     return None
 
 
@@ -84,12 +123,19 @@ def vector_plot(result: Attention, token: str) -> go.Figure:
         colour = KEY_COLOUR if result.visible(j) else HIDDEN_COLOUR
         arrow(fig, *key, colour, 1.5)
         points.append((*key, f"k({TOKENS[j]})" + ("" if result.visible(j) else " masked"), colour, "circle"))
-    points += [(*value, f"v({t})", VALUE_COLOUR, "diamond") for t, value in zip(TOKENS, VALUES)]
+    points += [(*value, f"v({t})", VALUE_COLOUR, "diamond") for t, value in zip(TOKENS, VALUES)]  # ours
     arrow(fig, *q, QUERY_COLOUR, 3)
     arrow(fig, *out, OUTPUT_COLOUR, 3)
-    placed: list[tuple[float, float, float, float]] = []
+    placed = [(x - MARKER, y - MARKER, x + MARKER, y + MARKER) for x, y, *_ in points]  # no label over a marker
+    tips = [q, out] + [list(key) for key in KEYS]  # nor over an arrow's shaft (the tip is its marker)
+    placed += [(t * x - SHAFT, t * y - SHAFT, t * x + SHAFT, t * y + SHAFT) for x, y in tips for t in SHAFT_STEPS]
     for x, y, text, colour, symbol in points:
         position = outward(x, y, text, placed)
+        spot = None if position or symbol == "diamond" else leader_spot(x, y, text, placed)
+        if spot:  # the query and the output, and the keys, are always labelled: off the crowd, with a leader line
+            fig.add_annotation(x=x, y=y, ax=spot[0], ay=spot[1], xref="x", yref="y", axref="x", ayref="y", text=text,
+                               showarrow=True, arrowhead=0, arrowwidth=1, arrowcolor=colour, standoff=3,
+                               xanchor="center", yanchor="middle", font=dict(color=colour, size=12))
         fig.add_trace(go.Scatter(x=[x], y=[y], mode="markers+text" if position else "markers", text=[text],
                                  textposition=position or "top center", showlegend=False,
                                  marker=dict(color=colour, size=8 if symbol != "circle" else 5, symbol=symbol),
@@ -122,6 +168,9 @@ def explore(token: str, result: Attention) -> None:
     left, right = st.columns([6, 5], gap="medium")
     with left:
         show(vector_plot(result, token), config={"displayModeBar": False})
+        st.caption("Blue: the keys k (pale: masked, later tokens); grey diamonds: the values v, which are ours (the "
+                   "course gives no value vectors); orange: the query q; green: the output Σ w·v. A label that would "
+                   "cover another is left to the hover.")
     with right:
         st.markdown(f"**What “{token}” computes**")
         st.table(score_table(result))
@@ -190,7 +239,8 @@ st.markdown(
     "content (its value). The query's dot product with each key is a score; the scores are divided by √d_k, "
     "turned into weights by a softmax, and the output is the weighted sum of the values. Here there are four "
     "tokens with 2-D vectors, so d_k = 2 and every step fits in a plot. The model is causal: a token attends to "
-    "itself and the tokens before it, never to later ones.")
+    "itself and the tokens before it, never to later ones. The keys reproduce the course's walk-through (below); "
+    "the value vectors are ours, since the course does not give any.")
 start_state()
 controls = st.columns([5, 4, 4, 4], vertical_alignment="bottom")
 token = controls[0].radio("Token", TOKENS, key="attn_token", horizontal=True, on_change=load_query)

@@ -123,7 +123,7 @@ def figures(loaded) -> dict:
                         "no_positions_no_mask": permutation_error(loaded.model, tokens, order, False, False),
                         "no_positions_with_mask": permutation_error(loaded.model, tokens, order, False, True),
                         "positions_no_mask": permutation_error(loaded.model, tokens, order, True, False)},
-        "learned_colour_limit_p99": colour_limit(learned_table(loaded.model)[0]),
+        "learned_colour_limit_p95": colour_limit(learned_table(loaded.model)[0], 95.0),
         "learned_neighbour_cosine": float(np.mean(np.diag(similarity, 1))),
         "learned_far_cosine": float(np.mean(np.diag(similarity, 16))),
         "rope": [{"m": m, "n": n, "score": s} for (m, n), s in
