@@ -2,6 +2,7 @@
 the mask lesson's averages and chart, the cross-attention lesson's trained lengths and repeats,
 the KV calculator clamped to a model's context, numbers written as a reader expects."""
 
+import re
 import math
 
 import numpy as np
@@ -151,6 +152,8 @@ def test_lilys_sentences_are_far_outside_and_the_corpus_is_not(loaded, reference
 @pytest.mark.parametrize("page,key,model", [("course/mask.py", "mask_prompt", "default"),
                                              ("course/training_objective.py", "objective_prompt", "default"),
                                              ("course/kv_growth.py", "kv_prompt", "default"),
+                                             ("course/dot_product_scale.py", "sqrtdk_prompt", "default"),
+                                             ("course/positional_signals.py", "positions_prompt", "default"),
                                              ("course/mixture_of_experts.py", "moe_prompt", "micro-moe")])
 def test_every_course_prompt_box_says_what_the_model_knows_and_warns(page, key, model, loaded):
     """Reference: prompt_fit on the same text and model (the engine); the corpus regenerated
@@ -245,3 +248,16 @@ def test_a_repeated_span_reversed_exactly_as_the_docs_say():
     assert round(float(seq2seq.aligned_share(seen.cross[best["block"]])[best["head"]]), 3) == 0.554
     assert round(float(by_hand), 3) == 0.919
     assert lesson11.copy_share(seen.cross[best["block"]], source)[best["head"]] == pytest.approx(by_hand, abs=1e-12)
+
+
+@pytest.mark.parametrize("page", ["course/attention_by_hand.py", "course/dot_product_scale.py",
+                                  "course/training_objective.py"])
+def test_no_lesson_writes_minus_zero_or_an_all_zero_small_number(page):
+    """Item 13 on the pages: no "−0.0000" / "-0.0000" anywhere a reader looks, and no metric that is
+    all zeros while its value is not (the Jacobian norm of 1.1e-10). Reference: the page's own text."""
+    from tests.helpers import start
+
+    at = start(page)
+    texts = [str(e.value) for kind in ("markdown", "caption", "metric", "table", "dataframe") for e in at.get(kind)]
+    assert not any(re.search(r"[-−]0\.0+(?!\d*[1-9])", t) for t in texts), [t for t in texts if "0.0000" in t][:5]
+    assert not any(re.fullmatch(r"0\.0+", str(m.value)) for m in at.metric)

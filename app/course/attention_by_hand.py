@@ -13,7 +13,7 @@ import streamlit as st
 from glassbox.app.components.charts import show
 from glassbox.app.components.course import lesson_end, lesson_page
 from glassbox.app.components.heatmap import heatmap_figure
-from glassbox.app.components.labels import cell_text
+from glassbox.app.components.labels import cell_text, number
 from glassbox.model.course.attention_by_hand import (
     COURSE_WEIGHTS, D_K, KEYS, QUERIES, TOKENS, VALUES, WALKTHROUGH_QUERY, WALKTHROUGH_SCORES, WALKTHROUGH_TOKEN,
     Attention, attend, rounded_wrongly, similarity, walkthrough)
@@ -150,17 +150,18 @@ def vector_plot(result: Attention, token: str) -> go.Figure:
     return fig
 
 
-def number(value: float) -> str:
-    return "−∞ (masked)" if value == -math.inf else f"{value:.4f}"
+def score_text(value: float) -> str:
+    """A score or weight as a reader expects it (labels.number: never −0.0000), −∞ where masked."""
+    return "−∞ (masked)" if value == -math.inf else number(value)
 
 
 def score_table(result: Attention) -> pd.DataFrame:
     """Each token's score, scaled score and weight as the page writes them (4 decimals)."""
     rows = []
     for j, token in enumerate(TOKENS):
-        rows.append({"token": token, "q·k": f"{result.scores[j].item():.4f}",
-                     f"q·k / √{D_K}": number(result.scaled[j].item()),
-                     "weight (softmax)": f"{result.weights[j].item():.4f}"})
+        rows.append({"token": token, "q·k": score_text(result.scores[j].item()),
+                     f"q·k / √{D_K}": score_text(result.scaled[j].item()),
+                     "weight (softmax)": number(result.weights[j].item())})
     return pd.DataFrame(rows).set_index("token")
 
 
@@ -175,9 +176,9 @@ def explore(token: str, result: Attention) -> None:
         st.markdown(f"**What “{token}” computes**")
         st.table(score_table(result))
         seen = result.position + 1
-        terms = " + ".join(f"{result.weights[j].item():.4f}·v({TOKENS[j]})" for j in range(seen))
+        terms = " + ".join(f"{number(result.weights[j].item())}·v({TOKENS[j]})" for j in range(seen))
         x, y = result.output.tolist()
-        st.markdown(f"output = {terms} = **({x:.4f}, {y:.4f})**")
+        st.markdown(f"output = {terms} = **({number(x)}, {number(y)})**")
         if result.position == 0:
             st.caption("“the” comes first: it can see only itself, so its weight is 1 whatever its query.")
         else:
@@ -202,8 +203,8 @@ def walkthrough_section() -> None:
     st.table(pd.DataFrame({
         "token": TOKENS[:seen],
         "the course's score": [f"{s:g}" for s in WALKTHROUGH_SCORES],
-        "our q·k / √2": [f"{s:.4f}" for s in shown.scaled[:seen].tolist()],
-        "our weight (exact softmax)": [f"{w:.4f}" for w in weights],
+        "our q·k / √2": [number(s) for s in shown.scaled[:seen].tolist()],
+        "our weight (exact softmax)": [number(w) for w in weights],
         "the course prints": [f"{w:.2f}" for w in COURSE_WEIGHTS]}).set_index("token"))
     wrong = rounded_wrongly(weights, COURSE_WEIGHTS)
     notes = [f"{weights[i]:.4f} rounds to {weights[i]:.2f}, not {COURSE_WEIGHTS[i]:.2f}" for i in wrong]
@@ -212,7 +213,7 @@ def walkthrough_section() -> None:
         f"The softmax of (0.7, 2.1, 1.3) is ({', '.join(f'{w:.4f}' for w in weights)}). "
         + (f"The course rounds the last one wrongly: {'; '.join(notes)} (its three printed weights add up to "
            f"{sum(COURSE_WEIGHTS):.2f}). " if wrong else "")
-        + f"With our values, the output is ({x:.4f}, {y:.4f}).")
+        + f"With our values, the output is ({number(x)}, {number(y)}).")
 
 
 def similarity_section(token: str, queries: dict[str, tuple[float, float]]) -> None:

@@ -9,9 +9,10 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from glassbox.app.components.charts import log_axis, show
+from glassbox.app.components.course_prompt import fit_note, knows
 from glassbox.app.components.course import course_model, lesson_end, lesson_page, lesson_pass
 from glassbox.app.components.errors import fragment
-from glassbox.app.components.labels import plain
+from glassbox.app.components.labels import number, plain
 from glassbox.model.course.dot_product_scale import (COURSE_SCORES, COURSE_SOFTMAX, PROMPT, TAIL, WIDE, WIDE_D_HEADS,
                                                      head_table, jacobian_norm, sampled_variances, shipped_curves,
                                                      softmax, wide_head)
@@ -95,7 +96,7 @@ def saturation() -> None:
                       yaxis_title="‖diag(p) − p·pᵀ‖ (Frobenius)", height=300, margin=dict(t=10, b=10),
                       showlegend=False)
     show(fig, left, config={"displayModeBar": False})
-    right.metric("Jacobian norm", f"{jacobian_norm(base, c):.6f}")
+    right.metric("Jacobian norm", number(jacobian_norm(base, c), 6))
     right.caption(f"softmax: {[round(p, 4) for p in softmax([s * c for s in base])]}")
 
 
@@ -115,12 +116,15 @@ def on_the_model(loaded: LoadedModel) -> None:
         f"1/√{loaded.cfg.d_head}. Below, the same weights run with that scale set to 1 (the engine's own "
         "attn_scale, not a copy of the code): each head's attention entropy, low when a head looks at one position, "
         "and the norm of the loss's gradient with respect to its scores.")
-    prompt = st.text_input("Prompt", PROMPT, max_chars=300, key="sqrtdk_prompt")
+    st.session_state.setdefault("sqrtdk_prompt", PROMPT)
+    knows(loaded, "sqrtdk_prompt")  # what the course's model knows, and sentences of its corpus to try
+    prompt = st.text_input("Prompt", max_chars=300, key="sqrtdk_prompt")
     try:
         rows = heads(prompt, loaded)
     except GlassboxError as exc:
         st.error(plain(exc))
         return
+    fit_note(loaded, prompt)
     labels = [f"{r['block'] + 1}.{r['head'] + 1}" for r in rows]  # block.head, counted from 1 as on every page
     left, right = st.columns(2)
     for column, key, title in ((left, "entropy", "pattern entropy (nats, mean over queries)"),
@@ -158,7 +162,8 @@ def wide() -> None:
         f"{'above' if worse >= 0 else 'below'} the scaled run's. The wider the head, the larger the unscaled scores (√{d_head} ≈ {np.sqrt(d_head):.0f} times the "
         "scaled ones): at 256 the unscaled softmax saturates early, little gradient reaches the scores (the Jacobian "
         "above), and the unscaled head ends far above the scaled one; at 16 both learn. "
-        f"Trained now in {run['seconds']:.1f} s; the same seed gives the same curves (trained on one CPU thread).")
+        f"Trained now in {run['seconds']:.1f} s; the same seed gives the same curves (on {run['threads']} CPU "
+        f"thread{'s' * (run['threads'] != 1)}: a sum's rounding depends on how many).")
 
 
 def training() -> None:

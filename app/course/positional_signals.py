@@ -11,6 +11,7 @@ import streamlit as st
 from plotly.subplots import make_subplots
 
 from glassbox.app.components.charts import show
+from glassbox.app.components.course_prompt import fit_note, knows
 from glassbox.app.components.course import course_model, lesson_end, lesson_page, lesson_pass
 from glassbox.app.components.errors import fragment
 from glassbox.app.components.heatmap import heatmap_figure
@@ -126,13 +127,16 @@ def shuffle(loaded: LoadedModel) -> None:
         "switch off the causal mask. Shuffle the prompt: every head's pattern is the old one with its rows and "
         "columns shuffled the same way, P·A·Pᵀ, and nothing else changes. The mask also carries order (who "
         "may see whom), so with the mask on, or with the positions back, the check fails.")
-    prompt = st.text_input("Prompt", PROMPT, max_chars=300, key="positions_prompt")
+    st.session_state.setdefault("positions_prompt", PROMPT)
+    knows(loaded, "positions_prompt")  # what the course's model knows, and sentences of its corpus to try
+    prompt = st.text_input("Prompt", max_chars=300, key="positions_prompt")
     seed = st.number_input("Shuffle (a seed)", 0, 10_000, 0, key="positions_seed")
     try:
         order, errors = permutation_errors(prompt, int(seed), loaded)
     except GlassboxError as exc:
         st.error(plain(exc))
         return
+    fit_note(loaded, prompt)
     pieces = [token_text(loaded.pieces[t]) for t in loaded.encode(prompt)]
     st.markdown("Shuffled: " + plain(" · ".join(pieces[i] for i in order)))
     st.markdown("The largest |A(shuffled) − P·A·Pᵀ| over every block's and head's pattern:")

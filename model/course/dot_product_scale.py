@@ -139,17 +139,15 @@ def previous_token_curve(d_head: int, scale: float | None, steps: int, batch: in
 
 def wide_head(d_head: int, settings: dict | None = None) -> dict:
     """``previous_token_curve`` with the 1/√d_head scale and without it (the engine's attn_scale = 1),
-    and the mean of each curve's last TAIL steps; on one CPU thread."""
+    and the mean of each curve's last TAIL steps. The same for a seed and a number of torch threads
+    (a sum's rounding depends on its threads; the thread count is the process's, never changed here:
+    it is shared by every session of a server), recorded beside the curves."""
     settings = settings or WIDE
-    started, threads = time.time(), torch.get_num_threads()
-    torch.set_num_threads(1)  # the same curves on any machine (a sum's rounding depends on its threads), and
-    try:  # faster: a model this small waits on a second thread more than it gains from it
-        with torch.inference_mode(False), torch.enable_grad():
-            curves = {kind: previous_token_curve(d_head, scale, **settings)
-                      for kind, scale in (("scaled", None), ("unscaled", 1.0))}
-    finally:
-        torch.set_num_threads(threads)
-    return {"d_head": d_head, "settings": settings, **curves,
+    started = time.time()
+    with torch.inference_mode(False), torch.enable_grad():
+        curves = {kind: previous_token_curve(d_head, scale, **settings)
+                  for kind, scale in (("scaled", None), ("unscaled", 1.0))}
+    return {"d_head": d_head, "settings": settings, **curves, "threads": torch.get_num_threads(),
             "tail_scaled": float(np.mean(curves["scaled"][-TAIL:])),
             "tail_unscaled": float(np.mean(curves["unscaled"][-TAIL:])),
             "seconds": round(time.time() - started, 2)}
