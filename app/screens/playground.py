@@ -184,7 +184,7 @@ def sampling_view(loaded, top_k_max: int, new_max: int) -> None:
                   on_change=lambda: st.session_state.update(max_new_auto=False),
                   help="An encoder fills in one mask: it writes no new tokens." if encoder else note or None)
     if note and not encoder:
-        c4.caption(plain(note))
+        st.caption(plain(note))
     c5.number_input("Seed", min_value=0, step=1, key="seed", help="The same seed and settings give the same sample.")
     chart_area = st.container()  # the settings, the distribution and the button that uses them
     write_url_settings(DEFAULTS)
