@@ -305,3 +305,17 @@ def test_long_computations_pause_while_light_work_is_computed(model):
     other.join()
     runner.join(60)
     assert result == ["done"] and work.passes == 100 and work.paused > 0.4
+
+
+def test_the_pass_clock_keeps_the_faster_of_its_measurements(model, monkeypatch):
+    """A fit measured under load is slow; measured again later, the faster is kept (the engine's
+    own timing replaced by a slow and then a fast reading)."""
+    from glassbox.model.serving import compute
+
+    readings = iter([(0.5, 0.01, 3.0), (0.1, 0.001, 3.0), (0.9, 0.02, 3.0)])
+    monkeypatch.setattr(compute, "_measure", lambda m, length: next(readings))
+    clock = compute.PassClock(remeasure_s=0.0)
+    plan = plans.head_catalog([8])
+    slow = clock.seconds(model.model, plan)
+    fast = clock.seconds(model.model, plan)  # measured again: faster, kept
+    assert fast < slow and clock.seconds(model.model, plan) == fast  # a slower third reading does not replace it
