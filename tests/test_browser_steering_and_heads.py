@@ -24,9 +24,12 @@ def test_steer_draws_both_completions_and_outlines_where_they_part(app_url, page
     page.get_by_text("Steer", exact=True).first.click()  # the expander
     page.get_by_role("button", name="Steer", exact=True).click()
     expect(page.get_by_text(re.compile(r"They part at step \d+\.")).first).to_be_visible(timeout=120_000)
+    from glassbox.app.components.steering import CONTRASTIVE_STRENGTH, NEGATIVE, POSITIVE
+
     model = gb.load("default")
-    vector = model.steering_vector("Tom was sad", "Tom was happy", 2)  # the form's defaults: block 3 (blocks.2)
-    steered, plain = model.steer("Lily had a", vector, 2, 4.0, 0, 8, seed=3)
+    block = model.cfg.n_layers // 2  # the form's defaults: block 3 (blocks.2)
+    vector = model.steering_vector(POSITIVE, NEGATIVE, block)
+    steered, plain = model.steer("Lily had a", vector, block, CONTRASTIVE_STRENGTH, 0, 8, seed=3)
     parted = next(i for i, (a, b) in enumerate(zip(steered, plain)) if a.token_id != b.token_id)
     outlined = page.locator("span[style*='outline']")
     expect(outlined).to_have_count(2)

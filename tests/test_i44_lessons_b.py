@@ -225,7 +225,7 @@ def test_the_cache_is_counted_within_the_models_context():
     at = start("course/kv_growth.py")
     at.selectbox(key="kv_model").set_value("GPT-2 small").run()
     assert not at.exception
-    context = [w.value for w in at.warning if "reads at most" in w.value]
+    context = [shown(w.value) for w in at.warning if "reads at most" in shown(w.value)]
     assert "reads at most 1,024 tokens" in context[0] and "Computed at 1,024" in context[0]
     size = 1024 * kv_bytes_per_token(MODEL["GPT-2 small"].shape, "fp16")
     assert f"× 1,024 tokens" in " ".join(m.value for m in at.markdown)

@@ -77,9 +77,9 @@ def fit_note(loaded: LoadedModel, prompt: str, name: str = "default", corpus_of:
                      f"less (their median: {ref.median:.2f})")
     text = "This prompt: " + "; ".join(parts) + "."
     if seen.far(ref):
-        st.warning(text + f" That is far outside what the model was trained on (more than {FAR_SPLIT:.0%} of "
-                   f"the words cut, or a loss above the corpus's {FAR_PERCENTILE:g}th percentile, "
-                   f"{ref.far_loss:.2f}): read what follows as the model meeting text it never saw.",
+        st.warning(plain(text + f" That is far outside what the model was trained on (more than {FAR_SPLIT:.0%} of "
+                         f"the words cut, or a loss above the corpus's {FAR_PERCENTILE:g}th percentile, "
+                         f"{ref.far_loss:.2f}): read what follows as the model meeting text it never saw."),
                    icon=":material/warning:")
     else:
         st.caption(text)

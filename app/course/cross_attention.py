@@ -62,10 +62,10 @@ def the_source(loaded) -> tuple[list[int], Reversal] | None:
         return None
     low, high = seq2seq.LENGTHS
     if not trained_length(source):
-        st.warning(f"This source has {len(source)} syllables. The model was trained on sources of {low} to {high} "
-                   "syllables only: at any other length it was never taught anything, and it may fail (compare the "
-                   "output with the source reversed). Add or remove syllables to come back into its range.",
-                   icon=":material/warning:")
+        st.warning(plain(f"This source has {len(source)} syllables. The model was trained on sources of {low} to "
+                         f"{high} syllables only: at any other length it was never taught anything, and it may fail "
+                         "(compare the output with the source reversed). Add or remove syllables to come back into its "
+                         "range."), icon=":material/warning:")
     return source, reversed_by_model(tuple(source), loaded)
 
 

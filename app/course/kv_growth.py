@@ -118,8 +118,8 @@ def calculator() -> None:
                         help=f"As if {name} had {shape.heads} key/value heads, as the course's table assumes.")
     counted = within_context(name, int(tokens))
     if counted < int(tokens):
-        st.warning(f"{name} reads at most {shape.context:,} tokens (its context): a cache of {int(tokens):,} "
-                   f"tokens never exists. Computed at {counted:,}.", icon=":material/warning:")
+        st.warning(plain(f"{name} reads at most {shape.context:,} tokens (its context): a cache of {int(tokens):,} "
+                         f"tokens never exists. Computed at {counted:,}."), icon=":material/warning:")
     size = cache_bytes(name, counted, dtype, shape.heads if every else None)
     heads = shape.heads if every else shape.kv_heads
     st.markdown(f"2 × {shape.layers} layers × {counted:,} tokens × {heads} key/value heads × {shape.d_head} × "
