@@ -10,6 +10,7 @@ asserted is what the page shows, never how fast."""
 import os
 import re
 import sys
+import time
 from urllib.parse import quote
 
 import pytest
@@ -125,6 +126,9 @@ def test_a_download_is_cancelled_from_its_page(fake_hub, browser, tmp_path):
             page.goto(server.url + "/explore?model=test-org/tiny-neox&view=Overview&prompt=" + quote("The cat"))
             page.get_by_role("button", name="Download").click(timeout=90_000)
             expect(page.get_by_text(re.compile(r"[\d.]+ kB of [\d.]+ kB"))).to_be_visible(timeout=90_000)
+            deadline = time.monotonic() + 60  # the bar is drawn as the transfer starts: its GET may still be on its way
+            while weights not in fake_hub and time.monotonic() < deadline:
+                time.sleep(0.1)
             assert weights in fake_hub
             page.get_by_role("button", name="Cancel").click()
             expect(page.get_by_text("Download cancelled: nothing of it was kept.")).to_be_visible(timeout=90_000)
