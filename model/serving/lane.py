@@ -116,6 +116,8 @@ class Lane:
 
     def _pause_for_light(self, work: Work) -> None:
         """Before a long computation's pass: wait while light requests are computed (bounded)."""
+        if not self._light:  # the usual case, read without the lock: a pass only starts sooner or later
+            return
         deadline = time.monotonic() + MAX_PAUSE_S
         with self._light_changed:
             while self._light > 0 and not work.cancelled and (left := deadline - time.monotonic()) > 0:
