@@ -30,24 +30,25 @@ PARTS = [
     Part("tokens", "tokens", "Tokens",
          "The text is cut into tokens, each an id in the vocabulary: “the cat sat on the” is five of the worked "
          "example's eight words.", "tokens", "Tokens & embeddings", 0.0, 0.0,
-         lessons=("key-figures",)),
+         lessons=("tokens", "key-figures")),
     Part("embedding", "embedding", "Embedding",
          "Each token id picks a row of W_E, a vector of d_model numbers; a row of the position table is added. "
          "That sum starts the residual stream.", "embedding", "Tokens & embeddings", 1.55, 0.0,
          lessons=("positions",)),
     Part("layernorm", "LayerNorm", "LayerNorm",
          "Before each sub-layer, every position's vector is centred and scaled to unit variance (RMSNorm in "
-         "Llama-style models only scales).", "b1-layernorm1", "LayerNorm", 3.9, 1.25),
+         "Llama-style models only scales).", "b1-layernorm1", "LayerNorm", 3.9, 1.25, lessons=("layernorm",)),
     Part("attention", "attention", "Attention",
          "Each head compares every position's query with the keys of the positions before it, turns the scores "
          "into weights with a softmax, and mixes their values: the only place positions exchange information.",
-         "b1-scores", "Attention", 5.3, 1.25, lessons=("attention", "sqrt-dk", "mask", "kv-cache")),
+         "b1-scores", "Attention", 5.3, 1.25, lessons=("attention", "sqrt-dk", "multi-head", "mask", "kv-cache",
+                                                          "efficiency")),
     Part("residual", "+", "Residual stream",
          "Each sub-layer adds its output to the stream instead of replacing it, so every block reads and edits "
-         "one shared vector per position.", "b1-residual1", "Residual stream", 6.5, 0.0),
+         "one shared vector per position.", "b1-residual1", "Residual stream", 6.5, 0.0, lessons=("residual",)),
     Part("mlp", "MLP", "MLP (feed-forward)",
          "Each position on its own: expand to d_ff, an activation (ReLU, GELU, or a gate), contract back to "
-         "d_model, add to the stream.", "b1-ffn-expand", "MLP", 9.0, 1.25),
+         "d_model, add to the stream.", "b1-ffn-expand", "MLP", 9.0, 1.25, lessons=("mlp", "moe")),
     Part("final_norm", "final norm", "Final LayerNorm",
          "The last block's stream is normalised once more before it is read out.", "final-layernorm",
          "LayerNorm", 11.5, 0.0),
@@ -59,7 +60,7 @@ PARTS = [
          "top-k and top-p.", "softmax", "Overview", 14.3, 0.0, playground=True, lessons=("objective",)),
     Part("loss", "loss", "Loss",
          "−log p(correct next token): 1.768 for “mat” in the worked example. Training makes it smaller.", "loss",
-         "Backward", 14.3, -1.3, lessons=("objective",)),
+         "Backward", 14.3, -1.3, lessons=("objective", "scaling")),
     Part("backward", "gradients", "Backward pass",
          "The chain rule runs the pass in reverse: the gradient of the loss for every tensor and every weight.",
          "grad-logits", "Backward", 7.5, -1.3),

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from glassbox.app.components.assignment import page_prompt
+
 from glassbox.app.components.labels import plain, token_text
 from glassbox.model.course.prompt_fit import (FAR_PERCENTILE, FAR_SPLIT, HELD_OUT, Fit, Typical, fit, pieces_of,
                                              typical)
@@ -35,7 +37,9 @@ def knows(loaded: LoadedModel, key: str, name: str = "default", corpus_of: tuple
           held_out: int = HELD_OUT) -> None:
     """What the model knows, and buttons that put one of its corpus's sentences in the box ``key``
     (call it before the box is drawn; the box takes its value from the session state). ``name``,
-    ``corpus_of`` and ``held_out``: as ``reference`` (the course's model by default)."""
+    ``corpus_of`` and ``held_out``: as ``reference`` (the course's model by default). A link's
+    ``?prompt=`` (an assignment's) is put in the box once."""
+    page_prompt(key)
     ref = reference(loaded, name, corpus_of, held_out)
     tokens = (loaded.about or {}).get("card", {}).get("corpus", {}).get("tokens")
     which = "The course's model" if name == "default" else "This model"

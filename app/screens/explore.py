@@ -3,6 +3,7 @@ gradient of the backward pass, one view at a time (app/explore/, one file per vi
 
 import streamlit as st
 
+from glassbox.app.components.assignment import assign_button, assignment_banner
 from glassbox.app.components.course import lessons_about
 from glassbox.app.components.errors import fragment
 from glassbox.app.components.labels import plain
@@ -13,6 +14,7 @@ from glassbox.app.explore.seq2seq.page import page as seq2seq_page
 from glassbox.app.components.model_picker import model_picker, readable_prompt
 from glassbox.app.state import read_url_settings, show_url_notes, url_settings, write_url_settings
 from glassbox.model.course import lessons_for_view
+from glassbox.model.course.assignments import MARK
 from glassbox.model.io.checkpoint import LoadedModel
 from glassbox.model.engine import GlassboxError, Target, check_context
 from glassbox.model.engine.placement import summary
@@ -24,6 +26,7 @@ if st.query_params.get("view") in RENAMED_VIEWS:  # a link from before a view wa
     st.query_params["view"] = RENAMED_VIEWS[st.query_params["view"]]
 url_settings(PAGE_SETTINGS, choices={"view": list(dict.fromkeys([*VIEWS, *SEQ2SEQ_VIEWS]))}, prefix="explore_")
 st.title("Explore a prompt")
+assignment_banner(st.session_state.explore_view)
 show_url_notes("explore_")
 st.caption("Every number below is the model's own: one trace of this prompt, forward and backward, cached "
            "per (model, prompt, target).")
@@ -117,6 +120,7 @@ def view(model_key: str, loaded: LoadedModel, tokens: list[int]) -> None:
         st.error(plain(exc))
     lessons_about(lessons_for_view(chosen))
     write_url_settings(settings, prefix="explore_")  # and what the view's widgets hold after it
+    assign_button("explore", {name: value for name, value in st.query_params.to_dict().items() if name != MARK})
 
 
 view(loaded.name, loaded, tokens)  # the resolved name: every spelling of a path shares one set of traces

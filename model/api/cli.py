@@ -23,6 +23,8 @@ a Python user does.
   path-patch --model M --clean TEXT --corrupt TEXT --answer TOKEN --wrong TOKEN [--input q|k|v] [--json]
   features --model M --sae SAE --prompt TEXT [--top N] [--feature F [--ablate] [--steer S]] [--json]
   features --list                   the curated sparse autoencoders: model, hook, size, cached
+  course  [LESSON] [--json] [--exercises --seed S] [--remeasure]   the lessons; a lesson's figures or exercises
+  assign  LESSON|VIEW [--model M] [--prompt TEXT] [--seed S] [--base URL]   a teacher's assignment link
   plan    MODEL --gpus N --gpu-gb G [--cpu-gb C] [--tokens T] [--dtype D] [--json]   where each block would live
 
 Commands that make a model write it under $GLASSBOX_HOME/models (default: ~/.cache/glassbox/models),
@@ -614,20 +616,41 @@ def cmd_course(args) -> int:
     import json
 
     from glassbox.model.course import LESSONS, lesson
+    from glassbox.model.engine import GlassboxError
 
     if args.lesson is None:
+        if args.exercises:
+            raise GlassboxError("--exercises needs a lesson: `glassbox course LESSON --exercises --seed S`")
+        if args.json:
+            print(json.dumps([{"number": number, "slug": x.slug, "title": x.title, "question": x.question,
+                               "page": x.url_path, "step": x.step, "view": x.view}
+                              for number, x in enumerate(LESSONS, 1)], ensure_ascii=False))
+            return 0
         width = max(len(x.slug) for x in LESSONS)
         for number, x in enumerate(LESSONS, 1):
             print(f"{number}. {x.slug.ljust(width)}  {x.title}: {x.question}")
-        print("`glassbox course LESSON --json` prints a lesson's figures, computed now.")
+        print("`glassbox course LESSON --json` prints a lesson's figures, computed now; "
+              "`--exercises --seed S` its exercises and their answers.")
         return 0
     chosen = lesson(args.lesson)  # an unknown name is refused before a model is loaded
     if args.remeasure:
         print(chosen.remeasure())
         return 0
+    if args.exercises:
+        exercises = chosen.exercises(args.seed, model_from(args))
+        record = {"lesson": chosen.slug, "seed": args.seed, "exercises": [x.as_json() for x in exercises]}
+        print(json.dumps(record, ensure_ascii=False, allow_nan=False, indent=None if args.json else 2))
+        return 0
 
     figures = chosen.figures(model_from(args))
     print(json.dumps(figures, ensure_ascii=False, allow_nan=False, indent=None if args.json else 2))
+    return 0
+
+
+def cmd_assign(args) -> int:
+    from glassbox.model.course.assignments import Assignment
+
+    print(Assignment(args.target, model=args.model, prompt=args.prompt, seed=args.seed).url(args.base))
     return 0
 
 
@@ -822,7 +845,19 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object (default: the same, indented)")
     p.add_argument("--remeasure", action="store_true",
                    help="re-run what a lesson ships as measured (sqrt-dk: its two training runs) and rewrite it")
+    p.add_argument("--exercises", action="store_true",
+                   help="print the lesson's exercises with their answers, hints and solutions (a teacher's key)")
+    p.add_argument("--seed", default=0, help="the exercises' seed, 0 to 10⁹ (default 0; the app's ?seed=)")
     p.set_defaults(func=cmd_course)
+
+    p = sub.add_parser("assign", help="print an assignment link: a lesson or explorer view, a model, a prompt, a seed")
+    p.add_argument("target", help="a lesson's name (`glassbox course` lists them) or an explorer view's "
+                                  "(such as Attention)")
+    p.add_argument("--model", default="default", help="the model the page opens (default: the bundled one)")
+    p.add_argument("--prompt", help="the prompt the page opens with")
+    p.add_argument("--seed", help="the exercises' seed (lessons)")
+    p.add_argument("--base", default="http://localhost:8501", help="the server's address (default %(default)s)")
+    p.set_defaults(func=cmd_assign)
 
     p = sub.add_parser("models", help="the curated hub models: family, parameters, download size, cached or not")
     p.set_defaults(func=cmd_models)
