@@ -165,12 +165,15 @@ def test_rope_scores_depend_on_the_offset_alone():
 
 
 def test_both_pages_follow_their_sliders():
-    """References: the Jacobian norm by numpy for the slider's multiplier; the shift error below 1e-12."""
+    """References: the Jacobian norm by numpy along the multiplier's curve (the page computes it at the
+    learner's c itself: tests/test_course_in_page.py); the shift error below 1e-12."""
     at = start("course/dot_product_scale.py")
-    at.slider(key="sqrtdk_scale").set_value(4.0).run()
-    p = np.exp(4.0 * np.array([1.0, 0.0125, -0.0375]))
-    p /= p.sum()
-    assert float(at.metric[0].value) == pytest.approx(np.linalg.norm(np.diag(p) - np.outer(p, p)), abs=5e-7)
+    sent = next(d for d in (json.loads(c.proto.json) for c in at.get("bidi_component")) if d.get("kind") == "saturation")
+    assert sent["scores"] == [1.0, 0.0125, -0.0375] and sent["slider"]["value"] == 1.0
+    for c, norm in zip(sent["scales"], sent["curve"]):
+        p = np.exp(c * np.array([1.0, 0.0125, -0.0375]))
+        p /= p.sum()
+        assert norm == pytest.approx(np.linalg.norm(np.diag(p) - np.outer(p, p)), abs=1e-12)
     at.switch_page("course/positional_signals.py").run()
     assert not at.exception
     at.slider(key="positions_k").set_value(9).run()

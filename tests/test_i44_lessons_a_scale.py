@@ -1,4 +1,4 @@
-"""Issue 44 item 6: the √d_k lesson shows the failure the scale prevents, measured on the spot.
+"""Issue 44 item 6: the √d_k lesson shows the failure the scale prevents, shipped and measured again at a click.
 
 References: the uniform guess ln 32 from math (a fresh model's first loss); the unscaled model's
 scores recomputed here in plain torch from its captured q and k (q·kᵀ, no division) and the scaled
@@ -58,12 +58,25 @@ def test_the_two_models_differ_only_in_the_scale():
         assert torch.allclose(got[:, causal], expected[:, causal], atol=1e-5)
 
 
-def test_the_page_trains_and_shows_the_comparison(wide):
+def test_the_page_opens_on_the_shipped_run_and_trains_at_a_click(wide):
+    """The page opens on the shipped run (assets/course/sqrt-dk-wide-head.json, said so), which is the
+    lesson's own training run at the same seed (identical at the same thread count, one as shipped; at
+    another, the claim the page makes holds on it); Train it now trains it here and shows exactly the run trained in this test."""
     run, _ = wide
+    shipped = scale.shipped_wide_head(256)
+    assert shipped["command"] == "glassbox course sqrt-dk --remeasure"
+    if shipped["threads"] == run["threads"]:
+        assert shipped["scaled"] == run["scaled"] and shipped["unscaled"] == run["unscaled"]
+    assert shipped["tail_unscaled"] > shipped["tail_scaled"] + 1.5 and shipped["tail_scaled"] < 0.15
     at = start("course/dot_product_scale.py")
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics[f"without: mean loss, last {scale.TAIL} steps"] == f"{shipped['tail_unscaled']:.3f} nats"
+    assert any("These are the shipped runs, made by `glassbox course sqrt-dk --remeasure`" in c.value for c in at.caption)
+    at.button(key="sqrtdk_train").click().run()
     metrics = {m.label: m.value for m in at.metric}
     assert metrics[f"without: mean loss, last {scale.TAIL} steps"] == f"{run['tail_unscaled']:.3f} nats"
     assert metrics[f"with the scale: mean loss, last {scale.TAIL} steps"] == f"{run['tail_scaled']:.3f} nats"
+    assert any("Trained now in" in c.value for c in at.caption)
     colours = [{t.get("line", {}).get("color") for t in c["data"] if t.get("name", "").startswith(("with 1/", "without"))}
                for c in charts(at)]
     assert sum(1 for c in colours if len(c) == 2) >= 2  # both training charts: two colours, not two blues

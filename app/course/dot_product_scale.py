@@ -1,6 +1,6 @@
 """Lesson 2, why divide by √d_k: the variance of q·k against d_k, the course's two softmaxes, the
 softmax's Jacobian as the scores grow, the bundled model without its scale, a wide head trained with and
-without it (measured on the page), and the story model's two shipped training runs."""
+without it (shipped, and trained again on the page at a click), and the story model's two shipped training runs."""
 
 from __future__ import annotations
 
@@ -8,18 +8,20 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
+from glassbox.app.components import lesson_controls
 from glassbox.app.components.charts import log_axis, show
 from glassbox.app.components.course_prompt import fit_note, knows
 from glassbox.app.components.course import course_model, lesson_end, lesson_page, lesson_pass
 from glassbox.app.components.errors import fragment
-from glassbox.app.components.labels import number, plain
+from glassbox.app.components.labels import plain
 from glassbox.model.course.dot_product_scale import (COURSE_SCORES, COURSE_SOFTMAX, PROMPT, TAIL, WIDE, WIDE_D_HEADS,
                                                      head_table, jacobian_norm, sampled_variances, shipped_curves,
-                                                     softmax, wide_head)
+                                                     shipped_wide_head, softmax, wide_head)
 from glassbox.model.engine import GlassboxError, check_prompt
 from glassbox.model.io.checkpoint import LoadedModel
 
 SCALES = [0.1 * 1.1 ** i for i in range(60)]  # the Jacobian curve's multipliers, 0.1 … 28
+SCALE_SLIDER = (0.25, 24.0, 0.25)  # the multiplier c: lowest, highest, step
 SCALED_COLOUR, UNSCALED_COLOUR = "#1f6feb", "#d9480f"  # with 1/√d_head; without
 
 
@@ -80,24 +82,16 @@ def two_softmaxes() -> None:
                 f"prints. The scaled one is ({scaled[0]:.3f}, {scaled[1]:.3f}, {scaled[2]:.3f}).")
 
 
-@fragment
 def saturation() -> None:
     st.markdown(
         "How much can the weights still move? The softmax's Jacobian, diag(p) − p·pᵀ, says how the weights answer "
         "a small change of the scores. Multiply the scaled scores by c (c = 8 gives the unscaled ones) and watch "
         "its norm: once one weight is near 1 it is near 0, and almost no gradient reaches the scores.")
-    c = st.slider("Score multiplier c", 0.25, 24.0, 1.0, 0.25, key="sqrtdk_scale")
-    left, right = st.columns([3, 1])
     base = [s / 8 for s in COURSE_SCORES]
-    fig = go.Figure([go.Scatter(x=SCALES, y=[jacobian_norm(base, x) for x in SCALES], mode="lines", name="‖J‖"),
-                     go.Scatter(x=[c], y=[jacobian_norm(base, c)], mode="markers", marker=dict(size=11),
-                                name="your c")])
-    fig.update_layout(xaxis=log_axis(SCALES, "c: the scores [1.0, 0.0125, −0.0375] × c"),
-                      yaxis_title="‖diag(p) − p·pᵀ‖ (Frobenius)", height=300, margin=dict(t=10, b=10),
-                      showlegend=False)
-    show(fig, left, config={"displayModeBar": False})
-    right.metric("Jacobian norm", number(jacobian_norm(base, c), 6))
-    right.caption(f"softmax: {[round(p, 4) for p in softmax([s * c for s in base])]}")
+    # the curve is computed here; the page computes the norm and the softmax at the learner's c (lesson_controls.js)
+    lesson_controls.saturation(base, SCALES, [jacobian_norm(base, x) for x in SCALES], 1.0, SCALE_SLIDER,
+                               key="sqrtdk_saturation")
+    st.caption("The page answers c itself, with the same arithmetic as the curve's.")
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -146,24 +140,32 @@ def wide() -> None:
     st.markdown(
         "A model with one attention head and nothing else (d_model = d_head, no MLP, learned positions) learns to "
         f"output the token before each position, from random tokens over a vocabulary of {w['vocab']}: only attention "
-        "can do it, by looking one position back. Trained right here, twice from the same start on the same batches: "
+        "can do it, by looking one position back. Trained twice from the same start on the same batches: "
         f"with the 1/√d_head scale and without it (the engine's attn_scale = 1). AdamW at η = {w['lr']:g}, "
         f"{w['steps']} steps of {w['batch']} sequences of {w['length']} tokens.")
-    d_head = st.select_slider("d_head (the head's width)", WIDE_D_HEADS, value=WIDE_D_HEADS[-1], key="sqrtdk_dhead")
-    run = wide_curves(int(d_head))
+    left, right = st.columns([3, 1], vertical_alignment="bottom")
+    d_head = int(left.select_slider("d_head (the head's width)", WIDE_D_HEADS, value=WIDE_D_HEADS[-1],
+                                    key="sqrtdk_dhead"))
+    trained = st.session_state.setdefault("sqrtdk_trained_now", [])
+    if right.button("Train it now", key="sqrtdk_train", help="Train both runs at this d_head again, here"):
+        trained.append(d_head)
+    now = d_head in trained
+    run = wide_curves(d_head) if now else shipped_wide_head(d_head)
     show(two_curves(run["scaled"], run["unscaled"], "batch loss (nats)"), config={"displayModeBar": False})
     cells = st.columns(3)
     cells[0].metric(f"with the scale: mean loss, last {TAIL} steps", f"{run['tail_scaled']:.3f} nats")
     cells[1].metric(f"without: mean loss, last {TAIL} steps", f"{run['tail_unscaled']:.3f} nats")
     cells[2].metric("a uniform guess", f"{np.log(w['vocab']):.3f} nats", help=f"ln {w['vocab']}")
     worse = run["tail_unscaled"] - run["tail_scaled"]
+    threads = f"on {run['threads']} CPU thread{'s' * (run['threads'] != 1)}: a sum's rounding depends on how many"
+    made = (f"Trained now in {run['seconds']:.1f} s; the same seed gives the same curves ({threads})." if now else
+            f"These are the shipped runs, made by `{run['command']}` (torch {run['torch']}, {run['seconds']:.1f} s, "
+            f"{threads}); Train it now trains them again here, from the same seed.")
     st.caption(
         f"At d_head = {d_head}, without the scale the last {TAIL} steps' loss is {abs(worse):.3f} nats "
         f"{'above' if worse >= 0 else 'below'} the scaled run's. The wider the head, the larger the unscaled scores (√{d_head} ≈ {np.sqrt(d_head):.0f} times the "
         "scaled ones): at 256 the unscaled softmax saturates early, little gradient reaches the scores (the Jacobian "
-        "above), and the unscaled head ends far above the scaled one; at 16 both learn. "
-        f"Trained now in {run['seconds']:.1f} s; the same seed gives the same curves (on {run['threads']} CPU "
-        f"thread{'s' * (run['threads'] != 1)}: a sum's rounding depends on how many).")
+        "above), and the unscaled head ends far above the scaled one; at 16 both learn. " + made)
 
 
 def training() -> None:

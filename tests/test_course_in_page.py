@@ -1,0 +1,98 @@
+"""Lessons' controls answered in the page (app/components/lesson_controls.js), and lessons that open
+without training.
+
+References: the lesson modules' own functions (torch float64: dot_product_scale's softmax and
+jacobian_norm) and numpy's ‖diag(p) − p·pᵀ‖ written here, against the page's JavaScript run by Node
+(the one Playwright ships) on what the page is sent: equal to 1e-12 (float64 on both sides, sums taken
+in another order); the page's number format against app/components/labels.py's ``number``, character
+for character. The sqrt-dk page is opened with the lesson's training function replaced by one that
+fails: it must open (on the shipped run) without calling it."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from glassbox.app.components.labels import number
+from glassbox.model.course import dot_product_scale as scale
+from tests.helpers import page_functions, start
+
+SCRIPT = "lesson_controls.js"
+MULTIPLIERS = [0.25, 0.5, 1.0, 1.25, 2.0, 4.0, 7.75, 8.0, 12.5, 16.0, 24.0, 100.0, 1e-3]
+
+
+def numpy_jacobian_norm(scores, c):
+    p = np.exp(c * np.asarray(scores) - np.max(c * np.asarray(scores)))
+    p /= p.sum()
+    return float(np.linalg.norm(np.diag(p) - np.outer(p, p)))
+
+
+@pytest.fixture(scope="module")
+def sqrt_dk_page():
+    return start("course/dot_product_scale.py")
+
+
+def sent(at, kind: str) -> dict:
+    return next(d for d in (json.loads(c.proto.json) for c in at.get("bidi_component")) if d.get("kind") == kind)
+
+
+def test_the_pages_jacobian_norm_is_the_lessons(tmp_path, sqrt_dk_page):
+    data = sent(sqrt_dk_page, "saturation")
+    base = [s / 8 for s in scale.COURSE_SCORES]
+    assert data["scores"] == base
+    norms = page_functions(tmp_path, "jacobianNorm", [[data["scores"], c] for c in MULTIPLIERS], SCRIPT)
+    softmaxes = page_functions(tmp_path, "softmax", [[[c * s for s in base]] for c in MULTIPLIERS], SCRIPT)
+    for c, norm, p in zip(MULTIPLIERS, norms, softmaxes):
+        assert norm == pytest.approx(scale.jacobian_norm(base, c), abs=1e-12), c
+        assert norm == pytest.approx(numpy_jacobian_norm(base, c), abs=1e-12), c
+        np.testing.assert_allclose(p, scale.softmax([c * s for s in base]), rtol=0, atol=1e-12)
+    # the curve the page draws the learner's c on is the lesson's (computed by the server)
+    for c, norm in zip(data["scales"], data["curve"]):
+        assert norm == pytest.approx(numpy_jacobian_norm(base, c), abs=1e-12)
+    assert data["slider"] == {"min": 0.25, "max": 24.0, "step": 0.25, "value": 1.0}
+
+
+def test_the_page_writes_numbers_as_the_server_does(tmp_path):
+    values = [0.0, -0.0, 1.0, 0.4634, -1e-12, 1.1e-10, 5e-5, 4.2e-7, 0.123456789, -2.5e-9, 123.456, float("inf")]
+    for digits in (4, 6):
+        written = page_functions(tmp_path, "numberText", [[v, digits] for v in values[:-1]], SCRIPT)
+        assert written == [number(v, digits) for v in values[:-1]]
+    assert number(1e-300, 6) == page_functions(tmp_path, "numberText", [[1e-300, 6]], SCRIPT)[0]
+
+
+def test_the_sqrt_dk_page_opens_without_training(monkeypatch):
+    """The wide-head comparison opens on the shipped runs (the page imports wide_head afresh each run:
+    replaced here by one that fails, it is never called); Train it now calls it."""
+    calls = []
+
+    def no_training(d_head, settings=None):
+        calls.append(d_head)
+        raise AssertionError("trained on open")
+
+    monkeypatch.setattr(scale, "wide_head", no_training)
+    at = start("course/dot_product_scale.py")
+    assert not at.exception and calls == []
+    shipped = scale.shipped_wide_head(256)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics[f"with the scale: mean loss, last {scale.TAIL} steps"] == f"{shipped['tail_scaled']:.3f} nats"
+    monkeypatch.setattr(scale, "wide_head", lambda d_head, settings=None: calls.append(d_head) or shipped)
+    at.button(key="sqrtdk_train").click().run()
+    assert calls == [256]
+
+
+def test_the_shipped_wide_heads_are_the_lessons_runs():
+    """Reference: the lesson's own wide_head at d_head = 16 trained here on one thread (0.3 s), as
+    the shipped runs were: the same curves, to the last bit."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        fresh = scale.wide_head(16)
+    finally:
+        torch.set_num_threads(threads)
+    shipped = scale.shipped_wide_head(16)
+    assert shipped["threads"] == 1
+    assert shipped["scaled"] == fresh["scaled"] and shipped["unscaled"] == fresh["unscaled"]
+    assert set(json.loads(scale.WIDE_FILE.read_text())["runs"]) == {str(d) for d in scale.WIDE_D_HEADS}
