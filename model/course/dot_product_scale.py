@@ -17,6 +17,7 @@ import time
 import numpy as np
 import torch
 
+from glassbox.model.course.exercises import Exercise, draw
 from glassbox.model.engine import GRAD, GlassboxError, ModelConfig, Transformer, check_prompt, run_trace, variant
 from glassbox.model.engine.files import write_text
 from glassbox.model.io.assets import asset
@@ -207,3 +208,59 @@ def figures(loaded) -> dict:
                      "final_unscaled": curves["unscaled"][-1], "mean_last_50_scaled": float(np.mean(curves["scaled"][-50:])),
                      "mean_last_50_unscaled": float(np.mean(curves["unscaled"][-50:]))},
     }
+
+
+# --- exercises ------------------------------------------------------------------------------
+
+def listed_scores(scores: list[float]) -> str:
+    return ", ".join(f"{s:g}" for s in scores)
+
+
+def exercises(seed: int, loaded=None) -> list[Exercise]:
+    """The variance of q·k, one scaled score, and the largest softmax weight of three scores without
+    the scale and with it (loaded is not used)."""
+    rng = draw("sqrt-dk", seed)
+
+    d_k = int(rng.choice([16, 32, 64, 128, 256]))
+    var_q, var_k = (float(rng.choice([0.5, 1.0, 2.0, 4.0])) for _ in range(2))
+    variance = d_k * var_q * var_k
+    variance_ex = Exercise(
+        "variance", f"q and k have d_k = {d_k} entries each, all independent with mean 0; q's entries have variance "
+        f"{var_q:g} and k's variance {var_k:g}. What is the variance of the score q·k (before any scale)?",
+        variance, hint="Each product q_i·k_i of independent mean-0 numbers has variance Var(q_i)·Var(k_i); the "
+                       "variances of independent terms add.",
+        solution=f"Each q_i·k_i has variance {var_q:g} × {var_k:g} = {var_q * var_k:g}; {d_k} of them add up to "
+                 f"{d_k} × {var_q * var_k:g} = {variance:g}. Divided by √{d_k}, the variance is {variance / d_k:g}.",
+        data={"d_k": d_k, "var_q": var_q, "var_k": var_k})
+
+    d_k = int(rng.choice([16, 64, 144, 256, 576]))
+    raw = round(float(rng.uniform(-30.0, 30.0)), 1) + 0.0  # + 0.0: never −0
+    scaled = raw / math.sqrt(d_k)
+    scaled_ex = Exercise(
+        "scaled_score", f"At d_k = {d_k}, q·k = {raw:g}. What score does the softmax receive after the scale "
+        "1/√d_k? Answer to 3 decimals.", scaled, tolerance=1e-3, hint="Divide by the square root of d_k.",
+        solution=f"√{d_k} = {math.sqrt(d_k):g}; {raw:g} / {math.sqrt(d_k):g} = {scaled:.4f}.",
+        data={"d_k": d_k, "score": raw})
+
+    d_k = int(rng.choice([16, 64, 256]))
+    scores = [round(float(x), 1) + 0.0 for x in [rng.uniform(5.0, 12.0), *rng.uniform(-2.0, 3.0, 2)]]
+    scores = [scores[i] for i in rng.permutation(3)]
+    root = math.sqrt(d_k)
+    raw_weights, scaled_weights = softmax(scores), softmax([s / root for s in scores])
+    asked = f"The raw scores q·k of one query with three keys are {listed_scores(scores)}, at d_k = {d_k}."
+    unscaled_ex = Exercise(
+        "largest_unscaled", f"{asked} What is the largest softmax weight without the scale (the softmax of the raw "
+        "scores)? Answer to 3 decimals.", max(raw_weights), tolerance=1e-3,
+        hint="The largest weight belongs to the largest score: e^(largest) / Σ e^(score).",
+        solution=f"softmax({listed_scores(scores)}) = {', '.join(f'{w:.4f}' for w in raw_weights)}: the largest "
+                 f"score takes {max(raw_weights):.3f} of the weight.",
+        data={"d_k": d_k, "scores": scores})
+    scaled_scores = ", ".join(f"{s / root:.4g}" for s in scores)
+    largest_scaled_ex = Exercise(
+        "largest_scaled", f"{asked} What is the largest softmax weight with the scale (the softmax of q·k/√{d_k})? "
+        "Answer to 3 decimals.", max(scaled_weights), tolerance=1e-3,
+        hint=f"Divide every score by √{d_k} = {root:g} first, then take the softmax.",
+        solution=f"÷ {root:g}: {scaled_scores}; their softmax {', '.join(f'{w:.4f}' for w in scaled_weights)}: "
+                 f"the largest weight is {max(scaled_weights):.3f} (without the scale {max(raw_weights):.3f}).",
+        data={"d_k": d_k, "scores": scores})
+    return [variance_ex, scaled_ex, unscaled_ex, largest_scaled_ex]

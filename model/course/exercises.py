@@ -86,6 +86,9 @@ class Exercise:
 
 
 NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
+# a comma that does not separate thousands (not three digits after it, after a leading 0 or after
+# the decimal point): "0,25" and "1.000,5" use a decimal comma, refused rather than read as 25, 1.0005
+NOT_THOUSANDS = re.compile(r",(?!\d{3}(\D|$))|(^|[^\d.])0,|\.\d*,")
 
 
 def parse_number(given: str | float | int) -> float:
@@ -93,7 +96,11 @@ def parse_number(given: str | float | int) -> float:
     if isinstance(given, (int, float)) and not isinstance(given, bool):
         value = float(given)
     else:
-        text = str(given).strip().replace("−", "-").replace(",", "").replace("_", "").replace(" ", "")
+        text = str(given).strip().replace("−", "-").replace("_", "").replace(" ", "")
+        if NOT_THOUSANDS.search(text):
+            raise ValueError(f"{str(given)[:40]!r}: write the decimal point as a dot (0.25), commas only between "
+                             "thousands.")
+        text = text.replace(",", "")
         percent = text.endswith("%")
         text = text.rstrip("%")
         if "/" in text:
@@ -119,12 +126,15 @@ def draw(slug: str, seed: int) -> np.random.Generator:
 
 
 MAX_SEED = 10**9
+SEED = re.compile(r"[0-9]{1,10}")
 
 
 def check_seed(seed) -> int:
     """A seed from a link, a form or the command line: a whole number from 0 to MAX_SEED."""
     text = str(seed).strip()
-    if isinstance(seed, bool) or not text.isdigit() or int(text) > MAX_SEED:
+    # ASCII digits, at most 10 of them: str.isdigit() also passes "²", which int() refuses, and
+    # int() refuses strings of over 4300 digits
+    if isinstance(seed, bool) or not SEED.fullmatch(text) or int(text) > MAX_SEED:
         raise GlassboxError(f"An exercise seed is a whole number from 0 to {MAX_SEED}, not {text[:20]!r}")
     return int(text)
 

@@ -16,6 +16,7 @@ import torch
 
 from glassbox.model.course.attention_by_hand import QUERIES, TOKENS, similarity
 from glassbox.model.course.attention_by_hand import D_K as TOY_D_K
+from glassbox.model.course.exercises import Exercise, draw
 from glassbox.model.engine import Transformer, check_prompt, run_trace, variant
 
 PROMPT = "the cat sat on the mat"
@@ -165,3 +166,63 @@ def figures(loaded) -> dict:
         "earlier_logit_shift_with_mask": seen.earlier_shift[0],
         "earlier_logit_shift_without_mask": seen.earlier_shift[1],
     }
+
+
+# --- exercises ------------------------------------------------------------------------------
+
+SENTENCES = ("the cat sat on the mat", "Lily gave the dog a big bone", "Max found a red ball in the park",
+             "the sun rose over the quiet town")  # the visible-keys exercise's words, one token each
+
+
+def span(words: list[str], first: int, last: int) -> str:
+    """Positions first … last (0-based, inclusive) as the learner counts them (from 1), with their words."""
+    where = f"position {first + 1}" if first == last else f"positions {first + 1} to {last + 1}"
+    return f"{where}: {' '.join(words[first:last + 1])}"
+
+
+def exercises(seed: int, loaded=None) -> list[Exercise]:
+    """How many scores the mask keeps, which keys a query sees, and one weight after the mask
+    (loaded is not used)."""
+    rng = draw("mask", seed)
+
+    n = int(rng.integers(3, 257))
+    kept = int(torch.isfinite(causal_mask(n)).sum())
+    kept_ex = Exercise(
+        "kept", f"A sequence of {n} tokens gives {n} × {n} = {n * n:,} scores in one head. How many of them does the "
+        "causal mask keep (not set to −∞)?", kept, unit="scores",
+        hint="Position 1 sees 1 key, position 2 sees 2, …: add them up.",
+        solution=f"1 + 2 + … + {n} = {n}·{n + 1}/2 = {kept:,} kept; the other {n * n - kept:,} = {n}·{n - 1}/2 are "
+                 "later keys, set to −∞.",
+        data={"length": n})
+
+    words = str(rng.choice(SENTENCES)).split()
+    query = int(rng.integers(1, len(words) - 1))  # neither end, so the four options differ
+    row = causal_mask(len(words))[query]
+    seen = [j for j in range(len(words)) if row[j] == 0]
+    right = span(words, seen[0], seen[-1])
+    options = [right, span(words, query, len(words) - 1), span(words, 0, len(words) - 1), span(words, 0, query - 1)]
+    visible_ex = Exercise(
+        "visible", f"In “{' '.join(words)}” (one token a word), which keys may the query at position {query + 1} "
+        f"(“{words[query]}”) attend to under the causal mask?", right,
+        choices=tuple(options[i] for i in rng.permutation(len(options))),
+        hint="A decoder's query sees itself and every token before it, never a later one.",
+        solution=f"Its row of the mask is 0 at positions 1 to {query + 1} and −∞ after: {right}.",
+        data={"words": words, "query": query})
+
+    n = int(rng.integers(4, 7))
+    query = int(rng.integers(1, n - 1))  # at least one key before it and one after
+    key = int(rng.integers(0, query + 1))
+    scores = [round(float(x), 1) + 0.0 for x in rng.uniform(-2.0, 3.0, n)]  # + 0.0: never −0
+    weights = torch.softmax(torch.tensor(scores, dtype=torch.float64) + causal_mask(n)[query], dim=0).tolist()
+    exps = [math.exp(s) for s in scores[:query + 1]]
+    weight_ex = Exercise(
+        "masked_weight", f"The query at position {query + 1} of {n} has the scores "
+        f"{', '.join(f'{s:g}' for s in scores)} for the keys at positions 1 to {n}. After the causal mask and the "
+        f"softmax, what weight does it give the key at position {key + 1}? Answer to 3 decimals.",
+        weights[key], tolerance=1e-3,
+        hint=f"The mask sets the scores after position {query + 1} to −∞ (weight 0); the softmax runs over the rest.",
+        solution=f"Kept: {', '.join(f'{s:g}' for s in scores[:query + 1])}; their exponentials "
+                 f"{', '.join(f'{e:.3f}' for e in exps)} add up to {sum(exps):.3f}; e^{scores[key]:g} / {sum(exps):.3f} "
+                 f"= {weights[key]:.4f}.",
+        data={"scores": scores, "query": query, "key": key})
+    return [kept_ex, visible_ex, weight_ex]

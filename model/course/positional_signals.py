@@ -12,6 +12,7 @@ import math
 import numpy as np
 import torch
 
+from glassbox.model.course.exercises import Exercise, draw
 from glassbox.model.engine import check_prompt, editing, variant
 from glassbox.model.engine.rope import apply_rope, rope_angles
 
@@ -129,3 +130,72 @@ def figures(loaded) -> dict:
         "rope": [{"m": m, "n": n, "score": s} for (m, n), s in
                  zip(offsets, rope_scores((1.0, 0.5), (0.8, -0.3), 0.3, offsets))],
     }
+
+
+# --- exercises ------------------------------------------------------------------------------
+
+def frequency(d: int, pair: int) -> float:
+    """ω_i of the (sin, cos) pair ``pair``: the angle it turns by per position (its angle at position 1)."""
+    return float(pair_angles(2, d, pair)[1])
+
+
+def drawn_pair(rng) -> tuple[float, float]:
+    """A 2-D vector with one-decimal coordinates, not the zero vector."""
+    while True:
+        v = tuple(round(float(x), 1) + 0.0 for x in rng.uniform(-1.0, 1.0, 2))  # + 0.0: never −0
+        if any(v):
+            return v
+
+
+def exercises(seed: int, loaded=None) -> list[Exercise]:
+    """One entry of the sinusoidal table, the wavelength of one of its pairs, and one RoPE score
+    (loaded is not used)."""
+    rng = draw("positions", seed)
+    formula = "PE(pos, 2i) = sin(pos·ω_i) and PE(pos, 2i + 1) = cos(pos·ω_i), ω_i = 1/10000^(2i/d_model)"
+
+    d = int(rng.choice([16, 32, 64, 128]))
+    dim, pos = int(rng.integers(0, 8)), int(rng.integers(1, 41))
+    pair, wave = dim // 2, "cos" if dim % 2 else "sin"
+    value = float(sinusoidal_table(pos + 1, d)[pos, dim])
+    omega = frequency(d, pair)
+    value_ex = Exercise(
+        "pe_value", f"The sinusoidal table has {formula}. With d_model = {d}, what is PE({pos}, {dim})? "
+        "Answer to 3 decimals (angles in radians).", value, tolerance=1e-3,
+        hint=f"Dimension {dim} is {'odd' if dim % 2 else 'even'}: it is the {wave} of pair i = {pair}.",
+        solution=f"Dimension {dim} = 2·{pair}{' + 1' if dim % 2 else ''}: i = {pair}, ω = 1/10000^({2 * pair}/{d}) "
+                 f"= {omega:.5g}; pos·ω = {pos} × {omega:.5g} = {pos * omega:.4f} rad; "
+                 f"{wave}({pos * omega:.4f}) = {value:.4f}.",
+        data={"d_model": d, "pos": pos, "dim": dim})
+
+    d = int(rng.choice([64, 128, 256, 512]))
+    pair = int(rng.integers(1, d // 2))
+    omega = frequency(d, pair)
+    wavelength = 2 * math.pi / omega
+    wavelength_ex = Exercise(
+        "wavelength", f"The sinusoidal table has {formula}. With d_model = {d}, what is the wavelength of pair "
+        f"i = {pair} (dimensions {2 * pair} and {2 * pair + 1}): the number of positions it takes to turn a full "
+        "circle and repeat its values? Answer to 3 significant figures.", wavelength, tolerance=0.01, relative=True, unit="positions",
+        hint="The pair turns by ω_i per position; a full turn is 2π.",
+        solution=f"ω = 1/10000^({2 * pair}/{d}) = {omega:.5g} per position; 2π/ω = {wavelength:,.2f} positions.",
+        data={"d_model": d, "pair": pair})
+
+    q, k = drawn_pair(rng), drawn_pair(rng)
+    theta = float(rng.choice([0.1, 0.25, 0.5, 1.0]))
+    m, n = (int(x) for x in rng.choice(9, size=2, replace=False))
+    score = rope_scores(q, k, theta, [(m, n)])[0]
+    turned_q, turned_k = rope_rotated(q, theta, m), rope_rotated(k, theta, n)
+
+    def shown(v) -> str:
+        return "(" + ", ".join(f"{x:.4f}" for x in v) + ")"
+
+    rope_ex = Exercise(
+        "rope_score", f"RoPE turns a 2-D query q = ({q[0]:g}, {q[1]:g}) at position m = {m} counter-clockwise by "
+        f"m·θ radians, and a key k = ({k[0]:g}, {k[1]:g}) at position n = {n} by n·θ, with θ = {theta:g}. What is "
+        "their score, the dot product of the turned vectors? Answer to 3 decimals.", score, tolerance=1e-3,
+        hint="Turning (x, y) by an angle a gives (x·cos a − y·sin a, x·sin a + y·cos a). Only n − m matters: the "
+             "score is q·(k turned by (n − m)·θ).",
+        solution=f"q turned by {m * theta:g} rad: {shown(turned_q)}; k turned by {n * theta:g} rad: "
+                 f"{shown(turned_k)}; their dot product {score:.4f}, the same as q·(k turned by "
+                 f"{(n - m) * theta:g} rad).",
+        data={"q": list(q), "k": list(k), "theta": theta, "m": m, "n": n})
+    return [value_ex, wavelength_ex, rope_ex]

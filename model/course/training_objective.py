@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from glassbox.model.course.exercises import Exercise, draw
 from glassbox.model.engine import GlassboxError, check_prompt, run_trace
 from glassbox.model.lesson.training import SCHEDULES, learning_rate_at
 
@@ -79,3 +80,66 @@ def figures(loaded) -> dict:
                for schedule in SCHEDULES},
         },
     }
+
+
+# --- exercises ------------------------------------------------------------------------------
+
+def exercises(seed: int, loaded=None) -> list[Exercise]:
+    """The loss at one probability, the mean loss of a few positions, the perplexity of a loss, and
+    the learning rate of one step of warmup + cosine (loaded is not used)."""
+    rng = draw("objective", seed)
+
+    p = round(float(rng.uniform(0.02, 0.98)), 2)
+    loss = loss_of(p)
+    loss_ex = Exercise(
+        "loss", f"The model gives the correct next token the probability {p:g}. What is the loss of that prediction "
+        "(the cross-entropy, natural log)? Answer to 3 decimals.", loss, tolerance=1e-3, unit="nats",
+        hint="The loss is −ln p(correct): 0 when p = 1, growing without bound as p falls to 0.",
+        solution=f"−ln {p:g} = {loss:.4f} nats.", data={"p": p})
+
+    ps = [round(float(x), 2) for x in rng.uniform(0.05, 0.95, int(rng.integers(3, 6)))]
+    losses = [loss_of(x) for x in ps]
+    mean = sum(losses) / len(losses)
+    mean_ex = Exercise(
+        "mean_loss", f"One pass over a text gives, at its {len(ps)} positions, the probabilities "
+        f"{', '.join(f'{x:g}' for x in ps)} for the true next token. What is the loss of the pass (the mean over "
+        "positions, natural log)? Answer to 3 decimals.", mean, tolerance=1e-3, unit="nats",
+        hint="Take −ln p at each position, then their mean.",
+        solution=f"−ln p: {', '.join(f'{x:.4f}' for x in losses)}; their mean {sum(losses):.4f} / {len(ps)} = "
+                 f"{mean:.4f} nats.",
+        data={"p": ps})
+
+    mean_loss = round(float(rng.uniform(0.5, 5.0)), 2)
+    perplexity = math.exp(mean_loss)
+    perplexity_ex = Exercise(
+        "perplexity", f"A model's mean loss on a text is {mean_loss:g} nats. What is its perplexity? Answer to 4 "
+        "significant figures.", perplexity, tolerance=1e-3, relative=True,
+        hint="Perplexity is e^loss: the number of equally likely tokens that would be as uncertain.",
+        solution=f"e^{mean_loss:g} = {perplexity:.4g}: as unsure, on average, as a uniform choice among "
+                 f"{perplexity:.4g} tokens.",
+        data={"loss": mean_loss})
+
+    steps = int(rng.choice([1000, 2000, 5000, 10000]))
+    warmup = int(rng.choice([50, 100, 200, 500]))
+    peak = float(rng.choice([3e-4, 6e-4, 1e-3, 3e-3]))
+    floor = float(rng.choice([0.0, 0.1]))
+    step = int(rng.integers(0, warmup)) if rng.random() < 0.25 else int(rng.integers(warmup, steps))
+    rate = learning_rate_at("warmup + cosine", step, steps, peak, warmup, floor)
+    if step < warmup:
+        worked = f"{step} < {warmup}: still warming up, lr = {peak:g} × {step + 1}/{warmup} = {rate:.4g}."
+    else:
+        t = (step - warmup) / (steps - warmup)
+        cos = math.cos(math.pi * t)
+        worked = (f"t = ({step} − {warmup})/({steps} − {warmup}) = {t:.4f}; cos(π·t) = {cos:.4f}; lr = {peak:g} × "
+                  f"({floor:g} + {1 - floor:g} × (1 {'−' if cos < 0 else '+'} {abs(cos):.4f})/2) = {rate:.4g}.")
+    rate_ex = Exercise(
+        "learning_rate", f"A warmup + cosine schedule runs {steps:,} steps (numbered 0 to {steps - 1:,}) with peak "
+        f"{peak:g}, {warmup} warmup steps and floor {floor:g}: at step s < {warmup}, lr = peak·(s + 1)/{warmup}; "
+        f"after it, t = (s − {warmup})/({steps:,} − {warmup}) and lr = peak·(floor + (1 − floor)·(1 + cos πt)/2). "
+        f"What is the learning rate at step {step:,}? Answer to 4 significant figures.", rate, tolerance=5e-3,
+        relative=True,
+        hint="First decide whether the step is still in the warmup; the cosine part starts at the peak (t = 0).",
+        solution=worked,
+        data={"schedule": "warmup + cosine", "step": step, "steps": steps, "peak": peak, "warmup": warmup,
+              "floor": floor})
+    return [loss_ex, mean_ex, perplexity_ex, rate_ex]
