@@ -26,14 +26,15 @@ def softmax(x: np.ndarray) -> np.ndarray:
 
 def test_the_angle_slider_moves_the_weight_of_cat(app_url, page):
     """Reference: numpy's softmax of q·k/√2 over "the", "cat", "sat" for the query of length 2 at
-    the angle the slider shows after one ArrowRight (46°), written to 4 decimals as the page does."""
+    the angle the slider shows after one ArrowRight (46°), written to 4 decimals as the page does;
+    the walk-through button brings back the course's 0.5896."""
     page.goto(app_url + "/course-attention")
-    settled(page)
-    table = page.locator("[data-testid='stTable']").first
+    lesson = page.locator(".gb-lesson-attention")  # drawn by the page (app/components/lesson_controls.js)
+    table = lesson.locator("table").first
     expect(table).to_contain_text("0.5896", timeout=60_000)  # the walk-through: softmax(0.7, 2.1, 1.3)
-    # Streamlit's slider is a range input (role "slider" implied, not written): focused, as a click
-    # on its thumb would, then moved by one step
-    thumb = page.get_by_role("slider", name="Angle of its query (degrees)")
+    # the slider is a range input (role "slider" implied, not written): focused, as a click on its
+    # thumb would, then moved by one step; the page redraws without a rerun
+    thumb = lesson.get_by_role("slider", name="Angle of its query (degrees)")
     thumb.focus()
     page.keyboard.press("ArrowRight")
     expect(thumb).not_to_have_value("45", timeout=60_000)
@@ -41,7 +42,10 @@ def test_the_angle_slider_moves_the_weight_of_cat(app_url, page):
     q = 2.0 * np.array([math.cos(angle), math.sin(angle)])
     weight = softmax(np.array(KEYS[:3]) @ q / math.sqrt(2))[1]
     assert abs(weight - 0.5896) > 5e-4  # a number that differs from the one shown before
-    expect(table.locator("tr").filter(has_text="cat")).to_contain_text(f"{weight:.4f}", timeout=60_000)
+    expect(table.locator("tr").filter(has_text="cat")).to_contain_text(f"{weight:.4f}", timeout=5_000)
+    lesson.get_by_role("button", name="The course's walk-through").click()  # the preset brings it back
+    expect(thumb).to_have_value("45", timeout=5_000)
+    expect(table.locator("tr").filter(has_text="cat")).to_contain_text("0.5896", timeout=5_000)
 
 
 def test_choosing_another_head_updates_its_share_of_later_tokens(app_url, page):

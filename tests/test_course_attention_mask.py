@@ -15,7 +15,7 @@ from glassbox.model.course import attention_by_hand as lesson1
 from glassbox.model.course import mask as lesson4
 from glassbox.model.engine import run_trace, variant
 from glassbox.model.io.checkpoint import load
-from tests.helpers import charts, shown, start, z
+from tests.helpers import charts, page_functions, shown, start, z
 
 SQRT2 = math.sqrt(2)
 
@@ -94,29 +94,23 @@ def test_any_query_gives_the_causal_softmax(position, angle, length):
     assert np.abs(result.output.numpy() - w @ np.array(lesson1.VALUES)).max() < 1e-12
 
 
-def shown_weights(at) -> dict[str, float]:
-    """The page's weight column, as it writes it (4 decimals)."""
-    table = at.table[0].value
-    return {token: float(table.loc[token, "weight (softmax)"]) for token in table.index}
-
-
-def test_the_attention_page_moves_the_weights_with_the_angle():
-    """Reference: numpy's causal softmax for the query at the slider's angle (the page writes 4
-    decimals: within 5e-5). Opens on the walk-through; another token, and the preset brings it back."""
+def test_the_attention_page_moves_the_weights_with_the_angle(tmp_path):
+    """Reference: numpy's causal softmax for the query at the slider's angle, against the weights the
+    page computes (app/components/lesson_controls.js run by Node on what the page is sent: to 1e-12).
+    Opens on the walk-through; another angle moves "cat"'s weight; the first token sees only itself."""
     at = start("course/attention_by_hand.py")
     assert not at.exception
-    assert np.abs(np.array(list(shown_weights(at).values()))[:3] - softmax([0.7, 2.1, 1.3])).max() <= 5e-5
-    at.slider(key="attn_angle").set_value(90).run()
-    assert not at.exception
+    (sent,) = [d for d in (json.loads(c.proto.json) for c in at.get("bidi_component")) if d.get("kind") == "attention"]
+    assert sent["walkthrough"] == {"token": "sat", "angle": 45, "length": 2.0}
+    assert sent["keys"] == [list(k) for k in lesson1.KEYS] and sent["values"] == [list(v) for v in lesson1.VALUES]
+    vectors = [sent["keys"], sent["values"], sent["d_k"]]
+    opened, turned, first = page_functions(tmp_path, "attend", [vectors + [2, 45, 2.0], vectors + [2, 90, 2.0],
+                                                                vectors + [0, 20, 1.5]], "lesson_controls.js")
+    assert np.abs(np.array(opened["weights"][:3]) - softmax(np.array([0.7, 2.1, 1.3]))).max() <= 1e-12
     expected = softmax(np.array(lesson1.KEYS[:3]) @ polar(90, 2.0) / SQRT2)
-    got = shown_weights(at)
-    assert max(abs(got[t] - e) for t, e in zip(lesson1.TOKENS, expected)) <= 5e-5 and got["on"] == 0
-    assert abs(got["cat"] - 0.5896) > 0.01  # it did move
-    at.radio(key="attn_token").set_value("the").run()
-    assert shown_weights(at)["the"] == 1.0  # the first token sees only itself
-    at.button(key="attn_walkthrough").click().run()
-    assert at.radio(key="attn_token").value == "sat" and at.slider(key="attn_angle").value == 45
-    assert abs(shown_weights(at)["cat"] - softmax([0.7, 2.1, 1.3])[1]) <= 5e-5
+    assert np.abs(np.array(turned["weights"][:3]) - expected).max() <= 1e-12 and turned["weights"][3] == 0
+    assert abs(turned["weights"][1] - 0.5896) > 0.01  # it did move
+    assert first["weights"] == [1, 0, 0, 0]  # the first token sees only itself
     text = shown(" ".join(m.value for m in at.markdown))
     assert "0.2649 rounds to 0.26, not 0.27" in text and "value vectors are ours" in text
 

@@ -2,7 +2,7 @@
 without training.
 
 References: the lesson modules' own functions (torch float64: dot_product_scale's softmax and
-jacobian_norm) and numpy's ‖diag(p) − p·pᵀ‖ written here, against the page's JavaScript run by Node
+jacobian_norm; attention_by_hand's attend and similarity) and numpy's ‖diag(p) − p·pᵀ‖ written here, against the page's JavaScript run by Node
 (the one Playwright ships) on what the page is sent: equal to 1e-12 (float64 on both sides, sums taken
 in another order); the page's number format against app/components/labels.py's ``number``, character
 for character. The sqrt-dk page is opened with the lesson's training function replaced by one that
@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 import torch
 
-from glassbox.app.components.labels import number
+from glassbox.app.components.labels import NEGLIGIBLE, cell_text, number
+from glassbox.model.course import attention_by_hand as by_hand
 from glassbox.model.course import dot_product_scale as scale
 from tests.helpers import page_functions, start
 
@@ -96,3 +97,44 @@ def test_the_shipped_wide_heads_are_the_lessons_runs():
     assert shipped["threads"] == 1
     assert shipped["scaled"] == fresh["scaled"] and shipped["unscaled"] == fresh["unscaled"]
     assert set(json.loads(scale.WIDE_FILE.read_text())["runs"]) == {str(d) for d in scale.WIDE_D_HEADS}
+
+
+@pytest.fixture(scope="module")
+def attention_sent():
+    at = start("course/attention_by_hand.py")
+    assert not at.exception
+    return sent(at, "attention")
+
+
+QUERY_CASES = [(p, a, n) for p in range(4) for a in (-180, -97, 0, 45, 133, 180) for n in (0.0, 0.1, 1.3, 3.0)]
+
+
+def test_the_pages_attention_is_the_lessons(tmp_path, attention_sent):
+    data = attention_sent
+    assert data["tokens"] == list(by_hand.TOKENS) and data["d_k"] == by_hand.D_K
+    assert data["queries"] == {t: [int(a), float(n)] for t, (a, n) in by_hand.QUERIES.items()}
+    vectors = [data["keys"], data["values"], data["d_k"]]
+    results = page_functions(tmp_path, "attend", [vectors + list(case) for case in QUERY_CASES], SCRIPT)
+    for (position, angle, length), page in zip(QUERY_CASES, results):
+        lesson = by_hand.attend(position, angle, length)
+        for name in ("query", "scores", "weights", "output"):
+            np.testing.assert_allclose(page[name], getattr(lesson, name).numpy(), rtol=0, atol=1e-12, err_msg=name)
+        # −∞ (masked) travels through JSON as null
+        assert [x is None for x in page["scaled"]] == [not lesson.visible(j) for j in range(4)]
+        seen = lesson.scaled[: position + 1].numpy()
+        np.testing.assert_allclose(page["scaled"][: position + 1], seen, rtol=0, atol=1e-12)
+    queries = {t: (a, n) for t, (a, n) in zip(by_hand.TOKENS, [(30, 1.1), (-150, 2.9), (90, 0.0), (179, 0.4)])}
+    (grid,) = page_functions(tmp_path, "similarity", [[data["keys"], [list(queries[t]) for t in by_hand.TOKENS]]], SCRIPT)
+    np.testing.assert_allclose(grid, by_hand.similarity(queries).numpy(), rtol=0, atol=1e-12)
+
+
+def test_the_pages_attention_numbers_are_written_as_the_server_writes_them(tmp_path):
+    values = [by_hand.attend(p, a, n) for p, a, n in QUERY_CASES[::5]]
+    numbers = [float(x) for r in values for x in (*r.scores, *r.weights, *r.output)]
+    written = page_functions(tmp_path, "scoreText", [[x] for x in numbers], SCRIPT)
+    assert written == [number(x) for x in numbers]
+    matrix = by_hand.similarity(by_hand.QUERIES).numpy()
+    largest = float(abs(matrix).max())
+    cells = [float(v) for v in matrix.ravel()] + [1e-14, -1e-13, -0.004]
+    written = page_functions(tmp_path, "cellText", [[v, largest, NEGLIGIBLE] for v in cells], SCRIPT)
+    assert written == [cell_text(v, largest, ".2f") for v in cells]

@@ -111,7 +111,294 @@ function saturation(root, data) {
   draw();
 }
 
-const KINDS = { saturation };
+// --- attention by hand (model/course/attention_by_hand.py's attend and similarity, written again) ---
+
+function queryVector(angle, length) {
+  const radians = (angle * Math.PI) / 180;
+  return [length * Math.cos(radians), length * Math.sin(radians)];
+}
+
+// Token `position` attending with the query of `angle` (degrees) and `length`: it sees itself and the
+// tokens before it (the later ones' scaled scores −∞, weights 0)
+export function attend(keys, values, dK, position, angle, length) {
+  const query = queryVector(angle, length);
+  const scores = keys.map(([x, y]) => x * query[0] + y * query[1]);
+  const scaled = scores.map((s, j) => (j > position ? -Infinity : s / Math.sqrt(dK)));
+  const seen = softmax(scaled.slice(0, position + 1));
+  const weights = scaled.map((_, j) => (j > position ? 0 : seen[j]));
+  const output = [0, 1].map((d) => weights.reduce((sum, w, j) => sum + w * values[j][d], 0));
+  return { position, query, scores, scaled, weights, output };
+}
+
+// q_i·k_j: row i is token i's own query (`queries`: [angle, length] each) against every key
+export function similarity(keys, queries) {
+  return queries.map(([angle, length]) => {
+    const q = queryVector(angle, length);
+    return keys.map(([x, y]) => x * q[0] + y * q[1]);
+  });
+}
+
+// A score or weight as the table writes it: −∞ where masked, else as labels.py's `number`
+export function scoreText(value) {
+  return value === -Infinity ? "−∞ (masked)" : numberText(value);
+}
+
+// A cell's text as labels.py's `cell_text` writes it with two decimals: rounding noise as 0, never "-0.00"
+export function cellText(value, largest, negligible) {
+  if (value === -Infinity) return "−∞";
+  if (Math.abs(value) < negligible * largest) return "0";
+  const written = value.toFixed(2);
+  return written.startsWith("-") && Number(written) === 0 ? written.slice(1) : written;
+}
+
+// Labels at the vectors' tips, none over another, a marker, an arrow's shaft or the plot's edge:
+// app/course/attention_by_hand.py's placement before this page drew the plot (a label's box in plot
+// units from its text's length, `g`: CHAR, LINE, PAD, MARKER, SHAFT, SHAFT_STEPS, SPAN)
+function labelBox(g, x, y, text, position) {
+  const [v, h] = position.split(" ");
+  const width = g.CHAR * [...text].length + 0.1;
+  const left = { right: x + g.PAD, left: x - g.PAD - width, center: x - width / 2 }[h];
+  const bottom = { top: y + g.PAD, bottom: y - g.PAD - g.LINE, middle: y - g.LINE / 2 }[v];
+  return [left, bottom, left + width, bottom + g.LINE];
+}
+
+const overlaps = (a, b) => !(a[2] <= b[0] || a[0] >= b[2] || a[3] <= b[1] || a[1] >= b[3]);
+const inside = (g, box) => -g.SPAN <= box[0] && box[2] <= g.SPAN && -g.SPAN <= box[1] && box[3] <= g.SPAN;
+const same = (a, b) => a.every((v, i) => v === b[i]);
+
+// Where to write a label at its tip: beyond it, away from the origin, else another side; null where none fits
+function outward(g, x, y, text, placed) {
+  const vertical = y >= 0 ? ["top", "bottom"] : ["bottom", "top"];
+  const horizontal = Math.abs(x) < 0.3 ? ["center"] : x > 0 ? ["right", "left"] : ["left", "right"];
+  const sides = [];
+  for (const v of vertical) for (const h of horizontal.length > 1 ? [...horizontal, "center"] : horizontal) sides.push(`${v} ${h}`);
+  for (const h of x >= 0 ? ["right", "left"] : ["left", "right"]) sides.push(`middle ${h}`);
+  const own = [x - g.MARKER, y - g.MARKER, x + g.MARKER, y + g.MARKER];
+  for (const position of sides) {
+    const box = labelBox(g, x, y, text, position);
+    if (inside(g, box) && !placed.some((b) => !same(b, own) && overlaps(box, b))) {
+      placed.push(box);
+      return position;
+    }
+  }
+  return null;
+}
+
+// Where to centre a label that could not sit at its tip: further out, on a leader line; null where nowhere
+function leaderSpot(g, x, y, text, placed) {
+  const width = g.CHAR * [...text].length + 0.1;
+  const away = x !== 0 || y !== 0 ? Math.atan2(y, x) : Math.PI / 2;
+  const turns = [...Array(16).keys()].sort((a, b) => Math.min(a, 16 - a) - Math.min(b, 16 - b));
+  for (const distance of [0.5, 0.8, 1.1, 1.5])
+    for (const turn of turns) {
+      const angle = away + (turn * Math.PI) / 8;
+      const cx = x + distance * Math.cos(angle), cy = y + distance * Math.sin(angle);
+      const box = [cx - width / 2, cy - g.LINE / 2, cx + width / 2, cy + g.LINE / 2];
+      if (inside(g, box) && !placed.some((b) => overlaps(box, b))) {
+        placed.push(box);
+        return [cx, cy];
+      }
+    }
+  return null;
+}
+
+// Every point of the plot with its label's place: [{x, y, text, colour, symbol, position | spot | neither}];
+// the query and the output first, the keys next, the values last (their labels may be left to the hover)
+export function vectorLabels(data, token, result) {
+  const g = data.geometry, c = data.colours;
+  const points = [{ x: result.query[0], y: result.query[1], text: `q(${token})`, colour: c.query, symbol: "circle" },
+                  { x: result.output[0], y: result.output[1], text: "output", colour: c.output, symbol: "square" }];
+  data.keys.forEach(([x, y], j) => {
+    const visible = j <= result.position;
+    points.push({ x, y, text: `k(${data.tokens[j]})` + (visible ? "" : " masked"), colour: visible ? c.key : c.hidden,
+                  symbol: "circle" });
+  });
+  data.values.forEach(([x, y], j) => points.push({ x, y, text: `v(${data.tokens[j]})`, colour: c.value, symbol: "diamond" }));
+  const placed = points.map(({ x, y }) => [x - g.MARKER, y - g.MARKER, x + g.MARKER, y + g.MARKER]);
+  const tips = [result.query, result.output, ...data.keys];
+  for (const [x, y] of tips)
+    for (const t of g.SHAFT_STEPS) placed.push([t * x - g.SHAFT, t * y - g.SHAFT, t * x + g.SHAFT, t * y + g.SHAFT]);
+  for (const point of points) {
+    point.position = outward(g, point.x, point.y, point.text, placed);
+    if (!point.position && point.symbol !== "diamond") point.spot = leaderSpot(g, point.x, point.y, point.text, placed);
+  }
+  return points;
+}
+
+// The labels of `token`'s plot at a query's `angle` and `length`, and the arrows' tips (what a test checks)
+export function attentionLabels(data, token, angle, length) {
+  const result = attend(data.keys, data.values, data.d_k, data.tokens.indexOf(token), angle, length);
+  return { points: vectorLabels(data, token, result), arrows: [result.query, result.output, ...data.keys] };
+}
+
+function vectorPlot(data, token, result) {
+  const g = data.geometry, c = data.colours;
+  const size = 400, left = 56, top = 34, W = left + size + 14, H = top + size + 44;
+  const unit = size / (2 * g.SPAN);
+  const X = (x) => left + (x + g.SPAN) * unit, Y = (y) => top + (g.SPAN - y) * unit;
+  const chart = svg("svg", { viewBox: `0 0 ${W} ${H}`, class: "gb-lesson-chart gb-vectors", role: "img" });
+  const defs = svg("defs");
+  for (const colour of new Set(Object.values(c))) {
+    const head = svg("marker", { id: `gb-head-${colour.slice(1)}`, viewBox: "0 0 10 10", refX: 9, refY: 5,
+                                 markerWidth: 5, markerHeight: 5, orient: "auto-start-reverse" });
+    head.append(svg("path", { d: "M 0 0 L 10 5 L 0 10 z", fill: colour }));
+    defs.append(head);
+  }
+  chart.append(defs);
+  chart.append(svg("text", { x: left, y: 18, class: "gb-chart-heading" }, `Keys, values, the query of “${token}” and its output`));
+  const grid = svg("g", { class: "gb-grid" });
+  for (let tick = -3; tick <= 3; tick++) {
+    grid.append(svg("line", { x1: X(tick), x2: X(tick), y1: top, y2: top + size, class: tick === 0 ? "gb-zero" : "" }));
+    grid.append(svg("line", { x1: left, x2: left + size, y1: Y(tick), y2: Y(tick), class: tick === 0 ? "gb-zero" : "" }));
+    grid.append(svg("text", { x: X(tick), y: top + size + 15, "text-anchor": "middle" }, String(tick)));
+    grid.append(svg("text", { x: left - 6, y: Y(tick) + 4, "text-anchor": "end" }, String(tick)));
+  }
+  chart.append(grid);
+  chart.append(svg("text", { x: left + size / 2, y: H - 8, "text-anchor": "middle", class: "gb-axis-title" }, "first coordinate"));
+  chart.append(svg("text", { x: 14, y: top + size / 2, "text-anchor": "middle", class: "gb-axis-title",
+                             transform: `rotate(-90 14 ${top + size / 2})` }, "second coordinate"));
+  const arrow = ([x, y], colour, width) => chart.append(svg("line", {
+    x1: X(0), y1: Y(0), x2: X(x), y2: Y(y), stroke: colour, "stroke-width": width, "marker-end": `url(#gb-head-${colour.slice(1)})` }));
+  data.keys.forEach((key, j) => arrow(key, j <= result.position ? c.key : c.hidden, 1.5));
+  arrow(result.query, c.query, 3);
+  arrow(result.output, c.output, 3);
+  for (const p of vectorLabels(data, token, result)) {
+    const hover = `${p.text}: (${p.x.toFixed(3)}, ${p.y.toFixed(3)})`;
+    const r = p.symbol === "circle" ? 3 : 5;
+    const mark = p.symbol === "diamond"
+      ? svg("path", { d: `M ${X(p.x)} ${Y(p.y) - r} l ${r} ${r} l ${-r} ${r} l ${-r} ${-r} z`, fill: p.colour })
+      : p.symbol === "square" ? svg("rect", { x: X(p.x) - r, y: Y(p.y) - r, width: 2 * r, height: 2 * r, fill: p.colour })
+        : svg("circle", { cx: X(p.x), cy: Y(p.y), r, fill: p.colour });
+    mark.append(svg("title", {}, hover));
+    chart.append(mark);
+    let centre = null;
+    if (p.position) {
+      const box = labelBox(g, p.x, p.y, p.text, p.position);
+      centre = [(box[0] + box[2]) / 2, (box[1] + box[3]) / 2];
+    } else if (p.spot) {
+      centre = p.spot;
+      chart.append(svg("line", { x1: X(p.x), y1: Y(p.y), x2: X(p.spot[0]), y2: Y(p.spot[1]), stroke: p.colour, "stroke-width": 1 }));
+    }
+    if (centre) chart.append(svg("text", { x: X(centre[0]), y: Y(centre[1]), "text-anchor": "middle",
+                                           "dominant-baseline": "central", fill: p.colour, class: "gb-vector-label" }, p.text));
+  }
+  return chart;
+}
+
+function table(head, rows) {
+  const node = element("table", "gb-table");
+  const top = element("tr");
+  for (const cell of head) top.append(element("th", "", cell));
+  node.append(top);
+  for (const cells of rows) {
+    const row = element("tr");
+    cells.forEach((cell, i) => row.append(element(i ? "td" : "th", "", cell)));
+    node.append(row);
+  }
+  return node;
+}
+
+function similarityGrid(data, matrix, chosen) {
+  const largest = Math.max(...matrix.flat().map(Math.abs));
+  const grid = element("table", "gb-table gb-similarity");
+  const head = element("tr");
+  head.append(element("th", "", "query of ↓ · key of →"));
+  for (const t of data.tokens) head.append(element("th", "", `k(${t})`));
+  grid.append(head);
+  matrix.forEach((row, i) => {
+    const line = element("tr", i === chosen ? "gb-chosen" : "");
+    line.append(element("th", "", `q(${data.tokens[i]})`));
+    row.forEach((v, j) => {
+      const cell = element("td", "", cellText(v, largest, data.negligible));
+      const colour = data.palette[Math.round(((v + largest) / (2 * largest || 1)) * (data.palette.length - 1))];
+      cell.style.background = colour;
+      const [r, g, b] = [1, 3, 5].map((k) => parseInt(colour.slice(k, k + 2), 16));
+      cell.style.color = 0.299 * r + 0.587 * g + 0.114 * b < 140 ? "#ffffff" : "#1b1d24";
+      cell.title = `q(${data.tokens[i]}) · k(${data.tokens[j]}) = ${v.toFixed(4)}`;
+      line.append(cell);
+    });
+    grid.append(line);
+  });
+  return grid;
+}
+
+// attention: a token, its query's angle and length (each token keeps its own), the course's walk-through
+const attentionState = new WeakMap(); // parentElement -> {token, queries}: kept across the server's reruns
+function attention(root, data, parentElement) {
+  const state = attentionState.get(parentElement)
+    ?? { token: data.walkthrough.token, queries: Object.fromEntries(data.tokens.map((t) => [t, [...data.queries[t]]])) };
+  attentionState.set(parentElement, state);
+  const controls = element("div", "gb-lesson-controls");
+  const tokens = element("div", "gb-radios");
+  tokens.setAttribute("role", "radiogroup");
+  tokens.setAttribute("aria-label", "Token");
+  tokens.append(element("span", "gb-radios-label", "Token"));
+  const radios = data.tokens.map((t) => {
+    const box = element("label", "gb-radio");
+    const input = element("input");
+    Object.assign(input, { type: "radio", name: "gb-attention-token", value: t });
+    box.append(input, element("span", "", t));
+    tokens.append(box);
+    input.addEventListener("change", () => { state.token = t; setSliders(); draw(); });
+    return input;
+  });
+  const angle = slider("Angle of its query (degrees)", data.angle, (v) => String(v));
+  const length = slider("Length of its query", data.length, (v) => Number(v).toFixed(1));
+  const preset = element("button", "gb-action", "The course's walk-through");
+  preset.type = "button";
+  preset.title = `“${data.walkthrough.token}” with the query that gives the course's scores`;
+  controls.append(tokens, angle.box, length.box, preset);
+  const plot = element("div", "gb-lesson-plot");
+  const side = element("div", "gb-lesson-side");
+  const body = element("div", "gb-lesson-row gb-attention-row");
+  body.append(plot, side);
+  const similar = element("div", "gb-lesson-similarity");
+  root.append(controls, body, similar);
+
+  function setSliders() {
+    const [a, l] = state.queries[state.token];
+    angle.input.value = a;
+    length.input.value = l;
+    radios.forEach((r) => (r.checked = r.value === state.token));
+  }
+  function draw() {
+    const token = state.token, position = data.tokens.indexOf(token);
+    const [a, l] = state.queries[token];
+    angle.shown.textContent = String(a);
+    length.shown.textContent = l.toFixed(1);
+    const result = attend(data.keys, data.values, data.d_k, position, a, l);
+    plot.replaceChildren(vectorPlot(data, token, result),
+      element("div", "gb-caption", data.caption));
+    const rows = data.tokens.map((t, j) => [t, scoreText(result.scores[j]), scoreText(result.scaled[j]),
+                                            numberText(result.weights[j])]);
+    const terms = data.tokens.slice(0, position + 1).map((t, j) => `${numberText(result.weights[j])}·v(${t})`).join(" + ");
+    const later = data.tokens.slice(position + 1).map((t) => `“${t}”`).join(" and ");
+    const verbs = data.tokens.length - position - 1 === 1 ? "comes later and is" : "come later and are";
+    const output = element("div", "gb-output", `output = ${terms} = `);
+    output.append(element("b", "", `(${numberText(result.output[0])}, ${numberText(result.output[1])})`));
+    side.replaceChildren(element("div", "gb-side-title", `What “${token}” computes`),
+      table(["token", "q·k", `q·k / √${data.d_k}`, "weight (softmax)"], rows), output,
+      element("div", "gb-caption", position === 0
+        ? `“${token}” comes first: it can see only itself, so its weight is 1 whatever its query.`
+        : `“${token}” sees itself and the tokens before it` + (later ? `; ${later} ${verbs} masked: score −∞, weight 0.` : ".")));
+    const matrix = similarity(data.keys, data.tokens.map((t) => state.queries[t]));
+    similar.replaceChildren(element("div", "gb-chart-title", "Similarity qᵢ·kⱼ (the row outlined is the token chosen above)"),
+                            similarityGrid(data, matrix, position));
+    root.dataset.drawn = JSON.stringify({ token, angle: a, length: l, weights: rows.map((r) => r[3]) });
+  }
+  angle.input.addEventListener("input", () => { state.queries[state.token][0] = Number(angle.input.value); draw(); });
+  length.input.addEventListener("input", () => { state.queries[state.token][1] = Number(length.input.value); draw(); });
+  preset.addEventListener("click", () => {
+    state.token = data.walkthrough.token;
+    state.queries[state.token] = [data.walkthrough.angle, data.walkthrough.length];
+    setSliders();
+    draw();
+  });
+  setSliders();
+  draw();
+}
+
+const KINDS = { saturation, attention };
 const mounted = new WeakMap(); // parentElement -> what it was sent: a rerun with the same data keeps the learner's value
 
 export default function (component) {
@@ -122,5 +409,5 @@ export default function (component) {
   const root = element("div", `gb-lesson gb-lesson-${data.kind}`);
   parentElement.querySelector(".gb-lesson")?.remove(); // ours only: the CSS is a sibling
   parentElement.appendChild(root);
-  KINDS[data.kind](root, data);
+  KINDS[data.kind](root, data, parentElement);
 }

@@ -18,3 +18,22 @@ def saturation(scores: list[float], scales: list[float], curve: list[float], val
                       "curve": curve, "slider": {"min": low, "max": high, "step": step, "value": value},
                       "x_title": "c: the scores [1.0, 0.0125, −0.0375] × c",
                       "y_title": "‖diag(p) − p·pᵀ‖ (Frobenius)"}, key=key)
+
+
+def attention(tokens: tuple[str, ...], keys, values, queries: dict[str, tuple[float, float]], d_k: int,
+              walkthrough: tuple[str, float, float], geometry: dict, colours: dict, caption: str, key: str) -> None:
+    """Attention by hand: the token, its query's angle and length and the walk-through preset, the
+    vectors' plot (labels placed as ``geometry`` says), the scores, weights and output, and every
+    token's q_i·k_j, all computed in the page from the lesson's four tokens' vectors sent here;
+    ``caption`` is written under the plot."""
+    from glassbox.app.components.heatmap import colour_stops
+    from glassbox.app.components.labels import NEGLIGIBLE
+
+    token, angle, length = walkthrough
+    _component(data={"kind": "attention", "tokens": list(tokens), "keys": [list(k) for k in keys],
+                      "values": [list(v) for v in values], "d_k": d_k,
+                      "queries": {t: [int(a), float(n)] for t, (a, n) in queries.items()},
+                      "walkthrough": {"token": token, "angle": int(angle), "length": float(length)},
+                      "angle": {"min": -180, "max": 180, "step": 1}, "length": {"min": 0.0, "max": 3.0, "step": 0.1},
+                      "geometry": geometry, "colours": colours, "caption": caption, "negligible": NEGLIGIBLE,
+                      "palette": colour_stops("diverging", 256)}, key=key)
