@@ -53,10 +53,11 @@ def reshape(split: Split, loaded: LoadedModel, labels: list[str]) -> None:
         f"in one product, x · W_Q, with W_Q of shape {D} × {D}; then it cuts each row of {D} numbers into {H} pieces "
         f"of {dh} and moves the head axis forward, so the {H} heads become a batch the rest of attention runs on at "
         "once. The same for the keys and the values.")
-    st.code(f"x                     [1, {T}, {D}]   # batch, seq, d_model\n"
-            f"q = x @ W_Q + b_Q     [1, {T}, {D}]\n"
-            f"q.view(1, {T}, {H}, {dh})   [1, {T}, {H}, {dh}]   # split d_model into heads × d_head\n"
-            f"  .transpose(1, 2)    [1, {H}, {T}, {dh}]   # batch, heads, seq, d_head", language="text")
+    lines = [("x", f"[1, {T}, {D}]", "batch, seq, d_model"), ("q = x @ W_Q + b_Q", f"[1, {T}, {D}]", ""),
+             (f"q.view(1, {T}, {H}, {dh})", f"[1, {T}, {H}, {dh}]", "split d_model into heads × d_head"),
+             ("  .transpose(1, 2)", f"[1, {H}, {T}, {dh}]", "batch, heads, seq, d_head")]
+    st.code("\n".join(f"{code:<24}{shape:<18}" + (f"# {note}" if note else "") for code, shape, note in lines),
+            language="text")
     position = st.select_slider("Position", list(range(T)), T - 1, format_func=lambda i: labels[i],
                                 key="heads_position")
     row = split.q_flat[position]

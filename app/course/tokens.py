@@ -12,7 +12,7 @@ from glassbox.app.components.charts import show
 from glassbox.app.components.course import course_model, lesson_end, lesson_page
 from glassbox.app.components.errors import fragment
 from glassbox.app.components.heatmap import heatmap_figure
-from glassbox.app.components.labels import plain, plain_html, position_labels, token_text
+from glassbox.app.components.labels import plain, plain_html, token_text
 from glassbox.model.course.tokens import (AUDIO, D_MODEL, IMAGE, MAX_MERGES, PRICES, SAMPLE_RATE, TEXT,
                                           TRAIN_SENTENCES, Domain, alphabet, audio_clip, audio_domain, bpe_tokens,
                                           byte_tokens, image_domain, ms_to_samples, picture, price_domain, prices,
@@ -58,13 +58,15 @@ def two_tokenizers(loaded: LoadedModel) -> None:
     st.markdown(f"**Bytes: {len(raw)} tokens**")
     st.html(chips([t["piece"] for t in raw], [f"byte {t['id']}" for t in raw]))
     embedded = text_embedding(loaded, text)
-    labels = position_labels(loaded.pieces, loaded.encode(text))
+    labels = [f"{i}:{token_text(t['piece'])}" for i, t in enumerate(bpe)]  # byte fragments as <0xNN>
     st.markdown(f"Each BPE id then picks a row of the model's embedding table W_E: {len(bpe)} ids become a "
                 f"{len(bpe)} × {embedded.shape[1]} matrix, the sequence the blocks read.")
     show(heatmap_figure(embedded, labels, [str(i) for i in range(embedded.shape[1])], "The text, embedded",
                         "embed.W_E[ids]", row_title="position:token", col_title="feature of d_model",
                         colorbar="value", gaps=False, height=min(160 + 18 * len(bpe), 600)),
          config={"displayModeBar": False})
+    st.caption("Rows of ids the model rarely met in its stories (byte fragments, lone letters) look almost alike: "
+               "training had little reason to tell them apart.")
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -208,7 +210,8 @@ def price_series() -> None:
                      go.Scatter(x=list(range(1, len(series))), y=ids, mode="markers", marker=dict(size=4),
                                 name="token id", yaxis="y2")])
     fig.update_layout(xaxis_title="day", yaxis=dict(title="price"), height=260, margin=dict(t=10, b=10),
-                      yaxis2=dict(title="token id (return bin)", overlaying="y", side="right", range=[-1, int(bins)]),
+                      yaxis2=dict(title="token id (return bin)", overlaying="y", side="right", range=[-1, int(bins)],
+                                  dtick=max(1, int(bins) // 4), showgrid=False),
                       legend=dict(orientation="h", y=1.12, x=0))
     show(fig, config={"displayModeBar": False})
     show(embedded_heatmap(domain, [f"day {i + 1}: id {t}" for i, t in enumerate(ids)], "day"),
