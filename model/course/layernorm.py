@@ -113,7 +113,7 @@ def figures(loaded: LoadedModel | None = None) -> dict:
     model = on_the_model(loaded, PROMPT)
     listed = lambda d: {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in d.items()}  # noqa: E731
     return {"vector": list(START_3D), "layernorm": listed(steps), "rmsnorm": listed(rms),
-            "two_d": {"outputs": "every x with x1 ≠ x2 goes to (1, −1) or (−1, 1)"},
+            "two_d": {str(x): centre_and_scale(x)["out"].tolist() for x in ((2.0, 0.6), (0.6, 2.0), (-5.0, 0.1))},
             "jacobian": jacobian(START_3D).tolist(), "gradient": listed(gradient_through(START_3D, upstream)),
             "upstream": upstream.tolist(), "norms": gammas_betas(loaded),
             "on_the_model": {"prompt": PROMPT, **{k: v for k, v in listed(model).items() if k not in ("x", "upstream")}}}
