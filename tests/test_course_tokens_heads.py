@@ -31,7 +31,7 @@ from glassbox.model.course import multi_head, tokens
 from glassbox.model.io.assets import asset
 from glassbox.model.io.checkpoint import load
 from glassbox.model.io.verify import as_gpt2
-from tests.helpers import start
+from tests.helpers import charts, start
 
 SEEDS = (0, 1, 2)
 
@@ -353,3 +353,9 @@ def test_the_multi_head_page():
     at.radio(key="heads_block").set_value(3).run()
     assert not at.exception
     assert any("block 4 (blocks.3)" in m.value for m in at.markdown)
+    at.select_slider(key="heads_position").set_value(2).run()
+    assert not at.exception and any("q at 2:" in str(c) for c in charts(at))
+    at.text_input(key="heads_prompt").input("the cat sat").run()  # shorter: the position comes back inside it
+    assert not at.exception and at.select_slider(key="heads_position").value == 2
+    at.text_input(key="heads_prompt").input("the cat").run()
+    assert not at.exception and at.select_slider(key="heads_position").value == 1

@@ -13,7 +13,7 @@ from glassbox.app.components.course import course_model, lesson_end, lesson_page
 from glassbox.app.components.course_prompt import fit_note, knows
 from glassbox.app.components.errors import fragment
 from glassbox.app.components.heatmap import heatmap_figure
-from glassbox.app.components.labels import number, plain, position_labels, token_text
+from glassbox.app.components.labels import number, plain, token_text
 from glassbox.model.course.multi_head import PROMPT, Split, head_effects, split_heads
 from glassbox.model.engine import GlassboxError, block_label, check_prompt
 from glassbox.model.io.checkpoint import LoadedModel
@@ -58,8 +58,18 @@ def reshape(split: Split, loaded: LoadedModel, labels: list[str]) -> None:
              ("  .transpose(1, 2)", f"[1, {H}, {T}, {dh}]", "batch, heads, seq, d_head")]
     st.code("\n".join(f"{code:<24}{shape:<18}" + (f"# {note}" if note else "") for code, shape, note in lines),
             language="text")
-    position = st.select_slider("Position", list(range(T)), T - 1, format_func=lambda i: labels[i],
-                                key="heads_position")
+    query_numbers(split, labels, H, dh, D)
+
+
+@fragment
+def query_numbers(split: Split, labels: list[str], H: int, dh: int, D: int) -> None:
+    """One position's query as a row of d_model and as heads × d_head: a fragment, so moving the
+    position redraws only these two charts."""
+    T = len(labels)
+    st.session_state.setdefault("heads_position", T - 1)
+    if not 0 <= st.session_state["heads_position"] < T:  # a shorter prompt than the last one
+        st.session_state["heads_position"] = T - 1
+    position = st.select_slider("Position", list(range(T)), format_func=lambda i: labels[i], key="heads_position")
     row = split.q_flat[position]
     one = heatmap_figure(row[None, :], [labels[position]], [str(i) for i in range(D)],
                          f"q at {labels[position]}: one row of {D}", "x @ W_Q + b_Q", row_title="position",
@@ -166,7 +176,8 @@ def on_the_model(loaded: LoadedModel) -> None:
         st.error(plain(exc))
         return
     fit_note(loaded, prompt)
-    labels = position_labels(loaded.pieces, loaded.encode(prompt))
+    # byte fragments as <0xNN>: two fragments never share a label
+    labels = [f"{i}:{token_text(loaded.tokenizer.readable(t))}" for i, t in enumerate(loaded.encode(prompt))]
     reshape(split, loaded, labels)
     patterns(split, loaded, labels, int(block))
     output_projection(split, loaded, labels)

@@ -101,9 +101,10 @@ def next_token_probs(loaded: LoadedModel, tokens: list[int], block: int | None =
         return loaded.model(ids, last_only=True).logits[0, -1].double().softmax(-1).cpu().numpy()
 
 
-def top_tokens(probs: np.ndarray, pieces: list[str], k: int = TOP) -> list[dict]:
+def top_tokens(probs: np.ndarray, tokenizer, k: int = TOP) -> list[dict]:
+    """The ``k`` likeliest tokens, a byte fragment's text written as <0xNN>."""
     order = np.argsort(-probs, kind="stable")[:k]
-    return [{"id": int(i), "token": pieces[i], "p": float(probs[i])} for i in order]
+    return [{"id": int(i), "token": tokenizer.readable(int(i)), "p": float(probs[i])} for i in order]
 
 
 def head_effects(loaded: LoadedModel, tokens: list[int], block: int) -> list[dict]:
@@ -120,7 +121,7 @@ def head_effects(loaded: LoadedModel, tokens: list[int], block: int) -> list[dic
     rows = []
     for kind, head, zeroed in settings:
         probs = full if not zeroed else next_token_probs(loaded, tokens, block, zeroed)
-        rows.append({"kind": kind, "head": head, "zeroed": zeroed, "top": top_tokens(probs, loaded.pieces),
+        rows.append({"kind": kind, "head": head, "zeroed": zeroed, "top": top_tokens(probs, loaded.tokenizer),
                      "p_top": float(probs[top]), "top_id": top})
     return rows
 
