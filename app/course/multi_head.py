@@ -121,7 +121,7 @@ def output_projection(split: Split, loaded: LoadedModel, labels: list[str]) -> N
     show(concat, left, config={"displayModeBar": False})
     w_o = heatmap_figure(split.W_O, [str(i) for i in range(H * dh)], [str(i) for i in range(D)], "W_O", "attn.W_O",
                          row_title="heads × d_head", col_title="feature of d_model", colorbar="weight", gaps=False,
-                         height=min(200 + 18 * len(labels), 520))
+                         height=min(200 + 18 * len(labels), 520), image=True)  # 16,384 weights: sent as a picture
     head_bands(w_o, H, dh, "y")
     show(w_o, right, config={"displayModeBar": False})
     cells = st.columns(2)
