@@ -63,6 +63,9 @@ def figure_3d(x: np.ndarray) -> go.Figure:
     ones = np.array([[-2.5] * 3, [2.5] * 3])
     fig.add_trace(go.Scatter3d(x=ones[:, 0], y=ones[:, 1], z=ones[:, 2], mode="lines", name="the direction 1",
                                line=dict(color="#adb5bd", width=3), hoverinfo="skip"))
+    step = np.stack([ln["x"], ln["centred"]])  # the step the centring takes: along 1, by the mean
+    fig.add_trace(go.Scatter3d(x=step[:, 0], y=step[:, 1], z=step[:, 2], mode="lines", name="− mean · 1",
+                               line=dict(color=CENTRED_COLOUR, width=3, dash="dot"), hoverinfo="skip"))
     arrow(fig, ln["x"], "x", X_COLOUR)
     arrow(fig, ln["centred"], "x − mean (centred)", CENTRED_COLOUR, "dash")
     arrow(fig, ln["out"], "LayerNorm(x)", LN_COLOUR)
@@ -70,7 +73,9 @@ def figure_3d(x: np.ndarray) -> go.Figure:
     axis = dict(range=[-3.5, 3.5])
     fig.update_layout(height=520, margin=dict(l=0, r=0, t=10, b=0), legend=dict(orientation="h", y=1.02, x=0),
                       scene=dict(xaxis=dict(title="x1", **axis), yaxis=dict(title="x2", **axis),
-                                 zaxis=dict(title="x3", **axis), aspectmode="cube"))
+                                 zaxis=dict(title="x3", **axis), aspectmode="cube",
+                                 # looking across 1, not along it (plotly's default eye is on it): the plane slants
+                                 camera=dict(eye=dict(x=1.9, y=-1.1, z=0.5))))
     return fig
 
 
@@ -142,7 +147,8 @@ def figure_2d(x: np.ndarray) -> go.Figure:
                                (ln["out"], "LayerNorm(x)", LN_COLOUR), (rms["out"], "RMSNorm(x)", RMS_COLOUR)):
         fig.add_trace(go.Scatter(x=[0, tip[0]], y=[0, tip[1]], mode="lines+markers", name=label,
                                  line=dict(color=colour, width=3), marker=dict(size=[0, 9], color=colour)))
-    fig.update_layout(height=420, margin=dict(l=10, r=10, t=10, b=10), legend=dict(orientation="h", y=1.12, x=0),
+    fig.update_layout(height=460, margin=dict(l=10, r=10, t=80, b=10),
+                      legend=dict(orientation="h", y=1.02, x=0, yanchor="bottom"),
                       xaxis=dict(title="x1", range=[-3.5, 3.5]),
                       yaxis=dict(title="x2", range=[-3.5, 3.5], scaleanchor="x", scaleratio=1))
     return fig
@@ -173,8 +179,7 @@ def parameters(_loaded: LoadedModel, name: str) -> list[dict]:
 def norm_label(name: str) -> str:
     if name == "ln_final":
         return "final norm"
-    block = int(name.split(".")[1])
-    return f"{block_label(block)} {name.split('.')[-1]}"
+    return f"block {int(name.split('.')[1]) + 1} {name.split('.')[-1]}"  # short: a tick label
 
 
 def learned(loaded: LoadedModel) -> None:
@@ -191,7 +196,7 @@ def learned(loaded: LoadedModel) -> None:
                           xaxis_title="norm", yaxis_title=title)
         show(fig, column, config={"displayModeBar": False})
     gamma = np.array([r["gamma"] for r in rows])
-    st.caption(f"Each box: one norm's {loaded.cfg.d_model} values (the line at γ = 1, β = 0 is where they started). "
+    st.caption(f"Each box: one norm's {loaded.cfg.d_model} values; block 1's ln1 is blocks.0.ln1. The line at γ = 1, β = 0 is where they started. "
                f"Training moved them: γ ranges from {gamma.min():.3f} to {gamma.max():.3f}. The final norm's γ "
                "scales what the unembedding reads.")
 

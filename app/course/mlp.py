@@ -88,9 +88,10 @@ def neurons(loaded: LoadedModel) -> None:
                    "promotes": " ".join(token_text(loaded.pieces[x["token"]]) for x in r["promotes"][:3]),
                    f"p({word}) removed": round(r["removed"]["p_after"], 4),
                    "change": round(r["removed"]["p_after"] - r["removed"]["p_before"], 4),
-                   "KL (nats)": float(f"{r['removed']['kl']:.3g}")} for r in rows], hide_index=True)
+                   "KL (nats)": float(f"{r['removed']['kl']:.3g}")} for r in rows], hide_index=True,
+                 height=35 * (len(rows) + 1) + 3)  # every row without a scroll bar
     st.caption(f"Removed: the neuron's activation set to 0 at every position (the explorer's zero ablation), and the "
-               f"model run again. The change is p({word}) after minus before.")
+               f"model run again. The change is p({plain(word)}) after minus before.")
     one_neuron(loaded, rows, word)
 
 
@@ -116,10 +117,10 @@ def one_neuron(loaded: LoadedModel, rows: list[dict], word: str) -> None:
     gone = row["removed"]
     after = token_text(loaded.pieces[gone["top_after"]])
     cells = st.columns(3)
-    cells[0].metric(f"p({word}) with it", number(gone["p_before"]))
-    cells[1].metric(f"p({word}) without it", number(gone["p_after"]),
+    cells[0].metric(f"p({plain(word)}) with it", number(gone["p_before"]))
+    cells[1].metric(f"p({plain(word)}) without it", number(gone["p_after"]),
                     delta=number(gone["p_after"] - gone["p_before"]), delta_color="off")
-    cells[2].metric("top prediction without it", after, help=f"p = {gone['p_top_after']:.4f}")
+    cells[2].metric("top prediction without it", plain(after), help=f"p = {gone['p_top_after']:.4f}")
     st.caption(f"{plain(label)}: activation {row['post']:.4f} (pre-activation {row['pre']:.4f}); KL(with ‖ without) = "
                f"{gone['kl']:.3g} nats. One neuron of {loaded.cfg.d_ff} rarely decides a prediction alone: the others "
                "write much of the same.")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from glassbox.app.components.charts import show
+from glassbox.app.components.charts import log_axis, show
 from glassbox.app.components.course import course_model, lesson_end, lesson_page, lesson_pass
 from glassbox.app.components.course_prompt import fit_note, knows
 from glassbox.app.components.errors import fragment
@@ -55,12 +55,14 @@ def write_chart(seen: dict) -> go.Figure:
 
 def share_chart(seen: dict, word: str) -> go.Figure:
     values = seen["writer_values"]
+    low, high = min(min(values), 0.0), max(max(values), 0.0)
+    pad = 0.18 * (high - low) or 1.0  # room for the values written beyond each bar's end
     fig = go.Figure(go.Bar(x=values, y=seen["writers"], orientation="h",
                            marker_color=[UP_COLOUR if v >= 0 else DOWN_COLOUR for v in values],
                            text=[f"{v:+.3f}" for v in values], textposition="outside", cliponaxis=False,
                            hovertemplate="%{y}: %{x:.5f}<extra></extra>"))
     fig.update_layout(height=100 + 26 * len(values), margin=dict(l=10, r=50, t=10, b=10),
-                      xaxis_title=f"direct share of the logit of {word}",
+                      xaxis=dict(title=f"direct share of the logit of {word}", range=[low - pad, high + pad]),
                       yaxis=dict(title="writer", autorange="reversed"))
     return fig
 
@@ -70,7 +72,7 @@ def lens_chart(loaded: LoadedModel, seen: dict, word: str) -> go.Figure:
                                line=dict(color=LENS_COLOUR), hovertemplate="%{x}: p = %{y:.4f}<extra></extra>",
                                name=f"p({word})"))
     fig.update_layout(height=300, margin=dict(l=10, r=10, t=10, b=10), xaxis_title="the stream, read after",
-                      yaxis=dict(title=f"p({word}), the final top token", range=[0, 1.05]))
+                      yaxis=log_axis(seen["p_top"], f"p({word}), the final top token"))
     return fig
 
 
@@ -114,7 +116,7 @@ def on_the_model(loaded: LoadedModel) -> None:
     show(share_chart(split, word), config={"displayModeBar": False})
     cells = st.columns(3)
     cells[0].metric("sum of the shares", number(split["sum"], 5))
-    cells[1].metric(f"the model's logit of {word}", number(split["logit"], 5))
+    cells[1].metric(f"the model's logit of {plain(word)}", number(split["logit"], 5))
     cells[2].metric("difference", number(split["difference"], 3))
     with st.expander("Every part: each head, each bias"):
         st.dataframe([{"part": p, "engine name": n, "share": round(v, 6)}
@@ -129,7 +131,11 @@ def on_the_model(loaded: LoadedModel) -> None:
                    **{f"top {i + 1}": f"{token_text(loaded.pieces[t])} ({p:.3f})" for i, (t, p) in enumerate(zip(ids, probs))}}
                   for label, ids, probs in zip(lensed["labels"], lensed["top_ids"], lensed["top_probs"])],
                  hide_index=True)
-    st.caption("Each cell: a token and its probability at that point, at the prompt's last position.")
+    note = ""
+    if lensed["top_ids"][0][0] == seen["tokens"][-1] and loaded.cfg.tie_embeddings:
+        note = (f" Read at the embeddings, the stream predicts its own token, {plain(token_text(loaded.pieces[seen['tokens'][-1]]))}: "
+                "this model's unembedding is its embedding matrix transposed, and a row's dot product with itself is large.")
+    st.caption("Each cell: a token and its probability at that point, at the prompt's last position." + note)
 
 
 lesson = lesson_page("residual")
