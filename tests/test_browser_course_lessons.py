@@ -46,12 +46,14 @@ def test_the_score_multiplier_moves_the_jacobian_norm(app_url, page):
 
 
 def test_the_offset_slider_keeps_the_rotation_exact(app_url, page):
-    opened(page, app_url + "/course-positions", re.compile(r"e-1\d$"))  # the error at k = 1: rounding
+    """The offset is the page's own slider (app/components/lesson_controls.js): it redraws the error."""
+    page.goto(app_url + "/course-positions")
+    lesson = page.locator(".gb-lesson-positions")
+    expect(lesson.locator(".gb-metric-value")).to_have_text(re.compile(r"e-1\d$"), timeout=60_000)  # k = 1: rounding
     k = nudge(page, "Offset k", "1")
     assert k == 2
-    label = page.locator("[data-testid='stMetricLabel']").first
-    expect(label).to_contain_text("PE(pos + 2)", timeout=60_000)
-    assert float(page.locator("[data-testid='stMetricValue']").first.inner_text()) < 1e-12
+    expect(lesson.locator(".gb-metric-label")).to_contain_text("PE(pos + 2)", timeout=5_000)
+    assert float(lesson.locator(".gb-metric-value").inner_text()) < 1e-12
 
 
 def test_a_generated_token_adds_one_row_per_layer(app_url, page):

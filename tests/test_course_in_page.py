@@ -2,7 +2,8 @@
 without training.
 
 References: the lesson modules' own functions (torch float64: dot_product_scale's softmax and
-jacobian_norm; attention_by_hand's attend and similarity) and numpy's ‖diag(p) − p·pᵀ‖ written here, against the page's JavaScript run by Node
+jacobian_norm; attention_by_hand's attend and similarity; positional_signals' sinusoidal_table and
+largest_shift_error) and numpy's ‖diag(p) − p·pᵀ‖ written here, against the page's JavaScript run by Node
 (the one Playwright ships) on what the page is sent: equal to 1e-12 (float64 on both sides, sums taken
 in another order); the page's number format against app/components/labels.py's ``number``, character
 for character. The sqrt-dk page is opened with the lesson's training function replaced by one that
@@ -19,6 +20,7 @@ import torch
 from glassbox.app.components.labels import NEGLIGIBLE, cell_text, number
 from glassbox.model.course import attention_by_hand as by_hand
 from glassbox.model.course import dot_product_scale as scale
+from glassbox.model.course import positional_signals as positional
 from tests.helpers import page_functions, start
 
 SCRIPT = "lesson_controls.js"
@@ -138,3 +140,26 @@ def test_the_pages_attention_numbers_are_written_as_the_server_writes_them(tmp_p
     cells = [float(v) for v in matrix.ravel()] + [1e-14, -1e-13, -0.004]
     written = page_functions(tmp_path, "cellText", [[v, largest, NEGLIGIBLE] for v in cells], SCRIPT)
     assert written == [cell_text(v, largest, ".2f") for v in cells]
+
+
+def test_the_pages_sinusoids_are_the_lessons(tmp_path):
+    at = start("course/positional_signals.py")
+    assert not at.exception
+    data = sent(at, "positions")
+    assert (data["base"], data["positions"]) == (positional.BASE, positional.POSITIONS)
+    widths = data["d"]["options"]
+    tables = page_functions(tmp_path, "sinusoidalTable", [[data["base"], data["positions"], d] for d in widths], SCRIPT)
+    for d, table in zip(widths, tables):
+        np.testing.assert_allclose(table, positional.sinusoidal_table(positional.POSITIONS, d).numpy(), rtol=0, atol=1e-12)
+    cases = [(k, d) for k in (1, 2, 9, 16) for d in widths]
+    errors = page_functions(tmp_path, "largestShiftError", [[data["base"], k, d, data["positions"]] for k, d in cases], SCRIPT)
+    for (k, d), error in zip(cases, errors):  # both are rounding: under 1e-12, and alike to 1e-14
+        lesson = positional.largest_shift_error(k, d)
+        assert error < 1e-12 and lesson < 1e-12 and abs(error - lesson) < 1e-14, (k, d)
+
+
+def test_the_page_writes_g_and_e_formats_as_python_does(tmp_path):
+    values = [1.0, 0.1, 0.000133, 0.0764, 57.29577951, 0.00764, 1e-5, 123456.0, 999.6, 2.5e-16, 0.30000000000000004,
+              1234.5, 0.0001, 5.0]
+    assert page_functions(tmp_path, "gFormat", [[v, 3] for v in values], SCRIPT) == [f"{v:.3g}" for v in values]
+    assert page_functions(tmp_path, "eFormat", [[v, 2] for v in values + [0.0]], SCRIPT) == [f"{v:.2e}" for v in values + [0.0]]

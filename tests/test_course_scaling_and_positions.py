@@ -13,7 +13,7 @@ from glassbox.model.course import dot_product_scale as scale
 from glassbox.model.course import positional_signals as positions
 from glassbox.model.engine import editing
 from glassbox.model.io.checkpoint import load
-from tests.helpers import start
+from tests.helpers import page_functions, start
 
 
 @pytest.fixture(scope="module")
@@ -164,9 +164,10 @@ def test_rope_scores_depend_on_the_offset_alone():
     assert ours[0] == pytest.approx(ours[1], abs=1e-12) == pytest.approx(ours[2], abs=1e-12)
 
 
-def test_both_pages_follow_their_sliders():
+def test_both_pages_follow_their_sliders(tmp_path):
     """References: the Jacobian norm by numpy along the multiplier's curve (the page computes it at the
-    learner's c itself: tests/test_course_in_page.py); the shift error below 1e-12."""
+    learner's c itself: tests/test_course_in_page.py); the shift error the page computes at k = 9
+    (its JavaScript run by Node) below 1e-12 at every width."""
     at = start("course/dot_product_scale.py")
     sent = next(d for d in (json.loads(c.proto.json) for c in at.get("bidi_component")) if d.get("kind") == "saturation")
     assert sent["scores"] == [1.0, 0.0125, -0.0375] and sent["slider"]["value"] == 1.0
@@ -176,5 +177,8 @@ def test_both_pages_follow_their_sliders():
         assert norm == pytest.approx(np.linalg.norm(np.diag(p) - np.outer(p, p)), abs=1e-12)
     at.switch_page("course/positional_signals.py").run()
     assert not at.exception
-    at.slider(key="positions_k").set_value(9).run()
-    assert float(at.metric[0].value) < 1e-12 and "PE(pos + 9)" in at.metric[0].label
+    sent = next(d for d in (json.loads(c.proto.json) for c in at.get("bidi_component")) if d.get("kind") == "positions")
+    assert sent["k"]["min"] == 1 and sent["k"]["max"] == 16 and sent["positions"] == 32
+    errors = page_functions(tmp_path, "largestShiftError", [[sent["base"], 9, d, 32] for d in sent["d"]["options"]],
+                            "lesson_controls.js")
+    assert max(errors) < 1e-12

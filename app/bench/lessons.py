@@ -33,6 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
 from glassbox.app.bench.views import CHROMIUM_ARGS, SLIDE, ServerClock, serve
 from glassbox.model.course import LESSON, LESSONS
 from glassbox.model.engine.files import write_text
@@ -85,8 +87,6 @@ class NotDrawn(Exception):
 
 def painted(page, url: str, title: str, timeout: float) -> float:
     """Seconds from navigation start until the lesson at ``url`` is drawn (PAINTED)."""
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
     page.goto(url)
     try:
         seconds = page.wait_for_function(PAINTED, arg=title, polling="raf", timeout=timeout * 1000).json_value()
@@ -97,10 +97,18 @@ def painted(page, url: str, title: str, timeout: float) -> float:
     return seconds
 
 
+CANDIDATES = """() => document.querySelector(
+    ".gb-lesson input[type=range], [role=slider], input[type=range], input[type=text], textarea, input[type=radio]")"""
+
+
 def find_control(page, slug: str):
     """(kind, label, locator) of the lesson's main control: CONTROLS' label if the page has it,
     else the first in-page slider, Streamlit slider, text box or radio; None where there is none."""
     label = CONTROLS.get(slug)
+    try:  # a page under load may draw its in-page elements a moment after its script is idle
+        page.wait_for_function(CANDIDATES, polling="raf", timeout=10_000)
+    except PlaywrightTimeout:
+        return None
     in_page = page.locator(".gb-lesson input[type=range]")
     if label:
         named = in_page.and_(page.get_by_label(label, exact=True))
@@ -142,7 +150,7 @@ def move(page, kind: str, control, i: int, timeout: float) -> float:
 
 def measure(slug: str, repeats: int, tmp: Path, timeout: float) -> dict:
     """One lesson on a fresh server: its cold and warm first paint, and ``repeats`` moves of its control."""
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout, sync_playwright
+    from playwright.sync_api import sync_playwright
 
     lesson = LESSON[slug]
     with socket.socket() as s:
@@ -157,7 +165,11 @@ def measure(slug: str, repeats: int, tmp: Path, timeout: float) -> dict:
             browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
             try:
                 page = browser.new_page(viewport={"width": 1400, "height": 1600})
-                result["cold_s"], result["cold_server_s"] = painted(page, url, title, timeout), clock.read()[0]
+                result["cold_s"] = painted(page, url, title, timeout)
+                logged = clock.seen
+                result["cold_server_s"] = clock.read()[0]
+                # what the cold visit's server time went to: its runs and the model passes they computed, by name
+                result["cold_log"] = [json.loads(line) for line in clock.path.read_text().splitlines()[logged:]]
                 result["warm_s"], result["warm_server_s"] = painted(page, url, title, timeout), clock.read()[0]
                 found = find_control(page, slug)
                 if found:

@@ -398,7 +398,163 @@ function attention(root, data, parentElement) {
   draw();
 }
 
-const KINDS = { saturation, attention };
+// --- positions: the sinusoidal table and its rotations (model/course/positional_signals.py, written again) ---
+
+// Python's format(v, ".{p}g"): p significant figures, trailing zeros dropped, exponent from 1e-4 and 10^p
+export function gFormat(value, p) {
+  if (value === 0) return "0";
+  const [mantissa, exponent] = value.toExponential(p - 1).split("e");
+  const e = Number(exponent);
+  const strip = (t) => (t.includes(".") ? t.replace(/0+$/, "").replace(/\.$/, "") : t);
+  if (e < -4 || e >= p) return `${strip(mantissa)}e${e < 0 ? "-" : "+"}${String(Math.abs(e)).padStart(2, "0")}`;
+  return strip(value.toFixed(Math.max(0, p - 1 - e)));
+}
+
+// Python's format(v, ".{p}e"): the exponent with its sign and at least two digits
+export function eFormat(value, p) {
+  const [mantissa, exponent] = value.toExponential(p).split("e");
+  const e = Number(exponent);
+  return `${mantissa}e${e < 0 ? "-" : "+"}${String(Math.abs(e)).padStart(2, "0")}`;
+}
+
+const omega = (base, i, d) => base ** (-(2 * i) / d); // ω_i = 1/base^(2i/d)
+
+// PE(pos, 2i) = sin(pos·ω_i), PE(pos, 2i + 1) = cos(pos·ω_i): `positions` rows of d
+export function sinusoidalTable(base, positions, d) {
+  const table = [];
+  for (let pos = 0; pos < positions; pos++) {
+    const row = new Float64Array(d);
+    for (let i = 0; i < d / 2; i++) {
+      row[2 * i] = Math.sin(pos * omega(base, i, d));
+      row[2 * i + 1] = Math.cos(pos * omega(base, i, d));
+    }
+    table.push(row);
+  }
+  return table;
+}
+
+// max over pos < positions and every dimension of |PE(pos + k) − M_k·PE(pos)|, M_k turning each pair by k·ω_i
+export function largestShiftError(base, k, d, positions) {
+  const table = sinusoidalTable(base, positions + k, d);
+  let largest = 0;
+  for (let i = 0; i < d / 2; i++) {
+    const angle = k * omega(base, i, d), c = Math.cos(angle), s = Math.sin(angle);
+    for (let pos = 0; pos < positions; pos++) {
+      const [sin, cos] = [table[pos][2 * i], table[pos][2 * i + 1]];
+      largest = Math.max(largest, Math.abs(table[pos + k][2 * i] - (c * sin + s * cos)),
+                         Math.abs(table[pos + k][2 * i + 1] - (-s * sin + c * cos)));
+    }
+  }
+  return largest;
+}
+
+// The pairs drawn on dials (the fastest, one an eighth of the way, the slowest), each pair's ω, and
+// where position k's arrow points: (cos kω, sin kω)
+export function dials(base, d, k) {
+  return [0, d / 8, d / 2 - 1].map((pair) => {
+    const w = omega(base, pair, d);
+    return { pair, omega: w, tip: [Math.cos(k * w), Math.sin(k * w)],
+             title: [`pair ${pair} (dimensions ${2 * pair}, ${2 * pair + 1}): ω = ${gFormat(w, 3)}`,
+                     `k·ω = ${gFormat(k * w, 3)} rad = ${gFormat((k * w * 180) / Math.PI, 3)}°`] };
+  });
+}
+
+function heatmapCanvas(data, table, d) {
+  const box = element("div", "gb-heatmap");
+  const cell = Math.max(4, Math.floor(640 / d)), rowHeight = 12;
+  const canvas = element("canvas");
+  canvas.width = cell * d;
+  canvas.height = rowHeight * table.length;
+  const context = canvas.getContext("2d");
+  table.forEach((row, pos) => row.forEach((v, j) => {
+    context.fillStyle = data.palette[Math.round(((v + 1) / 2) * (data.palette.length - 1))];
+    context.fillRect(j * cell, pos * rowHeight, cell - (d <= 64 ? 1 : 0), rowHeight - 1);
+  }));
+  canvas.setAttribute("role", "img");
+  canvas.setAttribute("aria-label", `PE(pos, ·), positions 0–${table.length - 1}, d = ${d}`);
+  canvas.addEventListener("mousemove", (event) => {
+    const r = canvas.getBoundingClientRect();
+    const j = Math.floor(((event.clientX - r.left) / r.width) * d), pos = Math.floor(((event.clientY - r.top) / r.height) * table.length);
+    if (table[pos] && j >= 0 && j < d) canvas.title = `position ${pos}, ${j}: ${table[pos][j].toFixed(4)}`;
+  });
+  const plot = element("div", "gb-heatmap-plot");
+  const rows = element("div", "gb-heatmap-rows");
+  for (const pos of [0, 8, 16, 24, table.length - 1]) {
+    const tick = element("span", "", String(pos));
+    tick.style.top = `${((pos + 0.5) / table.length) * 100}%`;
+    rows.append(tick);
+  }
+  plot.append(element("div", "gb-axis-side", "position"), rows, canvas);
+  box.append(element("div", "gb-chart-title", `PE(pos, ·), positions 0–${table.length - 1}, d = ${d}`), plot,
+             element("div", "gb-axis", "dimension (even: sin, odd: cos); colour: the value, from −1 (blue) to 1 (red)"));
+  return box;
+}
+
+function dialsPlot(data, d, k) {
+  const row = element("div", "gb-dials");
+  for (const dial of dials(data.base, d, k)) {
+    const R = 80, C = 115, W = 250;
+    const X = (x) => C + R * x, Y = (y) => C - R * y;
+    const chart = svg("svg", { viewBox: `0 0 ${W} ${W + 10}`, class: "gb-lesson-chart gb-dial", role: "img" });
+    chart.append(svg("circle", { cx: C, cy: C, r: R, class: "gb-ring" }));
+    for (let pos = 0; pos < data.positions; pos++) {
+      const dot = svg("circle", { cx: X(Math.cos(pos * dial.omega)), cy: Y(Math.sin(pos * dial.omega)), r: 3, class: "gb-trail" });
+      dot.append(svg("title", {}, `position ${pos}`));
+      chart.append(dot);
+    }
+    for (const [[x, y], colour, width] of [[[1, 0], data.colours.first, 2], [dial.tip, data.colours.later, 3]])
+      chart.append(svg("line", { x1: C, y1: C, x2: X(x), y2: Y(y), stroke: colour, "stroke-width": width,
+                                 "marker-end": `url(#gb-dial-${colour.slice(1)})` }));
+    const defs = svg("defs");
+    for (const colour of [data.colours.first, data.colours.later]) {
+      const head = svg("marker", { id: `gb-dial-${colour.slice(1)}`, viewBox: "0 0 10 10", refX: 9, refY: 5,
+                                   markerWidth: 4, markerHeight: 4, orient: "auto-start-reverse" });
+      head.append(svg("path", { d: "M 0 0 L 10 5 L 0 10 z", fill: colour }));
+      defs.append(head);
+    }
+    chart.append(defs);
+    chart.append(svg("text", { x: X(1.22 * dial.tip[0]), y: Y(1.22 * dial.tip[1]), "text-anchor": "middle",
+                               "dominant-baseline": "central", fill: data.colours.later }, `pos ${k}`));
+    chart.append(svg("text", { x: X(1.12), y: Y(-0.28), "text-anchor": "middle", fill: data.colours.first }, "pos 0"));
+    chart.append(svg("text", { x: C, y: W + 4, "text-anchor": "middle", class: "gb-axis-title" }, "x: cos(pos·ω), y: sin(pos·ω)"));
+    const panel = element("div", "gb-dial-panel");
+    panel.append(element("div", "gb-dial-title", dial.title[0]), element("div", "gb-dial-title", dial.title[1]), chart);
+    row.append(panel);
+  }
+  return row;
+}
+
+// positions: d (the table's width) and the offset k; the table, the pairs turning on dials, and the rotation's error
+function positions(root, data) {
+  const state = { d: data.d.value, k: data.k.value };
+  const top = element("div", "gb-lesson-controls gb-two");
+  top.append(select("d (dimensions)", data.d.options.map(String), data.d.options.indexOf(state.d), (i) => {
+    state.d = data.d.options[i];
+    draw();
+  }));
+  const table = element("div");
+  const between = element("p", "gb-between", data.between);
+  const offset = slider("Offset k", data.k, (v) => String(v));
+  offset.input.value = state.k;
+  const turning = element("div");
+  root.append(top, table, between, offset.box, turning);
+  function draw() {
+    const { d, k } = state;
+    offset.shown.textContent = String(k);
+    table.replaceChildren(heatmapCanvas(data, sinusoidalTable(data.base, data.positions, d), d));
+    const error = largestShiftError(data.base, k, d, data.positions);
+    const metric = element("div", "gb-metric");
+    metric.append(element("div", "gb-metric-label", `largest |PE(pos + ${k}) − M_${k}·PE(pos)| over positions 0–${data.positions - 1}`),
+                  element("div", "gb-metric-value", eFormat(error, 2)));
+    const title = element("div", "gb-chart-title", `Each pair turns by ω per position: grey dots at positions 0–${data.positions - 1}`);
+    turning.replaceChildren(title, dialsPlot(data, d, k), metric, element("div", "gb-caption", data.caption));
+    root.dataset.drawn = JSON.stringify({ d, k, error: eFormat(error, 2) });
+  }
+  offset.input.addEventListener("input", () => { state.k = Number(offset.input.value); draw(); });
+  draw();
+}
+
+const KINDS = { saturation, attention, positions };
 const mounted = new WeakMap(); // parentElement -> what it was sent: a rerun with the same data keeps the learner's value
 
 export default function (component) {

@@ -37,3 +37,18 @@ def attention(tokens: tuple[str, ...], keys, values, queries: dict[str, tuple[fl
                       "angle": {"min": -180, "max": 180, "step": 1}, "length": {"min": 0.0, "max": 3.0, "step": 0.1},
                       "geometry": geometry, "colours": colours, "caption": caption, "negligible": NEGLIGIBLE,
                       "palette": colour_stops("diverging", 256)}, key=key)
+
+
+def positions(base: float, positions: int, widths: tuple[int, ...], width: int, offsets: tuple[int, int], between: str,
+              caption: str, colours: dict, key: str) -> None:
+    """The positions lesson's sinusoids: the table PE(pos, ·) for ``positions`` rows at a width d
+    (one of ``widths``), an offset k (``offsets``: lowest, highest), each pair turning on a dial
+    and the largest error of the rotation M_k, all computed in the page; ``between`` is written
+    between the table and the offset, ``caption`` under the error."""
+    from glassbox.app.components.heatmap import colour_stops
+
+    low, high = offsets
+    _component(data={"kind": "positions", "base": base, "positions": positions,
+                      "d": {"options": list(widths), "value": width}, "k": {"min": low, "max": high, "step": 1, "value": low},
+                      "between": between, "caption": caption, "colours": colours,
+                      "palette": colour_stops("diverging", 256)}, key=key)

@@ -1,4 +1,5 @@
-"""Lesson 3, positions: the sinusoidal table and its rotations, permutation equivariance on the
+"""Lesson 3, positions: the sinusoidal table and its rotations (answered in the page:
+app/components/lesson_controls.js), permutation equivariance on the
 bundled model without positions and mask, its learned table, and RoPE's relative scores."""
 
 from __future__ import annotations
@@ -8,26 +9,27 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
-from plotly.subplots import make_subplots
 
+from glassbox.app.components import lesson_controls
 from glassbox.app.components.charts import show
 from glassbox.app.components.course_prompt import fit_note, knows
 from glassbox.app.components.course import course_model, lesson_end, lesson_page, lesson_pass
 from glassbox.app.components.errors import fragment
 from glassbox.app.components.heatmap import heatmap_figure
 from glassbox.app.components.labels import plain, token_text
-from glassbox.model.course.positional_signals import (BASE, POSITIONS, PROMPT, colour_limit, largest_shift_error,
-                                                      learned_table, pair_angles, permutation_error, rope_rotated,
-                                                      rope_scores, shuffled_order, sinusoidal_table)
+from glassbox.model.course.positional_signals import (BASE, POSITIONS, PROMPT, colour_limit, learned_table,
+                                                      permutation_error, rope_rotated, rope_scores,
+                                                      shuffled_order)
 from glassbox.model.engine import GlassboxError, check_prompt
 from glassbox.model.io.checkpoint import LoadedModel
 
 
-FIRST_COLOUR, LATER_COLOUR, TRAIL_COLOUR = "#868e96", "#d9480f", "#ced4da"
+FIRST_COLOUR, LATER_COLOUR = "#868e96", "#d9480f"
+WIDTHS = (16, 32, 64, 128)  # the sinusoidal table's widths d to choose from
+BETWEEN = ("Moving k positions on turns each (sin, cos) pair by the angle k·ωᵢ, whatever the position: "
+           "PE(pos + k) = Mₖ·PE(pos), where Mₖ is block-diagonal with one 2 × 2 rotation per pair. So "
+           "“k tokens back” is one linear map, the same everywhere, which a layer can learn.")
 Q_COLOUR, K_COLOUR = "#d9480f", "#1f6feb"
-def dial_pairs(d: int) -> list[int]:
-    """The pairs drawn on dials: the fastest, one an eighth of the way (ω = 10000^(−1/4) = 0.1), the slowest."""
-    return [0, d // 8, d // 2 - 1]
 
 
 def table_figure(values, title: str, colour_title: str, cols: list[str], col_title: str, zmax: float | None = None):
@@ -39,26 +41,17 @@ def table_figure(values, title: str, colour_title: str, cols: list[str], col_tit
     return fig
 
 
-@fragment
 def sinusoids() -> None:
     st.subheader("The sinusoidal table")
     st.markdown(
         "Attention compares vectors; nothing in it knows where a vector sits. The original transformer adds "
         "each position a fixed vector: pairs of dimensions hold sin and cos of the position times a frequency, "
         "fast in the first pair, ever slower in the later ones, like the hands of a clock.")
-    d = st.select_slider("d (dimensions)", [16, 32, 64, 128], value=64, key="positions_d")
-    table = sinusoidal_table(POSITIONS, d).numpy()
-    show(table_figure(table, f"PE(pos, ·), positions 0–{POSITIONS - 1}, d = {d}", "value",
-                      [str(i) for i in range(d)], "dimension (even: sin, odd: cos)"), config={"displayModeBar": False})
-    st.markdown(
-        "Moving k positions on turns each (sin, cos) pair by the angle k·ωᵢ, whatever the position: "
-        "PE(pos + k) = Mₖ·PE(pos), where Mₖ is block-diagonal with one 2 × 2 rotation per pair. So "
-        "“k tokens back” is one linear map, the same everywhere, which a layer can learn.")
-    k = st.slider("Offset k", 1, 16, 1, key="positions_k")
-    show(pair_dials(d, k), config={"displayModeBar": False})
-    error = largest_shift_error(k, d)
-    st.metric(f"largest |PE(pos + {k}) − M_{k}·PE(pos)| over positions 0–{POSITIONS - 1}", f"{error:.2e}")
-    st.caption("Computed in float64: the error is rounding, about 10⁻¹⁵.")
+    # the table, the dials and the rotation's error are computed in the page (lesson_controls.js), the same
+    # arithmetic as sinusoidal_table and largest_shift_error, held to them in tests/test_course_in_page.py
+    lesson_controls.positions(BASE, POSITIONS, WIDTHS, 64, (1, 16), BETWEEN, "Computed in float64: the error is "
+                              "rounding, about 10⁻¹⁵.", {"first": FIRST_COLOUR, "later": LATER_COLOUR},
+                              key="positions_sinusoids")
 
 
 def circle(fig: go.Figure, row: int, col: int, radius: float = 1.0) -> None:
@@ -70,41 +63,6 @@ def circle(fig: go.Figure, row: int, col: int, radius: float = 1.0) -> None:
 def dial_arrow(fig: go.Figure, x: float, y: float, colour: str, axes: tuple[str, str], width: float = 3) -> None:
     fig.add_annotation(x=x, y=y, ax=0, ay=0, xref=axes[0], yref=axes[1], axref=axes[0], ayref=axes[1], text="",
                        showarrow=True, arrowhead=3, arrowwidth=width, arrowcolor=colour)
-
-
-def pair_dials(d: int, k: int) -> go.Figure:
-    """The first DIAL_PAIRS (sin, cos) pairs as points on a circle (x = cos, y = sin: the angle is
-    pos·ωᵢ): grey dots at positions 0 … POSITIONS − 1, the arrows at position 0 and at k."""
-    pairs = dial_pairs(d)
-    omegas = [BASE ** (-2 * i / d) for i in pairs]
-    fig = make_subplots(1, len(pairs), horizontal_spacing=0.06, subplot_titles=[
-        f"pair {i} (dimensions {2 * i}, {2 * i + 1}): ω = {w:.3g}<br>k·ω = {k * w:.3g} rad = {math.degrees(k * w):.3g}°"
-        for i, w in zip(pairs, omegas)])
-    fig.update_annotations(font_size=12)  # the subplot titles (the only annotations yet)
-    for i, pair in enumerate(pairs):
-        angles = pair_angles(POSITIONS, d, pair)
-        circle(fig, 1, i + 1)
-        fig.add_trace(go.Scatter(x=np.cos(angles), y=np.sin(angles), mode="markers", showlegend=False,
-                                 marker=dict(color=TRAIL_COLOUR, size=6), customdata=np.arange(POSITIONS),
-                                 hovertemplate="position %{customdata}<extra></extra>"), row=1, col=i + 1)
-        axes = ("x" if i == 0 else f"x{i + 1}", "y" if i == 0 else f"y{i + 1}")
-        at_k = float(pair_angles(k + 1, d, pair)[k])
-        dial_arrow(fig, 1.0, 0.0, FIRST_COLOUR, axes, 2)
-        dial_arrow(fig, math.cos(at_k), math.sin(at_k), LATER_COLOUR, axes)
-        fig.add_annotation(x=math.cos(at_k) * 1.22, y=math.sin(at_k) * 1.22, text=f"pos {k}", showarrow=False,
-                           xref=axes[0], yref=axes[1], font=dict(color=LATER_COLOUR, size=12))
-        fig.add_annotation(x=1.12, y=-0.28, text="pos 0", showarrow=False, xref=axes[0], yref=axes[1],
-                           font=dict(color=FIRST_COLOUR, size=12))
-    fig.update_xaxes(range=[-1.45, 1.45], zeroline=False, showticklabels=False, fixedrange=True,
-                     title_text="cos(pos·ω)", showgrid=False)
-    fig.update_yaxes(range=[-1.45, 1.45], zeroline=False, showticklabels=False, fixedrange=True, showgrid=False)
-    for i in range(len(pairs)):
-        fig.update_yaxes(scaleanchor="x" if i == 0 else f"x{i + 1}", scaleratio=1, row=1, col=i + 1)
-    fig.update_yaxes(title_text="sin(pos·ω)", row=1, col=1)
-    fig.update_layout(height=360, margin=dict(l=10, r=10, t=90, b=10), plot_bgcolor="white",
-                      title=dict(text=f"<b>Each pair turns by ω per position: grey dots at positions 0–{POSITIONS - 1}</b>",
-                                 font=dict(size=13), x=0, y=0.98, yanchor="top"))
-    return fig
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
