@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from glassbox.model.course.exercises import Exercise, draw
-from glassbox.model.engine import GRAD, Target, check_prompt, run_trace
+from glassbox.model.engine import GRAD, GlassboxError, Target, check_prompt, run_trace
 from glassbox.model.io.checkpoint import LoadedModel, load
 
 SLUG = "layernorm"
@@ -92,6 +92,9 @@ def on_the_model(loaded: LoadedModel, prompt: str, block: int = 0) -> dict:
     the gradient arriving at the normalised vector (before γ and β) of the loss of the model's own
     top prediction there (the engine's backward pass), taken back through the normalisation with the
     model's eps (``gradient_through``)."""
+    if loaded.cfg.norm != "layernorm" or loaded.cfg.norm_position != "pre":
+        raise GlassboxError("The gradient on the model is worked out for a pre-norm LayerNorm; this model's norms are "
+                            f"{loaded.cfg.norm_position}-norm {loaded.cfg.norm}")
     tokens = loaded.encode(prompt)
     check_prompt(loaded.cfg, tokens)
     with torch.no_grad():

@@ -13,8 +13,9 @@ import numpy as np
 import torch
 
 from glassbox.model.analysis.ablation import ablate
+from glassbox.model.analysis.architecture import require
 from glassbox.model.course.exercises import Exercise, draw
-from glassbox.model.engine import block_label, check_prompt, run_trace
+from glassbox.model.engine import GlassboxError, block_label, check_prompt, run_trace
 from glassbox.model.io.checkpoint import LoadedModel, load
 
 SLUG = "mlp"
@@ -27,10 +28,19 @@ STORY_PROMPTS = ("Sam was very", "Mia had a big red", "Zoe loved her", "The dog 
                  "Lily went to the park. She saw a", "Tom gave the hat to", "Tom lived in a little house near the")
 
 
+def plain_mlp(cfg) -> None:
+    """The lesson reads a dense, ungated MLP in every block (W_in, an activation, W_out): say so elsewhere."""
+    require(cfg, mlp=True)
+    if cfg.gated_mlp or any(cfg.is_moe(b) for b in range(cfg.n_layers)):
+        raise GlassboxError("This lesson reads a plain MLP in every block (x·W_in, an activation, W_out); this model's "
+                            "MLPs are gated or route to experts (the moe lesson)")
+
+
 def firing(loaded: LoadedModel, tokens: list[int], k: int = TOP_NEURONS) -> list[dict]:
     """Per block, the ``k`` neurons with the largest post-activation at the last position (ties in
     index order): block, neuron, pre- and post-activation."""
     check_prompt(loaded.cfg, tokens)
+    plain_mlp(loaded.cfg)
     trace = run_trace(loaded.model, tokens, names=["blocks.*.mlp.hook_pre", "blocks.*.mlp.hook_post"])
     rows = []
     for b in range(loaded.cfg.n_layers):
@@ -46,7 +56,8 @@ def reads(loaded: LoadedModel, block: int, neuron: int, k: int = TOP_TOKENS) -> 
     put through the block's ln2 (its γ and β), then W_in's column and b_in: the pre-activation that
     token alone would give. The ``k`` tokens that excite it most."""
     mlp, ln2 = loaded.model.blocks[block].mlp, loaded.model.blocks[block].ln2
-    pre = (ln2(loaded.model.embed.W_E) @ mlp.W_in[:, neuron] + mlp.b_in[neuron]).double()
+    pre = (ln2(loaded.model.embed.W_E) @ mlp.W_in[:, neuron]).double()
+    pre = pre + float(mlp.b_in[neuron]) if loaded.cfg.mlp_bias else pre
     return [{"token": int(t), "pre": float(pre[t])} for t in pre.argsort(descending=True, stable=True)[:k]]
 
 
