@@ -10,9 +10,11 @@ source token n − 1 − t: a head doing the job puts its weight on the anti-dia
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
+from glassbox.model.course.exercises import Exercise, draw
 from glassbox.model.engine import run_seq2seq_trace
 from glassbox.model.io.checkpoint import LoadedModel, load
 from glassbox.model.micro import seq2seq
@@ -84,3 +86,51 @@ def figures(loaded=None) -> dict:
                     "aligned_share": [seq2seq.aligned_share(p).round(4).tolist() for p in seen.cross],
                     "encoder_weight_after_query": float(np.triu(seen.encoder, 1).sum(-1).mean()),
                     "decoder_weight_after_query": float(np.triu(seen.decoder, 1).sum(-1).mean())}}
+
+
+# --- exercises ------------------------------------------------------------------------------
+
+@cache  # one teacher-forced pass per source: a learner's seeds come back
+def _reversal_patterns(source: tuple[int, ...]) -> np.ndarray:
+    return seq2seq.cross_patterns(load(MODEL).model, list(source))
+
+
+def exercises(seed: int, loaded=None) -> list[Exercise]:
+    """The shape of a cross-attention pattern, and which source token the micro-model's reversing
+    head reads for a target token (on the shipped micro-model; ``loaded`` is not used)."""
+    rng = draw("cross-attention", seed)
+
+    heads = int(rng.choice([2, 4, 8, 12]))
+    source_len, target_len = (int(v) for v in rng.choice(np.arange(3, 40), 2, replace=False))
+    shape = f"{heads} × {target_len} × {source_len}"
+    shape_ex = Exercise(
+        "shape", f"A decoder's cross-attention has {heads} heads. The encoder read a source of {source_len} tokens and "
+        f"the decoder has {target_len} tokens so far. What shape is the cross-attention pattern of one sequence "
+        "(heads × queries × keys)?", shape,
+        choices=(shape, f"{heads} × {source_len} × {target_len}", f"{heads} × {target_len} × {target_len}",
+                 f"{heads} × {source_len} × {source_len}"),
+        hint="The queries come from the decoder's positions; the keys and values from the encoder's output.",
+        solution=f"Each of the {target_len} decoder positions asks a query of each of the {source_len} source "
+                 f"positions, in each of the {heads} heads: {shape}. No causal mask: every source token is visible.",
+        data={"heads": heads, "source_len": source_len, "target_len": target_len})
+
+    model = load(MODEL)
+    source = random_source(int(rng.integers(0, 10**6)), int(rng.integers(seq2seq.LENGTHS[0], 9)), model.cfg.vocab_size)
+    patterns = _reversal_patterns(tuple(source))  # (block, head, target, source)
+    shares = np.array([seq2seq.aligned_share(p) for p in patterns])
+    block, head = (int(v) for v in np.unravel_index(int(shares.argmax()), shares.shape))
+    n, target = len(source), int(rng.integers(0, len(source)))
+    read = int(patterns[block, head, target].argmax())
+    choices = tuple(f"{model.pieces[t]} (source position {j + 1})" for j, t in enumerate(source))
+    syllables = " ".join(model.pieces[t] for t in source)
+    reads_ex = Exercise(
+        "reads", f"The micro-model reverses the source \"{syllables}\" ({n} syllables). In decoder block {block + 1}, "
+        f"head {head + 1} is its reversing head. Its query at target position {target + 1} (writing output "
+        f"syllable {target + 1}) puts the most weight on which source token?", choices[read], choices=choices,
+        hint=f"Reversed, the output's syllable {target + 1} is the source's syllable {n - target}.",
+        solution=f"The head puts {patterns[block, head, target, read]:.3f} of its weight on source position "
+                 f"{read + 1} ({model.pieces[source[read]]}); the reversal needs position {n - target}, "
+                 f"{model.pieces[source[n - 1 - target]]}. Over this source the head puts "
+                 f"{shares[block, head]:.3f} of its weight on the anti-diagonal.",
+        data={"source": source, "block": block, "head": head, "target": target, "model": MODEL})
+    return [shape_ex, reads_ex]

@@ -8,9 +8,11 @@ which token came before it. The checkpoints saved while training show when it fo
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
+from glassbox.model.course.exercises import Exercise, draw
 from glassbox.model.engine import run_trace
 from glassbox.model.io.checkpoint import LoadedModel, load
 from glassbox.model.micro import induction
@@ -93,3 +95,64 @@ def figures(loaded=None) -> dict:
                     "copyable_tokens": [n + 2, 2 * n - 1], "uniform_guess": float(np.log(model.cfg.vocab_size)),
                     "first_repeat": why},
         "training_curve": {"score_step": curve["score_step"], "induction_score": curve["induction_score"]}}
+
+
+# --- exercises ------------------------------------------------------------------------------
+
+@cache  # one traced pass per sequence: a learner's seeds come back
+def _repeat(seed: int, length: int) -> Repeat:
+    return repeated(load(MODEL), seed, length)
+
+
+def head_name(block: int, head: int) -> str:
+    return f"block {block + 1}, head {head + 1}"
+
+
+def exercises(seed: int, loaded=None) -> list[Exercise]:
+    """Which head of the micro-induction model is the previous-token head, the key an induction head
+    reads from a position of a repeat, and the induction score from a head's stripe weights (on the
+    shipped micro-model; ``loaded`` is not used)."""
+    rng = draw("induction", seed)
+    model = load(MODEL)
+    blocks, heads = model.cfg.n_layers, model.cfg.n_heads
+
+    sequence_seed, n = int(rng.integers(0, 10**6)), int(rng.integers(8, 16))
+    seen = _repeat(sequence_seed, n)
+    previous = np.array([[np.mean([seen.patterns[b, h, t, t - 1] for t in range(1, 2 * n)]) for h in range(heads)]
+                         for b in range(blocks)])
+    choices = tuple(head_name(b, h) for b in range(blocks) for h in range(heads))
+    which_ex = Exercise(
+        "which_head", f"The micro-induction model reads {n} random syllables and then the same {n} again. The "
+        "induction head in block 2 needs another head to write into each position which token came before it. Which "
+        "head is that previous-token head?", head_name(*np.unravel_index(int(previous.argmax()), previous.shape)),
+        choices=choices, hint="It must run before the induction head, and it attends from each token to the one "
+                              "just before it.",
+        solution="The mean weight each head puts on the position just before the query, on this sequence: " + "; ".join(
+            f"{head_name(b, h)} {previous[b, h]:.3f}" for b in range(blocks) for h in range(heads)) + ".",
+        data={"model": MODEL, "sequence_seed": sequence_seed, "length": n})
+
+    n = int(rng.integers(5, 30))
+    query = int(rng.integers(n + 2, 2 * n + 1))  # counted from 1: a position of the repeat after its first
+    key = query - n + 1
+    key_ex = Exercise(
+        "key", f"A sequence of {n} distinct random tokens is followed by the same {n} tokens again (positions 1 to {2 * n}). "
+        f"From position {query}, which position does an induction head attend to?", key, unit="position",
+        hint="Find where the token at that position first occurred, then take the position after it.",
+        solution=f"The token at position {query} first occurred at {query} − {n} = {query - n}; the token after it, at "
+                 f"{key}, is the one that comes next: the head attends to {key} and copies it.",
+        data={"length": n, "query": query})
+
+    sequence_seed, n = int(rng.integers(0, 10**6)), 6
+    seen = _repeat(sequence_seed, n)
+    head = int(np.argmax([stripe_share(p, n) for p in seen.patterns[-1]]))  # block 2's likelier induction head
+    stripe = [round(float(seen.patterns[-1, head, t, t - n + 1]), 3) for t in range(n, 2 * n)]
+    score = float(np.mean(stripe))
+    score_ex = Exercise(
+        "score", f"Six random syllables repeated once (12 positions). From positions 7 to 12, {head_name(blocks - 1, head)} "
+        f"puts these weights on the token after each token's first occurrence: {', '.join(f'{w:.3f}' for w in stripe)}. "
+        "What is its induction score on this sequence? Answer to 2 decimals.", score, tolerance=5e-3,
+        hint="The induction score is the mean of those weights over the repeat's positions.",
+        solution=f"({' + '.join(f'{w:.3f}' for w in stripe)}) / {n} = {score:.4f}.",
+        data={"weights": stripe, "model": MODEL, "sequence_seed": sequence_seed, "length": n, "block": blocks - 1,
+              "head": head})
+    return [which_ex, key_ex, score_ex]

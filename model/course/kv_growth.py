@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
+from glassbox.model.course.exercises import Exercise, draw
 from glassbox.model.course.real_model_configs import BYTES, MODEL, count, kv_bytes_per_token
 from glassbox.model.engine import GlassboxError, KVCache, check_context, check_prompt
 from glassbox.model.engine.sampling import kv_cache_bytes
@@ -130,3 +131,56 @@ def figures(loaded) -> dict:
         "course_table": course_table(),
         "serving": serving_combinations(),
     }
+
+
+# --- exercises ------------------------------------------------------------------------------
+
+def exercises(seed: int, loaded=None) -> list[Exercise]:
+    """A real model's KV cache at a length and number format, the tokens a memory budget holds, and
+    what grouped-query attention saves (real configurations; ``loaded`` is not used)."""
+    rng = draw("kv-cache", seed)
+    # every layer keeps every token (no sliding-window layers, which keep only their window: Gemma 3)
+    full = [m for m in MODEL if "layer_types" not in MODEL[m].config]
+
+    name = str(rng.choice(full))
+    s = MODEL[name].shape
+    dtype = str(rng.choice(["fp32", "fp16", "bf16", "int8"]))
+    tokens = within_context(name, int(rng.choice([512, 1024, 2048, 4096, 8192, 32_768])))
+    size = cache_bytes(name, tokens, dtype)
+    about = (f"{name} has {s.layers} layers, {s.kv_heads} key/value heads per layer and d_head = {s.d_head}; "
+             f"its cache holds {dtype} numbers ({BYTES[dtype]} bytes each).")
+    size_ex = Exercise(
+        "cache_mb", f"{about} How large is the KV cache of one sequence of {tokens:,} tokens, in MB (10^6 bytes)? "
+        "Answer to 3 significant figures.", size / 10**6, tolerance=0.005, relative=True, unit="MB",
+        hint="Each token keeps a key and a value (2) in every layer, for every key/value head, d_head numbers each.",
+        solution=f"2 × {s.layers} × {s.kv_heads} × {s.d_head} × {BYTES[dtype]} bytes = "
+                 f"{kv_bytes_per_token(s, dtype):,} bytes per token; × {tokens:,} tokens = {size:,} bytes = "
+                 f"{size / 10**6:,.4g} MB.",
+        data={"model": name, "layers": s.layers, "kv_heads": s.kv_heads, "d_head": s.d_head, "dtype": dtype,
+              "bytes_per_number": BYTES[dtype], "tokens": tokens})
+
+    name = str(rng.choice(full))
+    s = MODEL[name].shape
+    budget_gb = int(rng.choice([1, 2, 4, 8, 16, 40]))
+    per_token = kv_bytes_per_token(s)
+    fit = budget_gb * GB // per_token
+    fit_ex = Exercise(
+        "tokens_fit", f"{name} has {s.layers} layers, {s.kv_heads} key/value heads per layer and d_head = {s.d_head}. "
+        f"How many tokens of fp16 KV cache (2 bytes a number) fit in {budget_gb} GB (10^9 bytes)? A whole number.",
+        fit, unit="tokens", hint="Work out the bytes one token keeps, then how many whole tokens fit in the budget.",
+        solution=f"2 × {s.layers} × {s.kv_heads} × {s.d_head} × 2 = {per_token:,} bytes per token; {budget_gb} × 10^9 / "
+                 f"{per_token:,} = {budget_gb * GB / per_token:,.2f}: {fit:,} whole tokens.",
+        data={"model": name, "layers": s.layers, "kv_heads": s.kv_heads, "d_head": s.d_head, "budget_gb": budget_gb})
+
+    grouped = [m for m in MODEL if MODEL[m].shape.kv_heads < MODEL[m].shape.heads]
+    name = str(rng.choice(grouped))
+    s = MODEL[name].shape
+    saving = s.heads / s.kv_heads
+    gqa_ex = Exercise(
+        "gqa_saving", f"{name} has {s.heads} query heads sharing {s.kv_heads} key/value heads per layer (grouped-query "
+        "attention). How many times larger would its KV cache be with one key/value head per query head?", saving,
+        hint="The cache grows with the number of key/value heads; nothing else changes.",
+        solution=f"{s.heads} / {s.kv_heads} = {saving:g} times: {kv_bytes_per_token(s, kv_heads=s.heads):,} bytes per "
+                 f"token (fp16) instead of {kv_bytes_per_token(s):,}.",
+        data={"model": name, "heads": s.heads, "kv_heads": s.kv_heads})
+    return [size_ex, fit_ex, gqa_ex]

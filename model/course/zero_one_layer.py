@@ -8,10 +8,12 @@ buys over the bigram table."""
 
 from __future__ import annotations
 
+import math
 from functools import cache
 
 import torch
 
+from glassbox.model.course.exercises import Exercise, draw
 from glassbox.model.io.checkpoint import LoadedModel, load
 from glassbox.model.micro import attention_only, bigram
 from glassbox.model.micro.common import read_curve, story_tokens
@@ -59,3 +61,54 @@ def figures(loaded=None) -> dict:
     """The lesson's figures, on the shipped micro-models (``loaded``, the course's model, is not used)."""
     zero, one = load(BIGRAM), load(ONE_LAYER)
     return {"bigram": bigram.figures(zero), "one_layer": attention_only.figures(one), "losses": losses(zero, one)}
+
+
+# --- exercises ------------------------------------------------------------------------------
+
+WORDS = ("the", "cat", "sat", "on", "mat", "dog", "ran", "park")
+
+
+def exercises(seed: int, loaded=None) -> list[Exercise]:
+    """A bigram probability from a small count table, the loss the best zero-layer model pays for
+    that pair, and the bigram micro-model's likeliest next token after a frequent token (``loaded``
+    is not used)."""
+    rng = draw("zero-one-layer", seed)
+
+    words = [str(w) for w in rng.choice(WORDS, 3, replace=False)]
+    counts = rng.integers(0, 13, (3, 3))
+    counts[:, rng.integers(0, 3)] += 1  # no row of zeros
+    a, b = (int(v) for v in rng.integers(0, 3, 2))
+    while counts[a, b] == 0:
+        b = (b + 1) % 3
+    p = counts[a, b] / counts[a].sum()
+    table = "; ".join(f"after {words[i]}: " + ", ".join(f"{words[j]} {counts[i, j]}" for j in range(3)) for i in range(3))
+    asked = f"A corpus of three words is counted: {table}."
+    probability_ex = Exercise(
+        "bigram", f"{asked} What probability does the best zero-layer model give to “{words[b]}” after “{words[a]}”? "
+                  "Answer to 2 decimals.", float(p), tolerance=5e-3,
+        hint="A zero-layer model can only learn the bigram table: each row's counts over the row's total.",
+        solution=f"{counts[a, b]} / ({' + '.join(str(c) for c in counts[a])}) = {counts[a, b]} / {counts[a].sum()} = "
+                 f"{p:.4f}.",
+        data={"words": words, "counts": counts.tolist(), "current": a, "next": b})
+    loss_ex = Exercise(
+        "bigram_loss", f"{asked} What loss (in nats) does that model pay each time “{words[b]}” follows “{words[a]}”? "
+                       "Answer to 2 decimals.", float(-math.log(p)), tolerance=5e-3,
+        hint="The loss of one prediction is −ln of the probability given to the token that came.",
+        solution=f"−ln({counts[a, b]} / {counts[a].sum()}) = −ln({p:.4f}) = {-math.log(p):.4f} nats.",
+        data={"words": words, "counts": counts.tolist(), "current": a, "next": b})
+
+    model = load(BIGRAM)
+    current = int(rng.choice(frequent(model, 12)))
+    counted = corpus_counts(model.cfg.vocab_size)[current]
+    offered = [int(t) for t in rng.permutation(counted.topk(4).indices.numpy())]  # the corpus's four commonest
+    table = bigram.model_table(model.model)[current]
+    best = max(offered, key=lambda t: float(table[t]))
+    names = tuple(repr(model.pieces[t]) for t in offered)
+    next_ex = Exercise(
+        "likeliest", f"After the token {model.pieces[current]!r}, which of these does the bigram micro-model (zero "
+        "layers) rate likeliest?", repr(model.pieces[best]), choices=names,
+        hint="Its logits are W_E · W_U: the corpus's commonest continuation is what it learns to rate highest.",
+        solution="The model's probabilities: " + ", ".join(f"{model.pieces[t]!r} {float(table[t]):.3f}" for t in offered)
+                 + "; the corpus's counts: " + ", ".join(f"{int(counted[t])}" for t in offered) + ".",
+        data={"model": BIGRAM, "current": current, "offered": offered})
+    return [probability_ex, loss_ex, next_ex]
