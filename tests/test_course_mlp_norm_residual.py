@@ -35,7 +35,7 @@ import torch.nn.functional as F
 
 from glassbox.model.course import layernorm, mlp, residual
 from glassbox.model.io.checkpoint import load
-from tests.helpers import start
+from tests.helpers import shown, start
 
 SEEDS = (0, 1, 2)
 
@@ -297,6 +297,11 @@ def test_the_mlp_page(loaded):
     assert "predicts **␣happy**" in text
     row = mlp.firing(loaded, loaded.encode(mlp.PROMPT))[0]
     assert at.dataframe[0].value.iloc[0]["activation"] == pytest.approx(row["post"], abs=1e-4)
+    strongest = mlp.firing(loaded, loaded.encode(mlp.PROMPT))[-mlp.TOP_NEURONS]  # block 4's first
+    at.selectbox(key="mlp_neuron").set_value(len(at.dataframe[0].value) - mlp.TOP_NEURONS).run()
+    assert not at.exception
+    assert any(f"block 4 (blocks.3), neuron {strongest['neuron']}: activation {strongest['post']:.4f}" in text
+               for text in (shown(c.value) for c in at.caption))
 
 
 def test_the_layernorm_page_follows_its_sliders():
@@ -319,3 +324,9 @@ def test_the_residual_page(loaded):
     tokens = loaded.encode(residual.PROMPT)
     logit = residual.attribution(loaded, tokens, residual.top_token(loaded, tokens))["logit"]
     assert float(metrics["sum of the shares"]) == pytest.approx(logit, abs=1e-5)
+    at.selectbox(key="residual_token").set_value(2).run()  # the third most likely token's logit
+    metrics = {m.label: m.value for m in at.get("metric")}
+    third = residual.lens(loaded, tokens)["top_ids"][-1][2]
+    assert float(metrics["sum of the shares"]) == pytest.approx(
+        residual.attribution(loaded, tokens, third)["logit"], abs=1e-5)
+    assert float(metrics["difference"]) < 1e-5

@@ -48,7 +48,9 @@ def intro(loaded: LoadedModel) -> None:
 
 def firing_chart(rows: list[dict]) -> go.Figure:
     labels = [name(r) for r in rows]
-    fig = go.Figure(go.Bar(x=[r["post"] for r in rows], y=labels, orientation="h", marker_color=READ_COLOUR,
+    shades = ("#1f6feb", "#74a9f7")  # alternate blocks, so each block's neurons read as a group
+    fig = go.Figure(go.Bar(x=[r["post"] for r in rows], y=labels, orientation="h",
+                           marker_color=[shades[r["block"] % 2] for r in rows],
                            text=[f"{r['post']:.2f}" for r in rows], textposition="outside", cliponaxis=False,
                            hovertemplate="%{y}: %{x:.4f}<extra></extra>"))
     fig.update_layout(height=90 + 22 * len(rows), margin=dict(l=10, r=40, t=10, b=10),
