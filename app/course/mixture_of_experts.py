@@ -1,24 +1,30 @@
 """Lesson 10, mixture of experts: the MoE micro-model's router on a prompt (each token's top 2 of 8,
 per block, with a Route button for another sentence), the balance loss written out from that
-routing, and each expert's share over training with and without the load-balancing loss.
-Computed by model/course/mixture_of_experts.py."""
+routing, expert-choice routing on the same prompt, each expert's share over training with and
+without the load-balancing loss, and the course's four remedies for expert collapse trained side by
+side (the shipped runs: nothing trains on the page). Computed by model/course/mixture_of_experts.py."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
+import torch
+from plotly.subplots import make_subplots
 
 from glassbox.app.components.charts import show
-from glassbox.app.components.experts import share_caption, share_figure
+from glassbox.app.components.experts import EXPERT_COLOURS, SMOOTHING, share_caption, share_figure
 from glassbox.app.components.course import lesson_end, lesson_page, lesson_pass
 from glassbox.app.components.course_prompt import fit_note, knows
 from glassbox.app.components.errors import fragment
 from glassbox.app.components.heatmap import heatmap_figure
-from glassbox.app.components.labels import plain, position_labels
+from glassbox.app.components.labels import number, plain, position_labels
 from glassbox.app.resources import shared_model
-from glassbox.model.course.mixture_of_experts import (BALANCED, PROMPT, UNBALANCED, Routing, balance_terms, route,
-                                                      sentences, share_curves)
+from glassbox.model.course.mixture_of_experts import (BALANCED, CAPACITY_RUN, EXPERT_CHOICE_FACTOR, PROMPT,
+                                                      REMEDIES_COMMAND, RUN_TITLES, UNBALANCED, Routing, balance_terms,
+                                                      expert_choice, expert_choice_capacity, imbalance, remedy_runs,
+                                                      remedy_table, route, running_mean, sentences, share_curves)
 from glassbox.model.analysis.experts import expert_label
 from glassbox.model.engine import GlassboxError, block_label
 from glassbox.model.micro import moe
@@ -132,6 +138,97 @@ def over_training(balanced, unbalanced) -> None:
     st.caption("Over the last 50 training batches, and on 8 held-out windows of the corpus routed now.")
 
 
+@fragment
+def chosen_by_experts(loaded) -> None:
+    st.subheader("Turned around: each expert picks its tokens")
+    st.markdown(
+        "Expert-choice routing (Zhou et al. 2022) keeps the router's scores but lets each expert take the C tokens "
+        f"it scores highest, with C = {EXPERT_CHOICE_FACTOR:g} × tokens / 8 (as much work as top 2). Every expert "
+        "is equally busy by construction; a token may get several experts, or none. Here the balanced model's "
+        "router on the prompt above, read this way.")
+    prompt = st.session_state.get("moe_prompt", PROMPT)
+    block = st.radio("Block", range(loaded.cfg.n_layers), format_func=block_label, horizontal=True,
+                     key="moe_choice_block")
+    try:
+        seen = routed(prompt, None, loaded)
+    except GlassboxError as exc:
+        st.error(plain(str(exc)))
+        return
+    capacity = expert_choice_capacity(len(seen.tokens), loaded.cfg.n_experts)
+    weights = expert_choice(torch.from_numpy(seen.probs[block]), capacity).numpy()
+    labels = position_labels(loaded.pieces, seen.tokens)
+    experts = [expert_label(e) for e in range(loaded.cfg.n_experts)]
+    fig = heatmap_figure(weights, labels, experts, f"Each expert's {capacity} tokens, {block_label(block)}",
+                         row_title="token", col_title="expert", colour="sequential", zmax=1.0, fixed=True,
+                         colorbar="weight", text=[[f"{v:.2f}" if v > 0 else "" for v in row] for row in weights],
+                         text_size=11, hover="token %{y}<br>%{x}<br>weight %{z:.4f}<extra></extra>")
+    fig.update_layout(height=min(140 + 30 * len(labels), 700), margin=dict(l=10, r=10, t=40, b=10))
+    show(fig, config={"displayModeBar": False})
+    taken = (weights > 0).sum(1)
+    alone = [labels[i] for i in np.flatnonzero(taken == 0)]
+    st.markdown(f"Each of the 8 experts took **{capacity}** of the {len(labels)} tokens. **{len(alone)}** "
+                f"token{'' if len(alone) == 1 else 's'} got no expert at all and pass{'es' if len(alone) == 1 else ''} "
+                f"the block on the residual stream alone{': ' + plain(', '.join(alone)) if alone else ''}; the busiest "
+                f"token got {int(taken.max())} experts.")
+
+
+@st.cache_data(max_entries=1, show_spinner=False)
+def shipped_remedies() -> dict:
+    return remedy_runs()
+
+
+def curves_figure(runs: dict, block: int) -> go.Figure:
+    """Each run's imbalance and next-token loss over training, running means, on shared step axes."""
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1,
+                        subplot_titles=["Imbalance of the experts' shares", "Next-token loss"])
+    for colour, (key, run) in zip(EXPERT_COLOURS, runs.items()):
+        steps, spread = running_mean(imbalance(run["shares"][:, block])[:, None], SMOOTHING)
+        _, loss = running_mean(run["loss"][:, None], SMOOTHING)
+        for column, values in ((1, spread[:, 0]), (2, loss[:, 0])):
+            fig.add_scatter(x=steps, y=values, mode="lines", name=RUN_TITLES[key], legendgroup=key,
+                            showlegend=column == 1, line=dict(color=colour, width=1.5), row=1, col=column)
+    fig.update_xaxes(title="training step")
+    fig.update_yaxes(title="coefficient of variation (0: balanced)", row=1, col=1)
+    fig.update_yaxes(title="loss (nats)", type="log", row=1, col=2)
+    fig.update_layout(height=400, margin=dict(l=10, r=10, t=60, b=10),
+                      legend=dict(orientation="h", x=0, y=-0.25, xanchor="left", yanchor="top"))
+    return fig
+
+
+@fragment
+def remedies(loaded) -> None:
+    st.subheader("Four remedies, trained side by side")
+    st.markdown(
+        "The course lists four remedies for collapse. Each run below starts from the same weights and sees the same "
+        "600 batches; only the routing differs: the **balance loss** above; a **capacity factor** "
+        f"(C = {CAPACITY_RUN:g}, no balance loss); **noisy top-k** (Shazeer et al. 2017: while training, Gaussian "
+        "noise of a learned scale, softplus(x·W_noise), is added to the router's scores, so an expert the router "
+        "ignores still gets tokens by chance); **expert choice** (each expert takes its top C tokens of the sequence).")
+    runs = shipped_remedies()
+    block = st.radio("Block", range(loaded.cfg.n_layers), format_func=block_label, horizontal=True,
+                     key="moe_remedy_block", index=loaded.cfg.n_layers - 1)
+    show(curves_figure(runs, block), config={"displayModeBar": False})
+    st.caption(f"The coefficient of variation of the 8 experts' shares of the work in each batch (their standard "
+               f"deviation over their mean, 1/8): 0 is perfect balance, √7 ≈ 2.65 one expert doing everything. "
+               f"Running means of {SMOOTHING} batches; the balance-loss run's loss without its balance term.")
+    show(share_figure([(RUN_TITLES[key], runs[key]["shares"][:, block]) for key in ("capacity", "noisy", "expert_choice")],
+                      loaded.cfg.n_experts), config={"displayModeBar": False})
+    st.caption("Each expert's share of the expert computations run in each batch (with a cap, the routings it "
+               "took, not those it dropped).")
+    table = remedy_table(runs)
+    st.table(pd.DataFrame({RUN_TITLES[key]: {
+        "largest share": number(row["largest_share"][block], 3), "imbalance": number(row["imbalance"][block], 3),
+        "tokens with no expert": f"{row['unrouted'][block]:.1%}", "final loss": number(row["loss"], 4)}
+        for key, row in table.items()}).T)
+    noise = runs["noisy"].get("noise_scale")
+    st.caption("Over the last 50 training batches. " + (
+        f"The noisy router's learned noise scale ended at {number(noise[block], 3)} in {block_label(block)} "
+        "(it starts at softplus(0) ≈ 0.69). " if noise else "") + "Shazeer et al. pair the noise with balance losses; "
+        "alone, the router can learn to shrink it. Expert choice looks at the whole sequence, later tokens "
+        "included, to pick an expert's tokens: in a decoder that is a peek at the future, which may flatter its loss. "
+        f"`{REMEDIES_COMMAND}` trains these three runs again.")
+
+
 lesson = lesson_page("moe")
 balanced, unbalanced = shared_model(BALANCED), shared_model(UNBALANCED)
 st.markdown(
@@ -140,5 +237,7 @@ st.markdown(
     f"({plain(balanced.about.get('card', {}).get('architecture', ''))}) was trained on the story corpus in a few "
     "minutes; `glassbox train-micro moe` trains both runs again.")
 the_router(balanced)
+chosen_by_experts(balanced)
 over_training(balanced, unbalanced)
+remedies(balanced)
 lesson_end(lesson, (("The MoE micro-model in the explorer", BALANCED, PROMPT),))
