@@ -9,9 +9,9 @@ server (`glassbox app`, headless, GLASSBOX_TIMING on) and a fresh Chromium conte
   every plotly chart and in-page element is drawn;
 - **first paint, warm**: the same lesson opened again (a new session on the same server: what
   the first visit cached is reused);
-- **its main control**, moved ``--repeats`` times: the slider named for it in CONTROLS, else the
-  page's first slider (an in-page one, ``.gb-lesson input[type=range]``, before Streamlit's), else
-  its first text box, else its first radio. An in-page slider is timed from its input event until
+- **its main control**, moved ``--repeats`` times: the control named for it in CONTROLS, else the
+  page's first slider (an in-page one, ``.gb-lesson input[type=range]``, before Streamlit's), radio
+  group, list or text box. An in-page slider is timed from its input event until
   two animation frames later (app/bench/views.py's SLIDE: the page redraws synchronously); a
   server control from the key press (or click) until the rerun it started has ended and the page
   is drawn again (the script state seen running, then idle). The server's own seconds for those
@@ -41,11 +41,13 @@ from glassbox.model.engine.files import write_text
 
 TARGETS = {"in the page": 0.1, "rerun": 0.5, "warm": 2.0, "cold": 5.0}
 # each lesson's main control, by its label; a lesson missing here (or whose control is not found)
-# gets the page's first slider, text box or radio
-CONTROLS = {"tokens": "Text", "attention": "Angle of its query (degrees)", "sqrt-dk": "Score multiplier c",
-            "multi-head": "Head", "positions": "Offset k", "mask": "Causal mask", "mlp": "Neuron",
-            "layernorm": "Angle", "objective": "Probability p", "kv-cache": "Context length",
-            "efficiency": "Window", "scaling": "Model size", "moe": "Capacity factor", "key-figures": "Model"}
+# gets the page's first slider, radio group, list or text box
+CONTROLS = {"tokens": "Merges learned", "attention": "Angle of its query (degrees)", "sqrt-dk": "Score multiplier c",
+            "multi-head": "Position", "positions": "Offset k", "mask": "Head", "mlp": "Neuron", "layernorm": "x1",
+            "residual": "The token whose logit to split (the model's top 5)", "objective": "p(correct next token)",
+            "kv-cache": "Model", "efficiency": "Window w", "key-figures": "Model", "scaling": "Models in the fit",
+            "zero-one-layer": "Head", "induction": "The query's position (in the repeat)", "moe": "Capacity factor C",
+            "cross-attention": "Head"}
 
 # the page drawn: its script idle, the lesson's title shown, no spinner, every chart and in-page element drawn
 PAINTED = """(title) => {
@@ -97,31 +99,33 @@ def painted(page, url: str, title: str, timeout: float) -> float:
     return seconds
 
 
-CANDIDATES = """() => document.querySelector(
-    ".gb-lesson input[type=range], [role=slider], input[type=range], input[type=text], textarea, input[type=radio]")"""
+CANDIDATES = """() => document.querySelector("[data-testid='stMain']").querySelector(
+    ".gb-lesson input[type=range], [role=slider], [role=radiogroup], [role=combobox], input[type=text], textarea")"""
+ROLES = ("slider", "radiogroup", "combobox", "textbox")  # Streamlit's sliders (select sliders too), radios, lists, text
 
 
 def find_control(page, slug: str):
     """(kind, label, locator) of the lesson's main control: CONTROLS' label if the page has it,
-    else the first in-page slider, Streamlit slider, text box or radio; None where there is none."""
+    else the first in-page slider, Streamlit slider, radio, list or text box; None where there is none."""
     label = CONTROLS.get(slug)
     try:  # a page under load may draw its in-page elements a moment after its script is idle
         page.wait_for_function(CANDIDATES, polling="raf", timeout=10_000)
     except PlaywrightTimeout:
         return None
-    in_page = page.locator(".gb-lesson input[type=range]")
+    main = page.locator("[data-testid='stMain']")  # not the sidebar's
+    in_page = main.locator(".gb-lesson input[type=range]")
     if label:
         named = in_page.and_(page.get_by_label(label, exact=True))
         if named.count():
             return "in the page", label, named.first
-        for role in ("slider", "textbox", "radio"):
-            found = page.get_by_role(role, name=label, exact=True)
+        for role in ROLES:
+            found = main.get_by_role(role, name=label, exact=True)
             if found.count():
                 return role, label, found.first
     if in_page.count():
         return "in the page", in_page.first.get_attribute("aria-label") or "slider", in_page.first
-    for role in ("slider", "textbox", "radio"):
-        found = page.get_by_role(role)
+    for role in ROLES:
+        found = main.get_by_role(role)
         if found.count():
             return role, found.first.get_attribute("aria-label") or role, found.first
     return None
@@ -134,16 +138,21 @@ def move(page, kind: str, control, i: int, timeout: float) -> float:
         step = float(control.get_attribute("step") or 1)
         value = low + round(((0.2 + 0.37 * i) % 1) * (high - low) / step) * step  # spread over the range
         return control.evaluate(SLIDE, value)
+    if kind == "combobox":
+        control.click()  # the list opens (not timed); the key that picks the next entry is
     page.evaluate(ARM_RUN)
     if kind == "slider":
         at_top = control.get_attribute("aria-valuenow") == control.get_attribute("aria-valuemax")
         control.focus()
         page.keyboard.press("ArrowLeft" if at_top or i % 2 else "ArrowRight")
+    elif kind == "combobox":
+        page.keyboard.press("ArrowUp" if i % 2 else "ArrowDown")
+        page.keyboard.press("Enter")
     elif kind == "textbox":
         control.fill("the cat sat on the mat" if i % 2 else "the dog ran to the park")
         control.press("Enter")
-    else:  # a radio: the next option of its group
-        options = page.get_by_role("radio")
+    else:  # a radio group: its next option, by its label (the input itself is drawn hidden)
+        options = control.locator("label")
         options.nth((i + 1) % options.count()).click()
     return page.wait_for_function(SETTLED, polling="raf", timeout=timeout * 1000).json_value()
 
@@ -185,8 +194,10 @@ def measure(slug: str, repeats: int, tmp: Path, timeout: float) -> dict:
                         moves[-1]["server_s"] = clock.read()[0]
             except NotDrawn as exc:
                 result["error"] = str(exc)
-            except PlaywrightTimeout:
+            except PlaywrightTimeout as exc:
+                seen = page.evaluate("() => ({clicked: window.__clicked, ran: window.__ran, settled: window.__settled})")
                 result["control"]["error"] = f"the page was not drawn again within {timeout:g} s"
+                result["control"]["detail"] = {"seen": seen, "exception": str(exc).splitlines()[0]}
             finally:
                 browser.close()
     finally:
