@@ -95,6 +95,7 @@ def the_router(loaded) -> None:
                     "other expert, or nothing but the residual stream. A cap keeps any expert from taking everything, "
                     "at the price of the tokens it turns away.")
     balance(seen, block, loaded)
+    chosen_by_experts(seen, block, loaded)
 
 
 def balance(seen: Routing, block: int, loaded) -> None:
@@ -138,22 +139,13 @@ def over_training(balanced, unbalanced) -> None:
     st.caption("Over the last 50 training batches, and on 8 held-out windows of the corpus routed now.")
 
 
-@fragment
-def chosen_by_experts(loaded) -> None:
-    st.subheader("Turned around: each expert picks its tokens")
+def chosen_by_experts(seen: Routing, block: int, loaded) -> None:
     st.markdown(
-        "Expert-choice routing (Zhou et al. 2022) keeps the router's scores but lets each expert take the C tokens "
-        f"it scores highest, with C = {EXPERT_CHOICE_FACTOR:g} × tokens / 8 (as much work as top 2). Every expert "
-        "is equally busy by construction; a token may get several experts, or none. Here the balanced model's "
-        "router on the prompt above, read this way.")
-    prompt = st.session_state.get("moe_prompt", PROMPT)
-    block = st.radio("Block", range(loaded.cfg.n_layers), format_func=block_label, horizontal=True,
-                     key="moe_choice_block")
-    try:
-        seen = routed(prompt, None, loaded)
-    except GlassboxError as exc:
-        st.error(plain(str(exc)))
-        return
+        "**Turned around: each expert picks its tokens.** Expert-choice routing (Zhou et al. 2022) keeps the "
+        "router's scores but lets each expert take the C tokens it scores highest, with C = "
+        f"{EXPERT_CHOICE_FACTOR:g} × tokens / 8 rounded up (as much work as top 2). Every expert is equally busy by "
+        "construction; a token may get several experts, or none. Here the same router, on the same prompt and "
+        "block, read this way.")
     capacity = expert_choice_capacity(len(seen.tokens), loaded.cfg.n_experts)
     weights = expert_choice(torch.from_numpy(seen.probs[block]), capacity).numpy()
     labels = position_labels(loaded.pieces, seen.tokens)
@@ -237,7 +229,6 @@ st.markdown(
     f"({plain(balanced.about.get('card', {}).get('architecture', ''))}) was trained on the story corpus in a few "
     "minutes; `glassbox train-micro moe` trains both runs again.")
 the_router(balanced)
-chosen_by_experts(balanced)
 over_training(balanced, unbalanced)
 remedies(balanced)
 lesson_end(lesson, (("The MoE micro-model in the explorer", BALANCED, PROMPT),))
