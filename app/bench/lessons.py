@@ -245,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     slugs = args.lessons.split(",") if args.lessons else [lesson.slug for lesson in LESSONS]
     unknown = [s for s in slugs if s not in LESSON]
     if unknown:
-        parser.error(f"no lesson {', '.join(unknown)}: the lessons are {', '.join(LESSON)}")
+        parser.exit(2, f"{parser.prog}: no lesson {', '.join(unknown)}: the lessons are {', '.join(LESSON)}\n")
     results = []
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
