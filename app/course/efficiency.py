@@ -150,8 +150,7 @@ def sliding_window(loaded: LoadedModel) -> None:
 @fragment
 def ring(loaded: LoadedModel) -> None:
     st.subheader("Ring attention: the sequence split over devices")
-    tokens, *arrays = story_head(0, 0, loaded)
-    q, k, v = (torch.from_numpy(x) for x in arrays)
+    q, k, v = (torch.from_numpy(x) for x in story_head(0, 0, loaded)[1:])
     st.markdown("Each of N devices keeps one block of queries (and starts with the keys and values of the same "
                 "positions). At every step each device folds the key/value block it holds into its running softmax "
                 "(the same update as flash attention's) and passes the block to the next device round the ring. "

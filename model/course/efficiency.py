@@ -71,7 +71,7 @@ class Running:
     history: list[dict] = field(default_factory=list)  # after each key block: its range, m and l
 
     @classmethod
-    def start(cls, rows: int, d: int) -> "Running":
+    def start(cls, rows: int, d: int) -> Running:
         return cls(torch.full((rows,), -math.inf, dtype=torch.float64), torch.zeros(rows, dtype=torch.float64),
                    torch.zeros(rows, d, dtype=torch.float64))
 
@@ -241,7 +241,7 @@ def exercises(seed: int, loaded=None) -> list[Exercise]:
                  solution=f"The first {w} queries see 1, 2, …, {w} keys: {w}·{w + 1}/2 = {w * (w + 1) // 2}. "
                           f"The other {T - w} see {w} each: {(T - w) * w}. In all {counted}, against "
                           f"{causal_scores(T)} for full causal attention.", data={"T": T, "window": w}),
-        Exercise("gqa", f"{name} has {s.layers} layers, {s.heads} query heads, {s.kv_heads} key/value heads and "
+        Exercise("gqa", f"{name} has {s.layers} layers, {s.heads} query heads, {s.kv_heads} key/value head{'s' * (s.kv_heads > 1)} and "
                  f"d_head = {s.d_head}. With the cache in fp16 (2 bytes a number), how many bytes does grouped-query "
                  f"attention save on a {tokens}-token sequence against one key/value head per query head?", saved,
                  unit="bytes", hint="Per token the cache holds 2 (K and V) × layers × key/value heads × d_head × bytes.",
