@@ -130,7 +130,7 @@ def admitted_pass(what: str, loaded: Model, n_tokens: int, backward: bool = Fals
         cost = check_cost(what, lambda n: seq2seq_pass_bound(loaded.model, backward), n_tokens, loaded.cfg.n_ctx)
     else:
         cost = check_cost(what, lambda n: trace_cost(loaded.model, n, None, backward), n_tokens, loaded.cfg.n_ctx)
-    with model_pass(what, cost * passes):
+    with model_pass(what, cost * passes), computing(what):
         yield
 
 

@@ -8,6 +8,8 @@ from contextlib import AbstractContextManager
 
 import streamlit as st
 
+from glassbox.app.components.assignment import PROMPT_KEY, assign_button, assignment_banner, current_assignment
+from glassbox.app.components.exercises import SESSION_SEED, exercises_section
 from glassbox.app.resources import admitted_pass, shared_model
 from glassbox.model.course import LESSON, LESSONS, Lesson
 from glassbox.model.io.checkpoint import LoadedModel
@@ -19,8 +21,10 @@ def lesson_page(slug: str) -> Lesson:
     """The page's title and the question it answers; returns its lesson."""
     lesson = LESSON[slug]
     number = LESSONS.index(lesson) + 1
+    st.session_state.pop(PROMPT_KEY, None)  # set again by this page's prompt box, if it has one
     st.title(f"{number}. {lesson.title}")
     st.caption(f"Course, lesson {number} of {len(LESSONS)}: {lesson.question}")
+    assignment_banner(slug)
     return lesson
 
 
@@ -38,7 +42,11 @@ def lesson_pass(what: str, loaded: LoadedModel, n_tokens: int, backward: bool = 
 def lesson_end(lesson: Lesson, models: tuple[tuple[str, str, str], ...] = ()) -> None:
     """Where the same thing happens in a real model, then the way on: the next lesson, or, after
     the last, the worked example. ``models``: more explorer links, (label, model, prompt) each,
-    opening the lesson's view on that model."""
+    opening the lesson's view on that model. Before them, the lesson's exercises."""
+    assignment = current_assignment(lesson.slug)
+    st.divider()
+    exercises_section(lesson, assignment.seed if assignment else None)
+    lesson_link(lesson)
     st.divider()
     st.markdown("**See it in a real model**")
     left, right = st.columns(2)
@@ -58,6 +66,17 @@ def lesson_end(lesson: Lesson, models: tuple[tuple[str, str, str], ...] = ()) ->
         st.page_link("screens/worked_example.py", label="Now the whole pass: the worked example",
                      icon=":material/arrow_forward:")
     st.page_link("course/index.py", label="All lessons", icon=":material/list:")
+
+
+def lesson_link(lesson: Lesson) -> None:
+    """The button that gives this lesson's assignment link: its model, its prompt box's text and the
+    exercises' seed."""
+    query = {"model": COURSE_MODEL}
+    if (key := st.session_state.get(PROMPT_KEY)) and isinstance(st.session_state.get(key), str):
+        query["prompt"] = st.session_state[key]
+    if SESSION_SEED in st.session_state:
+        query["seed"] = str(st.session_state[SESSION_SEED])
+    assign_button(lesson.url_path, query)
 
 
 def lessons_about(slugs: list[str], where=st) -> None:

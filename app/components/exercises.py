@@ -14,6 +14,7 @@ import streamlit as st
 from glassbox.app.components.errors import fragment
 from glassbox.app.components.labels import plain
 from glassbox.app.components.page_kit import page_component
+from glassbox.app.components.timing import computing
 from glassbox.model.course import LESSON, LESSONS, Lesson
 from glassbox.model.course.exercises import Exercise, check_seed
 from glassbox.model.engine import GlassboxError
@@ -29,7 +30,8 @@ def lesson_exercises(slug: str, seed: int) -> list[Exercise]:
     assignment link compute them once)."""
     from glassbox.app.components.course import course_model
 
-    return LESSON[slug].exercises(seed, course_model())
+    with computing(f"exercises {slug}"):
+        return LESSON[slug].exercises(seed, course_model())
 
 
 def exercise_seed(fixed: int | None = None) -> int:

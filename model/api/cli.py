@@ -637,8 +637,11 @@ def cmd_course(args) -> int:
         print(chosen.remeasure())
         return 0
     if args.exercises:
-        exercises = chosen.exercises(args.seed, model_from(args))
-        record = {"lesson": chosen.slug, "seed": args.seed, "exercises": [x.as_json() for x in exercises]}
+        from glassbox.model.course.exercises import check_seed
+
+        seed = check_seed(args.seed)  # a bad seed is refused before a model is loaded
+        exercises = chosen.exercises(seed, model_from(args))
+        record = {"lesson": chosen.slug, "seed": seed, "exercises": [x.as_json() for x in exercises]}
         print(json.dumps(record, ensure_ascii=False, allow_nan=False, indent=None if args.json else 2))
         return 0
 
