@@ -39,7 +39,7 @@ def runs_section(shipped: dict) -> None:
     fig.update_layout(xaxis_title="training step", yaxis=log_axis(values, "held-out loss (nats per token)"),
                       height=340, margin=dict(t=10, b=10), legend=dict(font=dict(size=11)))
     show(fig, config={"displayModeBar": False})
-    st.caption(f"Measured by `{shipped['command']}` in {shipped['seconds']:.0f} s on {shipped['threads']} CPU threads "
+    st.caption(f"Measured by `{shipped['command']}` in {shipped['seconds']:.0f} s on {shipped['threads']} CPU thread{'s' * (shipped['threads'] != 1)} "
                f"(torch {shipped['torch']}); the fit below is computed on the page from these losses.")
 
 
