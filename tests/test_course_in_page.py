@@ -183,3 +183,15 @@ def test_the_lesson_bench_reports_each_time_against_its_target():
     assert rows[2] == "| attention | 4.90 s ✓ | 2.10 s ✗ | Angle | in the page | 0.020 s ✓ | 0.00 s | ≤ 0.1 s |"
     assert rows[3] == "| mask | 5.10 s ✗ | 1.00 s ✓ | Head | rerun | 0.450 s ✓ | 0.00 s | ≤ 0.5 s |"
     assert "the page was not drawn again within 60 s" in rows[4] and rows[5].startswith("| tokens | not drawn within 300 s |")
+
+
+def test_the_shipped_variances_are_the_lessons_samples(sqrt_dk_page):
+    """Reference: the lesson's own sampled_variances (seed 0) sampled again here for d_k = 4 … 64
+    (the generator draws each d_k in turn, so these are the shipped rows' first five; the rest
+    would take 1–2 s): equal to 1e-12 (a variance's sum may be split otherwise on other threads)."""
+    shipped = scale.shipped_variances()
+    assert [r["d_k"] for r in shipped["rows"]] == scale.D_KS and shipped["command"] == "glassbox course sqrt-dk --remeasure"
+    for again, row in zip(scale.sampled_variances(scale.D_KS[:5]), shipped["rows"]):
+        assert again["variance"] == pytest.approx(row["variance"], rel=1e-12)
+        assert again["scaled_variance"] == pytest.approx(row["scaled_variance"], rel=1e-12)
+    assert any("Sampled once (seed 0) by `glassbox course sqrt-dk --remeasure`" in c.value for c in sqrt_dk_page.caption)
