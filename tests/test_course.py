@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from glassbox.model.course import LESSONS, lessons_for_step, lessons_for_view
+from glassbox.model.course import LESSON, LESSONS, lessons_for_step, lessons_for_view
 from glassbox.model.engine import GlassboxError, ModelConfig, editing, run_trace, variant
 from tests.helpers import cli, played, start
 
@@ -108,12 +108,13 @@ def test_a_learner_goes_from_the_welcome_page_through_every_lesson_to_the_worked
 
 
 def test_views_steps_and_the_drawing_link_to_their_lessons():
-    assert lessons_for_view("Attention") == ["attention", "sqrt-dk", "mask", "kv-cache", "cross-attention"]
+    assert lessons_for_view("Attention") == ["attention", "sqrt-dk", "multi-head", "mask", "kv-cache", "efficiency",
+                                             "cross-attention"]
     assert lessons_for_step("b2-mask") == ["mask"]  # the same step in another block
     at = start()  # the drawing's default part is attention
     assert {page for _, page in links(at)} >= {"course-attention", "course-sqrt-dk", "course-mask"}
     at = start("screens/worked_example.py", step="loss")
-    assert {"label": "5. The training objective", "href": "course-objective", "page": "course/training_objective.py"} \
+    assert {"label": "10. The training objective", "href": "course-objective", "page": "course/training_objective.py"} \
         in played(at, "loss")["lessons"]
 
 
@@ -127,4 +128,4 @@ def test_every_lesson_has_figures_in_strict_json():
         assert json.loads(json.dumps(lesson.figures(loaded), allow_nan=False)), lesson.slug
     out = cli("course", "mask", "--json")
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout).keys() == LESSONS[3].figures(loaded).keys()
+    assert json.loads(out.stdout).keys() == LESSON["mask"].figures(loaded).keys()

@@ -83,13 +83,14 @@ def one_exercise(slug: str, seed: int, number: int, exercise: Exercise, of: int,
         st.markdown(f"**Exercise {number}{tick}.** " + plain(exercise.question))
         answer_key = f"answer:{slug}:{seed}:{exercise.key}"
         with st.form(f"form:{slug}:{seed}:{exercise.key}", border=False, enter_to_submit=True):
+            field, button = st.columns([5, 1], vertical_alignment="bottom")
             if exercise.kind == "choice":
-                st.radio("Your answer", exercise.choices, index=None, horizontal=True, key=answer_key)
+                field.radio("Your answer", exercise.choices, index=None, horizontal=True, key=answer_key)
             else:
                 unit = f" ({exercise.unit})" if exercise.unit else ""
-                st.text_input(f"Your answer{unit}", key=answer_key, max_chars=60,
-                              placeholder=f"a number; counts {exercise.tolerance_note()}")
-            st.form_submit_button("Check", on_click=_verdict, args=(slug, seed, exercise, of))
+                field.text_input(f"Your answer{unit}", key=answer_key, max_chars=60,
+                                 placeholder=f"a number; counts {exercise.tolerance_note()}")
+            button.form_submit_button("Check", on_click=_verdict, args=(slug, seed, exercise, of), width="stretch")
         verdict = st.session_state.get(f"verdict:{slug}:{seed}:{exercise.key}")
         if verdict is not None:
             (st.success if verdict.right else st.error)(plain(verdict.message))

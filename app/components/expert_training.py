@@ -150,7 +150,7 @@ def expert_training() -> None:
         c1, c2, c3, c4 = st.columns([1.6, 1.2, 1, 1])
         alpha = c1.select_slider("Balance loss weight α", ALPHAS, value=moe.ALPHA, key="experts_alpha",
                                  format_func=lambda a: f"{a:g}" if a else "0 (none)",
-                                 help="The loss is the next-token cross-entropy + α · N · Σ f_i · P_i (lesson 10 "
+                                 help="The loss is the next-token cross-entropy + α · N · Σ f_i · P_i (the mixture-of-experts lesson "
                                       "writes the term out on a prompt).")
         capacity = c2.selectbox("Capacity factor C", CAPACITY_FACTORS, key="experts_capacity",
                                 help="GShard's cap on the tokens each expert takes per sequence: "

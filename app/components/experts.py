@@ -1,4 +1,4 @@
-"""Charts of a mixture of experts' training, shared by lesson 10 (the shipped runs) and Train it
+"""Charts of a mixture of experts' training, shared by the mixture-of-experts lesson (the shipped runs) and Train it
 live (a run trained in the session): each expert's share of the routed token-slots over steps."""
 
 from __future__ import annotations

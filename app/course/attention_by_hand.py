@@ -1,4 +1,4 @@
-"""Lesson 1, attention by hand: pick one of four tokens, turn and stretch its 2-D query, and see
+"""The lesson on attention by hand: pick one of four tokens, turn and stretch its 2-D query, and see
 its scores, scaled scores, causal softmax weights and output move together, with every token's
 similarity with every other: all answered in the page (app/components/lesson_controls.js, the
 lesson module's arithmetic written again and held to it in tests/test_course_in_page.py); then the
@@ -67,7 +67,7 @@ st.markdown(
 st.markdown(
     "Below the plot, the similarity of every two tokens: the raw dot product qᵢ·kⱼ of one token's query with the "
     "other's key, before the scale and the mask. The cells right of the diagonal are later tokens: they get a "
-    "score too, but the causal mask throws it away (lesson 4).")
+    "score too, but the causal mask throws it away (the causal-mask lesson).")
 lesson_controls.attention(TOKENS, KEYS, VALUES, QUERIES, D_K, (WALKTHROUGH_TOKEN, *WALKTHROUGH_QUERY), GEOMETRY,
                           COLOURS, CAPTION, key="attention_by_hand")
 walkthrough_section()

@@ -1,4 +1,4 @@
-"""Lesson 11, encoders, decoders and cross-attention: the encoder-decoder micro-model reversing a
+"""The lesson on encoders, decoders and cross-attention: the encoder-decoder micro-model reversing a
 source (typed, or drawn with a Random button), its encoder's unmasked self-attention beside its
 decoder's causal one, and a cross-attention head's (target × source) pattern with the anti-diagonal
 outlined and its share measured; every head's share on held-out sources. Computed by

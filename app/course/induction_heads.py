@@ -1,4 +1,4 @@
-"""Lesson 9, induction heads: a random sequence repeated once through the induction micro-model, the
+"""The lesson on induction heads: a random sequence repeated once through the induction micro-model, the
 previous-token head's and the induction head's patterns, each position's loss, every head's scores,
 and the induction score at each checkpoint saved in training. Computed by model/course/induction_heads.py."""
 

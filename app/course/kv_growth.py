@@ -1,4 +1,4 @@
-"""Lesson 6, the KV cache: generation growing the cache on the bundled model; its size by the
+"""The lesson on the KV cache: generation growing the cache on the bundled model; its size by the
 formula and as measured; real models' caches; the serving arithmetic of the course's example."""
 
 from __future__ import annotations

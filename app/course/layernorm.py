@@ -1,4 +1,4 @@
-"""Lesson 8, LayerNorm: centring and scaling drawn in 3-D and 2-D with a vector to move, RMSNorm
+"""The lesson on LayerNorm: centring and scaling drawn in 3-D and 2-D with a vector to move, RMSNorm
 beside it, the course model's γ and β, and the gradient through the norm, orthogonal to 1 and to the
 centred input. Computed by model/course/layernorm.py."""
 

@@ -1,4 +1,4 @@
-"""Lesson 4, the causal mask: the four tokens' scores before and after the mask and their weights;
+"""The lesson on the causal mask: the four tokens' scores before and after the mask and their weights;
 the bundled model's attention on a prompt with the mask and without it (an encoder's view); what
 that changes in the last position's prediction and in the earlier positions."""
 
@@ -46,10 +46,10 @@ def grid(values: np.ndarray, labels: list[str], title: str, probability: bool, w
 
 
 def by_hand() -> None:
-    st.subheader("By hand: the four tokens of lesson 1")
+    st.subheader("By hand: the four tokens of the attention lesson")
     small = toy()
     st.markdown(
-        "Each of the four tokens has its own query from lesson 1; the scores q·k/√2 fill a 4 × 4 grid, one row per "
+        "Each of the four tokens has its own query from the attention lesson; the scores q·k/√2 fill a 4 × 4 grid, one row per "
         "query. The mask writes −∞ above the diagonal, where a key comes after its query. The softmax turns "
         "exp(−∞) into 0, so every row's weights sum to 1 over the token itself and the ones before it: the grid "
         "of weights is lower-triangular.")

@@ -1,4 +1,4 @@
-"""Lesson 10, mixture of experts: the MoE micro-model's router on a prompt (each token's top 2 of 8,
+"""The lesson on mixture of experts: the MoE micro-model's router on a prompt (each token's top 2 of 8,
 per block, with a Route button for another sentence), the balance loss written out from that
 routing, expert-choice routing on the same prompt, each expert's share over training with and
 without the load-balancing loss, and the course's four remedies for expert collapse trained side by

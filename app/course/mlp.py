@@ -1,4 +1,4 @@
-"""Lesson 7, the MLP as keys and values: on the course's model, the neurons that fire most at a
+"""The lesson on the MLP as keys and values: on the course's model, the neurons that fire most at a
 prompt's last position, what each reads and writes, and the prediction with each removed. Computed
 by model/course/mlp.py."""
 

@@ -1,4 +1,4 @@
-"""Lesson 4, many heads, on the course's model: the reshape into heads with one position's numbers,
+"""The lesson on many heads, on the course's model: the reshape into heads with one position's numbers,
 each head's pattern, the concatenation and W_O against the sum of the heads' slices, and what one
 head alone, and all heads but one, do to the prediction. Computed by model/course/multi_head.py."""
 

@@ -1,4 +1,4 @@
-"""Lesson 3, positions: the sinusoidal table and its rotations (answered in the page:
+"""The lesson on positions: the sinusoidal table and its rotations (answered in the page:
 app/components/lesson_controls.js), permutation equivariance on the
 bundled model without positions and mask, its learned table, and RoPE's relative scores."""
 

@@ -1,4 +1,4 @@
-"""Lesson 7, key figures of real models: their shapes, parameters counted from the shapes beside the
+"""The lesson on key figures of real models: their shapes, parameters counted from the shapes beside the
 published counts, where the parameters are, FLOPs and KV bytes per token."""
 
 from __future__ import annotations

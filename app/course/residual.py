@@ -1,4 +1,4 @@
-"""Lesson 9, the residual stream as a bus: on the course's model, the size of every writer's write at
+"""The lesson on the residual stream as a bus: on the course's model, the size of every writer's write at
 a prompt's last position, a logit split into each writer's direct share (the explorer's direct logit
 attribution, summing to the logit), and the logit lens after each block. Computed by
 model/course/residual.py."""

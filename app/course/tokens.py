@@ -1,4 +1,4 @@
-"""Lesson 1, tokens: one text through the course model's BPE tokenizer and through UTF-8 bytes, a
+"""The lesson on tokens: one text through the course model's BPE tokenizer and through UTF-8 bytes, a
 byte-pair encoder trained on the page merge by merge, and audio, an image and prices cut into
 sequences and embedded. Computed by model/course/tokens.py."""
 

@@ -1,4 +1,4 @@
-"""Lesson 5, the training objective: −log p with a slider on p; teacher forcing on a prompt, every
+"""The lesson on the training objective: −log p with a slider on p; teacher forcing on a prompt, every
 position's loss from one pass; the learning-rate schedules Train it live offers."""
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def every_position(loaded: LoadedModel) -> None:
     st.subheader("Every position at once: teacher forcing")
     st.markdown(
         "A text of n tokens holds n − 1 predictions: each prefix and the token that follows it. One forward pass "
-        "makes all of them, because the causal mask (lesson 4) keeps each position from seeing its own answer. "
+        "makes all of them, because the causal mask (its own lesson) keeps each position from seeing its own answer. "
         "The inputs are the true tokens, never the model's own guesses: that is teacher forcing. The targets are "
         "the same tokens shifted by one, and the loss is the mean of the positions' −log p.")
     st.session_state.setdefault("objective_prompt", PROMPT)

@@ -1,4 +1,4 @@
-"""Lesson 8, zero and one layer: the bigram micro-model's table beside the counted one (KL, the top
+"""The lesson on zero and one layer: the bigram micro-model's table beside the counted one (KL, the top
 continuations of a chosen token), both models' losses, and the one-layer model's skip-trigrams per
 head, read from its QK and OV circuits. Computed by model/course/zero_one_layer.py."""
 

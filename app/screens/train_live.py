@@ -148,7 +148,7 @@ def training() -> None:
                  "jumps about instead of falling).")
         schedule = c4.radio("Schedule", SCHEDULES, key="train_schedule", persist_state="session",
                             help="Constant: η every step. Warmup + cosine: η rises over the first tenth of the steps, "
-                                 "then falls along half a cosine to η/10 (the course's lesson 5 draws both).")
+                                 "then falls along half a cosine to η/10 (the course's training-objective lesson draws both).")
         steps = c5.number_input("Steps", min_value=1, max_value=MAX_STEPS, value=100, step=10, key="train_steps",
                                 persist_state="session", help=f"1 to {MAX_STEPS}")
         submitted = st.form_submit_button("Train", type="primary")

@@ -1,4 +1,4 @@
-"""Lesson 1, attention by hand: four tokens with 2-D queries, keys and values, one query moved by
+"""The lesson on attention by hand: four tokens with 2-D queries, keys and values, one query moved by
 the learner. Every number is computed here, in float64 torch: the scores q·k, the scaled scores
 q·k/√d_k, the causal softmax and the weighted sum of the values.
 

@@ -1,4 +1,4 @@
-"""Lesson 11, encoders, decoders and cross-attention, on the encoder-decoder micro-model
+"""The lesson on encoders, decoders and cross-attention, on the encoder-decoder micro-model
 (model/micro/seq2seq.py), a tiny T5 trained to reverse a sequence of syllables.
 
 Its three kinds of attention, on one source and the model's own output: the encoder's

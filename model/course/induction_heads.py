@@ -1,4 +1,4 @@
-"""Lesson 9, induction heads, on the two-layer attention-only micro-model (model/micro/induction.py).
+"""The lesson on induction heads, on the two-layer attention-only micro-model (model/micro/induction.py).
 
 On a random sequence repeated once, the induction head in block 2 attends from each token of the
 repeat to the token after that token's first occurrence: a stripe parallel to the diagonal, n − 1

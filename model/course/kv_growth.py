@@ -1,4 +1,4 @@
-"""Lesson 6, the KV cache: (a) generation on the bundled model, each step adding one row of keys and
+"""The lesson on the KV cache: (a) generation on the bundled model, each step adding one row of keys and
 values per layer to the engine's KVCache while computing one new query; (b) the size formula with
 the model's numbers beside the cache's measured bytes; (c) real models' caches (the course's table,
 recomputed); (d) serving arithmetic: users × cache + weights against GPUs."""

@@ -1,4 +1,4 @@
-"""Lesson 8, LayerNorm: y = (x − mean(x)·1) / std(x), then γ ⊙ y + β. Centring projects x onto the
+"""The lesson on LayerNorm: y = (x − mean(x)·1) / std(x), then γ ⊙ y + β. Centring projects x onto the
 plane orthogonal to 1 (every entry's mean removed); dividing by the standard deviation puts the
 result on the sphere of radius √d inside that plane (‖y‖² = d · var(y) = d). RMSNorm skips the
 centring and divides by the root mean square: the sphere of radius √d, the plane not needed.

@@ -1,4 +1,4 @@
-"""Lesson 4, the causal mask: (a) lesson 1's four tokens, their scores before and after the mask
+"""The lesson on the causal mask: (a) the attention lesson's four tokens, their scores before and after the mask
 and the weights after the softmax; (b) the bundled model's attention on a prompt with the mask and
 without it (``variant(model, causal=False)``: the same weights, attending both ways as an encoder
 does); (c) what that does to the last position's prediction, and whether earlier positions read
@@ -26,7 +26,7 @@ TRACED = ["blocks.*.attn.hook_scores", "blocks.*.attn.hook_scores_masked", "bloc
 
 @dataclass
 class Toy:
-    """Lesson 1's four tokens, each with its own query: scores q·k/√2, masked, softmaxed."""
+    """The attention lesson's four tokens, each with its own query: scores q·k/√2, masked, softmaxed."""
     tokens: tuple[str, ...]
     scores: torch.Tensor  # (4, 4) query row × key column
     masked: torch.Tensor  # −∞ above the diagonal

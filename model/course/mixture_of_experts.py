@@ -1,4 +1,4 @@
-"""Lesson 10, mixture of experts, on the MoE micro-model trained twice (model/micro/moe.py): with the
+"""The lesson on mixture of experts, on the MoE micro-model trained twice (model/micro/moe.py): with the
 load-balancing loss and without it.
 
 A router scores each position against 8 experts (x · W_router), keeps the top 2 and mixes their

@@ -1,4 +1,4 @@
-"""Lesson 7, the MLP as keys and values, on the bundled story model: at a prompt's last position,
+"""The lesson on the MLP as keys and values, on the bundled story model: at a prompt's last position,
 the neurons that fire most in each block (their post-activation, ``blocks.N.mlp.hook_post``);
 what each one reads (its input direction, W_in's column, met by every token's embedding through the
 block's own ln2) and what it writes (its output direction, W_out's row, through the final norm's γ

@@ -1,4 +1,4 @@
-"""Lesson 4, many heads, on the course's model: (a) one block's queries computed as one product
+"""The lesson on many heads, on the course's model: (a) one block's queries computed as one product
 x · W_Q ([batch, seq, d_model]) and reshaped to [batch, heads, seq, d_head], equal to the engine's
 per-head q; (b) each head's attention pattern; (c) the heads' outputs z concatenated and
 multiplied by W_O, equal to the sum over heads of z_h · W_O[h] (the reading the explorer uses) and

@@ -1,4 +1,4 @@
-"""Lesson 3, positions: (a) the sinusoidal table; (b) PE(pos + k) = M_k · PE(pos), M_k made of 2 × 2
+"""The lesson on positions: (a) the sinusoidal table; (b) PE(pos + k) = M_k · PE(pos), M_k made of 2 × 2
 rotations; (c) without positions and without the mask, attention is permutation-equivariant
 (checked on the bundled model with its position rows edited to zero and the mask switched off);
 (d) the bundled model's learned table; (e) RoPE, whose scores depend on the offset alone. The

@@ -1,4 +1,4 @@
-"""Lesson 7, key figures of real models: each catalogued model's shape, its parameters counted from
+"""The lesson on key figures of real models: each catalogued model's shape, its parameters counted from
 the shapes beside the published count, FLOPs and KV-cache bytes per token; and where the course's
 appendix table (gentle-introduction.txt) differs from the configurations."""
 

@@ -1,4 +1,4 @@
-"""Lesson 9, the residual stream as a bus, on the bundled story model: every block reads the sum so
+"""The lesson on the residual stream as a bus, on the bundled story model: every block reads the sum so
 far and adds its own write. At a prompt's last position: the size of each writer's write (the
 embeddings, each block's attention and MLP: analysis.residual's contribution norms), the last stream
 rebuilt as the sum of the writes; the logit of the top token split into each writer's direct share

@@ -1,4 +1,4 @@
-"""Lesson 1, tokens: how text, sound, pictures and prices become a sequence of token ids.
+"""The lesson on tokens: how text, sound, pictures and prices become a sequence of token ids.
 
 (a) one text through the course model's byte-level BPE tokenizer and through plain UTF-8 bytes
 (one token per byte): the same text, different counts; (b) a byte-pair encoder trained here, in

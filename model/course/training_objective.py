@@ -1,4 +1,4 @@
-"""Lesson 5, the training objective: (a) the loss of one prediction, −log p(correct); (b) teacher
+"""The lesson on the training objective: (a) the loss of one prediction, −log p(correct); (b) teacher
 forcing: one pass over a text gives every position's prediction of the next true token, and the
 loss is their mean; (c) the learning-rate schedules Train it live offers (model/lesson/training.py)."""
 

@@ -1,4 +1,4 @@
-"""Lesson 8, zero and one layer: the two smallest transformers, trained here (model/micro/).
+"""The lesson on zero and one layer: the two smallest transformers, trained here (model/micro/).
 
 With no block, a model's logits are W_E · W_U: each position predicts from its own token alone, so
 the best it can learn is the corpus's bigram table. The bigram micro-model's table is set beside

@@ -93,5 +93,5 @@ def views(ctx: Seq2SeqExplorer, settings: dict) -> None:
         VIEWS[chosen].render(ctx)
     except GlassboxError as exc:
         st.error(plain(exc))
-    lessons_about(["cross-attention"])  # lesson 11: what every view here is about
+    lessons_about(["cross-attention"])  # the cross-attention lesson: what every view here is about
     write_url_settings(settings, prefix="explore_")
