@@ -128,6 +128,21 @@ def test_the_reference_is_the_corpus_held_out_sentences(loaded, reference):
     assert 1.5 < reference.median < 2.0 and 6.5 < reference.far_loss < 7.1
 
 
+def test_the_shipped_reference_is_the_measured_one_for_these_weights_only(loaded, reference, monkeypatch):
+    """Reference: ``typical`` measured now (the fixture): the shipped file (a cold server opens a
+    lesson without scoring 4,235 sentences) holds the same sentences and losses (1e-9); for other
+    weights it is not used and the reference is measured."""
+    monkeypatch.setattr(prompt_fit, "typical", lambda *a: pytest.fail("measured, not read"))
+    shipped = prompt_fit.shipped_or_measured(loaded, "default")
+    assert shipped.sentences == reference.sentences and shipped.split_share == reference.split_share
+    np.testing.assert_allclose(shipped.losses, reference.losses, rtol=0, atol=1e-9)
+    other = load("default")
+    with torch.no_grad():
+        other.model.embed.W_E[0, 0] += 1e-3
+    monkeypatch.setattr(prompt_fit, "typical", lambda *a: "measured")
+    assert prompt_fit.shipped_or_measured(other, "default") == "measured"
+
+
 def test_lilys_sentences_are_far_outside_and_the_corpus_is_not(loaded, reference):
     """Reference: the issue's example (7.84 nats over every prediction, " threw" cut in two),
     recomputed with torch; the offered prompts are the corpus's own and cost at most its median."""

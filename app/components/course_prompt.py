@@ -11,7 +11,7 @@ from glassbox.app.components.assignment import page_prompt
 
 from glassbox.app.components.labels import plain, token_text
 from glassbox.model.course.prompt_fit import (FAR_PERCENTILE, FAR_SPLIT, HELD_OUT, Fit, Typical, fit, pieces_of,
-                                             typical)
+                                             shipped_or_measured)
 from glassbox.model.data.stories import ADJECTIVES, ANIMALS, NAMES, OBJECTS, PLACES
 from glassbox.model.engine import GlassboxError
 from glassbox.model.io.checkpoint import LoadedModel
@@ -20,8 +20,9 @@ from glassbox.model.io.checkpoint import LoadedModel
 @st.cache_resource(max_entries=4, show_spinner="Scoring the corpus's held-out sentences…")
 def reference(_loaded: LoadedModel, name: str, corpus_of: tuple[int, int] | None = None,
               held_out: int = HELD_OUT) -> Typical:
-    """The held-out sentences' losses on the model ``name`` (the cache's key)."""
-    return typical(_loaded, corpus_of, held_out)
+    """The held-out sentences' losses on the model ``name`` (the cache's key): shipped for the
+    bundled models, measured for any other."""
+    return shipped_or_measured(_loaded, name, corpus_of, held_out)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)

@@ -16,7 +16,10 @@ in its validation split (the last 5 % of its tokens, never trained on)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,6 +27,8 @@ import torch
 
 from glassbox.model.data.stories import corpus
 from glassbox.model.engine import check_prompt
+from glassbox.model.engine.files import write_text
+from glassbox.model.io.assets import asset
 
 HELD_OUT = 300  # stories at the end of the corpus: about 30,000 tokens, inside the last 5 % (97,798 tokens)
 # GPT-2's pre-tokenizer (the bundled tokenizer is byte-level BPE): words, numbers, punctuation runs
@@ -156,6 +161,50 @@ def typical(loaded, corpus_of: tuple[int, int] | None = None, held_out: int = HE
                    sum(w in cut for w in every) / max(len(every), 1))
 
 
+def fingerprint(model) -> str:
+    """A hash of the model's weights: a shipped reference is used only for the weights it was measured on."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def shipped_path(name: str):
+    return asset("course") / f"prompt-fit-{name}.json"
+
+
+def shipped_or_measured(loaded, name: str, corpus_of: tuple[int, int] | None = None,
+                        held_out: int = HELD_OUT) -> Typical:
+    """``typical``, read from the file ``ship`` wrote for the bundled model ``name`` when it was
+    measured on these very weights and this corpus (a cold server opens a lesson at once), else
+    measured now."""
+    path = shipped_path(name)
+    corpus_of = corpus_of or card_corpus(loaded)
+    if path.exists():
+        record = json.loads(path.read_text())
+        if (record["fingerprint"], record["corpus"], record["held_out"]) == (fingerprint(loaded.model),
+                                                                             list(corpus_of), held_out):
+            return Typical(record["vocab_size"], record["stories"], record["sentences"],
+                           np.array([np.nan if x is None else x for x in record["losses"]]), record["split_share"])
+    return typical(loaded, corpus_of, held_out)
+
+
+def ship(loaded, name: str, corpus_of: tuple[int, int] | None = None, held_out: int = HELD_OUT) -> str:
+    """Measure ``typical`` and write it where ``shipped_or_measured`` reads it."""
+    corpus_of = corpus_of or card_corpus(loaded)
+    measured = typical(loaded, corpus_of, held_out)
+    record = {"model": name, "fingerprint": fingerprint(loaded.model), "corpus": list(corpus_of), "held_out": held_out,
+              "vocab_size": measured.vocab_size, "stories": measured.stories, "sentences": measured.sentences,
+              "losses": [None if np.isnan(x) else float(x) for x in measured.losses],
+              "split_share": measured.split_share, "command": "python -m glassbox.model.course.prompt_fit",
+              "torch": torch.__version__}
+    path = shipped_path(name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text(path, json.dumps(record) + "\n")
+    return f"wrote {path}"
+
+
 @dataclass
 class Fit:
     text: str
@@ -185,3 +234,12 @@ def fit(loaded, text: str) -> Fit:
     every, cut = split_words(loaded, text)
     loss = float(mean_losses(loaded.model, [tokens])[0]) if len(tokens) >= 3 else None
     return Fit(text, len(tokens), every, cut, loss)
+
+
+if __name__ == "__main__":  # python -m glassbox.model.course.prompt_fit: ship the bundled models' references
+    from glassbox.model.io.checkpoint import load
+    from glassbox.model.micro import moe
+
+    print(ship(load("default"), "default"))
+    print(ship(load("micro-moe"), "micro-moe", (moe.N_STORIES, moe.SEED), 200))
+    sys.exit(0)
