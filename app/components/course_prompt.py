@@ -58,6 +58,13 @@ def knows(loaded: LoadedModel, key: str, name: str = "default", corpus_of: tuple
                       width="stretch", help="Put this sentence in the box")
 
 
+def prompt_box(loaded: LoadedModel, key: str, default: str, label: str = "Prompt", max_chars: int = 300) -> str:
+    """A lesson's prompt box on the course's model, ``default`` in it at first, with ``knows`` above it."""
+    st.session_state.setdefault(key, default)
+    knows(loaded, key)  # what the course's model knows, and sentences of its corpus to try
+    return st.text_input(label, max_chars=max_chars, key=key)
+
+
 def fit_note(loaded: LoadedModel, prompt: str, name: str = "default", corpus_of: tuple[int, int] | None = None,
              held_out: int = HELD_OUT) -> None:
     """Under the box: how far the prompt lies from the corpus, as a caption, or a warning when far."""

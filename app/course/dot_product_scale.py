@@ -10,7 +10,7 @@ import streamlit as st
 
 from glassbox.app.components import lesson_controls
 from glassbox.app.components.charts import log_axis, show
-from glassbox.app.components.course_prompt import fit_note, knows
+from glassbox.app.components.course_prompt import fit_note, prompt_box
 from glassbox.app.components.course import course_model, lesson_end, lesson_page, lesson_pass
 from glassbox.app.components.errors import fragment
 from glassbox.app.components.labels import plain
@@ -113,9 +113,7 @@ def on_the_model(loaded: LoadedModel) -> None:
         f"1/√{loaded.cfg.d_head}. Below, the same weights run with that scale set to 1 (the engine's own "
         "attn_scale, not a copy of the code): each head's attention entropy, low when a head looks at one position, "
         "and the norm of the loss's gradient with respect to its scores.")
-    st.session_state.setdefault("sqrtdk_prompt", PROMPT)
-    knows(loaded, "sqrtdk_prompt")  # what the course's model knows, and sentences of its corpus to try
-    prompt = st.text_input("Prompt", max_chars=300, key="sqrtdk_prompt")
+    prompt = prompt_box(loaded, "sqrtdk_prompt", PROMPT)
     try:
         rows = heads(prompt, loaded)
     except GlassboxError as exc:

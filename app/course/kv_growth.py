@@ -9,7 +9,7 @@ import streamlit as st
 from glassbox.app.components.latex import thousands
 from glassbox.app.components.charts import show
 from glassbox.app.components.course import course_model, lesson_end, lesson_page, lesson_pass
-from glassbox.app.components.course_prompt import fit_note, knows
+from glassbox.app.components.course_prompt import fit_note, prompt_box
 from glassbox.app.components.errors import fragment
 from glassbox.app.components.labels import plain, token_text
 from glassbox.model.course.kv_growth import (GB, PROMPT, CacheStep, Serving, cache_bytes, course_table, grow,
@@ -60,9 +60,7 @@ def generation(loaded: LoadedModel) -> None:
         "them: each step feeds only the newest token, computes its one query, key and value per head, and appends "
         "the key and value to every layer's cache. The work per step stays one token's; the memory grows by one "
         "row per layer.")
-    st.session_state.setdefault("kv_prompt", PROMPT)
-    knows(loaded, "kv_prompt")
-    prompt = st.text_input("Prompt", max_chars=300, key="kv_prompt")
+    prompt = prompt_box(loaded, "kv_prompt", PROMPT)
     if st.session_state.get("kv_for") != prompt:  # a new prompt starts again
         st.session_state.kv_for, st.session_state.kv_new = prompt, 0
     left, right, _ = st.columns([1, 1, 3])

@@ -9,7 +9,7 @@ import streamlit as st
 
 from glassbox.app.components.charts import show
 from glassbox.app.components.course import course_model, lesson_end, lesson_page, lesson_pass
-from glassbox.app.components.course_prompt import fit_note, knows
+from glassbox.app.components.course_prompt import fit_note, prompt_box
 from glassbox.app.components.errors import fragment
 from glassbox.app.components.labels import number, plain, token_labels, token_text
 from glassbox.model.course.mlp import PROMPT, TOP_NEURONS, mlp_parameters, neuron_table
@@ -71,9 +71,7 @@ def token_bars(loaded: LoadedModel, items: list[dict], key: str, title: str, x_t
 @fragment
 def neurons(loaded: LoadedModel) -> None:
     st.subheader("The neurons that fire")
-    st.session_state.setdefault("mlp_prompt", PROMPT)
-    knows(loaded, "mlp_prompt")
-    prompt = st.text_input("Prompt", max_chars=300, key="mlp_prompt")
+    prompt = prompt_box(loaded, "mlp_prompt", PROMPT)
     try:
         rows = table(prompt, loaded)
     except GlassboxError as exc:

@@ -10,7 +10,7 @@ import streamlit as st
 
 from glassbox.app.components.charts import show
 from glassbox.app.components.course import course_model, lesson_end, lesson_page, lesson_pass
-from glassbox.app.components.course_prompt import fit_note, knows
+from glassbox.app.components.course_prompt import fit_note, prompt_box
 from glassbox.app.components.errors import fragment
 from glassbox.app.components.heatmap import heatmap_figure
 from glassbox.app.components.labels import number, plain, token_text
@@ -165,9 +165,7 @@ def single_heads(loaded: LoadedModel, prompt: str, block: int) -> None:
 
 @fragment
 def on_the_model(loaded: LoadedModel) -> None:
-    st.session_state.setdefault("heads_prompt", PROMPT)
-    knows(loaded, "heads_prompt")
-    prompt = st.text_input("Prompt", max_chars=300, key="heads_prompt")
+    prompt = prompt_box(loaded, "heads_prompt", PROMPT)
     block = st.radio("Block", list(range(loaded.cfg.n_layers)), format_func=block_label, horizontal=True,
                      key="heads_block")
     try:

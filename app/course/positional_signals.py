@@ -12,7 +12,7 @@ import streamlit as st
 
 from glassbox.app.components import lesson_controls
 from glassbox.app.components.charts import show
-from glassbox.app.components.course_prompt import fit_note, knows
+from glassbox.app.components.course_prompt import fit_note, prompt_box
 from glassbox.app.components.course import course_model, lesson_end, lesson_page, lesson_pass
 from glassbox.app.components.errors import fragment
 from glassbox.app.components.heatmap import heatmap_figure
@@ -85,9 +85,7 @@ def shuffle(loaded: LoadedModel) -> None:
         "switch off the causal mask. Shuffle the prompt: every head's pattern is the old one with its rows and "
         "columns shuffled the same way, P·A·Pᵀ, and nothing else changes. The mask also carries order (who "
         "may see whom), so with the mask on, or with the positions back, the check fails.")
-    st.session_state.setdefault("positions_prompt", PROMPT)
-    knows(loaded, "positions_prompt")  # what the course's model knows, and sentences of its corpus to try
-    prompt = st.text_input("Prompt", max_chars=300, key="positions_prompt")
+    prompt = prompt_box(loaded, "positions_prompt", PROMPT)
     seed = st.number_input("Shuffle (a seed)", 0, 10_000, 0, key="positions_seed")
     try:
         order, errors = permutation_errors(prompt, int(seed), loaded)

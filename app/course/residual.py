@@ -10,7 +10,7 @@ import streamlit as st
 
 from glassbox.app.components.charts import log_axis, show
 from glassbox.app.components.course import course_model, lesson_end, lesson_page, lesson_pass
-from glassbox.app.components.course_prompt import fit_note, knows
+from glassbox.app.components.course_prompt import fit_note, prompt_box
 from glassbox.app.components.errors import fragment
 from glassbox.app.components.labels import number, plain, token_labels, token_text
 from glassbox.model.course.residual import PROMPT, attribution, lens, writes
@@ -79,9 +79,7 @@ def lens_chart(loaded: LoadedModel, seen: dict, word: str) -> go.Figure:
 @fragment
 def on_the_model(loaded: LoadedModel) -> None:
     st.subheader("Who wrote what")
-    st.session_state.setdefault("residual_prompt", PROMPT)
-    knows(loaded, "residual_prompt")
-    prompt = st.text_input("Prompt", max_chars=300, key="residual_prompt")
+    prompt = prompt_box(loaded, "residual_prompt", PROMPT)
     try:
         seen = bus(prompt, loaded)
     except GlassboxError as exc:

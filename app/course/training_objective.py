@@ -8,7 +8,7 @@ import streamlit as st
 
 from glassbox.app.components.charts import show
 from glassbox.app.components.course import course_model, lesson_end, lesson_page, lesson_pass
-from glassbox.app.components.course_prompt import fit_note, knows
+from glassbox.app.components.course_prompt import fit_note, prompt_box
 from glassbox.app.components.errors import fragment
 from glassbox.app.components.labels import number, plain, token_text
 from glassbox.model.course.training_objective import PROMPT, TeacherForcing, loss_of, schedule_curve, teacher_forcing
@@ -63,9 +63,7 @@ def every_position(loaded: LoadedModel) -> None:
         "makes all of them, because the causal mask (its own lesson) keeps each position from seeing its own answer. "
         "The inputs are the true tokens, never the model's own guesses: that is teacher forcing. The targets are "
         "the same tokens shifted by one, and the loss is the mean of the positions' −log p.")
-    st.session_state.setdefault("objective_prompt", PROMPT)
-    knows(loaded, "objective_prompt")
-    prompt = st.text_input("Text", max_chars=500, key="objective_prompt")
+    prompt = prompt_box(loaded, "objective_prompt", PROMPT, "Text", 500)
     try:
         result = forced(prompt, loaded)
     except GlassboxError as exc:
