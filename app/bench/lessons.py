@@ -43,7 +43,7 @@ TARGETS = {"in the page": 0.1, "rerun": 0.5, "warm": 2.0, "cold": 5.0}
 # each lesson's main control, by its label; a lesson missing here (or whose control is not found)
 # gets the page's first slider, radio group, list or text box
 CONTROLS = {"tokens": "Merges learned", "attention": "Angle of its query (degrees)", "sqrt-dk": "Score multiplier c",
-            "multi-head": "Position", "positions": "Offset k", "mask": "Head", "mlp": "Neuron", "layernorm": "x1",
+            "multi-head": "Block", "positions": "Offset k", "mask": "Head", "mlp": "Neuron", "layernorm": "x1",
             "residual": "The token whose logit to split (the model's top 5)", "objective": "p(correct next token)",
             "kv-cache": "Model", "efficiency": "Window w", "key-figures": "Model", "scaling": "Models in the fit",
             "zero-one-layer": "Head", "induction": "The query's position (in the repeat)", "moe": "Capacity factor C",
@@ -251,7 +251,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for slug in slugs:
             results.append(measure(slug, args.repeats, Path(tmp), args.timeout))
-            print(f"measured {slug}", flush=True)
+            print(f"measured {slug}: " + table(results[-1:]).splitlines()[-1], flush=True)  # kept if the run is cut short
+            if args.json:
+                write_text(args.json, json.dumps({"targets": TARGETS, "lessons": results}, indent=2))
     print(f"\n{len(results)} lessons, a fresh server each, in {time.perf_counter() - started:.0f} s; "
           f"targets: a control ≤ {TARGETS['in the page']} s in the page, ≤ {TARGETS['rerun']} s by a rerun\n")
     print(table(results))

@@ -78,7 +78,7 @@ def _verdict(slug: str, seed: int, exercise: Exercise, of: int) -> None:
 
 
 def one_exercise(slug: str, seed: int, number: int, exercise: Exercise, of: int, done: dict) -> None:
-    with st.container(border=True):
+    with st.container(border=True, key=f"exercise_{number}"):  # .st-key-exercise_N in the page
         tick = " ✓" if exercise.key in done else ""
         st.markdown(f"**Exercise {number}{tick}.** " + plain(exercise.question))
         answer_key = f"answer:{slug}:{seed}:{exercise.key}"
