@@ -145,7 +145,7 @@ ALLOWED = {
     "serving": {"engine", "io"},
     "lesson": {"engine", "io", "analysis"},  # a cell's Arithmetic (analysis/arithmetic.py)
     "micro": {"engine", "io", "data", "analysis", "lesson"},  # the micro-models' training and figures
-    "course": {"engine", "io", "data", "lesson", "micro"},
+    "course": {"engine", "io", "data", "analysis", "lesson", "micro"},  # the mlp and residual lessons' ablation, DLA, lens
     "tools": {"engine", "io", "data", "analysis", "serving", "lesson", "course", "micro"},
     "api": {"engine", "io", "data", "analysis", "serving", "lesson", "course", "micro", "tools"},  # `import glassbox`
 }

@@ -11,10 +11,9 @@ import streamlit as st
 from glassbox.app.components.assignment import PROMPT_KEY, assign_button, assignment_banner, current_assignment
 from glassbox.app.components.exercises import SESSION_SEED, exercises_section
 from glassbox.app.resources import admitted_pass, shared_model
-from glassbox.model.course import LESSON, LESSONS, Lesson
+from glassbox.model.course import COURSE_MODEL, LESSON, LESSONS, Lesson
 from glassbox.model.io.checkpoint import LoadedModel
 
-COURSE_MODEL = "default"  # the bundled story model: lessons that need a real model run on it
 
 
 def lesson_page(slug: str) -> Lesson:

@@ -15,7 +15,8 @@ from glassbox.app.components.errors import fragment
 from glassbox.app.components.labels import plain
 from glassbox.app.components.page_kit import page_component
 from glassbox.app.components.timing import computing
-from glassbox.model.course import LESSON, LESSONS, Lesson
+from glassbox.app.resources import shared_model
+from glassbox.model.course import COURSE_MODEL, LESSON, LESSONS, Lesson
 from glassbox.model.course.exercises import Exercise, check_seed
 from glassbox.model.engine import GlassboxError
 
@@ -28,10 +29,8 @@ NEW_SEEDS = 10_000  # a fresh session's seed is drawn below this: short enough t
 def lesson_exercises(slug: str, seed: int) -> list[Exercise]:
     """The exercises of a lesson for a seed, shared by every session (forty students on one
     assignment link compute them once)."""
-    from glassbox.app.components.course import course_model
-
     with computing(f"exercises {slug}"):
-        return LESSON[slug].exercises(seed, course_model())
+        return LESSON[slug].exercises(seed, shared_model(COURSE_MODEL))
 
 
 def exercise_seed(fixed: int | None = None) -> int:

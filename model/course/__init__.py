@@ -19,6 +19,9 @@ from typing import Any
 from glassbox.model.engine import GlassboxError
 
 
+COURSE_MODEL = "default"  # the bundled story model: lessons that need a real model run on it
+
+
 @dataclass(frozen=True)
 class Lesson:
     slug: str  # `glassbox course <slug>`; the page's URL is /course-<slug>
