@@ -220,3 +220,31 @@ def values(data) -> np.ndarray:
 
 def z(chart) -> np.ndarray:
     return values(chart["data"][0]["z"])
+
+
+def wrong_answer(exercise) -> str:
+    """An answer an exercise must refuse: another choice, or a number three tolerances off (1 off an exact one)."""
+    if exercise.kind == "choice":
+        return next(c for c in exercise.choices if c != exercise.answer)
+    return repr(float(exercise.answer) + (3 * exercise.allowed if exercise.allowed else 1))
+
+
+def check_against_references(exercises, references: dict, slug: str, seed: int, typed) -> None:
+    """Each exercise's answer against ``references[(slug, key)] = (recompute from data, style)``
+    (1e-9 relative), its typed answer (``typed(exercise, style)``) judged right, a wrong one wrong,
+    and its question, solution and hint written."""
+    import pytest
+
+    assert {x.key for x in exercises} == {key for s, key in references if s == slug}
+    for exercise in exercises:
+        reference, style = references[(slug, exercise.key)]
+        expected = reference(exercise.data)
+        if exercise.kind == "choice":
+            assert exercise.answer == expected and len(set(exercise.choices)) == len(exercise.choices) >= 2
+        else:
+            assert exercise.answer == pytest.approx(expected, rel=1e-9, abs=1e-12), (seed, exercise.key)
+        given = typed(exercise, style)
+        assert exercise.check(given).right, (seed, exercise.key, given, exercise.answer)
+        assert not exercise.check(wrong_answer(exercise)).right, (seed, exercise.key, wrong_answer(exercise))
+        for part in ("question", "solution", "hint"):
+            assert getattr(exercise, part), (exercise.key, part)

@@ -36,6 +36,7 @@ from glassbox.model.course.exercises import check_set
 from glassbox.model.course.real_model_configs import MODEL
 from glassbox.model.engine import run_seq2seq_trace, run_trace
 from glassbox.model.io.checkpoint import load
+from tests.helpers import check_against_references
 
 SEEDS = (0, 1, 2)
 SLUGS = ("moe", "cross-attention", "induction", "zero-one-layer", "kv-cache", "key-figures")
@@ -208,10 +209,6 @@ def typed(exercise, style: str) -> str:
             "count": f"{round(value):,}"}[style]
 
 
-def wrong(exercise) -> str:
-    if exercise.kind == "choice":
-        return next(c for c in exercise.choices if c != exercise.answer)
-    return repr(float(exercise.answer) + (3 * exercise.allowed if exercise.allowed else 1))
 
 
 @pytest.fixture(scope="module")
@@ -222,20 +219,7 @@ def sets() -> dict:
 @pytest.mark.parametrize("slug", SLUGS)
 @pytest.mark.parametrize("seed", SEEDS)
 def test_answers_match_an_independent_recomputation(sets, slug, seed):
-    exercises = check_set(slug, sets[(slug, seed)])
-    assert {x.key for x in exercises} == {key for s, key in REFERENCE if s == slug}
-    for exercise in exercises:
-        reference, style = REFERENCE[(slug, exercise.key)]
-        expected = reference(exercise.data)
-        if exercise.kind == "choice":
-            assert exercise.answer == expected and len(set(exercise.choices)) == len(exercise.choices) >= 2
-        else:
-            assert exercise.answer == pytest.approx(expected, rel=1e-9, abs=1e-12), (seed, exercise.key)
-        given = typed(exercise, style)
-        assert exercise.check(given).right, (seed, exercise.key, given, exercise.answer)
-        assert not exercise.check(wrong(exercise)).right, (seed, exercise.key, wrong(exercise))
-        for part in ("question", "solution", "hint"):
-            assert getattr(exercise, part), (exercise.key, part)
+    check_against_references(check_set(slug, sets[(slug, seed)]), REFERENCE, slug, seed, typed)
 
 
 def test_a_seed_reproduces_its_set_and_seeds_differ(sets):

@@ -26,7 +26,7 @@ import threading
 import time
 from pathlib import Path
 
-from glassbox.app.bench.load import _tree_rss
+from glassbox.app.bench.load import _tree_rss, tree_pids
 from glassbox.app.bench.views import CHROMIUM_ARGS, IDLE, serve
 from glassbox.model.course.assignments import Assignment
 from glassbox.model.data.stories import corpus
@@ -36,12 +36,8 @@ LINK = Assignment("mask", prompt="Lily had a red ball. She threw the ball to her
 
 def _tree_cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of a process and its children, so far."""
-    ticks, pids = 0, [pid]
-    try:
-        pids += [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        pass
-    for p in pids:
+    ticks = 0
+    for p in tree_pids(pid):
         try:
             fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
             ticks += int(fields[11]) + int(fields[12])  # utime, stime

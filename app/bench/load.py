@@ -37,14 +37,18 @@ from glassbox.model.data.stories import corpus
 MAX_SESSIONS = 32
 
 
+def tree_pids(pid: int) -> list[int]:
+    """A process and its children (the Streamlit server under `glassbox app`)."""
+    try:
+        return [pid, *(int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split())]
+    except OSError:
+        return [pid]
+
+
 def _tree_rss(pid: int) -> int:
     """Resident bytes of a process and its children (the Streamlit server under `glassbox app`)."""
-    total, pids = 0, [pid]
-    try:
-        pids += [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        pass
-    for p in pids:
+    total = 0
+    for p in tree_pids(pid):
         try:
             for line in Path(f"/proc/{p}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
