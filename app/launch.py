@@ -9,7 +9,7 @@ import sys
 import glassbox.app  # noqa: F401  pandas and plotly, as every session's first import would (app/__init__.py)
 import glassbox.model.engine  # noqa: F401  torch and the engine
 import glassbox.model.io.checkpoint  # noqa: F401
-import glassbox.model.lesson.steps  # noqa: F401  the worked example's steps
+import glassbox.model.worked_example.steps  # noqa: F401  the worked example's steps
 from streamlit.web.cli import main
 
 if __name__ == "__main__":

@@ -8,9 +8,9 @@ import numpy as np
 import torch
 
 from glassbox.model.io.checkpoint import load
-from glassbox.model.lesson.steps import worked_example_steps
+from glassbox.model.worked_example.steps import worked_example_steps
 from glassbox.model.engine import run_trace
-from glassbox.model.lesson.article import published
+from glassbox.model.worked_example.article import published
 
 from tests.helpers import charts, exact, played, press, shown as shown_text, start, values
 

@@ -319,7 +319,7 @@ def test_a_training_json_that_is_not_a_curve_file_is_a_note_on_the_card(case, ca
 def test_published_json_is_read_through_the_file_checks(breaks, tmp_path, monkeypatch):
     """Reference: guard.read_file's refusal, by its words; the read returns (old code: a FIFO
     here hung the worked example's first page)."""
-    from glassbox.model.lesson import article
+    from glassbox.model.worked_example import article
 
     path = tmp_path / "published.json"
     breaks(path)

@@ -16,7 +16,7 @@ import torch
 
 import glassbox as gb
 from glassbox.model.engine import Cancelled, GlassboxError, Work, working
-from glassbox.model.lesson.training import train_copy, training_batch
+from glassbox.model.worked_example.training import train_copy, training_batch
 from glassbox.model.micro import moe
 from glassbox.model.analysis import plans
 from glassbox.model.serving.lane import Lane

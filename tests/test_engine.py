@@ -236,7 +236,7 @@ def test_rope_rotates_by_position(random_model):
 def test_worked_example_uses_the_printed_weights():
     """Reference: the article's printed weights (assets/worked-example/published.json) and
     its stated exact value of X_mid_LN(1) row 4, [0.302, 1.230, -1.547, 0.015] (±0.0005)."""
-    from glassbox.model.lesson.article import engine_slot, published
+    from glassbox.model.worked_example.article import engine_slot, published
 
     loaded = load("worked-example")
     params = dict(loaded.model.named_parameters())

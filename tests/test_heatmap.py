@@ -42,7 +42,7 @@ def test_a_grid_writes_its_values_only_where_they_fit_side_by_side():
     1280 px: where a chart's width leaves a cell less room than its text, the values are left to
     the hover (the exact value is there either way)."""
     from glassbox.app.components.heatmap import PAGE_PX, grid_figure
-    from glassbox.model.lesson.steps import Grid
+    from glassbox.model.worked_example.steps import Grid
 
     labels = [f"{i} w" for i in range(5)]
     grid = Grid("A(1,1)", "blocks.0.attn.hook_pattern[0]", np.full((5, 5), 0.48), labels, labels, "query", "key",

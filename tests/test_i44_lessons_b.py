@@ -18,7 +18,7 @@ from glassbox.model.course.real_model_configs import MODEL, kv_bytes_per_token
 from glassbox.model.course.training_objective import loss_of
 from glassbox.model.data.stories import corpus
 from glassbox.model.io.checkpoint import load
-from glassbox.model.lesson.steps.explain import num
+from glassbox.model.worked_example.steps.explain import num
 from glassbox.model.micro import seq2seq
 from tests.helpers import charts, shown, start
 
@@ -51,8 +51,8 @@ def test_a_number_that_rounds_to_zero_is_0_and_a_tiny_one_is_scientific():
 def test_the_worked_examples_arithmetic_never_writes_minus_zero():
     """Reference: every output cell of every worked-example step (the engine's arithmetic): no
     "(-0.0000)" in any line; logits₄,₇ (exactly 0 in the engine) ends "= 0.0000"."""
-    from glassbox.model.lesson.article import published
-    from glassbox.model.lesson.steps import worked_example_steps
+    from glassbox.model.worked_example.article import published
+    from glassbox.model.worked_example.steps import worked_example_steps
     example = load("worked-example")
     steps = worked_example_steps(example.model, example.tokenizer, published(), lambda w: "")
     lines = [line for step in steps for panel in step.panels for grid in panel.outputs

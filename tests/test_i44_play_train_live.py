@@ -10,8 +10,8 @@ called directly: deterministic, so the page's numbers equal them).
 import pytest
 
 from glassbox.app.components.expert_training import unbalanced_by_alpha
-from glassbox.model.lesson.article import published
-from glassbox.model.lesson.training import train_copy, training_batch
+from glassbox.model.worked_example.article import published
+from glassbox.model.worked_example.training import train_copy, training_batch
 from glassbox.model.micro import moe
 from tests.helpers import shown, start
 

@@ -8,8 +8,8 @@ import re
 
 from glassbox.app.components.latex import LINE, visible, wrapped, written
 from glassbox.model.io.checkpoint import load
-from glassbox.model.lesson.article import published
-from glassbox.model.lesson.steps import worked_example_steps
+from glassbox.model.worked_example.article import published
+from glassbox.model.worked_example.steps import worked_example_steps
 
 
 def widest(display: str) -> int:

@@ -143,11 +143,12 @@ ALLOWED = {
     "data": set(),
     "analysis": {"engine"},
     "serving": {"engine", "io"},
-    "lesson": {"engine", "io", "analysis"},  # a cell's Arithmetic (analysis/arithmetic.py)
-    "micro": {"engine", "io", "data", "analysis", "lesson"},  # the micro-models' training and figures
-    "course": {"engine", "io", "data", "analysis", "lesson", "micro"},  # the mlp and residual lessons' ablation, DLA, lens
-    "tools": {"engine", "io", "data", "analysis", "serving", "lesson", "course", "micro"},
-    "api": {"engine", "io", "data", "analysis", "serving", "lesson", "course", "micro", "tools"},  # `import glassbox`
+    "training": {"engine"},  # the learning-rate schedules every training loop shares
+    "worked_example": {"engine", "io", "analysis", "training"},  # a cell's Arithmetic (analysis/arithmetic.py)
+    "micro": {"engine", "io", "data", "analysis", "training"},  # the micro-models' training and figures
+    "course": {"engine", "io", "data", "analysis", "training", "micro"},  # the mlp and residual lessons' ablation, DLA, lens
+    "tools": {"engine", "io", "data", "analysis", "serving", "training", "worked_example", "course", "micro"},
+    "api": {"engine", "io", "data", "analysis", "serving", "training", "worked_example", "course", "micro", "tools"},  # `import glassbox`
 }
 
 

@@ -9,10 +9,10 @@ import torch
 import pytest
 
 from glassbox.model.io.checkpoint import load
-from glassbox.model.lesson.steps import stages, worked_example_steps
+from glassbox.model.worked_example.steps import stages, worked_example_steps
 from glassbox.model.engine import GRAD, Target, run_trace
-from glassbox.model.lesson.training import train_copy, training_batch
-from glassbox.model.lesson.article import published
+from glassbox.model.worked_example.training import train_copy, training_batch
+from glassbox.model.worked_example.article import published
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,10 @@ import torch
 
 from glassbox.model.io.checkpoint import load
 from glassbox.model.engine import GlassboxError
-from glassbox.model.lesson.training import DATASETS, SCHEDULES, learning_rate_at, toy_corpus, train_copy, training_batch
-from glassbox.model.lesson.article import article_weights, published
-from glassbox.model.lesson.contract import article_json
+from glassbox.model.training.schedules import SCHEDULES, learning_rate_at
+from glassbox.model.worked_example.training import DATASETS, toy_corpus, train_copy, training_batch
+from glassbox.model.worked_example.article import article_weights, published
+from glassbox.model.worked_example.contract import article_json
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import torch
 
 from glassbox.model.io.checkpoint import load
 from glassbox.model.engine import GRAD, Target, run_trace
-from glassbox.model.lesson.article import published
+from glassbox.model.worked_example.article import published
 
 # article figure -> (trace name, head index or None)
 ARTICLE_TO_TRACE = {
@@ -118,7 +118,7 @@ def test_json_contract(tmp_path):
 
 def test_tied_embedding_gradient_parts(article_trace):
     """Reference: autograd with W_E detached in one of its two uses (float64, 1e-12)."""
-    from glassbox.model.lesson.contract import article_json
+    from glassbox.model.worked_example.contract import article_json
 
     loaded, article, _ = article_trace
     data = article_json(loaded)

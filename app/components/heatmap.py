@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 from PIL import Image
 
 from glassbox.app.components.labels import DIVERGING, HIGHLIGHT, cell_text, power_of_ten, pretty
-from glassbox.model.lesson.steps import Grid
+from glassbox.model.worked_example.steps import Grid
 
 PLAIN = [[0, "#f6f8fa"], [1, "#f6f8fa"]]  # labels such as token ids: no colour scale
 IMAGE_TICKS = 24  # an image heatmap labels at most this many rows (columns), evenly spread

@@ -3,7 +3,7 @@ cell's arithmetic and the update's payoff are sent to the browser once, so stepp
 arrow keys, the jump list), choosing a head or a weight and clicking a cell answer at once, with
 no round trip to the server. The step lives in the URL (?step=), written by the page.
 
-Everything shown is computed here from the engine's steps (``model.lesson.steps``) and only
+Everything shown is computed here from the engine's steps (``model.worked_example.steps``) and only
 laid out by the script: the cells' text and colours, the LaTeX of each cell's arithmetic."""
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from glassbox.app.components.page_kit import katex_module, page_component
 from glassbox.app.components.pipeline import pipeline_html
 from glassbox.model.course import LESSON, LESSONS, lessons_for_step
 from glassbox.model.engine import block_label
-from glassbox.model.lesson.steps import Grid, Step, stages
-from glassbox.model.lesson.training import AfterUpdate
+from glassbox.model.worked_example.steps import Grid, Step, stages
+from glassbox.model.worked_example.training import AfterUpdate
 
 PHASE_COLOURS = {"forward": "#1f6feb", "backward": "#d9480f", "update": "#2f9e44"}
 TRAIN_PAGE = "screens/train_live.py"

@@ -14,7 +14,7 @@ from glassbox.app.components.labels import number, plain, token_text
 from glassbox.model.course.training_objective import PROMPT, TeacherForcing, loss_of, schedule_curve, teacher_forcing
 from glassbox.model.engine import GlassboxError, check_prompt
 from glassbox.model.io.checkpoint import LoadedModel
-from glassbox.model.lesson.training import SCHEDULES
+from glassbox.model.training.schedules import SCHEDULES
 
 CURVE = [i / 1000 for i in range(1, 1001)]  # p from 0.001 to 1, where the loss curve is drawn
 

@@ -11,7 +11,7 @@ import streamlit as st
 from glassbox.app.components.labels import WORD_JOINER, plain
 from glassbox.app.explore.common import Explorer, choose_head, choose_layer, heatmap, lacks
 from glassbox.app.resources import model_pass
-from glassbox.model.analysis.circuits import SCORED, bigram, ov_circuit, qk_circuit
+from glassbox.model.analysis.circuits import SCORED, bigram, ov_circuit, qk_circuit, random_tokens
 from glassbox.model.engine import block_label, head_label
 from glassbox.model.serving import trace_cost
 
@@ -32,7 +32,7 @@ def lit(ctx: Explorer) -> set[str]:
 def scores(model_key: str, _ctx: Explorer):
     prefix = _ctx.loaded.tokenizer.prefix()  # what the tokenizer puts first (Llama's and Gemma's BOS), as a prompt has it
     n = min(REPEAT, (_ctx.cfg.n_ctx - len(prefix)) // 2)  # twice over must fit in the context
-    half = np.random.default_rng(0).integers(0, len(_ctx.loaded.tokenizer.pieces), n).tolist()
+    half = random_tokens(len(_ctx.loaded.tokenizer.pieces), n)
     length = len(prefix) + 2 * n
     cost = _ctx.check_cost("Scoring the heads", lambda t: trace_cost(_ctx.model, t, SCORED, False), length)
     with model_pass("head scores", cost):

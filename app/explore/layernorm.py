@@ -8,7 +8,7 @@ import streamlit as st
 
 from glassbox.app.components.charts import show
 from glassbox.app.components.labels import cell_text
-from glassbox.model.lesson.steps.explain import power
+from glassbox.model.worked_example.steps.explain import power
 from glassbox.app.explore.common import Explorer, array, derived, heatmap, lacks
 from glassbox.model.engine import block_label
 from glassbox.model.analysis import norm_prefixes, norm_summary

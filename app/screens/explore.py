@@ -18,7 +18,7 @@ from glassbox.model.course.assignments import MARK
 from glassbox.model.io.checkpoint import LoadedModel
 from glassbox.model.engine import GlassboxError, Target, check_context
 from glassbox.model.engine.placement import summary
-from glassbox.model.lesson.article import published
+from glassbox.model.worked_example.article import published
 
 PAGE_SETTINGS = {"model": "default", "prompt": "the cat sat on the", "view": "Overview", "target": "", "target_pos": -1}
 target_in_url = "target" in st.query_params  # read before the settings are written back

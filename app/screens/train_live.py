@@ -20,10 +20,10 @@ from glassbox.model.analysis import plans
 from glassbox.model.serving.sizing import training_bytes
 from glassbox.app.state import per_training_run
 from glassbox.model.engine import run_trace
-from glassbox.model.lesson.steps import Grid
-from glassbox.model.lesson.training import (DATASETS, DEFAULT_LEARNING_RATE, OPTIMIZERS, SCHEDULES, toy_corpus, train_copy,
+from glassbox.model.worked_example.steps import Grid
+from glassbox.model.worked_example.training import (DATASETS, DEFAULT_LEARNING_RATE, OPTIMIZERS, SCHEDULES, toy_corpus, train_copy,
                                             training_batch)
-from glassbox.model.lesson.article import published
+from glassbox.model.worked_example.article import published
 
 OWN_RATE = "the optimizer's own"
 MAX_STEPS = 2000

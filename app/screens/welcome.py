@@ -12,7 +12,7 @@ from glassbox.app.components.labels import plain
 from glassbox.app.resources import shared_model
 from glassbox.app.state import show_url_notes, url_settings
 from glassbox.model.course import LESSONS
-from glassbox.model.lesson.article import ARTICLE_URL, SERIES_URL
+from glassbox.model.worked_example.article import ARTICLE_URL, SERIES_URL
 
 
 url_settings({"part": "attention"}, choices={"part": list(PART)}, prefix="welcome_")

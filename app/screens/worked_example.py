@@ -10,8 +10,8 @@ from glassbox.app.components.labels import plain
 from glassbox.app.components.step_player import player_payload, step_player
 from glassbox.app.resources import shared_model
 from glassbox.app.state import per_training_run
-from glassbox.model.lesson.steps import Step, worked_example_steps
-from glassbox.model.lesson.article import ARTICLE_URL, published
+from glassbox.model.worked_example.steps import Step, worked_example_steps
+from glassbox.model.worked_example.article import ARTICLE_URL, published
 
 
 def article_provenance(printed: set[str]):

@@ -87,6 +87,14 @@ def _through_unembedding(model: Transformer, written: torch.Tensor, inputs: list
 SCORED = ("blocks.*.attn.hook_pattern",)  # what head_scores captures: every head's pattern
 
 
+def random_tokens(vocab_size: int, length: int, seed: int | np.random.Generator = 0) -> list[int]:
+    """``length`` token ids drawn uniformly from the vocabulary: the random sequence that the head
+    scores repeat (the Circuits view, ``Model.heads``, the induction lesson and micro-model).
+    ``seed`` is a seed or a numpy generator to draw on from."""
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    return rng.integers(0, vocab_size, length).tolist()
+
+
 @torch.no_grad()
 def head_scores(model: Transformer, half: list[int], prefix: list[int] = ()) -> tuple[np.ndarray, np.ndarray]:
     """Per block and head, on ``prefix`` (such as the BOS a tokenizer puts first) and then

@@ -236,7 +236,7 @@ def cmd_bench(args) -> int:
 
 
 def cmd_build_worked_example(args) -> int:
-    from glassbox.model.lesson.reconstruct import build
+    from glassbox.model.worked_example.reconstruct import build
 
     print(f"wrote {make_model(args.out, 'worked-example', build)}")
     return 0
@@ -246,7 +246,7 @@ def cmd_worked_example(args) -> int:
 
     from glassbox.model.engine import GlassboxError
     from glassbox.core import load
-    from glassbox.model.lesson.contract import article_json
+    from glassbox.model.worked_example.contract import article_json
 
     if not args.json:
         raise GlassboxError("Say --json: the worked example's numbers are printed as one JSON object")

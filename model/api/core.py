@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import fields
 
+import numpy as np
 import torch
 
 from glassbox.model.engine import GRAD, GlassboxError, ModelConfig, Target, Trace, run_seq2seq_trace, run_trace
@@ -236,6 +237,7 @@ class Model(LoadedModel):
         over ``n_stories`` of the default model's stories (seed 0), each cut to the context. A
         model whose vocabulary cannot spell the stories (the micro-models) is scored on as many
         sequences of random tokens, each repeated once (seed 0), as the Circuits view does."""
+        from glassbox.model.analysis.circuits import random_tokens
         from glassbox.model.analysis.head_catalog import head_catalog
         from glassbox.model.data.stories import corpus
 
@@ -245,8 +247,9 @@ class Model(LoadedModel):
             ids = [self.tokens(story)[: self.cfg.n_ctx] for story in corpus(n_stories)]
         except GlassboxError:  # words this vocabulary does not have
             half = min(32, (self.cfg.n_ctx - len(self.tokenizer.prefix())) // 2)
-            draw = torch.randint(0, self.tokenizer.vocab_size, (n_stories, half), generator=torch.Generator().manual_seed(0))
-            ids = [self.tokenizer.prefix() + row + row for row in draw.tolist()]
+            rng = np.random.default_rng(0)
+            rows = [random_tokens(self.tokenizer.vocab_size, half, rng) for _ in range(n_stories)]
+            ids = [self.tokenizer.prefix() + row + row for row in rows]
         return head_catalog(self.model, ids)
 
     def verify(self, prompt: str | list[int], gradients: bool = False):

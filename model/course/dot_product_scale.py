@@ -21,7 +21,7 @@ from glassbox.model.course.exercises import Exercise, draw
 from glassbox.model.engine import GRAD, GlassboxError, ModelConfig, Transformer, check_prompt, run_trace, variant
 from glassbox.model.engine.files import write_text
 from glassbox.model.io.assets import asset
-from glassbox.model.lesson.training import learning_rate_at
+from glassbox.model.training.schedules import learning_rate_at
 
 PROMPT = "the cat sat on the mat"
 D_KS = [4, 8, 16, 32, 64, 128, 256, 512, 1024]

@@ -12,6 +12,7 @@ from functools import cache
 
 import numpy as np
 
+from glassbox.model.analysis.circuits import random_tokens
 from glassbox.model.course.exercises import Exercise, draw
 from glassbox.model.engine import run_trace
 from glassbox.model.io.checkpoint import LoadedModel, load
@@ -31,7 +32,7 @@ class Repeat:
 
 def repeated(loaded: LoadedModel, seed: int, length: int = LENGTH) -> Repeat:
     """A random sequence of ``length`` tokens (from ``seed``) repeated once, traced."""
-    half = np.random.default_rng(seed).integers(0, loaded.cfg.vocab_size, length).tolist()
+    half = random_tokens(loaded.cfg.vocab_size, length, seed)
     trace = run_trace(loaded.model, half + half, names=["*hook_pattern", "hook_loss"])
     patterns = np.stack([trace[f"blocks.{i}.attn.hook_pattern"].double().numpy() for i in range(loaded.cfg.n_layers)])
     return Repeat(half + half, patterns, trace["hook_loss"].double().numpy())

@@ -19,7 +19,7 @@ from glassbox.model.course.exercises import Exercise, draw
 from glassbox.model.engine import ModelConfig, Transformer
 from glassbox.model.engine.files import write_text
 from glassbox.model.io.assets import asset
-from glassbox.model.lesson.training import learning_rate_at
+from glassbox.model.training.schedules import learning_rate_at
 
 SLUG = "scaling"
 # Kaplan et al. 2020, "Scaling Laws for Neural Language Models", eq. 1.1: L(N) = (N_c / N)^α_N,

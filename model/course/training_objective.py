@@ -1,6 +1,6 @@
 """The lesson on the training objective: (a) the loss of one prediction, −log p(correct); (b) teacher
 forcing: one pass over a text gives every position's prediction of the next true token, and the
-loss is their mean; (c) the learning-rate schedules Train it live offers (model/lesson/training.py)."""
+loss is their mean; (c) the learning-rate schedules Train it live offers (model/worked_example/training.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from glassbox.model.course.exercises import Exercise, draw
 from glassbox.model.engine import GlassboxError, check_prompt, run_trace
-from glassbox.model.lesson.training import SCHEDULES, learning_rate_at
+from glassbox.model.training.schedules import SCHEDULES, learning_rate_at
 
 PROMPT = "the cat sat on the mat and the dog"
 PROBABILITIES = (0.9, 0.5, 0.1, 0.01, 0.001)  # the few p the figures list

@@ -18,7 +18,7 @@ from glassbox.model.io.assets import asset
 from glassbox.model.io.checkpoint import save
 from glassbox.model.io.guard import SIDE_FILE_BYTES, read_json
 from glassbox.model.io.tokenizer import Tokenizer
-from glassbox.model.lesson.training import learning_rate_at
+from glassbox.model.training.schedules import learning_rate_at
 
 END = "<|endoftext|>"  # the default tokenizer's end-of-story token
 

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-from glassbox.model.analysis.circuits import head_scores
+from glassbox.model.analysis.circuits import head_scores, random_tokens
 from glassbox.model.engine import ModelConfig, Transformer
 from glassbox.model.io.guard import regular_file
 from glassbox.model.io.tokenizer import Tokenizer
@@ -62,7 +62,7 @@ def held_out_scores(model: Transformer, n: int = SCORED_SEQUENCES) -> tuple[np.n
     """Induction and previous-token scores per block and head, averaged over ``n`` held-out random
     sequences of HALF tokens repeated once (a generator seeded apart from training's)."""
     rng = np.random.default_rng(SEED + 1000)
-    scores = [head_scores(model, rng.integers(0, model.cfg.vocab_size, HALF).tolist()) for _ in range(n)]
+    scores = [head_scores(model, random_tokens(model.cfg.vocab_size, HALF, rng)) for _ in range(n)]
     return np.mean([s[0] for s in scores], axis=0), np.mean([s[1] for s in scores], axis=0)
 
 

@@ -21,7 +21,7 @@ from glassbox.model.data.stories import corpus
 from glassbox.model.engine import ModelConfig, Transformer
 from glassbox.model.io.checkpoint import save
 from glassbox.model.io.tokenizer import Tokenizer
-from glassbox.model.lesson.training import learning_rate_at
+from glassbox.model.training.schedules import learning_rate_at
 
 SEED = 0
 N_STORIES = 20_000

@@ -7,10 +7,10 @@ import math
 
 import numpy as np
 
-from glassbox.model.lesson.steps.builder import Builder
-from glassbox.model.lesson.steps.explain import (add_explainer, concat_explainer, head_explainer, lookup_explainer,
+from glassbox.model.worked_example.steps.builder import Builder
+from glassbox.model.worked_example.steps.explain import (add_explainer, concat_explainer, head_explainer, lookup_explainer,
                                                  loss_explainer, mask_explainer, relu_explainer, token_id_explainer)
-from glassbox.model.lesson.steps.grids import Panel, Step
+from glassbox.model.worked_example.steps.grids import Panel, Step
 
 
 def forward_steps(s: Builder) -> list[Step]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import inspect
-import math
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -18,12 +17,12 @@ import torch
 from glassbox.model.engine import GlassboxError, Target, Transformer, loss_targets, next_token_targets
 from glassbox.model.engine.names import is_norm_parameter
 from glassbox.model.io.tokenizer import Tokenizer
+from glassbox.model.training.schedules import SCHEDULES, learning_rate_at
 
 OPTIMIZERS = ("SGD", "AdamW")
 # Each optimizer's own learning rate: the article's for SGD; torch's default for AdamW, read from
 # its signature (η = 0.5 makes AdamW's first steps ±0.5 on every weight, and the toy diverges).
 DEFAULT_LEARNING_RATE = {"SGD": 0.5, "AdamW": inspect.signature(torch.optim.AdamW).parameters["lr"].default}
-SCHEDULES = ("constant", "warmup + cosine")
 DATASETS = ("the example", "the example + corpus")
 
 
@@ -51,22 +50,6 @@ def training_batch(tokenizer: Tokenizer, example: list[int], target_id: int, dat
     corpus_targets = next_token_targets(sentences)[:, :-1]
     width = inputs.shape[1]
     return torch.cat([inputs, sentences[:, :width]]), torch.cat([targets, corpus_targets[:, :width]])
-
-
-def learning_rate_at(schedule: str, step: int, steps: int, peak: float, warmup: int = 0, floor: float = 0.0
-                     ) -> float:
-    """The learning rate of step ``step`` (0, 1, …) of ``steps``. "constant": ``peak`` throughout.
-    "warmup + cosine": up in a straight line over the first ``warmup`` steps (peak/warmup, 2·peak/warmup,
-    …, peak), then half a cosine from peak down to ``floor`` × peak at the last step: large steps while
-    the loss is far from a minimum, small ones near it, and no large first steps from a random start."""
-    if schedule not in SCHEDULES:
-        raise GlassboxError(f"Unknown schedule {schedule!r}: choose one of {', '.join(SCHEDULES)}")
-    if schedule == "constant":
-        return peak
-    if step < warmup:
-        return peak * (step + 1) / warmup
-    t = (step - warmup) / max(steps - warmup, 1)
-    return peak * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * t)))
 
 
 @dataclass

@@ -13,7 +13,7 @@ from glassbox.model.engine.capture import capture
 from glassbox.model.engine.names import is_norm_parameter
 from glassbox.model.io.checkpoint import save
 from glassbox.model.io.tokenizer import Tokenizer
-from glassbox.model.lesson.article import FIGURES, PROMPT, config, engine_slot, printed_figure, published
+from glassbox.model.worked_example.article import FIGURES, PROMPT, config, engine_slot, printed_figure, published
 
 SOLVER_SEED = 0
 

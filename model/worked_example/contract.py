@@ -7,9 +7,9 @@ from __future__ import annotations
 import torch
 
 from glassbox.model.engine import GRAD, ModelConfig, Target, run_trace
-from glassbox.model.lesson.article import article_weights, published
-from glassbox.model.lesson.names import article_tensor
-from glassbox.model.lesson.tied_embedding import embedding_gradient_parts
+from glassbox.model.worked_example.article import article_weights, published
+from glassbox.model.worked_example.names import article_tensor
+from glassbox.model.worked_example.tied_embedding import embedding_gradient_parts
 
 
 def forward_names(cfg: ModelConfig) -> list[str]:

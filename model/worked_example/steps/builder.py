@@ -9,11 +9,11 @@ import numpy as np
 
 from glassbox.model.engine import Target, Transformer, head_label, run_trace
 from glassbox.model.io.tokenizer import Tokenizer
-from glassbox.model.lesson.article import printed_figure
-from glassbox.model.lesson.names import Slot, block_input, slot, weight_names
-from glassbox.model.lesson.steps.explain import (Explainer, add_explainer, layernorm_backward_explainer, layernorm_explainer,
+from glassbox.model.worked_example.article import printed_figure
+from glassbox.model.worked_example.names import Slot, block_input, slot, weight_names
+from glassbox.model.worked_example.steps.explain import (Explainer, add_explainer, layernorm_backward_explainer, layernorm_explainer,
                                                  matmul_explainer, softmax_explainer)
-from glassbox.model.lesson.steps.grids import Grid, Panel
+from glassbox.model.worked_example.steps.grids import Grid, Panel
 
 
 def to_numpy(t) -> np.ndarray:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from glassbox.model.lesson.steps.builder import Builder
-from glassbox.model.lesson.steps.explain import update_explainer
-from glassbox.model.lesson.steps.grids import Grid, Panel, Step
-from glassbox.model.lesson.training import AfterUpdate
+from glassbox.model.worked_example.steps.builder import Builder
+from glassbox.model.worked_example.steps.explain import update_explainer
+from glassbox.model.worked_example.steps.grids import Grid, Panel, Step
+from glassbox.model.worked_example.training import AfterUpdate
 
 
 def update_step(s: Builder, after: AfterUpdate) -> Step:

@@ -8,13 +8,13 @@ import math
 
 import numpy as np
 
-from glassbox.model.lesson.steps.builder import Builder, to_numpy
-from glassbox.model.lesson.steps.explain import (add_explainer, column_sum_explainer, embedding_input_explainer,
+from glassbox.model.worked_example.steps.builder import Builder, to_numpy
+from glassbox.model.worked_example.steps.explain import (add_explainer, column_sum_explainer, embedding_input_explainer,
                                                  loss_gradient_explainer, outer_explainer,
                                                  position_gradient_explainer, relu_backward_explainer,
                                                  softmax_backward_explainer, sum_of_products_explainer)
-from glassbox.model.lesson.steps.grids import Grid, Panel, Step
-from glassbox.model.lesson.tied_embedding import embedding_gradient_parts
+from glassbox.model.worked_example.steps.grids import Grid, Panel, Step
+from glassbox.model.worked_example.tied_embedding import embedding_gradient_parts
 
 
 def backward_steps(s: Builder) -> list[Step]:

@@ -17,7 +17,7 @@ import torch
 from glassbox.model.engine import ModelConfig
 from glassbox.model.io.assets import asset
 from glassbox.model.io.guard import SIDE_FILE_BYTES, read_json
-from glassbox.model.lesson.names import article_tensor, slot, weight_names
+from glassbox.model.worked_example.names import article_tensor, slot, weight_names
 
 DIR = asset("worked-example")
 PUBLISHED = DIR / "published.json"  # a copy of the article's data; the README describes it

@@ -10,7 +10,7 @@ import numpy as np
 from glassbox.model.analysis.arithmetic import Arithmetic  # one cell written out (any model's backward pass too)
 
 if TYPE_CHECKING:
-    from glassbox.model.lesson.training import AfterUpdate
+    from glassbox.model.worked_example.training import AfterUpdate
 
 
 @dataclass

@@ -13,13 +13,13 @@ from typing import Callable
 
 from glassbox.model.engine import Transformer
 from glassbox.model.io.tokenizer import Tokenizer
-from glassbox.model.lesson.steps.backward import backward_steps
-from glassbox.model.lesson.steps.builder import Builder
-from glassbox.model.lesson.steps.explain import one_row_subscripts, with_subscripts
-from glassbox.model.lesson.steps.forward import forward_steps
-from glassbox.model.lesson.steps.grids import Arithmetic, Grid, Panel, Step, stages
-from glassbox.model.lesson.steps.update import update_step
-from glassbox.model.lesson.training import after_one_update
+from glassbox.model.worked_example.steps.backward import backward_steps
+from glassbox.model.worked_example.steps.builder import Builder
+from glassbox.model.worked_example.steps.explain import one_row_subscripts, with_subscripts
+from glassbox.model.worked_example.steps.forward import forward_steps
+from glassbox.model.worked_example.steps.grids import Arithmetic, Grid, Panel, Step, stages
+from glassbox.model.worked_example.steps.update import update_step
+from glassbox.model.worked_example.training import after_one_update
 
 __all__ = ["Arithmetic", "Grid", "Panel", "Step", "stages", "worked_example_steps"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from glassbox.model.engine import Trace
-from glassbox.model.lesson.names import slot
+from glassbox.model.worked_example.names import slot
 
 
 def embedding_gradient_parts(trace: Trace, tokens: list[int]) -> tuple[torch.Tensor, torch.Tensor]:

@@ -8,7 +8,7 @@ from typing import Callable
 
 import numpy as np
 
-from glassbox.model.lesson.steps.grids import Arithmetic, Grid
+from glassbox.model.worked_example.steps.grids import Arithmetic, Grid
 
 Explainer = Callable[[int, int], Arithmetic]
 
