@@ -111,7 +111,10 @@ def reference_model(path, dtype: torch.dtype, device: torch.device, model=None):
         return as_gpt2(model, dtype, device)
     transformers = _transformers()
     try:
-        hf = transformers.AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype, attn_implementation="eager")
+        # eager attention and eager experts (a loop over the experts, in any dtype): transformers 5's
+        # default experts kernel (grouped_mm) refuses float64; older versions ignore the setting
+        hf = transformers.AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype, attn_implementation="eager",
+                                                               experts_implementation="eager")
     except ValueError as exc:  # an encoder, an encoder-decoder: no causal-LM class
         raise GlassboxError(f"transformers has no causal-LM class for this model ({' '.join(str(exc).split())[:200]})") from None
     return hf.to(device).eval(), f"transformers {type(hf).__name__} {transformers.__version__}"
