@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-
 from glassbox.model.engine import GRAD, GlassboxError, run_trace
 from glassbox.model.io.guard import read_json
 
