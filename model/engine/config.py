@@ -68,7 +68,7 @@ class ModelConfig:
     # GShard's capacity factor C: each expert takes at most ceil(C · positions · top_k / n_experts) of a
     # sequence's positions, first come first served; a position over capacity loses that expert (None: no cap)
     expert_capacity: float | None = None
-    # Encoders (BERT) and encoder-decoders (T5); every default keeps the decoder-only behaviour above.
+    # Encoders (BERT) and encoder-decoders (T5, BART); every default keeps the decoder-only behaviour above.
     norm_position: str = "pre"  # "post": each sublayer's sum is normed, x = LN(x + f(x)) (BERT, BART)
     n_token_types: int | None = None  # BERT's token-type (segment) embeddings; a single sentence is type 0
     embed_norm: bool = False  # a norm on the summed embeddings, before the first block (BERT)
@@ -160,7 +160,6 @@ class ModelConfig:
             problems.append("a post-norm block is sequential, with an MLP and no other post norms")
         if self.cross_attention or self.encoder_decoder:
             unsupported = [name for name in ("qk_norm", "clip_qkv", "attn_softcap", "window") if getattr(self, name)]
-            unsupported += ["post-norm blocks"] if self.norm_position == "post" else []
             problems += [f"an encoder-decoder's cross-attention has no {name}" for name in unsupported]
         if self.n_decoder_layers is not None and not self.encoder_decoder:
             problems.append("n_decoder_layers needs encoder_decoder")

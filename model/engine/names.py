@@ -93,6 +93,12 @@ ARCHITECTURES: dict[str, Callable[[ModelConfig, int | None], bool]] = {
     "relative positions": lambda cfg, i: cfg.positional == "relative",
     "cross-attention": lambda cfg, i: cfg.cross_attention,
     "cross-attention LayerNorm": lambda cfg, i: cfg.cross_attention and cfg.norm == "layernorm",
+    "pre-norm cross-attention": lambda cfg, i: cfg.cross_attention and cfg.norm_position == "pre",
+    "pre-norm cross-attention LayerNorm": lambda cfg, i: (cfg.cross_attention and cfg.norm_position == "pre"
+                                                          and cfg.norm == "layernorm"),
+    "post-norm cross-attention": lambda cfg, i: cfg.cross_attention and cfg.norm_position == "post",
+    "post-norm cross-attention LayerNorm": lambda cfg, i: (cfg.cross_attention and cfg.norm_position == "post"
+                                                           and cfg.norm == "layernorm"),
     "cross-attention biases": lambda cfg, i: cfg.cross_attention and cfg.attn_bias,
     "cross-attention output bias": lambda cfg, i: cfg.cross_attention and cfg.attn_out_bias,
     "encoder-decoder": lambda cfg, i: cfg.encoder_decoder,
@@ -212,7 +218,7 @@ ACTIVATIONS: list[Name] = [
     *_norm("blocks.{i}.ln1.", "post-norm block", "post-norm LayerNorm"),
     Name("blocks.{i}.hook_resid_mid", ("position", "d_model"), "resid_pre + attn_out (post-norm: ln1 of it)",
          "sequential block"),
-    *_norm("blocks.{i}.ln_cross.", "cross-attention", "cross-attention LayerNorm"),
+    *_norm("blocks.{i}.ln_cross.", "pre-norm cross-attention", "pre-norm cross-attention LayerNorm"),
     Name("blocks.{i}.cross_attn.hook_q", ("head", "position", "d_head"), "cross-attention queries, from the decoder's stream",
          "cross-attention"),
     Name("blocks.{i}.cross_attn.hook_k", ("kv_head", "source", "d_head"),
@@ -228,8 +234,11 @@ ACTIVATIONS: list[Name] = [
     Name("blocks.{i}.cross_attn.hook_result", ("head", "position", "d_model"), "each head's contribution after W_O",
          "cross-attention"),
     Name("blocks.{i}.hook_cross_attn_out", ("position", "d_model"), "the cross-attention's output", "cross-attention"),
-    Name("blocks.{i}.hook_resid_cross", ("position", "d_model"), "resid_mid + cross_attn_out: what the MLP's norm reads",
-         "cross-attention"),
+    Name("blocks.{i}.hook_cross_attn_sum", ("position", "d_model"),
+         "resid_mid + cross_attn_out, what a post-norm block's ln_cross normalizes", "post-norm cross-attention"),
+    *_norm("blocks.{i}.ln_cross.", "post-norm cross-attention", "post-norm cross-attention LayerNorm"),
+    Name("blocks.{i}.hook_resid_cross", ("position", "d_model"),
+         "resid_mid + cross_attn_out (post-norm: ln_cross of it): what the MLP (or its norm) reads", "cross-attention"),
     *_norm("blocks.{i}.ln2.", "pre-norm MLP", "pre-norm MLP LayerNorm"),
     Name("blocks.{i}.mlp.hook_pre", ("position", "neuron"), "pre-activation x·W_in + b_in (gated MLP: x·W_gate + b_gate)",
          "dense MLP"),
@@ -366,7 +375,8 @@ PARAMETERS: list[Name] = [
 # An encoder-decoder's own names, beside its two stacks' (see ``lookup``).
 SEQ2SEQ: list[Name] = [
     Name("encoder.hook_out", ("source", "d_model"),
-         "the encoder's output (after its final norm): what every cross-attention's keys and values are computed from",
+         "the encoder's output (after its final norm, where it has one): what every cross-attention's keys and "
+         "values are computed from",
          "encoder-decoder"),
 ]
 STACKS = ("encoder.", "decoder.")  # an encoder-decoder's two stacks: each holds the names a decoder-only model's stack does

@@ -1,4 +1,4 @@
-"""An encoder-decoder (T5) whose forward pass names every tensor, built from the decoder-only
+"""An encoder-decoder (T5, BART) whose forward pass names every tensor, built from the decoder-only
 model's parts: one token embedding W_E shared by two stacks (stack.py) and the head.
 
     source tokens s (S of them)  →  encoder: bidirectional blocks, its final norm  →  e = encoder.hook_out
@@ -11,7 +11,9 @@ reads decoder_start_token_id, then the target's tokens but the last, and positio
 target's token i (``shift_right``). T5's specifics are config switches: RMSNorm without a mean,
 scores without the 1/√d scale (attn_scale 1), the relative position bias (relative.py: one per
 stack, bidirectional in the encoder, causal in the decoder), ReLU or gated-GELU MLPs, and with a
-tied head the stream scaled by d_model^-0.5 before it (head_scale).
+tied head the stream scaled by d_model^-0.5 before it (head_scale). BART's too: post-norm blocks
+(norm_position "post", the cross-attention normed after its sum as well), each stack's learned
+positions and embedding LayerNorm (stack.py), no final norm, a head bias (unembed_bias).
 
 Names: the encoder's tensors under "encoder." (its positions on the "source" axis), the decoder's
 under "decoder.", the cross-attention's "decoder.blocks.{i}.cross_attn.*" (its pattern is

@@ -9,10 +9,11 @@ with post norms (Gemma 2 and 3), each sublayer's output is normed again before i
 In a mixture-of-experts model (Mixtral, Qwen-MoE, OLMoE) the mlp of the blocks cfg.is_moe names
 is a router and its experts (moe.py); any other block keeps the dense MLP.
 
-Post-norm (BERT, the original transformer): the norm comes after each sum, not before the sublayer,
+Post-norm (BERT, BART, the original transformer): the norm comes after each sum, not before the sublayer,
     mid = ln1(x + attn(x));  out = ln2(mid + mlp(mid))
 An encoder-decoder's decoder block (T5) attends to the encoder's output between the two:
-    mid = x + attn(ln1(x));  cross = mid + cross_attn(ln_cross(mid), source);  out = cross + mlp(ln2(cross))"""
+    mid = x + attn(ln1(x));  cross = mid + cross_attn(ln_cross(mid), source);  out = cross + mlp(ln2(cross))
+post-norm (BART): cross = ln_cross(mid + cross_attn(mid, source)), between the same two."""
 
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ class Block(nn.Module):
         p, cfg = self.prefix, self.cfg
         resid_pre = hook(p + "hook_resid_pre", x)
         if cfg.norm_position == "post":
-            return self._post_norm(resid_pre, cache, bias)
+            return self._post_norm(resid_pre, cache, bias, source, source_cache)
         attn_out = self.attn(self.ln1(resid_pre), cache, bias)
         if cfg.post_norms:
             attn_out = self.ln1_post(hook(p + "attn.hook_out", attn_out))
@@ -75,11 +76,16 @@ class Block(nn.Module):
         mlp_out = hook(p + "hook_mlp_out", mlp_out)
         return hook(p + "hook_resid_post", resid_mid + mlp_out)
 
-    def _post_norm(self, resid_pre: torch.Tensor, cache: KVCache | None, bias: torch.Tensor | None) -> torch.Tensor:
+    def _post_norm(self, resid_pre: torch.Tensor, cache: KVCache | None, bias: torch.Tensor | None,
+                   source: torch.Tensor | None, source_cache: KVCache | None) -> torch.Tensor:
         """mid = ln1(x + attn(x)); out = ln2(mid + mlp(mid)): each norm reads the sum, and its
-        output is the stream (BERT)."""
+        output is the stream (BERT); a decoder's cross-attention between them is normed alike (BART)."""
         p = self.prefix
         attn_out = hook(p + "hook_attn_out", self.attn(resid_pre, cache, bias))
         resid_mid = hook(p + "hook_resid_mid", self.ln1(hook(p + "hook_attn_sum", resid_pre + attn_out)))
+        if self.cfg.cross_attention:
+            cross_out = hook(p + "hook_cross_attn_out", self.cross_attn(resid_mid, source_cache, source=source))
+            cross_sum = hook(p + "hook_cross_attn_sum", resid_mid + cross_out)
+            resid_mid = hook(p + "hook_resid_cross", self.ln_cross(cross_sum))
         mlp_out = hook(p + "hook_mlp_out", self.mlp(resid_mid))
         return hook(p + "hook_resid_post", self.ln2(hook(p + "hook_mlp_sum", resid_mid + mlp_out)))
