@@ -57,7 +57,8 @@ def test_the_api_page_lists_every_public_member(site):
         members = public_members(cls)
         own = {name for name in members if defined_in_glassbox(cls, name)}
         assert {f"glassbox.{cls.__name__}.{name}" for name in own} <= anchors, own - {
-            anchor.rsplit(".", 1)[1] for anchor in anchors}
+            anchor.rsplit(".", 1)[1] for anchor in anchors
+        }
         assert all(f"<code>{name}" in page for name in members - own), sorted(members - own)
     assert len(public_members(gb.Model)) >= 24  # the issue counted 24 without the inherited ones
 

@@ -49,9 +49,19 @@ def hooked_transformer(model):
     c = model.cfg
     assert (c.norm, c.activation, c.positional, c.tie_embeddings) == ("layernorm", "gelu_tanh", "table", True)
     config = HookedTransformerConfig(
-        n_layers=c.n_layers, d_model=c.d_model, n_ctx=c.n_ctx, d_head=c.d_head, n_heads=c.n_heads, d_mlp=c.d_ff,
-        d_vocab=c.vocab_size, act_fn="gelu_new", normalization_type="LN", eps=c.norm_eps,
-        positional_embedding_type="standard", default_prepend_bos=False)
+        n_layers=c.n_layers,
+        d_model=c.d_model,
+        n_ctx=c.n_ctx,
+        d_head=c.d_head,
+        n_heads=c.n_heads,
+        d_mlp=c.d_ff,
+        d_vocab=c.vocab_size,
+        act_fn="gelu_new",
+        normalization_type="LN",
+        eps=c.norm_eps,
+        positional_embedding_type="standard",
+        default_prepend_bos=False,
+    )
     tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(model.path / "tokenizer.json"))
     hooked = HookedTransformer(config, tokenizer=tokenizer)
     weights = dict(model.module.state_dict())
