@@ -2,6 +2,7 @@
 served on a port of this machine for Chromium."""
 
 import base64
+import importlib
 import io
 import json
 import os
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Iterator
 
 import numpy as np
+import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
@@ -25,6 +27,29 @@ from glassbox.model.engine import ModelConfig, Transformer
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app" / "main.py")
 CHROMIUM = "/usr/bin/chromium"  # Debian's, installed by tests/install.sh; Playwright drives it
+INSTALL = "./tests/install.sh"  # every package the tests need (requirements-dev.txt), Chromium and nginx
+
+
+def in_ci() -> bool:
+    """Whether this run is CI's (`CI=true bash .ci/run`, as CI services set it)."""
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
+
+def require(module: str, package: str | None = None):
+    """``module`` imported, for a test that needs it (a reference such as transformers): where it
+    is not installed, the test is skipped here but fails under CI=true, naming the package and
+    the command that installs it, so that a broken dev install cannot run green there. Works at a
+    module's top (the whole file skipped or failed) as in a test. A module that is there but fails
+    to import raises its own error everywhere."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name not in (module, module.split(".")[0]):
+            raise  # the module is there; something it imports is not: its own error says what
+    message = f"{module} is not installed (pip package {package or module.replace('_', '-')}): run {INSTALL}"
+    if in_ci():
+        pytest.fail(message, pytrace=False)
+    pytest.skip(message, allow_module_level=True)
 
 
 def healthy(url: str, seconds: float = 120) -> bool:
@@ -233,8 +258,6 @@ def check_against_references(exercises, references: dict, slug: str, seed: int, 
     """Each exercise's answer against ``references[(slug, key)] = (recompute from data, style)``
     (1e-9 relative), its typed answer (``typed(exercise, style)``) judged right, a wrong one wrong,
     and its question, solution and hint written."""
-    import pytest
-
     assert {x.key for x in exercises} == {key for s, key in references if s == slug}
     for exercise in exercises:
         reference, style = references[(slug, exercise.key)]

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import require
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -41,7 +43,7 @@ def test_bench_small_writes_ratios_and_memory(tmp_path):
 def test_bench_peers_runs_beside_transformers_on_the_same_weights():
     """Reference for the one assertion that is not a smoke check: transformers' own greedy
     `generate` on the same weights gives the same 64 tokens as Glassbox's (the bench exits 1 if not)."""
-    pytest.importorskip("transformers")
+    require("transformers")
     run = subprocess.run([sys.executable, "-m", "glassbox", "bench", "--peers", "--small", "--repeats", "1", "--lengths",
                           "8", "16"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
@@ -107,7 +109,7 @@ def test_family_bench_builds_loads_traces_an_encoder_and_an_encoder_decoder(hub_
     isolation). Reference for the counts: transformers' BertForMaskedLM / T5ForConditionalGeneration of the same
     config, parameters counted on the meta device; the rest are sanity checks (the timings of a tiny model mean
     nothing)."""
-    transformers = pytest.importorskip("transformers")
+    transformers = require("transformers")
     import torch
 
     from glassbox.model.io.catalog import entry

@@ -14,7 +14,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-transformers = pytest.importorskip("transformers")
+from tests.helpers import require
+
+transformers = require("transformers")
 
 from glassbox.model.engine import GRAD, Target, run_trace  # noqa: E402
 from glassbox.model.io.convert import CONVERTERS  # noqa: E402

@@ -18,14 +18,16 @@ import numpy as np
 import pytest
 import torch
 
-transformers = pytest.importorskip("transformers")
+from tests.helpers import require
+
+transformers = require("transformers")
 
 from glassbox.app.explore import VIEWS  # noqa: E402
 from glassbox.model.analysis import backward_steps, logit_lens, norm_prefixes, norm_summary, parts  # noqa: E402
 from glassbox.model.analysis.backward import recomputed_weight_gradient  # noqa: E402
 from glassbox.model.analysis.dla import NO_DLA  # noqa: E402
 from glassbox.model.engine import GRAD, run_trace  # noqa: E402
-from tests.helpers import attention_sent, page_functions, charts, shown, start  # noqa: E402
+from tests.helpers import attention_sent, charts, page_functions, shown, start  # noqa: E402
 from tests.test_families import SIZES, saved_family  # noqa: E402
 
 PROMPT = "The cat sat on the mat; the dog sat on the log."

@@ -22,7 +22,9 @@ import dataclasses
 import pytest
 import torch
 
-transformers = pytest.importorskip("transformers")
+from tests.helpers import require
+
+transformers = require("transformers")
 
 from glassbox.model.engine import GRAD, run_trace  # noqa: E402
 from glassbox.model.engine.kv_cache import KVCache  # noqa: E402

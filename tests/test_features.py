@@ -23,8 +23,9 @@ import glassbox as gb
 from glassbox.model.engine import GlassboxError
 from glassbox.model.io.assets import asset
 from glassbox.model.io.sae import curated, load_sae
+from tests.helpers import require
 
-sae_lens = pytest.importorskip("sae_lens")  # a development extra (pyproject.toml): always there in CI
+sae_lens = require("sae_lens")  # a development extra (pyproject.toml)
 D_IN, D_SAE = 64, 96  # the tiny GPT-2 of conftest's gpt2_dir has d_model 64
 PROMPT = "The cat sat on the mat and the dog"
 

@@ -22,7 +22,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-transformers = pytest.importorskip("transformers")
+from tests.helpers import require
+
+transformers = require("transformers")
 
 from glassbox.model.engine import GRAD, run_trace  # noqa: E402
 from glassbox.model.engine.names import is_norm_parameter  # noqa: E402

@@ -21,7 +21,9 @@ from collections import Counter
 import pytest
 import torch
 
-transformers = pytest.importorskip("transformers")
+from tests.helpers import require
+
+transformers = require("transformers")
 
 from glassbox.model.engine import GlassboxError  # noqa: E402
 from glassbox.model.engine.sampling import Sampling, generate  # noqa: E402

@@ -7,7 +7,9 @@ patterns and gradients 1e-5, logits and residuals 1e-4."""
 import pytest
 import torch
 
-transformers = pytest.importorskip("transformers")
+from tests.helpers import require
+
+transformers = require("transformers")
 
 from glassbox.model.engine import GRAD, ModelConfig, Transformer, run_trace  # noqa: E402
 

@@ -22,7 +22,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-transformers = pytest.importorskip("transformers")
+from tests.helpers import require
+
+transformers = require("transformers")
 
 from transformers.models.mixtral.modeling_mixtral import load_balancing_loss_func  # noqa: E402
 

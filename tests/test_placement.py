@@ -24,9 +24,9 @@ from glassbox.model.engine.placement import memory_plan, parts, placement, total
 from glassbox.model.io.catalog import PLAN_SHAPES
 from glassbox.model.io.checkpoint import count_numbers
 from glassbox.model.io.convert import CONVERTERS
-from tests.helpers import cli
+from tests.helpers import cli, require
 
-pytest.importorskip("accelerate")
+require("accelerate")
 PROMPT = "The cat sat on the mat and the dog"
 
 
@@ -131,7 +131,7 @@ def test_glassbox_plan_prints_the_map_and_each_devices_memory():
 
 def test_the_servers_device_map_setting_loads_split(gpt2_dir, monkeypatch):
     """GLASSBOX_DEVICE_MAP (app/resources.py): the shared models are loaded with that device map."""
-    pytest.importorskip("streamlit")  # the app's extra (a GPU machine may lack it)
+    require("streamlit")  # the app's extra (a GPU machine may lack it)
     from glassbox.app import resources
 
     monkeypatch.setenv(resources.DEVICE_MAP_SETTING, "auto")

@@ -29,9 +29,9 @@ from glassbox.model.engine.sampling import (Sampling, distributions, fill_mask, 
                                             masked_token_logits)
 from glassbox.model.io.checkpoint import load
 from glassbox.model.micro.seq2seq import held_out
-from tests.helpers import charts, press, start
+from tests.helpers import charts, press, require, start
 
-transformers = pytest.importorskip("transformers")
+transformers = require("transformers")
 
 SAMPLING = Sampling(temperature=1.3, top_k=20, top_p=0.9, seed=5)
 LOGITS_TOL, HF_TOL = 1e-5, 1e-4

@@ -27,7 +27,7 @@ from safetensors.torch import save_file
 import glassbox as gb
 import glassbox.model.io.sae as sae_io
 from glassbox.model.engine import GlassboxError
-from tests.helpers import cli, shown, start
+from tests.helpers import cli, require, shown, start
 
 D_IN, D_SAE = 128, 32  # the default model's d_model (d_mlp 512); a few features
 DROP = object()  # a config entry or weight left out
@@ -200,7 +200,7 @@ VALID = ["standard", "jumprelu", "topk", "transcoder", "skip_transcoder", "jumpr
 def test_the_unchanged_folders_are_saelens_own_and_run(tmp_path, monkeypatch, default_model):
     """The folders the cases above change by one entry: SAELens's SAE.load_from_disk reads each
     (its own format, its own checks), and Glassbox runs each on the default model (exit 0)."""
-    sae_lens = pytest.importorskip("sae_lens")  # a development extra (pyproject.toml): always there in CI
+    sae_lens = require("sae_lens")  # a development extra (pyproject.toml)
     for architecture in VALID:
         arguments = TRANSCODER | {"architecture": architecture} if "transcoder" in architecture else {
             "architecture": architecture}

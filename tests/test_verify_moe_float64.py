@@ -19,7 +19,9 @@ import json
 import pytest
 import torch
 
-transformers = pytest.importorskip("transformers")
+from tests.helpers import require
+
+transformers = require("transformers")
 
 import glassbox as gb
 
