@@ -101,6 +101,8 @@ class Model(LoadedModel):
 
     @classmethod
     def of(cls, loaded: LoadedModel) -> "Model":
+        """The Model holding what the checkpoint loader returned (``loaded`` itself where it
+        is one already): what ``glassbox.load`` does after loading."""
         return loaded if isinstance(loaded, cls) else cls(**{f.name: getattr(loaded, f.name) for f in fields(loaded)})
 
     def __repr__(self) -> str:
@@ -194,7 +196,8 @@ class Model(LoadedModel):
         """A sparse autoencoder (or transcoder) for this model: a folder in SAELens's or Gemma
         Scope's format, or ``owner/repo/folder`` on the hub (glassbox.model.io.sae), in this
         model's dtype and device, checked against the tensors it reads and writes; refused
-        before any weight is read where it would take over ``max_bytes``."""
+        before any weight is read where it would take over ``max_bytes``. Hand it to
+        ``features``, ``feature_logits``, ``ablate_feature`` and ``steer_feature``."""
         from glassbox.model.analysis.features import check_sae
         from glassbox.model.io.sae import load_sae
 
@@ -204,19 +207,25 @@ class Model(LoadedModel):
 
     def features(self, prompt: str | list[int], sae, top: int = 5):
         """Each token's ``top`` features, the SAE's reconstruction error per position, and the
-        next-token loss with the reconstruction spliced in (glassbox.model.analysis.features)."""
+        next-token loss with the reconstruction spliced in (glassbox.model.analysis.features):
+        a ``Features`` (``top_ids``, ``top_values``: position × top; ``active``, ``error_norm``;
+        ``loss``, ``spliced_loss``)."""
         from glassbox.model.analysis.features import features
 
         return features(self.model, self.tokens(prompt), sae, top)
 
     def feature_logits(self, prompt: str | list[int], sae, feature: int, k: int = 10):
-        """The tokens whose logits one unit of ``feature`` raises and lowers most, directly."""
+        """The ``k`` tokens whose logits one unit of ``feature`` raises most and the ``k`` it
+        lowers most, through the unembedding alone: a ``LogitEffect`` (``promoted_ids``,
+        ``promoted``, ``suppressed_ids``, ``suppressed``)."""
         from glassbox.model.analysis.features import logit_effect
 
         return logit_effect(self.model, self.tokens(prompt), sae, feature, k)
 
     def ablate_feature(self, prompt: str | list[int], sae, feature: int):
-        """The next-token distribution with ``feature``'s contribution taken out, beside the plain one."""
+        """The next-token distribution at the last position with ``feature``'s contribution
+        taken out at every position, beside the plain one: a ``FeatureAblation`` (``plain``,
+        ``ablated``, ``activations``, ``kl``)."""
         from glassbox.model.analysis.features import ablate_feature
 
         return ablate_feature(self.model, self.tokens(prompt), sae, feature)
@@ -236,7 +245,9 @@ class Model(LoadedModel):
         previous-token, self, duplicate-token, induction and entropy scores over ``texts``, or
         over ``n_stories`` of the default model's stories (seed 0), each cut to the context. A
         model whose vocabulary cannot spell the stories (the micro-models) is scored on as many
-        sequences of random tokens, each repeated once (seed 0), as the Circuits view does."""
+        sequences of random tokens, each repeated once (seed 0), as the Circuits view does.
+        A ``HeadCatalog``: ``scores[name]`` is a block × head array; ``find(score, above)``
+        lists the heads over a threshold."""
         from glassbox.model.analysis.circuits import random_tokens
         from glassbox.model.analysis.head_catalog import head_catalog
         from glassbox.model.data.stories import corpus
@@ -255,7 +266,8 @@ class Model(LoadedModel):
     def verify(self, prompt: str | list[int], gradients: bool = False):
         """This model beside transformers' own class loaded from the same folder, on ``prompt``:
         the largest logit and residual-stream differences, and with ``gradients`` the loss's and
-        its gradients' (glassbox.model.io.verify; needs transformers)."""
+        its gradients' (glassbox.model.io.verify; needs transformers): a ``Verification``,
+        each difference beside the size of what it compares."""
         from glassbox.model.io.verify import verify
 
         tokens = self.tokens(prompt)
@@ -266,7 +278,12 @@ class Model(LoadedModel):
     def patch(self, clean: str | list[int], corrupt: str | list[int], answer: str | int, wrong: str | int,
               site: str = "resid_pre"):
         """Activation patching of every ``site`` of the clean run into the corrupted one, with
-        attribution patching's estimate beside it (glassbox.model.analysis.patching)."""
+        attribution patching's estimate beside it (glassbox.model.analysis.patching). The
+        metric is logit(``answer``) − logit(``wrong``) at the last position; ``site`` is
+        "resid_pre" (each block and position), "attn_out", "mlp_out" or "head" (each block and
+        head). A ``Patching``: ``metric[block, j]`` after each patch, ``estimate`` the same by
+        attribution patching, ``metric_clean`` and ``metric_corrupt`` the two runs' own,
+        ``restored()`` the fraction of the gap each patch closes."""
         from glassbox.model.analysis.patching import activation_patching
 
         return activation_patching(self.model, self.tokens(clean), self.tokens(corrupt), self.token_id(answer),
@@ -276,7 +293,9 @@ class Model(LoadedModel):
                    receiver_input: str = "q"):
         """Path patching: each head's and MLP's direct effect, through a later head's queries
         (keys, values: ``receiver_input``), on logit(answer) − logit(wrong), everything else
-        frozen at the corrupted run (glassbox.model.analysis.path_patching)."""
+        frozen at the corrupted run (glassbox.model.analysis.path_patching): a
+        ``PathPatching``, ``metric`` senders × receivers (NaN where the receiver is not in a
+        later block)."""
         from glassbox.model.analysis.path_patching import path_patching
 
         return path_patching(self.model, self.tokens(clean), self.tokens(corrupt), self.token_id(answer),
@@ -286,14 +305,20 @@ class Model(LoadedModel):
                   baseline: str | int | None = None):
         """Each input token's attribution to ``target``'s logit (saliency, input × gradient,
         integrated gradients from ``baseline``'s embedding or zero, attention rollout;
-        glassbox.model.analysis.attribution)."""
+        glassbox.model.analysis.attribution): an ``Attribution``, ``scores`` one per token; for
+        integrated gradients, ``completeness_error`` says how far their sum is from the logit's
+        change."""
         from glassbox.model.analysis.attribution import attribute
 
         return attribute(self.model, self.tokens(prompt), self.token_id(target), method, steps,
                          None if baseline is None else self.token_id(baseline))
 
     def dla(self, prompt: str | list[int], token: str | int, wrong: str | int | None = None, position: int = -1):
-        """Direct logit attribution: what each part writes into ``token``'s logit (minus ``wrong``'s)."""
+        """Direct logit attribution: what each part writes into ``token``'s logit (minus
+        ``wrong``'s) at ``position``, through the final norm with its scale held fixed. A
+        ``LogitAttribution``: ``names`` (the embeddings, each head as
+        ``blocks.{i}.attn.hook_result[{h}]``, each MLP, the biases) and ``values``, which sum to
+        ``logit``."""
         from glassbox.model.analysis.dla import direct_logit_attribution
 
         return direct_logit_attribution(self.model, self.tokens(prompt), self.token_id(token), position,
@@ -302,15 +327,17 @@ class Model(LoadedModel):
     def ablate(self, prompt: str | list[int], block: int, head: int | None = None, neuron: int | None = None,
                mode: str = "zero", reference: str | list[int] | None = None, expert: int | str | None = None):
         """The next-token distribution with one head or neuron of ``block`` (an ``expert``'s
-        neuron in a mixture-of-experts block) ablated: zeroed, or set to its mean over
-        ``reference``'s positions."""
+        neuron in a mixture-of-experts block) ablated: zeroed (``mode="zero"``), or set to its
+        mean (``mode="mean"``) over the prompt's positions or ``reference``'s. An ``Ablation``: ``before`` and ``after``,
+        the next-token probabilities at the last position, and ``kl`` between them."""
         from glassbox.model.analysis.ablation import ablate
 
         return ablate(self.model, self.tokens(prompt), block, head, neuron, mode,
                       None if reference is None else self.tokens(reference), expert)
 
     def circuits(self, half: str | list[int], prefix: str | list[int] = ()):
-        """Per block and head, the induction and previous-token scores on ``half`` repeated."""
+        """Per block and head, the induction and previous-token scores on ``prefix`` and then
+        ``half`` twice: two block × head arrays, (induction, previous-token)."""
         from glassbox.model.analysis.circuits import head_scores
 
         return head_scores(self.model, self.tokens(half), self.tokens(prefix) if prefix else [])
