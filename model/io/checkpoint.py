@@ -41,13 +41,19 @@ MAX_LAYERS = 1024  # the deepest hub models have ~130 blocks; a bound keeps the 
 @dataclass
 class LoadedModel:
     name: str
-    model: Transformer  # an EncoderDecoder where cfg.kind is "encoder-decoder"
+    """What it was loaded as: a bundled name, a folder, a hub id."""
+    model: Transformer
+    """The torch module (a Transformer; an EncoderDecoder where ``cfg.kind`` is "encoder-decoder")."""
     tokenizer: Tokenizer
+    """Its tokenizer (glassbox.model.io.tokenizer)."""
     path: Path
-    about: dict = field(default_factory=dict)  # provenance notes shown by the CLI and UI
+    """The folder its weights were read from."""
+    about: dict = field(default_factory=dict)
+    """Provenance notes (where the weights came from, a model card), shown by the CLI and the app."""
 
     @property
     def cfg(self) -> ModelConfig:
+        """Its configuration: sizes, norms, attention, positions (glassbox.model.engine.ModelConfig)."""
         return self.model.cfg
 
     def encode(self, prompt: str) -> list[int]:
