@@ -98,6 +98,29 @@ def test_bart_in_float64_matches_transformers_to_1e10(bart):
     assert out.logits.abs().max() > 0.1  # not a comparison of zeros
 
 
+def test_glassbox_verify_on_bart(bart):
+    """verify on an encoder-decoder (the prompt its source and its target): in float64 the logits,
+    both stacks' residual streams, the loss and their gradients within float64's rounding (1e-12;
+    BART's transformers code computes nothing in float32 on the way, unlike RoPE models'); the
+    command too (in-process: its exit status and JSON). Reference: BartForConditionalGeneration."""
+    import json
+
+    from tests.helpers import cli
+
+    _, path, _ = bart
+    model = gb.load(str(path), dtype="float64", device="cpu")
+    result = model.verify(PROMPT, gradients=True)
+    assert result.reference.startswith("transformers BartForConditionalGeneration") and result.dtype == "float64"
+    assert result.logits < 1e-12 and result.residual < 1e-12 and result.loss < 1e-12 and result.gradient < 1e-12
+    assert result.logits_scale > 0.1 and result.gradient_scale > 1e-4
+    with torch.no_grad():
+        model.module.decoder.blocks[1].cross_attn.W_V[0, 0, 0] += 0.5  # this copy only: the folder is unchanged
+    assert model.verify(PROMPT).logits > 1e-4
+    run = cli("verify", "--model", str(path), "--dtype", "float64", "--prompt", PROMPT, "--json")
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["residual"] < 1e-12
+
+
 def test_bart_trace_holds_exactly_the_registered_names_in_order_and_shape(bart):
     """Reference: the registry (names.py): post-norm blocks with cross-attention (hook_cross_attn_sum,
     ln_cross after it), learned positions and an embedding norm in each stack, no final norm."""

@@ -1,9 +1,9 @@
 """Exactness, checked on the spot: a model Glassbox converted from a transformers checkpoint
 beside transformers' own class loaded from the same folder, on one prompt.
 
-Compared: the logits, the residual stream entering each block (transformers' hidden states),
-and on request the loss's gradient with respect to each of those residual streams (torch
-autograd in both). Each number is the largest absolute difference, with the size of what was
+Compared: the logits, the residual stream entering each block (transformers' hidden states; an
+encoder-decoder's, both stacks'), and on request the loss's gradient with respect to each of
+those residual streams (torch autograd in both). Each number is the largest absolute difference, with the size of what was
 compared beside it. transformers is optional: without it the check says how to get it.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from glassbox.model.engine import GRAD, GlassboxError, run_trace
+from glassbox.model.engine import GRAD, GlassboxError, run_seq2seq_trace, run_trace
 from glassbox.model.io.guard import read_json
 
 CONFIG_BYTES = 1 << 20
@@ -25,9 +25,9 @@ class Verification:
     n_tokens: int
     logits: float  # largest |Glassbox − transformers|
     logits_scale: float  # largest |logit|, for scale
-    residual: float  # largest over the blocks and positions
+    residual: float  # largest over the blocks (of both stacks, in an encoder-decoder) and positions
     residual_scale: float
-    loss: float | None = None  # |difference| of the mean next-token cross-entropy
+    loss: float | None = None  # |difference| of the mean next-token (an encoder-decoder's: target) cross-entropy
     gradient: float | None = None  # largest over dL/d(residual entering each block)
     gradient_scale: float | None = None
 
@@ -99,8 +99,9 @@ def as_gpt2(model, dtype: torch.dtype, device: torch.device):
 
 
 def reference_model(path, dtype: torch.dtype, device: torch.device, model=None):
-    """transformers' causal-LM class for the folder's config.json, its weights read from there; for
-    a Glassbox checkpoint of GPT-2's architecture (``model``), a GPT2LMHeadModel holding its weights."""
+    """transformers' class for the folder's config.json (causal-LM, or seq2seq-LM for an
+    encoder-decoder), its weights read from there; for a Glassbox checkpoint of GPT-2's
+    architecture (``model``), a GPT2LMHeadModel holding its weights."""
     config = read_json(path / "config.json", CONFIG_BYTES)
     if "glassbox" in config:
         differences = gpt2_differences(model.cfg) if model is not None else ["unknown"]
@@ -109,35 +110,49 @@ def reference_model(path, dtype: torch.dtype, device: torch.device, model=None):
                                 f"({', '.join(differences[:3])}): transformers has no class that reads it")
         return as_gpt2(model, dtype, device)
     transformers = _transformers()
+    seq2seq = model is not None and model.cfg.encoder_decoder
+    auto, kind = ((transformers.AutoModelForSeq2SeqLM, "seq2seq-LM") if seq2seq
+                  else (transformers.AutoModelForCausalLM, "causal-LM"))
     try:
         # eager attention and eager experts (a loop over the experts, in any dtype): transformers 5's
         # default experts kernel (grouped_mm) refuses float64; older versions ignore the setting
-        hf = transformers.AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype, attn_implementation="eager",
-                                                               experts_implementation="eager")
-    except ValueError as exc:  # an encoder, an encoder-decoder: no causal-LM class
-        raise GlassboxError(f"transformers has no causal-LM class for this model ({' '.join(str(exc).split())[:200]})") from None
+        hf = auto.from_pretrained(str(path), dtype=dtype, attn_implementation="eager", experts_implementation="eager")
+    except ValueError as exc:  # an encoder: no causal-LM class
+        raise GlassboxError(f"transformers has no {kind} class for this model ({' '.join(str(exc).split())[:200]})") from None
     return hf.to(device).eval(), f"transformers {type(hf).__name__} {transformers.__version__}"
 
 
 def verify(loaded, tokens: list[int], gradients: bool = False) -> Verification:
-    """``loaded`` (a checkpoint.LoadedModel) beside transformers' class on ``tokens``."""
-    if loaded.cfg.encoder_decoder:
-        raise GlassboxError("verify compares decoder-only models; this one is an encoder-decoder")
-    model = loaded.model
+    """``loaded`` (a checkpoint.LoadedModel) beside transformers' class on ``tokens``. An
+    encoder-decoder (T5, BART) reads ``tokens`` as its source and is taught them as its target
+    (teacher forcing, transformers' ``labels``): the residual streams are both stacks' and the
+    loss is the target's mean cross-entropy."""
+    model, cfg = loaded.model, loaded.cfg
     dtype = next(model.parameters()).dtype
     hf, reference = reference_model(loaded.path, dtype, model.device, model)
     ids = torch.tensor([tokens], device=model.device)
     with torch.set_grad_enabled(gradients):
-        out = hf(ids, output_hidden_states=True)
-        if gradients:
-            for h in out.hidden_states:
-                h.retain_grad()
+        if cfg.encoder_decoder:
+            out = hf(input_ids=ids, labels=ids, output_hidden_states=True)
+            points = [f"encoder.blocks.{i}.hook_resid_pre" for i in range(cfg.n_layers)]
+            points += [f"decoder.blocks.{i}.hook_resid_pre" for i in range(cfg.n_decoder_layers)]
+            hidden = [*out.encoder_hidden_states[:cfg.n_layers], *out.decoder_hidden_states[:cfg.n_decoder_layers]]
+            loss = out.loss
+        else:
+            out = hf(ids, output_hidden_states=True)
+            points = [f"blocks.{i}.hook_resid_pre" for i in range(cfg.n_layers)]
+            hidden = list(out.hidden_states[:cfg.n_layers])
             loss = torch.nn.functional.cross_entropy(out.logits[0, :-1], ids[0, 1:])  # run_trace's default loss
+        if gradients:
+            for h in hidden:
+                h.retain_grad()
             loss.backward()
-    trace = run_trace(model, tokens, names=["hook_logits", "blocks.*.hook_resid_pre"], backward=gradients)
-    n = loaded.cfg.n_layers
-    resid = [trace[f"blocks.{i}.hook_resid_pre"] for i in range(n)]
-    theirs = [out.hidden_states[i][0].detach() for i in range(n)]
+    if cfg.encoder_decoder:
+        trace = run_seq2seq_trace(model, tokens, tokens, names=["hook_logits", *points], backward=gradients)
+    else:
+        trace = run_trace(model, tokens, names=["hook_logits", *points], backward=gradients)
+    resid = [trace[name] for name in points]
+    theirs = [h[0].detach() for h in hidden]
     result = Verification(
         reference, str(dtype).removeprefix("torch."), len(tokens),
         logits=float((trace["hook_logits"] - out.logits[0].detach()).abs().max()),
@@ -145,8 +160,8 @@ def verify(loaded, tokens: list[int], gradients: bool = False) -> Verification:
         residual=max(float((a - b).abs().max()) for a, b in zip(resid, theirs)),
         residual_scale=max(float(b.abs().max()) for b in theirs))
     if gradients:
-        grads = [trace[GRAD + f"blocks.{i}.hook_resid_pre"] for i in range(n)]
-        their_grads = [out.hidden_states[i].grad[0] for i in range(n)]
+        grads = [trace[GRAD + name] for name in points]
+        their_grads = [h.grad[0] for h in hidden]
         result.loss = abs(trace.loss - loss.item())
         result.gradient = max(float((a - b).abs().max()) for a, b in zip(grads, their_grads))
         result.gradient_scale = max(float(b.abs().max()) for b in their_grads)
