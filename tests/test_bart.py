@@ -17,7 +17,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-transformers = pytest.importorskip("transformers")
+from tests.helpers import require
+
+transformers = require("transformers")
 
 import glassbox as gb
 from glassbox.model.engine import GRAD, KVCache, names, run_seq2seq_trace
