@@ -34,7 +34,7 @@ def test_sixteen_threads_each_get_their_own_trace():
             start.wait()
             for _ in range(3):  # overlap several calls per thread
                 results[i] = run_trace(model, prompts[i], names=patterns[i], backward=True)
-        except BaseException as exc:  # surfaced below
+        except BaseException as exc:  # noqa: BLE001 (surfaced below)
             errors.append(exc)
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(16)]
@@ -65,15 +65,22 @@ def test_identical_requests_in_flight_are_computed_once():
     from glassbox.model.serving import TraceCache
 
     cache, calls, start = TraceCache(), [], threading.Barrier(8)
+    waiters, lock, all_waiting = set(), threading.Lock(), threading.Event()
 
     def compute():
         calls.append(1)
-        threading.Event().wait(0.2)  # long enough for every thread to arrive while it runs
+        assert all_waiting.wait(30)  # the other seven are waiting for this computation (told each second)
         return run_trace(build_random_model(CFG), [1, 2, 3])
 
     def ask(results, i):
+        def waiting():
+            with lock:
+                waiters.add(i)
+                if len(waiters) == 7:
+                    all_waiting.set()
+
         start.wait()
-        results[i] = cache.get("same", compute)
+        results[i] = cache.get("same", compute, waiting)
 
     results = [None] * 8
     threads = [threading.Thread(target=ask, args=(results, i)) for i in range(8)]
@@ -81,41 +88,49 @@ def test_identical_requests_in_flight_are_computed_once():
         t.start()
     for t in threads:
         t.join()
-    assert len(calls) == 1 and all(r is results[0] for r in results)
+    assert len(calls) == 1 and all(r is results[0] for r in results) and len(waiters) == 7
 
 
 def test_admission_keeps_the_bytes_in_flight_within_the_budget_first_come_first_served():
     """Reference: a ledger kept by the test itself of what runs at each moment. Twelve requests of
     40 bytes against a 100-byte budget: at most two run at once, in arrival order, each waiting one
     told how many were ahead; one request larger than the whole budget is refused at once (it would
-    otherwise run alone past the budget, or wait for ever), and leaves no ticket behind."""
+    otherwise run alone past the budget, or wait for ever), and leaves no ticket behind. Each request
+    arrives once the one before it is in line or running, and the first two run until all twelve
+    are in line: the order and the queue are made, not left to the scheduler."""
     import threading
-    import time
 
     from glassbox.model.engine import GlassboxError
     from glassbox.model.serving import Admission
 
     admission, lock = Admission(100), threading.Lock()
     running, peak, order, told = [0], [0], [], {}
+    all_in_line = threading.Event()
 
-    def request(i, nbytes):
-        def wait(ahead, waited, limit):
+    def request(i, nbytes, arrived=None):
+        arrived = arrived or threading.Event()
+
+        def wait(ahead, waited, limit):  # called at once when it has to wait, then every second
             told.setdefault(i, ahead)
+            arrived.set()
 
         with admission.admit(nbytes, wait):
+            arrived.set()
             with lock:
                 order.append(i)
                 running[0] += nbytes
                 peak[0] = max(peak[0], running[0])
-            time.sleep(0.05)
+            assert all_in_line.wait(30)
             with lock:
                 running[0] -= nbytes
 
-    threads = []
-    for i in range(12):
-        threads.append(threading.Thread(target=request, args=(i, 40)))
+    threads, arrivals = [], [threading.Event() for _ in range(12)]
+    for i, arrived in enumerate(arrivals):
+        threads.append(threading.Thread(target=request, args=(i, 40, arrived)))
         threads[-1].start()
-        time.sleep(0.005)  # arrival order 0, 1, 2, ...
+        assert arrived.wait(30)  # in line (or running) before the next one comes: arrival order 0, 1, 2, ...
+    assert sorted(told) == list(range(2, 12)) and admission.waiting() == 10
+    all_in_line.set()
     for t in threads:
         t.join()
     assert peak[0] <= 100 and order == list(range(12))
