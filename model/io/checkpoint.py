@@ -6,7 +6,7 @@ Two directory formats, both safetensors only (nothing is ever unpickled):
   under the engine's parameter names, and ``tokenizer.json``.
 - a Hugging Face layout whose ``model_type`` has a converter in ``convert/`` (GPT-2, GPT-NeoX,
   GPT-Neo, Llama, Mistral, Qwen2, Qwen3, Gemma 1-3, and the mixtures of experts Mixtral,
-  Qwen2-MoE, Qwen3-MoE, OLMoE, the encoder BERT and the encoder-decoder T5): ``config.json``, ``model.safetensors``
+  Qwen2-MoE, Qwen3-MoE, OLMoE, the encoder BERT and the encoder-decoders T5 and BART): ``config.json``, ``model.safetensors``
   (or shards named by ``model.safetensors.index.json``), and ``tokenizer.json`` or
   ``vocab.json`` + ``merges.txt``. The weights are converted on load.
 """
