@@ -7,6 +7,6 @@ state.py (page state kept in the URL). Started by `glassbox app`."""
 # several sessions arriving at a fresh server imported pandas at the same moment (plotly imports
 # it lazily) and some saw it partially initialised (AttributeError: ... 'pandas' has no attribute
 # 'Series'). tests/test_browser.py opens several sessions at once on a fresh server.
-import pandas  # noqa: E402, F401
-import plotly.express  # noqa: E402, F401  (imports plotly.graph_objects and plotly.io too)
-import plotly.graph_objects  # noqa: E402, F401
+import pandas  # noqa: F401
+import plotly.express  # imports plotly.graph_objects and plotly.io too
+import plotly.graph_objects  # noqa: F401

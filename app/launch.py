@@ -6,9 +6,9 @@ server answers its health check that much later and the first page that much soo
 
 import sys
 
-import glassbox.app  # noqa: F401  pandas and plotly, as every session's first import would (app/__init__.py)
-import glassbox.model.engine  # noqa: F401  torch and the engine
-import glassbox.model.io.checkpoint  # noqa: F401
+import glassbox.app  # pandas and plotly, as every session's first import would (app/__init__.py)
+import glassbox.model.engine  # torch and the engine
+import glassbox.model.io.checkpoint
 import glassbox.model.worked_example.steps  # noqa: F401  the worked example's steps
 from streamlit.web.cli import main
 

@@ -85,7 +85,7 @@ def test_working_bytes_bound_what_the_backward_graph_saves(model_and_trace):
         saved = {}
 
         def pack(tensor):
-            saved[tensor.untyped_storage().data_ptr()] = tensor.untyped_storage().nbytes()
+            saved[tensor.untyped_storage().data_ptr()] = tensor.untyped_storage().nbytes()  # noqa: B023 (hooks of this pass only)
             return tensor
 
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):

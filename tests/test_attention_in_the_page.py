@@ -140,7 +140,7 @@ def test_the_page_draws_the_lines_the_server_draws(tmp_path):
             "ties": np.full(T, 1 / T)}
     ctx = SimpleNamespace(cfg=SimpleNamespace(causal=False), labels=[f"{i}:t" for i in range(T)])
     calls, expected, rows_written = [], [], []
-    for name, row in rows.items():
+    for row in rows.values():
         pattern = np.tile(row / row.sum(), (T, 1))
         figure = lines(ctx, pattern, 7)
         expected.append([trace.y[1] for trace in figure.data if trace.mode == "lines"])  # the row each line ends on

@@ -109,7 +109,7 @@ def test_a_view_over_the_trace_budget_is_refused_with_the_tokens_that_fit(public
         page.context.close()
 
 
-def test_a_download_is_cancelled_from_its_page(fake_hub, browser, tmp_path):
+def test_a_download_is_cancelled_from_its_page(fake_hub, browser, tmp_path):  # noqa: F811 (the fixture imported above)
     """A hub model whose weights come at 2 kB/s (the fake hub of tests/test_hub.py, on
     127.0.0.1; the least rate switched off so that only the visitor ends it): Download, then
     Cancel while the bytes come. Reference: the page (its bar moved; then it says the download

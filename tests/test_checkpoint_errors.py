@@ -238,7 +238,7 @@ def finishes(work):
     def run():
         try:
             result["value"] = work()
-        except BaseException as exc:  # noqa: BLE001: handed to the test
+        except BaseException as exc:  # noqa: BLE001 (handed to the test)
             result["error"] = exc
 
     thread = threading.Thread(target=run, daemon=True)

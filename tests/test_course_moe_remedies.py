@@ -101,7 +101,7 @@ def shipped() -> dict:
 def test_the_shipped_runs_are_the_remedies(shipped):
     assert set(shipped["runs"]) == set(lesson.REMEDIES)
     assert shipped["command"] == lesson.REMEDIES_COMMAND
-    for key, run in shipped["runs"].items():
+    for run in shipped["runs"].values():
         shares = np.array(run["shares"])
         assert shares.shape == (shipped["settings"]["steps"], 2, 8) and len(run["loss"]) == shares.shape[0]
         np.testing.assert_allclose(shares.sum(-1), 1, atol=1e-3)

@@ -116,7 +116,7 @@ def test_every_activation_gradient_is_the_derivative_of_the_loss(model):
         u = torch.randn((1, *trace[name].shape), generator=gen, dtype=torch.float64)
 
         def loss(eps):
-            with torch.no_grad(), capture(recorder=Perturb(name, u, eps)):
+            with torch.no_grad(), capture(recorder=Perturb(name, u, eps)):  # noqa: B023 (called within this iteration)
                 return model(ids, targets).loss.item()
 
         h = 1e-6

@@ -94,7 +94,7 @@ def test_skip_trigrams_are_read_from_the_weights_and_predict_the_model(corpus_id
             assert ov[b, c] == pytest.approx(ov[np.ix_(frequent, frequent)][frequent.index(b)].max(), rel=1e-4)
             with torch.no_grad():
                 def logit(key: int) -> float:
-                    return loaded.model(torch.tensor([[key] + filler + [a]])).logits[0, -1, c].item()
+                    return loaded.model(torch.tensor([[key] + filler + [a]])).logits[0, -1, c].item()  # noqa: B023 (this row's)
                 others = [logit(t) for t in frequent[:40] if t != b]
             effects.append(logit(b) - statistics.mean(others))
     # what the weights say shows in the model's behaviour: most trigrams raise their token, by a logit or more

@@ -81,7 +81,7 @@ def run(links: list[str], wave: int, timeout: float) -> dict:
                             page.get_by_text("Exercise 1", exact=False).first.wait_for(timeout=timeout * 1000)
                             page.wait_for_selector(IDLE, timeout=timeout * 1000)
                             seconds.append(time.perf_counter() - started)
-                        except Exception as exc:  # a timeout: counted, the run goes on
+                        except Exception as exc:  # noqa: BLE001 (a timeout: counted, the run goes on)
                             failed += 1
                             print(f"a session failed: {type(exc).__name__}", file=sys.stderr)
                     for c in contexts:

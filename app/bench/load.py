@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
                             errors.append(i)
                         found = re.search(r"loss[^0-9]{0,40}([0-9]+\.[0-9]{3,})", body)
                         losses[i] = float(found.group(1)) if found else None
-                    except Exception as exc:  # a timeout: reported, the run goes on
+                    except Exception as exc:  # noqa: BLE001 (a timeout: reported, the run goes on)
                         errors.append(i)
                         print(f"session {i}: {type(exc).__name__}")
                 browser.close()

@@ -56,20 +56,20 @@ def overview(ctx: Explorer, trace, pattern: str = "blocks.{}.attn.hook_pattern",
     n_queries, n_keys = trace[pattern.format(0)].shape[1:]
     cell = min(max(n_queries, n_keys), GRID_CELL)
     tiled = derived(trace, ("attention tiles", pattern, cell), lambda: tile(
-        [[array(trace[pattern.format(l)][h]) for h in range(cfg.n_heads)] for l in range(n_layers)], cell))
+        [[array(trace[pattern.format(b)][h]) for h in range(cfg.n_heads)] for b in range(n_layers)], cell))
     centres = [i * (cell + 1) + (cell - 1) / 2 for i in range(max(n_layers, cfg.n_heads))]
-    ll, hh = np.meshgrid(range(n_layers), range(cfg.n_heads), indexing="ij")
+    bb, hh = np.meshgrid(range(n_layers), range(cfg.n_heads), indexing="ij")
     clicks = ClickLayer(  # one invisible square per head: what a click lands on
-        [centres[h] for h in hh.ravel()], [centres[l] for l in ll.ravel()],
+        [centres[h] for h in hh.ravel()], [centres[b] for b in bb.ravel()],
         "%{customdata[0]}, %{customdata[1]}: click to open<extra></extra>",
-        np.array([[block_label(l), head_label(h)] for l, h in zip(ll.ravel(), hh.ravel())], dtype=object), size=max(12, min(60, 640 // max(cfg.n_heads, n_layers))),
+        np.array([[block_label(b), head_label(h)] for b, h in zip(bb.ravel(), hh.ravel())], dtype=object), size=max(12, min(60, 640 // max(cfg.n_heads, n_layers))),
         symbol="square")
     panel = lambda i: range(i * (cell + 1), i * (cell + 1) + cell)  # noqa: E731 (a head's cells in the tiling)
     size = f"{n_layers} blocks × {cfg.n_heads} heads"
     if cell < max(n_queries, n_keys):
         size += f" (each {n_queries}×{n_keys} shown as {min(n_queries, cell)}×{min(n_keys, cell)} block means)"
     fig = heatmap_figure(
-        tiled, {centres[l]: f"block {l + 1}" for l in range(n_layers)},
+        tiled, {centres[b]: f"block {b + 1}" for b in range(n_layers)},
         {centres[h]: f"head {h + 1}" for h in range(cfg.n_heads)}, title, pattern.format("*"),
         size=size,
         colour="sequential", colorbar="weight", gaps=False, fixed=True, clicks=clicks, image=cell < max(n_queries, n_keys),

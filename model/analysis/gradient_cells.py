@@ -388,7 +388,7 @@ class GradientCells:
 
     def _attention_input(self, index, i: int) -> list[Part]:
         t, c = index
-        p, cfg, parts = f"blocks.{i}.attn.", self.cfg, []
+        p, parts = f"blocks.{i}.attn.", []
         for which in "QKV":
             grads, W = self.grad(p + f"hook_{which.lower()}"), self.weight(p + f"W_{which}")
             pairs = list(zip(grads[:, t, :].ravel().tolist(), W[:, c, :].ravel().tolist()))

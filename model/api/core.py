@@ -18,6 +18,10 @@ from glassbox.model.engine.sampling import GeneratedToken, Sampling, generate
 from glassbox.model.io.checkpoint import LoadedModel
 from glassbox.model.io.checkpoint import load as load_checkpoint
 
+# what `import glassbox` offers (model/api/__init__.py loads these names from here); GRAD and the
+# engine's names are re-exported
+__all__ = ["GRAD", "GlassboxError", "Model", "ModelConfig", "Target", "Trace", "Traced", "load", "name"]
+
 # TransformerLens's short names (its utils.get_act_name) where Glassbox's differ or sit elsewhere
 SHORT = {"attn_scores": "attn.hook_scores", "scores": "attn.hook_scores", "pattern": "attn.hook_pattern",
          **{k: f"attn.hook_{k}" for k in ("q", "k", "v", "z", "result", "rot_q", "rot_k")},

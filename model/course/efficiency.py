@@ -66,7 +66,7 @@ class Running:
     """What online softmax keeps per query row while the key blocks go by: the largest score seen
     (m), the sum of exp(score − m) so far (l), and the values weighted by those exponentials (acc)."""
     m: torch.Tensor
-    l: torch.Tensor
+    l: torch.Tensor  # noqa: E741 (the flash-attention papers' name)
     acc: torch.Tensor
     history: list[dict] = field(default_factory=list)  # after each key block: its range, m and l
 

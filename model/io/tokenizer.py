@@ -62,7 +62,7 @@ class Tokenizer:
             raise
         except UnicodeDecodeError as exc:
             raise GlassboxError(f"Cannot read the tokenizer in {path}: not UTF-8 text ({exc.reason})") from None
-        except Exception as exc:  # the library raises bare Exceptions on malformed files
+        except Exception as exc:  # noqa: BLE001 (the library raises bare Exceptions on malformed files)
             raise GlassboxError(f"Cannot read the tokenizer in {path}: {exc}") from None
         raise GlassboxError(f"No tokenizer in {path}: expected tokenizer.json, or vocab.json and merges.txt")
 

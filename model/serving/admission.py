@@ -120,7 +120,7 @@ class Admission:
                                             f"this one after {self.max_wait:.0f} s. Try again in a minute.")
                     if on_wait is not None:
                         ahead = self._ahead(ticket)
-                        self._unlocked(lambda: on_wait(ahead, waited, self.max_wait))
+                        self._unlocked(lambda: on_wait(ahead, waited, self.max_wait))  # noqa: B023 (called now)
                     self._changed.wait(min(HEARTBEAT_S, self.max_wait - waited))
             finally:
                 self._queue.remove(ticket)  # admitted, timed out, or its page gone

@@ -73,7 +73,7 @@ def _probe(model: Transformer) -> tuple[dict[str, np.ndarray], list[str]]:
 
 def _bytes(polynomials: list[np.ndarray], n_tokens: int) -> int:
     c = np.sum(polynomials, axis=0) if polynomials else np.zeros(3)
-    return int(round(c[0] + c[1] * n_tokens + c[2] * n_tokens ** 2))
+    return round(c[0] + c[1] * n_tokens + c[2] * n_tokens ** 2)  # numpy 2: round() of a float64 is an int
 
 
 def full_trace_bytes(model: Transformer, n_tokens: int) -> int:

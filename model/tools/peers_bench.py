@@ -61,17 +61,17 @@ def run(lengths: list[int], repeats: int, small: bool) -> int:
 
         def hf_forward():
             with torch.no_grad():
-                return hf(ids).logits
+                return hf(ids).logits  # noqa: B023 (each length's functions are timed before the next length)
 
         def forward():
             with torch.no_grad():
-                return model(ids).logits
+                return model(ids).logits  # noqa: B023
 
         runs = {"transformers forward": hf_forward, "Glassbox forward": forward,
-                "Glassbox full capture": lambda: run_trace(model, tokens),
-                "Glassbox traced fwd+bwd": lambda: run_trace(model, tokens, backward=True)}
+                "Glassbox full capture": lambda: run_trace(model, tokens),  # noqa: B023
+                "Glassbox traced fwd+bwd": lambda: run_trace(model, tokens, backward=True)}  # noqa: B023
         if bridge is not None:
-            runs |= {TL_CAPTURE: lambda: _tl_capture(bridge, ids), TL_TRACED: lambda: _tl_traced(bridge, ids)}
+            runs |= {TL_CAPTURE: lambda: _tl_capture(bridge, ids), TL_TRACED: lambda: _tl_traced(bridge, ids)}  # noqa: B023
         ms = median_ms(runs, repeats, device)
         floor = ms["transformers forward"]
         print(f"\nT = {length}")

@@ -96,7 +96,7 @@ def reconstruct(article: dict, seed: int = SOLVER_SEED, log=print) -> Transforme
         if step % 1000 == 0:
             log(f"adam step {step}: squared error {total.item():.6f}")
     lbfgs = torch.optim.LBFGS(free, lr=1, max_iter=50, history_size=50, line_search_fn="strong_wolfe")
-    for step in range(40):
+    for _ in range(40):
         total = lbfgs.step(objective)
     log(f"l-bfgs: squared error {total.item():.8f}")
     for p in params.values():

@@ -19,7 +19,7 @@ def render(ctx: Seq2SeqExplorer) -> None:
     trace = ctx.trace()
     for name, stack in STACKS.items():
         points = stream_points(trace, stack)
-        norms = derived(trace, ("stream norms", stack), lambda: stream_norms(trace, points))
+        norms = derived(trace, ("stream norms", stack), lambda: stream_norms(trace, points))  # noqa: B023 (computed now or never)
         heatmap(norms, [label for label, _ in points], ctx.stack_labels(stack),
                 f"The {name}'s residual stream: ‖x‖ per position", f"{stack}blocks.*.hook_resid_pre|mid|cross|post",
                 row_title="point", col_title="position", sequential=True, zoom_key=f"s2s:norms:{name}", trace=trace)
