@@ -8,13 +8,14 @@ import re
 
 import pytest
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, require
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     """The site built once, strict (any warning raises), with its MkDocs config."""
-    pytest.importorskip("mkdocs")  # in the dev extras, with mkdocstrings for docs/api.md
+    require("mkdocs")  # in the dev extras,
+    require("mkdocstrings", "mkdocstrings[python]")  # with mkdocstrings for docs/api.md
     from mkdocs.commands.build import build
     from mkdocs.config import load_config
 
@@ -81,7 +82,7 @@ def test_the_example_notebook_runs(tmp_path, monkeypatch):
     """docs/example.ipynb's code cells, run in order in one namespace (as a kernel would, without
     Jupyter), in a folder of their own: the trace's loss is torch's cross-entropy on the model's
     logits (1e-6), the edit changed p(' frog'), the figure is the pattern's own values, and the
-    PNG it writes is a PNG (kaleido with the system Chromium; skipped where kaleido is missing)."""
+    PNG it writes is a PNG (kaleido with the system Chromium)."""
     import json
 
     import numpy as np
@@ -102,6 +103,6 @@ def test_the_example_notebook_runs(tmp_path, monkeypatch):
     assert scope["p"](edited) != scope["p"](trace)
     drawn = scope["figure"].data[0].z
     assert np.allclose(np.asarray(drawn, dtype=np.float64), trace["blocks.1.attn.hook_pattern"][2].numpy(), atol=1e-7)
-    pytest.importorskip("kaleido")
+    require("kaleido")
     exec(compile(code[-1], "example.ipynb", "exec"), scope)
     assert (tmp_path / "attention.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

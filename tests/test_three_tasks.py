@@ -17,7 +17,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, require
 
 PAGE = ROOT / "docs" / "three-tasks.md"
 LIBRARIES = ("# Glassbox", "# TransformerLens", "# nnsight (not run here)")
@@ -79,7 +79,7 @@ def glassbox():
 
 @pytest.fixture(scope="module")
 def transformer_lens(glassbox):
-    pytest.importorskip("transformer_lens", reason="TransformerLens is optional (pip install transformer-lens)")
+    require("transformer_lens", "transformer-lens")  # a test-only reference in the dev extras
     from transformer_lens import HookedTransformer
 
     hooked = hooked_transformer(glassbox["model"])
@@ -108,6 +108,9 @@ def test_cache_everything(glassbox):
     assert pattern.shape == (model.cfg.n_heads, len(trace.tokens), len(trace.tokens))
     assert torch.allclose(pattern.sum(-1), torch.ones(()), atol=1e-6) and not pattern.triu(1).any()
     assert glassbox["resid_grad"].shape == (len(trace.tokens), model.cfg.d_model)
+    assert len(glassbox["names"]) == len(trace) and {"blocks.1.attn.hook_pattern", "grad:blocks.0.hook_resid_pre"} <= set(
+        glassbox["names"]
+    )
 
 
 def test_patch_one_head(glassbox):
