@@ -21,21 +21,34 @@ from tests.helpers import require
 
 transformers = require("transformers")
 
-import glassbox as gb
-from glassbox.model.engine import GRAD, KVCache, names, run_seq2seq_trace
-from glassbox.model.io.checkpoint import load
-from glassbox.model.io.convert import CONVERTERS
-
-from tests.test_families import PROMPT, SIZES, saved_family
+import glassbox as gb  # noqa: E402
+from glassbox.model.engine import GRAD, KVCache, names, run_seq2seq_trace  # noqa: E402
+from glassbox.model.io.checkpoint import load  # noqa: E402
+from glassbox.model.io.convert import CONVERTERS  # noqa: E402
+from tests.test_families import PROMPT, SIZES, saved_family  # noqa: E402
 
 TOL32 = 1e-5
 TOL64 = 1e-10
 TARGET = "The cat sat on the mat."
-BART = {"vocab_size": SIZES["vocab_size"], "d_model": 16, "encoder_layers": 2, "decoder_layers": 2,
-        "encoder_attention_heads": 4, "decoder_attention_heads": 4, "encoder_ffn_dim": 24, "decoder_ffn_dim": 24,
-        "max_position_embeddings": 64, "scale_embedding": True, "activation_function": "gelu", "dropout": 0.0,
-        "pad_token_id": 1, "bos_token_id": 0, "eos_token_id": 2, "decoder_start_token_id": 2,
-        "forced_eos_token_id": None}
+BART = {
+    "vocab_size": SIZES["vocab_size"],
+    "d_model": 16,
+    "encoder_layers": 2,
+    "decoder_layers": 2,
+    "encoder_attention_heads": 4,
+    "decoder_attention_heads": 4,
+    "encoder_ffn_dim": 24,
+    "decoder_ffn_dim": 24,
+    "max_position_embeddings": 64,
+    "scale_embedding": True,
+    "activation_function": "gelu",
+    "dropout": 0.0,
+    "pad_token_id": 1,
+    "bos_token_id": 0,
+    "eos_token_id": 2,
+    "decoder_start_token_id": 2,
+    "forced_eos_token_id": None,
+}
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +72,7 @@ def test_bart_forward_and_backward_match_transformers(bart):
     assert cfg.kind == "encoder-decoder" and loaded.about["family"] == "BART" and cfg.norm_position == "post"
     source, target = loaded.encode(PROMPT), loaded.encode(TARGET)
     hf.zero_grad()
-    out = hf(input_ids=torch.tensor([source]), labels=torch.tensor([target]), output_hidden_states=True,
-             output_attentions=True)
+    out = hf(input_ids=torch.tensor([source]), labels=torch.tensor([target]), output_hidden_states=True, output_attentions=True)
     out.logits.retain_grad()
     out.loss.backward()
 
@@ -69,14 +81,15 @@ def test_bart_forward_and_backward_match_transformers(bart):
     assert trace.loss == pytest.approx(out.loss.item(), abs=TOL32)
     assert torch.allclose(trace["hook_logits"], out.logits[0], atol=TOL32)
     assert torch.allclose(trace["encoder.hook_out"], out.encoder_last_hidden_state[0], atol=TOL32)
-    for stack, hidden, attentions in (("encoder", out.encoder_hidden_states, out.encoder_attentions),
-                                      ("decoder", out.decoder_hidden_states, out.decoder_attentions)):
+    for stack, hidden, attentions in (
+        ("encoder", out.encoder_hidden_states, out.encoder_attentions),
+        ("decoder", out.decoder_hidden_states, out.decoder_attentions),
+    ):
         for i in range(2):
             assert torch.allclose(trace[f"{stack}.blocks.{i}.hook_resid_pre"], hidden[i][0], atol=TOL32), (stack, i)
             assert torch.allclose(trace[f"{stack}.blocks.{i}.attn.hook_pattern"], attentions[i][0], atol=TOL32)
     for i in range(2):
-        assert torch.allclose(trace[f"decoder.blocks.{i}.cross_attn.hook_pattern"], out.cross_attentions[i][0],
-                              atol=TOL32), i
+        assert torch.allclose(trace[f"decoder.blocks.{i}.cross_attn.hook_pattern"], out.cross_attentions[i][0], atol=TOL32), i
     assert trace["decoder.blocks.1.attn.hook_pattern"].triu(1).abs().max() == 0  # the decoder is causal
     grads = {n: p.grad for n, p in hf.named_parameters()} | {"final_logits_bias": out.logits.grad.sum(dim=1)}
     reference = CONVERTERS["bart"].state_dict(cfg, grads)
@@ -87,8 +100,7 @@ def test_bart_forward_and_backward_match_transformers(bart):
 
 def test_bart_in_float64_matches_transformers_to_1e10(bart):
     _, path, _ = bart
-    hf64 = transformers.AutoModelForSeq2SeqLM.from_pretrained(str(path), dtype=torch.float64,
-                                                              attn_implementation="eager").eval()
+    hf64 = transformers.AutoModelForSeq2SeqLM.from_pretrained(str(path), dtype=torch.float64, attn_implementation="eager").eval()
     loaded = load(str(path), dtype="float64", device="cpu")
     source, target = loaded.encode(PROMPT), loaded.encode(TARGET)
     with torch.no_grad():
@@ -152,12 +164,22 @@ def test_bart_cached_decoding_and_greedy_generation(bart):
         encoded = model.encode(torch.tensor([loaded.encode(PROMPT)]))
         full = model(None, torch.tensor([decoder_tokens]), encoded=encoded).logits[0]
         cache, source_cache = KVCache(cfg.n_decoder_layers), KVCache(cfg.n_decoder_layers)
-        steps = [model(None, torch.tensor([[t]]), encoded=encoded, cache=cache, source_cache=source_cache).logits[0, -1]
-                 for t in decoder_tokens]
+        steps = [
+            model(None, torch.tensor([[t]]), encoded=encoded, cache=cache, source_cache=source_cache).logits[0, -1]
+            for t in decoder_tokens
+        ]
     assert torch.allclose(torch.stack(steps), full, atol=TOL32)
     ids = torch.tensor([loaded.encode(PROMPT)])
-    expected = hf.generate(ids, max_new_tokens=8, min_new_tokens=8, do_sample=False, num_beams=1,
-                           forced_bos_token_id=None, forced_eos_token_id=None, no_repeat_ngram_size=0)[0, 1:].tolist()
+    expected = hf.generate(
+        ids,
+        max_new_tokens=8,
+        min_new_tokens=8,
+        do_sample=False,
+        num_beams=1,
+        forced_bos_token_id=None,
+        forced_eos_token_id=None,
+        no_repeat_ngram_size=0,
+    )[0, 1:].tolist()
     assert [t.token_id for t in generate(loaded, PROMPT, 8, Sampling(temperature=0))] == expected
 
 
@@ -172,8 +194,11 @@ def test_a_bartmodel_checkpoint_without_prefix_or_head_bias_is_read(bart, tmp_pa
     for item in path.iterdir():
         shutil.copy(item, tmp_path / item.name)
     weights = load_file(str(path / "model.safetensors"))
-    save_file({k.removeprefix("model."): v for k, v in weights.items() if k != "final_logits_bias"},
-              str(tmp_path / "model.safetensors"), metadata={"format": "pt"})
+    save_file(
+        {k.removeprefix("model."): v for k, v in weights.items() if k != "final_logits_bias"},
+        str(tmp_path / "model.safetensors"),
+        metadata={"format": "pt"},
+    )
     loaded = load(str(tmp_path), dtype="float32", device="cpu")
     source, target = loaded.encode(PROMPT), loaded.encode(TARGET)
     with torch.no_grad():
@@ -186,7 +211,6 @@ def test_a_bartmodel_checkpoint_without_prefix_or_head_bias_is_read(bart, tmp_pa
 def test_a_bart_folder_traces_through_the_api_and_opens_in_the_explorer(bart):
     """gb.load(folder).trace, as for T5; and each of the explorer's encoder-decoder views draws."""
     from glassbox.app.explore.seq2seq import VIEWS
-
     from tests.helpers import charts, start
 
     _, path, loaded = bart

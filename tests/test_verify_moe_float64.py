@@ -23,11 +23,10 @@ from tests.helpers import require
 
 transformers = require("transformers")
 
-import glassbox as gb
-
-from tests.helpers import cli
-from tests.test_families import saved_family
-from tests.test_moe_families import FAMILIES
+import glassbox as gb  # noqa: E402
+from tests.helpers import cli  # noqa: E402
+from tests.test_families import saved_family  # noqa: E402
+from tests.test_moe_families import FAMILIES  # noqa: E402
 
 TOL = 1e-5  # logits, residuals, gradients: transformers' float32 RoPE and router probabilities
 LOSS_TOL = 1e-6

@@ -15,6 +15,7 @@ bart-base) names its weights without "model."; both are read.
 from __future__ import annotations
 
 import torch
+
 from glassbox.model.engine import GlassboxError, ModelConfig
 from glassbox.model.io.convert.common import (
     Weights,
@@ -25,8 +26,14 @@ from glassbox.model.io.convert.common import (
 )
 
 FAMILY = "BART"
-ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu",
-               "silu": "silu", "swish": "silu"}
+ACTIVATIONS = {
+    "gelu": "gelu",
+    "gelu_new": "gelu_tanh",
+    "gelu_pytorch_tanh": "gelu_tanh",
+    "relu": "relu",
+    "silu": "silu",
+    "swish": "silu",
+}
 POSITION_OFFSET = 2  # BartLearnedPositionalEmbedding: position p reads row p + 2
 
 
@@ -38,18 +45,32 @@ def config(hf: dict) -> ModelConfig:
         raise GlassboxError("This BART config asks for pre-norm blocks (normalize_before): Glassbox opens BART's post-norm")
     for what in ("attention_heads", "ffn_dim"):
         if hf.get(f"encoder_{what}") != hf.get(f"decoder_{what}"):
-            raise GlassboxError(f"This BART's encoder and decoder differ in {what} "
-                                f"({hf.get(f'encoder_{what}')} and {hf.get(f'decoder_{what}')}): Glassbox needs one")
+            raise GlassboxError(
+                f"This BART's encoder and decoder differ in {what} "
+                f"({hf.get(f'encoder_{what}')} and {hf.get(f'decoder_{what}')}): Glassbox needs one"
+            )
 
     def make() -> ModelConfig:
         D = hf["d_model"]
         return ModelConfig(
-            vocab_size=hf["vocab_size"], n_ctx=hf["max_position_embeddings"], d_model=D,
-            n_layers=hf["encoder_layers"], n_decoder_layers=hf["decoder_layers"], n_heads=hf["encoder_attention_heads"],
-            d_ff=hf["encoder_ffn_dim"], norm="layernorm", norm_eps=1e-5, activation=ACTIVATIONS[act],
-            positional="table", norm_position="post", embed_norm=True, final_norm=False,
-            embed_scale=D ** 0.5 if hf.get("scale_embedding", False) else None,
-            tie_embeddings=hf.get("tie_word_embeddings", True) is not False, unembed_bias=True, encoder_decoder=True,
+            vocab_size=hf["vocab_size"],
+            n_ctx=hf["max_position_embeddings"],
+            d_model=D,
+            n_layers=hf["encoder_layers"],
+            n_decoder_layers=hf["decoder_layers"],
+            n_heads=hf["encoder_attention_heads"],
+            d_ff=hf["encoder_ffn_dim"],
+            norm="layernorm",
+            norm_eps=1e-5,
+            activation=ACTIVATIONS[act],
+            positional="table",
+            norm_position="post",
+            embed_norm=True,
+            final_norm=False,
+            embed_scale=D**0.5 if hf.get("scale_embedding", False) else None,
+            tie_embeddings=hf.get("tie_word_embeddings", True) is not False,
+            unembed_bias=True,
+            encoder_decoder=True,
             decoder_start_token_id=hf.get("decoder_start_token_id", 2),
         )
 
