@@ -106,3 +106,15 @@ def test_the_example_notebook_runs(tmp_path, monkeypatch):
     require("kaleido")
     exec(compile(code[-1], "example.ipynb", "exec"), scope)
     assert (tmp_path / "attention.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_changelog_names_the_version_as_its_latest_entry():
+    """CHANGELOG.md's first version heading is the version pyproject.toml gives the package (the
+    one place it is written), and the headings go from newest to oldest."""
+    import tomllib
+
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    headings = re.findall(r"^## (\d+\.\d+\.\d+)\b", (ROOT / "CHANGELOG.md").read_text(), flags=re.MULTILINE)
+    assert headings and headings[0] == version, (headings, version)
+    as_numbers = [tuple(map(int, heading.split("."))) for heading in headings]
+    assert as_numbers == sorted(as_numbers, reverse=True) and len(set(as_numbers)) == len(as_numbers), headings
