@@ -519,7 +519,7 @@ def test_compare_reads_the_key_value_head_a_query_head_uses():
     (ModelConfig.kv_head), so Compare's hook_k for head 1 is hook_k[0], not hook_k[1]."""
     import types
 
-    from glassbox.app.explore.common import tensor_grid
+    from glassbox.model.plot.grid import tensor_grid
     from glassbox.model.engine import ModelConfig
 
     ctx = types.SimpleNamespace(cfg=ModelConfig(vocab_size=10, n_ctx=8, d_model=16, n_layers=1, n_heads=4, n_kv_heads=2,

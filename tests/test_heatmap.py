@@ -9,7 +9,7 @@ import numpy as np
 import plotly.colors
 from PIL import Image
 
-from glassbox.app.components.heatmap import heatmap_figure, png_source
+from glassbox.model.plot.heatmap import heatmap_figure, png_source
 
 
 def decoded(source: str) -> np.ndarray:

@@ -17,7 +17,7 @@ import glassbox as gb
 from glassbox.app.components.steering import CATALOG_STORIES
 from glassbox.model.analysis.features import feature_tokens
 from glassbox.model.data.stories import corpus
-from glassbox.app.components.labels import token_text
+from glassbox.model.plot.labels import token_text
 from tests.helpers import press, shown, start
 
 PROMPT = "Lily had a"  # the page's default

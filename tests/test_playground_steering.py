@@ -6,7 +6,7 @@ step where the two differ."""
 import numpy as np
 
 import glassbox as gb
-from glassbox.app.components.labels import token_text
+from glassbox.model.plot.labels import token_text
 from tests.helpers import shown, start
 
 PROMPT = "Lily had a"

@@ -8,9 +8,10 @@ import pytest
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers
 
-from glassbox.app.components.labels import token_labels, token_text
+from glassbox.app.components.labels import token_labels
 from glassbox.model.engine import GlassboxError
 from glassbox.model.io.tokenizer import Tokenizer
+from glassbox.model.plot.labels import token_text
 from glassbox.model.tools.family_bench import build_tokenizer
 from tests.helpers import cli
 

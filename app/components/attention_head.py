@@ -20,10 +20,10 @@ import numpy as np
 import streamlit as st
 import torch
 
-from glassbox.app.components.heatmap import COLOURSCALES, abs_max, scale_colours
 from glassbox.app.components.page_kit import katex_module, page_component
 from glassbox.model.analysis import per_head, scored
 from glassbox.model.engine import Trace, block_label, head_label
+from glassbox.model.plot.heatmap import COLOURSCALES, abs_max, scale_colours
 
 IN_PAGE_BYTES = 3 * 2**20  # scores and patterns of a block's heads (float32) sent to the page at most
 QK_BYTES = 4 * 2**20  # a block's queries and keys alone, when the scores are over IN_PAGE_BYTES

@@ -8,13 +8,21 @@ from __future__ import annotations
 import streamlit as st
 
 from glassbox.app.components.assignment import page_prompt
-
-from glassbox.app.components.labels import plain, token_text
-from glassbox.model.course.prompt_fit import (FAR_PERCENTILE, FAR_SPLIT, HELD_OUT, Fit, Typical, fit, pieces_of,
-                                             shipped_or_measured)
+from glassbox.app.components.labels import plain
+from glassbox.model.course.prompt_fit import (
+    FAR_PERCENTILE,
+    FAR_SPLIT,
+    HELD_OUT,
+    Fit,
+    Typical,
+    fit,
+    pieces_of,
+    shipped_or_measured,
+)
 from glassbox.model.data.stories import ADJECTIVES, ANIMALS, NAMES, OBJECTS, PLACES
 from glassbox.model.engine import GlassboxError
 from glassbox.model.io.checkpoint import LoadedModel
+from glassbox.model.plot.labels import token_text
 
 
 @st.cache_resource(max_entries=4, show_spinner="Scoring the corpus's held-out sentences…")

@@ -1,4 +1,4 @@
-"""How numbers and names are written on screen, and the colours every chart uses."""
+"""How numbers and names are written on screen (a chart's tokens and colours: model/plot/labels.py)."""
 
 from __future__ import annotations
 
@@ -6,16 +6,12 @@ import html
 import math
 import re
 
-DIVERGING = "RdBu_r"  # blue below 0, white at 0, red above
-HIGHLIGHT = "#f2a900"
+from glassbox.model.plot.labels import WORD_JOINER, token_text
 
 
 def bar_label(p: float) -> str:
     """A probability bar's value, left off below 0.001 where it would only clutter."""
     return f"{float(p):.3f}" if float(p) >= 0.001 else ""
-
-
-_VISIBLE = str.maketrans({" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"})
 
 
 NEGLIGIBLE = 1e-12  # relative to a grid's largest value: rounding noise, written as 0 (exact on hover)
@@ -57,23 +53,6 @@ def number(value: float, digits: int = 4) -> str:
     return written
 
 
-def token_text(piece: str) -> str:
-    """A token as drawn: a space as ␣ (" went" is "␣went": the space belongs to the token), a
-    newline ↵, a tab ⇥, any other invisible character escaped (\\x00); the empty piece ∅. Byte
-    fragments come from the tokenizer already written as bytes (``Tokenizer.readable``: <0xE4>).
-    Charts draw it, and plotly reads tags and entities in its text (a vocabulary's ``<b>x</b>``
-    would be drawn bold, ``&lt;`` as <): an invisible word joiner after each < and & keeps it text."""
-    shown = piece.translate(_VISIBLE)
-    # the word joiner is left as it is, so that a label drawn twice (vocab_pieces, then token_labels) stays one label
-    shown = "".join(c if c.isprintable() or c == WORD_JOINER else repr(c)[1:-1] for c in shown) or "∅"
-    return _CHART_MARKUP.sub(WORD_JOINER, shown)
-
-
-def position_labels(pieces: list[str], tokens: list[int], first: int = 0) -> list[str]:
-    """A prompt's positions as axis labels, "position:token" ("3:␣on"), counting from ``first``."""
-    return [f"{i}:{token_text(pieces[t])}" for i, t in enumerate(tokens, first)]
-
-
 def token_labels(pieces: list[str], ids: list[int]) -> list[str]:
     """Axis labels for tokens (``token_text``), with the id where two still look alike, so that no
     two bars of a chart share a category and stack."""
@@ -92,8 +71,6 @@ _PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")  # every ASCII punctuation chara
 # :streamlit: emoji): it does so after backslash escapes are undone, so those cannot stop it; an
 # invisible word joiner after every colon, around every @ and inside "www." does.
 _TEXT_PATTERNS = re.compile(r"(?<=:)|(?<=www)(?=\.)|(?=@)|(?<=@)", re.IGNORECASE)
-WORD_JOINER = "\u2060"
-_CHART_MARKUP = re.compile(r"(?<=[<&])(?!\u2060)")  # where plotly's tags and entities begin (once: a label drawn twice)
 
 
 def plain(text: object) -> str:

@@ -26,8 +26,8 @@ def attention(tokens: tuple[str, ...], keys, values, queries: dict[str, tuple[fl
     vectors' plot (labels placed as ``geometry`` says), the scores, weights and output, and every
     token's q_i·k_j, all computed in the page from the lesson's four tokens' vectors sent here;
     ``caption`` is written under the plot."""
-    from glassbox.app.components.heatmap import colour_stops
     from glassbox.app.components.labels import NEGLIGIBLE
+    from glassbox.model.plot.heatmap import colour_stops
 
     token, angle, length = walkthrough
     _component(data={"kind": "attention", "tokens": list(tokens), "keys": [list(k) for k in keys],
@@ -45,7 +45,7 @@ def positions(base: float, positions: int, widths: tuple[int, ...], width: int, 
     (one of ``widths``), an offset k (``offsets``: lowest, highest), each pair turning on a dial
     and the largest error of the rotation M_k, all computed in the page; ``between`` is written
     between the table and the offset, ``caption`` under the error."""
-    from glassbox.app.components.heatmap import colour_stops
+    from glassbox.model.plot.heatmap import colour_stops
 
     low, high = offsets
     _component(data={"kind": "positions", "base": base, "positions": positions,

@@ -13,16 +13,16 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from glassbox.app.components.labels import HIGHLIGHT, plain, plain_html, token_text
+from glassbox.app.components.labels import plain, plain_html
 from glassbox.app.components.sae_picker import ASK_SOURCE, OTHER_SAE, SOURCE_EXAMPLE, offered, sae_ready
 from glassbox.app.resources import check_cost, model_pass, shared_sae
 from glassbox.core import Model
 from glassbox.model.analysis.features import FeatureTokens, feature_tokens, steering_vector
 from glassbox.model.data.stories import corpus
-from glassbox.model.engine import GlassboxError
-from glassbox.model.io.sae import pending_download
-from glassbox.model.engine import block_label
+from glassbox.model.engine import GlassboxError, block_label
 from glassbox.model.engine.sampling import GeneratedToken
+from glassbox.model.io.sae import pending_download
+from glassbox.model.plot.labels import HIGHLIGHT, token_text
 from glassbox.model.serving import working_bytes
 
 

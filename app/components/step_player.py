@@ -14,13 +14,14 @@ import json
 import numpy as np
 import streamlit as st
 
-from glassbox.app.components.heatmap import abs_max, cell_fills, colour_stops, grid_colour, grid_text
+from glassbox.app.components.heatmap import grid_colour, grid_text
 from glassbox.app.components.labels import pretty
 from glassbox.app.components.latex import wrapped, written
 from glassbox.app.components.page_kit import katex_module, page_component
 from glassbox.app.components.pipeline import pipeline_html
 from glassbox.model.course import LESSON, LESSONS, lessons_for_step
 from glassbox.model.engine import block_label
+from glassbox.model.plot.heatmap import abs_max, cell_fills, colour_stops
 from glassbox.model.worked_example.steps import Grid, Step, stages
 from glassbox.model.worked_example.training import AfterUpdate
 

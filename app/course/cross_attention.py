@@ -14,13 +14,22 @@ import streamlit as st
 from glassbox.app.components.charts import show
 from glassbox.app.components.course import lesson_end, lesson_page, lesson_pass
 from glassbox.app.components.errors import fragment
-from glassbox.app.components.heatmap import heatmap_figure
-from glassbox.app.components.labels import number, plain, position_labels, token_text
+from glassbox.app.components.labels import number, plain
 from glassbox.app.resources import shared_model
-from glassbox.model.course.cross_attention import (LENGTH, MODEL, Reversal, copy_share, random_source, repeated, reverse,
-                                                  trained_length)
+from glassbox.model.course.cross_attention import (
+    LENGTH,
+    MODEL,
+    Reversal,
+    copy_share,
+    random_source,
+    repeated,
+    reverse,
+    trained_length,
+)
 from glassbox.model.engine import GlassboxError, block_label, check_prompt, head_label
 from glassbox.model.micro import seq2seq
+from glassbox.model.plot.heatmap import heatmap_figure
+from glassbox.model.plot.labels import position_labels, token_text
 
 
 @st.cache_data(max_entries=32, show_spinner=False)

@@ -12,14 +12,26 @@ import torch
 from glassbox.app.components.charts import log_axis, show
 from glassbox.app.components.course import course_model, lesson_end, lesson_page, lesson_pass
 from glassbox.app.components.errors import fragment
-from glassbox.app.components.heatmap import heatmap_figure
-from glassbox.app.components.labels import number, position_labels
-from glassbox.model.course.efficiency import (GQA_MODELS, causal_scores, flash_attention, flash_held_formula,
-                                              gqa_table, head_qkv, plain_attention, plain_held, ring_attention,
-                                              story_prompt, window_mask, window_scores)
+from glassbox.app.components.labels import number
+from glassbox.model.course.efficiency import (
+    GQA_MODELS,
+    causal_scores,
+    flash_attention,
+    flash_held_formula,
+    gqa_table,
+    head_qkv,
+    plain_attention,
+    plain_held,
+    ring_attention,
+    story_prompt,
+    window_mask,
+    window_scores,
+)
 from glassbox.model.course.real_model_configs import MODEL
 from glassbox.model.engine import block_label, head_label
 from glassbox.model.io.checkpoint import LoadedModel
+from glassbox.model.plot.heatmap import heatmap_figure
+from glassbox.model.plot.labels import position_labels
 
 BLOCK_SIZES = [4, 8, 16, 32, 64, 128]
 DEVICE_COUNTS = [1, 2, 3, 4, 6, 8]

@@ -10,15 +10,24 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from glassbox.app.components.charts import show
-from glassbox.app.components.course import lesson_end, lesson_pass, lesson_page
-from glassbox.app.components.heatmap import heatmap_figure
-from glassbox.app.components.labels import plain, position_labels, token_text
+from glassbox.app.components.course import lesson_end, lesson_page, lesson_pass
+from glassbox.app.components.labels import plain
 from glassbox.app.resources import shared_model
-from glassbox.model.course.induction_heads import (LENGTH, MODEL, Repeat, composition, first_repeat, repeated,
-                                                   split_losses, stripe_share)
+from glassbox.model.course.induction_heads import (
+    LENGTH,
+    MODEL,
+    Repeat,
+    composition,
+    first_repeat,
+    repeated,
+    split_losses,
+    stripe_share,
+)
 from glassbox.model.engine import block_label, head_label
 from glassbox.model.micro import induction
 from glassbox.model.micro.common import read_curve
+from glassbox.model.plot.heatmap import heatmap_figure
+from glassbox.model.plot.labels import position_labels, token_text
 
 FIRST_COLOUR, SECOND_COLOUR, LOSS_COLOUR = "#868e96", "#1f6feb", "#d9480f"
 ODD_COLOUR = "#f08c00"  # the repeat's first position: a repeat, yet not copied

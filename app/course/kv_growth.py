@@ -6,17 +6,27 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from glassbox.app.components.latex import thousands
 from glassbox.app.components.charts import show
 from glassbox.app.components.course import course_model, lesson_end, lesson_page, lesson_pass
 from glassbox.app.components.course_prompt import fit_note, prompt_box
 from glassbox.app.components.errors import fragment
-from glassbox.app.components.labels import plain, token_text
-from glassbox.model.course.kv_growth import (GB, PROMPT, CacheStep, Serving, cache_bytes, course_table, grow,
-                                             serving_combinations, within_context)
+from glassbox.app.components.labels import plain
+from glassbox.app.components.latex import thousands
+from glassbox.model.course.kv_growth import (
+    GB,
+    PROMPT,
+    CacheStep,
+    Serving,
+    cache_bytes,
+    course_table,
+    grow,
+    serving_combinations,
+    within_context,
+)
 from glassbox.model.course.real_model_configs import BYTES, MODEL
 from glassbox.model.engine import GlassboxError, block_label
 from glassbox.model.io.checkpoint import LoadedModel
+from glassbox.model.plot.labels import token_text
 
 MOST_NEW = 20  # tokens a learner may add here
 

@@ -13,11 +13,12 @@ from glassbox.app.components.charts import paired_bars, show
 from glassbox.app.components.course import course_model, lesson_end, lesson_page, lesson_pass
 from glassbox.app.components.course_prompt import fit_note, knows
 from glassbox.app.components.errors import fragment
-from glassbox.app.components.heatmap import abs_max, heatmap_figure
-from glassbox.app.components.labels import cell_text, number, plain, position_labels, token_labels, token_text
-from glassbox.model.course.mask import PROMPT, TOP, Comparison, compare, later_share, toy, top_tokens, total_variation
+from glassbox.app.components.labels import cell_text, number, plain, token_labels
+from glassbox.model.course.mask import PROMPT, TOP, Comparison, compare, later_share, top_tokens, total_variation, toy
 from glassbox.model.engine import GlassboxError, block_label, check_prompt, head_label
 from glassbox.model.io.checkpoint import LoadedModel
+from glassbox.model.plot.heatmap import abs_max, heatmap_figure
+from glassbox.model.plot.labels import position_labels, token_text
 
 WRITTEN = 10  # prompts up to this many tokens get every weight written in its cell
 MASKED_COLOUR, OPEN_COLOUR = "#1f6feb", "#d9480f"

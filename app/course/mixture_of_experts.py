@@ -14,20 +14,37 @@ import torch
 from plotly.subplots import make_subplots
 
 from glassbox.app.components.charts import show
-from glassbox.app.components.experts import EXPERT_COLOURS, SMOOTHING, share_caption, share_figure
 from glassbox.app.components.course import lesson_end, lesson_page, lesson_pass
 from glassbox.app.components.course_prompt import fit_note, knows
 from glassbox.app.components.errors import fragment
-from glassbox.app.components.heatmap import heatmap_figure
-from glassbox.app.components.labels import number, plain, position_labels
+from glassbox.app.components.experts import EXPERT_COLOURS, SMOOTHING, share_caption, share_figure
+from glassbox.app.components.labels import number, plain
 from glassbox.app.resources import shared_model
-from glassbox.model.course.mixture_of_experts import (BALANCED, CAPACITY_RUN, EXPERT_CHOICE_FACTOR, PROMPT,
-                                                      REMEDIES_COMMAND, RUN_TITLES, UNBALANCED, Routing, balance_terms,
-                                                      expert_choice, expert_choice_capacity, imbalance, remedy_runs,
-                                                      remedy_table, route, running_mean, sentences, share_curves)
 from glassbox.model.analysis.experts import expert_label
+from glassbox.model.course.mixture_of_experts import (
+    BALANCED,
+    CAPACITY_RUN,
+    EXPERT_CHOICE_FACTOR,
+    PROMPT,
+    REMEDIES_COMMAND,
+    RUN_TITLES,
+    UNBALANCED,
+    Routing,
+    balance_terms,
+    expert_choice,
+    expert_choice_capacity,
+    imbalance,
+    remedy_runs,
+    remedy_table,
+    route,
+    running_mean,
+    sentences,
+    share_curves,
+)
 from glassbox.model.engine import GlassboxError, block_label
 from glassbox.model.micro import moe
+from glassbox.model.plot.heatmap import heatmap_figure
+from glassbox.model.plot.labels import position_labels
 
 # the micro-model's corpus (5,000 stories, seed 0) and its held-out stories: the last 200 lie in its
 # validation split (the last 5 % of its tokens, about 24,000; the 200 stories hold about 19,500)

@@ -11,10 +11,11 @@ from glassbox.app.components.charts import show
 from glassbox.app.components.course import course_model, lesson_end, lesson_page, lesson_pass
 from glassbox.app.components.course_prompt import fit_note, prompt_box
 from glassbox.app.components.errors import fragment
-from glassbox.app.components.labels import number, plain, token_labels, token_text
+from glassbox.app.components.labels import number, plain, token_labels
 from glassbox.model.course.mlp import PROMPT, TOP_NEURONS, mlp_parameters, neuron_table
 from glassbox.model.engine import GlassboxError, block_label, check_prompt
 from glassbox.model.io.checkpoint import LoadedModel
+from glassbox.model.plot.labels import token_text
 
 READ_COLOUR, PROMOTE_COLOUR, SUPPRESS_COLOUR = "#1f6feb", "#2b8a3e", "#c92a2a"
 

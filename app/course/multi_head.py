@@ -12,11 +12,12 @@ from glassbox.app.components.charts import show
 from glassbox.app.components.course import course_model, lesson_end, lesson_page, lesson_pass
 from glassbox.app.components.course_prompt import fit_note, prompt_box
 from glassbox.app.components.errors import fragment
-from glassbox.app.components.heatmap import heatmap_figure
-from glassbox.app.components.labels import number, plain, token_text
+from glassbox.app.components.labels import number, plain
 from glassbox.model.course.multi_head import PROMPT, Split, head_effects, split_heads
 from glassbox.model.engine import GlassboxError, block_label, check_prompt
 from glassbox.model.io.checkpoint import LoadedModel
+from glassbox.model.plot.heatmap import heatmap_figure
+from glassbox.model.plot.labels import token_text
 
 HEAD_COLOURS = ("#1f6feb", "#d9480f", "#2b8a3e", "#ae3ec9", "#f08c00", "#0c8599", "#e03131", "#5c940d")
 

@@ -12,17 +12,25 @@ import streamlit as st
 
 from glassbox.app.components import lesson_controls
 from glassbox.app.components.charts import show
-from glassbox.app.components.course_prompt import fit_note, prompt_box
 from glassbox.app.components.course import course_model, lesson_end, lesson_page, lesson_pass
+from glassbox.app.components.course_prompt import fit_note, prompt_box
 from glassbox.app.components.errors import fragment
-from glassbox.app.components.heatmap import heatmap_figure
-from glassbox.app.components.labels import plain, token_text
-from glassbox.model.course.positional_signals import (BASE, POSITIONS, PROMPT, colour_limit, learned_table,
-                                                      permutation_error, rope_rotated, rope_scores,
-                                                      shuffled_order)
+from glassbox.app.components.labels import plain
+from glassbox.model.course.positional_signals import (
+    BASE,
+    POSITIONS,
+    PROMPT,
+    colour_limit,
+    learned_table,
+    permutation_error,
+    rope_rotated,
+    rope_scores,
+    shuffled_order,
+)
 from glassbox.model.engine import GlassboxError, check_prompt
 from glassbox.model.io.checkpoint import LoadedModel
-
+from glassbox.model.plot.heatmap import heatmap_figure
+from glassbox.model.plot.labels import token_text
 
 FIRST_COLOUR, LATER_COLOUR = "#868e96", "#d9480f"
 WIDTHS = (16, 32, 64, 128)  # the sinusoidal table's widths d to choose from

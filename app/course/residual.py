@@ -12,10 +12,11 @@ from glassbox.app.components.charts import log_axis, show
 from glassbox.app.components.course import course_model, lesson_end, lesson_page, lesson_pass
 from glassbox.app.components.course_prompt import fit_note, prompt_box
 from glassbox.app.components.errors import fragment
-from glassbox.app.components.labels import number, plain, token_labels, token_text
+from glassbox.app.components.labels import number, plain, token_labels
 from glassbox.model.course.residual import PROMPT, attribution, lens, writes
 from glassbox.model.engine import GlassboxError, check_prompt
 from glassbox.model.io.checkpoint import LoadedModel
+from glassbox.model.plot.labels import token_text
 
 WRITE_COLOUR, UP_COLOUR, DOWN_COLOUR, LENS_COLOUR = "#495057", "#2b8a3e", "#c92a2a", "#1f6feb"
 

@@ -11,14 +11,37 @@ import streamlit as st
 from glassbox.app.components.charts import show
 from glassbox.app.components.course import course_model, lesson_end, lesson_page
 from glassbox.app.components.errors import fragment
-from glassbox.app.components.heatmap import heatmap_figure
-from glassbox.app.components.labels import plain, plain_html, token_text
-from glassbox.model.course.tokens import (AUDIO, D_MODEL, IMAGE, MAX_MERGES, PRICES, SAMPLE_RATE, TEXT,
-                                          TRAIN_SENTENCES, Domain, alphabet, audio_clip, audio_domain, bpe_tokens,
-                                          byte_tokens, image_domain, ms_to_samples, picture, price_domain, prices,
-                                          return_tokens, text_embedding, tokenize, train_bpe, vocabulary)
+from glassbox.app.components.labels import plain, plain_html
+from glassbox.model.course.tokens import (
+    AUDIO,
+    D_MODEL,
+    IMAGE,
+    MAX_MERGES,
+    PRICES,
+    SAMPLE_RATE,
+    TEXT,
+    TRAIN_SENTENCES,
+    Domain,
+    alphabet,
+    audio_clip,
+    audio_domain,
+    bpe_tokens,
+    byte_tokens,
+    image_domain,
+    ms_to_samples,
+    picture,
+    price_domain,
+    prices,
+    return_tokens,
+    text_embedding,
+    tokenize,
+    train_bpe,
+    vocabulary,
+)
 from glassbox.model.engine import GlassboxError
 from glassbox.model.io.checkpoint import LoadedModel
+from glassbox.model.plot.heatmap import heatmap_figure
+from glassbox.model.plot.labels import token_text
 
 CHIP_COLOURS = ("#dbe4ff", "#d3f9d8")  # neighbouring tokens alternate, so where one ends shows
 NEW_COLOUR = "#ffe066"  # the token the chosen merge made

@@ -10,10 +10,11 @@ from glassbox.app.components.charts import show
 from glassbox.app.components.course import course_model, lesson_end, lesson_page, lesson_pass
 from glassbox.app.components.course_prompt import fit_note, prompt_box
 from glassbox.app.components.errors import fragment
-from glassbox.app.components.labels import number, plain, token_text
+from glassbox.app.components.labels import number, plain
 from glassbox.model.course.training_objective import PROMPT, TeacherForcing, loss_of, schedule_curve, teacher_forcing
 from glassbox.model.engine import GlassboxError, check_prompt
 from glassbox.model.io.checkpoint import LoadedModel
+from glassbox.model.plot.labels import token_text
 from glassbox.model.training.schedules import SCHEDULES
 
 CURVE = [i / 1000 for i in range(1, 1001)]  # p from 0.001 to 1, where the loss curve is drawn

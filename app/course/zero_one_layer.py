@@ -10,10 +10,11 @@ import streamlit as st
 
 from glassbox.app.components.charts import paired_bars, show
 from glassbox.app.components.course import lesson_end, lesson_page
-from glassbox.app.components.labels import number, plain, token_labels, token_text
+from glassbox.app.components.labels import number, plain, token_labels
 from glassbox.app.resources import shared_model
 from glassbox.model.course.zero_one_layer import BIGRAM, ONE_LAYER, continuations, curves, frequent, losses
 from glassbox.model.micro import attention_only, bigram
+from glassbox.model.plot.labels import token_text
 
 CORPUS_COLOUR, MODEL_COLOUR = "#868e96", "#1f6feb"
 

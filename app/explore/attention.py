@@ -11,11 +11,11 @@ import streamlit as st
 
 from glassbox.app.components.attention_head import attention_head, block_payload, fits, fits_computed, scale_note
 from glassbox.app.components.charts import show
-from glassbox.app.components.heatmap import ClickLayer, heatmap_figure
 from glassbox.app.components.labels import plain
 from glassbox.app.explore.common import Explorer, array, choose_head, choose_layer, choose_position, derived, heatmap, lacks
-from glassbox.model.engine import block_label, head_label
 from glassbox.model.analysis import attention_pair, per_head, scored, tile
+from glassbox.model.engine import block_label, head_label
+from glassbox.model.plot.heatmap import ClickLayer, heatmap_figure
 from glassbox.model.serving import Needs
 
 GRID_CELL = 40  # each head's pattern in the overview is at most this many cells square

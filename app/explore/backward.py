@@ -6,23 +6,42 @@ from functools import partial
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 import streamlit as st
 import torch
+from plotly.subplots import make_subplots
 
-from glassbox.app.explore.common import (BAR_TEXT, Explorer, choose_expert, choose_head, choose_layer, derived, has_experts,
-                                         has_heads, heatmap, lacks, tensor_grid)
 from glassbox.app.components.charts import show
-from glassbox.app.components.latex import written
 from glassbox.app.components.errors import fragment
 from glassbox.app.components.labels import plain, power_of_ten
+from glassbox.app.components.latex import written
 from glassbox.app.components.stepper import stepper
-from glassbox.model.analysis import (backward_steps, dead_neurons, gradient_norms, recomputed_weight_gradient, residual_points, saliency, weight_gradient_product)
+from glassbox.app.explore.common import (
+    BAR_TEXT,
+    Explorer,
+    choose_expert,
+    choose_head,
+    choose_layer,
+    derived,
+    has_experts,
+    has_heads,
+    heatmap,
+    lacks,
+)
+from glassbox.model.analysis import (
+    backward_steps,
+    dead_neurons,
+    gradient_norms,
+    recomputed_weight_gradient,
+    residual_points,
+    saliency,
+    weight_gradient_product,
+)
 from glassbox.model.analysis.experts import expert_label, unit
-from glassbox.model.serving import Needs
-from glassbox.model.engine.names import axes as names_axes
-from glassbox.model.engine import GRAD, block_label, head_label
 from glassbox.model.analysis.gradient_cells import GradientCells
+from glassbox.model.engine import GRAD, block_label, head_label
+from glassbox.model.engine.names import axes as names_axes
+from glassbox.model.plot.grid import tensor_grid, unit_index
+from glassbox.model.serving import Needs
 
 LM_LOSS, ONE_TOKEN = "mean next-token loss", "one token at one position"
 ENCODER_LOSS = "mean loss of each position's own token"  # how LM_LOSS reads for an encoder (BERT)
@@ -95,15 +114,6 @@ def cached_grid(ctx: Explorer, trace, name: str, head: int, expert: int = 0):
 COLUMN_LIST = 256  # more columns than this (a vocabulary): the column is typed as a number
 
 
-def grid_index(ctx: Explorer, name: str, head: int, expert: int) -> tuple[int, ...]:
-    """Where a gradient's drawn grid sits in it: the head's (the key/value head a query head
-    reads) or the expert's, for tensors with such an axis first; () for the others."""
-    first = names_axes(name.removeprefix(GRAD))[0]
-    if first in ("head", "kv_head"):
-        return (head if first == "head" else ctx.cfg.kv_head(head),)
-    return (expert,) if first == "expert" else ()
-
-
 def choose_cell(name: str, index: tuple[int, ...], row: int, col: int) -> None:
     """A gradient grid's cell clicked: its arithmetic below (on_select, before the rerun)."""
     st.session_state.explore_cell_tensor = name
@@ -125,7 +135,7 @@ def cell_arithmetic(ctx: Explorer, trace, names: list[str], head: int, expert: i
         st.session_state.explore_cell_tensor = names[0]
     name = a.selectbox("Gradient", names, key="explore_cell_tensor", format_func=lambda n: "∂L/∂" + n.removeprefix(GRAD))
     axes = names_axes(name.removeprefix(GRAD))
-    index = grid_index(ctx, name, head, expert)
+    index = unit_index(ctx.cfg, name, head, expert)
     tensor = trace[name][index] if index else trace[name]  # (rows, columns): every step's gradient is 2-D per head
     row_axis, col_axis = axes[-2], axes[-1]
 
@@ -180,7 +190,7 @@ def step_through(ctx: Explorer, trace, steps) -> None:
             st.caption(f"{name}: not on this loss's path (no gradient).")
             continue
         values, rows, cols, row_title, col_title, note = cached_grid(ctx, trace, name, head, expert)
-        index = grid_index(ctx, name, head, expert)
+        index = unit_index(ctx.cfg, name, head, expert)
         chosen = st.session_state.get("explore_cell_of") == (name, index)
         heatmap(values, rows, cols, "∂L/∂" + name.removeprefix(GRAD).split(".")[-1] + note, name + note,
                 row_title=row_title, col_title=col_title, zoom_key="bw:" + name, trace=trace,

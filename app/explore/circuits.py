@@ -8,11 +8,12 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from glassbox.app.components.labels import WORD_JOINER, plain
+from glassbox.app.components.labels import plain
 from glassbox.app.explore.common import Explorer, choose_head, choose_layer, heatmap, lacks
 from glassbox.app.resources import model_pass
 from glassbox.model.analysis.circuits import SCORED, bigram, ov_circuit, qk_circuit, random_tokens
 from glassbox.model.engine import block_label, head_label
+from glassbox.model.plot.labels import WORD_JOINER
 from glassbox.model.serving import trace_cost
 
 MOST_TOKENS = 24  # the prompt's distinct tokens shown in the circuit grids

@@ -16,19 +16,20 @@ import streamlit as st
 import torch
 
 from glassbox.app.components.charts import show
-from glassbox.app.components.heatmap import ClickLayer, abs_max, fits_text, heatmap_figure
-from glassbox.app.components.labels import cell_text, plain, token_text
+from glassbox.app.components.labels import cell_text, plain
 from glassbox.app.components.pipeline import pipeline_strip
-from glassbox.model.serving.limits import FULL_TRACE_BYTES
+from glassbox.app.resources import check_cost, model_pass, same_request_waits, trace_budget, trace_cache
 from glassbox.model.analysis import downsample, parts
 from glassbox.model.analysis.architecture import missing
 from glassbox.model.analysis.experts import SHARED, expert_label, units
-from glassbox.app.resources import check_cost, model_pass, same_request_waits, trace_budget, trace_cache
-from glassbox.model.engine.names import axes as names_axes
-from glassbox.model.serving import Needs, capture_plan, trace_cost, working_bytes
+from glassbox.model.engine import Target, Trace, block_label, head_label, to_numpy
 from glassbox.model.io.checkpoint import LoadedModel
 from glassbox.model.io.tokenizer import Tokenizer
-from glassbox.model.engine import GRAD, Target, Trace, block_label, head_label, to_numpy
+from glassbox.model.plot.grid import unit_axis
+from glassbox.model.plot.heatmap import ClickLayer, abs_max, fits_text, heatmap_figure
+from glassbox.model.plot.labels import token_text
+from glassbox.model.serving import Needs, capture_plan, trace_cost, working_bytes
+from glassbox.model.serving.limits import FULL_TRACE_BYTES
 
 MAX_ROWS, MAX_COLS = 160, 256  # a heatmap larger than this is drawn as block means, with a zoom
 TEXT_ROWS = 24  # up to this many rows, values are written in the cells where they fit across
@@ -54,7 +55,7 @@ def derived(trace: Trace, key: tuple, compute: Callable[[], T]) -> T:
         return store.setdefault(key, value)
 
 
-_drawn: "weakref.WeakKeyDictionary[Tokenizer, list[str]]" = weakref.WeakKeyDictionary()
+_drawn: weakref.WeakKeyDictionary[Tokenizer, list[str]] = weakref.WeakKeyDictionary()
 
 
 def drawn_vocabulary(tokenizer: Tokenizer) -> list[str]:
@@ -188,12 +189,13 @@ def choose_position(ctx: Explorer, label: str = "Position", key: str = "explore_
 
 
 def has_heads(name: str) -> bool:
-    return names_axes(name.removeprefix(GRAD))[0] in ("head", "kv_head")
+    """Whether a tensor holds every head (or key/value head) of a block, that axis first (hook_q, hook_k …)."""
+    return unit_axis(name) in ("head", "kv_head")
 
 
 def has_experts(name: str) -> bool:
     """Whether a tensor holds every expert of a block, the expert axis first (experts.hook_pre, W_in …)."""
-    return names_axes(name.removeprefix(GRAD))[0] == "expert"
+    return unit_axis(name) == "expert"
 
 
 def choose_expert(ctx: Explorer, where=st, label: str = "Expert", key: str = "explore_expert", shared: bool = True,
@@ -203,45 +205,6 @@ def choose_expert(ctx: Explorer, where=st, label: str = "Expert", key: str = "ex
     options = units(ctx.cfg, next(i for i in range(ctx.cfg.n_layers) if ctx.cfg.is_moe(i)))
     options = offered(key, options if shared else [u for u in options if u != SHARED], default)
     return where.selectbox(label, options, key=key, persist_state="session", format_func=expert_label, help=help)
-
-
-def axis_labels(ctx: Explorer, axis: str) -> list[str] | None:
-    """The labels of a registered axis of positions (model/engine/names.py): the tokens' for
-    "position", "query" and "key", an encoder-decoder's source's for "source"; None for any other."""
-    if axis in ("position", "query", "key"):
-        return ctx.labels
-    return ctx.source_labels if axis == "source" else None
-
-
-def tensor_grid(ctx: Explorer, name: str, tensor: torch.Tensor, head: int, expert: int = 0):
-    """Any named tensor or gradient as a 2-D grid: (values, rows, columns, row title, column
-    title, what was selected). A per-head tensor gives ``head``'s (the key/value head a query head
-    reads, where they are shared), a per-expert one ``expert``'s, a 1-D one a single row; the
-    embedding and unembedding give the prompt's tokens' rows or columns. Positions are labelled
-    with their tokens (an encoder-decoder's source positions with the source's)."""
-    axes = names_axes(name)
-    values, note = tensor, ""
-    if axes[0] in ("head", "kv_head"):
-        h = head if axes[0] == "head" else ctx.cfg.kv_head(head)
-        values, axes, note = tensor[h], axes[1:], f"[{h}]"
-    elif axes[0] == "expert":
-        values, axes, note = tensor[expert], axes[1:], f"[{expert}]"
-    if values.dim() == 1:
-        values, axes = values[None], ("",) + axes
-    rows = axis_labels(ctx, axes[0]) or [str(i) for i in range(values.shape[0])]
-    cols = axis_labels(ctx, axes[1])
-    if axes[1] == "vocab":
-        cols = [f"{i}:{p}" for i, p in enumerate(ctx.vocab_pieces)]
-    if axes == ("vocab", "d_model"):  # W_E: the prompt's tokens' rows (the tied head adds to all rows)
-        values, rows, note = values[ctx.tokens], ctx.labels, "[prompt tokens]"
-        axes = ("token (its row)", axes[1])
-    if axes == ("context", "d_model"):  # W_pos: the rows used
-        values, rows, note = values[: len(ctx.tokens)], ctx.labels, "[0:T]"
-        axes = ("position", axes[1])
-    if axes == ("d_model", "vocab"):  # W_U: the prompt tokens' columns
-        values, cols, note = values[:, ctx.tokens], ctx.labels, "[:, prompt tokens]"
-    return array(values), rows, cols, axes[0], axes[1], note
-
 
 
 COMPACT_BLOCKS = 4  # deeper models draw each block as one box

@@ -7,8 +7,9 @@ import numpy as np
 import streamlit as st
 
 from glassbox.app.components.labels import plain
-from glassbox.app.explore.common import Explorer, choose_expert, has_experts, has_heads, heatmap, offered, tensor_grid
+from glassbox.app.explore.common import Explorer, choose_expert, has_experts, has_heads, heatmap, offered
 from glassbox.model.engine import GRAD, GlassboxError, check_prompt, head_label
+from glassbox.model.plot.grid import tensor_grid
 from glassbox.model.serving import Needs, trace_names
 
 

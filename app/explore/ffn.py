@@ -11,13 +11,21 @@ import pandas as pd
 import streamlit as st
 
 from glassbox.app.components.charts import paired_bars, show
-from glassbox.app.components.heatmap import ClickLayer, heatmap_figure
 from glassbox.app.components.labels import plain
-from glassbox.app.components.heatmap import fits_text
-from glassbox.app.explore.common import (Explorer, array, bar_chart, choose_expert, choose_layer, choose_position, derived,
-                                         heatmap, lacks)
+from glassbox.app.explore.common import (
+    Explorer,
+    array,
+    bar_chart,
+    choose_expert,
+    choose_layer,
+    choose_position,
+    derived,
+    heatmap,
+    lacks,
+)
 from glassbox.model.analysis import active, top_neurons
 from glassbox.model.analysis.experts import SHARED, Unit, expert_label, routing, unit
+from glassbox.model.plot.heatmap import ClickLayer, fits_text, heatmap_figure
 from glassbox.model.serving import Needs
 
 CLICK_CELLS = 4096  # a routing map with more cells than this is not made clickable (one marker per cell)

@@ -6,13 +6,13 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from glassbox.app.components.charts import show
-from glassbox.app.components.heatmap import heatmap_figure
 from glassbox.app.components.labels import plain
 from glassbox.app.explore.common import Explorer, choose_position, derived, heatmap, probs_at
 from glassbox.model.analysis import contribution_norms, logit_lens, residual_points
 from glassbox.model.analysis.residual import contribution_names
-from glassbox.model.serving import Needs
 from glassbox.model.engine import GlassboxError
+from glassbox.model.plot.heatmap import heatmap_figure
+from glassbox.model.serving import Needs
 
 LENS_WINDOW = 24  # positions shown at once in the lens grid
 

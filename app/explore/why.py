@@ -10,21 +10,30 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from glassbox.app.components.charts import paired_bars, show
-from glassbox.app.components.heatmap import abs_max
-from glassbox.app.components.labels import plain
-from glassbox.app.components.labels import token_labels
-from glassbox.app.explore.common import Explorer, bar_chart, value_room, choose_expert, choose_layer, heatmap, lacks, offered, probs_at
+from glassbox.app.components.labels import plain, token_labels
 from glassbox.app.components.long_task import limit_note, long_computation
+from glassbox.app.explore.common import (
+    Explorer,
+    bar_chart,
+    choose_expert,
+    choose_layer,
+    heatmap,
+    lacks,
+    offered,
+    probs_at,
+    value_room,
+)
 from glassbox.app.resources import model_pass
 from glassbox.model.analysis import plans
-from glassbox.model.serving.limits import PATCH_TOKENS
+from glassbox.model.analysis.architecture import has_mlp, missing
 from glassbox.model.analysis.batches import per_pass
 from glassbox.model.analysis.dla import linear_head, part_words
-from glassbox.model.analysis.architecture import has_mlp, missing
 from glassbox.model.analysis.experts import unit
 from glassbox.model.analysis.patching import sites
 from glassbox.model.engine import GlassboxError, block_label, head_label
+from glassbox.model.plot.heatmap import abs_max
 from glassbox.model.serving import Needs
+from glassbox.model.serving.limits import PATCH_TOKENS
 
 METHODS = {"input × gradient": "input_x_gradient", "integrated gradients": "integrated_gradients",
            "saliency": "saliency", "attention rollout": "attention_rollout"}

@@ -16,21 +16,29 @@ from glassbox.app.components.charts import log_axis, show
 from glassbox.app.components.course import lessons_about
 from glassbox.app.components.errors import fragment
 from glassbox.app.components.generation_player import generation_player
+from glassbox.app.components.labels import plain, plain_html, token_labels
 from glassbox.app.components.latex import thousands
-from glassbox.app.components.labels import plain, plain_html, token_labels, token_text
 from glassbox.app.components.model_picker import model_picker, readable_prompt
-from glassbox.app.components.sampling_controls import SAMPLING_LIMITS, clicked as generate_clicked, sampling_controls
-from glassbox.app.components.steering import (STRENGTH_KEY, choose_source, side_by_side, steering_caption,
-                                              token_record)
+from glassbox.app.components.sampling_controls import SAMPLING_LIMITS, sampling_controls
+from glassbox.app.components.sampling_controls import clicked as generate_clicked
+from glassbox.app.components.steering import STRENGTH_KEY, choose_source, side_by_side, steering_caption, token_record
 from glassbox.app.resources import check_cost, model_pass, shared_model
 from glassbox.app.state import read_url_settings, show_url_notes, write_url_settings
 from glassbox.model.analysis.architecture import NO_BLOCKS
 from glassbox.model.engine import GlassboxError, block_label, check_context
+from glassbox.model.engine.sampling import (
+    Sampling,
+    fill_mask,
+    first_target_logits,
+    kv_cache_bytes,
+    masked_token_logits,
+    next_token_logits,
+    top,
+)
+from glassbox.model.io.guard import SIDE_FILE_BYTES, read_json
+from glassbox.model.plot.labels import token_text
 from glassbox.model.serving import working_bytes
 from glassbox.model.serving.sizing import seq2seq_pass_bound
-from glassbox.model.io.guard import SIDE_FILE_BYTES, read_json
-from glassbox.model.engine.sampling import (Sampling, fill_mask, first_target_logits, kv_cache_bytes,
-                                            masked_token_logits, next_token_logits, top)
 
 DEFAULTS = {"model": "default", "prompt": "Lily had a", "temperature": 1.0, "top_k": 0, "top_p": 1.0,
             "max_new": 20, "seed": 0, "greedy": False}

@@ -21,10 +21,10 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING
 
-__all__ = ["GRAD", "GlassboxError", "Model", "ModelConfig", "Target", "Trace", "Traced", "load", "name"]
+__all__ = ["GRAD", "GlassboxError", "Model", "ModelConfig", "Target", "Trace", "load", "name"]
 
 if TYPE_CHECKING:
-    from glassbox.core import GRAD, GlassboxError, Model, ModelConfig, Target, Trace, Traced, load, name
+    from glassbox.core import GRAD, GlassboxError, Model, ModelConfig, Target, Trace, load, name
 
 
 def __getattr__(attribute: str):

@@ -1,26 +1,27 @@
 """What ``import glassbox`` offers (the package's __init__ loads it on first use): ``load`` →
-a ``Model``, ``name``, a ``Traced`` trace that draws itself. The app and the command line
+a ``Model``, ``name``, a ``Trace`` that draws itself. The app and the command line
 hold the same ``Model`` and call the same methods."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
-from dataclasses import fields
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 import torch
 
-from glassbox.model.engine import GRAD, GlassboxError, ModelConfig, Target, Trace, run_seq2seq_trace, run_trace
+from glassbox.model.engine import GRAD, GlassboxError, ModelConfig, Target, run_seq2seq_trace, run_trace
 from glassbox.model.engine.edits import Edit, Editor, editing
-from glassbox.model.engine.names import lookup
+from glassbox.model.engine.names import registered
 from glassbox.model.engine.sampling import GeneratedToken, Sampling, generate
+from glassbox.model.engine.trace import Trace as EngineTrace
 from glassbox.model.io.checkpoint import LoadedModel
 from glassbox.model.io.checkpoint import load as load_checkpoint
 
 # what `import glassbox` offers (model/api/__init__.py loads these names from here); GRAD and the
 # engine's names are re-exported
-__all__ = ["GRAD", "GlassboxError", "Model", "ModelConfig", "Target", "Trace", "Traced", "load", "name"]
+__all__ = ["GRAD", "GlassboxError", "Model", "ModelConfig", "Target", "Trace", "load", "name"]
 
 # TransformerLens's short names (its utils.get_act_name) where Glassbox's differ or sit elsewhere
 SHORT = {"attn_scores": "attn.hook_scores", "scores": "attn.hook_scores", "pattern": "attn.hook_pattern",
@@ -50,51 +51,65 @@ def name(kind: str, block: int | None = None, norm: str | None = None) -> str:
     return full
 
 
-def registered(full: str) -> bool:
-    try:
-        lookup(full)
-        return True
-    except KeyError:
-        return False
+Key = str | tuple  # a full name, or TransformerLens's shorthand: (short name, block[, norm])
 
 
-TOKEN_AXES = ("position", "query", "key", "source")  # axes labelled by the prompt's tokens
+@dataclass(repr=False)
+class Trace(EngineTrace):
+    """Every tensor of a pass by its one name, and with ``backward`` the gradient of the loss with
+    respect to each ("grad:<name>"): a read-only mapping, in the pass's order then the gradients'
+    (``"blocks.0.hook_resid_pre" in trace``, ``list(trace)``, ``trace.items()``, ``trace.get``),
+    whose KeyError names the nearest names it holds. ``trace["pattern", 1]`` is TransformerLens's
+    shorthand: ``trace[gb.name("pattern", 1)]`` (a norm's third: ``trace["scale", 0, "ln1"]``;
+    ``trace["grad:resid_post", 1]`` its gradient).
 
+    ``trace.figure("attention", block=1, head=2)`` draws any of its tensors as the app does: a
+    plotly figure (shown by Jupyter; ``fig.write_image`` with kaleido for a PNG or SVG). A trace
+    knows its model's config and its tokens' text, not its weights (a cached trace does not keep
+    a model the model cache let go)."""
 
-class Traced(Trace):
-    """A trace that knows its model's config and its tokens' text, and draws any of its tensors
-    as the app does: ``trace.figure("pattern", block=1, head=2)`` is a plotly figure (shown by
-    Jupyter; ``fig.write_image`` with kaleido for a PNG or SVG). It holds no reference to the
-    model's weights (a cached trace does not keep a model the model cache let go)."""
-
-    cfg: ModelConfig
-    pieces: list[str]  # every token id's text, the tokenizer's own list
+    cfg: ModelConfig | None = field(default=None, compare=False)
+    pieces: list[str] = field(default_factory=list, compare=False)  # every token id's text, the tokenizer's own list
 
     @classmethod
-    def of(cls, trace: Trace, cfg: ModelConfig, pieces: list[str]) -> "Traced":
-        traced = cls(**{f.name: getattr(trace, f.name) for f in fields(Trace)})
-        traced.cfg, traced.pieces = cfg, pieces
-        return traced
+    def of(cls, traced: EngineTrace, cfg: ModelConfig, pieces: list[str]) -> Trace:
+        """The engine's trace (glassbox.model.engine.run_trace's), with its model's config and token pieces."""
+        return cls(**{f.name: getattr(traced, f.name) for f in fields(EngineTrace)}, cfg=cfg, pieces=pieces)
 
-    def figure(self, kind: str, block: int | None = None, head: int = 0, norm: str | None = None):
+    def __getitem__(self, key: Key) -> torch.Tensor:
+        return super().__getitem__(full_name(key))
+
+    def __contains__(self, key: object) -> bool:
+        try:
+            return super().__contains__(full_name(key))
+        except GlassboxError:  # a shorthand naming no registered tensor
+            return False
+
+    def figure(self, kind: str, block: int | None = None, head: int = 0, norm: str | None = None, expert: int = 0):
         """The app's heatmap of one tensor (``kind``: a full name, a short one as ``gb.name``
-        takes, or "attention" for the pattern): a head's (or an expert's) slice where the
-        tensor has one, rows and columns labelled by the tokens where they are positions."""
-        from glassbox.app.components.heatmap import heatmap_figure  # plotly: the app's extras
-        from glassbox.app.components.labels import position_labels
-        from glassbox.model.engine.names import axes
+        takes, or "attention" for the pattern): query head ``head``'s slice of a per-head tensor
+        (of a key/value tensor, the key/value head that query head reads), ``expert``'s of a
+        per-expert one, rows and columns labelled by the tokens where they are positions (as the
+        explorer draws it: glassbox.model.plot.grid)."""
+        from glassbox.model.plot.grid import PromptLabels, tensor_figure  # plotly: the app's extras
 
-        full = kind if kind in self.names() else name("pattern" if kind == "attention" else kind, block, norm)
-        values, shape = self[full].detach().float().cpu().numpy(), axes(full)
-        if shape and shape[0] in ("head", "kv_head", "expert") and values.ndim == 3:
-            values, shape, full = values[head], shape[1:], f"{full}[{head}]"
-        values = values.reshape(1, -1) if values.ndim == 1 else values
-        shape = ("", *shape) if len(shape) == 1 else shape
-        labels = position_labels(self.pieces, self.tokens)
-        rows, cols = ([labels if axis in TOKEN_AXES else [str(i) for i in range(n)] for axis, n in zip(shape, values.shape)])
-        sequential = full.split("[")[0].endswith(("hook_pattern", "hook_probs"))
-        return heatmap_figure(values, rows, cols, full, row_title=shape[0], col_title=shape[1],
-                              colour="sequential" if sequential else "diverging")
+        if self.cfg is None:
+            raise GlassboxError("Only a trace from Model.trace draws itself: it knows its model's config and tokens")
+        full = kind if kind in self else name("pattern" if kind == "attention" else kind, block, norm)
+        prompt = PromptLabels(self.cfg, self.tokens, self.pieces, self.source)
+        return tensor_figure(prompt, full, self[full], head, expert)
+
+
+def full_name(key: object) -> object:
+    """A trace's key as a full name: TransformerLens's shorthand (``("pattern", 1)``, a norm's
+    ``("scale", 0, "ln1")``, a gradient's ``("grad:resid_post", 1)``) through ``name``; any
+    other key as it is."""
+    if not isinstance(key, tuple) or not key or not isinstance(key[0], str):
+        return key
+    if len(key) > 3:
+        raise GlassboxError(f"A trace's shorthand is (name, block) or (name, block, norm), not {key!r}")
+    kind, *rest = key
+    return (GRAD if kind.startswith(GRAD) else "") + name(kind.removeprefix(GRAD), *rest)
 
 
 class Model(LoadedModel):
@@ -104,7 +119,7 @@ class Model(LoadedModel):
     or a list of token ids; tokens are text (``" frog"``, with its space) or an id."""
 
     @classmethod
-    def of(cls, loaded: LoadedModel) -> "Model":
+    def of(cls, loaded: LoadedModel) -> Model:
         """The Model holding what the checkpoint loader returned (``loaded`` itself where it
         is one already): what ``glassbox.load`` does after loading."""
         return loaded if isinstance(loaded, cls) else cls(**{f.name: getattr(loaded, f.name) for f in fields(loaded)})
@@ -132,7 +147,7 @@ class Model(LoadedModel):
 
     def trace(self, prompt: str | list[int], names: list[str] | tuple[str, ...] | None = None, backward: bool = False,
               target: str | int | tuple[str | int, int] | Target | None = None,
-              source: str | list[int] | None = None) -> Traced:
+              source: str | list[int] | None = None) -> Trace:
         """Every tensor of a forward pass by name (``names``: shell patterns to keep fewer), and
         with ``backward`` the gradient of the loss (the mean next-token cross-entropy, or
         −log p(``target``) at the last position, or at ``(target, position)``) with respect to
@@ -142,16 +157,16 @@ class Model(LoadedModel):
             if source is None or target is not None:
                 raise GlassboxError("An encoder-decoder's trace takes source= (what the encoder reads) and the prompt "
                                     "as the decoder's target; target= is for decoder-only models")
-            trace = run_seq2seq_trace(self.model, self.tokens(source), self.tokens(prompt), names=names,
-                                      backward=backward)
-            return Traced.of(trace, self.cfg, self.pieces)
+            traced = run_seq2seq_trace(self.model, self.tokens(source), self.tokens(prompt), names=names,
+                                       backward=backward)
+            return Trace.of(traced, self.cfg, self.pieces)
         if source is not None:
             raise GlassboxError("source= is for an encoder-decoder; this model reads the prompt alone")
         if target is not None and not isinstance(target, Target):
             token, position = target if isinstance(target, tuple) else (target, -1)
             target = Target(self.token_id(token), position)
-        trace = run_trace(self.model, self.tokens(prompt), names=names, backward=backward, target=target)
-        return Traced.of(trace, self.cfg, self.pieces)
+        traced = run_trace(self.model, self.tokens(prompt), names=names, backward=backward, target=target)
+        return Trace.of(traced, self.cfg, self.pieces)
 
     def edit(self, edits: dict[str, Edit]) -> AbstractContextManager[Editor]:
         """Within the ``with`` block, every pass (traces, generation, the analyses) goes on with

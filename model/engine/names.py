@@ -13,8 +13,8 @@ A trace holds one sequence, so there is no batch axis. Per-head tensors put the 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from glassbox.model.engine.config import ModelConfig
 
@@ -411,6 +411,15 @@ def lookup(name: str) -> Name:
             axes = tuple("source" if encoder and a in ("position", "query", "key") else a for a in entry.axes)
             return Name(stack + entry.pattern, axes, entry.what, entry.produced_by)
     raise KeyError(f"{name!r} is not a Glassbox tensor name")
+
+
+def registered(name: str) -> bool:
+    """Whether ``name`` is a registered tensor, parameter or gradient name (``lookup`` finds it)."""
+    try:
+        lookup(name)
+        return True
+    except KeyError:
+        return False
 
 
 def axes(name: str) -> tuple[str, ...]:

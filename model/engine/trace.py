@@ -11,10 +11,10 @@ GPT-2 trace at 512 tokens). What a trace returns is unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import difflib
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
 import numpy as np
 import torch
@@ -23,7 +23,7 @@ from glassbox.model.engine.capture import Recorder, capture, matches
 from glassbox.model.engine.config import check_prompt, check_token_id
 from glassbox.model.engine.device import to_numpy
 from glassbox.model.engine.errors import GlassboxError
-from glassbox.model.engine.names import GRAD
+from glassbox.model.engine.names import GRAD, registered
 from glassbox.model.engine.seq2seq import EncoderDecoder, shift_right
 from glassbox.model.engine.transformer import Output, Transformer
 
@@ -47,14 +47,17 @@ class Activations(Mapping):
     A source kept only for that is held but not listed."""
 
     def __init__(self, held: dict[str, torch.Tensor], names: list[str]):
-        self.held, self._names = held, names
+        self.held, self._names, self._listed = held, names, set(names)
+
+    def __contains__(self, name: object) -> bool:  # without computing a derived tensor (Mapping's would)
+        return name in self._listed
 
     def __getitem__(self, name: str) -> torch.Tensor:
-        if name in DERIVED and name in self._names:
+        if name not in self._listed:
+            raise KeyError(name)
+        if name in DERIVED:
             source, derive = DERIVED[name]
             return derive(self.held[source])
-        if name not in self._names:
-            raise KeyError(name)
         return self.held[name]
 
     def __iter__(self) -> Iterator[str]:
@@ -76,8 +79,20 @@ class _TraceRecorder(Recorder):
         return self._wanted[name]
 
 
+class NotInTrace(GlassboxError, KeyError):
+    """A name the trace does not hold: a KeyError (``trace.get``, ``in`` and ``except KeyError``
+    work as on a dict) whose message names the nearest names it does hold."""
+
+    def __str__(self) -> str:  # the message as written, not quoted as a KeyError's key is
+        return str(self.args[0])
+
+
 @dataclass
-class Trace:
+class Trace(Mapping):
+    """Every tensor a pass captured, by its one name, then (with a backward pass) the gradient of
+    the loss with respect to each, as "grad:<name>": a read-only mapping of names to tensors
+    (``in``, ``len``, iteration over the names in that order, ``keys``, ``items``, ``get``)."""
+
     tokens: list[int]
     loss_description: str
     loss: float | None = None
@@ -89,10 +104,40 @@ class Trace:
     source: list[int] | None = None  # an encoder-decoder's source tokens (``tokens`` are then the decoder's input)
 
     def __getitem__(self, name: str) -> torch.Tensor:
+        if name not in self:
+            raise NotInTrace(self._missing(name))
         return self.grads[name] if name.startswith(GRAD) else self.activations[name]
 
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and (name in self.grads if name.startswith(GRAD) else name in self.activations)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def __len__(self) -> int:
+        return len(self.activations) + len(self.grads)
+
+    def __repr__(self) -> str:  # not the dataclass's, which would print every tensor
+        loss = "" if self.loss is None else f", loss {self.loss:.4g}"
+        return (f"<{type(self).__name__}: {len(self.tokens)} tokens, {len(self.activations)} tensors, "
+                f"{len(self.grads)} gradients{loss}>")
+
     def names(self) -> list[str]:
+        """The names, in the pass's order, then the gradients' ("grad:…")."""
         return list(self.activations) + list(self.grads)
+
+    def _missing(self, name: object) -> str:
+        """Why ``name`` is not in the trace, naming the nearest names that are."""
+        text = str(name)
+        nearest = difflib.get_close_matches(text, self.names(), n=3, cutoff=0.6)
+        if text.startswith(GRAD) and not self.grads:
+            why = "this trace has no gradients (trace with backward=True)"
+        elif registered(text):
+            why = ("this trace did not keep it (traced with names= that leave it out)" if not text.startswith(GRAD)
+                   else "its tensor is off the loss's path, or was not kept")
+        else:
+            why = "no tensor is named so (`glassbox hooks` lists the names)"
+        return f"No {text!r} in this trace: {why}" + (f"; the nearest: {', '.join(nearest)}" if nearest else "")
 
     def held(self) -> list[torch.Tensor]:
         """The tensors the trace keeps (what its memory is): a derived one is not among them."""

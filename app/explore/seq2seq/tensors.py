@@ -7,10 +7,11 @@ from __future__ import annotations
 import streamlit as st
 
 from glassbox.app.components.labels import plain
-from glassbox.app.explore.common import choose_head, derived, has_heads, heatmap, offered, tensor_grid
+from glassbox.app.explore.common import choose_head, derived, has_heads, heatmap, offered
 from glassbox.app.explore.seq2seq.context import Seq2SeqExplorer
 from glassbox.model.engine import GRAD
 from glassbox.model.engine.names import lookup
+from glassbox.model.plot.grid import sequential, tensor_grid
 
 FIRST = "decoder.blocks.0.cross_attn.hook_pattern"  # what the view opens on
 
@@ -33,5 +34,5 @@ def render(ctx: Seq2SeqExplorer) -> None:
     st.caption(plain(f"{'The gradient ∂L/∂ of ' if gradient else ''}{base}: {lookup(name).what}; shape "
                      f"{list(trace[name].shape)}"))
     heatmap(values, rows, cols, f"∂L/∂{base}" if gradient else base, name + note, row_title=row_title,
-            col_title=col_title, sequential=not gradient and base.endswith(("hook_pattern", "hook_probs")),
+            col_title=col_title, sequential=sequential(name),
             zoom_key="s2s:tensor", trace=trace)
