@@ -40,8 +40,9 @@ def unit_index(cfg: ModelConfig, name: str, head: int = 0, expert: int = 0) -> t
     if axis is None:
         return ()
     if axis == "expert":
-        if not 0 <= expert < cfg.n_experts:
-            raise GlassboxError(f"expert must be 0 … {cfg.n_experts - 1}: this model has {cfg.n_experts} experts")
+        n_experts = cfg.n_experts or 0
+        if not 0 <= expert < n_experts:
+            raise GlassboxError(f"expert must be 0 … {n_experts - 1}: this model has {n_experts} experts")
         return (expert,)
     if not 0 <= head < cfg.n_heads:
         raise GlassboxError(f"head must be 0 … {cfg.n_heads - 1}: this model has {cfg.n_heads} heads")
