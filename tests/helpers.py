@@ -30,6 +30,13 @@ CHROMIUM = "/usr/bin/chromium"  # Debian's, installed by tests/install.sh; Playw
 INSTALL = "./tests/install.sh"  # every package the tests need (requirements-dev.txt), Chromium and nginx
 
 
+def package_version() -> str:
+    """The version pyproject.toml gives the package: the one place it is written."""
+    import tomllib
+
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+
+
 def in_ci() -> bool:
     """Whether this run is CI's (`CI=true bash .ci/run`, as CI services set it)."""
     return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")

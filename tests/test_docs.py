@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tests.helpers import ROOT, require
+from tests.helpers import ROOT, package_version, require
 
 
 @pytest.fixture(scope="module")
@@ -111,9 +111,7 @@ def test_the_example_notebook_runs(tmp_path, monkeypatch):
 def test_the_changelog_names_the_version_as_its_latest_entry():
     """CHANGELOG.md's first version heading is the version pyproject.toml gives the package (the
     one place it is written), and the headings go from newest to oldest."""
-    import tomllib
-
-    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    version = package_version()
     headings = re.findall(r"^## (\d+\.\d+\.\d+)\b", (ROOT / "CHANGELOG.md").read_text(), flags=re.MULTILINE)
     assert headings and headings[0] == version, (headings, version)
     as_numbers = [tuple(map(int, heading.split("."))) for heading in headings]

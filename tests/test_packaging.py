@@ -14,7 +14,7 @@ import zipfile
 
 import pytest
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, package_version
 
 
 @pytest.mark.subprocess
@@ -34,3 +34,4 @@ def test_the_wheel_installs_glassbox_alone(tmp_path):
         assert needed in names, needed
     assert not [n for n in names if n.startswith(("glassbox/model/api/", "tests/", "glassbox/tests", "glassbox/app/bench"))]
     assert "glassbox/cli.py" in names and "glassbox/core.py" in names
+    assert wheel.name.split("-")[1] == package_version() and any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
