@@ -77,7 +77,7 @@ def craft_model(path: Path, host: str, where: str) -> Path:
                       "notes": f"{text['a']} {text['bare']}", "training": {"corpus": text["img"]}},
              "samples": [{"prompt": text["image"], "completion": text["link"], "settings": text["a"]}]}
     cfg = ModelConfig(vocab_size=len(words), n_ctx=8, d_model=8, n_layers=1, n_heads=2, d_ff=16)
-    save(path, build_random_model(cfg), Tokenizer.word_level(words), "float32", about)
+    save(path, build_random_model(cfg), Tokenizer.from_words(words), "float32", about)
     return path
 
 

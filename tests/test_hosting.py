@@ -41,7 +41,7 @@ SMALL = ModelConfig(vocab_size=8, n_ctx=8, d_model=8, n_layers=2, n_heads=2, d_f
 
 
 def write_model(path: Path, cfg: ModelConfig = SMALL, seed: int = 0) -> Path:
-    save(path, build_random_model(cfg, seed), Tokenizer.word_level(WORDS), "float32", {"source": "test"})
+    save(path, build_random_model(cfg, seed), Tokenizer.from_words(WORDS), "float32", {"source": "test"})
     return path
 
 
@@ -395,7 +395,7 @@ def test_an_unexpected_error_is_one_line_too(monkeypatch, capsys):
     def broken(args):
         raise KeyError("a bug")
 
-    monkeypatch.setattr("glassbox.cli.cmd_hooks", broken)
+    monkeypatch.setattr("glassbox.cli.hooks.run", broken)
     assert main(["hooks"]) == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: internal error (KeyError: 'a bug')") and len(err.splitlines()) == 1

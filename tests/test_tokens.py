@@ -55,6 +55,18 @@ def test_byte_fallback_tokens_keep_their_byte_names():
     assert [tokenizer.readable(i) for i in ids] == ["o", "k", "<0xE4>", "<0xB8>", "<0xAD>"]
 
 
+def test_a_word_level_vocabulary_with_a_gap_in_its_ids_labels_the_missing_id():
+    """A tokenizer.json may skip an id ({"a": 0, "b": 2}); the library's id_to_token gives None for
+    it, which once became a piece and broke every len() of the pieces. Reference: the vocabulary
+    as written, and cover()'s label for an id the tokenizer does not know."""
+    tok = HFTokenizer(models.WordLevel({"a": 0, "b": 2, "<unk>": 3}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer = Tokenizer(tok)
+    assert tok.id_to_token(1) is None and tokenizer.vocab_size == 3
+    assert tokenizer.pieces == ["a", "<id 1>", "b"]
+    assert tokenizer.nbytes > 0 and tokenizer.encode("b a") == [2, 0]
+
+
 def test_spaces_and_newlines_are_visible_and_labels_unique():
     assert token_text(" went") == "␣went"
     assert token_text("\n\n") == "↵↵" and token_text("\t") == "⇥" and token_text("\x00") == "\\x00"
@@ -78,7 +90,7 @@ def huge_vocab(tmp_path_factory) -> Path:
     words = ["<unk>", "the", "cat"] + [f"w{i}*" for i in range(N_WORDS - 3)]
     cfg = ModelConfig(vocab_size=N_WORDS, n_ctx=8, d_model=8, n_layers=1, n_heads=2, d_ff=16)
     path = tmp_path_factory.mktemp("huge") / "model"
-    save(path, build_random_model(cfg), Tokenizer.word_level(words), "float32", {"source": "test"})
+    save(path, build_random_model(cfg), Tokenizer.from_words(words), "float32", {"source": "test"})
     return path
 
 

@@ -67,7 +67,8 @@ class Tokenizer:
         raise GlassboxError(f"No tokenizer in {path}: expected tokenizer.json, or vocab.json and merges.txt")
 
     @classmethod
-    def word_level(cls, words: list[str]) -> "Tokenizer":
+    def from_words(cls, words: list[str]) -> "Tokenizer":
+        """A word-level tokenizer of ``words``, whose ids are their places in the list."""
         tok = HFTokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
         tok.pre_tokenizer = pre_tokenizers.Whitespace()
         tok.decoder = decoders.WordPiece()  # joins words with spaces
@@ -93,8 +94,9 @@ class Tokenizer:
         return self._tok.get_vocab_size()
 
     def _piece(self, token_id: int) -> str:
-        if self.word_level:
-            return self._tok.id_to_token(token_id)
+        if self.word_level:  # an id the vocabulary skips (ids 0, 2, 3 in tokenizer.json) gets its label
+            piece = self._tok.id_to_token(token_id)
+            return f"<id {token_id}>" if piece is None else piece
         return self._tok.decode([token_id], skip_special_tokens=False)
 
     def readable(self, token_id: int) -> str:

@@ -69,7 +69,7 @@ def held_out_scores(model: Transformer, n: int = SCORED_SEQUENCES) -> tuple[np.n
 def train(path: Path, steps: int = STEPS) -> None:
     torch.manual_seed(SEED)
     path = Path(path)
-    tokenizer = Tokenizer.word_level(syllables())
+    tokenizer = Tokenizer.from_words(syllables())
     model = Transformer(config(tokenizer.vocab_size)).init_weights(SEED)
     (path / "checkpoints").mkdir(parents=True, exist_ok=True)
 

@@ -102,7 +102,7 @@ def figures(loaded) -> dict:
 
 def train(path: Path, steps: int = STEPS) -> None:
     torch.manual_seed(SEED)
-    tokenizer = Tokenizer.word_level(vocabulary())
+    tokenizer = Tokenizer.from_words(vocabulary())
     model = EncoderDecoder(config(tokenizer.vocab_size)).init_weights(SEED)
     curve = fit(model, lambda gen: reversed_batch(BATCH, tokenizer.vocab_size, gen), steps, LR, SEED,
                 step_loss=seq2seq_loss)

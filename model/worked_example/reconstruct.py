@@ -119,7 +119,7 @@ def build(path: Path, log=print) -> Transformer:
             f"{errors.max().item():.4f}, {(errors <= 0.002).double().mean().item():.0%} within 0.002"
         ),
     }
-    save(path, model, Tokenizer.word_level(article["config"]["vocab"]), "float64", about)
+    save(path, model, Tokenizer.from_words(article["config"]["vocab"]), "float64", about)
     return model
 
 
