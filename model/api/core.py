@@ -57,7 +57,7 @@ Key = str | tuple  # a full name, or TransformerLens's shorthand: (short name, b
 @dataclass(repr=False)
 class Trace(EngineTrace):
     """Every tensor of a pass by its one name, and with ``backward`` the gradient of the loss with
-    respect to each ("grad:<name>"): a read-only mapping, in the pass's order then the gradients'
+    respect to each (``"grad:<name>"``): a read-only mapping, in the pass's order then the gradients'
     (``"blocks.0.hook_resid_pre" in trace``, ``list(trace)``, ``trace.items()``, ``trace.get``),
     whose KeyError names the nearest names it holds. ``trace["pattern", 1]`` is TransformerLens's
     shorthand: ``trace[gb.name("pattern", 1)]`` (a norm's third: ``trace["scale", 0, "ln1"]``;
