@@ -116,3 +116,23 @@ def test_the_changelog_names_the_version_as_its_latest_entry():
     assert headings and headings[0] == version, (headings, version)
     as_numbers = [tuple(map(int, heading.split("."))) for heading in headings]
     assert as_numbers == sorted(as_numbers, reverse=True) and len(set(as_numbers)) == len(as_numbers), headings
+
+
+def test_the_api_docstrings_keep_their_angle_brackets_in_code():
+    """The API page renders docstrings as Markdown, where ``<name>`` outside a code span is an HTML
+    tag and vanishes ("grad:<name>" printed as "grad:"): every such text is written as code."""
+    import inspect
+
+    import glassbox as gb
+
+    trace_class = type(gb.load("default").trace("the cat"))
+    documented = [gb.load, gb.name, gb.Model, trace_class]
+    members = [getattr(cls, name, None) for cls in (gb.Model, trace_class) for name in sorted(public_members(cls))]
+    documented += [m for m in members if callable(m) or isinstance(m, property)]  # not a field's default value
+    lost = {}
+    for obj in documented:
+        prose = re.sub(r"``.*?``|`[^`]*`", "", inspect.getdoc(obj) or "", flags=re.DOTALL)
+        tags = re.findall(r"<[A-Za-z/][^>]*>", prose)
+        if tags:
+            lost[getattr(obj, "__qualname__", repr(obj))] = tags
+    assert not lost, lost
