@@ -23,8 +23,10 @@ class ModelConfig:
     n_layers: int
     n_heads: int
     d_ff: int
-    d_head: int | None = None  # default d_model // n_heads
-    n_kv_heads: int | None = None  # fewer than n_heads: grouped-query; 1: multi-query
+    # A field typed X with the default None is optional when the config is made and always set
+    # after __post_init__ (a dataclass cannot type the two apart): hence its type: ignore.
+    d_head: int = None  # type: ignore[assignment]  # default d_model // n_heads
+    n_kv_heads: int = None  # type: ignore[assignment]  # fewer than n_heads: grouped-query; 1: multi-query
     norm: str = "layernorm"
     norm_eps: float = 1e-5
     activation: str = "gelu_tanh"
@@ -36,7 +38,7 @@ class ModelConfig:
     final_norm: bool = True
     tie_embeddings: bool = True
     # The families beyond GPT-2 (issue 12); every default keeps the plain GPT-2/Llama behaviour.
-    attn_out_bias: bool | None = None  # None: as attn_bias (GPT-Neo: False/True; Qwen2: True/False)
+    attn_out_bias: bool = None  # type: ignore[assignment]  # None: as attn_bias (GPT-Neo: False/True; Qwen2: True/False)
     parallel_block: bool = False  # GPT-NeoX: attention and MLP both read the block's input
     rotary_dim: int | None = None  # RoPE on the first rotary_dim features of each head (None: all)
     rope_scaling: str = "none"  # "linear" or "llama3": how the frequencies are stretched
@@ -171,9 +173,10 @@ class ModelConfig:
         """An encoder-decoder's two stacks, each as a config of its own: the encoder's n_layers
         blocks attend both ways; the decoder's n_decoder_layers blocks are causal and attend to
         the encoder's output too."""
-        plain = dict(encoder_decoder=False, n_decoder_layers=None)
-        return (dataclasses.replace(self, causal=False, **plain),
-                dataclasses.replace(self, n_layers=self.n_decoder_layers, cross_attention=True, **plain))
+        decoder_layers = self.n_layers if self.n_decoder_layers is None else self.n_decoder_layers
+        return (dataclasses.replace(self, causal=False, encoder_decoder=False, n_decoder_layers=None),
+                dataclasses.replace(self, n_layers=decoder_layers, cross_attention=True, encoder_decoder=False,
+                                    n_decoder_layers=None))
 
     @property
     def kind(self) -> str:
@@ -216,12 +219,12 @@ ZERO_ALLOWED = ("n_layers", "decoder_start_token_id")  # a zero-layer model is a
 def _check_types(cfg: ModelConfig) -> None:
     """Sizes are positive integers, numbers are positive, switches are booleans: checked before
     any arithmetic on them, so a bad config file gives one clear message, not a TypeError.
-    The kind of each field is read from its annotation ("int | None" may also be null)."""
+    The kind of each field is read from its annotation; one whose default is None may also be null."""
     problems = []
     for field in dataclasses.fields(cfg):
         value = getattr(cfg, field.name)
         kind = field.type.replace(" | None", "")
-        if value is None and field.type.endswith("| None"):
+        if value is None and field.default is None:
             continue
         if kind == "bool":
             if not isinstance(value, bool):

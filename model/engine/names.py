@@ -45,8 +45,9 @@ def head_label(index: int) -> str:
     """"head 1 ([0])" for the engine's head 0: [0] is its index in a per-head tensor (hook_q[0])."""
     return f"head {index + 1} ([{index}])"
 
-# axis name -> (symbol in docs/engine.md's shapes, how long it is for a config and a prompt of T tokens)
-AXES: dict[str, tuple[str, Callable[[ModelConfig, int], int]]] = {
+# axis name -> (symbol in docs/engine.md's shapes, how long it is for a config and a prompt of T tokens;
+# None where the config has no such axis, as a dense model has no experts)
+AXES: dict[str, tuple[str, Callable[[ModelConfig, int], int | None]]] = {
     "position": ("T", lambda cfg, T: T),
     "query": ("T", lambda cfg, T: T),
     "key": ("T", lambda cfg, T: T),
@@ -66,7 +67,7 @@ AXES: dict[str, tuple[str, Callable[[ModelConfig, int], int]]] = {
     "context": ("n_ctx", lambda cfg, T: cfg.n_ctx),  # every position the model accepts (W_pos's rows)
     # an encoder-decoder's encoder positions (the source; "position" is then the decoder's):
     # its length is given apart, see ``shape``
-    "source": ("S", None),
+    "source": ("S", lambda cfg, T: None),
 }
 
 # which models produce a name: (config, block index) -> bool. The block matters where blocks of one
@@ -430,7 +431,15 @@ def axes(name: str) -> tuple[str, ...]:
 def shape(name: str, cfg: ModelConfig, n_tokens: int, n_source: int | None = None) -> tuple[int, ...]:
     """The shape of a tensor of a pass over ``n_tokens`` (an encoder-decoder's: target tokens,
     with ``n_source`` source tokens)."""
-    return tuple(n_source if a == "source" else AXES[a][1](cfg, n_tokens) for a in axes(name))
+    return tuple(_length(axis, cfg, n_tokens, n_source) for axis in axes(name))
+
+
+def _length(axis: str, cfg: ModelConfig, n_tokens: int, n_source: int | None) -> int:
+    length = n_source if axis == "source" else AXES[axis][1](cfg, n_tokens)
+    if length is None:
+        raise ValueError(f"No length for a {axis} axis: " + ("give n_source" if axis == "source"
+                                                             else "this model has none"))
+    return length
 
 
 def _stack_names(entries: list[Name], cfg: ModelConfig) -> list[str]:
