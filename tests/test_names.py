@@ -247,3 +247,14 @@ def test_one_dtype_table():
     from glassbox.model.io.catalog import BYTES
 
     assert all(BYTES[name] == DTYPES[name].itemsize for name in BYTES)
+
+
+def test_a_shape_has_a_length_for_every_axis_or_says_which_it_lacks():
+    """Reference: the config's own sizes (H = 2 heads); a dense model has no expert axis, and a
+    cross-attention's source length is given apart (n_source)."""
+    cfg = ModelConfig(vocab_size=8, n_ctx=8, d_model=8, n_layers=1, n_heads=2, d_ff=16)
+    assert names.shape("decoder.blocks.0.cross_attn.hook_pattern", cfg, 3, n_source=5) == (2, 3, 5)
+    with pytest.raises(ValueError, match="'source' axis: give n_source"):
+        names.shape("decoder.blocks.0.cross_attn.hook_pattern", cfg, 3)
+    with pytest.raises(ValueError, match="'expert' axis: this model has none"):
+        names.shape("blocks.0.mlp.hook_router_logits", cfg, 3)

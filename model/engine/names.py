@@ -437,8 +437,8 @@ def shape(name: str, cfg: ModelConfig, n_tokens: int, n_source: int | None = Non
 def _length(axis: str, cfg: ModelConfig, n_tokens: int, n_source: int | None) -> int:
     length = n_source if axis == "source" else AXES[axis][1](cfg, n_tokens)
     if length is None:
-        raise ValueError(f"No length for a {axis} axis: " + ("give n_source" if axis == "source"
-                                                             else "this model has none"))
+        raise ValueError(f"No length for the {axis!r} axis: " + ("give n_source" if axis == "source"
+                                                                 else "this model has none"))
     return length
 
 
