@@ -49,7 +49,7 @@ def whole(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def check_weights(architecture: str, shapes: dict[str, tuple[int, ...]], k=None, stated: dict[str, int] | None = None,
+def check_weights(architecture: str, shapes: dict[str, tuple[int, ...]], k=None, stated: dict[str, int | None] | None = None,
                   label: str = "") -> dict[str, int]:
     """d_in, d_sae and d_out of an SAE of ``architecture`` whose weights have ``shapes`` (read from
     a file's header before any weight is, or from the tensors); a GlassboxError naming the weight

@@ -103,6 +103,7 @@ def load_sae(source: str, dtype: torch.dtype = torch.float32, device: torch.devi
     checked as the module's docstring says."""
     folder, name = _resolve(source)
     label = shortened(name)
+    fields: dict | Callable[[dict], dict]  # Gemma Scope's depend on the weights' shapes
     if (folder / SAELENS_WEIGHTS).exists() or (folder / SAELENS_CONFIG).exists():
         fields, stated = _saelens_fields(read_json(folder / SAELENS_CONFIG), name)
         path, names = folder / SAELENS_WEIGHTS, {key: key for key in (*WEIGHT_NAMES, SCALING_FACTOR)}
@@ -112,8 +113,8 @@ def load_sae(source: str, dtype: torch.dtype = torch.float32, device: torch.devi
     else:
         raise GlassboxError(f"No sparse autoencoder in {shortened(str(source))}: it needs SAELens's {SAELENS_CONFIG} "
                             f"and {SAELENS_WEIGHTS}, or Gemma Scope's {GEMMA_SCOPE_WEIGHTS}")
-    fields, tensors = _read(path, names, fields, stated, label, dtype, device, max_bytes)
-    return SparseAutoencoder(**fields, **tensors, name=name)
+    settings, tensors = _read(path, names, fields, stated, label, dtype, device, max_bytes)
+    return SparseAutoencoder(**(settings | tensors), name=name)
 
 
 # --- where the files are ---
