@@ -69,7 +69,8 @@ def run(lengths: list[int], repeats: int, small: bool) -> int:
 
         runs = {"transformers forward": hf_forward, "Glassbox forward": forward,
                 "Glassbox full capture": lambda: run_trace(model, tokens),  # noqa: B023
-                "Glassbox traced fwd+bwd": lambda: run_trace(model, tokens, backward=True)}  # noqa: B023
+                "Glassbox traced fwd+bwd": lambda: run_trace(model, tokens, backward=True),  # noqa: B023
+                }
         if bridge is not None:
             runs |= {TL_CAPTURE: lambda: _tl_capture(bridge, ids), TL_TRACED: lambda: _tl_traced(bridge, ids)}  # noqa: B023
         ms = median_ms(runs, repeats, device)
