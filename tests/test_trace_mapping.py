@@ -74,8 +74,9 @@ def test_transformer_lens_shorthand_names_a_block_tensor(trace):
     assert torch.equal(trace["scale", 0, "ln1"], trace["blocks.0.ln1.hook_scale"])
     assert torch.equal(trace["grad:resid_post", 1], trace.grads["grad:blocks.1.hook_resid_post"])
     assert ("pattern", 1) in trace and ("pattern", 7) not in trace and ("no_such_thing", 0) not in trace
-    with pytest.raises(GlassboxError, match="say which block"):
+    with pytest.raises(KeyError, match="say which block"):
         trace["pattern",]
+    assert trace.get(("no_such_thing", 0)) is None
     with pytest.raises(KeyError, match="blocks.7.attn.hook_pattern"):
         trace["pattern", 7]
 

@@ -15,6 +15,7 @@ from glassbox.model.engine import GRAD, GlassboxError, ModelConfig, Target, run_
 from glassbox.model.engine.edits import Edit, Editor, editing
 from glassbox.model.engine.names import registered
 from glassbox.model.engine.sampling import GeneratedToken, Sampling, generate
+from glassbox.model.engine.trace import NotInTrace
 from glassbox.model.engine.trace import Trace as EngineTrace
 from glassbox.model.io.checkpoint import LoadedModel
 from glassbox.model.io.checkpoint import load as load_checkpoint
@@ -77,7 +78,11 @@ class Trace(EngineTrace):
         return cls(**{f.name: getattr(traced, f.name) for f in fields(EngineTrace)}, cfg=cfg, pieces=pieces)
 
     def __getitem__(self, key: Key) -> torch.Tensor:
-        return super().__getitem__(full_name(key))
+        try:
+            full = full_name(key)
+        except GlassboxError as error:  # a shorthand naming no tensor: a KeyError too, as for any missing name
+            raise NotInTrace(str(error)) from None
+        return super().__getitem__(full)
 
     def __contains__(self, key: object) -> bool:
         try:
