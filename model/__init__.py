@@ -8,8 +8,8 @@
 - ``course``: the course's lessons, one module each, their figures computed on the spot;
 - ``data``: the default model's story corpus;
 - ``tools``: the benchmarks, training the default model (the command line, ``glassbox``, is
-  ``glassbox.cli``: model/api/cli.py).
+  ``glassbox.cli``: model/api/cli/).
 
 Importing it changes nothing in the process: settings such as the allocator's are made by
-the commands that start a process (model/api/cli.py).
+the commands that start a process (model/api/cli/).
 """

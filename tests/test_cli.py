@@ -168,13 +168,44 @@ def test_ask_why_on_an_attention_only_micro_model():
 
 
 def test_the_ask_why_choices_are_the_analyses_own():
-    """cli.py writes the sites and methods out (torch is not imported before a command runs)."""
+    """The CLI writes the sites and methods out (torch is not imported before a command runs)."""
     from glassbox.model.analysis.attribution import METHODS
     from glassbox.model.analysis.patching import SITES
     from glassbox.cli import parser
 
     choices = {a.dest: a.choices for p in parser()._subparsers._group_actions[0].choices.values() for a in p._actions}
     assert tuple(choices["site"]) == SITES and tuple(choices["method"]) == METHODS
+
+
+# --- the command line's layout: a module per command -----------------------------------------------
+
+
+def test_every_command_module_registers_its_own_command_and_help_lists_them_all():
+    """Reference: the modules in model/api/cli/ (pkgutil, computed: not a typed list). Each one but
+    common.py adds exactly one subparser, named after its file (train_micro.py: train-micro), run
+    by its own run(); `glassbox --help` lists exactly those commands, so a new module left out of
+    COMMANDS fails here."""
+    import argparse
+    import importlib
+    import pkgutil
+    import re
+
+    import glassbox.cli
+
+    modules = sorted(m.name for m in pkgutil.iter_modules(glassbox.cli.__path__) if m.name != "common")
+    assert len(modules) > 20, modules
+    for name in modules:
+        module = importlib.import_module(f"glassbox.cli.{name}")
+        sub = argparse.ArgumentParser().add_subparsers()
+        module.add_arguments(sub)
+        command = name.replace("_", "-")
+        assert list(sub.choices) == [command], name
+        assert sub.choices[command].get_default("func") is module.run, name
+    run = cli("--help")
+    assert run.returncode == 0, run.stderr
+    listed = re.findall(r"^    (\S+)", run.stdout, re.M)  # the commands' lines under "positional arguments"
+    commands = {name.replace("_", "-") for name in modules}
+    assert sorted(listed) == sorted(commands), set(listed) ^ commands
 
 
 # --- bounds a command line must not get past --------------------------------------------------------
@@ -211,7 +242,7 @@ def test_the_analysis_refuses_too_many_steps_before_allocating(monkeypatch):
             attribute(loaded.model, tokens, loaded.tokenizer.token_id(" frog"), "integrated_gradients", steps)
     steps_type = next(a.type for a in parser()._subparsers._group_actions[0].choices["attribute"]._actions
                       if a.dest == "steps")
-    assert steps_type(str(MAX_STEPS)) == MAX_STEPS  # the parser's bound, written out in cli.py, is the analysis's
+    assert steps_type(str(MAX_STEPS)) == MAX_STEPS  # the parser's bound, written out in cli/attribute.py, is the analysis's
 
 
 def test_an_empty_target_is_a_short_error():

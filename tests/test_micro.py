@@ -34,7 +34,7 @@ from glassbox.model.io.checkpoint import load
 from glassbox.model.micro import MICRO, bigram, induction, micro
 from glassbox.model.micro.attention_only import figures as skip_trigram_figures, frequent_tokens, validation_loss
 from glassbox.model.micro.common import read_curve, story_tokens
-from glassbox.cli import MICRO_NAMES
+from glassbox.cli.train_micro import MICRO_NAMES
 from tests.helpers import cli
 
 

@@ -33,5 +33,5 @@ def test_the_wheel_installs_glassbox_alone(tmp_path):
                    "glassbox/assets/worked-example/published.json"):
         assert needed in names, needed
     assert not [n for n in names if n.startswith(("glassbox/model/api/", "tests/", "glassbox/tests", "glassbox/app/bench"))]
-    assert "glassbox/cli.py" in names and "glassbox/core.py" in names
+    assert "glassbox/cli/__init__.py" in names and "glassbox/core.py" in names
     assert wheel.name.split("-")[1] == package_version() and any(n.endswith(".dist-info/licenses/LICENSE") for n in names)

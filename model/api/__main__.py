@@ -1,4 +1,4 @@
-"""`python -m glassbox COMMAND`: the command line (glassbox.cli, model/api/cli.py)."""
+"""`python -m glassbox COMMAND`: the command line (glassbox.cli, model/api/cli/)."""
 from glassbox.cli import main
 
 raise SystemExit(main())

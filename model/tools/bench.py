@@ -25,7 +25,7 @@ slow to hand out pages (page faults in a VM), that, not arithmetic, dominates th
 an allocator that keeps freed memory (e.g. MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=<large>,
 or THP_MEM_ALLOC_ENABLE=1) shows the compute overhead alone. The `glassbox` command sets
 THP_MEM_ALLOC_ENABLE=1 when its process starts, unless the environment already sets it
-(model/api/cli.py); the report prints the value in force.
+(model/api/cli/__init__.py); the report prints the value in force.
 """
 
 from __future__ import annotations
