@@ -53,17 +53,20 @@ def ablate(model: Transformer, tokens: list[int], layer: int, head: int | None =
         raise GlassboxError(f"Block {layer} does not exist (0..{cfg.n_layers - 1})")
     if head is not None and not 0 <= head < cfg.n_heads:
         raise GlassboxError(f"Head {head} does not exist (0..{cfg.n_heads - 1})")
-    mlp = None if neuron is None else unit(cfg, layer, expert)
-    if mlp is not None and not 0 <= neuron < mlp.width:
-        raise GlassboxError(f"Neuron {neuron} does not exist (0..{mlp.width - 1})")
+    mlp = None  # the neuron's MLP; None for a head
+    if neuron is not None:
+        mlp = unit(cfg, layer, expert)
+        if not 0 <= neuron < mlp.width:
+            raise GlassboxError(f"Neuron {neuron} does not exist (0..{mlp.width - 1})")
     # hook_z is batch × head × position × d_head; hook_post batch × position × neuron (a routed
     # expert's: batch × expert × position × neuron)
-    if head is not None:
+    index: tuple
+    if mlp is None:
         name, index = f"blocks.{layer}.attn.hook_z", (slice(None), head)
     else:
         name = mlp.prefix + "hook_post"
-        index = (slice(None), mlp.expert, slice(None), neuron) if mlp.routed else (..., neuron)
-    positions = -2 if head is not None else -1  # the position axis of what the index selects
+        index = (slice(None), mlp.index, slice(None), neuron) if mlp.routed else (..., neuron)
+    positions = -2 if mlp is None else -1  # the position axis of what the index selects
     ids = torch.tensor([tokens], device=model.device)
     reference_mean = None
     if mode == "mean" and reference is not None:
@@ -83,7 +86,7 @@ def ablate(model: Transformer, tokens: list[int], layer: int, head: int | None =
 
     with torch.no_grad(), editing({name: edit}):
         after = model(ids, last_only=True).logits[0, -1].double().softmax(-1)
-    shown = (f"{name}[{head}]" if head is not None else
+    shown = (f"{name}[{head}]" if mlp is None else
              f"{name}[{mlp.expert}, :, {neuron}]" if mlp.routed else f"{name}[:, {neuron}]")
     return Ablation(shown, mode if reference is None or mode == "zero" else "reference mean", before.cpu().numpy(),
                     after.cpu().numpy())
@@ -96,8 +99,9 @@ def _routing_names(mlp: Unit | None) -> list[str]:
 
 def _ran(recorded: dict[str, torch.Tensor], mlp: Unit | None) -> torch.Tensor | None:
     """(position,) booleans: where a routed expert ran (weight > 0); None for any other unit."""
-    names = _routing_names(mlp)
-    return recorded[names[0]][0, :, mlp.expert] > 0 if names else None
+    if mlp is None or not mlp.routed:
+        return None
+    return recorded[_routing_names(mlp)[0]][0, :, mlp.index] > 0
 
 
 def _mean(values: torch.Tensor, positions: int, ran: torch.Tensor | None) -> torch.Tensor:

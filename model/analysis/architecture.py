@@ -99,8 +99,10 @@ def _positions(cfg: ModelConfig) -> list[str]:
         return ["no positions: nothing says where a token stands"]
     if cfg.positional == "table":
         return [f"learned positions ({cfg.n_ctx:,} rows)"]
-    share = "each head" if cfg.rotary_dim == cfg.d_head else (
-        f"{cfg.rotary_dim / cfg.d_head:.0%} of each head ({cfg.rotary_dim} of {cfg.d_head} features)")
+    rotary_dim = cfg.rotary_dim
+    assert rotary_dim is not None, "ModelConfig sets it for RoPE"
+    share = "each head" if rotary_dim == cfg.d_head else (
+        f"{rotary_dim / cfg.d_head:.0%} of each head ({rotary_dim} of {cfg.d_head} features)")
     scaling = {"none": "", "linear": f", positions ÷ {cfg.rope_factor:g}",
                "llama3": f", llama3 scaling ×{cfg.rope_factor:g}"}[cfg.rope_scaling]
     return [f"RoPE on {share}, base {cfg.rope_base:g}{scaling}"

@@ -15,6 +15,7 @@ as float64.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -96,7 +97,7 @@ def random_tokens(vocab_size: int, length: int, seed: int | np.random.Generator 
 
 
 @torch.no_grad()
-def head_scores(model: Transformer, half: list[int], prefix: list[int] = ()) -> tuple[np.ndarray, np.ndarray]:
+def head_scores(model: Transformer, half: list[int], prefix: Sequence[int] = ()) -> tuple[np.ndarray, np.ndarray]:
     """Per block and head, on ``prefix`` (such as the BOS a tokenizer puts first) and then
     ``half`` twice: the induction score (the mean attention from each position of the repeat to
     the token after its earlier occurrence, t − n + 1) and the previous-token score (the mean

@@ -87,6 +87,7 @@ def parts_written(model: Transformer) -> list[str]:
             names += [f"{p}attn.hook_result[{h}]" for h in range(cfg.n_heads)]
             names += [p + "attn.b_O"] if cfg.attn_out_bias else []
         if cfg.is_moe(i) and not cfg.post_norms:  # the experts' weighted outputs, summed into the MLP output
+            assert cfg.n_experts is not None, "is_moe: the model has experts"
             names += [f"{p}mlp.experts.hook_out[{e}]" for e in range(cfg.n_experts)]
             names += [p + "mlp.shared.hook_out"] if cfg.d_ff_shared is not None else []
         else:
@@ -144,7 +145,7 @@ def direct_logit_attribution(model: Transformer, tokens: list[int], token_id: in
         if name.endswith("attn.b_O"):
             return through_head(model.get_parameter(name).detach())
         if name == "ln_final.b":
-            return float(model.ln_final.b.to(torch.float64) @ direction)
+            return float(model.get_parameter(name).detach().to(torch.float64) @ direction)
         if name.endswith("mlp.shared.hook_out"):  # times its gate, where the model gates it
             gate = got.get(name.replace("shared.hook_out", "hook_shared_gate"))
             return through_head(got[name].to(torch.float64) * (1 if gate is None else gate.to(torch.float64)))

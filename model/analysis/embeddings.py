@@ -90,10 +90,12 @@ def positional_table(model: Transformer, layer: int = 0, rows: int = 512) -> tup
                 "d_model")
     attn = model.blocks[layer].attn
     cos, _ = rope_angles(attn.inv_freq, 0, rows, torch.float64)
-    pairs = cfg.rotary_dim // 2
-    share = "" if cfg.rotary_dim == cfg.d_head else (
-        f"; only the first {cfg.rotary_dim} of each head's {cfg.d_head} features rotate, the other "
-        f"{cfg.d_head - cfg.rotary_dim} pass unchanged")
+    rotary_dim = cfg.rotary_dim
+    assert rotary_dim is not None, "ModelConfig sets it for RoPE"
+    pairs = rotary_dim // 2
+    share = "" if rotary_dim == cfg.d_head else (
+        f"; only the first {rotary_dim} of each head's {cfg.d_head} features rotate, the other "
+        f"{cfg.d_head - rotary_dim} pass unchanged")
     local = " (a local layer, with its own base)" if cfg.is_local(layer) and cfg.local_rope_base else ""
     return (cos[:, :pairs].cpu().numpy(),
             f"RoPE in {block_label(layer)}{local}: cos(position × θ_i) for each of the {pairs} rotated pairs of features, "

@@ -22,7 +22,7 @@ SHARED = "shared"  # the shared expert's unit, beside the routed experts' indice
 def expert_label(expert: int | str) -> str:
     """"expert 4 ([3])" for the engine's expert 3 (expert_weights[:, 3]): counted from 1 as people
     count, with the index beside it, as blocks and heads are (names.head_label); "shared expert"."""
-    return "shared expert" if expert == SHARED else f"expert {expert + 1} ([{expert}])"
+    return "shared expert" if expert == SHARED else f"expert {int(expert) + 1} ([{expert}])"
 
 
 @dataclass(frozen=True)
@@ -94,9 +94,16 @@ class Unit:
     def routed(self) -> bool:
         return isinstance(self.expert, int)
 
+    @property
+    def index(self) -> int:
+        """A routed expert's index on the experts' axis (``expert``, typed as the int it is then)."""
+        if not isinstance(self.expert, int):
+            raise ValueError(f"{self.expert!r} is no routed expert: it has no index on the experts' axis")
+        return self.expert
+
     def select(self, tensor: torch.Tensor) -> torch.Tensor:
         """Its own slice of a tensor of its prefix (a routed expert's out of every expert's)."""
-        return tensor[self.expert] if self.routed else tensor
+        return tensor[self.index] if self.routed else tensor
 
     def read(self, trace: Trace, hook: str) -> torch.Tensor:
         """(position, neuron): hook ("hook_pre", "hook_post", "grad:…") of this unit."""
@@ -113,7 +120,7 @@ class Unit:
         the shared expert's gate."""
         p = f"blocks.{self.layer}.mlp."
         if self.routed:
-            return trace[p + "hook_expert_weights"][:, self.expert]
+            return trace[p + "hook_expert_weights"][:, self.index]
         if self.expert == SHARED and p + "hook_shared_gate" in trace.activations:
             return trace[p + "hook_shared_gate"]
         return torch.ones(len(trace.tokens), dtype=trace[self.prefix + "hook_post"].dtype)
@@ -122,7 +129,7 @@ class Unit:
         """(position,) booleans: the positions it ran on (a routed expert: those routed to it)."""
         if not self.routed:
             return torch.ones(len(trace.tokens), dtype=torch.bool)
-        return torch.from_numpy(routing(trace, cfg, self.layer).routed[:, self.expert])
+        return torch.from_numpy(routing(trace, cfg, self.layer).routed[:, self.index])
 
 
 def unit(cfg: ModelConfig, layer: int, expert: int | str | None = None) -> Unit:
@@ -133,16 +140,17 @@ def unit(cfg: ModelConfig, layer: int, expert: int | str | None = None) -> Unit:
         if expert is not None:
             raise GlassboxError(f"Block {layer + 1} (blocks.{layer}) has a dense MLP: it has no experts")
         return Unit(layer, None, cfg.d_ff)
+    n_experts, d_ff_expert = _expert_sizes(cfg)
     if expert == SHARED:
         if cfg.d_ff_shared is None:
             raise GlassboxError("This model's experts have no shared expert")
         return Unit(layer, SHARED, cfg.d_ff_shared)
     if expert is None:
         raise GlassboxError(f"Block {layer + 1} (blocks.{layer}) is a mixture of experts: choose an expert "
-                            f"(0..{cfg.n_experts - 1}" + (" or the shared one)" if cfg.d_ff_shared else ")"))
-    if not 0 <= int(expert) < cfg.n_experts:
-        raise GlassboxError(f"Expert {expert} does not exist (0..{cfg.n_experts - 1})")
-    return Unit(layer, int(expert), cfg.d_ff_expert)
+                            f"(0..{n_experts - 1}" + (" or the shared one)" if cfg.d_ff_shared else ")"))
+    if not 0 <= int(expert) < n_experts:
+        raise GlassboxError(f"Expert {expert} does not exist (0..{n_experts - 1})")
+    return Unit(layer, int(expert), d_ff_expert)
 
 
 def units(cfg: ModelConfig, layer: int) -> list[int | str | None]:
@@ -150,7 +158,7 @@ def units(cfg: ModelConfig, layer: int) -> list[int | str | None]:
     the routed experts, then the shared one."""
     if not cfg.is_moe(layer):
         return [None]
-    return list(range(cfg.n_experts)) + ([SHARED] if cfg.d_ff_shared is not None else [])
+    return list(range(_expert_sizes(cfg)[0])) + ([SHARED] if cfg.d_ff_shared is not None else [])
 
 
 def active_parameters(cfg: ModelConfig, total: int) -> int:
@@ -158,6 +166,14 @@ def active_parameters(cfg: ModelConfig, total: int) -> int:
     top_k times, not n_experts times (the router and a shared expert are always used)."""
     if cfg.n_experts is None:
         return total
-    per_expert = (3 if cfg.gated_mlp else 2) * cfg.d_model * cfg.d_ff_expert
+    n_experts, d_ff_expert = _expert_sizes(cfg)
+    per_expert = (3 if cfg.gated_mlp else 2) * cfg.d_model * d_ff_expert
     moe_blocks = sum(cfg.is_moe(i) for i in range(cfg.n_layers))
-    return total - moe_blocks * (cfg.n_experts - cfg.experts_top_k) * per_expert
+    return total - moe_blocks * (n_experts - cfg.experts_top_k) * per_expert
+
+
+def _expert_sizes(cfg: ModelConfig) -> tuple[int, int]:
+    """(n_experts, d_ff_expert) of a model with experts, where ModelConfig sets both (the types
+    allow None: a dense model has neither)."""
+    assert cfg.n_experts is not None and cfg.d_ff_expert is not None, "a dense model has no experts"
+    return cfg.n_experts, cfg.d_ff_expert

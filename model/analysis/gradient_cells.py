@@ -157,7 +157,7 @@ class GradientCells:
                 return rule(index, **fields)
         return None
 
-    def _rules(self) -> list[tuple[str, Callable[..., list[Part]]]]:
+    def _rules(self) -> list[tuple[str, Callable[..., list[Part] | None]]]:
         cfg, block = self.cfg, r"blocks\.(?P<i>\d+)\."
         attn_out = "attn.hook_out" if cfg.post_norms else "hook_attn_out"
         mlp_out = "mlp.hook_out" if cfg.post_norms else "hook_mlp_out"
@@ -229,8 +229,8 @@ class GradientCells:
     def _norm_back(self, prefix: str, index: tuple[int, ...]) -> Part:
         """Back through a norm to its input: LayerNorm (g − mean g − x̂ mean(g x̂)) / σ, RMSNorm
         (g − x̂ mean(g x̂)) / σ, with g = ∂L/∂x̂ = ∂L/∂out × γ."""
-        *row, c = index
-        row = tuple(row)
+        *before, c = index
+        row = tuple(before)
         out = self.grad(prefix + "hook_out")[row]
         gx = [float(o) * float(w) for o, w in zip(out, self.weight(prefix + "w")[:])]
         xhat = [float(v) for v in self.a(prefix + "hook_normalized")[row]]
@@ -275,8 +275,9 @@ class GradientCells:
                  rf" = {num(float(g_lp[v]))} - {num(p)}\times{num(total)} = {num(value)}"]
         return [Part("back through the log-softmax", lines, value)]
 
-    def _softcap(self, capped: str, index, cap: float) -> Part:
+    def _softcap(self, capped: str, index, cap: float | None) -> Part:
         """y = cap·tanh(u/cap): ∂L/∂u = ∂L/∂y (1 − (y/cap)²)."""
+        assert cap is not None, "a model has the uncapped tensor only where it sets the cap"
         y, gy = float(self.a(capped)[index]), float(self.grad(capped)[index])
         value = gy * (1 - (y / cap) ** 2)
         return Part(f"back through the soft-cap {cap:g}·tanh(u/{cap:g})",
@@ -321,7 +322,7 @@ class GradientCells:
             return [Part("the mask set this score to −∞", [r"\text{a hidden key passes no gradient: } 0"], 0.0)]
         return [self._identity(f"blocks.{i}.attn.hook_scores_masked", index, "a visible key: the mask passes it on")]
 
-    def _score_gradient(self, i: int) -> np.ndarray:
+    def _score_gradient(self, i: int) -> Sliced:
         name = "hook_scores_uncapped" if self.cfg.attn_softcap is not None else "hook_scores"
         return self.grad(f"blocks.{i}.attn.{name}")
 
@@ -361,6 +362,7 @@ class GradientCells:
         cos, sin = (x.to(torch.float64).cpu().numpy()[t]
                     for x in rope_angles(attn.inv_freq, 0, len(self.trace.tokens), attn.W_Q.dtype))
         dim = self.cfg.rotary_dim
+        assert dim is not None, "ModelConfig sets it for RoPE"
         half = dim // 2
         if c >= dim:
             value = float(rot[c])

@@ -67,11 +67,13 @@ def logit_lens(model: Transformer, trace: Trace, token_id: int, k: int = 5, posi
     (d_model × vocab) product per position and point."""
     points = residual_points(model.cfg)
     positions = list(range(len(trace.tokens))) if positions is None else list(positions)
-    top_ids, top_probs, chosen = [], [], []
+    top_ids: list[np.ndarray] = []
+    top_probs: list[np.ndarray] = []
+    chosen: list[np.ndarray] = []
     for _, name in points:
         probs = model.head(trace[name][positions][None])[0].float().softmax(-1)  # float32 even for a half model
-        values, ids = probs.topk(min(k, probs.shape[-1]), dim=-1)
-        values, ids = values.cpu().numpy(), ids.cpu().numpy()
+        top = probs.topk(min(k, probs.shape[-1]), dim=-1)
+        values, ids = top.values.cpu().numpy(), top.indices.cpu().numpy()
         order = np.lexsort((ids, -values), axis=-1)  # equal probabilities in token-id order, as everywhere
         top_ids.append(np.take_along_axis(ids, order, -1))
         top_probs.append(np.take_along_axis(values, order, -1))
