@@ -75,6 +75,21 @@ def test_hub_ids_are_told_from_names_and_paths(tmp_path, monkeypatch):
     assert model_key("EleutherAI/pythia-70m@step3000") == "EleutherAI/pythia-70m@step3000"  # no network, no cache
 
 
+def test_a_curated_model_is_cached_whatever_folders_the_working_directory_holds(hub_cache, tmp_path, monkeypatch):
+    """A folder named like a curated hub id in the working directory makes that text a path to
+    parse_hub_id (the test above); the catalog's entries stay hub ids (once an AttributeError on
+    None). Reference: the same entries' answers from a directory without such a folder."""
+    from glassbox.model.io.catalog import Curated
+
+    monkeypatch.delenv("GLASSBOX_MODEL_DIRS", raising=False)
+    present, absent = Curated("test-org/tiny-neox", "", {}), Curated("test-org/absent", "", {})
+    assert present.cached and not absent.cached
+    (tmp_path / "here" / "test-org" / "tiny-neox").mkdir(parents=True)
+    (tmp_path / "here" / "test-org" / "absent").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    assert present.cached and not absent.cached
+
+
 def test_a_cached_model_loads_by_id_offline(hub_cache, neox_dir):
     by_id = load("test-org/tiny-neox", dtype="float32", device="cpu")
     by_commit = load(f"test-org/tiny-neox@{COMMIT}", dtype="float32", device="cpu")

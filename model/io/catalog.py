@@ -14,7 +14,7 @@ from functools import cached_property
 
 from glassbox.model.engine import ModelConfig
 from glassbox.model.io.convert import CONVERTERS, FAMILY_NAMES
-from glassbox.model.io.hub import cached, parse_hub_id
+from glassbox.model.io.hub import HubId, cached
 
 BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}  # engine/device.py's DTYPES' sizes, without importing torch (a test keeps them equal)
 
@@ -48,7 +48,8 @@ class Curated:
 
     @property
     def cached(self) -> bool:
-        return cached(parse_hub_id(self.hub_id)) is not None
+        # HubId, not parse_hub_id: that reads a folder of the same name in the working directory as the folder
+        return cached(HubId(self.hub_id)) is not None
 
 
 GPT2 = {"model_type": "gpt2", "vocab_size": 50257, "n_positions": 1024, "n_embd": 768, "n_head": 12,

@@ -24,7 +24,8 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
-from glassbox.model.engine import DTYPES, GlassboxError, ModelConfig, Transformer, build_model, default_device
+from glassbox.model.engine import (DTYPES, EncoderDecoder, GlassboxError, ModelConfig, Transformer, build_model,
+                                   default_device)
 from glassbox.model.io.assets import asset
 from glassbox.model.io.convert import CONVERTERS, FAMILY_NAMES
 from glassbox.model.io.guard import CONFIG_BYTES, check_fits, model_directory, read_json, regular_file, shard_files, some
@@ -42,7 +43,7 @@ MAX_LAYERS = 1024  # the deepest hub models have ~130 blocks; a bound keeps the 
 class LoadedModel:
     name: str
     """What it was loaded as: a bundled name, a folder, a hub id."""
-    model: Transformer
+    model: Transformer | EncoderDecoder
     """The torch module (a Transformer; an EncoderDecoder where ``cfg.kind`` is "encoder-decoder")."""
     tokenizer: Tokenizer
     """Its tokenizer (glassbox.model.io.tokenizer)."""
@@ -175,8 +176,8 @@ def count_numbers(cfg: ModelConfig, buffers: bool = False) -> int:
     for each kind of block."""
     def numel(n_layers: int, experts: bool) -> int:
         # the window changes no size; experts do, so every block of these is of one kind
-        one_kind = {} if cfg.n_experts is None else {"moe_layers": None if experts else ()}
-        model = _meta_model(dataclasses.replace(cfg, n_layers=n_layers, local_layers=None, **one_kind))
+        moe_layers = cfg.moe_layers if cfg.n_experts is None else (None if experts else ())
+        model = _meta_model(dataclasses.replace(cfg, n_layers=n_layers, local_layers=None, moe_layers=moe_layers))
         tensors = itertools.chain(model.parameters(), model.buffers() if buffers else ())
         return sum(t.numel() for t in tensors)
 
@@ -190,7 +191,7 @@ def count_numbers(cfg: ModelConfig, buffers: bool = False) -> int:
     return outside + sum(per_block[cfg.is_moe(i)] for i in range(cfg.n_layers))
 
 
-def _meta_model(cfg: ModelConfig) -> Transformer:
+def _meta_model(cfg: ModelConfig) -> Transformer | EncoderDecoder:
     """The model's structure with shapes but no storage."""
     with torch.device("meta"):
         return build_model(cfg)
@@ -216,7 +217,7 @@ def _stored_shapes(paths: list[Path]) -> dict[str, torch.Tensor]:
     """The checkpoint's tensors as meta tensors: names and shapes from the safetensors headers,
     no data read. A converter runs on them as on real weights, so its output's shapes can be
     checked before anything is allocated."""
-    shapes = {}
+    shapes: dict[str, torch.Tensor] = {}
     for path in paths:
         try:
             with safe_open(str(path), framework="pt") as stored:
@@ -227,7 +228,7 @@ def _stored_shapes(paths: list[Path]) -> dict[str, torch.Tensor]:
 
 
 def _read_weights(paths: list[Path]) -> dict[str, torch.Tensor]:
-    weights = {}
+    weights: dict[str, torch.Tensor] = {}
     for path in paths:
         try:
             weights |= load_file(str(path))
