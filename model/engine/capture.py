@@ -97,7 +97,7 @@ def sparse_embedding() -> bool:
     """True inside a capture whose innermost recorder takes the embedding's gradient sparse
     (run_trace's, which densifies it)."""
     recorders = _active.get()
-    return bool(recorders) and recorders[-1].sparse_embedding
+    return bool(recorders and recorders[-1].sparse_embedding)
 
 
 def matches(name: str, patterns: Iterable[str] | None) -> bool:

@@ -64,7 +64,8 @@ def editing(edits: dict[str, Edit], keep: Iterable[str] = ()) -> Iterator[Editor
     traces the edited model and another ``editing`` adds its edits after these (capture.py). An
     edit of a name that no pass computed (a misspelling, another model's name) is an error when
     the block ends."""
-    with capture(recorder=Editor(edits, keep)) as editor:
+    editor = Editor(edits, keep)
+    with capture(recorder=editor):
         yield editor
     unused = sorted(set(edits) - editor.applied)
     if unused:

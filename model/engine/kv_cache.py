@@ -17,10 +17,16 @@ class KVCache:
 
     def extend(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Append this step's keys and values (batch, heads, new positions, d_head); return all."""
-        if self.keys[layer] is not None:
-            k, v = torch.cat([self.keys[layer], k], dim=2), torch.cat([self.values[layer], v], dim=2)
+        cached = self.cached(layer)
+        if cached is not None:
+            k, v = torch.cat([cached[0], k], dim=2), torch.cat([cached[1], v], dim=2)
         self.keys[layer], self.values[layer] = k, v
         return k, v
+
+    def cached(self, layer: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """A layer's keys and values so far, or None before its first step."""
+        k, v = self.keys[layer], self.values[layer]
+        return None if k is None or v is None else (k, v)
 
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in self.keys + self.values if t is not None)

@@ -21,19 +21,22 @@ from __future__ import annotations
 import logging
 import tempfile
 from contextlib import contextmanager
+from typing import TypeVar
 
 import torch
 
 from glassbox.model.engine.capture import used_parameter
 from glassbox.model.engine.errors import GlassboxError
+from glassbox.model.engine.transformer import LanguageModel, Transformer
 
+Model = TypeVar("Model", bound=LanguageModel)
 BLOCK_CLASS = "Block"
 # what the model reads outside any module's forward, kept with the first block or the last
 FIRST_PARTS = ("embed", "pos_embed", "token_type_embed", "ln_embed", "W_pos_bias")
 LAST_PARTS = ("ln_final", "unembed", "mlm")
 
 
-def parts(model: torch.nn.Module) -> list[str]:
+def parts(model: Transformer) -> list[str]:
     """What a device map names: each part outside the blocks, then each block."""
     return [n for n, _ in model.named_children() if n != "blocks"] + [
         n for n, _ in model.named_parameters(recurse=False)] + [f"blocks.{i}" for i in range(len(model.blocks))]
@@ -62,7 +65,7 @@ def _accelerate():
     return accelerate
 
 
-def plan(model: torch.nn.Module, max_memory: dict, dtype: torch.dtype | None = None) -> dict[str, str | int]:
+def plan(model: Transformer, max_memory: dict, dtype: torch.dtype | None = None) -> dict[str, str | int]:
     """Where each block goes (accelerate's ``infer_auto_device_map``, blocks never split, the
     devices filled in ``max_memory``'s order: GPUs, then "cpu", then "disk"), with the parts
     outside the blocks beside the first block or the last. ``model`` may be on the meta device."""
@@ -75,10 +78,10 @@ def plan(model: torch.nn.Module, max_memory: dict, dtype: torch.dtype | None = N
     placed = {block: _where(inferred, block) for block in blocks}
     # beside GPUs, the CPU's blocks are offloaded to the first GPU too: the parts read outside a
     # forward (which accelerate cannot offload) go on GPUs then
-    gpus = [d for d in placed.values() if isinstance(d, int)]
+    gpus: list[str | int] = [d for d in placed.values() if isinstance(d, int)]
     real = gpus or [d for d in placed.values() if d != "disk"] or ["cpu"]
     first, last = real[0], real[-1]
-    mapping = {}
+    mapping: dict[str, str | int] = {}
     for name, _ in model.named_children():
         if name == "blocks":
             mapping.update(placed)
@@ -100,11 +103,11 @@ def _where(inferred: dict, module: str):
     return children.pop()
 
 
-def device_map_for(model: torch.nn.Module, spec: str | dict, max_memory: dict | None = None) -> dict:
+def device_map_for(model: LanguageModel, spec: str | dict, max_memory: dict | None = None) -> dict:
     """``spec`` as a full map: "auto", "balanced" (accelerate's ``get_balanced_memory`` first), or a
     map, checked to name every block and part once."""
     accelerate = _accelerate()
-    if model.cfg.encoder_decoder:
+    if not isinstance(model, Transformer):  # an EncoderDecoder
         raise GlassboxError("Device maps split a decoder-only model's blocks; this model is an encoder-decoder")
     if isinstance(spec, dict):
         wanted = set(parts(model))
@@ -121,7 +124,7 @@ def device_map_for(model: torch.nn.Module, spec: str | dict, max_memory: dict | 
     return plan(model, {**memory, "disk": memory.get("disk", 1 << 60)}, dtype)
 
 
-def dispatch(model: torch.nn.Module, device_map: dict[str, str | int], offload_dir: str | None = None):
+def dispatch(model: Model, device_map: dict[str, str | int], offload_dir: str | None = None) -> Model:
     """``model`` placed by ``device_map`` (blocks on GPUs, "cpu" or "disk"; the rest on real
     devices), with the reporting hook on every offloaded block."""
     accelerate = _accelerate()
@@ -173,7 +176,7 @@ def placement(model: torch.nn.Module) -> dict[str, str] | None:
     return None if mapping is None else {n: str(_device(d)) if d != "disk" else "disk" for n, d in mapping.items()}
 
 
-def traced_plan(model: torch.nn.Module, gpus: int, gpu_bytes: int, cpu_bytes: int, n_tokens: int
+def traced_plan(model: Transformer, gpus: int, gpu_bytes: int, cpu_bytes: int, n_tokens: int
                 ) -> tuple[dict, list[dict]]:
     """A map for a traced backward of ``n_tokens`` tokens on ``gpus`` GPUs of ``gpu_bytes`` (then
     the CPU, then the disk), and its memory_plan. accelerate sizes a block by its weights alone,
@@ -186,7 +189,7 @@ def traced_plan(model: torch.nn.Module, gpus: int, gpu_bytes: int, cpu_bytes: in
     size = next(model.parameters()).element_size()
     largest = max((sum(p.numel() for p in block.parameters()) * size for block in model.blocks), default=0)
     even = full["weights_bytes"] / max(gpus, 1) + largest
-    memory = {i: int(min(gpu_bytes * ratio, even)) for i in range(gpus)}
+    memory: dict[int | str, int] = {i: int(min(gpu_bytes * ratio, even)) for i in range(gpus)}
     memory |= {"cpu": int(cpu_bytes * ratio), "disk": 1 << 60}
     for _ in range(4):  # the ratio is the model's mean; a device over its memory is offered less, and replanned
         mapping = plan(model, memory, next(model.parameters()).dtype)
@@ -208,7 +211,7 @@ def total(row: dict) -> int:
     return row["weights_bytes"] + row["gradient_bytes"] + row["trace_bytes"]
 
 
-def memory_plan(model: torch.nn.Module, device_map: dict, n_tokens: int) -> list[dict]:
+def memory_plan(model: Transformer, device_map: dict, n_tokens: int) -> list[dict]:
     """Per device, in order (GPUs, "cpu", "disk"): the blocks and parts it holds, their weights'
     bytes, their parameters' gradients' bytes (a traced backward keeps one per parameter, in the
     weights' dtype) and the bytes of a full trace of ``n_tokens`` tokens (every activation and its
@@ -260,7 +263,7 @@ def summary(model: torch.nn.Module) -> str | None:
     from glassbox.model.engine.names import block_runs
 
     devices: dict[str, list[int]] = {}
-    for i in range(len(model.blocks)):
+    for i in sorted(int(name.split(".")[1]) for name in where if name.startswith("blocks.")):
         devices.setdefault(where[f"blocks.{i}"], []).append(i)
     order = sorted(devices, key=lambda d: devices[d][0])
     return "blocks " + ", ".join(f"{block_runs(devices[d])} on {d}" for d in order)

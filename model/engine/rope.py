@@ -17,9 +17,11 @@ from glassbox.model.engine.config import ModelConfig
 def inverse_frequencies(cfg: ModelConfig, layer: int) -> torch.Tensor:
     """Each rotated pair's angle per position, (rotary_dim / 2,), float32. Local layers of a
     model with its own local base (Gemma 3) use that base, unscaled."""
-    local = cfg.is_local(layer) and cfg.local_rope_base is not None
-    base = cfg.local_rope_base if local else cfg.rope_base
+    local_base = cfg.local_rope_base if cfg.is_local(layer) else None
+    local = local_base is not None
+    base = cfg.rope_base if local_base is None else local_base
     dim = cfg.rotary_dim
+    assert dim is not None, "RoPE's config (ModelConfig sets rotary_dim for positional rope)"
     inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
     if local or cfg.rope_scaling == "none":
         return inv_freq

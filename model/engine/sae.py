@@ -186,6 +186,7 @@ class SparseAutoencoder:
         """Feature activations a, position × d_sae."""
         h = self.pre_activations(x)
         if self.architecture == "topk":
+            assert self.k is not None, "check_weights gives a TopK SAE its k"
             values, ids = h.topk(min(self.k, h.shape[-1]), dim=-1)
             return torch.zeros_like(h).scatter(-1, ids, values.relu())
         a = h.relu()

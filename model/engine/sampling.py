@@ -18,14 +18,17 @@ import torch
 from glassbox.model.engine.config import ModelConfig, check_context
 from glassbox.model.engine.errors import GlassboxError
 from glassbox.model.engine.kv_cache import KVCache
+from glassbox.model.engine.seq2seq import EncoderDecoder
 from glassbox.model.engine.transformer import Transformer
 
 
 class TextModel(Protocol):
     """A model with its tokenizer (model.io's LoadedModel is one)."""
 
-    model: Transformer
     tokenizer: Any  # model.io's Tokenizer: an encoder's mask_token and vocab
+
+    @property
+    def model(self) -> Transformer | EncoderDecoder: ...
 
     @property
     def cfg(self) -> ModelConfig: ...
@@ -118,8 +121,8 @@ def generate(loaded: TextModel, prompt: str, max_new_tokens: int, sampling: Samp
     tokens = loaded.encode(prompt)
     if max_new_tokens < 1:
         raise GlassboxError(f"Generate at least one token, not {max_new_tokens}")
-    if loaded.cfg.encoder_decoder:
-        yield from _generate_from_source(loaded, tokens, max_new_tokens, sampling)
+    if isinstance(loaded.model, EncoderDecoder):
+        yield from _generate_from_source(loaded, loaded.model, tokens, max_new_tokens, sampling)
         return
     check_context(loaded.cfg, len(tokens), max_new_tokens)
     model = loaded.model
@@ -131,10 +134,12 @@ def generate(loaded: TextModel, prompt: str, max_new_tokens: int, sampling: Samp
                          max_new_tokens, sampling, [cache], len(tokens))
 
 
-def _generate_from_source(loaded: TextModel, source: list[int], max_new_tokens: int, sampling: Sampling
-                          ) -> Iterator[GeneratedToken]:
-    """An encoder-decoder's generation: the source encoded once, the decoder fed one token a step."""
-    cfg, model = loaded.cfg, loaded.model
+def _generate_from_source(loaded: TextModel, model: EncoderDecoder, source: list[int], max_new_tokens: int,
+                          sampling: Sampling) -> Iterator[GeneratedToken]:
+    """An encoder-decoder's generation (``model`` is ``loaded``'s): the source encoded once, the
+    decoder fed one token a step."""
+    cfg = loaded.cfg
+    assert cfg.n_decoder_layers is not None, "ModelConfig sets it on an encoder-decoder"
     check_context(cfg, len(source), what="The source")
     check_context(cfg, 1, max_new_tokens, what="The decoder's start token")
     cache, source_cache = KVCache(cfg.n_decoder_layers), KVCache(cfg.n_decoder_layers)
@@ -182,6 +187,7 @@ def kv_cache_bytes(loaded: TextModel, n_tokens: int, source_tokens: int = 0) -> 
     values of ``n_tokens`` target positions and the cross-attention's of ``source_tokens``."""
     cfg = loaded.cfg
     if cfg.encoder_decoder:
+        assert cfg.n_decoder_layers is not None, "ModelConfig sets it on an encoder-decoder"
         layers, positions = cfg.n_decoder_layers, n_tokens + source_tokens
     else:
         layers, positions = cfg.n_layers, n_tokens

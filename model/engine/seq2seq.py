@@ -23,10 +23,10 @@ under "decoder.", the cross-attention's "decoder.blocks.{i}.cross_attn.*" (its p
 from __future__ import annotations
 
 import torch
-from torch import nn
 
 from glassbox.model.engine.capture import hook
 from glassbox.model.engine.config import ModelConfig, check_context
+from glassbox.model.engine.errors import GlassboxError
 from glassbox.model.engine.kv_cache import KVCache
 from glassbox.model.engine.stack import Stack
 from glassbox.model.engine.transformer import LanguageModel, Output, Transformer
@@ -38,7 +38,7 @@ def shift_right(target: torch.Tensor, start_token: int) -> torch.Tensor:
     return torch.cat([torch.full_like(target[:, :1], start_token), target[:, :-1]], dim=1)
 
 
-class EncoderDecoder(nn.Module, LanguageModel):
+class EncoderDecoder(LanguageModel):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
@@ -70,7 +70,10 @@ class EncoderDecoder(nn.Module, LanguageModel):
         decoder position should predict, -1 where none. ``cache``: the decoder's self-attention
         keys and values; ``source_cache``: the cross-attention's, computed from the source once."""
         pass_started()  # work.py
-        encoded = self.encode(source) if encoded is None else encoded
+        if encoded is None:
+            if source is None:
+                raise GlassboxError("An encoder-decoder's pass reads the source tokens or the encoder's output (encoded=)")
+            encoded = self.encode(source)
         start = cache.length if cache is not None else 0
         check_context(self.cfg, start + tokens.shape[1], what="The target")
         x = self.decoder.run(self._embed(tokens, "decoder."), cache, encoded, source_cache)

@@ -23,6 +23,15 @@ from glassbox.model.engine.kv_cache import KVCache
 from glassbox.model.engine.relative import relative_bias
 
 
+# Modules that only hold a parameter, annotated for mypy (as transformer.Embedding is)
+class PositionTable(nn.Module):
+    W_pos: nn.Parameter
+
+
+class TokenTypes(nn.Module):
+    W_type: nn.Parameter
+
+
 class Stack(nn.Module):
     def __init__(self, cfg: ModelConfig, prefix: str = ""):
         super().__init__()
@@ -33,10 +42,10 @@ class Stack(nn.Module):
         """The stack's parameters, in the order the registry lists them (names.PARAMETERS)."""
         self.stack_prefix = prefix
         if cfg.positional == "table":
-            self.pos_embed = nn.Module()
+            self.pos_embed = PositionTable()
             self.pos_embed.W_pos = nn.Parameter(torch.zeros(cfg.n_ctx, cfg.d_model))
         if cfg.n_token_types is not None:
-            self.token_type_embed = nn.Module()
+            self.token_type_embed = TokenTypes()
             self.token_type_embed.W_type = nn.Parameter(torch.zeros(cfg.n_token_types, cfg.d_model))
         if cfg.embed_norm:
             self.ln_embed = Norm(cfg, prefix + "ln_embed.")

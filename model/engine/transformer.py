@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import NamedTuple
+from typing import NamedTuple, Self
 
 import torch
 import torch.nn.functional as F
@@ -50,32 +50,50 @@ class Output(NamedTuple):
     loss: torch.Tensor | None  # mean cross-entropy over the positions that have a target
 
 
-class LanguageModel:
+# Modules that only hold parameters under the registry's names (embed.W_E, mlm.W_dense): their
+# annotations type the attributes for mypy (nn.Module types any attribute as Tensor | Module).
+class Embedding(nn.Module):
+    W_E: nn.Parameter
+
+
+class MLMHead(nn.Module):
+    W_dense: nn.Parameter
+    b_dense: nn.Parameter
+    ln: Norm
+
+
+class Unembedding(nn.Module):
+    W_U: nn.Parameter
+    b_U: nn.Parameter
+
+
+class LanguageModel(nn.Module):
     """What a decoder-only model and an encoder-decoder share: the token embedding W_E, the head
     (BERT's MLM transform, the output matrix W_U, its bias, soft-capping), the loss, precision and
-    initialisation. A mixin of an nn.Module with ``cfg`` and ``embed.W_E``."""
+    initialisation. A base of a module with ``cfg`` and ``embed.W_E``."""
 
     cfg: ModelConfig
+    device_map: dict[str, str | int]  # set on a model split across devices (placement.dispatch), else absent
 
     def _add_embedding(self, cfg: ModelConfig) -> None:
-        self.embed = nn.Module()
+        self.embed = Embedding()
         self.embed.W_E = nn.Parameter(torch.zeros(cfg.vocab_size, cfg.d_model))
 
     def _add_head(self, cfg: ModelConfig) -> None:
         """BERT's MLM transform (dense, activation, LayerNorm) and the output head's own weights."""
         if cfg.mlm_head:
-            self.mlm = nn.Module()
+            self.mlm = MLMHead()
             self.mlm.W_dense = nn.Parameter(torch.zeros(cfg.d_model, cfg.d_model))
             self.mlm.b_dense = nn.Parameter(torch.zeros(cfg.d_model))
             self.mlm.ln = Norm(cfg, "mlm.ln.")
         if not cfg.tie_embeddings or cfg.unembed_bias:
-            self.unembed = nn.Module()
+            self.unembed = Unembedding()
         if not cfg.tie_embeddings:
             self.unembed.W_U = nn.Parameter(torch.zeros(cfg.d_model, cfg.vocab_size))
         if cfg.unembed_bias:
             self.unembed.b_U = nn.Parameter(torch.zeros(cfg.vocab_size))
 
-    def in_precision(self, dtype: torch.dtype) -> "LanguageModel":
+    def in_precision(self, dtype: torch.dtype) -> Self:
         """The weights cast to ``dtype``, in place. In a half-precision model two small things stay
         float32: RoPE's frequencies, as transformers keeps them (rounded to bfloat16 they would turn
         far positions wrong), and the norms' weights, which the norms apply in float32 (Gemma's
@@ -99,7 +117,7 @@ class LanguageModel:
         return self.embed.W_E.device
 
     @torch.no_grad()
-    def init_weights(self, seed: int = 0, std: float = 0.02) -> "LanguageModel":
+    def init_weights(self, seed: int = 0, std: float = 0.02) -> Self:
         """GPT-2's initialisation: N(0, std), output projections scaled by 1/sqrt(2 n_layers)."""
         gen = torch.Generator().manual_seed(seed)
         for name, param in self.named_parameters():

@@ -34,6 +34,8 @@ from glassbox.model.engine.rope import apply_rope, inverse_frequencies, rope_ang
 
 
 class Attention(nn.Module):
+    inv_freq: torch.Tensor  # RoPE's buffer (register_buffer): typed for mypy
+
     def __init__(self, cfg: ModelConfig, prefix: str, layer: int = 0, cross: bool = False):
         super().__init__()
         self.cfg, self.prefix, self.layer, self.cross = cfg, prefix, layer, cross
@@ -103,13 +105,13 @@ class Attention(nn.Module):
             masked = scores if hidden is None else hook(p + "hook_scores_masked", scores.masked_fill(hidden, float("-inf")))
             pattern = hook(p + "hook_pattern", widened(masked).softmax(dim=-1).to(masked.dtype))  # float32 for a half model
             z = pattern @ v
-        elif hidden is None and bias is None:  # the fused kernel never materialises the pattern (nor the causal mask)
-            z = F.scaled_dot_product_attention(q, k, v, is_causal=start == 0 and not self.cross, scale=self.scale)
-        elif bias is None:
-            z = F.scaled_dot_product_attention(q, k, v, attn_mask=~hidden, scale=self.scale)
-        else:  # a float mask is added to the scores: the bias, −∞ where hidden
+        elif bias is not None:  # a float mask is added to the scores: the bias, −∞ where hidden
             mask = bias if hidden is None else bias.masked_fill(hidden, float("-inf"))
             z = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale)
+        elif hidden is not None:
+            z = F.scaled_dot_product_attention(q, k, v, attn_mask=~hidden, scale=self.scale)
+        else:  # the fused kernel never materialises the pattern (nor the causal mask)
+            z = F.scaled_dot_product_attention(q, k, v, is_causal=start == 0 and not self.cross, scale=self.scale)
         z = hook(p + "hook_z", z)
 
         if wants(p + "hook_result"):
@@ -146,11 +148,15 @@ class Attention(nn.Module):
             k, v = cache.extend(self.layer, k, v)
         return q, k, v
 
-    def _source_keys_values(self, source: torch.Tensor, cache: KVCache | None) -> tuple[torch.Tensor, torch.Tensor]:
+    def _source_keys_values(self, source: torch.Tensor | None, cache: KVCache | None
+                            ) -> tuple[torch.Tensor, torch.Tensor]:
         """Cross-attention's keys and values, from the encoder's output: computed once per source
         (a generation's later steps read them back from the cache)."""
-        if cache is not None and cache.keys[self.layer] is not None:
-            return cache.keys[self.layer], cache.values[self.layer]
+        cached = cache.cached(self.layer) if cache is not None else None
+        if cached is not None:
+            return cached
+        if source is None:
+            raise ValueError("a cross-attention's first step needs the encoder's output (source)")
         p = self.prefix
         k = hook(p + "hook_k", self._project(source, self.W_K, "b_K"))
         v = hook(p + "hook_v", self._project(source, self.W_V, "b_V"))

@@ -46,6 +46,7 @@ class Experts(nn.Module):
         super().__init__()
         self.cfg, self.prefix = cfg, prefix
         E, D, Fe = cfg.n_experts, cfg.d_model, cfg.d_ff_expert
+        assert E is not None and Fe is not None, "built for a mixture of experts (the config sets d_ff_expert then)"
         self.W_in = nn.Parameter(torch.zeros(E, D, Fe))
         self.W_out = nn.Parameter(torch.zeros(E, Fe, D))
         if cfg.gated_mlp:
@@ -81,6 +82,7 @@ class MoE(nn.Module):
     def __init__(self, cfg: ModelConfig, prefix: str):
         super().__init__()
         self.cfg, self.prefix = cfg, prefix
+        assert cfg.n_experts is not None, "built for a mixture of experts (Block asks cfg.is_moe)"
         self.W_router = nn.Parameter(torch.zeros(cfg.d_model, cfg.n_experts))
         if cfg.shared_expert_gate:
             self.W_shared_gate = nn.Parameter(torch.zeros(cfg.d_model))
