@@ -157,7 +157,8 @@ class Trace(Mapping):
         from glassbox.model.engine.files import write_file
 
         arrays = self.to_numpy()
-        write_file(path, lambda file: np.savez(file, **arrays))
+        # type: ignore: numpy's stub lets a key of **arrays be savez's allow_pickle (a tensor name never is)
+        write_file(path, lambda file: np.savez(file, **arrays))  # type: ignore[arg-type]
 
 
 def next_token_targets(tokens: torch.Tensor) -> torch.Tensor:
@@ -258,6 +259,7 @@ def _traced(model: Transformer | EncoderDecoder, run: Callable[[], Output], name
     if out.loss is not None:
         trace.loss = out.loss.item()
     if backward:
+        assert out.loss is not None, "run_trace and run_seq2seq_trace give a backward pass a loss"
         trace.grads = _gradients(out.loss, {n: captured[n] for n in listed if n in captured}, parameters)
     trace.activations = Activations({name: t.detach()[0] for name, t in captured.items()}, listed)
     return trace
