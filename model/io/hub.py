@@ -451,7 +451,7 @@ class _Transfer:
         transfer, body = self, response.stream
         what, most = (repr(self.file), self.size) if is_file else ("an answer", LISTING_BYTES)
 
-        class Checked(_http().SyncByteStream):
+        class Checked(_http().SyncByteStream):  # type: ignore[misc]  # a base chosen at run time (httpx2 or httpx)
             def __iter__(self):
                 counted = 0  # an answer's own bytes; a file's go to the transfer
                 window_start, in_window = time.monotonic(), 0

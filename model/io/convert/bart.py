@@ -81,6 +81,7 @@ def state_dict(cfg: ModelConfig, hf: dict[str, torch.Tensor]) -> dict[str, torch
     s = Weights(hf, FAMILY, prefixes=("model.",))
     D, V = cfg.d_model, cfg.vocab_size
     state = {"embed.W_E": s.take("shared.weight|encoder.embed_tokens.weight", V, D)}
+    assert cfg.n_decoder_layers is not None, "ModelConfig sets it for an encoder-decoder"
     for stack, cross, n_layers in (("encoder", False, cfg.n_layers), ("decoder", True, cfg.n_decoder_layers)):
         positions = s.take(stack + ".embed_positions.weight", cfg.n_ctx + POSITION_OFFSET, D)
         state[stack + ".pos_embed.W_pos"] = positions[POSITION_OFFSET:]

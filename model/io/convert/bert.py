@@ -43,6 +43,7 @@ def config(hf: dict) -> ModelConfig:
 def state_dict(cfg: ModelConfig, hf: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     s = Weights(hf, FAMILY, ("bert.",))
     H, D, dh, V = cfg.n_heads, cfg.d_model, cfg.d_head, cfg.vocab_size
+    assert cfg.n_token_types is not None, "config() sets it"
     state = {
         "embed.W_E": s.take("embeddings.word_embeddings.weight", V, D),
         "pos_embed.W_pos": s.take("embeddings.position_embeddings.weight", cfg.n_ctx, D),

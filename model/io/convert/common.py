@@ -96,10 +96,16 @@ def heads_out(w: torch.Tensor, heads: int, d_head: int) -> torch.Tensor:
     return w.T.reshape(heads, d_head, w.shape[0])
 
 
+def rope_parameters(hf: dict) -> dict:
+    """The config's ``rope_parameters`` (transformers 5); {} where it has none (or not a dict)."""
+    params = hf.get("rope_parameters")
+    return params if isinstance(params, dict) else {}
+
+
 def rotary_dim(hf: dict, d_head: int, default_factor: float = 1.0) -> int:
     """How many features of each head RoPE rotates: d_head × partial_rotary_factor (or the
     older ``rotary_pct``), rounded down as transformers does."""
-    params = hf.get("rope_parameters") if isinstance(hf.get("rope_parameters"), dict) else {}
+    params = rope_parameters(hf)
     factor = params.get("partial_rotary_factor", hf.get("partial_rotary_factor", hf.get("rotary_pct", default_factor)))
     return int(d_head * factor)
 
@@ -131,6 +137,7 @@ def experts(s: Weights, state: dict, cfg: ModelConfig, src: str, dst: str,
     ``save_pretrained`` store them (``experts.{e}.<name>.weight``, ``per_expert`` naming the gate,
     up and down projections)."""
     E, D, Fe = cfg.n_experts, cfg.d_model, cfg.d_ff_expert
+    assert E is not None and Fe is not None, "ModelConfig sets both for a mixture of experts"
     state[dst + "W_router"] = s.take(src + "gate.weight", E, D).T
     if src + "experts.gate_up_proj" in s:
         gate_up = s.take(src + "experts.gate_up_proj", E, 2 * Fe, D)

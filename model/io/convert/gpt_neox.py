@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from glassbox.model.engine import ModelConfig
-from glassbox.model.io.convert.common import Weights, build, heads_out, linear_mlp, rotary_dim
+from glassbox.model.io.convert.common import Weights, build, rope_parameters, heads_out, linear_mlp, rotary_dim
 
 FAMILY = "GPT-NeoX"
 
@@ -22,7 +22,7 @@ FAMILY = "GPT-NeoX"
 def config(hf: dict) -> ModelConfig:
     def make() -> ModelConfig:
         D, H = hf["hidden_size"], hf["num_attention_heads"]
-        params = hf.get("rope_parameters") if isinstance(hf.get("rope_parameters"), dict) else {}
+        params = rope_parameters(hf)
         return ModelConfig(
             vocab_size=hf["vocab_size"], n_ctx=hf["max_position_embeddings"], d_model=D, n_layers=hf["num_hidden_layers"],
             n_heads=H, d_ff=hf["intermediate_size"], norm_eps=hf.get("layer_norm_eps", 1e-5),

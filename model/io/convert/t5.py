@@ -52,6 +52,7 @@ def state_dict(cfg: ModelConfig, hf: dict[str, torch.Tensor]) -> dict[str, torch
     s = Weights(hf, FAMILY)
     D, H = cfg.d_model, cfg.n_heads
     state = {"embed.W_E": s.take("shared.weight|encoder.embed_tokens.weight", cfg.vocab_size, D)}
+    assert cfg.n_decoder_layers is not None, "ModelConfig sets it for an encoder-decoder"
     for stack, cross, n_layers in (("encoder", False, cfg.n_layers), ("decoder", True, cfg.n_decoder_layers)):
         state[stack + ".W_pos_bias"] = s.take(f"{stack}.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
                                               cfg.relative_buckets, H)
