@@ -10,8 +10,9 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 
-from glassbox.model.engine import GRAD, ModelConfig, build_model, names, run_seq2seq_trace, run_trace
+from glassbox.model.engine import GRAD, GlassboxError, ModelConfig, build_model, names, run_seq2seq_trace, run_trace
 from glassbox.model.io.checkpoint import load
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -263,3 +264,11 @@ def test_a_shape_has_a_length_for_every_axis_or_says_which_it_lacks():
         names.shape("decoder.blocks.0.cross_attn.hook_pattern", cfg, 3)
     with pytest.raises(ValueError, match="'expert' axis: this model has none"):
         names.shape("blocks.0.mlp.hook_router_logits", cfg, 3)
+
+
+def test_an_encoder_decoder_pass_without_its_source_is_refused_in_words():
+    """An encoder-decoder reads the source tokens or the encoder's output (encoded=); with neither,
+    a GlassboxError says so (it was an AttributeError on None)."""
+    model = build_model(ENCODER_DECODER).init_weights(0)
+    with pytest.raises(GlassboxError, match="reads the source tokens or the encoder's output"):
+        model(None, torch.tensor([TOKENS[:3]]))
