@@ -49,6 +49,32 @@ def random_model():
     return build_random_model
 
 
+@pytest.fixture(scope="session", autouse=True)
+def app_lane_at_this_priority():
+    """The app's long computations (training, a head catalog, path patching) run on its lane at
+    nice 19, so that a server's page draws come first (model/serving/lane.py; the priority itself
+    is tested on a Lane of its own, tests/test_compute_bounds.py). In a test process that runs
+    pages in AppTest, nice 19 makes a page's training wait for anything else the machine runs
+    (the other test worker): a 60-step MoE run on Train it live took minutes of waiting for
+    seconds of work. So the app's lane in this process (``resources.long_lane``) keeps the
+    process's priority; the app servers the browser tests start keep nice 19."""
+    try:
+        from glassbox.app import resources
+    except ImportError:  # no app extra (a GPU machine may lack it): no app pages in this run
+        yield
+        return
+    from glassbox.model.serving import lane
+
+    def lane_at_this_priority(*args, **kwargs):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(lane, "lowest_priority", lambda: None)  # the pool's thread initializer
+            return lane.Lane(*args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(resources, "Lane", lane_at_this_priority)
+        yield
+
+
 CORPUS = [
     "The quick brown fox jumps over the lazy dog.",
     "A journey of a thousand miles begins with a single step.",
@@ -122,8 +148,11 @@ def chromium():
 
 @pytest.fixture(scope="module")
 def page(chromium):
-    """One tall page of the run's Chromium, shared by a browser test module's tests."""
-    page = chromium.new_page(viewport={"width": 1400, "height": 1600})
+    """One tall page of the run's Chromium, shared by a browser test module's tests; its app runs
+    counted for tests/browser.py's ``settled``."""
+    from tests.browser import watch
+
+    page = watch(chromium.new_page(viewport={"width": 1400, "height": 1600}))
     yield page
     page.close()
 

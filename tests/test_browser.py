@@ -12,6 +12,7 @@ from urllib.parse import quote, unquote, urlencode, urlparse
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout, expect
 
+from tests.browser import settled, watch
 from tests.helpers import ROOT, serving
 
 pytestmark = [pytest.mark.browser, pytest.mark.subprocess]
@@ -38,10 +39,6 @@ def test_the_readmes_command_installs_and_starts_the_app(tmp_path, page):
         expect(page.get_by_role("link", name=re.compile("worked example", re.I)).first).to_be_visible(timeout=60_000)
     assert "Successfully installed glassbox" in server.log, server.log[-2000:]
     assert list(venv.glob("lib/python*/site-packages/glassbox-*.dist-info")), "installed into the venv"
-
-
-def settled(page):
-    page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=60_000)
 
 
 def step_title(page) -> str:
@@ -178,13 +175,12 @@ def test_welcome_page_a_click_on_the_drawing_leads_to_the_matching_step_and_view
     drawing = page.locator("[data-testid='stPlotlyChart']").first
     label = drawing.locator(".textpoint", has_text="MLP").first
     label.wait_for(timeout=30_000)
-    for _ in range(3):  # on a loaded machine plotly may take its click handlers a moment after drawing
-        box = label.bounding_box()
-        page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-        settled(page)
-        if "part=mlp" in page.url:
-            break
-        page.wait_for_timeout(1000)
+    # plotly takes its click handlers a moment after drawing (on a loaded machine): click once it listens
+    page.wait_for_function("(chart) => Boolean(chart._ev?._events?.plotly_click)",
+                           arg=drawing.locator(".js-plotly-plot").element_handle(), timeout=30_000)
+    box = label.bounding_box()
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    settled(page)
     expect(page.get_by_text("MLP (feed-forward).")).to_be_visible(timeout=30_000)
     assert "part=mlp" in page.url
     page.get_by_role("link", name="By hand, in the worked example").click()
@@ -473,7 +469,7 @@ def test_sessions_arriving_together_at_a_fresh_server_all_draw(chromium):
     paths = ["/explore?view=Attention", "/playground", "/explore?view=Overview", "/", "/explore?view=Backward",
              "/playground"]
     with serving([sys.executable, "-m", "streamlit", "run", "app/main.py"]) as server:
-        sessions = [chromium.new_page(viewport={"width": 1280, "height": 800}) for _ in paths]
+        sessions = [watch(chromium.new_page(viewport={"width": 1280, "height": 800})) for _ in paths]
         try:
             for session, path in zip(sessions, paths):  # all requested before any is drawn
                 session.goto(server.url + path, wait_until="commit")

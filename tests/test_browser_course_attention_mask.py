@@ -11,12 +11,9 @@ from glassbox.model.course.attention_by_hand import KEYS
 from glassbox.model.course.mask import PROMPT
 from glassbox.model.engine import run_trace, variant
 from glassbox.model.io.checkpoint import load
+from tests.browser import settled
 
 pytestmark = [pytest.mark.browser, pytest.mark.subprocess]
-
-
-def settled(page):
-    page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=60_000)
 
 
 def softmax(x: np.ndarray) -> np.ndarray:

@@ -8,15 +8,15 @@ import pytest
 from playwright.sync_api import expect
 
 from glassbox.model.course.real_model_configs import MODEL
+from tests.browser import settled
 
 pytestmark = [pytest.mark.browser, pytest.mark.subprocess]
 
 
 def opened(page, url: str, first_number: str | re.Pattern):
-    """The page, once its script has run and a number it computes is shown (notRunning alone can
-    come before the script starts)."""
+    """The page, once its script has run and a number it computes is shown."""
     page.goto(url)
-    page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=60_000)
+    settled(page)
     expect(page.locator("[data-testid='stMetricValue']").first).to_have_text(first_number, timeout=60_000)
 
 
@@ -67,7 +67,7 @@ def test_a_generated_token_adds_one_row_per_layer(app_url, page):
 def test_choosing_a_model_shows_its_parameters(app_url, page):
     """Reference: transformers' count of Mixtral-8x7B equals the catalog's (tests/test_course_cache_and_model_sizes.py)."""
     page.goto(app_url + "/course-key-figures")
-    page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=60_000)
+    settled(page)
     parts = page.locator("[data-testid='stTable']").first
     expect(parts).to_contain_text(f"{MODEL['GPT-2 small'].parameters:,}", timeout=60_000)
     page.locator("[data-testid='stSelectbox']").first.click()

@@ -5,13 +5,15 @@ import math
 import pytest
 from playwright.sync_api import expect
 
+from tests.browser import settled
+
 pytestmark = [pytest.mark.browser, pytest.mark.subprocess]
 
 
 def test_the_p_slider_moves_the_loss(app_url, page):
     """Reference: math.log of the slider's value after one ArrowRight (0.251), to the 4 decimals shown."""
     page.goto(app_url + "/course-objective")
-    page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=60_000)
+    settled(page)
     metric = page.locator("[data-testid='stMetricValue']").first
     expect(metric).to_have_text(f"{-math.log(0.25):.4f}", timeout=60_000)
     thumb = page.get_by_role("slider", name="p(correct next token)")

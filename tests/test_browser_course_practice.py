@@ -12,10 +12,10 @@ from playwright.sync_api import expect
 
 from glassbox.model.course import LESSON
 from glassbox.model.course.assignments import Assignment
+from tests.browser import settled, watch
 from tests.test_course_practice import typed, wrong
 
 pytestmark = [pytest.mark.browser, pytest.mark.subprocess]
-IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
 WAIT = 90_000  # ms: a loaded 2-core machine
 
 
@@ -33,7 +33,7 @@ def answer(page, number: int, exercise, given: str) -> None:
 def learner(chromium):
     """One learner's browser: its own storage, kept across the module's tests."""
     context = chromium.new_context(viewport={"width": 1400, "height": 1600})
-    yield context.new_page()
+    yield watch(context.new_page())
     context.close()
 
 
@@ -55,7 +55,7 @@ def test_exercises_answered_wrong_then_right(app_url, learner, slug):
 
 def test_the_contents_show_what_the_browser_kept(app_url, learner):
     learner.goto(f"{app_url}/course")
-    learner.wait_for_selector(IDLE, timeout=WAIT)
+    settled(learner, timeout=WAIT)
     for slug in ("attention", "objective", "key-figures"):
         of = len(LESSON[slug].exercises(1))
         expect(learner.get_by_text(f"✓ 1 of {of}").first).to_be_visible(timeout=WAIT)

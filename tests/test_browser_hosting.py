@@ -19,8 +19,8 @@ from playwright.sync_api import expect
 from glassbox.model.io.checkpoint import load
 from glassbox.model.serving import check_budget, trace_cost
 from glassbox.model.engine import GlassboxError
+from tests.browser import settled, watch
 from tests.helpers import serving
-from tests.test_browser import settled
 from tests.test_hub import fake_hub, neox_dir  # noqa: F401 (fixtures: the fake hub on 127.0.0.1)
 
 pytestmark = [pytest.mark.browser, pytest.mark.subprocess]
@@ -48,7 +48,7 @@ def browser(chromium):
 
 def visitor(browser):
     """A visitor of their own: a separate browser context is a separate Streamlit session."""
-    return browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+    return watch(browser.new_context(viewport={"width": 1400, "height": 1000}).new_page())
 
 
 def a_second_visitor_is_served(browser, url):

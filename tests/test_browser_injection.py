@@ -23,8 +23,8 @@ from urllib.parse import quote
 import pytest
 from playwright.sync_api import expect
 
+from tests.browser import settled
 from tests.helpers import serving
-from tests.test_browser import settled
 
 pytestmark = [pytest.mark.browser, pytest.mark.subprocess]
 

@@ -8,14 +8,9 @@ import pytest
 from playwright.sync_api import expect
 
 import glassbox as gb
+from tests.browser import settled
 
 pytestmark = [pytest.mark.browser, pytest.mark.subprocess]
-IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
-
-
-def settled(page):
-    page.wait_for_timeout(300)  # the rerun a click starts has begun
-    page.wait_for_selector(IDLE, timeout=120_000)
 
 
 def test_steer_draws_both_completions_and_outlines_where_they_part(app_url, page):

@@ -25,6 +25,7 @@ from glassbox.model.engine import run_seq2seq_trace
 from glassbox.model.engine.seq2seq import shift_right
 from glassbox.model.io.checkpoint import load
 from glassbox.model.micro import seq2seq
+from tests.browser import settled
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +79,7 @@ def test_random_source_is_reversed_and_its_share_shown(app_url, page, loaded):
         f"decoder.blocks.{best['block']}.cross_attn.hook_pattern"].double().numpy()[best["head"]]
     share = pattern[np.arange(n), n - 1 - np.arange(n)].mean()
     page.goto(app_url + "/course-cross-attention")
-    page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=60_000)
+    settled(page)
     expect(page.get_by_text("Weight on the anti-diagonal", exact=True)).to_be_visible(timeout=90_000)
     page.get_by_role("button", name="Random source").click()
     typed = " ".join(loaded.pieces[t] for t in source)

@@ -24,6 +24,7 @@ from glassbox.model.io.assets import asset
 from glassbox.model.io.checkpoint import load
 from glassbox.model.micro import attention_only, bigram
 from glassbox.model.micro.common import story_tokens
+from tests.browser import settled
 
 
 def test_zero_layer_continuations_are_the_counted_and_learned_tables():
@@ -72,7 +73,7 @@ def test_choosing_a_head_lists_its_skip_trigrams(app_url, page):
     one = load(zero_one_layer.ONE_LAYER)
     rows = attention_only.figures(one)["skip_trigrams"]
     page.goto(app_url + "/course-zero-one-layer")
-    page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=60_000)
+    settled(page)
     table = page.locator("[data-testid='stTable']").first
     expect(table).to_contain_text(f"{rows[0][0]['ov']:.3f}", timeout=90_000)
     page.get_by_text("head 4", exact=True).click()
@@ -90,7 +91,7 @@ def test_another_sequence_gives_its_own_losses(app_url, page):
         logits = loaded.model(torch.tensor([seen.tokens])).logits[0].double()
     copyable = F.cross_entropy(logits[n + 1:2 * n - 1], torch.tensor(seen.tokens[n + 2:]), reduction="none").mean().item()
     page.goto(app_url + "/course-induction")
-    page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=60_000)
+    settled(page)
     seed = page.get_by_label("Random sequence (seed)", exact=True)
     expect(seed).to_have_value("0", timeout=90_000)
     seed.fill("5")
@@ -112,7 +113,7 @@ def test_route_sends_another_sentence_through_the_router(app_url, page):
     f = np.array([(top2 == e).any(-1).mean() for e in range(probs.shape[-1])])
     expected = probs.shape[-1] * (f * probs.mean(0)).sum()
     page.goto(app_url + "/course-moe")
-    page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=60_000)
+    settled(page)
     expect(page.get_by_text("N · Σ fᵢ · Pᵢ =")).to_be_visible(timeout=90_000)
     page.get_by_role("button", name="Route another sentence").click()
     expect(page.get_by_label("Prompt", exact=True)).to_have_value(sentence, timeout=60_000)
