@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import numpy as np
 import torch
 
 from glassbox.model.analysis.architecture import NO_POSITIONS
 from glassbox.model.engine import GlassboxError, Transformer, block_label, to_numpy
+from glassbox.model.engine.components.block import Block
 from glassbox.model.engine.rope import rope_angles
 
 
@@ -88,7 +90,7 @@ def positional_table(model: Transformer, layer: int = 0, rows: int = 512) -> tup
     if cfg.positional == "table":
         return (to_numpy(model.pos_embed.W_pos[:rows]), "pos_embed.W_pos: added to each token's embedding",
                 "d_model")
-    attn = model.blocks[layer].attn
+    attn = cast(Block, model.blocks[layer]).attn  # an nn.ModuleList's items are typed as any Module
     cos, _ = rope_angles(attn.inv_freq, 0, rows, torch.float64)
     rotary_dim = cfg.rotary_dim
     assert rotary_dim is not None, "ModelConfig sets it for RoPE"

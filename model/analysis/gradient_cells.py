@@ -18,12 +18,14 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, cast
 
 import numpy as np
 import torch
 
 from glassbox.model.engine import GRAD, Trace, Transformer
+from glassbox.model.engine.components.attention import Attention
+from glassbox.model.engine.components.block import Block
 from glassbox.model.engine.rope import rope_angles
 from glassbox.model.analysis.arithmetic import Arithmetic
 
@@ -326,6 +328,9 @@ class GradientCells:
         name = "hook_scores_uncapped" if self.cfg.attn_softcap is not None else "hook_scores"
         return self.grad(f"blocks.{i}.attn.{name}")
 
+    def _attention(self, i: int) -> Attention:
+        return cast(Block, self.model.blocks[i]).attn  # an nn.ModuleList's items are typed as any Module
+
     def _used(self, i: int, which: str) -> str:
         """The q (or k) the scores multiply: after QK-norm and RoPE where the model has them."""
         p = f"blocks.{i}.attn."
@@ -334,7 +339,7 @@ class GradientCells:
         return p + f"{which}_norm.hook_out" if self.cfg.qk_norm else p + f"hook_{which}"
 
     def _scaled(self, lines: list[str], value: float, i: int, what: str) -> Part:
-        scale = self.model.blocks[i].attn.scale
+        scale = self._attention(i).scale
         lines.append(rf"\times\ \text{{scale}}\ {num(scale)} = {num(value * scale)}")
         return Part(what, lines, value * scale)
 
@@ -357,7 +362,7 @@ class GradientCells:
         """Back through the rotation of pairs (j, j + half): the inverse rotation."""
         head, t, c = index
         rot = self.grad(f"blocks.{i}.attn." + ROTATED[which])[head, t]
-        attn = self.model.blocks[i].attn
+        attn = self._attention(i)
         # the angles exactly as the forward pass computed them (in the model's precision)
         cos, sin = (x.to(torch.float64).cpu().numpy()[t]
                     for x in rope_angles(attn.inv_freq, 0, len(self.trace.tokens), attn.W_Q.dtype))
