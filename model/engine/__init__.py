@@ -5,16 +5,16 @@ It imports nothing from the rest of Glassbox (io, lesson, analysis, serving, too
 a test checks the direction.
 """
 
+from glassbox.model.engine.components.moe import load_balancing_loss
 from glassbox.model.engine.config import ModelConfig, check_context, check_prompt, check_token_id
 from glassbox.model.engine.device import DTYPES, default_device, to_numpy
 from glassbox.model.engine.edits import Edit, editing, replaced
 from glassbox.model.engine.errors import GlassboxError
-from glassbox.model.engine.components.moe import load_balancing_loss
 from glassbox.model.engine.kv_cache import KVCache
 from glassbox.model.engine.names import GRAD, block_label, head_label
+from glassbox.model.engine.seq2seq import EncoderDecoder, build_model
 from glassbox.model.engine.trace import Target, Trace, loss_targets, next_token_targets, run_seq2seq_trace, run_trace
 from glassbox.model.engine.transformer import Output, Transformer, variant
-from glassbox.model.engine.seq2seq import EncoderDecoder, build_model
 from glassbox.model.engine.work import Cancelled, Work, working
 
 __all__ = ["DTYPES", "Cancelled", "Edit", "EncoderDecoder", "GRAD", "GlassboxError", "KVCache", "ModelConfig", "Output", "Target", "Trace", "Transformer",

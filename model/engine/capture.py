@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import contextvars
 import fnmatch
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import Iterable, Iterator
 
 import torch
 
-_active: contextvars.ContextVar["tuple[Recorder, ...] | None"] = contextvars.ContextVar(
+_active: contextvars.ContextVar[tuple[Recorder, ...] | None] = contextvars.ContextVar(
     "glassbox_recorder", default=None
 )  # the active recorders, outermost first; None outside every capture
 

@@ -169,7 +169,7 @@ class ModelConfig:
             problems.append("an encoder-decoder's decoder is causal (its encoder attends both ways by itself)")
         return problems
 
-    def stacks(self) -> tuple["ModelConfig", "ModelConfig"]:
+    def stacks(self) -> tuple[ModelConfig, ModelConfig]:
         """An encoder-decoder's two stacks, each as a config of its own: the encoder's n_layers
         blocks attend both ways; the decoder's n_decoder_layers blocks are causal and attend to
         the encoder's output too."""
@@ -188,7 +188,7 @@ class ModelConfig:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, values: dict) -> "ModelConfig":
+    def from_dict(cls, values: dict) -> ModelConfig:
         if not isinstance(values, dict):
             raise GlassboxError("A model config must be a JSON object of its fields")
         fields = dataclasses.fields(cls)

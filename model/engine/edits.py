@@ -14,8 +14,8 @@ place (autograd may still need it).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterable, Iterator
 
 import torch
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import glob
 import os
 import shutil
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from glassbox.model.engine.errors import GlassboxError
 

@@ -136,7 +136,7 @@ class SparseAutoencoder:
         return sum(t.numel() * t.element_size() for t in (self.W_enc, self.b_enc, self.W_dec, self.b_dec,
                                                            self.threshold, self.W_skip) if t is not None)
 
-    def to(self, dtype: torch.dtype, device: torch.device | str) -> "SparseAutoencoder":
+    def to(self, dtype: torch.dtype, device: torch.device | str) -> SparseAutoencoder:
         """The same SAE with its tensors in ``dtype`` on ``device`` (the model's)."""
         def moved(t):
             return None if t is None else t.to(device=device, dtype=dtype)

@@ -10,8 +10,9 @@ token, has the token at its mask drawn the same way (``fill_mask``).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator, Protocol
+from typing import Any, Protocol
 
 import torch
 

@@ -34,7 +34,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from glassbox.model.engine.capture import hook, sparse_embedding, wants
-from glassbox.model.engine.work import pass_started
 from glassbox.model.engine.components import Norm
 from glassbox.model.engine.components.mlp import activation
 from glassbox.model.engine.config import ModelConfig, check_context
@@ -43,6 +42,7 @@ from glassbox.model.engine.errors import GlassboxError
 from glassbox.model.engine.kv_cache import KVCache
 from glassbox.model.engine.names import is_norm_parameter
 from glassbox.model.engine.stack import Stack
+from glassbox.model.engine.work import pass_started
 
 
 class Output(NamedTuple):

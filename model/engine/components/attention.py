@@ -18,7 +18,6 @@ Two more uses, for encoders and encoder-decoders:
 from __future__ import annotations
 
 import functools
-
 import math
 
 import torch

@@ -4,7 +4,7 @@ experts of a mixture of experts (moe.py), which are MLPs of their own weights.""
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
