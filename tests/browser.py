@@ -77,8 +77,9 @@ def settled(page: Page, timeout: float = 120_000) -> None:
     page.wait_for_selector(IDLE, timeout=left())  # a page just opened: its first run has ended
     while not runs.done():
         if time.monotonic() > deadline:
-            raise PlaywrightTimeout(f"the app's runs did not end within {timeout / 1000:g} s "
-                                    f"({runs.asked} asked, {runs.answered} answered)")
+            raise PlaywrightTimeout(
+                f"the app's runs did not end within {timeout / 1000:g} s ({runs.asked} asked, {runs.answered} answered)"
+            )
         try:  # the next message from the server, or a second without one (then the count is read again)
             runs.socket.wait_for_event("framereceived", timeout=min(left(), 1000))
         except PlaywrightTimeout:

@@ -11,6 +11,7 @@ import pytest
 from glassbox.model.io.checkpoint import load
 from glassbox.model.engine.sampling import Sampling, generate
 from glassbox.model.data.stories import corpus
+from tests.helpers import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -75,11 +76,10 @@ def test_cli_generate_json_contract():
         assert ps == sorted(ps, reverse=True) and 0 < step["p"] <= 1
         assert step["token"] in [t["token"] for t in step["top"]] or step["p"] <= ps[-1]
         assert len(step["top"]) <= 20  # after top-k
-    again = subprocess.run(run.args, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    again = cli(*run.args[3:])  # the same command again, in this process
     assert json.loads(again.stdout) == out  # the seed reproduces it
 
 
-@pytest.mark.subprocess
 @pytest.mark.parametrize("flags,message", [
     (["--temperature", "-1"], "Temperature"),
     (["--top-p", "0"], "top-p"),
@@ -88,18 +88,30 @@ def test_cli_generate_json_contract():
     (["--max-new-tokens", "500"], "context"),
 ])
 def test_cli_generate_bad_values_exit_2_with_one_line(flags, message):
+    """In this process (``cli``): a process of its own adds nothing to what is checked here; one
+    bad input's whole contract in its own process is tests/test_cli.py's."""
     args = ["--prompt", "Tom had a", *flags] if "--prompt" not in flags else flags
-    run = subprocess.run([sys.executable, "-m", "glassbox", "generate", *args], capture_output=True, text=True,
-                         cwd=ROOT, timeout=120)
+    run = cli("generate", *args)
     assert run.returncode == 2 and message in run.stderr and "Traceback" not in run.stderr
     assert len(run.stderr.strip().splitlines()) == 1
 
 
+@pytest.fixture(scope="module")
+def trained_twice(tmp_path_factory) -> list[tuple[Path, subprocess.CompletedProcess]]:
+    """Two runs of the real command, the same arguments (2 steps on 300 stories), each into a
+    temporary directory of its own: their folders and what they printed."""
+    runs = []
+    for name in ("a", "b"):
+        out = tmp_path_factory.mktemp("train-default-" + name)
+        runs.append((out, subprocess.run([sys.executable, "-m", "glassbox", "train-default", "--out", str(out), "--steps",
+                                          "2", "--stories", "300"], capture_output=True, text=True, cwd=ROOT, timeout=300)))
+    return runs
+
+
 @pytest.mark.subprocess
-def test_train_default_writes_a_loadable_model_with_its_card(tmp_path):
-    """A short run of the real command (2 steps on 300 stories) into a temporary directory."""
-    run = subprocess.run([sys.executable, "-m", "glassbox", "train-default", "--out", str(tmp_path), "--steps", "2",
-                          "--stories", "300"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+def test_train_default_writes_a_loadable_model_with_its_card(trained_twice):
+    """A short run of the real command into a temporary directory."""
+    tmp_path, run = trained_twice[0]
     assert run.returncode == 0, run.stderr
     assert "step 2/2" in run.stderr  # the progress bar
     loaded = load(str(tmp_path))
@@ -112,13 +124,10 @@ def test_train_default_writes_a_loadable_model_with_its_card(tmp_path):
 
 
 @pytest.mark.subprocess
-def test_train_default_is_reproducible(tmp_path):
+def test_train_default_is_reproducible(trained_twice):
     """Two runs of the same command give the same tokenizer and bit-identical weights."""
     outputs = []
-    for run in ("a", "b"):
-        out = tmp_path / run
-        done = subprocess.run([sys.executable, "-m", "glassbox", "train-default", "--out", str(out), "--steps", "3",
-                               "--stories", "300"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    for out, done in trained_twice:
         assert done.returncode == 0, done.stderr
         outputs.append(((out / "model.safetensors").read_bytes(), (out / "tokenizer.json").read_bytes()))
     assert outputs[0] == outputs[1]

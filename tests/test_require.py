@@ -48,6 +48,9 @@ def test_a_module_that_is_there_but_breaks_on_import_raises_its_own_error(tmp_pa
 
 def test_no_test_file_skips_on_a_missing_package_by_itself():
     """Every test that needs an optional package asks ``require``, so that CI cannot skip it."""
-    offenders = [p.name for p in (ROOT / "tests").glob("*.py") if p.name != __name__.split(".")[-1] + ".py"
-                 and "importorskip(" in p.read_text()]
+    offenders = [
+        p.name
+        for p in (ROOT / "tests").glob("*.py")
+        if p.name != __name__.split(".")[-1] + ".py" and "importorskip(" in p.read_text()
+    ]
     assert not offenders, f"use tests.helpers.require instead of pytest.importorskip in {offenders}"
