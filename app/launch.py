@@ -6,11 +6,12 @@ server answers its health check that much later and the first page that much soo
 
 import sys
 
+from streamlit.web.cli import main
+
 import glassbox.app  # pandas and plotly, as every session's first import would (app/__init__.py)
 import glassbox.model.engine  # torch and the engine
 import glassbox.model.io.checkpoint
 import glassbox.model.worked_example.steps  # noqa: F401  the worked example's steps
-from streamlit.web.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -18,18 +18,21 @@ st.set_page_config(page_title="Glassbox", layout="wide")
 st.set_option("client.showErrorDetails", "none")
 from glassbox.model.course import LESSONS  # noqa: E402  (after set_page_config)
 
-pages = st.navigation({
-    "Glassbox": [
-        st.Page("screens/welcome.py", title="Welcome", icon=":material/home:", default=True),
-        st.Page("screens/worked_example.py", title="Worked example", icon=":material/school:",
-                url_path="worked-example"),
-        st.Page("screens/playground.py", title="Playground", icon=":material/chat:", url_path="playground"),
-        st.Page("screens/train_live.py", title="Train it live", icon=":material/model_training:", url_path="train"),
-        st.Page("screens/explore.py", title="Explore a prompt", icon=":material/search:", url_path="explore"),
-    ],
-    "Course": [st.Page("course/index.py", title="All lessons", icon=":material/list:", url_path="course")] + [
-        st.Page(lesson.page, title=f"{number}. {lesson.title}", icon=":material/menu_book:", url_path=lesson.url_path)
-        for number, lesson in enumerate(LESSONS, 1)],
-})
+pages = st.navigation(
+    {
+        "Glassbox": [
+            st.Page("screens/welcome.py", title="Welcome", icon=":material/home:", default=True),
+            st.Page("screens/worked_example.py", title="Worked example", icon=":material/school:", url_path="worked-example"),
+            st.Page("screens/playground.py", title="Playground", icon=":material/chat:", url_path="playground"),
+            st.Page("screens/train_live.py", title="Train it live", icon=":material/model_training:", url_path="train"),
+            st.Page("screens/explore.py", title="Explore a prompt", icon=":material/search:", url_path="explore"),
+        ],
+        "Course": [st.Page("course/index.py", title="All lessons", icon=":material/list:", url_path="course")]
+        + [
+            st.Page(lesson.page, title=f"{number}. {lesson.title}", icon=":material/menu_book:", url_path=lesson.url_path)
+            for number, lesson in enumerate(LESSONS, 1)
+        ],
+    }
+)
 with timed("page"), crash_guard():
     pages.run()

@@ -118,14 +118,37 @@ def start(replicas: int, port: int, folder: Path, hub: bool = False, env: dict |
     if not hub:
         env |= {"HF_HUB_OFFLINE": "1", "GLASSBOX_HUB": "0"}
     ports = [free_port() for _ in range(replicas)]
-    processes = [subprocess.Popen([sys.executable, "-m", "glassbox", "app", "--server.port", str(p),
-                                   "--server.address", "127.0.0.1", "--server.headless", "true",
-                                   "--browser.gatherUsageStats", "false"], env=env, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.STDOUT, start_new_session=True) for p in ports]
+    processes = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "glassbox",
+                "app",
+                "--server.port",
+                str(p),
+                "--server.address",
+                "127.0.0.1",
+                "--server.headless",
+                "true",
+                "--browser.gatherUsageStats",
+                "false",
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        for p in ports
+    ]
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "nginx.conf").write_text(nginx_config(port, ports, folder))
-    front = subprocess.Popen([nginx, "-p", str(folder), "-c", str(folder / "nginx.conf"), "-g", "daemon off;"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
+    front = subprocess.Popen(
+        [nginx, "-p", str(folder), "-c", str(folder / "nginx.conf"), "-g", "daemon off;"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     deployment = Deployment(port, processes, front, folder, ports)
     try:
         for p in [*ports, port]:

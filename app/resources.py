@@ -15,9 +15,9 @@ from glassbox.app.components.timing import computing
 from glassbox.core import Model, load
 from glassbox.model.engine import GlassboxError, default_device
 from glassbox.model.serving import Admission, BoundedCache, ModelCache, TraceCache, check_budget
+from glassbox.model.serving.admission import default_budget, return_freed_memory
 from glassbox.model.serving.compute import PassClock
 from glassbox.model.serving.lane import Lane
-from glassbox.model.serving.admission import default_budget, return_freed_memory
 from glassbox.model.serving.sizing import seq2seq_pass_bound, trace_cost
 
 
@@ -108,8 +108,12 @@ def model_pass(what: str, cost: int) -> Iterator[None]:
     queued = st.empty()
 
     def wait(ahead: int, waited: float, limit: float) -> None:
-        queued.info(plain(f"Queued: {ahead} ahead of yours on this server, waiting {waited:.0f} s (at most "
-                          f"{limit:.0f} s). Yours starts when there is memory for it."))
+        queued.info(
+            plain(
+                f"Queued: {ahead} ahead of yours on this server, waiting {waited:.0f} s (at most "
+                f"{limit:.0f} s). Yours starts when there is memory for it."
+            )
+        )
 
     try:
         with admission().admit(cost, wait):
@@ -121,8 +125,7 @@ def model_pass(what: str, cost: int) -> Iterator[None]:
 
 
 @contextmanager
-def admitted_pass(what: str, loaded: Model, n_tokens: int, backward: bool = False, passes: int = 1
-                  ) -> Iterator[None]:
+def admitted_pass(what: str, loaded: Model, n_tokens: int, backward: bool = False, passes: int = 1) -> Iterator[None]:
     """``passes`` full passes of ``loaded`` (one after the other, each on ``n_tokens``), admitted
     like every other pass: checked against the server's budget and run in turn. An
     encoder-decoder's cost is a bound (``seq2seq_pass_bound``): the sizer probes decoders' traces."""
@@ -144,8 +147,10 @@ def same_request_waits(what: str) -> Iterator[Callable[[], None]]:
     def waiting() -> None:
         waited = time.monotonic() - started
         if waited > admission().max_wait:
-            raise GlassboxError(f"The server is busy: {what} was still being computed for another visitor after "
-                                f"{admission().max_wait:.0f} s. Try again in a minute.")
+            raise GlassboxError(
+                f"The server is busy: {what} was still being computed for another visitor after "
+                f"{admission().max_wait:.0f} s. Try again in a minute."
+            )
         note.info(plain(f"Waiting {waited:.0f} s for {what}, which is being computed for another visitor."))
 
     try:

@@ -22,8 +22,7 @@ def _shown(name: str, value):
     return value + 1 if name in COUNTED_FROM_ONE else value
 
 
-def read_url_settings(defaults: dict, limits: dict | None = None, choices: dict | None = None,
-                      prefix: str = "") -> None:
+def read_url_settings(defaults: dict, limits: dict | None = None, choices: dict | None = None, prefix: str = "") -> None:
     """Settings that live in the URL, so a setup can be shared. Each query parameter ``name``
     backs the session state key ``prefix + name`` (pages that share parameter names keep
     their own state). A setting is read from the query string on a page's first run, and
@@ -40,8 +39,11 @@ def read_url_settings(defaults: dict, limits: dict | None = None, choices: dict 
         raw, value = st.query_params.get(name), default
         if raw is not None:
             try:
-                value = (raw.lower() in ("1", "true") if isinstance(default, bool) else type(default)(
-                    float(raw) if isinstance(default, int) else raw))
+                value = (
+                    raw.lower() in ("1", "true")
+                    if isinstance(default, bool)
+                    else type(default)(float(raw) if isinstance(default, int) else raw)
+                )
             except (ValueError, OverflowError):  # "abc", "inf", "1e309"
                 value = default
                 _note(prefix, f"The link's {name}={raw} is not a number: using {_shown(name, default)}.")
@@ -52,8 +54,11 @@ def read_url_settings(defaults: dict, limits: dict | None = None, choices: dict 
             low, high = limits[name]
             clamped = min(max(value, low), high)
             if clamped != value:
-                _note(prefix, f"The link's {name}={raw} is outside {_shown(name, low)}–{_shown(name, high)}: "
-                              f"using {_shown(name, clamped)}.")
+                _note(
+                    prefix,
+                    f"The link's {name}={raw} is outside {_shown(name, low)}–{_shown(name, high)}: "
+                    f"using {_shown(name, clamped)}.",
+                )
             value = clamped
         if name in choices and value not in choices[name]:
             _note(prefix, f"The link's {name}={raw} is not one of the choices: using {default}.")

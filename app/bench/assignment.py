@@ -70,11 +70,10 @@ def run(links: list[str], wave: int, timeout: float) -> dict:
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
                 for first in range(0, len(links), wave):
-                    contexts = [browser.new_context(viewport={"width": 1280, "height": 800})
-                                for _ in links[first:first + wave]]
+                    contexts = [browser.new_context(viewport={"width": 1280, "height": 800}) for _ in links[first : first + wave]]
                     pages = [c.new_page() for c in contexts]
                     started = time.perf_counter()
-                    for page, link in zip(pages, links[first:first + wave]):
+                    for page, link in zip(pages, links[first : first + wave]):
                         page.goto(f"http://127.0.0.1:{port}/{link}", wait_until="commit")
                     for page in pages:
                         try:
@@ -93,13 +92,18 @@ def run(links: list[str], wave: int, timeout: float) -> dict:
             stop.set()
             os.killpg(server.pid, 15)
         log = [json.loads(line) for line in timing.read_text().splitlines()] if timing.exists() else []
-    return {"sessions": len(links), "failed": failed, "server_cpu_s": round(cpu, 2),
-            "script_s": round(sum(r["seconds"] for r in log if "run" in r), 2),
-            "passes": sum(1 for r in log if "compute" in r and not r["compute"].startswith("exercises")),
-            "exercise_sets": sum(1 for r in log if str(r.get("compute", "")).startswith("exercises")),
-            "idle_rss_mib": round(idle_rss / 2**20), "peak_rss_mib": round(peak[0] / 2**20),
-            "p50_s": round(statistics.median(seconds), 2) if seconds else None,
-            "max_s": round(max(seconds), 2) if seconds else None}
+    return {
+        "sessions": len(links),
+        "failed": failed,
+        "server_cpu_s": round(cpu, 2),
+        "script_s": round(sum(r["seconds"] for r in log if "run" in r), 2),
+        "passes": sum(1 for r in log if "compute" in r and not r["compute"].startswith("exercises")),
+        "exercise_sets": sum(1 for r in log if str(r.get("compute", "")).startswith("exercises")),
+        "idle_rss_mib": round(idle_rss / 2**20),
+        "peak_rss_mib": round(peak[0] / 2**20),
+        "p50_s": round(statistics.median(seconds), 2) if seconds else None,
+        "max_s": round(max(seconds), 2) if seconds else None,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,24 +115,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the numbers to this JSON file")
     args = parser.parse_args(argv)
     link = LINK.url("").lstrip("/")
-    results = {"link": link, "one": run([link], 1, args.timeout),
-               "shared": run([link] * args.sessions, args.wave, args.timeout)}
+    results = {"link": link, "one": run([link], 1, args.timeout), "shared": run([link] * args.sessions, args.wave, args.timeout)}
     if args.distinct:
         prompts = [story.split(". ")[0] + "." for story in corpus(args.sessions, seed=300)]  # one sentence each
-        results["distinct"] = run([Assignment("mask", prompt=p, seed=i).url("").lstrip("/")
-                                   for i, p in enumerate(prompts)], args.wave, args.timeout)
+        results["distinct"] = run(
+            [Assignment("mask", prompt=p, seed=i).url("").lstrip("/") for i, p in enumerate(prompts)], args.wave, args.timeout
+        )
     print(f"assignment link: /{link}")
-    print("| run | sessions | failed | server CPU s | script s | model passes | exercise sets | peak MiB (idle) "
-          "| p50 s | max s |")
+    print(
+        "| run | sessions | failed | server CPU s | script s | model passes | exercise sets | peak MiB (idle) | p50 s | max s |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name, r in results.items():
         if name != "link":
-            print(f"| {name} | {r['sessions']} | {r['failed']} | {r['server_cpu_s']} | {r['script_s']} | {r['passes']} "
-                  f"| {r['exercise_sets']} | {r['peak_rss_mib']} ({r['idle_rss_mib']}) | {r['p50_s']} | {r['max_s']} |")
+            print(
+                f"| {name} | {r['sessions']} | {r['failed']} | {r['server_cpu_s']} | {r['script_s']} | {r['passes']} "
+                f"| {r['exercise_sets']} | {r['peak_rss_mib']} ({r['idle_rss_mib']}) | {r['p50_s']} | {r['max_s']} |"
+            )
     one, shared = results["one"], results["shared"]
     if one["server_cpu_s"]:
-        print(f"{shared['sessions']} sessions on one link: {shared['server_cpu_s'] / one['server_cpu_s']:.1f}× one "
-              f"session's server CPU, {shared['passes']} model passes against {one['passes']}")
+        print(
+            f"{shared['sessions']} sessions on one link: {shared['server_cpu_s'] / one['server_cpu_s']:.1f}× one "
+            f"session's server CPU, {shared['passes']} model passes against {one['passes']}"
+        )
     if args.json:
         args.json.write_text(json.dumps(results, indent=1) + "\n")
     return 1 if any(r["failed"] for n, r in results.items() if n != "link") else 0

@@ -42,10 +42,12 @@ def opened(browser, url: str, path: str, ready: str) -> float:
 
 def light(browser, url: str, repeats: int) -> dict[str, float]:
     """The sixth visitor's two pages, the median of ``repeats`` opens each."""
-    return {"playground": statistics.median(opened(browser, url, "/playground", ".gb-chart[data-drawn]")
-                                            for _ in range(repeats)),
-            "worked example": statistics.median(opened(browser, url, "/worked-example", ".gb-player .gb-title")
-                                                for _ in range(repeats))}
+    return {
+        "playground": statistics.median(opened(browser, url, "/playground", ".gb-chart[data-drawn]") for _ in range(repeats)),
+        "worked example": statistics.median(
+            opened(browser, url, "/worked-example", ".gb-player .gb-title") for _ in range(repeats)
+        ),
+    }
 
 
 def start_training(browser, url: str, steps: int):
@@ -63,8 +65,10 @@ def start_training(browser, url: str, steps: int):
 def states(pages) -> tuple[int, int]:
     """(running, waiting) among the heavy visitors' pages, as their bars say."""
     texts = [p.inner_text("body") for p in pages]
-    return (sum(bool(re.search(r"Training the experts:\W*step", t)) for t in texts),
-            sum("waiting for its turn" in t for t in texts))
+    return (
+        sum(bool(re.search(r"Training the experts:\W*step", t)) for t in texts),
+        sum("waiting for its turn" in t for t in texts),
+    )
 
 
 def cpu_seconds(pid: int) -> float:
@@ -107,11 +111,15 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server.terminate()
         server.wait(timeout=60)
-    print(f"server: {PUBLIC}, long slots {os.environ.get('GLASSBOX_LONG_SLOTS', 'default (half the cores)')}, "
-          f"{os.cpu_count()} cores")
-    print(f"{args.visitors} visitors each training the experts for {args.steps} steps; running/waiting when the "
-          f"sixth visitor began {before[0]}/{before[1]}, when it ended {after[0]}/{after[1]}; server CPU "
-          f"{cpu:.2f} s a second meanwhile")
+    print(
+        f"server: {PUBLIC}, long slots {os.environ.get('GLASSBOX_LONG_SLOTS', 'default (half the cores)')}, "
+        f"{os.cpu_count()} cores"
+    )
+    print(
+        f"{args.visitors} visitors each training the experts for {args.steps} steps; running/waiting when the "
+        f"sixth visitor began {before[0]}/{before[1]}, when it ended {after[0]}/{after[1]}; server CPU "
+        f"{cpu:.2f} s a second meanwhile"
+    )
     print(f"{'page':16} {'idle (s)':>9} {'loaded (s)':>11} {'ratio':>6}")
     for name in idle:
         print(f"{name:16} {idle[name]:9.2f} {loaded[name]:11.2f} {loaded[name] / idle[name]:6.2f}")

@@ -42,12 +42,26 @@ from glassbox.model.engine.files import write_text
 TARGETS = {"in the page": 0.1, "rerun": 0.5, "warm": 2.0, "cold": 5.0}
 # each lesson's main control, by its label; a lesson missing here (or whose control is not found)
 # gets the page's first slider, radio group, list or text box
-CONTROLS = {"tokens": "Merges learned", "attention": "Angle of its query (degrees)", "sqrt-dk": "Score multiplier c",
-            "multi-head": "Block", "positions": "Offset k", "mask": "Head", "mlp": "Neuron", "layernorm": "x1",
-            "residual": "The token whose logit to split (the model's top 5)", "objective": "p(correct next token)",
-            "kv-cache": "Model", "efficiency": "Window w", "key-figures": "Model", "scaling": "Models in the fit",
-            "zero-one-layer": "Head", "induction": "The query's position (in the repeat)", "moe": "Capacity factor C",
-            "cross-attention": "Head"}
+CONTROLS = {
+    "tokens": "Merges learned",
+    "attention": "Angle of its query (degrees)",
+    "sqrt-dk": "Score multiplier c",
+    "multi-head": "Block",
+    "positions": "Offset k",
+    "mask": "Head",
+    "mlp": "Neuron",
+    "layernorm": "x1",
+    "residual": "The token whose logit to split (the model's top 5)",
+    "objective": "p(correct next token)",
+    "kv-cache": "Model",
+    "efficiency": "Window w",
+    "key-figures": "Model",
+    "scaling": "Models in the fit",
+    "zero-one-layer": "Head",
+    "induction": "The query's position (in the repeat)",
+    "moe": "Capacity factor C",
+    "cross-attention": "Head",
+}
 
 # the page drawn: its script idle, the lesson's title shown, no spinner, every chart and in-page element drawn
 PAINTED = """(title) => {
@@ -184,13 +198,18 @@ def measure(slug: str, repeats: int, tmp: Path, timeout: float) -> dict:
                 if found:
                     kind, label, control = found
                     moves = []
-                    result["control"] = {"label": label, "kind": kind,
-                                         "where": "in the page" if kind == "in the page" else "rerun", "moves": moves}
+                    result["control"] = {
+                        "label": label,
+                        "kind": kind,
+                        "where": "in the page" if kind == "in the page" else "rerun",
+                        "moves": moves,
+                    }
                     for i in range(repeats):
                         moves.append({"drawn_s": move(page, kind, control, i, timeout)})
                         page.wait_for_timeout(300)  # an in-page slider may send its value back: let that rerun end
-                        page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']",
-                                               timeout=timeout * 1000)
+                        page.wait_for_selector(
+                            "[data-testid='stApp'][data-test-script-state='notRunning']", timeout=timeout * 1000
+                        )
                         moves[-1]["server_s"] = clock.read()[0]
             except NotDrawn as exc:
                 result["error"] = str(exc)
@@ -212,9 +231,11 @@ def verdict(seconds: float | None, target: float) -> str:
 
 def table(results: list[dict]) -> str:
     """The results as a Markdown table, each time against its target."""
-    rows = ["| lesson | first paint, cold (≤ 5 s) | first paint, warm (≤ 2 s) | main control | where | "
-            "control, median drawn | server | target |",
-            "|---|---|---|---|---|---|---|---|"]
+    rows = [
+        "| lesson | first paint, cold (≤ 5 s) | first paint, warm (≤ 2 s) | main control | where | "
+        "control, median drawn | server | target |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in results:
         if "error" in r:
             rows.append(f"| {r['slug']} | {r['error']} |" + " |" * 6)
@@ -226,12 +247,19 @@ def table(results: list[dict]) -> str:
             drawn = statistics.median(m["drawn_s"] for m in control["moves"])
             server = statistics.median(m["server_s"] for m in control["moves"])
             target = TARGETS[control["where"]]
-            cells = [control["label"], control["where"], f"{drawn:.3f} s {verdict(drawn, target)}", f"{server:.2f} s",
-                     f"≤ {target} s"]
+            cells = [
+                control["label"],
+                control["where"],
+                f"{drawn:.3f} s {verdict(drawn, target)}",
+                f"{server:.2f} s",
+                f"≤ {target} s",
+            ]
         else:
             cells = ["(none found)", "", "", "", ""]
-        rows.append(f"| {r['slug']} | {r['cold_s']:.2f} s {verdict(r['cold_s'], TARGETS['cold'])} | "
-                    f"{r['warm_s']:.2f} s {verdict(r['warm_s'], TARGETS['warm'])} | " + " | ".join(cells) + " |")
+        rows.append(
+            f"| {r['slug']} | {r['cold_s']:.2f} s {verdict(r['cold_s'], TARGETS['cold'])} | "
+            f"{r['warm_s']:.2f} s {verdict(r['warm_s'], TARGETS['warm'])} | " + " | ".join(cells) + " |"
+        )
     return "\n".join(rows)
 
 
@@ -254,8 +282,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"measured {slug}: " + table(results[-1:]).splitlines()[-1], flush=True)  # kept if the run is cut short
             if args.json:
                 write_text(args.json, json.dumps({"targets": TARGETS, "lessons": results}, indent=2))
-    print(f"\n{len(results)} lessons, a fresh server each, in {time.perf_counter() - started:.0f} s; "
-          f"targets: a control ≤ {TARGETS['in the page']} s in the page, ≤ {TARGETS['rerun']} s by a rerun\n")
+    print(
+        f"\n{len(results)} lessons, a fresh server each, in {time.perf_counter() - started:.0f} s; "
+        f"targets: a control ≤ {TARGETS['in the page']} s in the page, ≤ {TARGETS['rerun']} s by a rerun\n"
+    )
     print(table(results))
     if args.json:
         write_text(args.json, json.dumps({"targets": TARGETS, "lessons": results}, indent=2))

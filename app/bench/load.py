@@ -67,8 +67,12 @@ def _prompts(n: int, n_tokens: int) -> list[str]:
 
 def _cli_loss(model: str, prompt: str) -> float:
     with tempfile.NamedTemporaryFile(suffix=".npz") as npz:
-        out = subprocess.run([sys.executable, "-m", "glassbox", "trace", "--model", model, "--prompt", prompt,
-                              "--backward", "--npz", npz.name], capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(
+            [sys.executable, "-m", "glassbox", "trace", "--model", model, "--prompt", prompt, "--backward", "--npz", npz.name],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
     return float(re.search(r"loss\s+([0-9.]+)", out).group(1))
 
 
@@ -126,8 +130,9 @@ def main(argv: list[str] | None = None) -> int:
                 for i, (page, prompt) in enumerate(zip(pages, prompts)):
                     from urllib.parse import urlencode
 
-                    response = page.goto(f"{url}?{urlencode({'model': str(folder), 'prompt': prompt, 'view': 'Backward'})}",
-                                         wait_until="commit")
+                    response = page.goto(
+                        f"{url}?{urlencode({'model': str(folder), 'prompt': prompt, 'view': 'Backward'})}", wait_until="commit"
+                    )
                     served_by[i] = response.headers.get("x-glassbox-replica") if response else None
                 for i, page in enumerate(pages):
                     left = max(1.0, deadline - time.perf_counter())
@@ -150,8 +155,10 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 os.killpg(servers[0].pid, 15)
         done = sorted(t for t in times if t is not None)
-        print(f"{args.sessions} sessions, Backward view, {len(prompts[0].split())}-word prompts "
-              f"({'tiny model' if args.small else 'GPT-2-small shape'}), on 127.0.0.1")
+        print(
+            f"{args.sessions} sessions, Backward view, {len(prompts[0].split())}-word prompts "
+            f"({'tiny model' if args.small else 'GPT-2-small shape'}), on 127.0.0.1"
+        )
         if args.replicas:
             counts = {r: served_by.count(r) for r in sorted(set(served_by), key=str)}
             print(f"{args.replicas} replicas behind nginx; sessions per replica: {counts}")
@@ -159,13 +166,15 @@ def main(argv: list[str] | None = None) -> int:
             q = statistics.quantiles(done, n=10) if len(done) > 1 else [done[0]] * 9
             print(f"seconds to drawn: p50 {statistics.median(done):.1f}, p90 {q[8]:.1f}, max {done[-1]:.1f}")
         print(f"errors: {len(errors)} {errors if errors else ''}")
-        print(f"server memory{' (the replicas together)' if args.replicas else ''}: {base_rss / 2**30:.2f} GiB idle, "
-              f"peak {peak[0] / 2**30:.2f} GiB; trace budget about {budget / 2**30:.2f} GiB"
-              + (" each" if args.replicas else ""))
+        print(
+            f"server memory{' (the replicas together)' if args.replicas else ''}: {base_rss / 2**30:.2f} GiB idle, "
+            f"peak {peak[0] / 2**30:.2f} GiB; trace budget about {budget / 2**30:.2f} GiB" + (" each" if args.replicas else "")
+        )
         checked = [(i, losses[i]) for i in range(args.sessions) if losses[i] is not None]
         mismatched = [i for i, shown in checked if abs(shown - _cli_loss(str(folder), prompts[i])) > 5e-4]
-        print(f"loss checked against `glassbox trace` in {len(checked)} of {args.sessions} sessions, "
-              f"{len(mismatched)} mismatched")
+        print(
+            f"loss checked against `glassbox trace` in {len(checked)} of {args.sessions} sessions, {len(mismatched)} mismatched"
+        )
         return 1 if errors or mismatched else 0
 
 

@@ -43,12 +43,25 @@ from glassbox.model.io.checkpoint import load, save
 from glassbox.model.tools.bench import GPT2_SMALL, TINY
 
 # what marks each view as drawn: a chart title, or for Export its download button
-VIEWS = {"Overview": "Parameters per part", "Tokens & embeddings": "PCA of embed.W_E", "Attention": "Every head's pattern",
-         "LayerNorm": "Per position", "MLP": "Fraction of neurons active", "Residual stream": "Top token after each block",
-         "Backward": "Input saliency", "Ask why": "What each part writes into",
-         "Circuits": "QK circuit", "Export": None}  # Compare needs a second prompt typed: not timed
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync"]
+VIEWS = {
+    "Overview": "Parameters per part",
+    "Tokens & embeddings": "PCA of embed.W_E",
+    "Attention": "Every head's pattern",
+    "LayerNorm": "Per position",
+    "MLP": "Fraction of neurons active",
+    "Residual stream": "Top token after each block",
+    "Backward": "Input saliency",
+    "Ask why": "What each part writes into",
+    "Circuits": "QK circuit",
+    "Export": None,
+}  # Compare needs a second prompt typed: not timed
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def config(small: bool):
@@ -82,9 +95,24 @@ def forward_seconds(path: Path, prompt: str) -> float:
 def serve(port: int, timing: Path | None = None) -> subprocess.Popen:
     """The app on ``port``; with ``timing``, its server logs each run's seconds there."""
     env = {**os.environ, **({"GLASSBOX_TIMING": str(timing)} if timing else {})}
-    server = subprocess.Popen([sys.executable, "-m", "glassbox", "app", "--server.port", str(port), "--server.headless", "true",
-                               "--browser.gatherUsageStats", "false"], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "glassbox",
+            "app",
+            "--server.port",
+            str(port),
+            "--server.headless",
+            "true",
+            "--browser.gatherUsageStats",
+            "false",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     for _ in range(240):
         try:
             if urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1).read() == b"ok":
@@ -106,7 +134,7 @@ class ServerClock:
         """(server seconds, of which computing traces) since the last reading."""
         time.sleep(0.2)  # the log line is written as the run ends, just before the browser hears so
         lines = [json.loads(line) for line in (self.path.read_text().splitlines() if self.path.exists() else [])]
-        new, self.seen = lines[self.seen:], len(lines)
+        new, self.seen = lines[self.seen :], len(lines)
         return (sum(r["seconds"] for r in new if "run" in r), sum(r["seconds"] for r in new if "compute" in r))
 
 
@@ -165,7 +193,7 @@ def time_views(url: str, clock: ServerClock, reopens: int = 3) -> dict[str, list
         page.locator(".gtitle", has_text=VIEWS["Overview"]).first.wait_for(timeout=600_000)
         times["Overview"].append((time.perf_counter() - start, *clock.read()))
         for round_ in range(1 + reopens):
-            for view in list(VIEWS)[1 - min(round_, 1):]:  # the first round starts after the Overview
+            for view in list(VIEWS)[1 - min(round_, 1) :]:  # the first round starts after the Overview
                 drawn = timed_click(lambda: page.get_by_role("radio", name=view, exact=True).click(), VIEWS[view])  # noqa: B023 (clicked now)
                 times[view].append((drawn, *clock.read()))
         page.get_by_role("radio", name="Backward", exact=True).click()
@@ -209,16 +237,21 @@ BLOCK_DRAWN = """(block) => {
     return (performance.now() - window.__clicked) / 1000; }"""
 
 
-def time_attention(url: str, clock: ServerClock, n_layers: int, n_tokens: int, repeats: int = 5
-                   ) -> dict[str, list[tuple[float, float]]]:
+def time_attention(
+    url: str, clock: ServerClock, n_layers: int, n_tokens: int, repeats: int = 5
+) -> dict[str, list[tuple[float, float]]]:
     """(until drawn, server) seconds of the Attention view answered in the page, on a prompt of
     ``n_tokens``: five head changes and five query changes (in the page: with every head's scores
     sent, or, over app/components/attention_head.py's IN_PAGE_BYTES, computed there from the sent
     queries and keys), then three block changes: in the page where every block is sent (a small
     model), else a server rerun that sends the new block's heads, timed until the page has drawn them."""
     names = {kind: f"Attention {kind}, {n_tokens} tokens" for kind in ("head", "query", "block")}
-    times = {names["head"] + ", in the page": [], names["query"] + ", in the page": [], names["block"] + " (rerun)": [],
-             names["block"] + ", in the page": []}
+    times = {
+        names["head"] + ", in the page": [],
+        names["query"] + ", in the page": [],
+        names["block"] + " (rerun)": [],
+        names["block"] + ", in the page": [],
+    }
     with chromium_page() as page:
         page.goto(url)
         page.locator(".gb-attention .gb-arithmetic .katex").first.wait_for(timeout=600_000)
@@ -231,12 +264,14 @@ def time_attention(url: str, clock: ServerClock, n_layers: int, n_tokens: int, r
             page.wait_for_selector(IDLE, timeout=600_000)
             clock.read()
 
-        for kind, name, picks in (("head", names["head"] + ", in the page", (1, 2, 3, 0, 2)),
-                                  ("Query position", names["query"] + ", in the page", (3, 9, 17, 1, 12))):
+        for kind, name, picks in (
+            ("head", names["head"] + ", in the page", (1, 2, 3, 0, 2)),
+            ("Query position", names["query"] + ", in the page", (3, 9, 17, 1, 12)),
+        ):
             for index in picks[:repeats]:
                 chosen(kind, index, name)
         every_block = page.locator(".gb-attention label", has_text="Block").count() > 0
-        for block in (1, 2, 0)[:max(1, n_layers - 1)]:
+        for block in (1, 2, 0)[: max(1, n_layers - 1)]:
             if every_block:  # a small model: its blocks are in the page too
                 chosen("Block", block, names["block"] + ", in the page")
                 continue
@@ -276,16 +311,16 @@ def time_worked_example(base: str, clock: ServerClock, repeats: int = 5) -> dict
             before = page.locator(".gb-player").get_attribute("data-step")
             page.evaluate(ARM)
             page.keyboard.press("ArrowRight")
-            drawn = page.wait_for_function(PLAYED, arg=[".gb-player", "step", before], polling="raf",
-                                           timeout=60_000).json_value()
+            drawn = page.wait_for_function(PLAYED, arg=[".gb-player", "step", before], polling="raf", timeout=60_000).json_value()
             times["step change"].append((drawn, clock.read()[0]))
         for i in range(repeats):
             cells = page.locator(".gb-player td.gb-clickable")
             before = page.locator(".gb-arithmetic").get_attribute("data-cell")
             page.evaluate(ARM)
             cells.nth((3 * i + 1) % cells.count()).click()
-            drawn = page.wait_for_function(PLAYED, arg=[".gb-arithmetic", "cell", before], polling="raf",
-                                           timeout=60_000).json_value()
+            drawn = page.wait_for_function(
+                PLAYED, arg=[".gb-arithmetic", "cell", before], polling="raf", timeout=60_000
+            ).json_value()
             times["cell click"].append((drawn, clock.read()[0]))
     return times
 
@@ -339,8 +374,11 @@ def reopened(runs: list[tuple[float, float, float]]) -> tuple[float, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m app.bench", description=__doc__.split("\n")[0])
-    parser.add_argument("--small", action="store_true", help="a tiny model and a 24-token prompt, each interaction "
-                        "timed twice and each view reopened once: a smoke test")
+    parser.add_argument(
+        "--small",
+        action="store_true",
+        help="a tiny model and a 24-token prompt, each interaction timed twice and each view reopened once: a smoke test",
+    )
     parser.add_argument("--json", type=Path, help="also write the numbers to this JSON file")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp, socket.socket() as s:
@@ -361,49 +399,83 @@ def main(argv: list[str] | None = None) -> int:
             # the whole prompt (over 128 tokens the page computes the scores from q and k), then its first 128 tokens
             for tokens in dict.fromkeys((n_tokens, min(n_tokens, IN_PAGE_TOKENS))):
                 short = loaded.tokenizer.decode(loaded.encode(prompt)[:tokens])
-                attention = time_attention(f"http://127.0.0.1:{port}/explore?" + urllib.parse.urlencode(
-                    {"model": str(path), "prompt": short, "view": "Attention", "pos": "20", "key_pos": "3"}), clock,
-                    loaded.cfg.n_layers, tokens, repeats)
+                attention = time_attention(
+                    f"http://127.0.0.1:{port}/explore?"
+                    + urllib.parse.urlencode(
+                        {"model": str(path), "prompt": short, "view": "Attention", "pos": "20", "key_pos": "3"}
+                    ),
+                    clock,
+                    loaded.cfg.n_layers,
+                    tokens,
+                    repeats,
+                )
                 worked |= {name: runs for name, runs in attention.items() if runs}  # one kind of block change ran
             worked |= time_playground(f"http://127.0.0.1:{port}/playground?{query}", clock, repeats)
         finally:
             os.killpg(server.pid, 15)
             server.wait(timeout=30)
     cfg = config(args.small)
-    print(f"model    {'tiny (--small)' if args.small else 'GPT-2-small shape'}, random weights, float32, "
-          f"{cfg.n_layers} layers × {cfg.n_heads} heads, d_model {cfg.d_model}, vocab {cfg.vocab_size}; "
-          f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    print(
+        f"model    {'tiny (--small)' if args.small else 'GPT-2-small shape'}, random weights, float32, "
+        f"{cfg.n_layers} layers × {cfg.n_heads} heads, d_model {cfg.d_model}, vocab {cfg.vocab_size}; "
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads"
+    )
     print(f"prompt   {n_tokens} tokens; one plain forward pass: {forward * 1000:.0f} ms (median of 5)")
-    print("goals    reopen or step change: ≤ 0.2 s of server time and ≤ 0.5 s until drawn; "
-          f"first open ≤ one forward pass + 1 s = {forward + 1:.2f} s")
+    print(
+        "goals    reopen or step change: ≤ 0.2 s of server time and ≤ 0.5 s until drawn; "
+        f"first open ≤ one forward pass + 1 s = {forward + 1:.2f} s"
+    )
     print(f"\n{'view':<22}{'first open: drawn':>19}{'server':>9}{'trace':>8}{'rest':>7}{'reopen: drawn':>15}{'server':>9}")
     for view in VIEWS:
         (cold, cold_server, cold_trace), warm, warm_server = times[view][0], *reopened(times[view])
-        print(f"{view:<22}{cold:>18.2f}s{cold_server:>8.2f}s{cold_trace:>7.2f}s{cold_server - cold_trace:>6.2f}s"
-              f"{warm:>14.2f}s{warm_server:>8.2f}s")
+        print(
+            f"{view:<22}{cold:>18.2f}s{cold_server:>8.2f}s{cold_trace:>7.2f}s{cold_server - cold_trace:>6.2f}s"
+            f"{warm:>14.2f}s{warm_server:>8.2f}s"
+        )
     print(f"\n{'within a view (median of 3)':<34}{'drawn':>8}{'server':>9}{'trace':>8}")
     for name in (n for n in STEP_CHANGES if times[n]):  # a head drawn in the page is timed below instead
         drawn, server_time, trace_time = (statistics.median(t[k] for t in times[name]) for k in range(3))
         print(f"{name:<34}{drawn:>7.2f}s{server_time:>8.2f}s{trace_time:>7.2f}s")
-    print("\nanswered in the page (goals: a worked-example step or cell ≤ 0.1 s drawn, its first open on a fresh "
-          "server ≤ 3 s; a playground slider or step ≤ 0.15 s)")
+    print(
+        "\nanswered in the page (goals: a worked-example step or cell ≤ 0.1 s drawn, its first open on a fresh "
+        "server ≤ 3 s; a playground slider or step ≤ 0.15 s)"
+    )
     print(f"{'':<44}{'drawn':>8}{'server':>9}")
     for name, runs in worked.items():
         label = name if name == "first open" else f"{name} (median of {len(runs)})"
         drawn, server_time = (statistics.median(t[k] for t in runs) for k in range(2))
         print(f"{label:<44}{drawn:>7.3f}s{server_time:>8.2f}s")
-    print("\n(trace: the model's own passes inside the server time (traces; Ask why's attribution, ablation and logit "
-          "split; Circuits' head scores); rest: everything else the page did)")
+    print(
+        "\n(trace: the model's own passes inside the server time (traces; Ask why's attribution, ablation and logit "
+        "split; Circuits' head scores); rest: everything else the page did)"
+    )
     if args.json:
-        write_text(args.json, json.dumps({
-            "n_tokens": n_tokens, "forward_s": forward, "config": cfg.to_dict(),
-            "views": {v: {"first_s": times[v][0][0], "first_server_s": times[v][0][1], "first_trace_s": times[v][0][2],
-                          "reopen_s": reopened(times[v])[0], "reopen_server_s": reopened(times[v])[1],
-                          "reopens": [{"drawn_s": t, "server_s": s} for t, s, _ in times[v][1:]]} for v in VIEWS},
-            "step_changes": {n: [{"drawn_s": t, "server_s": s, "trace_s": c} for t, s, c in times[n]]
-                             for n in STEP_CHANGES},
-            "in_the_page": {n: [{"drawn_s": t, "server_s": s} for t, s in runs] for n, runs in worked.items()}},
-            indent=2))
+        write_text(
+            args.json,
+            json.dumps(
+                {
+                    "n_tokens": n_tokens,
+                    "forward_s": forward,
+                    "config": cfg.to_dict(),
+                    "views": {
+                        v: {
+                            "first_s": times[v][0][0],
+                            "first_server_s": times[v][0][1],
+                            "first_trace_s": times[v][0][2],
+                            "reopen_s": reopened(times[v])[0],
+                            "reopen_server_s": reopened(times[v])[1],
+                            "reopens": [{"drawn_s": t, "server_s": s} for t, s, _ in times[v][1:]],
+                        }
+                        for v in VIEWS
+                    },
+                    "step_changes": {
+                        n: [{"drawn_s": t, "server_s": s, "trace_s": c} for t, s, c in times[n]] for n in STEP_CHANGES
+                    },
+                    "in_the_page": {n: [{"drawn_s": t, "server_s": s} for t, s in runs] for n, runs in worked.items()},
+                },
+                indent=2,
+            ),
+        )
         print(f"\nwrote {args.json}")
     return 0
 

@@ -36,10 +36,11 @@ def assignment_banner(target: str) -> Assignment | None:
         return None
     with st.container(border=True, key="assignment_banner"):
         left, right = st.columns([4, 1], vertical_alignment="center")
-        left.markdown("**Assignment** · " + " · ".join(f"{what}: {plain(value)}" for what, value in
-                                                       assignment.describe()))
-        left.caption("Your teacher's link fixes these, so that everyone gets the same numbers. Start from here to "
-                     "change them (a new exercise set, another prompt).")
+        left.markdown("**Assignment** · " + " · ".join(f"{what}: {plain(value)}" for what, value in assignment.describe()))
+        left.caption(
+            "Your teacher's link fixes these, so that everyone gets the same numbers. Start from here to "
+            "change them (a new exercise set, another prompt)."
+        )
         if right.button("Start from here", icon=":material/edit:", key="assignment_start"):
             del st.query_params[MARK]
             st.rerun()
@@ -76,6 +77,8 @@ def assign_button(path: str, query: dict[str, str]) -> None:
     """A popover with this page's assignment link, to copy and hand out."""
     link = f"{page_base()}/{path}?{urlencode({**query, MARK: '1'})}"
     with st.popover("Assign this page", icon=":material/share:"):
-        st.caption("A link that opens this page in this state for anyone (the same model, prompt and exercise "
-                   "seed), read-only until they start from it. Copy it with the button at its right.")
+        st.caption(
+            "A link that opens this page in this state for anyone (the same model, prompt and exercise "
+            "seed), read-only until they start from it. Copy it with the button at its right."
+        )
         st.code(link, language=None, wrap_lines=True)

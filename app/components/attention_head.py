@@ -73,24 +73,52 @@ def block_payload(trace: Trace, cfg, layer: int, labels: list[str], how: list[li
     scale = cfg.attn_scale if cfg.attn_scale is not None else 1 / np.sqrt(cfg.d_head)
     heads = []
     for h in range(cfg.n_heads):
-        heads.append({"label": head_label(h), "kv": cfg.kv_head(h),
-                      "q": floats(per_head(trace[q_full], cfg.n_heads)[h]),
-                      "k": floats(per_head(trace[k_full], cfg.n_kv_heads)[cfg.kv_head(h)]), "how": how[h]})
+        heads.append(
+            {
+                "label": head_label(h),
+                "kv": cfg.kv_head(h),
+                "q": floats(per_head(trace[q_full], cfg.n_heads)[h]),
+                "k": floats(per_head(trace[k_full], cfg.n_kv_heads)[cfg.kv_head(h)]),
+                "how": how[h],
+            }
+        )
         if not computed:  # else the page computes them, and their colour scale, from q and k
             scores = trace[p + "hook_scores"][h]
-            heads[-1] |= {"scores": floats(scores), "pattern": floats(trace[p + "hook_pattern"][h]),
-                          "zmax": abs_max(scores.float().cpu().numpy())}
+            heads[-1] |= {
+                "scores": floats(scores),
+                "pattern": floats(trace[p + "hook_pattern"][h]),
+                "zmax": abs_max(scores.float().cpu().numpy()),
+            }
     return {
-        "layer": layer, "block": block_label(layer), "prefix": p, "computed": computed, "q_name": q_name, "k_name": k_name,
-        "labels": labels, "d_head": cfg.d_head, "bytes": width(trace[q_full].dtype), "heads": heads, "scale": float(scale),
+        "layer": layer,
+        "block": block_label(layer),
+        "prefix": p,
+        "computed": computed,
+        "q_name": q_name,
+        "k_name": k_name,
+        "labels": labels,
+        "d_head": cfg.d_head,
+        "bytes": width(trace[q_full].dtype),
+        "heads": heads,
+        "scale": float(scale),
         "scale_note": scale_note(cfg),
-        "softcap": cfg.attn_softcap, "causal": cfg.causal, "window": cfg.window if cfg.is_local(layer) else None,
+        "softcap": cfg.attn_softcap,
+        "causal": cfg.causal,
+        "window": cfg.window if cfg.is_local(layer) else None,
         "palettes": {name: scale_colours(scale_name).tolist() for name, scale_name in COLOURSCALES.items()},
     }
 
 
-def attention_head(blocks: list[dict], element_id: str, block: int, head: int, query: int, key: int, on_change,
-                   element_key: str = "attention_head") -> None:
+def attention_head(
+    blocks: list[dict],
+    element_id: str,
+    block: int,
+    head: int,
+    query: int,
+    key: int,
+    on_change,
+    element_key: str = "attention_head",
+) -> None:
     """``blocks`` (``block_payload``s: every block where all fit, else the chosen one) in the page,
     opening on ``block``, ``head``, ``query`` and ``key`` (the session's); ``element_id`` names
     what is sent (a new one redraws); ``on_change(block, head, query, key)``: called (before the
@@ -116,5 +144,8 @@ def attention_head(blocks: list[dict], element_id: str, block: int, head: int, q
     if anchor is None or anchor["id"] != element_id or current != shown:
         anchor = st.session_state[ANCHOR] = {"id": element_id, "pick": uuid.uuid4().hex[:12], "chosen": current}
         st.session_state.pop(PAGE_CHOICE, None)
-    _component(data={"blocks": blocks, "id": element_id, "chosen": anchor["chosen"], "pick": anchor["pick"],
-                     "katex": katex_module()}, key=element_key, on_chosen_change=sent)
+    _component(
+        data={"blocks": blocks, "id": element_id, "chosen": anchor["chosen"], "pick": anchor["pick"], "katex": katex_module()},
+        key=element_key,
+        on_chosen_change=sent,
+    )

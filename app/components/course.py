@@ -15,7 +15,6 @@ from glassbox.model.course import COURSE_MODEL, LESSON, LESSONS, Lesson
 from glassbox.model.io.checkpoint import LoadedModel
 
 
-
 def lesson_page(slug: str) -> Lesson:
     """The page's title and the question it answers; returns its lesson."""
     lesson = LESSON[slug]
@@ -31,8 +30,9 @@ def course_model() -> LoadedModel:
     return shared_model(COURSE_MODEL)
 
 
-def lesson_pass(what: str, loaded: LoadedModel, n_tokens: int, backward: bool = False, passes: int = 1
-                ) -> AbstractContextManager[None]:
+def lesson_pass(
+    what: str, loaded: LoadedModel, n_tokens: int, backward: bool = False, passes: int = 1
+) -> AbstractContextManager[None]:
     """A lesson's model passes (``passes`` of them, one after the other, each on ``n_tokens``),
     admitted like every other page's (``admitted_pass``)."""
     return admitted_pass(what, loaded, n_tokens, backward, passes)
@@ -49,21 +49,32 @@ def lesson_end(lesson: Lesson, models: tuple[tuple[str, str, str], ...] = ()) ->
     st.divider()
     st.markdown("**See it in a real model**")
     left, right = st.columns(2)
-    left.page_link("screens/worked_example.py", label="In the worked example, by hand", icon=":material/school:",
-                   query_params={"step": lesson.step})
-    right.page_link("screens/explore.py", label=f"On any prompt: the explorer's {lesson.view} view",
-                    icon=":material/search:", query_params={"view": lesson.view})
+    left.page_link(
+        "screens/worked_example.py",
+        label="In the worked example, by hand",
+        icon=":material/school:",
+        query_params={"step": lesson.step},
+    )
+    right.page_link(
+        "screens/explore.py",
+        label=f"On any prompt: the explorer's {lesson.view} view",
+        icon=":material/search:",
+        query_params={"view": lesson.view},
+    )
     row = st.container(horizontal=True, wrap=True, gap="medium")
     for label, model, prompt in models:
-        row.page_link("screens/explore.py", label=label, icon=":material/search:",
-                      query_params={"view": lesson.view, "model": model, "prompt": prompt})
+        row.page_link(
+            "screens/explore.py",
+            label=label,
+            icon=":material/search:",
+            query_params={"view": lesson.view, "model": model, "prompt": prompt},
+        )
     index = LESSONS.index(lesson)
     if index + 1 < len(LESSONS):
         after = LESSONS[index + 1]
         st.page_link(after.page, label=f"Next lesson: {after.title}", icon=":material/arrow_forward:")
     else:
-        st.page_link("screens/worked_example.py", label="Now the whole pass: the worked example",
-                     icon=":material/arrow_forward:")
+        st.page_link("screens/worked_example.py", label="Now the whole pass: the worked example", icon=":material/arrow_forward:")
     st.page_link("course/index.py", label="All lessons", icon=":material/list:")
 
 
@@ -84,6 +95,6 @@ def lessons_about(slugs: list[str], where=st) -> None:
         where.caption("The idea, in the course:")
         row = where.container(horizontal=True, wrap=True, gap="medium")  # each link as wide as its title, wrapping
         for slug in slugs:
-            row.page_link(LESSON[slug].page, label=f"{LESSONS.index(LESSON[slug]) + 1}. {LESSON[slug].title}",
-                          icon=":material/menu_book:")
-
+            row.page_link(
+                LESSON[slug].page, label=f"{LESSONS.index(LESSON[slug]) + 1}. {LESSON[slug].title}", icon=":material/menu_book:"
+            )

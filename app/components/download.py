@@ -12,8 +12,9 @@ from glassbox.model.engine import GlassboxError
 from glassbox.model.io.hub import MODEL_FILES, HubFiles, HubId, check_room, download
 
 
-def offer_download(what: str, hub: HubId, key: str, files: HubFiles = MODEL_FILES, size: int | None = None,
-                   fetched: str = "") -> bool:
+def offer_download(
+    what: str, hub: HubId, key: str, files: HubFiles = MODEL_FILES, size: int | None = None, fetched: str = ""
+) -> bool:
     """A Download button for ``what`` (``files`` of ``hub``), with a progress bar and a Cancel
     button while it runs; True once it is downloaded (the page goes on to open it). The bar is
     drawn as the bytes come: once the page is closed or reruns (Cancel is a rerun), Streamlit
@@ -29,8 +30,10 @@ def offer_download(what: str, hub: HubId, key: str, files: HubFiles = MODEL_FILE
     if st.session_state.get(key + "_cancel"):  # the click that stopped the download reran the page
         st.info("Download cancelled: nothing of it was kept.")
     shown = f" ({_bytes(size)})" if size else ""
-    st.info(f"{plain(what)} is not downloaded yet{plain(shown)}. {plain(fetched or 'Only its files are fetched')}, "
-            "into the Hugging Face cache on this server.")
+    st.info(
+        f"{plain(what)} is not downloaded yet{plain(shown)}. {plain(fetched or 'Only its files are fetched')}, "
+        "into the Hugging Face cache on this server."
+    )
     if not st.button("Download", key=key + "_download", type="primary"):
         return False
     bar = st.progress(0.0, text="Starting the download…")

@@ -34,13 +34,16 @@ def crash_guard() -> Iterator[None]:
     except Exception:
         reference = uuid.uuid4().hex[:8]
         log.exception("Unhandled error in the app (reference %s)", reference)
-        st.error(f"Something went wrong on the server (reference {plain(reference)}); the details are in its log. "
-                 "Try again, or change the settings.")
+        st.error(
+            f"Something went wrong on the server (reference {plain(reference)}); the details are in its log. "
+            "Try again, or change the settings."
+        )
 
 
 def fragment(func: Callable) -> Callable:
     """``st.fragment`` with ``crash_guard`` around its body: a fragment's own reruns do not pass
     through main.py's guard."""
+
     @functools.wraps(func)
     def guarded(*args, **kwargs):
         with timed(func.__name__), crash_guard():

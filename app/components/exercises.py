@@ -87,8 +87,12 @@ def one_exercise(slug: str, seed: int, number: int, exercise: Exercise, of: int,
                 field.radio("Your answer", exercise.choices, index=None, horizontal=True, key=answer_key)
             else:
                 unit = f" ({exercise.unit})" if exercise.unit else ""
-                field.text_input(f"Your answer{unit}", key=answer_key, max_chars=60,
-                                 placeholder=f"a number; counts {exercise.tolerance_note()}")
+                field.text_input(
+                    f"Your answer{unit}",
+                    key=answer_key,
+                    max_chars=60,
+                    placeholder=f"a number; counts {exercise.tolerance_note()}",
+                )
             button.form_submit_button("Check", on_click=_verdict, args=(slug, seed, exercise, of), width="stretch")
         verdict = st.session_state.get(f"verdict:{slug}:{seed}:{exercise.key}")
         if verdict is not None:
@@ -113,8 +117,10 @@ def exercises_section(lesson: Lesson, fixed_seed: int | None = None) -> None:
     progress = browser_progress("course_progress")
     done = done_keys(progress, lesson.slug)
     top = st.container(horizontal=True, vertical_alignment="center")
-    top.caption(f"Seed {seed}: the same seed gives the same numbers (this page's link keeps it). "
-                f"{len(done)} of {len(exercises)} answered right in this browser.")
+    top.caption(
+        f"Seed {seed}: the same seed gives the same numbers (this page's link keeps it). "
+        f"{len(done)} of {len(exercises)} answered right in this browser."
+    )
     if fixed_seed is None and top.button("New set", icon=":material/casino:", key=f"new_set:{lesson.slug}"):
         st.session_state[SESSION_SEED] = (seed + 1 + secrets.randbelow(NEW_SEEDS - 1)) % NEW_SEEDS
         st.query_params["seed"] = str(st.session_state[SESSION_SEED])
@@ -127,13 +133,27 @@ def progress_report(progress: dict) -> dict:
     """What a learner hands a teacher: per lesson, the exercises answered right, each with its
     seed (`glassbox course LESSON --exercises --seed S` prints the same exercises and answers)."""
     lessons = progress.get("lessons") or {}
-    return {"glassbox_course_progress": 1, "lessons": [
-        {"lesson": x.slug, "title": x.title, "exercises": (lessons.get(x.slug) or {}).get("of"),
-         "answered_right": done_keys(progress, x.slug)} for x in LESSONS if done_keys(progress, x.slug)]}
+    return {
+        "glassbox_course_progress": 1,
+        "lessons": [
+            {
+                "lesson": x.slug,
+                "title": x.title,
+                "exercises": (lessons.get(x.slug) or {}).get("of"),
+                "answered_right": done_keys(progress, x.slug),
+            }
+            for x in LESSONS
+            if done_keys(progress, x.slug)
+        ],
+    }
 
 
 def progress_download(progress: dict) -> None:
-    st.download_button("Download progress (JSON, for a teacher)", json.dumps(progress_report(progress), indent=1),
-                       file_name="glassbox-course-progress.json", mime="application/json",
-                       icon=":material/download:", on_click="ignore")
-
+    st.download_button(
+        "Download progress (JSON, for a teacher)",
+        json.dumps(progress_report(progress), indent=1),
+        file_name="glassbox-course-progress.json",
+        mime="application/json",
+        icon=":material/download:",
+        on_click="ignore",
+    )

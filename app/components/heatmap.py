@@ -22,9 +22,11 @@ def grid_text(grid: Grid) -> tuple[int, list[list[str]]]:
     (0.000278 as 2.78 with power −4), so a cell holds 4 or 5 characters; 0 where written as is."""
     largest = abs_max(grid.values)
     power = power_of_ten(largest) if grid.quantity and largest < 0.01 else 0
-    unit = 10.0 ** -power
-    return power, [[cell_text(v * unit, largest * unit, ".2f" if power else ".3f") if grid.quantity else f"{v:g}"
-                    for v in row] for row in grid.values]
+    unit = 10.0**-power
+    return power, [
+        [cell_text(v * unit, largest * unit, ".2f" if power else ".3f") if grid.quantity else f"{v:g}" for v in row]
+        for row in grid.values
+    ]
 
 
 def grid_colour(grid: Grid) -> str:
@@ -32,9 +34,15 @@ def grid_colour(grid: Grid) -> str:
     return "plain" if not grid.quantity else "sequential" if grid.probability else "diverging"
 
 
-def grid_figure(grid: Grid, marks: Sequence[tuple[int | None, int | None]] = (), selected: tuple[int, int] | None = None,
-                clickable: bool = False, zmax: float | None = None, colorbar: bool = True,
-                width: int | None = None) -> go.Figure:
+def grid_figure(
+    grid: Grid,
+    marks: Sequence[tuple[int | None, int | None]] = (),
+    selected: tuple[int, int] | None = None,
+    clickable: bool = False,
+    zmax: float | None = None,
+    colorbar: bool = True,
+    width: int | None = None,
+) -> go.Figure:
     """A worked-example grid with its values written in, every exact value on hover, and a colour
     bar: centred at 0, or 0..1 for probabilities; ``zmax`` sets a scale shared with other grids.
     Cells this step changed are dotted, ``marks`` (rows, columns or cells an explanation reads)
@@ -58,10 +66,25 @@ def grid_figure(grid: Grid, marks: Sequence[tuple[int | None, int | None]] = (),
         rr, cc = np.mgrid[0:n_rows, 0:n_cols]
         clicks = ClickLayer(cc.ravel().tolist(), rr.ravel().tolist(), hover, exact.ravel().tolist())
     return heatmap_figure(
-        values, grid.rows, grid.cols, pretty(grid.label) + (f" ×10<sup>{power}</sup>" if power else ""), grid.name,
+        values,
+        grid.rows,
+        grid.cols,
+        pretty(grid.label) + (f" ×10<sup>{power}</sup>" if power else ""),
+        grid.name,
         size=f"{n_rows}×{n_cols}" + (f"  · <i>{grid.provenance}</i>" if grid.provenance else ""),
-        row_title=grid.row_title, col_title=grid.col_title, colour=grid_colour(grid),
-        zmax=1.0 if grid.probability else zmax, text=text, text_size=text_size, hover=hover,
-        customdata=exact.tolist(), marks=marks, selected=selected, changed=grid.changed, clicks=clicks,
-        colorbar="" if grid.quantity and colorbar else None, fixed=True,
-        height=110 + 34 * n_rows + (30 if n_cols > 5 else 0))
+        row_title=grid.row_title,
+        col_title=grid.col_title,
+        colour=grid_colour(grid),
+        zmax=1.0 if grid.probability else zmax,
+        text=text,
+        text_size=text_size,
+        hover=hover,
+        customdata=exact.tolist(),
+        marks=marks,
+        selected=selected,
+        changed=grid.changed,
+        clicks=clicks,
+        colorbar="" if grid.quantity and colorbar else None,
+        fixed=True,
+        height=110 + 34 * n_rows + (30 if n_cols > 5 else 0),
+    )

@@ -21,9 +21,9 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from glassbox.app.components.labels import plain
 from glassbox.app.resources import long_lane, model_pass, pass_clock, same_request_waits, shared_results
+from glassbox.model.analysis.plans import Plan
 from glassbox.model.engine import GlassboxError
 from glassbox.model.engine.work import Work
-from glassbox.model.analysis.plans import Plan
 from glassbox.model.serving.lane import minutes
 
 V = TypeVar("V")
@@ -58,13 +58,16 @@ def estimate(model, plan: Plan) -> float:
 def limit_note(model, plan: Plan, at: str | None = None) -> str:
     """“About 12 s on this server (96 passes); a computation may take at most 2.0 min here.”,
     beside a setting that sets the work; ``at``: the setting it is for (“600 steps, the most”)."""
-    note = (f"about {minutes(estimate(model, plan))} on this server ({plan.passes:,} passes); a computation may take "
-            f"at most {minutes(long_lane().max_seconds)} here.")
+    note = (
+        f"about {minutes(estimate(model, plan))} on this server ({plan.passes:,} passes); a computation may take "
+        f"at most {minutes(long_lane().max_seconds)} here."
+    )
     return f"At {at}: {note}" if at else note[0].upper() + note[1:]
 
 
-def long_computation(what: str, key: Hashable, plan: Plan, model, compute: Callable[[], V], memory: int = 0,
-                     shared: bool = True) -> V | None:
+def long_computation(
+    what: str, key: Hashable, plan: Plan, model, compute: Callable[[], V], memory: int = 0, shared: bool = True
+) -> V | None:
     """``compute()`` (``plan``'s passes of ``model``, or of a model of its shape, ``memory`` bytes admitted against the trace
     budget) as a long computation; None when this visitor cancelled it (the page says so, with
     a button to run it again) or could not run it (the page says why). ``key``: what the result depends on, with ``shared`` the key of
@@ -81,8 +84,7 @@ def long_computation(what: str, key: Hashable, plan: Plan, model, compute: Calla
         if not shared:
             return _on_lane(what, request, plan, model, compute, memory)
         with same_request_waits(what.lower()) as waiting:
-            return shared_results().get((what, key), lambda: _on_lane(what, request, plan, model, compute, memory),
-                                        waiting)
+            return shared_results().get((what, key), lambda: _on_lane(what, request, plan, model, compute, memory), waiting)
     except CancelPressed:  # the rerun the press asked for follows, and says so (the button's callback)
         st.info(plain(f"{what}: cancelled."), icon=":material/cancel:")
         return None
@@ -110,22 +112,34 @@ def _on_lane(what: str, request: str, plan: Plan, model, compute: Callable[[], V
     slot, cancel_key = st.empty(), f"long_task:cancel:{request}"
     with slot.container():
         bar = st.progress(0.0, text=plain(f"{what}: about {minutes(seconds)} ({plan.passes:,} passes)…"))
-        st.button("Cancel", key=cancel_key, on_click=_cancel, args=(request, what),
-                  help="Stops it at its next pass")
+        st.button("Cancel", key=cancel_key, on_click=_cancel, args=(request, what), help="Stops it at its next pass")
 
     def waiting(ahead: int, waited: float, limit: float) -> None:
-        bar.progress(0.0, text=plain(f"{what}: waiting for its turn, {ahead} long computation{'s' * (ahead != 1)} "
-                                     f"ahead on this server ({waited:.0f} s of at most {limit:.0f} s)…"))
+        bar.progress(
+            0.0,
+            text=plain(
+                f"{what}: waiting for its turn, {ahead} long computation{'s' * (ahead != 1)} "
+                f"ahead on this server ({waited:.0f} s of at most {limit:.0f} s)…"
+            ),
+        )
 
     def progress(work: Work) -> None:  # each call is where Streamlit stops a page that has gone
         if _cancel_pressed(cancel_key):
             raise CancelPressed()
-        done = (f"step {work.steps[0]:,} of {work.steps[1]:,}" if work.steps else f"pass {work.passes:,} of {plan.passes:,}")
+        done = f"step {work.steps[0]:,} of {work.steps[1]:,}" if work.steps else f"pass {work.passes:,} of {plan.passes:,}"
         bar.progress(work.done, text=plain(f"{what}: {done}, {work.elapsed:.0f} s of about {minutes(seconds)}"))
 
     session = get_script_run_ctx().session_id if get_script_run_ctx() else None
     try:
-        return lane.run(session, what, seconds, compute, plan.passes, on_wait=waiting, on_progress=progress,
-                        admitted=lambda: model_pass(what.lower(), memory))
+        return lane.run(
+            session,
+            what,
+            seconds,
+            compute,
+            plan.passes,
+            on_wait=waiting,
+            on_progress=progress,
+            admitted=lambda: model_pass(what.lower(), memory),
+        )
     finally:
         slot.empty()

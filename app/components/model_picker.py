@@ -69,22 +69,38 @@ def model_picker(key: str) -> LoadedModel | None:
     source = left.selectbox("Model from", sources, key=key + "_source", on_change=_chosen, args=(key,))
     widget = dict(key=key + WIDGETS[source], on_change=_chosen, args=(key,))
     if source == BUNDLED:
-        right.selectbox("Model", NAMED_MODELS, **widget, help="default: the small GPT trained here on generated "
-                        "stories; worked-example: the article's 8-word toy")
+        right.selectbox(
+            "Model",
+            NAMED_MODELS,
+            **widget,
+            help="default: the small GPT trained here on generated stories; worked-example: the article's 8-word toy",
+        )
     elif source == CURATED:
         entries = {m.hub_id: m for m in curated()}
-        right.selectbox("Model", list(entries), format_func=lambda i: _label(entries[i]), **widget,
-                        help="Models people open to look inside, one or two per family. `glassbox models` lists them too.")
+        right.selectbox(
+            "Model",
+            list(entries),
+            format_func=lambda i: _label(entries[i]),
+            **widget,
+            help="Models people open to look inside, one or two per family. `glassbox models` lists them too.",
+        )
     elif source == HUB:
-        right.text_input("Hub id", placeholder="EleutherAI/pythia-70m@step3000", **widget,
-                         help="owner/name from huggingface.co, optionally @revision (a branch, tag or commit). "
-                              "Safetensors weights only.")
+        right.text_input(
+            "Hub id",
+            placeholder="EleutherAI/pythia-70m@step3000",
+            **widget,
+            help="owner/name from huggingface.co, optionally @revision (a branch, tag or commit). Safetensors weights only.",
+        )
     else:
         roots = allowed_roots()
         where = f" Under {', '.join(map(str, roots))} on this server." if roots else ""
-        right.text_input("Model directory", placeholder="/path/to/model (config.json + model.safetensors)", **widget,
-                         help="A Glassbox checkpoint or a transformers model directory (GPT-2, GPT-NeoX, GPT-Neo, "
-                              "Llama, Mistral, Qwen2/3, Gemma 1-3), read offline." + where)
+        right.text_input(
+            "Model directory",
+            placeholder="/path/to/model (config.json + model.safetensors)",
+            **widget,
+            help="A Glassbox checkpoint or a transformers model directory (GPT-2, GPT-NeoX, GPT-Neo, "
+            "Llama, Mistral, Qwen2/3, Gemma 1-3), read offline." + where,
+        )
     if not st.session_state[key] and source in (BUNDLED, CURATED):
         _chosen(key)  # a first visit, or the source just switched: the model its list shows is the one opened
     name = st.session_state[key]
@@ -97,9 +113,17 @@ def model_picker(key: str) -> LoadedModel | None:
     try:
         hub = parse_hub_id(name) if source in (CURATED, HUB) else None
         entry = next((m for m in curated() if hub is not None and m.hub_id == str(hub)), None)
-        if hub is not None and cached(hub) is None and not offer_download(
-                str(hub), hub, key, size=entry.download_bytes if entry else None,
-                fetched="Only its config, tokenizer and safetensors weights are fetched"):
+        if (
+            hub is not None
+            and cached(hub) is None
+            and not offer_download(
+                str(hub),
+                hub,
+                key,
+                size=entry.download_bytes if entry else None,
+                fetched="Only its config, tokenizer and safetensors weights are fetched",
+            )
+        ):
             return None
         return shared_model(name)
     except GlassboxError as exc:

@@ -14,9 +14,11 @@ ASK_SOURCE = "Type a folder, or owner/repo/folder on the Hugging Face hub, for t
 def offered(model_key: str) -> dict[str, str]:
     """Label → source of the curated SAEs for ``model_key``: what each reads, its size, and
     whether it is here already or must be downloaded first."""
-    return {f"{e.source} · reads {e.hook} · {e.d_sae:,} features · "
-            f"{'ready' if e.cached else f'{e.download_bytes / 1e6:,.0f} MB to download'}": e.source
-            for e in curated(model_key)}
+    return {
+        f"{e.source} · reads {e.hook} · {e.d_sae:,} features · "
+        f"{'ready' if e.cached else f'{e.download_bytes / 1e6:,.0f} MB to download'}": e.source
+        for e in curated(model_key)
+    }
 
 
 def sae_ready(source: str, key: str) -> bool:
@@ -26,5 +28,6 @@ def sae_ready(source: str, key: str) -> bool:
     if pending is None:
         return True
     hub, files, size = pending
-    return offer_download(source.strip().strip("/"), hub, key, files, size,
-                          fetched="Only its folder's config and weights are fetched")
+    return offer_download(
+        source.strip().strip("/"), hub, key, files, size, fetched="Only its folder's config and weights are fetched"
+    )

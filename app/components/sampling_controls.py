@@ -8,6 +8,7 @@ what is sampled is what the chart shows."""
 from __future__ import annotations
 
 import base64
+
 import streamlit as st
 import torch
 
@@ -51,17 +52,33 @@ def _action_sent(key: str) -> None:
     st.session_state[key + ":clicked"] = dict(st.session_state[key].get("action") or {})
 
 
-def payload(logits: torch.Tensor, pieces: list[str], settings: dict, top_k_max: int, title: str,
-            drawn: int | None = None, action: str = "Generate", blocked: str | None = None) -> dict:
+def payload(
+    logits: torch.Tensor,
+    pieces: list[str],
+    settings: dict,
+    top_k_max: int,
+    title: str,
+    drawn: int | None = None,
+    action: str = "Generate",
+    blocked: str | None = None,
+) -> dict:
     """What the page computes from: the logits most likely first (float64, ties in id order, as the
     sampler's sort keeps them) and the labels of the first SHOWN. Temperature divides every logit
     and top-k and top-p cut the tail, so the order, and the tokens shown, never change. ``drawn``: a
     token id drawn in bold (a filled mask); ``blocked``: why the button is off (no room for a new token), or None."""
     order = torch.argsort(logits.double(), descending=True, stable=True)
     ids = order[:SHOWN].tolist()
-    return {"logits": base64.b64encode(logits.double()[order].cpu().numpy().astype("<f8").tobytes()).decode("ascii"),
-            "ids": ids, "labels": token_labels([pieces[i] for i in ids], ids), "settings": settings,
-            "top_k_max": top_k_max, "title": title, "drawn": drawn, "action": action, "blocked": blocked}
+    return {
+        "logits": base64.b64encode(logits.double()[order].cpu().numpy().astype("<f8").tobytes()).decode("ascii"),
+        "ids": ids,
+        "labels": token_labels([pieces[i] for i in ids], ids),
+        "settings": settings,
+        "top_k_max": top_k_max,
+        "title": title,
+        "drawn": drawn,
+        "action": action,
+        "blocked": blocked,
+    }
 
 
 def clicked(key: str = "sampling_controls") -> bool:
@@ -75,10 +92,22 @@ def clicked(key: str = "sampling_controls") -> bool:
     return True
 
 
-def sampling_controls(logits: torch.Tensor, pieces: list[str], top_k_max: int, title: str, drawn: int | None = None,
-                      action: str = "Generate", key: str = "sampling_controls", blocked: str | None = None) -> None:
+def sampling_controls(
+    logits: torch.Tensor,
+    pieces: list[str],
+    top_k_max: int,
+    title: str,
+    drawn: int | None = None,
+    action: str = "Generate",
+    key: str = "sampling_controls",
+    blocked: str | None = None,
+) -> None:
     """The sliders, the distribution and the ``action`` button, in the page, from ``st.session_state``'s settings."""
     settings = {name: st.session_state[name] for name in SETTINGS}
     st.session_state[key + ":top_k_max"] = top_k_max  # what the page's messages are checked against
-    _component(data=payload(logits, pieces, settings, top_k_max, title, drawn, action, blocked), key=key,
-               on_settings_change=lambda: _settings_sent(key), on_action_change=lambda: _action_sent(key))
+    _component(
+        data=payload(logits, pieces, settings, top_k_max, title, drawn, action, blocked),
+        key=key,
+        on_settings_change=lambda: _settings_sent(key),
+        on_action_change=lambda: _action_sent(key),
+    )

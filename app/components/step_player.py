@@ -38,14 +38,29 @@ def grid_payload(grid: Grid, zmax: float | None = None) -> dict:
     changed = grid.changed is not None and not grid.changed.all()
     n_rows, n_cols = grid.shape
     return {
-        "label": grid.label, "title": pretty(grid.label), "power": power, "name": grid.name,
-        "size": f"{n_rows}×{n_cols}", "provenance": grid.provenance or "",
-        "rows": list(grid.rows), "cols": list(grid.cols), "row_title": grid.row_title, "col_title": grid.col_title,
-        "text": text, "fill": fills, "ink": inks, "exact": [[repr(float(v)) for v in row] for row in grid.values],
+        "label": grid.label,
+        "title": pretty(grid.label),
+        "power": power,
+        "name": grid.name,
+        "size": f"{n_rows}×{n_cols}",
+        "provenance": grid.provenance or "",
+        "rows": list(grid.rows),
+        "cols": list(grid.cols),
+        "row_title": grid.row_title,
+        "col_title": grid.col_title,
+        "text": text,
+        "fill": fills,
+        "ink": inks,
+        "exact": [[repr(float(v)) for v in row] for row in grid.values],
         "changed": grid.changed.tolist() if changed else None,
         # the scale's ends in the grid's own unit (×10^power, as its cells are written)
-        "scale": None if colour == "plain" else {"stops": colour_stops(colour), "high_text": f"{top / 10.0 ** power:.3g}",
-                                                 "low_text": "0" if colour == "sequential" else f"{-top / 10.0 ** power:.3g}"},
+        "scale": None
+        if colour == "plain"
+        else {
+            "stops": colour_stops(colour),
+            "high_text": f"{top / 10.0**power:.3g}",
+            "low_text": "0" if colour == "sequential" else f"{-top / 10.0**power:.3g}",
+        },
     }
 
 
@@ -59,8 +74,7 @@ def cell_payload(grid: Grid) -> list[list[dict]] | None:
         row = []
         for c in range(grid.shape[1]):
             arithmetic = grid.explain(r, c)
-            row.append({"lines": written(arithmetic.lines),
-                        "uses": [list(use) for use in arithmetic.uses]})
+            row.append({"lines": written(arithmetic.lines), "uses": [list(use) for use in arithmetic.uses]})
         cells.append(row)
     return cells
 
@@ -80,15 +94,29 @@ def comparison(grid: Grid, zmax: float | None = None) -> dict:
     largest = float(np.nanmax(np.abs(difference)))
     label = pretty(grid.label)
     if grid.provenance == "printed by the article":
-        return {"sentence": f"{label}: printed by the article and used exactly (largest difference {largest:.1e}).",
-                "grids": []}
+        return {"sentence": f"{label}: printed by the article and used exactly (largest difference {largest:.1e}).", "grids": []}
     rows = [grid.rows[r] for r in printed_rows]
-    trio = [Grid(f"{label} computed", grid.name, grid.values[printed_rows], rows, grid.cols, grid.row_title,
-                 grid.col_title),
-            Grid(f"{label} in the article", "printed to 3 decimals", grid.printed[printed_rows], rows, grid.cols,
-                 grid.row_title, grid.col_title),
-            Grid("computed − article", f"largest |difference| {largest:.4f}", difference, rows, grid.cols,
-                 grid.row_title, grid.col_title)]
+    trio = [
+        Grid(f"{label} computed", grid.name, grid.values[printed_rows], rows, grid.cols, grid.row_title, grid.col_title),
+        Grid(
+            f"{label} in the article",
+            "printed to 3 decimals",
+            grid.printed[printed_rows],
+            rows,
+            grid.cols,
+            grid.row_title,
+            grid.col_title,
+        ),
+        Grid(
+            "computed − article",
+            f"largest |difference| {largest:.4f}",
+            difference,
+            rows,
+            grid.cols,
+            grid.row_title,
+            grid.col_title,
+        ),
+    ]
     top = max(abs_max(trio[0].values), abs_max(trio[1].values), zmax or 0.0)
     return {"sentence": "", "grids": [grid_payload(g, zmax=top) for g in trio]}
 
@@ -99,16 +127,28 @@ def after_payload(after: AfterUpdate, vocab: list[str]) -> dict:
     loss, p = after.loss, after.p_target
     others = len(vocab) - 1
     return {
-        "metrics": [{"label": f"loss −log p({word})", "value": f"{loss[1]:.4f}",
-                     "delta": f"{loss[1] - loss[0]:+.4f} from {loss[0]:.4f}", "good": bool(loss[1] < loss[0])},
-                    {"label": f"p({word})", "value": f"{p[1]:.4f}", "delta": f"{p[1] - p[0]:+.4f} from {p[0]:.4f}",
-                     "good": bool(p[1] > p[0])}],
+        "metrics": [
+            {
+                "label": f"loss −log p({word})",
+                "value": f"{loss[1]:.4f}",
+                "delta": f"{loss[1] - loss[0]:+.4f} from {loss[0]:.4f}",
+                "good": bool(loss[1] < loss[0]),
+            },
+            {
+                "label": f"p({word})",
+                "value": f"{p[1]:.4f}",
+                "delta": f"{p[1] - p[0]:+.4f} from {p[0]:.4f}",
+                "good": bool(p[1] > p[0]),
+            },
+        ],
         "train": {"label": "Train it live: many such steps →", "href": "train", "page": TRAIN_PAGE},
         "sentence": f"One step made “{word}” {p[1] / p[0]:.2f} times as likely. The probability it gained came from the "
-                    f"other {others} words, which held {1 - p[0]:.4f} together before and {1 - p[1]:.4f} after: a "
-                    "softmax's outputs always sum to 1. The learning rate η sets how far one step goes.",
-        "words": list(vocab), "target": after.target_id,
-        "before": [float(x) for x in after.probs[0]], "after": [float(x) for x in after.probs[1]],
+        f"other {others} words, which held {1 - p[0]:.4f} together before and {1 - p[1]:.4f} after: a "
+        "softmax's outputs always sum to 1. The learning rate η sets how far one step goes.",
+        "words": list(vocab),
+        "target": after.target_id,
+        "before": [float(x) for x in after.probs[0]],
+        "after": [float(x) for x in after.probs[1]],
     }
 
 
@@ -149,20 +189,37 @@ def step_payload(step: Step, n_layers: int, vocab: list[str]) -> dict:
     for panel in step.panels:
         outputs = [draw(g) | {"cells": cell_payload(g)} for g in panel.outputs]
         changed = [g.changed for g in panel.outputs if g.changed is not None]
-        panels.append({
-            "label": panel.label, "inputs": [draw(g) for g in panel.inputs], "outputs": outputs,
-            "first": first_cell(panel.outputs[0]),
-            "changed": ("" if not changed else "Every cell changed in this step." if all(c.all() for c in changed)
-                        else "Dotted outline: the cells this step changed; the others kept their value."),
-            "compared": [comparison(g, tops.get(scale_group(g))) for g in panel.outputs if g.printed is not None],
-        })
+        panels.append(
+            {
+                "label": panel.label,
+                "inputs": [draw(g) for g in panel.inputs],
+                "outputs": outputs,
+                "first": first_cell(panel.outputs[0]),
+                "changed": (
+                    ""
+                    if not changed
+                    else "Every cell changed in this step."
+                    if all(c.all() for c in changed)
+                    else "Dotted outline: the cells this step changed; the others kept their value."
+                ),
+                "compared": [comparison(g, tops.get(scale_group(g))) for g in panel.outputs if g.printed is not None],
+            }
+        )
     lessons = [LESSON[slug] for slug in lessons_for_step(step.key)]
     return {
-        "key": step.key, "phase": step.phase, "colour": PHASE_COLOURS[step.phase], "title": step.title,
-        "sentence": step.sentence, "formula": wrapped(step.formula), "pipeline": pipeline(step, n_layers),
-        "panels": panels, "after": after_payload(step.after, vocab) if step.after is not None else None,
-        "lessons": [{"label": f"{LESSONS.index(lesson) + 1}. {lesson.title}", "href": lesson.url_path,
-                     "page": lesson.page} for lesson in lessons],
+        "key": step.key,
+        "phase": step.phase,
+        "colour": PHASE_COLOURS[step.phase],
+        "title": step.title,
+        "sentence": step.sentence,
+        "formula": wrapped(step.formula),
+        "pipeline": pipeline(step, n_layers),
+        "panels": panels,
+        "after": after_payload(step.after, vocab) if step.after is not None else None,
+        "lessons": [
+            {"label": f"{LESSONS.index(lesson) + 1}. {lesson.title}", "href": lesson.url_path, "page": lesson.page}
+            for lesson in lessons
+        ],
     }
 
 
@@ -179,8 +236,7 @@ def step_player(payload: dict, step: str | None, key: str = "step_player") -> No
     """The worked example in the page, opening on ``step`` (the URL's) or, without one, on the step
     this browser tab showed last (or the first). Its links to other pages (Train it live, the
     lessons) come back here and are followed with ``st.switch_page``, so the session stays."""
-    result = _component(data={**payload, "step": step, "katex": katex_module()}, key=key,
-                        on_navigate_change=lambda: None)
+    result = _component(data={**payload, "step": step, "katex": katex_module()}, key=key, on_navigate_change=lambda: None)
     if result.navigate is None:  # most runs: nothing followed, and the pages need not be gathered
         return
     pages = {TRAIN_PAGE} | {lesson["page"] for s in payload["steps"] for lesson in s["lessons"]}

@@ -19,8 +19,23 @@ def stepper(keys: list[str], key: str, label: str, format_func, shortcuts: bool 
     left, middle, right = st.columns([1, 5, 1], vertical_alignment="bottom")
     middle.selectbox(label, keys, format_func=format_func, key=key, **selectbox_args)
     keyboard = lambda arrow, symbol: dict(shortcut=arrow, help=f"Keyboard: {symbol}") if shortcuts else {}  # noqa: E731
-    left.button("◀ Previous", on_click=move, args=(-1,), disabled=index == 0, width="stretch", key=key + ":previous",
-                **keyboard("Left", "←"))
-    right.button("Next ▶", on_click=move, args=(1,), disabled=index == len(keys) - 1, width="stretch", type="primary",
-                 key=key + ":next", **keyboard("Right", "→"))
+    left.button(
+        "◀ Previous",
+        on_click=move,
+        args=(-1,),
+        disabled=index == 0,
+        width="stretch",
+        key=key + ":previous",
+        **keyboard("Left", "←"),
+    )
+    right.button(
+        "Next ▶",
+        on_click=move,
+        args=(1,),
+        disabled=index == len(keys) - 1,
+        width="stretch",
+        type="primary",
+        key=key + ":next",
+        **keyboard("Right", "→"),
+    )
     return index

@@ -20,8 +20,9 @@ def contents() -> None:
     progress = browser_progress("course_progress")
     started = [lesson for lesson in LESSONS if done_keys(progress, lesson.slug)]
     top = st.container(horizontal=True, vertical_alignment="center")
-    top.caption(f"Your progress, kept in this browser only: exercises answered right in {len(started)} of "
-                f"{len(LESSONS)} lessons.")
+    top.caption(
+        f"Your progress, kept in this browser only: exercises answered right in {len(started)} of {len(LESSONS)} lessons."
+    )
     if started:
         with top:
             progress_download(progress)
@@ -39,5 +40,6 @@ def contents() -> None:
 
 
 contents()
-st.page_link("screens/worked_example.py", label="Then the whole pass, by hand: the worked example",
-             icon=":material/arrow_forward:")
+st.page_link(
+    "screens/worked_example.py", label="Then the whole pass, by hand: the worked example", icon=":material/arrow_forward:"
+)

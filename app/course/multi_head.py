@@ -53,12 +53,15 @@ def reshape(split: Split, loaded: LoadedModel, labels: list[str]) -> None:
         f"The heads do not run {H} separate projections one after the other. The block computes all their queries "
         f"in one product, x · W_Q, with W_Q of shape {D} × {D}; then it cuts each row of {D} numbers into {H} pieces "
         f"of {dh} and moves the head axis forward, so the {H} heads become a batch the rest of attention runs on at "
-        "once. The same for the keys and the values.")
-    lines = [("x", f"[1, {T}, {D}]", "batch, seq, d_model"), ("q = x @ W_Q + b_Q", f"[1, {T}, {D}]", ""),
-             (f"q.view(1, {T}, {H}, {dh})", f"[1, {T}, {H}, {dh}]", "split d_model into heads × d_head"),
-             ("  .transpose(1, 2)", f"[1, {H}, {T}, {dh}]", "batch, heads, seq, d_head")]
-    st.code("\n".join(f"{code:<24}{shape:<18}" + (f"# {note}" if note else "") for code, shape, note in lines),
-            language="text")
+        "once. The same for the keys and the values."
+    )
+    lines = [
+        ("x", f"[1, {T}, {D}]", "batch, seq, d_model"),
+        ("q = x @ W_Q + b_Q", f"[1, {T}, {D}]", ""),
+        (f"q.view(1, {T}, {H}, {dh})", f"[1, {T}, {H}, {dh}]", "split d_model into heads × d_head"),
+        ("  .transpose(1, 2)", f"[1, {H}, {T}, {dh}]", "batch, heads, seq, d_head"),
+    ]
+    st.code("\n".join(f"{code:<24}{shape:<18}" + (f"# {note}" if note else "") for code, shape, note in lines), language="text")
     query_numbers(split, labels, H, dh, D)
 
 
@@ -72,33 +75,65 @@ def query_numbers(split: Split, labels: list[str], H: int, dh: int, D: int) -> N
         st.session_state["heads_position"] = T - 1
     position = st.select_slider("Position", list(range(T)), format_func=lambda i: labels[i], key="heads_position")
     row = split.q_flat[position]
-    one = heatmap_figure(row[None, :], [labels[position]], [str(i) for i in range(D)],
-                         f"q at {labels[position]}: one row of {D}", "x @ W_Q + b_Q", row_title="position",
-                         col_title="feature of d_model", colorbar="value", gaps=False, height=170)
+    one = heatmap_figure(
+        row[None, :],
+        [labels[position]],
+        [str(i) for i in range(D)],
+        f"q at {labels[position]}: one row of {D}",
+        "x @ W_Q + b_Q",
+        row_title="position",
+        col_title="feature of d_model",
+        colorbar="value",
+        gaps=False,
+        height=170,
+    )
     head_bands(one, H, dh, "x")
     show(one, config={"displayModeBar": False})
     split_rows = split.q_heads[:, position]
     text = [[f"{v:.2f}" for v in r] for r in split_rows] if dh <= 32 else None
-    parts = heatmap_figure(split_rows, [f"head {h + 1}" for h in range(H)], [str(i) for i in range(dh)],
-                           f"the same {D} numbers as {H} rows of {dh}", "hook_q[:, position]", row_title="head",
-                           col_title="feature of d_head", colorbar="value", text=text, text_size=8,
-                           height=120 + 40 * H)
+    parts = heatmap_figure(
+        split_rows,
+        [f"head {h + 1}" for h in range(H)],
+        [str(i) for i in range(dh)],
+        f"the same {D} numbers as {H} rows of {dh}",
+        "hook_q[:, position]",
+        row_title="head",
+        col_title="feature of d_head",
+        colorbar="value",
+        text=text,
+        text_size=8,
+        height=120 + 40 * H,
+    )
     show(parts, config={"displayModeBar": False})
-    st.caption(f"Largest difference between this reshape and the engine's own per-head queries (hook_q, which "
-               f"stores W_Q per head): {number(split.reshape_difference, 3)}, float32 rounding. Head h's queries are "
-               f"features h·{dh} to h·{dh} + {dh - 1} of the row: nothing else is split.")
+    st.caption(
+        f"Largest difference between this reshape and the engine's own per-head queries (hook_q, which "
+        f"stores W_Q per head): {number(split.reshape_difference, 3)}, float32 rounding. Head h's queries are "
+        f"features h·{dh} to h·{dh} + {dh - 1} of the row: nothing else is split."
+    )
 
 
 def patterns(split: Split, loaded: LoadedModel, labels: list[str], block: int) -> None:
     st.subheader("Each head attends on its own")
-    st.markdown(f"With its own {loaded.cfg.d_head}-wide queries and keys, each head of {block_label(block)} makes its "
-                "own pattern over the same tokens: one row per query position, its weights summing to 1.")
+    st.markdown(
+        f"With its own {loaded.cfg.d_head}-wide queries and keys, each head of {block_label(block)} makes its "
+        "own pattern over the same tokens: one row per query position, its weights summing to 1."
+    )
     columns = st.columns(2)
     for h in range(loaded.cfg.n_heads):
-        fig = heatmap_figure(split.patterns[h], labels, labels, f"head {h + 1}", f"blocks.{block}.attn.hook_pattern[{h}]",
-                             row_title="query (the token that looks)", col_title="key (the token looked at)",
-                             colour="sequential", zmax=1.0, colorbar="weight", fixed=True,
-                             hover="query %{y}<br>key %{x}<br>%{z:.4f}<extra></extra>")
+        fig = heatmap_figure(
+            split.patterns[h],
+            labels,
+            labels,
+            f"head {h + 1}",
+            f"blocks.{block}.attn.hook_pattern[{h}]",
+            row_title="query (the token that looks)",
+            col_title="key (the token looked at)",
+            colour="sequential",
+            zmax=1.0,
+            colorbar="weight",
+            fixed=True,
+            hover="query %{y}<br>key %{x}<br>%{z:.4f}<extra></extra>",
+        )
         fig.update_layout(height=min(200 + 22 * len(labels), 520))
         show(fig, columns[h % 2], config={"displayModeBar": False})
 
@@ -112,24 +147,49 @@ def output_projection(split: Split, loaded: LoadedModel, labels: list[str]) -> N
         f"the {H} heads sit side by side again, {H * dh} numbers a position, and one product with W_O "
         f"({H * dh} × {D}) mixes them into the block's output. Cut W_O into {H} slices of {dh} rows: head h's "
         "slice only ever meets head h's z, so the product is also the sum over heads of z_h · W_O[h]: what each head "
-        "writes into the residual stream, the reading the explorer uses.")
+        "writes into the residual stream, the reading the explorer uses."
+    )
     left, right = st.columns([3, 2])
-    concat = heatmap_figure(split.concat, labels, [str(i) for i in range(H * dh)], "concat(z_1 … z_H)",
-                            "z.transpose(1, 2).reshape(seq, heads·d_head)", row_title="position:token",
-                            col_title="heads × d_head (a line between heads)", colorbar="value", gaps=False,
-                            height=min(200 + 18 * len(labels), 520))
+    concat = heatmap_figure(
+        split.concat,
+        labels,
+        [str(i) for i in range(H * dh)],
+        "concat(z_1 … z_H)",
+        "z.transpose(1, 2).reshape(seq, heads·d_head)",
+        row_title="position:token",
+        col_title="heads × d_head (a line between heads)",
+        colorbar="value",
+        gaps=False,
+        height=min(200 + 18 * len(labels), 520),
+    )
     head_bands(concat, H, dh, "x")
     show(concat, left, config={"displayModeBar": False})
-    w_o = heatmap_figure(split.W_O, [str(i) for i in range(H * dh)], [str(i) for i in range(D)], "W_O", "attn.W_O",
-                         row_title="heads × d_head", col_title="feature of d_model", colorbar="weight", gaps=False,
-                         height=min(200 + 18 * len(labels), 520), image=True)  # 16,384 weights: sent as a picture
+    w_o = heatmap_figure(
+        split.W_O,
+        [str(i) for i in range(H * dh)],
+        [str(i) for i in range(D)],
+        "W_O",
+        "attn.W_O",
+        row_title="heads × d_head",
+        col_title="feature of d_model",
+        colorbar="weight",
+        gaps=False,
+        height=min(200 + 18 * len(labels), 520),
+        image=True,
+    )  # 16,384 weights: sent as a picture
     head_bands(w_o, H, dh, "y")
     show(w_o, right, config={"displayModeBar": False})
     cells = st.columns(2)
-    cells[0].metric("largest |concat · W_O − Σ_h z_h · W_O[h]|", number(split.concat_difference, 3),
-                    help="Both in float64, from the traced z and the stored W_O: only the order of the additions differs.")
-    cells[1].metric("largest |concat · W_O − the engine's attention output|", number(split.engine_difference, 3),
-                    help="The engine computes in float32 (hook_attn_out).")
+    cells[0].metric(
+        "largest |concat · W_O − Σ_h z_h · W_O[h]|",
+        number(split.concat_difference, 3),
+        help="Both in float64, from the traced z and the stored W_O: only the order of the additions differs.",
+    )
+    cells[1].metric(
+        "largest |concat · W_O − the engine's attention output|",
+        number(split.engine_difference, 3),
+        help="The engine computes in float32 (hook_attn_out).",
+    )
 
 
 def single_heads(loaded: LoadedModel, prompt: str, block: int) -> None:
@@ -137,22 +197,37 @@ def single_heads(loaded: LoadedModel, prompt: str, block: int) -> None:
     st.markdown(
         f"What does each head of {block_label(block)} do for the prediction? Zero the other heads' z (their writes "
         "vanish; W_O's bias stays) and keep one; or zero one and keep the others. The engine edits the pass as it "
-        "runs; the model itself is not changed.")
+        "runs; the model itself is not changed."
+    )
     rows = effects(prompt, block, loaded)
     top = rows[0]["top"][0]
     labels = {"all heads": "the model, all heads"}
     table = []
     for r in rows:
-        name = labels.get(r["kind"]) or (f"head {r['head'] + 1} alone" if r["kind"] == "alone"
-                                         else f"all heads but {r['head'] + 1}")
-        table.append({"setting": name, f"p({token_text(top['token'])})": round(r["p_top"], 4),
-                      "top next tokens": " · ".join(f"{token_text(t['token'])} {t['p']:.2f}" for t in r["top"])})
+        name = labels.get(r["kind"]) or (
+            f"head {r['head'] + 1} alone" if r["kind"] == "alone" else f"all heads but {r['head'] + 1}"
+        )
+        table.append(
+            {
+                "setting": name,
+                f"p({token_text(top['token'])})": round(r["p_top"], 4),
+                "top next tokens": " · ".join(f"{token_text(t['token'])} {t['p']:.2f}" for t in r["top"]),
+            }
+        )
     st.dataframe(table, hide_index=True)
-    fig = go.Figure(go.Bar(x=[t["setting"] for t in table], y=[r["p_top"] for r in rows],
-                           marker_color=["#868e96"] + [HEAD_COLOURS[r["head"] % len(HEAD_COLOURS)] for r in rows[1:]]))
-    fig.update_layout(xaxis_title="setting", yaxis=dict(title=f"p({plain(token_text(top['token']))}), the model's top "
-                                                                "token", range=[0, 1]),
-                      height=300, margin=dict(t=10, b=10))
+    fig = go.Figure(
+        go.Bar(
+            x=[t["setting"] for t in table],
+            y=[r["p_top"] for r in rows],
+            marker_color=["#868e96"] + [HEAD_COLOURS[r["head"] % len(HEAD_COLOURS)] for r in rows[1:]],
+        )
+    )
+    fig.update_layout(
+        xaxis_title="setting",
+        yaxis=dict(title=f"p({plain(token_text(top['token']))}), the model's top token", range=[0, 1]),
+        height=300,
+        margin=dict(t=10, b=10),
+    )
     show(fig, config={"displayModeBar": False})
     drops = [rows[0]["p_top"] - r["p_top"] for r in rows if r["kind"] == "zeroed"]
     needed = int(np.argmax(drops))
@@ -160,15 +235,16 @@ def single_heads(loaded: LoadedModel, prompt: str, block: int) -> None:
     if drops[needed] <= 0:
         st.caption(f"No single head's removal lowers the probability of the model's top token “{word}”.")
         return
-    st.caption(f"Without head {needed + 1} the model's top token “{word}” loses the most: "
-               f"{rows[0]['p_top']:.3f} → {rows[0]['p_top'] - drops[needed]:.3f}.")
+    st.caption(
+        f"Without head {needed + 1} the model's top token “{word}” loses the most: "
+        f"{rows[0]['p_top']:.3f} → {rows[0]['p_top'] - drops[needed]:.3f}."
+    )
 
 
 @fragment
 def on_the_model(loaded: LoadedModel) -> None:
     prompt = prompt_box(loaded, "heads_prompt", PROMPT)
-    block = st.radio("Block", list(range(loaded.cfg.n_layers)), format_func=block_label, horizontal=True,
-                     key="heads_block")
+    block = st.radio("Block", list(range(loaded.cfg.n_layers)), format_func=block_label, horizontal=True, key="heads_block")
     try:
         split = worked(prompt, int(block), loaded)
     except GlassboxError as exc:

@@ -12,8 +12,7 @@ from glassbox.app.components.charts import log_axis, show
 from glassbox.app.components.course import lesson_end, lesson_page
 from glassbox.app.components.errors import fragment
 from glassbox.app.components.labels import number
-from glassbox.model.course.scaling import (KAPLAN_ALPHA_N, KAPLAN_N_C, fit_power_law, fit_with_floor, power_law,
-                                           shipped_runs)
+from glassbox.model.course.scaling import KAPLAN_ALPHA_N, KAPLAN_N_C, fit_power_law, fit_with_floor, power_law, shipped_runs
 
 FIT_COLOUR, KAPLAN_COLOUR, FLOOR_COLOUR = "#1f6feb", "#d9480f", "#2f9e44"
 
@@ -30,17 +29,29 @@ def runs_section(shipped: dict) -> None:
         f"micro-models' width of 16 to the default's shape, each trained from scratch on the same "
         f"{s['stories']:,} bundled stories: {s['steps']} AdamW steps of {s['batch']} windows of {s['context']} tokens, "
         f"warmup then cosine from η = {s['peak_lr']:g}, the same batches for all. Every {s['eval_every']} steps each "
-        f"is measured on {shipped['held_out_tokens']:,} tokens of stories it never trained on.")
+        f"is measured on {shipped['held_out_tokens']:,} tokens of stories it never trained on."
+    )
     fig = go.Figure()
     for run in shipped["runs"]:
-        fig.add_scatter(x=[e["step"] for e in run["held_out"]], y=[e["loss"] for e in run["held_out"]],
-                        mode="lines+markers", name=f"{size_name(run)} (N = {run['non_embedding']:,})")
+        fig.add_scatter(
+            x=[e["step"] for e in run["held_out"]],
+            y=[e["loss"] for e in run["held_out"]],
+            mode="lines+markers",
+            name=f"{size_name(run)} (N = {run['non_embedding']:,})",
+        )
     values = [e["loss"] for r in shipped["runs"] for e in r["held_out"]]
-    fig.update_layout(xaxis_title="training step", yaxis=log_axis(values, "held-out loss (nats per token)"),
-                      height=340, margin=dict(t=10, b=10), legend=dict(font=dict(size=11)))
+    fig.update_layout(
+        xaxis_title="training step",
+        yaxis=log_axis(values, "held-out loss (nats per token)"),
+        height=340,
+        margin=dict(t=10, b=10),
+        legend=dict(font=dict(size=11)),
+    )
     show(fig, config={"displayModeBar": False})
-    st.caption(f"Measured by `{shipped['command']}` in {shipped['seconds']:.0f} s on {shipped['threads']} CPU thread{'s' * (shipped['threads'] != 1)} "
-               f"(torch {shipped['torch']}); the fit below is computed on the page from these losses.")
+    st.caption(
+        f"Measured by `{shipped['command']}` in {shipped['seconds']:.0f} s on {shipped['threads']} CPU thread{'s' * (shipped['threads'] != 1)} "
+        f"(torch {shipped['torch']}); the fit below is computed on the page from these losses."
+    )
 
 
 def law_chart(n: np.ndarray, loss: np.ndarray, chosen: slice, fit: dict, floor: dict | None) -> go.Figure:
@@ -49,22 +60,47 @@ def law_chart(n: np.ndarray, loss: np.ndarray, chosen: slice, fit: dict, floor: 
     inside[chosen] = True
     middle = np.sqrt(n[chosen].min() * n[chosen].max())
     through = float(power_law(middle, fit["alpha"], fit["n_c"]))  # Kaplan's slope drawn through the fit's middle
-    fig = go.Figure([
-        go.Scatter(x=n[inside], y=loss[inside], mode="markers", name="in the fit", marker=dict(size=11, color=FIT_COLOUR)),
-        go.Scatter(x=n[~inside], y=loss[~inside], mode="markers", name="left out",
-                   marker=dict(size=11, color="#adb5bd", symbol="circle-open")),
-        go.Scatter(x=grid, y=power_law(grid, fit["alpha"], fit["n_c"]), mode="lines", name=f"fit: α = {fit['alpha']:.3f}",
-                   line=dict(color=FIT_COLOUR)),
-        go.Scatter(x=grid, y=through * (middle / grid) ** KAPLAN_ALPHA_N, mode="lines",
-                   name=f"Kaplan's slope α_N = {KAPLAN_ALPHA_N}, through the fit's middle",
-                   line=dict(color=KAPLAN_COLOUR, dash="dash"))])
+    fig = go.Figure(
+        [
+            go.Scatter(x=n[inside], y=loss[inside], mode="markers", name="in the fit", marker=dict(size=11, color=FIT_COLOUR)),
+            go.Scatter(
+                x=n[~inside],
+                y=loss[~inside],
+                mode="markers",
+                name="left out",
+                marker=dict(size=11, color="#adb5bd", symbol="circle-open"),
+            ),
+            go.Scatter(
+                x=grid,
+                y=power_law(grid, fit["alpha"], fit["n_c"]),
+                mode="lines",
+                name=f"fit: α = {fit['alpha']:.3f}",
+                line=dict(color=FIT_COLOUR),
+            ),
+            go.Scatter(
+                x=grid,
+                y=through * (middle / grid) ** KAPLAN_ALPHA_N,
+                mode="lines",
+                name=f"Kaplan's slope α_N = {KAPLAN_ALPHA_N}, through the fit's middle",
+                line=dict(color=KAPLAN_COLOUR, dash="dash"),
+            ),
+        ]
+    )
     if floor:
-        fig.add_scatter(x=grid, y=floor["floor"] + power_law(grid, floor["alpha"], floor["n_c"]), mode="lines",
-                        name=f"E + (N_c/N)^α: E = {floor['floor']:.2f}, α = {floor['alpha']:.3f}",
-                        line=dict(color=FLOOR_COLOUR, dash="dot"))
-    fig.update_layout(xaxis=log_axis(list(grid), "non-embedding parameters N"),
-                      yaxis=log_axis(list(loss) + [through], "held-out loss L (nats per token)"),
-                      height=400, margin=dict(t=10, b=10), legend=dict(orientation="h", y=1.2, x=0))
+        fig.add_scatter(
+            x=grid,
+            y=floor["floor"] + power_law(grid, floor["alpha"], floor["n_c"]),
+            mode="lines",
+            name=f"E + (N_c/N)^α: E = {floor['floor']:.2f}, α = {floor['alpha']:.3f}",
+            line=dict(color=FLOOR_COLOUR, dash="dot"),
+        )
+    fig.update_layout(
+        xaxis=log_axis(list(grid), "non-embedding parameters N"),
+        yaxis=log_axis(list(loss) + [through], "held-out loss L (nats per token)"),
+        height=400,
+        margin=dict(t=10, b=10),
+        legend=dict(orientation="h", y=1.2, x=0),
+    )
     return fig
 
 
@@ -75,10 +111,16 @@ def law(shipped: dict) -> None:
     st.markdown(
         "Kaplan et al. (2020) found that a language model's loss falls as a power of its size: "
         "L(N) = (N_c / N)^α, N counting the parameters outside the token and position tables. On log axes that is "
-        "a straight line of slope −α, so the fit is a least-squares line through (log N, log L).")
+        "a straight line of slope −α, so the fit is a least-squares line through (log N, log L)."
+    )
     names = [size_name(r) for r in runs]
-    first, last = st.select_slider("Models in the fit", options=list(range(len(runs))), value=(0, len(runs) - 1),
-                                   format_func=lambda i: names[i], key="scaling_range")
+    first, last = st.select_slider(
+        "Models in the fit",
+        options=list(range(len(runs))),
+        value=(0, len(runs) - 1),
+        format_func=lambda i: names[i],
+        key="scaling_range",
+    )
     if last - first < 1:
         first, last = (first, first + 1) if first + 1 < len(runs) else (first - 1, first)
     with_floor = st.checkbox("Also fit an irreducible loss E: L = E + (N_c / N)^α", key="scaling_floor")
@@ -93,12 +135,24 @@ def law(shipped: dict) -> None:
     cells[1].metric("N_c, fitted here", f"{fit['n_c']:.3g}")
     cells[2].metric("Kaplan's α_N", f"{KAPLAN_ALPHA_N}")
     cells[3].metric("Kaplan's N_c", f"{KAPLAN_N_C:.2g}")
-    st.caption(f"Fitted to {last - first + 1} models; R² of the line in log space {number(fit['r2'], 3)}. "
-               + ("The fit with E needs three models or more." if with_floor and floor is None else ""))
-    st.dataframe([{"model": names[i], "heads": r["heads"], "N (non-embedding)": r["non_embedding"],
-                   "all parameters": r["all_parameters"], "held-out loss": round(r["final_held_out"], 4),
-                   "the fit predicts": round(float(power_law(n[i], fit["alpha"], fit["n_c"])), 4)}
-                  for i, r in enumerate(runs)], hide_index=True)
+    st.caption(
+        f"Fitted to {last - first + 1} models; R² of the line in log space {number(fit['r2'], 3)}. "
+        + ("The fit with E needs three models or more." if with_floor and floor is None else "")
+    )
+    st.dataframe(
+        [
+            {
+                "model": names[i],
+                "heads": r["heads"],
+                "N (non-embedding)": r["non_embedding"],
+                "all parameters": r["all_parameters"],
+                "held-out loss": round(r["final_held_out"], 4),
+                "the fit predicts": round(float(power_law(n[i], fit["alpha"], fit["n_c"])), 4),
+            }
+            for i, r in enumerate(runs)
+        ],
+        hide_index=True,
+    )
     top = loss[-3:]
     still = [str(r["d_model"]) for r in runs if r["held_out"][-2]["loss"] - r["final_held_out"] > 0.05]
     falling = f"the d_model {', '.join(still)} model{'s' * (len(still) > 1)}" if still else "no model"
@@ -110,7 +164,8 @@ def law(shipped: dict) -> None:
         f"language's own floor, while {falling} still fell by more than 0.05 nats in the "
         "last measured stretch: the points bend instead of lying on a line, the E term above models the floor, "
         "and the fitted α depends on which models are in the fit. N_c depends on the tokenizer and the data too, "
-        "so only the exponents can be compared, and loosely.")
+        "so only the exponents can be compared, and loosely."
+    )
 
 
 lesson = lesson_page("scaling")

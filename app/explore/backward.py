@@ -47,8 +47,18 @@ LM_LOSS, ONE_TOKEN = "mean next-token loss", "one token at one position"
 ENCODER_LOSS = "mean loss of each position's own token"  # how LM_LOSS reads for an encoder (BERT)
 # The stream's gradients, which model/analysis/gradient_cells.py writes out for pre-norm blocks: in a
 # post-norm block (BERT) they also pass through ln1 and ln2, which it does not write out
-POST_NORM_UNWRITTEN = ("hook_resid_pre", "hook_resid_mid", "hook_resid_post", "hook_attn_out", "hook_mlp_out",
-                       "ln1.hook_out", "ln2.hook_out", "hook_embed", "hook_pos_embed", "hook_token_type_embed")
+POST_NORM_UNWRITTEN = (
+    "hook_resid_pre",
+    "hook_resid_mid",
+    "hook_resid_post",
+    "hook_attn_out",
+    "hook_mlp_out",
+    "ln1.hook_out",
+    "ln2.hook_out",
+    "hook_embed",
+    "hook_pos_embed",
+    "hook_token_type_embed",
+)
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
@@ -73,15 +83,35 @@ def target_controls(ctx: Explorer) -> None:
 
     st.session_state.explore_target_mode = ONE_TOKEN if st.session_state.explore_target else LM_LOSS
     a, b, c = st.columns([2, 2, 2])
-    mode = a.radio("Loss to differentiate", [LM_LOSS, ONE_TOKEN], key="explore_target_mode", persist_state="session", on_change=switch,
-                   format_func=lambda m: ENCODER_LOSS if encoder and m == LM_LOSS else m,
-                   help=("The mean cross-entropy of each position's own token (an encoder sees them all; a [MASK] "
-                         "position's own token is [MASK]: choose the word it hides below)" if encoder else
-                         "The mean cross-entropy of every next token of the prompt") + ", or −log p(token) at one position")
+    mode = a.radio(
+        "Loss to differentiate",
+        [LM_LOSS, ONE_TOKEN],
+        key="explore_target_mode",
+        persist_state="session",
+        on_change=switch,
+        format_func=lambda m: ENCODER_LOSS if encoder and m == LM_LOSS else m,
+        help=(
+            "The mean cross-entropy of each position's own token (an encoder sees them all; a [MASK] "
+            "position's own token is [MASK]: choose the word it hides below)"
+            if encoder
+            else "The mean cross-entropy of every next token of the prompt"
+        )
+        + ", or −log p(token) at one position",
+    )
     if mode == ONE_TOKEN:
-        b.text_input("Target token", key="explore_target", persist_state="session", help="One token of this vocabulary (e.g. ' mat' with its space)")
-        c.selectbox("at position", range(T), key="explore_target_pos", persist_state="session",
-                    format_func=lambda i: f"{ctx.labels[i]} ({'the token there' if encoder else 'predicting the next'})")
+        b.text_input(
+            "Target token",
+            key="explore_target",
+            persist_state="session",
+            help="One token of this vocabulary (e.g. ' mat' with its space)",
+        )
+        c.selectbox(
+            "at position",
+            range(T),
+            key="explore_target_pos",
+            persist_state="session",
+            format_func=lambda i: f"{ctx.labels[i]} ({'the token there' if encoder else 'predicting the next'})",
+        )
 
 
 def block_of(step, n_layers: int) -> int:
@@ -148,18 +178,20 @@ def cell_arithmetic(ctx: Explorer, trace, names: list[str], head: int, expert: i
         largest = divmod(int(tensor.abs().nan_to_num().argmax()), tensor.shape[1])
         st.session_state.explore_cell_row, st.session_state.explore_cell_col = largest
         st.session_state.explore_cell_of = (name, index)
-    row = b.selectbox(row_axis or "row", range(tensor.shape[0]), key="explore_cell_row",
-                      format_func=lambda r: label(row_axis, r))
+    row = b.selectbox(row_axis or "row", range(tensor.shape[0]), key="explore_cell_row", format_func=lambda r: label(row_axis, r))
     if tensor.shape[1] <= COLUMN_LIST:
-        col = c.selectbox(col_axis or "column", range(tensor.shape[1]), key="explore_cell_col",
-                          format_func=lambda k: label(col_axis, k))
+        col = c.selectbox(
+            col_axis or "column", range(tensor.shape[1]), key="explore_cell_col", format_func=lambda k: label(col_axis, k)
+        )
     else:
         col = c.number_input(f"{col_axis} (0–{tensor.shape[1] - 1})", 0, tensor.shape[1] - 1, key="explore_cell_col")
         c.caption(plain(label(col_axis, col)))
     index += (row, col)
     if ctx.cfg.norm_position == "post" and name.endswith(POST_NORM_UNWRITTEN):
-        st.caption("This gradient's arithmetic is written out for pre-norm blocks only: in this post-norm model it "
-                   "also passes through the norms on the stream (ln1, ln2).")
+        st.caption(
+            "This gradient's arithmetic is written out for pre-norm blocks only: in this post-norm model it "
+            "also passes through the norms on the stream (ln1, ln2)."
+        )
         return
     try:
         arithmetic = GradientCells(ctx.model, trace).explain(name, index)
@@ -172,14 +204,23 @@ def cell_arithmetic(ctx: Explorer, trace, names: list[str], head: int, expert: i
     with st.container(border=True):
         for shown in written(arithmetic.lines):  # long lines broken at their = and + signs: the result stays on screen
             st.latex(shown)
-        st.caption(f"Autograd's value: {float(trace[name][index]):.6g}; recomputed above in float64 from the numbers "
-                   f"written: {arithmetic.value:.6g}.")
+        st.caption(
+            f"Autograd's value: {float(trace[name][index]):.6g}; recomputed above in float64 from the numbers "
+            f"written: {arithmetic.value:.6g}."
+        )
 
 
 def step_through(ctx: Explorer, trace, steps) -> None:
     keys = [s.key for s in steps]
-    step = steps[stepper(keys, "explore_bstep", "Backward step", persist_state="session",
-                         format_func=lambda k: f"{keys.index(k) + 1}/{len(keys)} · {steps[keys.index(k)].title}")]
+    step = steps[
+        stepper(
+            keys,
+            "explore_bstep",
+            "Backward step",
+            persist_state="session",
+            format_func=lambda k: f"{keys.index(k) + 1}/{len(keys)} · {steps[keys.index(k)].title}",
+        )
+    ]
     st.markdown(f"**{step.title}.** {step.sentence}")
     # a head to show only where this step has per-head tensors
     head = choose_head(ctx) if any(has_heads(n) for n in step.names + step.weights) else 0
@@ -192,20 +233,40 @@ def step_through(ctx: Explorer, trace, steps) -> None:
         values, rows, cols, row_title, col_title, note = cached_grid(ctx, trace, name, head, expert)
         index = unit_index(ctx.cfg, name, head, expert)
         chosen = st.session_state.get("explore_cell_of") == (name, index)
-        heatmap(values, rows, cols, "∂L/∂" + name.removeprefix(GRAD).split(".")[-1] + note, name + note,
-                row_title=row_title, col_title=col_title, zoom_key="bw:" + name, trace=trace,
-                marks=[(st.session_state.explore_cell_row, st.session_state.explore_cell_col)] if chosen else [],
-                on_click=partial(choose_cell, name, index))
+        heatmap(
+            values,
+            rows,
+            cols,
+            "∂L/∂" + name.removeprefix(GRAD).split(".")[-1] + note,
+            name + note,
+            row_title=row_title,
+            col_title=col_title,
+            zoom_key="bw:" + name,
+            trace=trace,
+            marks=[(st.session_state.explore_cell_row, st.session_state.explore_cell_col)] if chosen else [],
+            on_click=partial(choose_cell, name, index),
+        )
     for weight in step.weights:
         values, rows, cols, row_title, col_title, note = cached_grid(ctx, trace, GRAD + weight, head, expert)
-        heatmap(values, rows, cols, "∂L/∂" + weight.split(".")[-1] + note, GRAD + weight + note, row_title=row_title,
-                col_title=col_title, zoom_key="bw:" + weight, trace=trace)
+        heatmap(
+            values,
+            rows,
+            cols,
+            "∂L/∂" + weight.split(".")[-1] + note,
+            GRAD + weight + note,
+            row_title=row_title,
+            col_title=col_title,
+            zoom_key="bw:" + weight,
+            trace=trace,
+        )
         rebuilt = recomputed_weight_gradient(trace, ctx.cfg, weight)
         if rebuilt is not None:
             x, dy = weight_gradient_product(ctx.cfg, weight)
             gap = float((rebuilt - trace[GRAD + weight].to(torch.float64)).abs().max())
-            st.caption(f"Check: Σ over positions of {x}ᵀ · ∂L/∂{dy} rebuilds this gradient from the trace; largest "
-                       f"difference from autograd's: {gap:.2g}.")
+            st.caption(
+                f"Check: Σ over positions of {x}ᵀ · ∂L/∂{dy} rebuilds this gradient from the trace; largest "
+                f"difference from autograd's: {gap:.2g}."
+            )
     cell_arithmetic(ctx, trace, list(step.names), head, expert)
 
 
@@ -221,29 +282,41 @@ def dead_neurons_view(ctx: Explorer, trace) -> None:
     where = "every position of this prompt"
     if chosen.routed:
         if not dead.positions:
-            st.markdown(f"{whose} ran on no position of this prompt (the router chose other experts everywhere): "
-                        f"its weight is 0 at every position, so none of its {chosen.width} neurons receives any gradient.")
+            st.markdown(
+                f"{whose} ran on no position of this prompt (the router chose other experts everywhere): "
+                f"its weight is 0 at every position, so none of its {chosen.width} neurons receives any gradient."
+            )
             return
         where = f"each of the {dead.positions} positions routed to it"
     if cfg.activation == "relu" and not cfg.gated_mlp:
-        st.markdown(f"{whose}: **{len(dead.neurons)}** of {chosen.width} neurons are off at {where}; ReLU passes them no "
-                    f"gradient, so their W_in columns get exactly zero (largest |∂L/∂W_in| over them: "
-                    f"{dead.weight_grad_max:g}). Over those positions {dead.off_fraction:.1%} of (position, neuron) pairs "
-                    f"are off and {dead.zero_grad_fraction:.1%} of ∂L/∂pre entries are exactly 0.")
+        st.markdown(
+            f"{whose}: **{len(dead.neurons)}** of {chosen.width} neurons are off at {where}; ReLU passes them no "
+            f"gradient, so their W_in columns get exactly zero (largest |∂L/∂W_in| over them: "
+            f"{dead.weight_grad_max:g}). Over those positions {dead.off_fraction:.1%} of (position, neuron) pairs "
+            f"are off and {dead.zero_grad_fraction:.1%} of ∂L/∂pre entries are exactly 0."
+        )
     else:
-        st.markdown(f"{whose} uses {cfg.activation}, which is never exactly flat: {len(dead.neurons)} neurons have "
-                    f"pre-activation ≤ 0 at {where}, yet still pass some gradient (largest |∂L/∂W_in| over them: "
-                    f"{dead.weight_grad_max:.3g}); {dead.zero_grad_fraction:.1%} of ∂L/∂pre entries there are exactly 0.")
+        st.markdown(
+            f"{whose} uses {cfg.activation}, which is never exactly flat: {len(dead.neurons)} neurons have "
+            f"pre-activation ≤ 0 at {where}, yet still pass some gradient (largest |∂L/∂W_in| over them: "
+            f"{dead.weight_grad_max:.3g}); {dead.zero_grad_fraction:.1%} of ∂L/∂pre entries there are exactly 0."
+        )
     if chosen.routed:
-        st.caption("An expert receives gradient only where it was chosen: elsewhere its weight is 0, so every one of "
-                   "its entries there is exactly 0 and is not counted above.")
+        st.caption(
+            "An expert receives gradient only where it was chosen: elsewhere its weight is 0, so every one of "
+            "its entries there is exactly 0 and is not counted above."
+        )
     # (an encoder has neither case: every position has a target, and attention carries the loss both ways)
     if cfg.causal and ctx.target is None:
-        st.caption("A position with nothing to predict (the last one, under the mean next-token loss) receives no "
-                   "gradient at all, so its entries count among the exact zeros.")
+        st.caption(
+            "A position with nothing to predict (the last one, under the mean next-token loss) receives no "
+            "gradient at all, so its entries count among the exact zeros."
+        )
     elif cfg.causal and ctx.target.position % len(ctx.tokens) < len(ctx.tokens) - 1:  # -1: the last position
-        st.caption(f"The loss reads only position {ctx.target.position % len(ctx.tokens)}; attention looks back, never ahead, so every "
-                   "later position receives no gradient at all, and its entries count among the exact zeros.")
+        st.caption(
+            f"The loss reads only position {ctx.target.position % len(ctx.tokens)}; attention looks back, never ahead, so every "
+            "later position receives no gradient at all, and its entries count among the exact zeros."
+        )
     if len(dead.neurons):
         st.caption("Dead here: " + ", ".join(map(str, dead.neurons[:60])) + (" …" if len(dead.neurons) > 60 else ""))
 
@@ -252,12 +325,22 @@ def highway(labels: list[str], norms: np.ndarray) -> go.Figure:
     """The gradient's norm over all positions at each point of the residual stream."""
     # short ticks, level (slanted long labels ran into each other); each point's full name on hover
     ticks = [label.split(" (")[0].replace("after block ", "block ") for label in labels]
-    fig = go.Figure(go.Scatter(x=ticks, y=np.linalg.norm(norms, axis=1), mode="lines+markers", text=labels,
-                               hovertemplate="%{text}: %{y:.6g}<extra></extra>"))
-    fig.update_layout(title=dict(text="<b>The residual highway</b>: gradient norm, all positions", font=dict(size=13), x=0),
-                      height=320, margin=dict(l=10, r=10, t=40, b=10), yaxis=dict(title="‖∂L/∂x‖", rangemode="tozero"),
-                      xaxis=dict(title="the stream after the embeddings, then after each block", type="category",
-                                 tickangle=0, nticks=12))
+    fig = go.Figure(
+        go.Scatter(
+            x=ticks,
+            y=np.linalg.norm(norms, axis=1),
+            mode="lines+markers",
+            text=labels,
+            hovertemplate="%{text}: %{y:.6g}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        title=dict(text="<b>The residual highway</b>: gradient norm, all positions", font=dict(size=13), x=0),
+        height=320,
+        margin=dict(l=10, r=10, t=40, b=10),
+        yaxis=dict(title="‖∂L/∂x‖", rangemode="tozero"),
+        xaxis=dict(title="the stream after the embeddings, then after each block", type="category", tickangle=0, nticks=12),
+    )
     return fig
 
 
@@ -275,30 +358,56 @@ def render(ctx: Explorer) -> None:
     # A large model's trace holds what the steps of one block need (the head's and the embeddings'
     # steps count with the nearest block), so that stepping within a block reuses it
     group = [s for s in steps if block_of(s, cfg.n_layers) == block_of(step, cfg.n_layers)]
-    trace = ctx.trace(needs(ctx, tuple(n for s in group for n in s.names), tuple(w for s in group for w in s.weights),
-                            st.session_state.explore_block, st.session_state.explore_weight))
+    trace = ctx.trace(
+        needs(
+            ctx,
+            tuple(n for s in group for n in s.names),
+            tuple(w for s in group for w in s.weights),
+            st.session_state.explore_block,
+            st.session_state.explore_weight,
+        )
+    )
     what = trace.loss_description
     if ctx.target is not None:  # named by its token, not its id
         position = ctx.target.position % len(ctx.tokens)
-        what = f"−log p(“{plain(ctx.piece(ctx.target.token_id))}”) predicted at position {position} ({plain(ctx.labels[position])})"
-    st.markdown(f"**L = {trace.loss:.6g}**, the {what}. Every gradient below comes from one "
-                "torch.autograd.grad call on this trace; the shared model is left untouched.")
+        what = (
+            f"−log p(“{plain(ctx.piece(ctx.target.token_id))}”) predicted at position {position} ({plain(ctx.labels[position])})"
+        )
+    st.markdown(
+        f"**L = {trace.loss:.6g}**, the {what}. Every gradient below comes from one "
+        "torch.autograd.grad call on this trace; the shared model is left untouched."
+    )
 
     labels, norms = derived(trace, ("gradient norms",), lambda: gradient_norms(trace, cfg))
     # the tensors drawn, as the engine names them (with no blocks, the embeddings alone)
     stream = "grad:blocks.i.hook_resid_post" if cfg.n_layers else GRAD + residual_points(cfg)[0][1]
     a, b = st.columns([3, 2]) if cfg.n_layers else (st.container(), None)  # no blocks: one point, no highway
     with a:
-        heatmap(norms, labels, ctx.labels, "‖∂L/∂residual stream‖ per position", stream, row_title="residual stream",
-                col_title="token", sequential=True, zoom_key="bw:norms", width=300 if b else 900, trace=trace)
+        heatmap(
+            norms,
+            labels,
+            ctx.labels,
+            "‖∂L/∂residual stream‖ per position",
+            stream,
+            row_title="residual stream",
+            col_title="token",
+            sequential=True,
+            zoom_key="bw:norms",
+            width=300 if b else 900,
+            trace=trace,
+        )
     if b:
         show(highway(labels, norms), b, width="stretch")
-    st.caption("The norms sit on the stream itself (post-norm): on its way down the gradient passes through every "
-               "block's ln2 and ln1, each scaling it by about γ/σ, so there is no untouched highway and it can grow or "
-               "fade with depth." if cfg.n_layers and cfg.norm_position == "post" else
-               "The skip connections pass the gradient down unchanged and each block adds its own share on top, so it "
-               "does not fade with depth. Where it jumps, a norm whose input has a small spread σ scaled it by about 1/σ."
-               if cfg.n_layers else "With no blocks the stream has one point: the gradient the head hands the embeddings.")
+    st.caption(
+        "The norms sit on the stream itself (post-norm): on its way down the gradient passes through every "
+        "block's ln2 and ln1, each scaling it by about γ/σ, so there is no untouched highway and it can grow or "
+        "fade with depth."
+        if cfg.n_layers and cfg.norm_position == "post"
+        else "The skip connections pass the gradient down unchanged and each block adds its own share on top, so it "
+        "does not fade with depth. Where it jumps, a norm whose input has a small spread σ scaled it by about 1/σ."
+        if cfg.n_layers
+        else "With no blocks the stream has one point: the gradient the head hands the embeddings."
+    )
 
     signed, size = derived(trace, ("saliency",), lambda: saliency(trace))
     # one power of ten for every bar, said on the axis, so the labels read alike (2.8, not 2.83e-06)
@@ -306,15 +415,35 @@ def render(ctx: Explorer) -> None:
     unit = f" (×10<sup>{power}</sup>)" if power else ""
     # two panels, one above the other, one quantity each: on one plot, the norm's dots covered the bars' labels
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_heights=[0.62, 0.38])
-    fig.add_trace(go.Bar(x=ctx.labels, y=signed / 10.0 ** power, name="gradient × input" + unit,
-                         text=[f"{v / 10.0 ** power:.3g}" for v in signed] if len(ctx.labels) <= BAR_TEXT else None,
-                         textposition="outside", cliponaxis=False, marker_color="#1f6feb"), row=1, col=1)
+    fig.add_trace(
+        go.Bar(
+            x=ctx.labels,
+            y=signed / 10.0**power,
+            name="gradient × input" + unit,
+            text=[f"{v / 10.0**power:.3g}" for v in signed] if len(ctx.labels) <= BAR_TEXT else None,
+            textposition="outside",
+            cliponaxis=False,
+            marker_color="#1f6feb",
+        ),
+        row=1,
+        col=1,
+    )
     fig.add_trace(go.Bar(x=ctx.labels, y=size, name="‖∂L/∂embedding‖", marker_color="#d9480f"), row=2, col=1)
-    fig.update_layout(title=dict(text="<b>Input saliency</b>: gradient × input, ∂L/∂embedding · embedding per token "
-                                      "(above), and the gradient's length ‖∂L/∂embedding‖ (below)", font=dict(size=13), x=0),
-                      height=420, margin=dict(l=10, r=10, t=40, b=10), showlegend=False,
-                      yaxis=dict(title="gradient × input" + unit), yaxis2=dict(title="‖∂L/∂embedding‖", rangemode="tozero"),
-                      xaxis2=dict(title="token", type="category"), xaxis=dict(type="category"))
+    fig.update_layout(
+        title=dict(
+            text="<b>Input saliency</b>: gradient × input, ∂L/∂embedding · embedding per token "
+            "(above), and the gradient's length ‖∂L/∂embedding‖ (below)",
+            font=dict(size=13),
+            x=0,
+        ),
+        height=420,
+        margin=dict(l=10, r=10, t=40, b=10),
+        showlegend=False,
+        yaxis=dict(title="gradient × input" + unit),
+        yaxis2=dict(title="‖∂L/∂embedding‖", rangemode="tozero"),
+        xaxis2=dict(title="token", type="category"),
+        xaxis=dict(type="category"),
+    )
     show(fig, width="stretch")
 
     st.subheader("Step through the backward pass")
@@ -331,5 +460,14 @@ def render(ctx: Explorer) -> None:
     if has_heads(weight):
         head = right.selectbox("Head of this weight", range(cfg.n_heads), key="explore_weight_head", format_func=head_label)
     values, rows, cols, row_title, col_title, note = cached_grid(ctx, trace, GRAD + weight, head)
-    heatmap(values, rows, cols, "∂L/∂" + weight + note, GRAD + weight + note, row_title=row_title, col_title=col_title,
-            zoom_key="bw:weight", trace=trace)
+    heatmap(
+        values,
+        rows,
+        cols,
+        "∂L/∂" + weight + note,
+        GRAD + weight + note,
+        row_title=row_title,
+        col_title=col_title,
+        zoom_key="bw:weight",
+        trace=trace,
+    )

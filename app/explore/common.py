@@ -126,8 +126,7 @@ class Explorer:
         that fits."""
         return check_cost(what, cost, len(self.tokens) if n_tokens is None else n_tokens, self.cfg.n_ctx)
 
-    def pass_cost(self, what: str, backward: bool, batch: Callable[[int], int] = lambda n: 1,
-                  n_tokens: int | None = None) -> int:
+    def pass_cost(self, what: str, backward: bool, batch: Callable[[int], int] = lambda n: 1, n_tokens: int | None = None) -> int:
         """A pass of ``batch(length)`` sequences of this prompt's length (an analysis), checked."""
         return self.check_cost(what, lambda n: working_bytes(self.model, n, backward, batch(n)), n_tokens)
 
@@ -185,7 +184,9 @@ def choose_head(ctx: Explorer) -> int:
 
 
 def choose_position(ctx: Explorer, label: str = "Position", key: str = "explore_pos", help: str | None = None) -> int:
-    return st.selectbox(label, range(len(ctx.tokens)), key=key, persist_state="session", format_func=lambda i: ctx.labels[i], help=help)
+    return st.selectbox(
+        label, range(len(ctx.tokens)), key=key, persist_state="session", format_func=lambda i: ctx.labels[i], help=help
+    )
 
 
 def has_heads(name: str) -> bool:
@@ -198,8 +199,15 @@ def has_experts(name: str) -> bool:
     return unit_axis(name) == "expert"
 
 
-def choose_expert(ctx: Explorer, where=st, label: str = "Expert", key: str = "explore_expert", shared: bool = True,
-                  default: int | None = None, help: str | None = None) -> int | str:
+def choose_expert(
+    ctx: Explorer,
+    where=st,
+    label: str = "Expert",
+    key: str = "explore_expert",
+    shared: bool = True,
+    default: int | None = None,
+    help: str | None = None,
+) -> int | str:
     """A routed expert of the model (counted from 0, as its index in expert_weights[:, e]), or the
     shared expert where the model has one (and ``shared``); ``default`` where none is chosen yet."""
     options = units(ctx.cfg, next(i for i in range(ctx.cfg.n_layers) if ctx.cfg.is_moe(i)))
@@ -214,22 +222,30 @@ def pipeline(ctx: Explorer, lit: set[str] = frozenset()) -> None:
     """The model's parts in forward order, with their parameter counts; ``lit`` parts filled."""
     groups: list = []
     for part in parts(ctx.model):
-        block = block_label(int(part.key.split('.')[1])) if part.key.startswith("blocks.") else None
+        block = block_label(int(part.key.split(".")[1])) if part.key.startswith("blocks.") else None
         label = part.label.removeprefix(block + " ") if block else ("embedding" if part.key == "embed" else part.label)
         if not groups or groups[-1][0] != block or block is None:
             groups.append((block, []))
         groups[-1][1].append((label, part.key in lit, part.count, part.note))
     if ctx.cfg.n_layers > COMPACT_BLOCKS:  # one box per block
-        groups = [(None, [(group, any(b[1] for b in boxes), sum(b[2] for b in boxes), "")]) if group else (group, boxes)
-                  for group, boxes in groups]
+        groups = [
+            (None, [(group, any(b[1] for b in boxes), sum(b[2] for b in boxes), "")]) if group else (group, boxes)
+            for group, boxes in groups
+        ]
     pipeline_strip(groups, "<b>tokens →</b>", "<b>→ softmax</b>")
 
 
 def _zoom(n: int, limit: int, label: str, key: str | None) -> tuple[int, int]:
     if n <= limit or key is None:
         return 0, n
-    low, high = st.slider(f"Zoom: {label} shown", 0, n, (0, n), key=key,
-                          help=f"Narrow to at most {limit} to see every exact value; wider ranges show block means.")
+    low, high = st.slider(
+        f"Zoom: {label} shown",
+        0,
+        n,
+        (0, n),
+        key=key,
+        help=f"Narrow to at most {limit} to see every exact value; wider ranges show block means.",
+    )
     return low, max(high, low + 1)
 
 
@@ -242,11 +258,24 @@ def mean_label(labels: list[str], start: int, stop: int) -> str:
     return f"{first}–{last}" if first.isdigit() and last.isdigit() else first + "…"
 
 
-def heatmap(values: np.ndarray, rows: list[str], cols: list[str] | None, title: str, name: str, *,
-            row_title: str = "position", col_title: str = "", sequential: bool = False, zoom_key: str | None = None,
-            height: int | None = None, marks: list[tuple[int, int]] = (), width: int = 900,
-            trace: Trace | None = None, zmax: float | None = None,
-            on_click: Callable[[int, int], None] | None = None) -> None:
+def heatmap(
+    values: np.ndarray,
+    rows: list[str],
+    cols: list[str] | None,
+    title: str,
+    name: str,
+    *,
+    row_title: str = "position",
+    col_title: str = "",
+    sequential: bool = False,
+    zoom_key: str | None = None,
+    height: int | None = None,
+    marks: list[tuple[int, int]] = (),
+    width: int = 900,
+    trace: Trace | None = None,
+    zmax: float | None = None,
+    on_click: Callable[[int, int], None] | None = None,
+) -> None:
     """``heatmap_figure`` for an array of any size, in a column about ``width`` pixels wide.
     Values are written into the cells only where they fit (every exact value is on hover);
     large arrays are drawn as block means, and ``zoom_key`` adds sliders that narrow the rows
@@ -273,23 +302,59 @@ def heatmap(values: np.ndarray, rows: list[str], cols: list[str] | None, title: 
             text = [[cell_text(v, largest) for v in row] for row in shown]
             text = text if fits_text(text, len(shown_cols), width) else None
         clicks = click_layer(shown, shown_rows, shown_cols, r0, c0, row_title, col_title) if clickable and exact else None
-        fig = heatmap_figure(shown, shown_rows, shown_cols, title, name, size=size, row_title=row_title,
-                             col_title=col_title, colour="sequential" if sequential else "diverging", text=text,
-                             gaps=exact, height=height, marks=[(r - r0, c - c0) for r, c in marks], image=not exact,
-                             zmax=zmax, clicks=clicks)
+        fig = heatmap_figure(
+            shown,
+            shown_rows,
+            shown_cols,
+            title,
+            name,
+            size=size,
+            row_title=row_title,
+            col_title=col_title,
+            colour="sequential" if sequential else "diverging",
+            text=text,
+            gaps=exact,
+            height=height,
+            marks=[(r - r0, c - c0) for r, c in marks],
+            image=not exact,
+            zmax=zmax,
+            clicks=clicks,
+        )
         if clicks is not None:  # the markers would widen the axes (padding for their size): the map fills the plot
             fig.update_xaxes(range=[-0.5, shown.shape[1] - 0.5])
             fig.update_yaxes(range=[shown.shape[0] - 0.5, -0.5])
         return fig
 
     clickable = on_click is not None and zoom_key is not None and (r1 - r0) * (c1 - c0) <= CLICKABLE
-    key = ("heatmap", name, title, tuple(rows), tuple(cols), r0, r1, c0, c1, row_title, col_title, sequential, height,
-           tuple(marks), width, zmax, clickable)
+    key = (
+        "heatmap",
+        name,
+        title,
+        tuple(rows),
+        tuple(cols),
+        r0,
+        r1,
+        c0,
+        c1,
+        row_title,
+        col_title,
+        sequential,
+        height,
+        tuple(marks),
+        width,
+        zmax,
+        clickable,
+    )
     fig = build() if trace is None else derived(trace, key, build)
     chart_key = None if zoom_key is None else zoom_key + ":chart"
     if clickable:
-        show(fig, width="stretch", key=chart_key, on_select=lambda: clicked(chart_key, on_click, c1 - c0, r0, c0),
-             selection_mode="points")
+        show(
+            fig,
+            width="stretch",
+            key=chart_key,
+            on_select=lambda: clicked(chart_key, on_click, c1 - c0, r0, c0),
+            selection_mode="points",
+        )
     else:
         show(fig, width="stretch", key=chart_key)
 
@@ -297,17 +362,22 @@ def heatmap(values: np.ndarray, rows: list[str], cols: list[str] | None, title: 
 CLICKABLE = 4096  # the most cells a heatmap makes clickable: one invisible marker each
 
 
-def click_layer(values: np.ndarray, rows: list[str], cols: list[str], r0: int, c0: int, row_title: str,
-                col_title: str) -> ClickLayer:
+def click_layer(
+    values: np.ndarray, rows: list[str], cols: list[str], r0: int, c0: int, row_title: str, col_title: str
+) -> ClickLayer:
     """One invisible marker per cell of a heatmap drawn at (r0, c0) of its tensor, row by row (the
     second trace), carrying the cell's row, column (in the tensor) and value for the hover: plotly
     reports clicks on markers, not on heatmaps."""
-    rr, cc = np.mgrid[0:values.shape[0], 0:values.shape[1]]
+    rr, cc = np.mgrid[0 : values.shape[0], 0 : values.shape[1]]
     data = np.stack([rr.ravel() + r0, cc.ravel() + c0, values.ravel()], axis=1)
-    return ClickLayer([cols[c] for c in cc.ravel()], [rows[r] for r in rr.ravel()],
-                      f"{row_title} %{{y}}<br>{col_title} %{{x}}<br>value %{{customdata[2]:.6g}}<br>"
-                      "click: its arithmetic<extra></extra>", data, symbol="square",
-                      size=int(np.clip(800 / values.shape[1], 4, 14)))  # no wider than a cell: a click finds its own
+    return ClickLayer(
+        [cols[c] for c in cc.ravel()],
+        [rows[r] for r in rr.ravel()],
+        f"{row_title} %{{y}}<br>{col_title} %{{x}}<br>value %{{customdata[2]:.6g}}<br>click: its arithmetic<extra></extra>",
+        data,
+        symbol="square",
+        size=int(np.clip(800 / values.shape[1], 4, 14)),
+    )  # no wider than a cell: a click finds its own
 
 
 def clicked(chart_key: str, on_click: Callable[[int, int], None], n_cols: int, r0: int, c0: int) -> None:
@@ -331,15 +401,26 @@ def value_room(values: np.ndarray) -> list[float]:
     return [low - pad if low < 0 else 0.0, high + pad if high > 0 else 0.0]
 
 
-def bar_chart(x: list[str], y: np.ndarray, title: str, y_title: str, x_title: str = "token", height: int = 300,
-              text: list[str] | None = None) -> go.Figure:
+def bar_chart(
+    x: list[str],
+    y: np.ndarray,
+    title: str,
+    y_title: str,
+    x_title: str = "token",
+    height: int = 300,
+    text: list[str] | None = None,
+) -> go.Figure:
     if len(x) > BAR_TEXT:
         text = None  # one label per bar would overlap; each value is on hover
     y = np.asarray(y, dtype=np.float64)
     fig = go.Figure(go.Bar(x=x, y=y, text=text, textposition="outside", cliponaxis=False))
-    fig.update_layout(title=dict(text=title, font=dict(size=13), x=0), height=height, margin=dict(l=10, r=10, t=40, b=10),
-                      xaxis=dict(title=x_title, type="category"),
-                      # room above (and below) the bars for the values written at their ends, which plotly
-                      # would otherwise drop where they do not fit
-                      yaxis=dict(title=y_title, range=value_room(y) if text is not None and len(y) else None))
+    fig.update_layout(
+        title=dict(text=title, font=dict(size=13), x=0),
+        height=height,
+        margin=dict(l=10, r=10, t=40, b=10),
+        xaxis=dict(title=x_title, type="category"),
+        # room above (and below) the bars for the values written at their ends, which plotly
+        # would otherwise drop where they do not fit
+        yaxis=dict(title=y_title, range=value_room(y) if text is not None and len(y) else None),
+    )
     return fig

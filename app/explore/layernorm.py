@@ -8,11 +8,11 @@ import streamlit as st
 
 from glassbox.app.components.charts import show
 from glassbox.app.components.labels import cell_text
-from glassbox.model.worked_example.steps.explain import power
 from glassbox.app.explore.common import Explorer, array, derived, heatmap, lacks
-from glassbox.model.engine import block_label
 from glassbox.model.analysis import norm_prefixes, norm_summary
+from glassbox.model.engine import block_label
 from glassbox.model.serving import Needs
+from glassbox.model.worked_example.steps.explain import power
 
 
 def label(prefix: str, post: bool = False) -> str:
@@ -42,49 +42,94 @@ def render(ctx: Explorer) -> None:
         return
     if st.session_state.get("explore_norm") not in prefixes:
         st.session_state.explore_norm = next(iter(prefixes))
-    prefix = st.selectbox("Norm", list(prefixes), key="explore_norm", persist_state="session",
-                          format_func=lambda p: label(p, cfg.norm_position == "post"))
+    prefix = st.selectbox(
+        "Norm",
+        list(prefixes),
+        key="explore_norm",
+        persist_state="session",
+        format_func=lambda p: label(p, cfg.norm_position == "post"),
+    )
     source = prefixes[prefix]
     trace = ctx.trace(Needs((prefix + "*", source)))
     summary = derived(trace, ("norm summary", prefix), lambda: norm_summary(trace, cfg, prefix, source))
     module = ctx.model.get_submodule(prefix[:-1])  # blocks.0.ln1, ln_final, mlm.ln
     if cfg.norm == "layernorm":
-        st.latex(r"\mathrm{out} = \frac{x - \mu}{\sqrt{\sigma^2 + \varepsilon}} \odot \gamma + \beta,\quad "
-                 rf"\mu = \tfrac{{1}}{{{cfg.d_model}}}\textstyle\sum_i x_i,\ \sigma^2 = \tfrac{{1}}{{{cfg.d_model}}}\sum_i (x_i-\mu)^2,"
-                 rf"\ \varepsilon = {power(cfg.norm_eps)}")
+        st.latex(
+            r"\mathrm{out} = \frac{x - \mu}{\sqrt{\sigma^2 + \varepsilon}} \odot \gamma + \beta,\quad "
+            rf"\mu = \tfrac{{1}}{{{cfg.d_model}}}\textstyle\sum_i x_i,\ \sigma^2 = \tfrac{{1}}{{{cfg.d_model}}}\sum_i (x_i-\mu)^2,"
+            rf"\ \varepsilon = {power(cfg.norm_eps)}"
+        )
     else:
-        st.markdown("This model's norms are **RMSNorm**: no mean is subtracted and, "
-                    + ("as here, there is often no shift β." if module.b is None else "here, a shift β is added."))
-        st.latex(r"\mathrm{out} = \frac{x}{\sqrt{\tfrac{1}{d}\sum_i x_i^2 + \varepsilon}} \odot \gamma"
-                 + (r" + \beta" if module.b is not None else "") + rf",\ \varepsilon = {power(cfg.norm_eps)}")
+        st.markdown(
+            "This model's norms are **RMSNorm**: no mean is subtracted and, "
+            + ("as here, there is often no shift β." if module.b is None else "here, a shift β is added.")
+        )
+        st.latex(
+            r"\mathrm{out} = \frac{x}{\sqrt{\tfrac{1}{d}\sum_i x_i^2 + \varepsilon}} \odot \gamma"
+            + (r" + \beta" if module.b is not None else "")
+            + rf",\ \varepsilon = {power(cfg.norm_eps)}"
+        )
     fig = go.Figure()
     for name in ("input mean", "input std") if cfg.norm == "layernorm" else ("input rms",):
         fig.add_trace(go.Bar(x=ctx.labels, y=summary[name], name=name))
     recorded = "hook_mean, hook_scale" if cfg.norm == "layernorm" else "hook_scale"  # RMSNorm records no mean
-    fig.update_layout(title=dict(text=f"<b>Per position</b> {prefix}{recorded} (input: {source})", font=dict(size=13), x=0),
-                      height=300, margin=dict(l=10, r=10, t=40, b=10), xaxis=dict(title="token", type="category"),
-                      yaxis=dict(title="the input's statistic"),
-                      barmode="group", legend=dict(orientation="h", y=1.12, x=1, xanchor="right"))
+    fig.update_layout(
+        title=dict(text=f"<b>Per position</b> {prefix}{recorded} (input: {source})", font=dict(size=13), x=0),
+        height=300,
+        margin=dict(l=10, r=10, t=40, b=10),
+        xaxis=dict(title="token", type="category"),
+        yaxis=dict(title="the input's statistic"),
+        barmode="group",
+        legend=dict(orientation="h", y=1.12, x=1, xanchor="right"),
+    )
     show(fig, width="stretch")
     table = pd.DataFrame(summary, index=ctx.labels)
     largest = float(np.abs(table.to_numpy()).max(initial=0.0))
-    st.dataframe(table.style.format(lambda v: cell_text(v, largest, ".6g")), width="stretch",
-                 height=min(38 + 35 * len(table), 320))
+    st.dataframe(
+        table.style.format(lambda v: cell_text(v, largest, ".6g")), width="stretch", height=min(38 + 35 * len(table), 320)
+    )
     if cfg.norm == "layernorm":
-        st.caption("The input's mean and standard deviation are recomputed here from the input in float64; the "
-                   "recorded scale is √(σ² + ε), so it sits just above the std. The normalised vector has mean 0 and "
-                   "std just under 1.")
+        st.caption(
+            "The input's mean and standard deviation are recomputed here from the input in float64; the "
+            "recorded scale is √(σ² + ε), so it sits just above the std. The normalised vector has mean 0 and "
+            "std just under 1."
+        )
     else:
-        st.caption("The input's root mean square is recomputed here from the input in float64; the recorded scale is "
-                   "√(mean x² + ε), so it sits just above it. RMSNorm does not subtract the mean: the normalised "
-                   "vector keeps a mean of its own, and its root mean square is just under 1.")
+        st.caption(
+            "The input's root mean square is recomputed here from the input in float64; the recorded scale is "
+            "√(mean x² + ε), so it sits just above it. RMSNorm does not subtract the mean: the normalised "
+            "vector keeps a mean of its own, and its root mean square is just under 1."
+        )
     heatmap(array(trace[source]), ctx.labels, None, "Input x", source, col_title="d_model", zoom_key="ln:in", trace=trace)
-    heatmap(array(trace[prefix + "hook_normalized"]), ctx.labels, None, "Normalised", prefix + "hook_normalized",
-            col_title="d_model", zoom_key="ln:norm", trace=trace)
+    heatmap(
+        array(trace[prefix + "hook_normalized"]),
+        ctx.labels,
+        None,
+        "Normalised",
+        prefix + "hook_normalized",
+        col_title="d_model",
+        zoom_key="ln:norm",
+        trace=trace,
+    )
     weights = [array(module.w)[None]] + ([array(module.b)[None]] if module.b is not None else [])
     shifted = len(weights) == 2
-    heatmap(np.concatenate(weights), ["γ (scale)", "β (shift)"][: len(weights)], None,
-            "Learned scale and shift" if shifted else "Learned scale (this norm has no shift)",
-            prefix[:-1] + (".w, .b" if shifted else ".w"), row_title="", col_title="d_model", height=240)
-    heatmap(array(trace[prefix + "hook_out"]), ctx.labels, None, "Output", prefix + "hook_out", col_title="d_model",
-            zoom_key="ln:out", trace=trace)
+    heatmap(
+        np.concatenate(weights),
+        ["γ (scale)", "β (shift)"][: len(weights)],
+        None,
+        "Learned scale and shift" if shifted else "Learned scale (this norm has no shift)",
+        prefix[:-1] + (".w, .b" if shifted else ".w"),
+        row_title="",
+        col_title="d_model",
+        height=240,
+    )
+    heatmap(
+        array(trace[prefix + "hook_out"]),
+        ctx.labels,
+        None,
+        "Output",
+        prefix + "hook_out",
+        col_title="d_model",
+        zoom_key="ln:out",
+        trace=trace,
+    )

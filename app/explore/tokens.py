@@ -55,74 +55,172 @@ def neighbours_of(model_key: str, token_id: int, _ctx: Explorer) -> list[tuple[i
 def render(ctx: Explorer) -> None:
     trace = ctx.trace(NEEDS)
     st.subheader(f"{len(ctx.tokens)} tokens")
-    st.dataframe(pd.DataFrame([ctx.pieces, [str(t) for t in ctx.tokens]], index=["piece", "token id"],
-                              columns=[str(i) for i in range(len(ctx.tokens))]), width="stretch")
+    st.dataframe(
+        pd.DataFrame(
+            [ctx.pieces, [str(t) for t in ctx.tokens]],
+            index=["piece", "token id"],
+            columns=[str(i) for i in range(len(ctx.tokens))],
+        ),
+        width="stretch",
+    )
 
-    heatmap(array(trace["hook_embed"]), ctx.labels, None, "Token embeddings W_E[token]", "hook_embed",
-            col_title="d_model", zoom_key="tok:embed", trace=trace)
+    heatmap(
+        array(trace["hook_embed"]),
+        ctx.labels,
+        None,
+        "Token embeddings W_E[token]",
+        "hook_embed",
+        col_title="d_model",
+        zoom_key="tok:embed",
+        trace=trace,
+    )
     if ctx.cfg.positional == "table":
-        heatmap(array(trace["hook_pos_embed"]), ctx.labels, None, "Position rows W_pos[position]", "hook_pos_embed",
-                col_title="d_model", zoom_key="tok:pos", trace=trace)
+        heatmap(
+            array(trace["hook_pos_embed"]),
+            ctx.labels,
+            None,
+            "Position rows W_pos[position]",
+            "hook_pos_embed",
+            col_title="d_model",
+            zoom_key="tok:pos",
+            trace=trace,
+        )
     if ctx.cfg.n_token_types:  # BERT: one prompt is one sentence, type 0 at every position
-        heatmap(array(trace["hook_token_type_embed"]), ctx.labels, None, "Token-type rows W_type[0] (one sentence: type 0)",
-                "hook_token_type_embed", col_title="d_model", zoom_key="tok:type", trace=trace)
+        heatmap(
+            array(trace["hook_token_type_embed"]),
+            ctx.labels,
+            None,
+            "Token-type rows W_type[0] (one sentence: type 0)",
+            "hook_token_type_embed",
+            col_title="d_model",
+            zoom_key="tok:type",
+            trace=trace,
+        )
     if ctx.cfg.positional == "table" and ctx.cfg.n_layers:  # with no block, the sum is traced nowhere
-        summed = (f"Their sum, normed by ln_embed ({ctx.cfg.norm})" if ctx.cfg.embed_norm else "Their sum")
-        heatmap(array(trace["blocks.0.hook_resid_pre"]), ctx.labels, None, f"{summed}: the residual stream entering block 1 (blocks.0)",
-                "blocks.0.hook_resid_pre", col_title="d_model", zoom_key="tok:sum", trace=trace)
+        summed = f"Their sum, normed by ln_embed ({ctx.cfg.norm})" if ctx.cfg.embed_norm else "Their sum"
+        heatmap(
+            array(trace["blocks.0.hook_resid_pre"]),
+            ctx.labels,
+            None,
+            f"{summed}: the residual stream entering block 1 (blocks.0)",
+            "blocks.0.hook_resid_pre",
+            col_title="d_model",
+            zoom_key="tok:sum",
+            trace=trace,
+        )
 
     st.subheader("The embedding matrix")
     left, right = st.columns([3, 2])
     with right:
         share, r = raw_pc1(ctx.model_key, ctx)
         skip = r > 0.9 and ctx.cfg.d_model > 2  # a PC1 that is only the embeddings' length: start at PC2
-        scaling = st.radio("Embeddings as", list(SCALINGS), key="explore_pca_scaling", horizontal=True,
-                           help="Raw: as stored. Unit length: each embedding divided by its length first, the "
-                                "geometry the cosine neighbours use.")
+        scaling = st.radio(
+            "Embeddings as",
+            list(SCALINGS),
+            key="explore_pca_scaling",
+            horizontal=True,
+            help="Raw: as stored. Unit length: each embedding divided by its length first, the "
+            "geometry the cosine neighbours use.",
+        )
         pairs = min(3, max(ctx.cfg.d_model - 1, 1))
-        first = st.selectbox("Components", range(pairs), index=int(skip), key="explore_pca_first",
-                             format_func=lambda i: f"PC{i + 1} and PC{i + 2}")
-        st.caption(f"The raw embeddings' PC1 holds {share:.1%} of the variance; its correlation with their "
-                   f"lengths is |r| = {r:.3f}" + (": it mostly says how long each embedding is (frequent tokens "
-                                                    "grow long), so the map opens on PC2 and PC3." if skip else "."))
+        first = st.selectbox(
+            "Components", range(pairs), index=int(skip), key="explore_pca_first", format_func=lambda i: f"PC{i + 1} and PC{i + 2}"
+        )
+        st.caption(
+            f"The raw embeddings' PC1 holds {share:.1%} of the variance; its correlation with their "
+            f"lengths is |r| = {r:.3f}"
+            + (
+                ": it mostly says how long each embedding is (frequent tokens grow long), so the map opens on PC2 and PC3."
+                if skip
+                else "."
+            )
+        )
         position = choose_position(ctx, "Token", help="Its nearest neighbours by cosine similarity of embeddings")
         token = ctx.tokens[position]
         neighbours = neighbours_of(ctx.model_key, token, ctx)
-        st.dataframe(pd.DataFrame({"token": [ctx.piece(i) for i, _ in neighbours], "id": [i for i, _ in neighbours],
-                                   "cosine": [round(c, 4) for _, c in neighbours]}), hide_index=True, width="stretch")
+        st.dataframe(
+            pd.DataFrame(
+                {
+                    "token": [ctx.piece(i) for i, _ in neighbours],
+                    "id": [i for i, _ in neighbours],
+                    "cosine": [round(c, 4) for _, c in neighbours],
+                }
+            ),
+            hide_index=True,
+            width="stretch",
+        )
     coords, explained = pca(ctx.model_key, ctx, SCALINGS[scaling], first)
     with left:
         stride = -(-len(coords) // CLOUD)  # a large vocabulary is drawn every stride-th token
         cloud = np.arange(0, len(coords), stride)
-        fig = go.Figure(go.Scatter(x=coords[cloud, 0], y=coords[cloud, 1], mode="markers",
-                                     name="vocabulary" + (f" (every {stride}th token)" if stride > 1 else ""),
-                                     marker=dict(size=4, color="#bbb"), text=[ctx.piece(i) for i in cloud],
-                                     hovertemplate="%{text}<extra></extra>"))
+        fig = go.Figure(
+            go.Scatter(
+                x=coords[cloud, 0],
+                y=coords[cloud, 1],
+                mode="markers",
+                name="vocabulary" + (f" (every {stride}th token)" if stride > 1 else ""),
+                marker=dict(size=4, color="#bbb"),
+                text=[ctx.piece(i) for i in cloud],
+                hovertemplate="%{text}<extra></extra>",
+            )
+        )
         ids = list(dict.fromkeys(ctx.tokens))  # in the prompt's order: its first words are labelled first
         pieces = [ctx.piece(i) for i in ids]
         # a label that would cover another is left to the hover
         drawn = np.concatenate([coords[cloud], coords[ids]])
-        where = place_labels(coords[ids, 0], coords[ids, 1], pieces, (drawn[:, 0].min(), drawn[:, 0].max()),
-                             (drawn[:, 1].min(), drawn[:, 1].max()), PCA_PX)
-        fig.add_trace(go.Scatter(x=coords[ids, 0], y=coords[ids, 1], mode="markers+text", name="this prompt",
-                                 text=[p if w else "" for p, w in zip(pieces, where)], hovertext=pieces,
-                                 hovertemplate="%{hovertext}<extra></extra>",
-                                 textposition=[w or "top center" for w in where], marker=dict(size=9, color="#1f6feb")))
+        where = place_labels(
+            coords[ids, 0],
+            coords[ids, 1],
+            pieces,
+            (drawn[:, 0].min(), drawn[:, 0].max()),
+            (drawn[:, 1].min(), drawn[:, 1].max()),
+            PCA_PX,
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=coords[ids, 0],
+                y=coords[ids, 1],
+                mode="markers+text",
+                name="this prompt",
+                text=[p if w else "" for p, w in zip(pieces, where)],
+                hovertext=pieces,
+                hovertemplate="%{hovertext}<extra></extra>",
+                textposition=[w or "top center" for w in where],
+                marker=dict(size=9, color="#1f6feb"),
+            )
+        )
         labelled = sum(w is not None for w in where)
         near = [i for i, _ in neighbours]  # named in the table beside, and on hover
-        fig.add_trace(go.Scatter(x=coords[near, 0], y=coords[near, 1], mode="markers", name=f"neighbours of {ctx.pieces[position]}",
-                                 text=[ctx.piece(i) for i in near], hovertemplate="%{text}<extra>neighbour</extra>",
-                                 marker=dict(size=8, color="#f2a900", symbol="diamond")))
-        fig.update_layout(title=dict(text=f"<b>PCA of embed.W_E</b> {ctx.cfg.vocab_size:,} tokens × {ctx.cfg.d_model}, "
-                                          + ("each scaled to unit length" if SCALINGS[scaling] else "raw"),
-                                     font=dict(size=13), x=0),
-                          xaxis_title=f"PC{first + 1} ({explained[0]:.1%} of variance)",
-                          yaxis_title=f"PC{first + 2} ({explained[1]:.1%})",
-                          height=460, margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h", y=-0.15))
+        fig.add_trace(
+            go.Scatter(
+                x=coords[near, 0],
+                y=coords[near, 1],
+                mode="markers",
+                name=f"neighbours of {ctx.pieces[position]}",
+                text=[ctx.piece(i) for i in near],
+                hovertemplate="%{text}<extra>neighbour</extra>",
+                marker=dict(size=8, color="#f2a900", symbol="diamond"),
+            )
+        )
+        fig.update_layout(
+            title=dict(
+                text=f"<b>PCA of embed.W_E</b> {ctx.cfg.vocab_size:,} tokens × {ctx.cfg.d_model}, "
+                + ("each scaled to unit length" if SCALINGS[scaling] else "raw"),
+                font=dict(size=13),
+                x=0,
+            ),
+            xaxis_title=f"PC{first + 1} ({explained[0]:.1%} of variance)",
+            yaxis_title=f"PC{first + 2} ({explained[1]:.1%})",
+            height=460,
+            margin=dict(l=10, r=10, t=40, b=10),
+            legend=dict(orientation="h", y=-0.15),
+        )
         show(fig, width="stretch")
         if labelled < len(ids):
-            st.caption(f"{labelled} of the prompt's {len(ids)} distinct tokens are labelled; the others would print "
-                       "over them. Hover over any point to read it.")
+            st.caption(
+                f"{labelled} of the prompt's {len(ids)} distinct tokens are labelled; the others would print "
+                "over them. Hover over any point to read it."
+            )
 
     st.subheader("The positional table")
     if ctx.cfg.positional == "none":
@@ -130,11 +228,22 @@ def render(ctx: Explorer) -> None:
         return
     layer = 0
     if ctx.cfg.positional == "rope" and ctx.cfg.local_rope_base is not None:  # local and global layers differ
-        layer = st.selectbox("RoPE of block", range(ctx.cfg.n_layers), key="explore_rope_layer",
-                             format_func=lambda i: block_label(i) + (" (local)" if ctx.cfg.is_local(i) else ""),
-                             help="This model's layers rotate at different frequencies (local and global layers).")
+        layer = st.selectbox(
+            "RoPE of block",
+            range(ctx.cfg.n_layers),
+            key="explore_rope_layer",
+            format_func=lambda i: block_label(i) + (" (local)" if ctx.cfg.is_local(i) else ""),
+            help="This model's layers rotate at different frequencies (local and global layers).",
+        )
     table, what, col_title = positional_table(ctx.model, layer, rows=max(64, len(ctx.tokens)))
     st.caption(what + f". The prompt uses rows 0–{len(ctx.tokens) - 1}.")
     shown = f"Positions: the first {len(table)} of {ctx.cfg.n_ctx}" if len(table) < ctx.cfg.n_ctx else "Positions"
-    heatmap(table, [str(i) for i in range(len(table))], None, shown, "pos_embed.W_pos" if ctx.cfg.positional == "table"
-            else "rope_cos", col_title=col_title, zoom_key="tok:table")
+    heatmap(
+        table,
+        [str(i) for i in range(len(table))],
+        None,
+        shown,
+        "pos_embed.W_pos" if ctx.cfg.positional == "table" else "rope_cos",
+        col_title=col_title,
+        zoom_key="tok:table",
+    )

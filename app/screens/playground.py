@@ -40,14 +40,25 @@ from glassbox.model.plot.labels import token_text
 from glassbox.model.serving import working_bytes
 from glassbox.model.serving.sizing import seq2seq_pass_bound
 
-DEFAULTS = {"model": "default", "prompt": "Lily had a", "temperature": 1.0, "top_k": 0, "top_p": 1.0,
-            "max_new": 20, "seed": 0, "greedy": False}
+DEFAULTS = {
+    "model": "default",
+    "prompt": "Lily had a",
+    "temperature": 1.0,
+    "top_k": 0,
+    "top_p": 1.0,
+    "max_new": 20,
+    "seed": 0,
+    "greedy": False,
+}
 
 
 # What the chart shows, per kind of model: the engine's logits for it, and the chart's title
 LOGITS = {"decoder": next_token_logits, "encoder-decoder": first_target_logits, "encoder": masked_token_logits}
-CHART_TITLE = {"decoder": "Next token after the prompt", "encoder-decoder": "First target token, given the source",
-               "encoder": "The masked token"}
+CHART_TITLE = {
+    "decoder": "Next token after the prompt",
+    "encoder-decoder": "First target token, given the source",
+    "encoder": "The masked token",
+}
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
@@ -66,14 +77,19 @@ def pass_cost(loaded, n_tokens: int, n_new: int = 0) -> int:
         check_context(cfg, 1, n_new, what="The target")
         return check_cost("This source", lambda n: seq2seq_pass_bound(loaded.model), n_tokens, cfg.n_ctx)
     check_context(loaded.cfg, n_tokens, n_new)  # the context first: nothing past it is sized
-    return check_cost("This prompt", lambda n: working_bytes(loaded.model, n, backward=False)
-                      + kv_cache_bytes(loaded, n + n_new) * (n_new > 0), n_tokens, loaded.cfg.n_ctx)
+    return check_cost(
+        "This prompt",
+        lambda n: working_bytes(loaded.model, n, backward=False) + kv_cache_bytes(loaded, n + n_new) * (n_new > 0),
+        n_tokens,
+        loaded.cfg.n_ctx,
+    )
 
 
 def sampling_from_state() -> Sampling:
     s = st.session_state
-    return Sampling(temperature=0.0 if s.greedy else float(s.temperature), top_k=int(s.top_k) or None,
-                    top_p=float(s.top_p), seed=int(s.seed))
+    return Sampling(
+        temperature=0.0 if s.greedy else float(s.temperature), top_k=int(s.top_k) or None, top_p=float(s.top_p), seed=int(s.seed)
+    )
 
 
 def before_after_rows(before: list[dict], after: list[dict], n: int = 15, drawn: int | None = None) -> dict:
@@ -84,8 +100,12 @@ def before_after_rows(before: list[dict], after: list[dict], n: int = 15, drawn:
     p_after = {d["token_id"]: d["p"] for d in after}
     text = {d["token_id"]: d["token"] for d in before + after}
     order = sorted(text, key=lambda i: (-max(p_before.get(i, 0.0), p_after.get(i, 0.0)), i))[:n]
-    return {"labels": token_labels([text[i] for i in order], order), "before": [p_before.get(i, 0.0) for i in order],
-            "after": [p_after.get(i, 0.0) for i in order], "bold": order.index(drawn) if drawn in order else -1}
+    return {
+        "labels": token_labels([text[i] for i in order], order),
+        "before": [p_before.get(i, 0.0) for i in order],
+        "after": [p_after.get(i, 0.0) for i in order],
+        "bold": order.index(drawn) if drawn in order else -1,
+    }
 
 
 LIMITS = {**SAMPLING_LIMITS, "top_k": (0, 100), "max_new": (1, 100), "seed": (0, 2**31 - 1)}
@@ -152,17 +172,27 @@ def model_card(loaded) -> None:
             st.warning(plain(f"No loss curve: {exc}"))
             curve = None
         if curve:
-            fig = go.Figure([go.Scatter(x=curve["step"], y=curve["train_loss"], name="training batch", mode="lines",
-                                        line=dict(width=1)),
-                             go.Scatter(x=curve["val_step"], y=curve["val_loss"], name="validation", mode="lines+markers")])
-            fig.update_layout(title="Loss while training", xaxis_title="step", height=300, margin=dict(t=40, b=10),
-                              yaxis=log_axis(curve["train_loss"] + curve["val_loss"], "cross-entropy (nats, log scale)"))
+            fig = go.Figure(
+                [
+                    go.Scatter(x=curve["step"], y=curve["train_loss"], name="training batch", mode="lines", line=dict(width=1)),
+                    go.Scatter(x=curve["val_step"], y=curve["val_loss"], name="validation", mode="lines+markers"),
+                ]
+            )
+            fig.update_layout(
+                title="Loss while training",
+                xaxis_title="step",
+                height=300,
+                margin=dict(t=40, b=10),
+                yaxis=log_axis(curve["train_loss"] + curve["val_loss"], "cross-entropy (nats, log scale)"),
+            )
             show(fig)
         samples = loaded.about.get("samples")
         for sample in samples if isinstance(samples, list) else []:
             if isinstance(sample, dict):
-                st.markdown(f"- **{plain(sample.get('prompt', ''))}** {plain(sample.get('completion', ''))} "
-                            f"({plain(sample.get('settings', ''))})")
+                st.markdown(
+                    f"- **{plain(sample.get('prompt', ''))}** {plain(sample.get('completion', ''))} "
+                    f"({plain(sample.get('settings', ''))})"
+                )
 
 
 @fragment
@@ -171,15 +201,23 @@ def sampling_view(loaded, top_k_max: int, new_max: int) -> None:
     in the mask): a slider moved reruns only this (the URL is written here)."""
     kind = loaded.cfg.kind
     encoder = kind == "encoder"
-    st.text_area({"decoder": "Prompt", "encoder-decoder": "Source", "encoder": "Text with a mask"}[kind], key="prompt",
-                 height=80, help={"decoder": "The text the model continues.",
-                                  "encoder-decoder": "What the encoder reads; the decoder then writes the target.",
-                                  "encoder": "Write the mask token where a word is missing."}[kind])
+    st.text_area(
+        {"decoder": "Prompt", "encoder-decoder": "Source", "encoder": "Text with a mask"}[kind],
+        key="prompt",
+        height=80,
+        help={
+            "decoder": "The text the model continues.",
+            "encoder-decoder": "What the encoder reads; the decoder then writes the target.",
+            "encoder": "Write the mask token where a word is missing.",
+        }[kind],
+    )
     if encoder:
         mask = loaded.tokenizer.mask_token
-        st.caption((f"Write {plain(mask)} where a word is missing. " if mask else "")
-                   + "An encoder predicts the masked positions of a text, seeing the words on both sides; it does "
-                     "not continue text, so it fills in the first mask instead of generating token by token.")
+        st.caption(
+            (f"Write {plain(mask)} where a word is missing. " if mask else "")
+            + "An encoder predicts the masked positions of a text, seeing the words on both sides; it does "
+            "not continue text, so it fills in the first mask instead of generating token by token."
+        )
     clicked = generate_clicked()  # the button is drawn with the sliders, in the page
     room, note, natural = new_token_room(loaded, st.session_state.prompt, new_max)
     if natural and st.session_state.max_new_auto:  # until the slider is moved, the source's length
@@ -188,9 +226,15 @@ def sampling_view(loaded, top_k_max: int, new_max: int) -> None:
         st.session_state.max_new = min(st.session_state.max_new, room)
     c4, c5 = st.columns([3, 1], vertical_alignment="bottom")
     if room > 1 or encoder:
-        c4.slider("Max new tokens", 1, max(room, 2), key="max_new", disabled=encoder,
-                  on_change=lambda: st.session_state.update(max_new_auto=False),
-                  help="An encoder fills in one mask: it writes no new tokens." if encoder else note or None)
+        c4.slider(
+            "Max new tokens",
+            1,
+            max(room, 2),
+            key="max_new",
+            disabled=encoder,
+            on_change=lambda: st.session_state.update(max_new_auto=False),
+            help="An encoder fills in one mask: it writes no new tokens." if encoder else note or None,
+        )
     if note and not encoder:
         st.caption(plain(note))
     c5.number_input("Seed", min_value=0, step=1, key="seed", help="The same seed and settings give the same sample.")
@@ -207,9 +251,15 @@ def sampling_view(loaded, top_k_max: int, new_max: int) -> None:
         run_fill(loaded, sampling)
     filled = current_fill(sampling) if encoder else None
     with chart_area:
-        sampling_controls(logits, loaded.tokenizer.pieces, top_k_max, CHART_TITLE[kind],
-                          drawn=filled and filled["token_id"], action="Fill" if encoder else "Generate",
-                          blocked=None if encoder or room >= 1 else note)
+        sampling_controls(
+            logits,
+            loaded.tokenizer.pieces,
+            top_k_max,
+            CHART_TITLE[kind],
+            drawn=filled and filled["token_id"],
+            action="Fill" if encoder else "Generate",
+            blocked=None if encoder or room >= 1 else note,
+        )
     if encoder:
         fill_view(filled)
         return
@@ -234,16 +284,31 @@ def new_token_room(loaded, prompt: str, new_max: int) -> tuple[int, str, int | N
     if cfg.encoder_decoder:
         if n == 0 or any(p in END_TOKENS for p in loaded.tokenizer.pieces):
             return new_max, "", None
-        return new_max, (f"{loaded.name} has no end-of-text token to stop on, so the slider starts at the source's "
-                         f"length ({n}), as long as its training targets were; tokens past that are ones it was "
-                         "never trained to write."), min(n, new_max)
+        return (
+            new_max,
+            (
+                f"{loaded.name} has no end-of-text token to stop on, so the slider starts at the source's "
+                f"length ({n}), as long as its training targets were; tokens past that are ones it was "
+                "never trained to write."
+            ),
+            min(n, new_max),
+        )
     room = min(new_max, cfg.n_ctx - n)
     if room < 1:
-        return 0, (f"The prompt fills the model's whole context ({cfg.n_ctx} tokens, the prompt {n}): there is no "
-                   "room for a new token. Shorten the prompt to generate."), None
+        return (
+            0,
+            (
+                f"The prompt fills the model's whole context ({cfg.n_ctx} tokens, the prompt {n}): there is no "
+                "room for a new token. Shorten the prompt to generate."
+            ),
+            None,
+        )
     if room < new_max:
-        return room, (f"The context holds {cfg.n_ctx} tokens and the prompt has {n}: room for {room} new "
-                      f"token{'s' * (room != 1)}."), None
+        return (
+            room,
+            (f"The context holds {cfg.n_ctx} tokens and the prompt has {n}: room for {room} new token{'s' * (room != 1)}."),
+            None,
+        )
     return room, "", None
 
 
@@ -258,16 +323,26 @@ def run_fill(loaded, sampling: Sampling) -> None:
     except GlassboxError as exc:
         st.error(plain(exc))
         return
-    st.session_state.filled = {"model": st.session_state.model, "prompt": prompt, "settings": str(sampling),
-                               "text": filled.text, "token": filled.token, "token_id": filled.token_id,
-                               "p": filled.p, "p_model": filled.p_model}
+    st.session_state.filled = {
+        "model": st.session_state.model,
+        "prompt": prompt,
+        "settings": str(sampling),
+        "text": filled.text,
+        "token": filled.token,
+        "token_id": filled.token_id,
+        "p": filled.p,
+        "p_model": filled.p_model,
+    }
 
 
 def current_fill(sampling: Sampling) -> dict | None:
     """The last fill, while the model, the text and the settings are still the ones it was drawn with."""
     filled = st.session_state.get("filled")
     same = filled and (filled["model"], filled["prompt"], filled["settings"]) == (
-        st.session_state.model, st.session_state.prompt, str(sampling))
+        st.session_state.model,
+        st.session_state.prompt,
+        str(sampling),
+    )
     return filled if same else None
 
 
@@ -277,8 +352,10 @@ def fill_view(filled: dict | None) -> None:
     st.subheader("Filled")
     st.caption(f"{filled['settings']} · the first mask replaced by the token drawn (bold in the chart)")
     st.html(f"<div style='font-family:monospace;font-size:1.1em'>{plain_html(filled['text'])}</div>")
-    st.markdown(f"The mask became “{plain(token_text(filled['token']))}”, drawn with p = {filled['p']:.3f} "
-                f"(model: {filled['p_model']:.3f}).")
+    st.markdown(
+        f"The mask became “{plain(token_text(filled['token']))}”, drawn with p = {filled['p']:.3f} "
+        f"(model: {filled['p_model']:.3f})."
+    )
 
 
 def run_generation(loaded, sampling: Sampling) -> None:
@@ -288,11 +365,20 @@ def run_generation(loaded, sampling: Sampling) -> None:
 
     def stream():
         for token in loaded.stream(st.session_state.prompt, n_new, **asdict(sampling)):
-            records.append({"token": token.token, "token_id": token.token_id, "p": token.p, "p_model": token.p_model,
-                            "entropy_before": token.entropy_before, "entropy_after": token.entropy_after,
-                            "before": top(token.before, loaded.tokenizer.pieces, 15),
-                            "after": top(token.after, loaded.tokenizer.pieces, 15),
-                            "cache_bytes": token.cache_bytes, "position": token.position})
+            records.append(
+                {
+                    "token": token.token,
+                    "token_id": token.token_id,
+                    "p": token.p,
+                    "p_model": token.p_model,
+                    "entropy_before": token.entropy_before,
+                    "entropy_after": token.entropy_after,
+                    "before": top(token.before, loaded.tokenizer.pieces, 15),
+                    "after": top(token.after, loaded.tokenizer.pieces, 15),
+                    "cache_bytes": token.cache_bytes,
+                    "position": token.position,
+                }
+            )
             yield plain(token.token)  # the model's text, shown as text
 
     live = st.empty()  # the text as it streams; the chips below replace it, so it is not shown twice
@@ -303,10 +389,14 @@ def run_generation(loaded, sampling: Sampling) -> None:
             st.markdown("**Generating…**")
             st.write_stream(stream())
         live.empty()
-        st.session_state.generation = {"model": st.session_state.model, "prompt": st.session_state.prompt,
-                                       "settings": str(sampling), "tokens": records,
-                                       # an encoder-decoder's cross-attention caches the whole source
-                                       "source_tokens": n_prompt if loaded.cfg.encoder_decoder else 0}
+        st.session_state.generation = {
+            "model": st.session_state.model,
+            "prompt": st.session_state.prompt,
+            "settings": str(sampling),
+            "tokens": records,
+            # an encoder-decoder's cross-attention caches the whole source
+            "source_tokens": n_prompt if loaded.cfg.encoder_decoder else 0,
+        }
     except GlassboxError as exc:
         st.error(plain(exc))
 
@@ -317,20 +407,34 @@ def generation_payload(loaded, result: dict) -> tuple[dict, list[dict]]:
     tokens, steps, links = result["tokens"], [], []
     for i, t in enumerate(tokens):
         shown = token_text(t["token"])
-        steps.append({"token": t["token"], "label": shown, "p": t["p"],
-                      "title": f"Step {i + 1}: drew “{shown}” with p = {t['p']:.3f} (model: {t['p_model']:.3f})",
-                      **before_after_rows(t["before"], t["after"], drawn=t["token_id"]),
-                      "entropy": f"Entropy {t['entropy_before']:.3f} nats before the settings, "
-                                 f"{t['entropy_after']:.3f} after.",
-                      "kv": kv_cache_figures(loaded, result, i)})
+        steps.append(
+            {
+                "token": t["token"],
+                "label": shown,
+                "p": t["p"],
+                "title": f"Step {i + 1}: drew “{shown}” with p = {t['p']:.3f} (model: {t['p_model']:.3f})",
+                **before_after_rows(t["before"], t["after"], drawn=t["token_id"]),
+                "entropy": f"Entropy {t['entropy_before']:.3f} nats before the settings, {t['entropy_after']:.3f} after.",
+                "kv": kv_cache_figures(loaded, result, i),
+            }
+        )
         if loaded.cfg.encoder_decoder:  # the explorer's target ends with this step's token: its last position predicted it
-            links.append({"model": result["model"], "prompt": result["prompt"],
-                          "target": loaded.tokenizer.decode([x["token_id"] for x in tokens[:i + 1]])})
+            links.append(
+                {
+                    "model": result["model"],
+                    "prompt": result["prompt"],
+                    "target": loaded.tokenizer.decode([x["token_id"] for x in tokens[: i + 1]]),
+                }
+            )
         else:
             links.append({"model": result["model"], "prompt": result["prompt"] + "".join(x["token"] for x in tokens[:i])})
         steps[-1]["href"] = "explore?" + urlencode(links[-1])  # a new tab opens it too; a click stays in the session
-    payload = {"prompt": result["prompt"], "seq2seq": loaded.cfg.encoder_decoder, "steps": steps,
-               "id": f"{result['model']}|{result['prompt']}|{result['settings']}|{[t['token_id'] for t in tokens]}"}
+    payload = {
+        "prompt": result["prompt"],
+        "seq2seq": loaded.cfg.encoder_decoder,
+        "steps": steps,
+        "id": f"{result['model']}|{result['prompt']}|{result['settings']}|{[t['token_id'] for t in tokens]}",
+    }
     return payload, links
 
 
@@ -340,16 +444,23 @@ def generation_view(loaded) -> None:
     if not result or result["model"] != st.session_state.model:  # another model's: its cache is not this one's
         return
     st.subheader("Generated target" if loaded.cfg.encoder_decoder else "Generated")
-    st.caption(f"{result['settings']} · colour: the probability each token was drawn with (green high, red low) · "
-               "click a token or a step for its distribution and its KV cache")
+    st.caption(
+        f"{result['settings']} · colour: the probability each token was drawn with (green high, red low) · "
+        "click a token or a step for its distribution and its KV cache"
+    )
     generation_player(*generation_payload(loaded, result))
     if loaded.cfg.n_layers or loaded.cfg.encoder_decoder:
         tokens = result["tokens"]
-        fig = go.Figure(go.Scatter(x=[x["position"] for x in tokens], y=[x["cache_bytes"] for x in tokens],
-                                   mode="lines+markers"))
-        fig.update_layout(title="KV cache size as generation goes on", yaxis_title="bytes", height=260,
-                          xaxis_title="target tokens in the cache (beside the source's)" if loaded.cfg.encoder_decoder
-                          else "tokens in the cache", margin=dict(t=40, b=10))
+        fig = go.Figure(go.Scatter(x=[x["position"] for x in tokens], y=[x["cache_bytes"] for x in tokens], mode="lines+markers"))
+        fig.update_layout(
+            title="KV cache size as generation goes on",
+            yaxis_title="bytes",
+            height=260,
+            xaxis_title="target tokens in the cache (beside the source's)"
+            if loaded.cfg.encoder_decoder
+            else "tokens in the cache",
+            margin=dict(t=40, b=10),
+        )
         show(fig, key="cache_chart", config={"displayModeBar": False})  # its buttons covered the title
     lessons_about(["kv-cache"])
 
@@ -363,25 +474,44 @@ def steering_view(loaded) -> None:
     with the same sampler and seed (the settings above). Its own fragment: a steering run reruns only this."""
     with st.expander("Steer", expanded=STEERED in st.session_state):
         if loaded.cfg.kind != "decoder" or not loaded.cfg.n_layers:
-            st.info(plain("Steering adds a vector to a decoder-only model's residual stream between blocks; "
-                          + ("this model has no blocks." if loaded.cfg.kind == "decoder"
-                             else f"this model is an {loaded.cfg.kind}.")))
+            st.info(
+                plain(
+                    "Steering adds a vector to a decoder-only model's residual stream between blocks; "
+                    + ("this model has no blocks." if loaded.cfg.kind == "decoder" else f"this model is an {loaded.cfg.kind}.")
+                )
+            )
             return
-        st.markdown("Add a vector to the residual stream entering a block (a feature's: where its SAE writes), at every "
-                    "position from a chosen one on, and "
-                    "generate; the plain completion is drawn beside it with the same settings and seed.")
+        st.markdown(
+            "Add a vector to the residual stream entering a block (a feature's: where its SAE writes), at every "
+            "position from a chosen one on, and "
+            "generate; the plain completion is drawn beside it with the same settings and seed."
+        )
         source = choose_source()
         with st.form("playground_steer"):
             inputs = source.inputs(loaded)
             left, right = st.columns(2)
             if STRENGTH_KEY not in st.session_state:  # the source's own default (its vectors' size differs)
                 st.session_state[STRENGTH_KEY] = source.strength
-            strength = left.slider("Strength", -20.0, 20.0, step=0.25, key=STRENGTH_KEY, persist_state="session",
-                                   help="The vector is multiplied by this; negative steers the other way. The vector's "
-                                        "norm, and the stream's, are written under the completions.")
-            start = right.number_input("From position", 0, loaded.cfg.n_ctx, 0, key="playground_steer_start",
-                                       persist_state="session", help="The first position steered (0: the whole "
-                                       "prompt); positions past the prompt steer only the new tokens from there")
+            strength = left.slider(
+                "Strength",
+                -20.0,
+                20.0,
+                step=0.25,
+                key=STRENGTH_KEY,
+                persist_state="session",
+                help="The vector is multiplied by this; negative steers the other way. The vector's "
+                "norm, and the stream's, are written under the completions.",
+            )
+            start = right.number_input(
+                "From position",
+                0,
+                loaded.cfg.n_ctx,
+                0,
+                key="playground_steer_start",
+                persist_state="session",
+                help="The first position steered (0: the whole "
+                "prompt); positions past the prompt steer only the new tokens from there",
+            )
             pressed = st.form_submit_button("Steer")
         try:
             ready = isinstance(inputs, str) or source.ready(inputs)  # a hub SAE not fetched yet: its Download button
@@ -395,8 +525,16 @@ def steering_view(loaded) -> None:
                 run_steering(loaded, source.make(loaded, inputs), strength, int(start))
         result = st.session_state.get(STEERED)
         if result and (result["model"], result["prompt"]) == (st.session_state.model, st.session_state.prompt):
-            st.caption(steering_caption(result["label"], result["strength"], result["start"], result["settings"],
-                                        result.get("norm"), result.get("stream")))
+            st.caption(
+                steering_caption(
+                    result["label"],
+                    result["strength"],
+                    result["start"],
+                    result["settings"],
+                    result.get("norm"),
+                    result.get("stream"),
+                )
+            )
             side_by_side(result["prompt"], result["steered"], result["plain"])
 
 
@@ -405,15 +543,23 @@ def run_steering(loaded, vector, strength: float, start: int) -> None:
     steered and the plain one run one after the other)."""
     prompt, n_new, sampling = st.session_state.prompt, int(st.session_state.max_new), sampling_from_state()
     with model_pass("steering", pass_cost(loaded, len(loaded.encode(prompt)), n_new)):
-        steered, plain_tokens = loaded.steer(prompt, vector.vector, vector.block, strength, start, n_new,
-                                             **asdict(sampling), hook=vector.hook)
+        steered, plain_tokens = loaded.steer(
+            prompt, vector.vector, vector.block, strength, start, n_new, **asdict(sampling), hook=vector.hook
+        )
         site = f"blocks.{vector.block}.{vector.hook}"
         stream = float(loaded.trace(prompt, names=[site])[site].double().norm(dim=-1).mean())
-    st.session_state[STEERED] = {"model": st.session_state.model, "prompt": prompt, "settings": str(sampling),
-                                 "label": vector.label, "strength": strength, "start": start,
-                                 "norm": vector.norm, "stream": stream,
-                                 "steered": [token_record(t) for t in steered],
-                                 "plain": [token_record(t) for t in plain_tokens]}
+    st.session_state[STEERED] = {
+        "model": st.session_state.model,
+        "prompt": prompt,
+        "settings": str(sampling),
+        "label": vector.label,
+        "strength": strength,
+        "start": start,
+        "norm": vector.norm,
+        "stream": stream,
+        "steered": [token_record(t) for t in steered],
+        "plain": [token_record(t) for t in plain_tokens],
+    }
 
 
 def kv_cache_figures(loaded, result: dict, step: int) -> dict:
@@ -430,29 +576,41 @@ def kv_cache_figures(loaded, result: dict, step: int) -> dict:
         layers = cfg.n_decoder_layers
         return {
             "sentence": f"used to predict step {step + 1}: in each of the {layers} decoder blocks, the self-attention's "
-                        f"keys and values of the {n} target position{'s' * (n != 1)} before it (the start token and the "
-                        f"tokens written) and the cross-attention's of the {source} source positions (computed once, "
-                        "from the encoder's output).",
-            "latex": [r"\begin{gathered} 2 \times \text{decoder layers} \times (\text{target} + \text{source tokens}) \\ "
-                      r"\times \text{key/value heads} \times d_{head} \times \text{bytes} \end{gathered}",
-                      rf"\begin{{gathered}} = 2 \times {layers} \times ({n} + {source}) \times {cfg.n_kv_heads} \times "
-                      rf"{cfg.d_head} \times {element} \\ = {thousands(size)}\ \text{{bytes}} \end{{gathered}}"],
-            "columns": ["block", "self-attention keys, values (heads × positions × d_head)",
-                        "cross-attention keys, values (heads × positions × d_head)", "bytes"],
-            "rows": [[f"decoder block {i + 1} (decoder.blocks.{i})", heads.format(n), heads.format(source),
-                      f"{size // layers:,}"] for i in range(layers)],
-            "measured": measured}
+            f"keys and values of the {n} target position{'s' * (n != 1)} before it (the start token and the "
+            f"tokens written) and the cross-attention's of the {source} source positions (computed once, "
+            "from the encoder's output).",
+            "latex": [
+                r"\begin{gathered} 2 \times \text{decoder layers} \times (\text{target} + \text{source tokens}) \\ "
+                r"\times \text{key/value heads} \times d_{head} \times \text{bytes} \end{gathered}",
+                rf"\begin{{gathered}} = 2 \times {layers} \times ({n} + {source}) \times {cfg.n_kv_heads} \times "
+                rf"{cfg.d_head} \times {element} \\ = {thousands(size)}\ \text{{bytes}} \end{{gathered}}",
+            ],
+            "columns": [
+                "block",
+                "self-attention keys, values (heads × positions × d_head)",
+                "cross-attention keys, values (heads × positions × d_head)",
+                "bytes",
+            ],
+            "rows": [
+                [f"decoder block {i + 1} (decoder.blocks.{i})", heads.format(n), heads.format(source), f"{size // layers:,}"]
+                for i in range(layers)
+            ],
+            "measured": measured,
+        }
     layers = cfg.n_layers
     return {
         "sentence": f"used to predict step {step + 1}: the keys and values of the {n} positions before it, in each of "
-                    f"the {layers} layers.",
-        "latex": [r"\begin{gathered} 2 \times \text{layers} \times \text{tokens} \\ \times \text{key/value heads} "
-                  r"\times d_{head} \times \text{bytes} \end{gathered}",
-                  rf"\begin{{gathered}} = 2 \times {layers} \times {n} \times {cfg.n_kv_heads} \times {cfg.d_head} "
-                  rf"\times {element} \\ = {thousands(size)}\ \text{{bytes}} \end{{gathered}}"],
+        f"the {layers} layers.",
+        "latex": [
+            r"\begin{gathered} 2 \times \text{layers} \times \text{tokens} \\ \times \text{key/value heads} "
+            r"\times d_{head} \times \text{bytes} \end{gathered}",
+            rf"\begin{{gathered}} = 2 \times {layers} \times {n} \times {cfg.n_kv_heads} \times {cfg.d_head} "
+            rf"\times {element} \\ = {thousands(size)}\ \text{{bytes}} \end{{gathered}}",
+        ],
         "columns": ["block", "keys (heads × positions × d_head)", "values (heads × positions × d_head)", "bytes"],
         "rows": [[block_label(i), heads.format(n), heads.format(n), f"{size // layers:,}"] for i in range(layers)],
-        "measured": measured}
+        "measured": measured,
+    }
 
 
 read_url_settings(DEFAULTS, LIMITS)

@@ -14,7 +14,6 @@ from glassbox.app.state import show_url_notes, url_settings
 from glassbox.model.course import LESSONS
 from glassbox.model.worked_example.article import ARTICLE_URL, SERIES_URL
 
-
 url_settings({"part": "attention"}, choices={"part": list(PART)}, prefix="welcome_")
 
 
@@ -40,17 +39,30 @@ st.markdown(
 
 worked = shared_model("worked-example")
 st.markdown("**Click a part of the model** to see what it does and where to look at it.")
-show(architecture_figure(worked.cfg.n_layers, st.session_state.welcome_part), key="welcome_drawing",
-     on_select=select_part, selection_mode="points", config={"displayModeBar": False})
+show(
+    architecture_figure(worked.cfg.n_layers, st.session_state.welcome_part),
+    key="welcome_drawing",
+    on_select=select_part,
+    selection_mode="points",
+    config={"displayModeBar": False},
+)
 part = PART[st.session_state.welcome_part]
 st.query_params["part"] = part.key
 with st.container(border=True):
     st.markdown(f"**{part.title}.** {part.sentence}")
     links = st.columns(3 if part.playground else 2)
-    links[0].page_link("screens/worked_example.py", label="By hand, in the worked example",
-                       icon=":material/school:", query_params={"step": part.step})
-    links[1].page_link("screens/explore.py", label=f"Any prompt: the explorer's {part.view} view",
-                       icon=":material/search:", query_params={"view": part.view})
+    links[0].page_link(
+        "screens/worked_example.py",
+        label="By hand, in the worked example",
+        icon=":material/school:",
+        query_params={"step": part.step},
+    )
+    links[1].page_link(
+        "screens/explore.py",
+        label=f"Any prompt: the explorer's {part.view} view",
+        icon=":material/search:",
+        query_params={"view": part.view},
+    )
     if part.playground:
         links[2].page_link("screens/playground.py", label="Sample from it: the playground", icon=":material/chat:")
     lessons_about(list(part.lessons))
@@ -82,5 +94,7 @@ with st.expander("About"):
     )
     default = shared_model("default")
     st.markdown(f"The playground's default model was {plain(default.about.get('source', ''))}.")
-    st.markdown("Start the app with `glassbox app`; the README lists every command, the models it opens and how "
-                "each number is checked against an independent reference.")
+    st.markdown(
+        "Start the app with `glassbox app`; the README lists every command, the models it opens and how "
+        "each number is checked against an independent reference."
+    )

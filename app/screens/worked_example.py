@@ -10,8 +10,8 @@ from glassbox.app.components.labels import plain
 from glassbox.app.components.step_player import player_payload, step_player
 from glassbox.app.resources import shared_model
 from glassbox.app.state import per_training_run
-from glassbox.model.worked_example.steps import Step, worked_example_steps
 from glassbox.model.worked_example.article import ARTICLE_URL, published
+from glassbox.model.worked_example.steps import Step, worked_example_steps
 
 
 def article_provenance(printed: set[str]):
@@ -27,8 +27,9 @@ def payload(steps: list[Step]) -> dict:
 def article_steps() -> tuple[list[Step], dict]:
     """The article's weights: the same steps, and the page's data, for every session."""
     loaded = shared_model("worked-example")
-    steps = worked_example_steps(loaded.model, loaded.tokenizer, published(),
-                                 article_provenance(set(loaded.about.get("printed_weights", []))))
+    steps = worked_example_steps(
+        loaded.model, loaded.tokenizer, published(), article_provenance(set(loaded.about.get("printed_weights", [])))
+    )
     return steps, payload(steps)
 
 
@@ -44,8 +45,13 @@ def current_steps() -> tuple[list[Step], dict]:
     run = st.session_state.get("training_run")
     if run is None:
         return article_steps()
-    choice = st.radio("Weights", ["the article's", f"trained in this session ({run.optimizer}, {run.steps} steps)"],
-                      horizontal=True, key="weights_choice", persist_state="session")
+    choice = st.radio(
+        "Weights",
+        ["the article's", f"trained in this session ({run.optimizer}, {run.steps} steps)"],
+        horizontal=True,
+        key="weights_choice",
+        persist_state="session",
+    )
     if choice == "the article's":
         return article_steps()
     return per_training_run("worked_example_steps", trained_steps)
@@ -53,20 +59,26 @@ def current_steps() -> tuple[list[Step], dict]:
 
 st.title("The worked example, step by step")
 loaded = shared_model("worked-example")
-st.caption(f"“{' '.join(loaded.tokenizer.pieces[t] for t in published()['config']['input_ids'])}” → "
-           f"“{loaded.tokenizer.pieces[published()['config']['target_id']]}”, as in [Large Language Models from "
-           f"scratch — Part 2]({ARTICLE_URL}): a model of 8 words, 4 numbers per word, 2 blocks of 2 heads, small enough "
-           "to check by hand. Step with ◀ ▶ (or the arrow keys); click any output cell for its arithmetic. Where the "
-           "weights come from: Welcome → About.")
-st.caption("Names: each grid has the article's name first, with blocks and heads counted from 1 as the article and "
-           "every Glassbox page count them (W_Q(1,2): block 1, head 2), and under it the engine's name, which counts "
-           "from 0 as the code does (blocks.0.attn.W_Q[1]).")
+st.caption(
+    f"“{' '.join(loaded.tokenizer.pieces[t] for t in published()['config']['input_ids'])}” → "
+    f"“{loaded.tokenizer.pieces[published()['config']['target_id']]}”, as in [Large Language Models from "
+    f"scratch — Part 2]({ARTICLE_URL}): a model of 8 words, 4 numbers per word, 2 blocks of 2 heads, small enough "
+    "to check by hand. Step with ◀ ▶ (or the arrow keys); click any output cell for its arithmetic. Where the "
+    "weights come from: Welcome → About."
+)
+st.caption(
+    "Names: each grid has the article's name first, with blocks and heads counted from 1 as the article and "
+    "every Glassbox page count them (W_Q(1,2): block 1, head 2), and under it the engine's name, which counts "
+    "from 0 as the code does (blocks.0.attn.W_Q[1])."
+)
 steps, data = current_steps()
 asked = st.query_params.get("step")  # the page keeps the address bar current as the reader steps
 if asked is not None and asked not in {step.key for step in steps}:
     if st.session_state.get("unknown_step") != asked:  # said once: later reruns still carry the address it came with
-        st.warning(f"There is no step called “{plain(asked)}”: here is the first step. The list below has every "
-                   "step.", icon=":material/info:")
+        st.warning(
+            f"There is no step called “{plain(asked)}”: here is the first step. The list below has every step.",
+            icon=":material/info:",
+        )
         st.session_state.unknown_step = asked
     asked = steps[0].key
 step_player(data, asked)

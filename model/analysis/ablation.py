@@ -37,8 +37,16 @@ class Ablation:
         return float(np.sum(p[keep] * (np.log(p[keep]) - np.log(np.maximum(q[keep], 1e-300)))))
 
 
-def ablate(model: Transformer, tokens: list[int], layer: int, head: int | None = None, neuron: int | None = None,
-           mode: str = "zero", reference: list[int] | None = None, expert: int | str | None = None) -> Ablation:
+def ablate(
+    model: Transformer,
+    tokens: list[int],
+    layer: int,
+    head: int | None = None,
+    neuron: int | None = None,
+    mode: str = "zero",
+    reference: list[int] | None = None,
+    expert: int | str | None = None,
+) -> Ablation:
     """Ablate ``head`` or ``neuron`` (exactly one) of block ``layer``; in an MoE block the neuron
     is ``expert``'s (an index, or experts.SHARED). With ``reference`` (a prompt), mean ablation
     uses the unit's mean over that prompt's positions instead."""
@@ -86,10 +94,10 @@ def ablate(model: Transformer, tokens: list[int], layer: int, head: int | None =
 
     with torch.no_grad(), editing({name: edit}):
         after = model(ids, last_only=True).logits[0, -1].double().softmax(-1)
-    shown = (f"{name}[{head}]" if mlp is None else
-             f"{name}[{mlp.expert}, :, {neuron}]" if mlp.routed else f"{name}[:, {neuron}]")
-    return Ablation(shown, mode if reference is None or mode == "zero" else "reference mean", before.cpu().numpy(),
-                    after.cpu().numpy())
+    shown = f"{name}[{head}]" if mlp is None else f"{name}[{mlp.expert}, :, {neuron}]" if mlp.routed else f"{name}[:, {neuron}]"
+    return Ablation(
+        shown, mode if reference is None or mode == "zero" else "reference mean", before.cpu().numpy(), after.cpu().numpy()
+    )
 
 
 def _routing_names(mlp: Unit | None) -> list[str]:
@@ -112,8 +120,9 @@ def _mean(values: torch.Tensor, positions: int, ran: torch.Tensor | None) -> tor
     return values[..., ran].mean(dim=positions, keepdim=True)
 
 
-def _unit_mean(model: Transformer, reference: list[int], name: str, index: tuple, positions: int,
-               mlp: Unit | None) -> torch.Tensor:
+def _unit_mean(
+    model: Transformer, reference: list[int], name: str, index: tuple, positions: int, mlp: Unit | None
+) -> torch.Tensor:
     """The unit's mean over a reference prompt (a routed expert's: over the positions routed to it there)."""
     with torch.no_grad(), capture([name, *_routing_names(mlp)]) as recorder:
         model(torch.tensor([reference], device=model.device))

@@ -12,9 +12,11 @@ from glassbox.model.engine.names import block_runs
 NO_BLOCKS = "This model has no blocks: its logits are W_E · W_U, a bigram table."
 NO_MLP = "This model has no MLP: its blocks are attention only."
 NO_POSITIONS = "This model has no positions: a token's vector is the same wherever it stands."
-ENCODER_DECODER = ("This model is an encoder-decoder, which reads a source and writes a target: this analysis reads a "
-                   "single decoder's pass over one prompt, so it does not apply (the explorer shows an encoder-decoder "
-                   "in views of its own: both stacks, cross-attention, every tensor and gradient).")
+ENCODER_DECODER = (
+    "This model is an encoder-decoder, which reads a source and writes a target: this analysis reads a "
+    "single decoder's pass over one prompt, so it does not apply (the explorer shows an encoder-decoder "
+    "in views of its own: both stacks, cross-attention, every tensor and gradient)."
+)
 
 
 def has_mlp(cfg: ModelConfig) -> bool:
@@ -50,8 +52,7 @@ def architecture(cfg: ModelConfig) -> list[str]:
     """One short phrase per feature of this model's blocks, in the order a token meets them."""
     notes = []
     if cfg.kind == "encoder":
-        notes.append("an encoder: every position sees every other, and each predicts its own token (masked LM), "
-                     "not the next one")
+        notes.append("an encoder: every position sees every other, and each predicts its own token (masked LM), not the next one")
     if cfg.embed_scale is not None:
         notes.append(f"embeddings × {cfg.embed_scale:.4g} (√d_model)")
     if cfg.n_token_types:
@@ -63,12 +64,16 @@ def architecture(cfg: ModelConfig) -> list[str]:
     if cfg.attn_only:
         notes.append("attention only: no MLP, each block adds its attention output alone")
     else:
-        notes.append("parallel block: attention and MLP both read the block's input" if cfg.parallel_block
-                     else "sequential block: the MLP reads the stream after attention")
+        notes.append(
+            "parallel block: attention and MLP both read the block's input"
+            if cfg.parallel_block
+            else "sequential block: the MLP reads the stream after attention"
+        )
     where = "attention" if cfg.attn_only else "each sublayer"
     if cfg.norm_position == "post":  # the norm is on the stream itself: nothing passes a block un-normed
-        notes.append(f"{_norm_name(cfg)} after each sublayer, on the stream plus its output: x = norm(x + sublayer(x)) "
-                     "(post-norm)")
+        notes.append(
+            f"{_norm_name(cfg)} after each sublayer, on the stream plus its output: x = norm(x + sublayer(x)) (post-norm)"
+        )
     else:
         notes.append(_norm_name(cfg) + (f" before and after {where}" if cfg.post_norms else f" before {where}"))
     notes += _positions(cfg)
@@ -83,11 +88,15 @@ def _experts(cfg: ModelConfig) -> list[str]:
     if cfg.n_experts is None:
         return []
     weights = "renormalised to sum to 1" if cfg.norm_top_k else "their router probabilities, not renormalised"
-    notes = [f"mixture of experts: {cfg.n_experts} experts of {cfg.d_ff_expert} neurons; a router sends each token "
-             f"to {cfg.experts_top_k}, whose outputs are summed with weights {weights}"]
+    notes = [
+        f"mixture of experts: {cfg.n_experts} experts of {cfg.d_ff_expert} neurons; a router sends each token "
+        f"to {cfg.experts_top_k}, whose outputs are summed with weights {weights}"
+    ]
     if cfg.d_ff_shared is not None:
-        notes.append(f"a shared expert of {cfg.d_ff_shared} neurons that every token goes through"
-                     + (", its output scaled by a sigmoid gate" if cfg.shared_expert_gate else ""))
+        notes.append(
+            f"a shared expert of {cfg.d_ff_shared} neurons that every token goes through"
+            + (", its output scaled by a sigmoid gate" if cfg.shared_expert_gate else "")
+        )
     if cfg.moe_layers is not None:
         layers = [i for i in range(cfg.n_layers) if cfg.is_moe(i)]
         notes.append(f"experts in {_ranges(layers)}; a dense MLP of {cfg.d_ff} neurons in the others")
@@ -101,12 +110,18 @@ def _positions(cfg: ModelConfig) -> list[str]:
         return [f"learned positions ({cfg.n_ctx:,} rows)"]
     rotary_dim = cfg.rotary_dim
     assert rotary_dim is not None, "ModelConfig sets it for RoPE"
-    share = "each head" if rotary_dim == cfg.d_head else (
-        f"{rotary_dim / cfg.d_head:.0%} of each head ({rotary_dim} of {cfg.d_head} features)")
-    scaling = {"none": "", "linear": f", positions ÷ {cfg.rope_factor:g}",
-               "llama3": f", llama3 scaling ×{cfg.rope_factor:g}"}[cfg.rope_scaling]
-    return [f"RoPE on {share}, base {cfg.rope_base:g}{scaling}"
-            + (f"; local layers base {cfg.local_rope_base:g}" if cfg.local_rope_base else "")]
+    share = (
+        "each head"
+        if rotary_dim == cfg.d_head
+        else (f"{rotary_dim / cfg.d_head:.0%} of each head ({rotary_dim} of {cfg.d_head} features)")
+    )
+    scaling = {"none": "", "linear": f", positions ÷ {cfg.rope_factor:g}", "llama3": f", llama3 scaling ×{cfg.rope_factor:g}"}[
+        cfg.rope_scaling
+    ]
+    return [
+        f"RoPE on {share}, base {cfg.rope_base:g}{scaling}"
+        + (f"; local layers base {cfg.local_rope_base:g}" if cfg.local_rope_base else "")
+    ]
 
 
 def _norm_name(cfg: ModelConfig) -> str:
@@ -116,8 +131,11 @@ def _norm_name(cfg: ModelConfig) -> str:
 def _head(cfg: ModelConfig) -> list[str]:
     notes = [f"logits soft-capped at ±{cfg.final_softcap:g}"] if cfg.final_softcap is not None else []
     if not cfg.final_norm:
-        notes.append("no final norm: the last block's norm has normed the stream already" if cfg.norm_position == "post"
-                     and cfg.n_layers else "no final norm: the head reads the stream as it is")
+        notes.append(
+            "no final norm: the last block's norm has normed the stream already"
+            if cfg.norm_position == "post" and cfg.n_layers
+            else "no final norm: the head reads the stream as it is"
+        )
     if cfg.mlm_head:
         notes.append(f"the MLM head: {_norm_name(cfg)}({cfg.activation}(x·W_dense + b_dense)) before the unembedding")
     head = "tied head (W_U = W_Eᵀ)" if cfg.tie_embeddings else "untied head"
@@ -129,8 +147,9 @@ def _attention(cfg: ModelConfig) -> list[str]:
     if cfg.n_kv_heads == 1 and cfg.n_heads > 1:
         notes.append(f"multi-query: {cfg.n_heads} query heads share 1 key/value head")
     elif cfg.n_kv_heads < cfg.n_heads:
-        notes.append(f"GQA: {cfg.n_heads} query heads share {cfg.n_kv_heads} key/value heads "
-                     f"({cfg.n_heads // cfg.n_kv_heads} each)")
+        notes.append(
+            f"GQA: {cfg.n_heads} query heads share {cfg.n_kv_heads} key/value heads ({cfg.n_heads // cfg.n_kv_heads} each)"
+        )
     if cfg.d_head * cfg.n_heads != cfg.d_model:
         notes.append(f"heads of {cfg.d_head} features ({cfg.n_heads} × {cfg.d_head} ≠ d_model {cfg.d_model})")
     if cfg.qk_norm:

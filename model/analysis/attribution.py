@@ -45,8 +45,9 @@ def _embeddings(model: Transformer, ids: torch.Tensor) -> torch.Tensor:
     return recorder.tensors["hook_embed"][0]
 
 
-def _logit_and_gradient(model: Transformer, ids: torch.Tensor, embeddings: torch.Tensor, target: int
-                        ) -> tuple[torch.Tensor, torch.Tensor]:
+def _logit_and_gradient(
+    model: Transformer, ids: torch.Tensor, embeddings: torch.Tensor, target: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """f and ∂f/∂embeddings for a batch of embeddings (points, T, d): one forward, one backward,
     the embeddings put in place of hook_embed by an edit (the shared model's parameters get no
     gradient)."""
@@ -63,8 +64,14 @@ def _logit(model: Transformer, ids: torch.Tensor, embeddings: torch.Tensor, targ
         return float(model(ids, last_only=True).logits[0, -1, target])
 
 
-def attribute(model: Transformer, tokens: list[int], target: int, method: str = "saliency", steps: int = 32,
-              baseline_token: int | None = None) -> Attribution:
+def attribute(
+    model: Transformer,
+    tokens: list[int],
+    target: int,
+    method: str = "saliency",
+    steps: int = 32,
+    baseline_token: int | None = None,
+) -> Attribution:
     check_prompt(model.cfg, tokens)
     check_token_id(model.cfg, target)
     if method not in METHODS:
@@ -89,7 +96,7 @@ def attribute(model: Transformer, tokens: list[int], target: int, method: str = 
     per_pass = batches.per_pass(len(tokens))
     total = torch.zeros_like(span, dtype=torch.float64)
     for first in range(0, steps, per_pass):
-        a = alphas[first:first + per_pass].to(path_dtype).to(x.device)[:, None, None]
+        a = alphas[first : first + per_pass].to(path_dtype).to(x.device)[:, None, None]
         _, gradient = _logit_and_gradient(model, ids, (start + a * span).to(x.dtype), target)
         total += gradient.double().sum(0)
     scores = (span.double() * total / steps).sum(-1)

@@ -35,7 +35,9 @@ class Circuit:
     def top_pairs(self, k: int = 10) -> list[tuple[int, int, float]]:
         """The k largest entries as (row token, column token, value), largest first."""
         flat = np.argsort(-self.matrix, axis=None, kind="stable")[:k]
-        return [(self.rows[i], self.cols[j], float(self.matrix[i, j])) for i, j in zip(*np.unravel_index(flat, self.matrix.shape))]
+        return [
+            (self.rows[i], self.cols[j], float(self.matrix[i, j])) for i, j in zip(*np.unravel_index(flat, self.matrix.shape))
+        ]
 
 
 def _embeddings(model: Transformer, tokens: list[int]) -> torch.Tensor:

@@ -33,6 +33,7 @@ from glassbox.model.engine.capture import capture
 class LogitAttribution:
     """``values[i]`` is part ``names[i]``'s direct share of ``logit`` (of ``token_id``, or of
     ``token_id`` minus ``wrong_id`` when that is given) at ``position``; they sum to ``logit``."""
+
     names: list[str]
     values: np.ndarray
     logit: float
@@ -41,9 +42,11 @@ class LogitAttribution:
     position: int
 
 
-NO_DLA = ("This model norms the stream after every sublayer (post-norm) and its MLM head is not linear: the last "
-          "stream is not a sum of what each part wrote, so no part has a direct share of a logit. Ablation and "
-          "patching below measure each part's effect instead.")
+NO_DLA = (
+    "This model norms the stream after every sublayer (post-norm) and its MLM head is not linear: the last "
+    "stream is not a sum of what each part wrote, so no part has a direct share of a logit. Ablation and "
+    "patching below measure each part's effect instead."
+)
 
 
 def linear_head(cfg) -> str | None:
@@ -96,8 +99,9 @@ def parts_written(model: Transformer) -> list[str]:
 
 
 @torch.no_grad()
-def direct_logit_attribution(model: Transformer, tokens: list[int], token_id: int, position: int = -1,
-                             wrong_id: int | None = None) -> LogitAttribution:
+def direct_logit_attribution(
+    model: Transformer, tokens: list[int], token_id: int, position: int = -1, wrong_id: int | None = None
+) -> LogitAttribution:
     cfg, T = model.cfg, len(tokens)
     if linear_head(cfg):
         raise GlassboxError(linear_head(cfg))
@@ -109,16 +113,26 @@ def direct_logit_attribution(model: Transformer, tokens: list[int], token_id: in
         if t is not None:
             check_token_id(cfg, t)
     logits_name = "hook_logits_uncapped" if cfg.final_softcap is not None else "hook_logits"
-    wanted = ["hook_embed", "hook_pos_embed", "blocks.*.attn.hook_result", "blocks.*.hook_attn_out",
-              "blocks.*.hook_mlp_out", "ln_final.hook_scale", logits_name]
+    wanted = [
+        "hook_embed",
+        "hook_pos_embed",
+        "blocks.*.attn.hook_result",
+        "blocks.*.hook_attn_out",
+        "blocks.*.hook_mlp_out",
+        "ln_final.hook_scale",
+        logits_name,
+    ]
     if cfg.n_experts is not None and not cfg.post_norms:
-        wanted += ["blocks.*.mlp.experts.hook_out", "blocks.*.mlp.hook_expert_weights", "blocks.*.mlp.shared.hook_out",
-                   "blocks.*.mlp.hook_shared_gate"]
+        wanted += [
+            "blocks.*.mlp.experts.hook_out",
+            "blocks.*.mlp.hook_expert_weights",
+            "blocks.*.mlp.shared.hook_out",
+            "blocks.*.mlp.hook_shared_gate",
+        ]
     with capture(wanted) as recorder:
         model(torch.tensor([tokens], device=model.device))
     per_unit = ("hook_result", "experts.hook_out")  # (head or expert, position, d_model)
-    got = {name: t[0, ..., position, :] if name.endswith(per_unit) else t[0, position]
-           for name, t in recorder.tensors.items()}
+    got = {name: t[0, ..., position, :] if name.endswith(per_unit) else t[0, position] for name, t in recorder.tensors.items()}
     W_U = model.W_U.detach()
     direction = W_U[:, token_id].double() - (W_U[:, wrong_id].double() if wrong_id is not None else 0)
 

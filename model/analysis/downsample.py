@@ -32,5 +32,5 @@ def tile(panels: list[list[np.ndarray]], size: int) -> np.ndarray:
     for r, row in enumerate(panels):
         for c, panel in enumerate(row):
             small = downsample(panel, size, size)[0]
-            out[r * (size + 1): r * (size + 1) + small.shape[0], c * (size + 1): c * (size + 1) + small.shape[1]] = small
+            out[r * (size + 1) : r * (size + 1) + small.shape[0], c * (size + 1) : c * (size + 1) + small.shape[1]] = small
     return out

@@ -40,11 +40,11 @@ class EmbeddingPCA:
     def project(self, first: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """Every token on components first + 1 and first + 2 (0: PC1 and PC2), and the fraction
         of the variance each explains."""
-        components = self.eigenvectors[:, first:first + 2]
+        components = self.eigenvectors[:, first : first + 2]
         components = components * torch.sign(components[components.abs().argmax(0), torch.arange(components.shape[1])])
         rows = self._rows()
         coords = ((rows - self.mean) @ components.to(rows.dtype)).numpy()
-        explained = (self.eigenvalues[first:first + 2] / self.eigenvalues.sum()).numpy()
+        explained = (self.eigenvalues[first : first + 2] / self.eigenvalues.sum()).numpy()
         if coords.shape[1] < 2:  # too few dimensions for a second component: that axis is 0
             coords, explained = np.pad(coords, ((0, 0), (0, 2 - coords.shape[1]))), np.pad(explained, (0, 2 - len(explained)))
         return coords.astype(np.float32), explained
@@ -88,17 +88,24 @@ def positional_table(model: Transformer, layer: int = 0, rows: int = 512) -> tup
     if cfg.positional == "none":
         raise GlassboxError(NO_POSITIONS)
     if cfg.positional == "table":
-        return (to_numpy(model.pos_embed.W_pos[:rows]), "pos_embed.W_pos: added to each token's embedding",
-                "d_model")
+        return (to_numpy(model.pos_embed.W_pos[:rows]), "pos_embed.W_pos: added to each token's embedding", "d_model")
     attn = cast(Block, model.blocks[layer]).attn  # an nn.ModuleList's items are typed as any Module
     cos, _ = rope_angles(attn.inv_freq, 0, rows, torch.float64)
     rotary_dim = cfg.rotary_dim
     assert rotary_dim is not None, "ModelConfig sets it for RoPE"
     pairs = rotary_dim // 2
-    share = "" if rotary_dim == cfg.d_head else (
-        f"; only the first {rotary_dim} of each head's {cfg.d_head} features rotate, the other "
-        f"{cfg.d_head - rotary_dim} pass unchanged")
+    share = (
+        ""
+        if rotary_dim == cfg.d_head
+        else (
+            f"; only the first {rotary_dim} of each head's {cfg.d_head} features rotate, the other "
+            f"{cfg.d_head - rotary_dim} pass unchanged"
+        )
+    )
     local = " (a local layer, with its own base)" if cfg.is_local(layer) and cfg.local_rope_base else ""
-    return (cos[:, :pairs].cpu().numpy(),
-            f"RoPE in {block_label(layer)}{local}: cos(position × θ_i) for each of the {pairs} rotated pairs of features, "
-            f"rotating q and k{share}", "rotated pair i")
+    return (
+        cos[:, :pairs].cpu().numpy(),
+        f"RoPE in {block_label(layer)}{local}: cos(position × θ_i) for each of the {pairs} rotated pairs of features, "
+        f"rotating q and k{share}",
+        "rotated pair i",
+    )

@@ -20,7 +20,7 @@ SHARED = "shared"  # the shared expert's unit, beside the routed experts' indice
 
 
 def expert_label(expert: int | str) -> str:
-    """"expert 4 ([3])" for the engine's expert 3 (expert_weights[:, 3]): counted from 1 as people
+    """ "expert 4 ([3])" for the engine's expert 3 (expert_weights[:, 3]): counted from 1 as people
     count, with the index beside it, as blocks and heads are (names.head_label); "shared expert"."""
     return "shared expert" if expert == SHARED else f"expert {int(expert) + 1} ([{expert}])"
 
@@ -28,6 +28,7 @@ def expert_label(expert: int | str) -> str:
 @dataclass(frozen=True)
 class Routing:
     """One MoE block's routing of the prompt's positions."""
+
     probs: np.ndarray  # (position, expert): the router's softmax
     weights: np.ndarray  # (position, expert): what each expert's output is multiplied by, 0 unless chosen
     chosen: np.ndarray  # (position, top_k): the chosen experts, largest weight first
@@ -80,6 +81,7 @@ def routing(trace: Trace, cfg: ModelConfig, layer: int) -> Routing:
 class Unit:
     """The hidden layer of one MLP of block ``layer``: the dense MLP's (``expert`` None), routed
     expert ``expert``'s, or the shared expert's (``SHARED``)."""
+
     layer: int
     expert: int | str | None
     width: int
@@ -146,8 +148,10 @@ def unit(cfg: ModelConfig, layer: int, expert: int | str | None = None) -> Unit:
             raise GlassboxError("This model's experts have no shared expert")
         return Unit(layer, SHARED, cfg.d_ff_shared)
     if expert is None:
-        raise GlassboxError(f"Block {layer + 1} (blocks.{layer}) is a mixture of experts: choose an expert "
-                            f"(0..{n_experts - 1}" + (" or the shared one)" if cfg.d_ff_shared else ")"))
+        raise GlassboxError(
+            f"Block {layer + 1} (blocks.{layer}) is a mixture of experts: choose an expert "
+            f"(0..{n_experts - 1}" + (" or the shared one)" if cfg.d_ff_shared else ")")
+        )
     if not 0 <= int(expert) < n_experts:
         raise GlassboxError(f"Expert {expert} does not exist (0..{n_experts - 1})")
     return Unit(layer, int(expert), d_ff_expert)

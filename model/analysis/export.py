@@ -17,8 +17,9 @@ def to_csv(array: np.ndarray, axes: tuple[str, ...]) -> str:
     table = np.column_stack([index.astype(np.float64), array.ravel().astype(np.float64)])
     digits = 9 if array.dtype == np.float32 else 17
     buffer = io.StringIO()
-    np.savetxt(buffer, table, fmt=["%d"] * array.ndim + [f"%.{digits}g"], delimiter=",", header=",".join(axes + ("value",)),
-               comments="")
+    np.savetxt(
+        buffer, table, fmt=["%d"] * array.ndim + [f"%.{digits}g"], delimiter=",", header=",".join(axes + ("value",)), comments=""
+    )
     return buffer.getvalue()
 
 

@@ -24,13 +24,12 @@ import numpy as np
 import torch
 
 from glassbox.model.analysis.dla import linear_head
-from glassbox.model.engine.sae import SparseAutoencoder
 from glassbox.model.analysis.steering import STREAM_HOOKS
 from glassbox.model.engine import GlassboxError, Transformer, check_prompt, run_trace
 from glassbox.model.engine.edits import editing
+from glassbox.model.engine.sae import SparseAutoencoder
 
 COLUMNS = 24  # features kept for a position × feature grid
-
 
 
 @dataclass
@@ -85,12 +84,14 @@ def check_sae(model: Transformer, sae: SparseAutoencoder) -> None:
         try:
             probe = run_trace(model, [0], names=[name])
         except GlassboxError:  # no such tensor in this model
-            raise GlassboxError(f"The SAE reads or writes {name}, which this model does not compute "
-                                "(`glassbox hooks` lists its names)") from None
+            raise GlassboxError(
+                f"The SAE reads or writes {name}, which this model does not compute (`glassbox hooks` lists its names)"
+            ) from None
         got = sae.rows(probe[name]).shape[-1] if name == sae.reads else sae.out_rows(probe[name]).shape[-1]
         if got != width:
-            raise GlassboxError(f"The SAE expects {width} numbers at {name}; this model has {got} there "
-                                "(an SAE of another model?)")
+            raise GlassboxError(
+                f"The SAE expects {width} numbers at {name}; this model has {got} there (an SAE of another model?)"
+            )
 
 
 def _rewriting(sae: SparseAutoencoder, change) -> dict:
@@ -129,10 +130,20 @@ def features(model: Transformer, tokens: list[int], sae: SparseAutoencoder, top:
     columns = candidates[a[:, candidates].amax(0).argsort(descending=True, stable=True)][:COLUMNS]
     with editing(_rewriting(sae, lambda out, x_in, acts: sae.decode(acts, x_in))):
         spliced = run_trace(model, tokens, names=["hook_loss"])
-    return Features(sae.reads, sae.writes, list(tokens), ids.cpu().numpy(),
-                    values.clamp(min=0).double().cpu().numpy(), (a > 0).sum(-1).cpu().numpy(),
-                    error.norm(dim=-1).double().cpu().numpy(), seen.norm(dim=-1).double().cpu().numpy(),
-                    _mean_loss(trace), _mean_loss(spliced), columns.cpu().numpy(), a[:, columns].double().cpu().numpy())
+    return Features(
+        sae.reads,
+        sae.writes,
+        list(tokens),
+        ids.cpu().numpy(),
+        values.clamp(min=0).double().cpu().numpy(),
+        (a > 0).sum(-1).cpu().numpy(),
+        error.norm(dim=-1).double().cpu().numpy(),
+        seen.norm(dim=-1).double().cpu().numpy(),
+        _mean_loss(trace),
+        _mean_loss(spliced),
+        columns.cpu().numpy(),
+        a[:, columns].double().cpu().numpy(),
+    )
 
 
 def _mean_loss(trace) -> float:
@@ -148,8 +159,10 @@ def logit_effect(model: Transformer, tokens: list[int], sae: SparseAutoencoder, 
     if why:
         raise GlassboxError(why)
     if not sae.writes.endswith(STREAM_HOOKS):
-        raise GlassboxError(f"A feature's direct effect on the logits is read where it writes into the residual stream; "
-                            f"this SAE writes {sae.writes}")
+        raise GlassboxError(
+            f"A feature's direct effect on the logits is read where it writes into the residual stream; "
+            f"this SAE writes {sae.writes}"
+        )
     check_prompt(model.cfg, tokens)
     x = sae.decoder_rows()[feature].to(torch.float64)
     if model.cfg.final_norm:
@@ -159,8 +172,7 @@ def logit_effect(model: Transformer, tokens: list[int], sae: SparseAutoencoder, 
         x = x / scale.to(torch.float64) * model.ln_final.w.to(torch.float64)
     effect = x @ model.W_U.detach().to(torch.float64)
     up, down = effect.topk(min(k, effect.numel())), (-effect).topk(min(k, effect.numel()))
-    return LogitEffect(feature, up.indices.tolist(), up.values.tolist(), down.indices.tolist(),
-                       (-down.values).tolist())
+    return LogitEffect(feature, up.indices.tolist(), up.values.tolist(), down.indices.tolist(), (-down.values).tolist())
 
 
 @torch.no_grad()
@@ -172,8 +184,12 @@ def ablate_feature(model: Transformer, tokens: list[int], sae: SparseAutoencoder
     activations = sae.encode(sae.rows(trace[sae.reads]))[:, feature]
     with editing(_rewriting(sae, lambda out, x_in, acts: out - acts[:, feature, None] * direction)):
         ablated = run_trace(model, tokens, names=["hook_probs"])
-    return FeatureAblation(feature, activations.double().cpu().numpy(), trace["hook_probs"][-1].double().cpu().numpy(),
-                           ablated["hook_probs"][-1].double().cpu().numpy())
+    return FeatureAblation(
+        feature,
+        activations.double().cpu().numpy(),
+        trace["hook_probs"][-1].double().cpu().numpy(),
+        ablated["hook_probs"][-1].double().cpu().numpy(),
+    )
 
 
 def steering_vector(sae: SparseAutoencoder, feature: int) -> tuple[int, str, torch.Tensor]:
@@ -189,6 +205,7 @@ def steering_vector(sae: SparseAutoencoder, feature: int) -> tuple[int, str, tor
 class FeatureTokens:
     """What each feature of an SAE fires on over some texts: per feature, the tokens it put the
     most activation on (the token at the position read), and how concentrated that is."""
+
     positions: int  # the positions read, over every text
     fired: np.ndarray  # feature: at how many positions it was active
     total: np.ndarray  # feature: its summed activation

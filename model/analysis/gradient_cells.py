@@ -17,17 +17,18 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, cast
+from typing import cast
 
 import numpy as np
 import torch
 
+from glassbox.model.analysis.arithmetic import Arithmetic
 from glassbox.model.engine import GRAD, Trace, Transformer
 from glassbox.model.engine.components.attention import Attention
 from glassbox.model.engine.components.block import Block
 from glassbox.model.engine.rope import rope_angles
-from glassbox.model.analysis.arithmetic import Arithmetic
 
 SHOWN_TERMS = 6  # a longer sum shows its largest terms and the rest as one number
 ROTATED = {"q": "hook_rot_q", "k": "hook_rot_k"}  # q and k after RoPE
@@ -73,7 +74,7 @@ def written_sum(pairs: list[tuple[float, float]], left: str, right: str) -> tupl
     written = [f"{num(pairs[i][0])}\\times{num(pairs[i][1])}" for i in order]
     lines = [f"\\textstyle\\sum {left}\\,{right}"]
     for start in range(0, len(written), 3):  # three products a line keeps a line on screen
-        lines.append(("= " if start == 0 else "+ ") + " + ".join(written[start:start + 3]))
+        lines.append(("= " if start == 0 else "+ ") + " + ".join(written[start : start + 3]))
     if len(order) < len(pairs):
         rest = math.fsum(products[i] for i in range(len(pairs)) if i not in set(order))
         lines.append(f"+ \\text{{the other {len(pairs) - len(order)} terms}}\\ {num(rest)}")
@@ -87,17 +88,18 @@ def derivative(activation: str, x: float) -> tuple[str, float]:
         return (rf"\mathrm{{relu}}'({num(x)}) = {'1' if x > 0 else '0'}", 1.0 if x > 0 else 0.0)
     if activation == "gelu":
         cdf, pdf = 0.5 * (1 + math.erf(x / math.sqrt(2))), math.exp(-x * x / 2) / math.sqrt(2 * math.pi)
-        return (rf"\mathrm{{gelu}}'(x) = \Phi(x) + x\,\varphi(x) = {num(cdf)} + {num(x)}\times{num(pdf)}",
-                cdf + x * pdf)
+        return (rf"\mathrm{{gelu}}'(x) = \Phi(x) + x\,\varphi(x) = {num(cdf)} + {num(x)}\times{num(pdf)}", cdf + x * pdf)
     if activation == "gelu_tanh":
         c = math.sqrt(2 / math.pi)
-        t = math.tanh(c * (x + 0.044715 * x ** 3))
+        t = math.tanh(c * (x + 0.044715 * x**3))
         value = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * c * (1 + 3 * 0.044715 * x * x)
-        return (rf"\mathrm{{gelu}}'(x) = \tfrac12(1+t) + \tfrac12 x(1-t^2)\sqrt{{2/\pi}}(1+0.134145x^2),\ "
-                rf"t = \tanh(\sqrt{{2/\pi}}(x+0.044715x^3)) = {num(t)}", value)
+        return (
+            rf"\mathrm{{gelu}}'(x) = \tfrac12(1+t) + \tfrac12 x(1-t^2)\sqrt{{2/\pi}}(1+0.134145x^2),\ "
+            rf"t = \tanh(\sqrt{{2/\pi}}(x+0.044715x^3)) = {num(t)}",
+            value,
+        )
     s = 1 / (1 + math.exp(-x))
-    return (rf"\mathrm{{silu}}'(x) = \sigma(x)(1 + x(1-\sigma(x))),\ \sigma({num(x)}) = {num(s)}",
-            s * (1 + x * (1 - s)))
+    return (rf"\mathrm{{silu}}'(x) = \sigma(x)(1 + x(1-\sigma(x))),\ \sigma({num(x)}) = {num(s)}", s * (1 + x * (1 - s)))
 
 
 class Sliced:
@@ -168,43 +170,83 @@ class GradientCells:
             (r"hook_logits_uncapped", lambda ix: [self._softcap("hook_logits", ix, cfg.final_softcap)]),
             (r"ln_final\.hook_out", lambda ix: [self._head(ix)]),
             (r"(?P<prefix>.*\.)hook_normalized", lambda ix, prefix: [self._normalized(prefix, ix)]),
-            (r"hook_embed|hook_pos_embed", lambda ix: [self._identity("blocks.0.hook_resid_pre", ix,
-                                                                        "the sum entering block 1 passes it on")]),
+            (
+                r"hook_embed|hook_pos_embed",
+                lambda ix: [self._identity("blocks.0.hook_resid_pre", ix, "the sum entering block 1 passes it on")],
+            ),
             (block + r"hook_resid_pre", self._resid_pre),
-            (block + r"hook_resid_mid", lambda ix, i: [
-                self._norm_back(f"blocks.{i}.ln2.", ix), self._identity(f"blocks.{i}.hook_resid_post", ix, "the skip")]),
+            (
+                block + r"hook_resid_mid",
+                lambda ix, i: [
+                    self._norm_back(f"blocks.{i}.ln2.", ix),
+                    self._identity(f"blocks.{i}.hook_resid_post", ix, "the skip"),
+                ],
+            ),
             (block + r"hook_resid_post", self._resid_post),
-            (block + r"hook_attn_out", lambda ix, i: [self._identity(
-                f"blocks.{i}.hook_attn_mlp_sum" if cfg.parallel_block else f"blocks.{i}.hook_resid_mid", ix)]),
-            (block + r"hook_mlp_out", lambda ix, i: [self._identity(
-                f"blocks.{i}.hook_attn_mlp_sum" if cfg.parallel_block else f"blocks.{i}.hook_resid_post", ix)]),
+            (
+                block + r"hook_attn_out",
+                lambda ix, i: [
+                    self._identity(f"blocks.{i}.hook_attn_mlp_sum" if cfg.parallel_block else f"blocks.{i}.hook_resid_mid", ix)
+                ],
+            ),
+            (
+                block + r"hook_mlp_out",
+                lambda ix, i: [
+                    self._identity(f"blocks.{i}.hook_attn_mlp_sum" if cfg.parallel_block else f"blocks.{i}.hook_resid_post", ix)
+                ],
+            ),
             (block + r"hook_attn_mlp_sum", lambda ix, i: [self._identity(f"blocks.{i}.hook_resid_post", ix)]),
             (block + r"ln1_post\.hook_out", lambda ix, i: [self._identity(f"blocks.{i}.hook_attn_out", ix, "the same tensor")]),
             (block + r"ln2_post\.hook_out", lambda ix, i: [self._identity(f"blocks.{i}.hook_mlp_out", ix, "the same tensor")]),
             (block + r"attn\.hook_out", lambda ix, i: [self._norm_back(f"blocks.{i}.ln1_post.", ix)]),
             (block + r"mlp\.hook_out", lambda ix, i: [self._norm_back(f"blocks.{i}.ln2_post.", ix)]),
-            (block + r"attn\.hook_result", lambda ix, i: [self._identity(
-                f"blocks.{i}.{attn_out}", ix[1:], "every head's result is summed into the attention output")]),
+            (
+                block + r"attn\.hook_result",
+                lambda ix, i: [
+                    self._identity(f"blocks.{i}.{attn_out}", ix[1:], "every head's result is summed into the attention output")
+                ],
+            ),
             (block + r"attn\.hook_z", self._z),
             (block + r"attn\.hook_pattern", self._pattern),
             (block + r"attn\.hook_scores_masked", self._softmax),
             (block + r"attn\.hook_scores", self._mask),
-            (block + r"attn\.hook_scores_uncapped", lambda ix, i: [
-                self._softcap(f"blocks.{i}.attn.hook_scores", ix, cfg.attn_softcap)]),
-            (block + r"attn\.(?P<rotated>hook_rot_q|hook_rot_k)",
-             lambda ix, i, rotated: [self._query_or_key(i, rotated[-1], ix)]),
-            (block + r"attn\.(?P<which>q|k)_norm\.hook_out", lambda ix, i, which: [
-                self._rope_back(i, which, ix) if cfg.positional == "rope" else self._query_or_key(i, which, ix)]),
-            (block + r"attn\.hook_(?P<which>q|k)", lambda ix, i, which: [
-                self._norm_back(f"blocks.{i}.attn.{which}_norm.", ix) if cfg.qk_norm else
-                self._rope_back(i, which, ix) if cfg.positional == "rope" else self._query_or_key(i, which, ix)]),
+            (
+                block + r"attn\.hook_scores_uncapped",
+                lambda ix, i: [self._softcap(f"blocks.{i}.attn.hook_scores", ix, cfg.attn_softcap)],
+            ),
+            (
+                block + r"attn\.(?P<rotated>hook_rot_q|hook_rot_k)",
+                lambda ix, i, rotated: [self._query_or_key(i, rotated[-1], ix)],
+            ),
+            (
+                block + r"attn\.(?P<which>q|k)_norm\.hook_out",
+                lambda ix, i, which: [
+                    self._rope_back(i, which, ix) if cfg.positional == "rope" else self._query_or_key(i, which, ix)
+                ],
+            ),
+            (
+                block + r"attn\.hook_(?P<which>q|k)",
+                lambda ix, i, which: [
+                    self._norm_back(f"blocks.{i}.attn.{which}_norm.", ix)
+                    if cfg.qk_norm
+                    else self._rope_back(i, which, ix)
+                    if cfg.positional == "rope"
+                    else self._query_or_key(i, which, ix)
+                ],
+            ),
             (block + r"attn\.hook_v", self._values),
             (block + r"ln1\.hook_out", self._attention_input),
             (block + r"mlp\.hook_post", lambda ix, i: [self._post(i, mlp_out, ix)]),
-            (block + r"mlp\.hook_gate", lambda ix, i: [self._times(
-                f"blocks.{i}.mlp.hook_post", f"blocks.{i}.mlp.hook_linear", ix, "post = gate × linear")]),
-            (block + r"mlp\.hook_linear", lambda ix, i: [self._times(
-                f"blocks.{i}.mlp.hook_post", f"blocks.{i}.mlp.hook_gate", ix, "post = gate × linear")]),
+            (
+                block + r"mlp\.hook_gate",
+                lambda ix, i: [
+                    self._times(f"blocks.{i}.mlp.hook_post", f"blocks.{i}.mlp.hook_linear", ix, "post = gate × linear")
+                ],
+            ),
+            (
+                block + r"mlp\.hook_linear",
+                lambda ix, i: [self._times(f"blocks.{i}.mlp.hook_post", f"blocks.{i}.mlp.hook_gate", ix, "post = gate × linear")],
+            ),
             (block + r"mlp\.hook_pre", self._pre),
             (block + r"ln2\.hook_out", self._mlp_input),
         ]
@@ -244,16 +286,20 @@ class GradientCells:
         if self.cfg.norm == "layernorm":
             mean_g = math.fsum(gx) / n
             value = (gx[c] - mean_g - xhat[c] * mean_gx) / sigma
-            lines = [rf"g = \partial L/\partial\,\text{{{name}.out}}\times\gamma,\ \bar g = {num(mean_g)},\ "
-                     rf"\overline{{g\hat x}} = {num(mean_gx)},\ \sigma_{{{cell}}} = {num(sigma)}",
-                     rf"(g_{{{c}}} - \bar g - \hat x_{{{c}}}\overline{{g\hat x}})/\sigma = ({num(gx[c])} - {num(mean_g)} - "
-                     rf"{num(xhat[c])}\times{num(mean_gx)}) / {num(sigma)} = {num(value)}"]
+            lines = [
+                rf"g = \partial L/\partial\,\text{{{name}.out}}\times\gamma,\ \bar g = {num(mean_g)},\ "
+                rf"\overline{{g\hat x}} = {num(mean_gx)},\ \sigma_{{{cell}}} = {num(sigma)}",
+                rf"(g_{{{c}}} - \bar g - \hat x_{{{c}}}\overline{{g\hat x}})/\sigma = ({num(gx[c])} - {num(mean_g)} - "
+                rf"{num(xhat[c])}\times{num(mean_gx)}) / {num(sigma)} = {num(value)}",
+            ]
             return Part(f"back through {name} (LayerNorm)", lines, value)
         value = (gx[c] - xhat[c] * mean_gx) / sigma
-        lines = [rf"g = \partial L/\partial\,\text{{{name}.out}}\times\gamma,\ \overline{{g\hat x}} = {num(mean_gx)},\ "
-                 rf"\sigma_{{{cell}}} = {num(sigma)}",
-                 rf"(g_{{{c}}} - \hat x_{{{c}}}\overline{{g\hat x}})/\sigma = ({num(gx[c])} - {num(xhat[c])}\times"
-                 rf"{num(mean_gx)}) / {num(sigma)} = {num(value)}"]
+        lines = [
+            rf"g = \partial L/\partial\,\text{{{name}.out}}\times\gamma,\ \overline{{g\hat x}} = {num(mean_gx)},\ "
+            rf"\sigma_{{{cell}}} = {num(sigma)}",
+            rf"(g_{{{c}}} - \hat x_{{{c}}}\overline{{g\hat x}})/\sigma = ({num(gx[c])} - {num(xhat[c])}\times"
+            rf"{num(mean_gx)}) / {num(sigma)} = {num(value)}",
+        ]
         return Part(f"back through {name} (RMSNorm)", lines, value)
 
     def _normalized(self, prefix: str, index) -> Part:
@@ -261,8 +307,14 @@ class GradientCells:
         gamma = float(self.weight(prefix + "w")[index[-1]])
         go = float(self.grad(prefix + "hook_out")[index])
         value = go * gamma
-        return Part("out = x̂ × γ (+ β)", [rf"{g(prefix + 'hook_out', ','.join(map(str, index)))}\times\gamma_{{{index[-1]}}}"
-                                          rf" = {num(go)}\times{num(gamma)} = {num(value)}"], value)
+        return Part(
+            "out = x̂ × γ (+ β)",
+            [
+                rf"{g(prefix + 'hook_out', ','.join(map(str, index)))}\times\gamma_{{{index[-1]}}}"
+                rf" = {num(go)}\times{num(gamma)} = {num(value)}"
+            ],
+            value,
+        )
 
     def _logits(self, index) -> list[Part]:
         """Back through the log-softmax: ∂L/∂logit_v = ∂L/∂log p_v − p_v Σ_u ∂L/∂log p_u."""
@@ -271,10 +323,12 @@ class GradientCells:
         p = math.exp(float(self.a("hook_log_probs")[t, v]))
         total = math.fsum(float(x) for x in g_lp)
         value = float(g_lp[v]) - p * total
-        lines = [rf"\textstyle\sum_u \partial L/\partial \log p_{{{t},u}} = {num(total)}\ "
-                 r"\text{(−1/N at the target, N positions with one; 0 elsewhere)}",
-                 rf"\partial L/\partial \log p_{{{t},{v}}} - p_{{{t},{v}}}\textstyle\sum_u \partial L/\partial \log p_{{{t},u}}"
-                 rf" = {num(float(g_lp[v]))} - {num(p)}\times{num(total)} = {num(value)}"]
+        lines = [
+            rf"\textstyle\sum_u \partial L/\partial \log p_{{{t},u}} = {num(total)}\ "
+            r"\text{(−1/N at the target, N positions with one; 0 elsewhere)}",
+            rf"\partial L/\partial \log p_{{{t},{v}}} - p_{{{t},{v}}}\textstyle\sum_u \partial L/\partial \log p_{{{t},u}}"
+            rf" = {num(float(g_lp[v]))} - {num(p)}\times{num(total)} = {num(value)}",
+        ]
         return [Part("back through the log-softmax", lines, value)]
 
     def _softcap(self, capped: str, index, cap: float | None) -> Part:
@@ -282,29 +336,40 @@ class GradientCells:
         assert cap is not None, "a model has the uncapped tensor only where it sets the cap"
         y, gy = float(self.a(capped)[index]), float(self.grad(capped)[index])
         value = gy * (1 - (y / cap) ** 2)
-        return Part(f"back through the soft-cap {cap:g}·tanh(u/{cap:g})",
-                    [rf"{num(gy)}\times(1 - ({num(y)}/{cap:g})^2) = {num(value)}"], value)
+        return Part(
+            f"back through the soft-cap {cap:g}·tanh(u/{cap:g})",
+            [rf"{num(gy)}\times(1 - ({num(y)}/{cap:g})^2) = {num(value)}"],
+            value,
+        )
 
     def _head(self, index) -> Part:
         """The head's input: Σ_v ∂L/∂logit_v W_U[i, v]."""
         t, c = index
         raw = "hook_logits_uncapped" if self.cfg.final_softcap is not None else "hook_logits"
-        lines, value = written_sum(list(zip(self.grad(raw)[t].tolist(), self.weight("W_U")[c].tolist())),
-                                   g(raw, f"{t},v"), rf"W_U[{c},v]")
+        lines, value = written_sum(
+            list(zip(self.grad(raw)[t].tolist(), self.weight("W_U")[c].tolist())), g(raw, f"{t},v"), rf"W_U[{c},v]"
+        )
         return Part("back through the unembedding W_U", lines, value)
 
     def _z(self, index, i: int) -> list[Part]:
         h, t, e = index
-        lines, value = written_sum(list(zip(self.grad(f"blocks.{i}.attn.hook_result")[h, t].tolist(),
-                                            self.weight(f"blocks.{i}.attn.W_O")[h, e].tolist())),
-                                   g("hook_result", f"{h},{t},d"), rf"W_O[{h},{e},d]")
+        lines, value = written_sum(
+            list(
+                zip(self.grad(f"blocks.{i}.attn.hook_result")[h, t].tolist(), self.weight(f"blocks.{i}.attn.W_O")[h, e].tolist())
+            ),
+            g("hook_result", f"{h},{t},d"),
+            rf"W_O[{h},{e},d]",
+        )
         return [Part("back through W_O", lines, value)]
 
     def _pattern(self, index, i: int) -> list[Part]:
         h, t, s = index
         v = self.a(f"blocks.{i}.attn.hook_v")[self.cfg.kv_head(h), s]
-        lines, value = written_sum(list(zip(self.grad(f"blocks.{i}.attn.hook_z")[h, t].tolist(), v.tolist())),
-                                   g("hook_z", f"{h},{t},e"), rf"v_{{{self.cfg.kv_head(h)},{s},e}}")
+        lines, value = written_sum(
+            list(zip(self.grad(f"blocks.{i}.attn.hook_z")[h, t].tolist(), v.tolist())),
+            g("hook_z", f"{h},{t},e"),
+            rf"v_{{{self.cfg.kv_head(h)},{s},e}}",
+        )
         return [Part("z = pattern · v", lines, value)]
 
     def _softmax(self, index, i: int) -> list[Part]:
@@ -313,9 +378,11 @@ class GradientCells:
         dA = [float(x) for x in self.grad(f"blocks.{i}.attn.hook_pattern")[h, t]]
         inner = math.fsum(x * y for x, y in zip(A, dA))
         value = A[s] * (dA[s] - inner)
-        lines = [rf"\textstyle\sum_j A_{{{t},j}}\,\partial A_{{{t},j}} = {num(inner)}",
-                 rf"A_{{{t},{s}}}(\partial A_{{{t},{s}}} - {num(inner)}) = {num(A[s])}\times({num(dA[s])} - {num(inner)})"
-                 rf" = {num(value)}"]
+        lines = [
+            rf"\textstyle\sum_j A_{{{t},j}}\,\partial A_{{{t},j}} = {num(inner)}",
+            rf"A_{{{t},{s}}}(\partial A_{{{t},{s}}} - {num(inner)}) = {num(A[s])}\times({num(dA[s])} - {num(inner)})"
+            rf" = {num(value)}",
+        ]
         return [Part("back through the softmax", lines, value)]
 
     def _mask(self, index, i: int) -> list[Part]:
@@ -349,8 +416,9 @@ class GradientCells:
         if which == "q":
             h, t, e = index
             k = self.a(self._used(i, "k"))[cfg.kv_head(h), :, e]
-            lines, value = written_sum(list(zip(gS[h, t].tolist(), k.tolist())), g("scores", f"{h},{t},s"),
-                                       rf"k_{{{cfg.kv_head(h)},s,{e}}}")
+            lines, value = written_sum(
+                list(zip(gS[h, t].tolist(), k.tolist())), g("scores", f"{h},{t},s"), rf"k_{{{cfg.kv_head(h)},s,{e}}}"
+            )
             return self._scaled(lines, value, i, "scores = q · kᵀ × scale")
         kv, s, e = index
         heads = [h for h in range(cfg.n_heads) if cfg.kv_head(h) == kv]
@@ -364,8 +432,9 @@ class GradientCells:
         rot = self.grad(f"blocks.{i}.attn." + ROTATED[which])[head, t]
         attn = self._attention(i)
         # the angles exactly as the forward pass computed them (in the model's precision)
-        cos, sin = (x.to(torch.float64).cpu().numpy()[t]
-                    for x in rope_angles(attn.inv_freq, 0, len(self.trace.tokens), attn.W_Q.dtype))
+        cos, sin = (
+            x.to(torch.float64).cpu().numpy()[t] for x in rope_angles(attn.inv_freq, 0, len(self.trace.tokens), attn.W_Q.dtype)
+        )
         dim = self.cfg.rotary_dim
         assert dim is not None, "ModelConfig sets it for RoPE"
         half = dim // 2
@@ -375,21 +444,29 @@ class GradientCells:
         if c < half:
             a, b = float(rot[c]) * float(cos[c]), float(rot[c + half]) * float(sin[c + half])
             value = a + b
-            line = (rf"g_{{{c}}}\cos\theta + g_{{{c + half}}}\sin\theta = {num(float(rot[c]))}\times{num(float(cos[c]))} + "
-                    rf"{num(float(rot[c + half]))}\times{num(float(sin[c + half]))} = {num(value)}")
+            line = (
+                rf"g_{{{c}}}\cos\theta + g_{{{c + half}}}\sin\theta = {num(float(rot[c]))}\times{num(float(cos[c]))} + "
+                rf"{num(float(rot[c + half]))}\times{num(float(sin[c + half]))} = {num(value)}"
+            )
         else:
             a, b = float(rot[c]) * float(cos[c]), float(rot[c - half]) * float(sin[c - half])
             value = a - b
-            line = (rf"g_{{{c}}}\cos\theta - g_{{{c - half}}}\sin\theta = {num(float(rot[c]))}\times{num(float(cos[c]))} - "
-                    rf"{num(float(rot[c - half]))}\times{num(float(sin[c - half]))} = {num(value)}")
+            line = (
+                rf"g_{{{c}}}\cos\theta - g_{{{c - half}}}\sin\theta = {num(float(rot[c]))}\times{num(float(cos[c]))} - "
+                rf"{num(float(rot[c - half]))}\times{num(float(sin[c - half]))} = {num(value)}"
+            )
         return Part(f"back through RoPE at position {t} (the inverse rotation)", [line], value)
 
     def _values(self, index, i: int) -> list[Part]:
         cfg = self.cfg
         kv, s, e = index
         heads = [h for h in range(cfg.n_heads) if cfg.kv_head(h) == kv]
-        pairs = list(zip(self.a(f"blocks.{i}.attn.hook_pattern")[heads, :, s].ravel().tolist(),
-                         self.grad(f"blocks.{i}.attn.hook_z")[heads, :, e].ravel().tolist()))
+        pairs = list(
+            zip(
+                self.a(f"blocks.{i}.attn.hook_pattern")[heads, :, s].ravel().tolist(),
+                self.grad(f"blocks.{i}.attn.hook_z")[heads, :, e].ravel().tolist(),
+            )
+        )
         lines, value = written_sum(pairs, rf"A_{{h,t,{s}}}", g("hook_z", f"h,t,{e}"))
         return [Part("z = pattern · v, over the heads that share this value", lines, value)]
 
@@ -406,15 +483,24 @@ class GradientCells:
     def _post(self, i: int, out: str, index) -> Part:
         t, n = index
         out = f"blocks.{i}.{out}"
-        lines, value = written_sum(list(zip(self.grad(out)[t].tolist(), self.weight(f"blocks.{i}.mlp.W_out")[n].tolist())),
-                                   g(out, f"{t},d"), rf"W_{{out}}[{n},d]")
+        lines, value = written_sum(
+            list(zip(self.grad(out)[t].tolist(), self.weight(f"blocks.{i}.mlp.W_out")[n].tolist())),
+            g(out, f"{t},d"),
+            rf"W_{{out}}[{n},d]",
+        )
         return Part("back through W_out", lines, value)
 
     def _times(self, product: str, other: str, index, what: str) -> Part:
         gp, o = float(self.grad(product)[index]), float(self.a(other)[index])
         value = gp * o
-        return Part(what, [rf"{g(product, ','.join(map(str, index)))}\times {symbol(other)} = {num(gp)}\times{num(o)} = "
-                           rf"{num(value)}"], value)
+        return Part(
+            what,
+            [
+                rf"{g(product, ','.join(map(str, index)))}\times {symbol(other)} = {num(gp)}\times{num(o)} = "
+                rf"{num(value)}"
+            ],
+            value,
+        )
 
     def _pre(self, index, i: int) -> list[Part]:
         p, cfg = f"blocks.{i}.mlp.", self.cfg
@@ -422,8 +508,13 @@ class GradientCells:
         x, gu = float(self.a(p + "hook_pre")[index]), float(self.grad(upstream)[index])
         formula, slope = derivative(cfg.activation, x)
         value = gu * slope
-        return [Part(f"back through the {cfg.activation} at pre = {x:.4f}",
-                     [formula, rf"{num(gu)}\times{num(slope)} = {num(value)}"], value)]
+        return [
+            Part(
+                f"back through the {cfg.activation} at pre = {x:.4f}",
+                [formula, rf"{num(gu)}\times{num(slope)} = {num(value)}"],
+                value,
+            )
+        ]
 
     def _mlp_input(self, index, i: int) -> list[Part] | None:
         if self.cfg.is_moe(i):  # every expert and the router read it: not written out
@@ -435,8 +526,11 @@ class GradientCells:
             paths.append(("hook_linear", "W_in"))
         parts = []
         for grad_name, weight in paths:
-            lines, value = written_sum(list(zip(self.grad(p + grad_name)[t].tolist(), self.weight(p + weight)[c].tolist())),
-                                       g(grad_name, f"{t},n"), rf"{weight}[{c},n]".replace("_", r"\_"))
+            lines, value = written_sum(
+                list(zip(self.grad(p + grad_name)[t].tolist(), self.weight(p + weight)[c].tolist())),
+                g(grad_name, f"{t},n"),
+                rf"{weight}[{c},n]".replace("_", r"\_"),
+            )
             parts.append(Part(f"back through {weight}", lines, value))
         return parts
 

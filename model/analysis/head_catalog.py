@@ -87,8 +87,7 @@ def head_catalog(model: Transformer, texts: list[list[int]]) -> HeadCatalog:
                 sums["induction"][i] += p[:, rows, keys + 1].sum(-1).numpy()
         n_queries += T - 1
         n_repeats += len({t for t, _ in repeats})
-    scores = {name: sums[name] / (n_repeats if name in ("duplicate_token", "induction") else n_queries)
-              for name in SCORES}
+    scores = {name: sums[name] / (n_repeats if name in ("duplicate_token", "induction") else n_queries) for name in SCORES}
     if n_repeats == 0:
         scores["duplicate_token"][:] = scores["induction"][:] = np.nan  # no query's token came earlier
     return HeadCatalog(scores, len(texts), n_queries, n_repeats)

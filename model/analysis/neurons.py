@@ -32,8 +32,9 @@ class Neuron:
     write: float  # |post × scale| × ‖W_out[n]‖: the size of what it adds to the residual stream
 
 
-def top_neurons(model: Transformer, trace: Trace, layer: int, position: int, k: int = 10,
-                expert: int | str | None = None) -> list[Neuron]:
+def top_neurons(
+    model: Transformer, trace: Trace, layer: int, position: int, k: int = 10, expert: int | str | None = None
+) -> list[Neuron]:
     """The neurons that write most into the residual stream at ``position``; an expert's output
     is scaled by its weight there (0 where it was not chosen) and the shared expert's by its gate."""
     require(model.cfg, mlp=True)

@@ -41,10 +41,16 @@ def norm_summary(trace: Trace, cfg: ModelConfig, prefix: str, input_name: str) -
     x = trace[input_name].to(torch.float64)
     normalized = trace[prefix + "hook_normalized"].to(torch.float64)
     if cfg.norm == "layernorm":
-        out = {"input mean": x.mean(-1), "mean (recorded)": trace[prefix + "hook_mean"].to(torch.float64),
-               "input std": x.std(-1, correction=0)}
+        out = {
+            "input mean": x.mean(-1),
+            "mean (recorded)": trace[prefix + "hook_mean"].to(torch.float64),
+            "input std": x.std(-1, correction=0),
+        }
     else:  # RMSNorm divides by the root mean square, not the standard deviation
         out = {"input rms": x.pow(2).mean(-1).sqrt()}
-    out |= {"scale (recorded)": trace[prefix + "hook_scale"].to(torch.float64),
-            "normalized mean": normalized.mean(-1), "normalized std": normalized.std(-1, correction=0)}
+    out |= {
+        "scale (recorded)": trace[prefix + "hook_scale"].to(torch.float64),
+        "normalized mean": normalized.mean(-1),
+        "normalized std": normalized.std(-1, correction=0),
+    }
     return {k: v.cpu().numpy() for k, v in out.items()}

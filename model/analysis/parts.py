@@ -42,13 +42,20 @@ def parts(model: Transformer) -> list[Part]:
     one_norm = cfg.attn_only and not cfg.post_norms  # an attention-only block norms only attention's input
     for i in range(cfg.n_layers):
         p = f"blocks.{i}."
-        out += [Part(p + "attn", f"{block_label(i)} attention", under(p + "attn.")),
-                Part(p + "norms", f"{block_label(i)} {cfg.norm}{'' if one_norm else 's'}",
-                     under(p + "ln1") + under(p + "ln2"))]
+        out += [
+            Part(p + "attn", f"{block_label(i)} attention", under(p + "attn.")),
+            Part(p + "norms", f"{block_label(i)} {cfg.norm}{'' if one_norm else 's'}", under(p + "ln1") + under(p + "ln2")),
+        ]
         if cfg.is_moe(i):  # counted in all: a token uses the router, top_k experts (and the shared one)
             shared = " and a shared expert" if cfg.d_ff_shared is not None else ""
-            out.append(Part(p + "mlp", f"{block_label(i)} experts", under(p + "mlp."),
-                            f"{cfg.n_experts} experts{shared}, each token routed to {cfg.experts_top_k}"))
+            out.append(
+                Part(
+                    p + "mlp",
+                    f"{block_label(i)} experts",
+                    under(p + "mlp."),
+                    f"{cfg.n_experts} experts{shared}, each token routed to {cfg.experts_top_k}",
+                )
+            )
         elif not cfg.attn_only:
             out.append(Part(p + "mlp", f"{block_label(i)} MLP", under(p + "mlp.")))
     if cfg.final_norm:
@@ -56,8 +63,14 @@ def parts(model: Transformer) -> list[Part]:
     if cfg.mlm_head:  # BERT's transform before the decoder: LN(act(x W_dense + b_dense))
         out.append(Part("mlm", "MLM transform", under("mlm.")))
     if cfg.tie_embeddings:  # its own bias (BERT's decoder bias) is all it holds
-        out.append(Part("head", "unembedding", under("unembed."), "tied: the head is W_Eᵀ, counted once under the "
-                                                                  "embedding" + ("; its bias b_U" if cfg.unembed_bias else "")))
+        out.append(
+            Part(
+                "head",
+                "unembedding",
+                under("unembed."),
+                "tied: the head is W_Eᵀ, counted once under the embedding" + ("; its bias b_U" if cfg.unembed_bias else ""),
+            )
+        )
     else:
         out.append(Part("head", "unembedding", under("unembed.")))
     return out

@@ -27,8 +27,12 @@ from glassbox.model.engine import GlassboxError, Transformer, check_prompt, chec
 from glassbox.model.engine.capture import capture
 
 SITES = ("resid_pre", "attn_out", "mlp_out", "head")
-SITE_NAMES = {"resid_pre": "blocks.{}.hook_resid_pre", "attn_out": "blocks.{}.hook_attn_out",
-              "mlp_out": "blocks.{}.hook_mlp_out", "head": "blocks.{}.attn.hook_z"}
+SITE_NAMES = {
+    "resid_pre": "blocks.{}.hook_resid_pre",
+    "attn_out": "blocks.{}.hook_attn_out",
+    "mlp_out": "blocks.{}.hook_mlp_out",
+    "head": "blocks.{}.attn.hook_z",
+}
 
 
 @dataclass
@@ -36,6 +40,7 @@ class Patching:
     """One experiment. ``metric[block, j]``: the logit difference after patching that site, j
     being the position (``resid_pre``), the head (``head``) or 0 (``attn_out``, ``mlp_out``);
     ``estimate``: attribution patching's first-order estimate of the same."""
+
     site: str
     metric_clean: float
     metric_corrupt: float
@@ -73,15 +78,18 @@ def logit_difference(logits: torch.Tensor, answer: int, wrong: int) -> torch.Ten
     return logits[:, -1, answer] - logits[:, -1, wrong]
 
 
-def activation_patching(model: Transformer, clean: list[int], corrupt: list[int], answer: int, wrong: int,
-                        site: str = "resid_pre") -> Patching:
+def activation_patching(
+    model: Transformer, clean: list[int], corrupt: list[int], answer: int, wrong: int, site: str = "resid_pre"
+) -> Patching:
     """Patch every ``site`` of the clean run into the corrupted one, one at a time."""
     if site not in SITES:
         raise GlassboxError(f"Unknown site {site!r}: one of {', '.join(SITES)}")
     require(model.cfg, mlp=site == "mlp_out")  # every site is in a block
     if len(clean) != len(corrupt):
-        raise GlassboxError(f"The clean prompt is {len(clean)} tokens and the corrupted one {len(corrupt)}: "
-                            "patching needs prompts of equal length, position by position")
+        raise GlassboxError(
+            f"The clean prompt is {len(clean)} tokens and the corrupted one {len(corrupt)}: "
+            "patching needs prompts of equal length, position by position"
+        )
     cfg, T = model.cfg, len(clean)
     check_prompt(cfg, clean)
     for token in (answer, wrong):
@@ -94,13 +102,16 @@ def activation_patching(model: Transformer, clean: list[int], corrupt: list[int]
     clean_acts = recorder.tensors
     width = {"resid_pre": T, "head": cfg.n_heads}.get(site, 1)
     # every patch: (its cell in the grid, the name it edits, the index it replaces, batch entry left out)
-    patches = [((block, j), names[block], (j,) if site in ("resid_pre", "head") else ())
-               for block in range(cfg.n_layers) for j in range(width)]
+    patches = [
+        ((block, j), names[block], (j,) if site in ("resid_pre", "head") else ())
+        for block in range(cfg.n_layers)
+        for j in range(width)
+    ]
     metric = np.zeros((cfg.n_layers, width))
     with torch.no_grad():
         per_pass = batches.per_pass(T)
         for start in range(0, len(patches), per_pass):
-            chunk = patches[start:start + per_pass]
+            chunk = patches[start : start + per_pass]
             by_name: dict[str, list[tuple[int, tuple]]] = defaultdict(list)
             for entry, (_, name, index) in enumerate(chunk):
                 by_name[name].append((entry, index))
@@ -115,16 +126,25 @@ def activation_patching(model: Transformer, clean: list[int], corrupt: list[int]
 
 def patch_entries(jobs: list[tuple[int, tuple]], clean: torch.Tensor):
     """One edit for a batch: entry e gets ``clean`` (one sequence's activation) at its own index."""
+
     def edit(tensor: torch.Tensor) -> torch.Tensor:
         out = tensor.clone()
         for entry, index in jobs:
             out[(entry, *index)] = clean[index]
         return out
+
     return edit
 
 
-def _attribution(model: Transformer, corrupt_ids: torch.Tensor, clean_acts: dict[str, torch.Tensor], names: list[str],
-                 site: str, answer: int, wrong: int) -> tuple[float, np.ndarray]:
+def _attribution(
+    model: Transformer,
+    corrupt_ids: torch.Tensor,
+    clean_acts: dict[str, torch.Tensor],
+    names: list[str],
+    site: str,
+    answer: int,
+    wrong: int,
+) -> tuple[float, np.ndarray]:
     """The corrupted run's metric, and attribution patching's estimate for every patch."""
     with torch.enable_grad(), editing({}, keep=names) as editor:
         value = logit_difference(model(corrupt_ids, last_only=True).logits, answer, wrong)[0]

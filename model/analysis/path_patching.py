@@ -69,8 +69,9 @@ def _set(value: torch.Tensor):
 
 
 @torch.no_grad()
-def path_patching(model: Transformer, clean: list[int], corrupt: list[int], answer: int, wrong: int,
-                  receiver_input: str = "q") -> PathPatching:
+def path_patching(
+    model: Transformer, clean: list[int], corrupt: list[int], answer: int, wrong: int, receiver_input: str = "q"
+) -> PathPatching:
     """Every sender (each head, each MLP) × every receiver head of a later block."""
     cfg = model.cfg
     if receiver_input not in INPUTS:
@@ -79,8 +80,10 @@ def path_patching(model: Transformer, clean: list[int], corrupt: list[int], answ
     if cfg.n_layers < 2:
         raise GlassboxError("Path patching needs two blocks at least: a sender and a later receiver")
     if len(clean) != len(corrupt):
-        raise GlassboxError(f"The clean prompt is {len(clean)} tokens and the corrupted one {len(corrupt)}: "
-                            "path patching needs prompts of equal length, position by position")
+        raise GlassboxError(
+            f"The clean prompt is {len(clean)} tokens and the corrupted one {len(corrupt)}: "
+            "path patching needs prompts of equal length, position by position"
+        )
     check_prompt(cfg, clean)
     for token in (answer, wrong):
         check_token_id(cfg, token)
@@ -113,7 +116,9 @@ def path_patching(model: Transformer, clean: list[int], corrupt: list[int], answ
         edits = {}
         for b in sorted({b for b, _ in jobs}):
             entries = [(e, (h,)) for e, (rb, h) in enumerate(jobs) if rb == b]  # entry e gets its head's kept input
-            edits[f"blocks.{b}.attn.hook_{receiver_input}"] = patch_entries(entries, inputs[f"blocks.{b}.attn.hook_{receiver_input}"])
+            edits[f"blocks.{b}.attn.hook_{receiver_input}"] = patch_entries(
+                entries, inputs[f"blocks.{b}.attn.hook_{receiver_input}"]
+            )
         first = block + 1  # the earliest receiver's block: before it, every entry is the corrupted run
         stream = corrupt_out[f"blocks.{first}.hook_resid_pre"][None].expand(len(jobs), -1, -1)
         with editing(edits):

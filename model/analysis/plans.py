@@ -25,9 +25,14 @@ class Plan:
     backward_tokens: int  # … and in passes followed by a backward
     length: int  # the prompt's length, for the pass time
 
-    def __add__(self, other: "Plan") -> "Plan":
-        return Plan(self.what, self.passes + other.passes, self.tokens + other.tokens,
-                    self.backward_tokens + other.backward_tokens, max(self.length, other.length))
+    def __add__(self, other: Plan) -> Plan:
+        return Plan(
+            self.what,
+            self.passes + other.passes,
+            self.tokens + other.tokens,
+            self.backward_tokens + other.backward_tokens,
+            max(self.length, other.length),
+        )
 
 
 def path_patching(cfg, n_tokens: int, receiver_input: str) -> Plan:
@@ -65,8 +70,13 @@ def attribution(n_tokens: int, method: str, steps: int, baseline: bool) -> Plan:
         return Plan("Attribution", 3, 3 * n_tokens, 0, n_tokens)
     if method != "integrated_gradients":
         return Plan("Attribution", 2, n_tokens, n_tokens, n_tokens)
-    return Plan("Integrated gradients", 1 + baseline + math.ceil(steps / per_pass(n_tokens)) + 2,
-                n_tokens * (1 + baseline + 2), n_tokens * steps, n_tokens)
+    return Plan(
+        "Integrated gradients",
+        1 + baseline + math.ceil(steps / per_pass(n_tokens)) + 2,
+        n_tokens * (1 + baseline + 2),
+        n_tokens * steps,
+        n_tokens,
+    )
 
 
 def training(steps: int, batch: int, n_tokens: int) -> Plan:

@@ -17,8 +17,10 @@ def stream_start(cfg: ModelConfig) -> str:
     if cfg.n_layers:
         return "blocks.0.hook_resid_pre"
     if cfg.positional == "table":
-        raise GlassboxError("A zero-layer model with learned positions: its residual stream (token plus position "
-                            "rows) is not traced as one tensor")
+        raise GlassboxError(
+            "A zero-layer model with learned positions: its residual stream (token plus position "
+            "rows) is not traced as one tensor"
+        )
     return "hook_embed"
 
 
@@ -41,13 +43,15 @@ def contribution_norms(trace: Trace, cfg: ModelConfig) -> tuple[list[str], np.nd
     """L2 norm per position of what each part adds to the residual stream (``contribution_names``)."""
     parts = contribution_names(cfg)
     return [label for label, _ in parts], torch.stack(
-        [trace[name].to(torch.float64).norm(dim=-1) for _, name in parts]).cpu().numpy()
+        [trace[name].to(torch.float64).norm(dim=-1) for _, name in parts]
+    ).cpu().numpy()
 
 
 def residual_points(cfg: ModelConfig) -> list[tuple[str, str]]:
     """(label, tensor) of the residual stream before block 0 and after every block."""
     return [("embeddings", stream_start(cfg))] + [
-        (f"after {block_label(i)}", f"blocks.{i}.hook_resid_post") for i in range(cfg.n_layers)]
+        (f"after {block_label(i)}", f"blocks.{i}.hook_resid_post") for i in range(cfg.n_layers)
+    ]
 
 
 @dataclass(frozen=True)

@@ -66,8 +66,11 @@ def stream_points(trace: Trace, stack: str) -> list[tuple[str, str]]:
     points = [("embeddings", first if first in names else stack + "hook_embed")]
     i = 0
     while f"{stack}blocks.{i}.hook_resid_pre" in names:
-        points += [(f"{block_label(i)}: {point.removeprefix('hook_')}", f"{stack}blocks.{i}.{point}")
-                   for point in BLOCK_POINTS if f"{stack}blocks.{i}.{point}" in names]
+        points += [
+            (f"{block_label(i)}: {point.removeprefix('hook_')}", f"{stack}blocks.{i}.{point}")
+            for point in BLOCK_POINTS
+            if f"{stack}blocks.{i}.{point}" in names
+        ]
         i += 1
     if stack + "ln_final.hook_out" in names:
         points.append(("final norm", stack + "ln_final.hook_out"))

@@ -52,8 +52,7 @@ def check(cfg, steering: Steering) -> None:
     if steering.hook not in STREAM_HOOKS:
         raise GlassboxError(f"Steering adds to one of {', '.join(STREAM_HOOKS)}, not {steering.hook!r}")
     if tuple(steering.vector.shape) != (cfg.d_model,):
-        raise GlassboxError(f"the steering vector must have d_model = {cfg.d_model} numbers, not "
-                            f"{tuple(steering.vector.shape)}")
+        raise GlassboxError(f"the steering vector must have d_model = {cfg.d_model} numbers, not {tuple(steering.vector.shape)}")
     if not torch.isfinite(steering.vector).all() or not math.isfinite(steering.strength):
         raise GlassboxError("the steering vector and its strength must be finite numbers")
     if steering.start < 0:

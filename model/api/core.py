@@ -25,11 +25,20 @@ from glassbox.model.io.checkpoint import load as load_checkpoint
 __all__ = ["GRAD", "GlassboxError", "Model", "ModelConfig", "Target", "Trace", "load", "name"]
 
 # TransformerLens's short names (its utils.get_act_name) where Glassbox's differ or sit elsewhere
-SHORT = {"attn_scores": "attn.hook_scores", "scores": "attn.hook_scores", "pattern": "attn.hook_pattern",
-         **{k: f"attn.hook_{k}" for k in ("q", "k", "v", "z", "result", "rot_q", "rot_k")},
-         **{k: f"hook_{k}" for k in ("resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out")},
-         "pre": "mlp.hook_pre", "post": "mlp.hook_post", "pre_linear": "mlp.hook_linear", "gate": "mlp.hook_gate",
-         "scale": "hook_scale", "normalized": "hook_normalized", "mean": "hook_mean"}
+SHORT = {
+    "attn_scores": "attn.hook_scores",
+    "scores": "attn.hook_scores",
+    "pattern": "attn.hook_pattern",
+    **{k: f"attn.hook_{k}" for k in ("q", "k", "v", "z", "result", "rot_q", "rot_k")},
+    **{k: f"hook_{k}" for k in ("resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out")},
+    "pre": "mlp.hook_pre",
+    "post": "mlp.hook_post",
+    "pre_linear": "mlp.hook_linear",
+    "gate": "mlp.hook_gate",
+    "scale": "hook_scale",
+    "normalized": "hook_normalized",
+    "mean": "hook_mean",
+}
 NORMS = ("ln1", "ln2", "ln_final")
 
 
@@ -134,8 +143,10 @@ class Model(LoadedModel):
 
         c = self.cfg
         where = summary(self.model) if not c.encoder_decoder else None
-        return (f"<glassbox.Model {self.name!r}: {c.n_layers} blocks × {c.n_heads} heads, d_model {c.d_model}, "
-                f"vocabulary {c.vocab_size:,}{f'; {where}' if where else ''}>")
+        return (
+            f"<glassbox.Model {self.name!r}: {c.n_layers} blocks × {c.n_heads} heads, d_model {c.d_model}, "
+            f"vocabulary {c.vocab_size:,}{f'; {where}' if where else ''}>"
+        )
 
     @property
     def module(self):
@@ -150,9 +161,14 @@ class Model(LoadedModel):
         """One token's id, from its text or its id."""
         return token if isinstance(token, int) else self.tokenizer.token_id(token)
 
-    def trace(self, prompt: str | list[int], names: list[str] | tuple[str, ...] | None = None, backward: bool = False,
-              target: str | int | tuple[str | int, int] | Target | None = None,
-              source: str | list[int] | None = None) -> Trace:
+    def trace(
+        self,
+        prompt: str | list[int],
+        names: list[str] | tuple[str, ...] | None = None,
+        backward: bool = False,
+        target: str | int | tuple[str | int, int] | Target | None = None,
+        source: str | list[int] | None = None,
+    ) -> Trace:
         """Every tensor of a forward pass by name (``names``: shell patterns to keep fewer), and
         with ``backward`` the gradient of the loss (the mean next-token cross-entropy, or
         −log p(``target``) at the last position, or at ``(target, position)``) with respect to
@@ -160,10 +176,11 @@ class Model(LoadedModel):
         is taught ``prompt`` (teacher forcing; the loss is the mean over its tokens)."""
         if self.cfg.encoder_decoder:
             if source is None or target is not None:
-                raise GlassboxError("An encoder-decoder's trace takes source= (what the encoder reads) and the prompt "
-                                    "as the decoder's target; target= is for decoder-only models")
-            traced = run_seq2seq_trace(self.model, self.tokens(source), self.tokens(prompt), names=names,
-                                       backward=backward)
+                raise GlassboxError(
+                    "An encoder-decoder's trace takes source= (what the encoder reads) and the prompt "
+                    "as the decoder's target; target= is for decoder-only models"
+                )
+            traced = run_seq2seq_trace(self.model, self.tokens(source), self.tokens(prompt), names=names, backward=backward)
             return Trace.of(traced, self.cfg, self.pieces)
         if source is not None:
             raise GlassboxError("source= is for an encoder-decoder; this model reads the prompt alone")
@@ -183,14 +200,28 @@ class Model(LoadedModel):
         edit (it lives in the call's context)."""
         return editing({name: per_sequence(edit) for name, edit in edits.items()})
 
-    def stream(self, prompt: str, max_new_tokens: int = 20, temperature: float = 1.0, top_k: int | None = None,
-               top_p: float = 1.0, seed: int = 0) -> Iterator[GeneratedToken]:
+    def stream(
+        self,
+        prompt: str,
+        max_new_tokens: int = 20,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float = 1.0,
+        seed: int = 0,
+    ) -> Iterator[GeneratedToken]:
         """The new tokens one at a time, each with the distributions it was drawn from (KV cache,
         exact sampling; temperature 0 takes the most likely token each time)."""
         return generate(self, prompt, max_new_tokens, Sampling(temperature, top_k, top_p, seed))
 
-    def generate(self, prompt: str, max_new_tokens: int = 20, temperature: float = 1.0, top_k: int | None = None,
-                 top_p: float = 1.0, seed: int = 0) -> list[GeneratedToken]:
+    def generate(
+        self,
+        prompt: str,
+        max_new_tokens: int = 20,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float = 1.0,
+        seed: int = 0,
+    ) -> list[GeneratedToken]:
         """``stream``'s tokens, all of them."""
         return list(self.stream(prompt, max_new_tokens, temperature, top_k, top_p, seed))
 
@@ -201,9 +232,20 @@ class Model(LoadedModel):
 
         return contrastive_vector(self.model, self.tokens(positive), self.tokens(negative), block)
 
-    def steer(self, prompt: str, vector: torch.Tensor, block: int, strength: float = 1.0, start: int = 0,
-              max_new_tokens: int = 20, temperature: float = 1.0, top_k: int | None = None, top_p: float = 1.0,
-              seed: int = 0, hook: str = "hook_resid_pre") -> tuple[list[GeneratedToken], list[GeneratedToken]]:
+    def steer(
+        self,
+        prompt: str,
+        vector: torch.Tensor,
+        block: int,
+        strength: float = 1.0,
+        start: int = 0,
+        max_new_tokens: int = 20,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float = 1.0,
+        seed: int = 0,
+        hook: str = "hook_resid_pre",
+    ) -> tuple[list[GeneratedToken], list[GeneratedToken]]:
         """(steered, plain): the completion with ``strength × vector`` added to the residual
         stream entering ``block`` (or to ``hook``, another of the block's stream tensors:
         hook_resid_mid, hook_resid_post, hook_attn_out, hook_mlp_out) at every position from
@@ -214,7 +256,8 @@ class Model(LoadedModel):
         sampling = Sampling(temperature, top_k, top_p, seed)
         steering = Steering(block, torch.as_tensor(vector), strength, start, hook)
         return steered(self, prompt, max_new_tokens, sampling, steering), self.generate(
-            prompt, max_new_tokens, temperature, top_k, top_p, seed)
+            prompt, max_new_tokens, temperature, top_k, top_p, seed
+        )
 
     def sae(self, source: str, max_bytes: int | None = None):
         """A sparse autoencoder (or transcoder) for this model: a folder in SAELens's or Gemma
@@ -254,15 +297,24 @@ class Model(LoadedModel):
 
         return ablate_feature(self.model, self.tokens(prompt), sae, feature)
 
-    def steer_feature(self, prompt: str, sae, feature: int, strength: float = 1.0, start: int = 0,
-                      max_new_tokens: int = 20, temperature: float = 1.0, top_k: int | None = None,
-                      top_p: float = 1.0, seed: int = 0) -> tuple[list[GeneratedToken], list[GeneratedToken]]:
+    def steer_feature(
+        self,
+        prompt: str,
+        sae,
+        feature: int,
+        strength: float = 1.0,
+        start: int = 0,
+        max_new_tokens: int = 20,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float = 1.0,
+        seed: int = 0,
+    ) -> tuple[list[GeneratedToken], list[GeneratedToken]]:
         """``steer`` with ``feature``'s decoder row, added where the SAE writes."""
         from glassbox.model.analysis.features import steering_vector
 
         block, hook, vector = steering_vector(sae, feature)
-        return self.steer(prompt, vector, block, strength, start, max_new_tokens, temperature, top_k, top_p, seed,
-                          hook)
+        return self.steer(prompt, vector, block, strength, start, max_new_tokens, temperature, top_k, top_p, seed, hook)
 
     def heads(self, texts: list[str | list[int]] | None = None, n_stories: int = 16):
         """The head catalog (glassbox.model.analysis.head_catalog): per block and head, the
@@ -299,8 +351,9 @@ class Model(LoadedModel):
             raise GlassboxError("A gradient check needs a prompt of two tokens at least (the loss predicts the next)")
         return verify(self, tokens, gradients)
 
-    def patch(self, clean: str | list[int], corrupt: str | list[int], answer: str | int, wrong: str | int,
-              site: str = "resid_pre"):
+    def patch(
+        self, clean: str | list[int], corrupt: str | list[int], answer: str | int, wrong: str | int, site: str = "resid_pre"
+    ):
         """Activation patching of every ``site`` of the clean run into the corrupted one, with
         attribution patching's estimate beside it (glassbox.model.analysis.patching). The
         metric is logit(``answer``) − logit(``wrong``) at the last position; ``site`` is
@@ -310,11 +363,13 @@ class Model(LoadedModel):
         ``restored()`` the fraction of the gap each patch closes."""
         from glassbox.model.analysis.patching import activation_patching
 
-        return activation_patching(self.model, self.tokens(clean), self.tokens(corrupt), self.token_id(answer),
-                                   self.token_id(wrong), site)
+        return activation_patching(
+            self.model, self.tokens(clean), self.tokens(corrupt), self.token_id(answer), self.token_id(wrong), site
+        )
 
-    def path_patch(self, clean: str | list[int], corrupt: str | list[int], answer: str | int, wrong: str | int,
-                   receiver_input: str = "q"):
+    def path_patch(
+        self, clean: str | list[int], corrupt: str | list[int], answer: str | int, wrong: str | int, receiver_input: str = "q"
+    ):
         """Path patching: each head's and MLP's direct effect, through a later head's queries
         (keys, values: ``receiver_input``), on logit(answer) − logit(wrong), everything else
         frozen at the corrupted run (glassbox.model.analysis.path_patching): a
@@ -322,11 +377,18 @@ class Model(LoadedModel):
         later block)."""
         from glassbox.model.analysis.path_patching import path_patching
 
-        return path_patching(self.model, self.tokens(clean), self.tokens(corrupt), self.token_id(answer),
-                             self.token_id(wrong), receiver_input)
+        return path_patching(
+            self.model, self.tokens(clean), self.tokens(corrupt), self.token_id(answer), self.token_id(wrong), receiver_input
+        )
 
-    def attribute(self, prompt: str | list[int], target: str | int, method: str = "saliency", steps: int = 32,
-                  baseline: str | int | None = None):
+    def attribute(
+        self,
+        prompt: str | list[int],
+        target: str | int,
+        method: str = "saliency",
+        steps: int = 32,
+        baseline: str | int | None = None,
+    ):
         """Each input token's attribution to ``target``'s logit (saliency, input × gradient,
         integrated gradients from ``baseline``'s embedding or zero, attention rollout;
         glassbox.model.analysis.attribution): an ``Attribution``, ``scores`` one per token; for
@@ -334,8 +396,14 @@ class Model(LoadedModel):
         change."""
         from glassbox.model.analysis.attribution import attribute
 
-        return attribute(self.model, self.tokens(prompt), self.token_id(target), method, steps,
-                         None if baseline is None else self.token_id(baseline))
+        return attribute(
+            self.model,
+            self.tokens(prompt),
+            self.token_id(target),
+            method,
+            steps,
+            None if baseline is None else self.token_id(baseline),
+        )
 
     def dla(self, prompt: str | list[int], token: str | int, wrong: str | int | None = None, position: int = -1):
         """Direct logit attribution: what each part writes into ``token``'s logit (minus
@@ -345,19 +413,36 @@ class Model(LoadedModel):
         ``logit``."""
         from glassbox.model.analysis.dla import direct_logit_attribution
 
-        return direct_logit_attribution(self.model, self.tokens(prompt), self.token_id(token), position,
-                                        None if wrong is None else self.token_id(wrong))
+        return direct_logit_attribution(
+            self.model, self.tokens(prompt), self.token_id(token), position, None if wrong is None else self.token_id(wrong)
+        )
 
-    def ablate(self, prompt: str | list[int], block: int, head: int | None = None, neuron: int | None = None,
-               mode: str = "zero", reference: str | list[int] | None = None, expert: int | str | None = None):
+    def ablate(
+        self,
+        prompt: str | list[int],
+        block: int,
+        head: int | None = None,
+        neuron: int | None = None,
+        mode: str = "zero",
+        reference: str | list[int] | None = None,
+        expert: int | str | None = None,
+    ):
         """The next-token distribution with one head or neuron of ``block`` (an ``expert``'s
         neuron in a mixture-of-experts block) ablated: zeroed (``mode="zero"``), or set to its
         mean (``mode="mean"``) over the prompt's positions or ``reference``'s. An ``Ablation``: ``before`` and ``after``,
         the next-token probabilities at the last position, and ``kl`` between them."""
         from glassbox.model.analysis.ablation import ablate
 
-        return ablate(self.model, self.tokens(prompt), block, head, neuron, mode,
-                      None if reference is None else self.tokens(reference), expert)
+        return ablate(
+            self.model,
+            self.tokens(prompt),
+            block,
+            head,
+            neuron,
+            mode,
+            None if reference is None else self.tokens(reference),
+            expert,
+        )
 
     def circuits(self, half: str | list[int], prefix: str | list[int] = ()):
         """Per block and head, the induction and previous-token scores on ``prefix`` and then
@@ -369,13 +454,20 @@ class Model(LoadedModel):
 
 def per_sequence(edit: Edit) -> Edit:
     """``edit`` (of one sequence's tensor, as a trace holds it) applied to each sequence of a pass."""
+
     def on_batch(tensor: torch.Tensor) -> torch.Tensor:
         return torch.stack([edit(row) for row in tensor.unbind(0)])
+
     return on_batch
 
 
-def load(model: str = "default", dtype: str | None = None, device: str | torch.device | None = None,
-         device_map: str | dict | None = None, max_memory: dict | None = None) -> Model:
+def load(
+    model: str = "default",
+    dtype: str | None = None,
+    device: str | torch.device | None = None,
+    device_map: str | dict | None = None,
+    max_memory: dict | None = None,
+) -> Model:
     """A bundled model (``"default"``, ``"worked-example"``, ``"micro-induction"``…), a folder,
     or a hub id (``"EleutherAI/pythia-70m"``, fetched on first use); ``dtype`` ("float32",
     "float64", …) and ``device`` ("cpu", "cuda") as the command line's. ``device_map`` ("auto",

@@ -18,7 +18,6 @@ from typing import Any
 
 from glassbox.model.engine import GlassboxError
 
-
 COURSE_MODEL = "default"  # the bundled story model: lessons that need a real model run on it
 
 
@@ -60,43 +59,151 @@ class Lesson:
 
 
 LESSONS = [
-    Lesson("tokens", "Tokens", "How text, sound, pictures and prices become a sequence of token ids.",
-           "tokens", "tokens", "Tokens & embeddings"),
-    Lesson("attention", "Attention by hand", "How one token mixes the others: scores, softmax, weighted values.",
-           "attention_by_hand", "b1-scores", "Attention"),
-    Lesson("sqrt-dk", "Why divide by √d_k", "What the scale on the scores keeps the softmax and its gradient from.",
-           "dot_product_scale", "b1-scores", "Attention"),
-    Lesson("multi-head", "Many heads", "How d_model is split into heads that attend on their own, and how W_O "
-           "joins them again.", "multi_head", "b1-output-projection", "Attention"),
-    Lesson("positions", "Positions", "How a model that sees a set of vectors learns their order.",
-           "positional_signals", "embedding", "Tokens & embeddings"),
-    Lesson("mask", "The causal mask", "Why a decoder never looks ahead, and what changes when it may.",
-           "mask", "b1-mask", "Attention"),
-    Lesson("mlp", "The MLP", "What each position computes on its own: neurons that read a direction and write "
-           "tokens.", "mlp", "b1-ffn-expand", "MLP"),
-    Lesson("layernorm", "LayerNorm", "What centring and scaling do to a vector, and to the gradient through it.",
-           "layernorm", "b1-layernorm1", "LayerNorm"),
-    Lesson("residual", "The residual stream", "How every block reads one shared sum and adds its own write, "
-           "and who wrote the prediction.", "residual", "b1-residual1", "Residual stream"),
-    Lesson("objective", "The training objective", "What the loss measures, on every position at once, and how the "
-           "learning rate moves over training.", "training_objective", "loss", "Backward"),
-    Lesson("kv-cache", "The KV cache", "What generation keeps from step to step, and what that costs at real scale.",
-           "kv_growth", "b1-qkv", "Attention"),
-    Lesson("efficiency", "Attention, efficiently", "Flash, sliding-window, ring and grouped-query attention: the same "
-           "result for less memory or less work.", "efficiency", "b1-scores", "Attention"),
-    Lesson("key-figures", "Key figures of real models", "Layers, widths, heads and parameters of real models, "
-           "counted from their configurations.", "real_model_figures", "tokens", "Overview"),
-    Lesson("scaling", "Scaling laws", "How the loss falls as a model grows, measured on models trained here and "
-           "fitted as a power law.", "scaling", "loss", "Overview"),
-    Lesson("zero-one-layer", "Zero and one layer", "What a model with no block learns (a bigram table), and what one "
-           "block of attention heads adds (skip-trigrams).", "zero_one_layer", "b1-output-projection", "Circuits"),
-    Lesson("induction", "Induction heads", "How two heads in two blocks copy a sequence seen earlier in the prompt, "
-           "and when, in training, they form.", "induction_heads", "b2-scores", "Circuits"),
-    Lesson("moe", "Mixture of experts", "How a router sends each token to 2 of 8 experts, and what keeps it from "
-           "sending everything to a few.", "mixture_of_experts", "b1-ffn-expand", "MLP"),
-    Lesson("cross-attention", "Encoders and cross-attention", "How a model that reads one text and writes "
-           "another splits the work between two stacks, and how the writer reads the reader.", "cross_attention",
-           "b1-scores", "Attention"),
+    Lesson(
+        "tokens",
+        "Tokens",
+        "How text, sound, pictures and prices become a sequence of token ids.",
+        "tokens",
+        "tokens",
+        "Tokens & embeddings",
+    ),
+    Lesson(
+        "attention",
+        "Attention by hand",
+        "How one token mixes the others: scores, softmax, weighted values.",
+        "attention_by_hand",
+        "b1-scores",
+        "Attention",
+    ),
+    Lesson(
+        "sqrt-dk",
+        "Why divide by √d_k",
+        "What the scale on the scores keeps the softmax and its gradient from.",
+        "dot_product_scale",
+        "b1-scores",
+        "Attention",
+    ),
+    Lesson(
+        "multi-head",
+        "Many heads",
+        "How d_model is split into heads that attend on their own, and how W_O joins them again.",
+        "multi_head",
+        "b1-output-projection",
+        "Attention",
+    ),
+    Lesson(
+        "positions",
+        "Positions",
+        "How a model that sees a set of vectors learns their order.",
+        "positional_signals",
+        "embedding",
+        "Tokens & embeddings",
+    ),
+    Lesson(
+        "mask",
+        "The causal mask",
+        "Why a decoder never looks ahead, and what changes when it may.",
+        "mask",
+        "b1-mask",
+        "Attention",
+    ),
+    Lesson(
+        "mlp",
+        "The MLP",
+        "What each position computes on its own: neurons that read a direction and write tokens.",
+        "mlp",
+        "b1-ffn-expand",
+        "MLP",
+    ),
+    Lesson(
+        "layernorm",
+        "LayerNorm",
+        "What centring and scaling do to a vector, and to the gradient through it.",
+        "layernorm",
+        "b1-layernorm1",
+        "LayerNorm",
+    ),
+    Lesson(
+        "residual",
+        "The residual stream",
+        "How every block reads one shared sum and adds its own write, and who wrote the prediction.",
+        "residual",
+        "b1-residual1",
+        "Residual stream",
+    ),
+    Lesson(
+        "objective",
+        "The training objective",
+        "What the loss measures, on every position at once, and how the learning rate moves over training.",
+        "training_objective",
+        "loss",
+        "Backward",
+    ),
+    Lesson(
+        "kv-cache",
+        "The KV cache",
+        "What generation keeps from step to step, and what that costs at real scale.",
+        "kv_growth",
+        "b1-qkv",
+        "Attention",
+    ),
+    Lesson(
+        "efficiency",
+        "Attention, efficiently",
+        "Flash, sliding-window, ring and grouped-query attention: the same result for less memory or less work.",
+        "efficiency",
+        "b1-scores",
+        "Attention",
+    ),
+    Lesson(
+        "key-figures",
+        "Key figures of real models",
+        "Layers, widths, heads and parameters of real models, counted from their configurations.",
+        "real_model_figures",
+        "tokens",
+        "Overview",
+    ),
+    Lesson(
+        "scaling",
+        "Scaling laws",
+        "How the loss falls as a model grows, measured on models trained here and fitted as a power law.",
+        "scaling",
+        "loss",
+        "Overview",
+    ),
+    Lesson(
+        "zero-one-layer",
+        "Zero and one layer",
+        "What a model with no block learns (a bigram table), and what one block of attention heads adds (skip-trigrams).",
+        "zero_one_layer",
+        "b1-output-projection",
+        "Circuits",
+    ),
+    Lesson(
+        "induction",
+        "Induction heads",
+        "How two heads in two blocks copy a sequence seen earlier in the prompt, and when, in training, they form.",
+        "induction_heads",
+        "b2-scores",
+        "Circuits",
+    ),
+    Lesson(
+        "moe",
+        "Mixture of experts",
+        "How a router sends each token to 2 of 8 experts, and what keeps it from sending everything to a few.",
+        "mixture_of_experts",
+        "b1-ffn-expand",
+        "MLP",
+    ),
+    Lesson(
+        "cross-attention",
+        "Encoders and cross-attention",
+        "How a model that reads one text and writes "
+        "another splits the work between two stacks, and how the writer reads the reader.",
+        "cross_attention",
+        "b1-scores",
+        "Attention",
+    ),
 ]
 LESSON = {lesson.slug: lesson for lesson in LESSONS}
 
@@ -114,6 +221,7 @@ def lessons_for_view(view: str) -> list[str]:
 
 def lessons_for_step(step: str) -> list[str]:
     """The lessons about what a worked-example step shows, in any block (b2-scores as b1-scores)."""
+
     def unblocked(key: str) -> str:
         return re.sub(r"^b\d+-", "", key)
 

@@ -15,9 +15,23 @@ from glassbox.model.engine import GlassboxError
 
 # The explorer's views, by the names its ?view= takes (app/explore's VIEWS: a test keeps them equal;
 # the library does not import the app).
-EXPLORER_VIEWS = ("Overview", "Tokens & embeddings", "Attention", "LayerNorm", "MLP", "Residual stream", "Backward",
-                  "Ask why", "Circuits", "Head catalog", "Features", "Compare", "Export",
-                  "Streams", "Tensors & gradients")  # the last two: an encoder-decoder's own
+EXPLORER_VIEWS = (
+    "Overview",
+    "Tokens & embeddings",
+    "Attention",
+    "LayerNorm",
+    "MLP",
+    "Residual stream",
+    "Backward",
+    "Ask why",
+    "Circuits",
+    "Head catalog",
+    "Features",
+    "Compare",
+    "Export",
+    "Streams",
+    "Tensors & gradients",
+)  # the last two: an encoder-decoder's own
 MARK = "assignment"  # the query parameter that makes a link an assignment (read-only until "start from here")
 MAX_PROMPT = 2000
 
@@ -31,8 +45,9 @@ class Assignment:
 
     def __post_init__(self):
         if self.target not in LESSON and self.target not in EXPLORER_VIEWS:
-            raise GlassboxError(f"{self.target!r} is neither a lesson ({', '.join(LESSON)}) nor an explorer view "
-                                f"({', '.join(EXPLORER_VIEWS)})")
+            raise GlassboxError(
+                f"{self.target!r} is neither a lesson ({', '.join(LESSON)}) nor an explorer view ({', '.join(EXPLORER_VIEWS)})"
+            )
         if self.prompt is not None and len(self.prompt) > MAX_PROMPT:
             raise GlassboxError(f"An assignment's prompt is at most {MAX_PROMPT} characters")
         if self.seed is not None:
@@ -64,8 +79,10 @@ class Assignment:
 
     def describe(self) -> list[tuple[str, str]]:
         """What the link fixes, as (what, value) rows for the page's read-only summary."""
-        rows = [("lesson" if self.is_lesson else "explorer view",
-                 LESSON[self.target].title if self.is_lesson else self.target), ("model", self.model)]
+        rows = [
+            ("lesson" if self.is_lesson else "explorer view", LESSON[self.target].title if self.is_lesson else self.target),
+            ("model", self.model),
+        ]
         if self.prompt is not None:
             rows.append(("prompt", self.prompt))
         if self.seed is not None:
@@ -79,5 +96,6 @@ def from_query(target: str, query: Mapping[str, str]) -> Assignment | None:
     if query.get(MARK) not in ("1", "true"):
         return None
     seed = query.get("seed")
-    return Assignment(target, model=query.get("model") or "default", prompt=query.get("prompt"),
-                      seed=None if seed is None else check_seed(seed))
+    return Assignment(
+        target, model=query.get("model") or "default", prompt=query.get("prompt"), seed=None if seed is None else check_seed(seed)
+    )

@@ -48,6 +48,7 @@ def values() -> torch.Tensor:
 @dataclass
 class Attention:
     """One token's attention over the four tokens; the later tokens are masked (−∞, weight 0)."""
+
     position: int
     query: torch.Tensor  # (2,)
     scores: torch.Tensor  # (4,) q·k for every key, the later ones included (before the mask)
@@ -117,6 +118,7 @@ def figures(loaded=None) -> dict:
 
 # --- exercises ------------------------------------------------------------------------------
 
+
 def vector_text(v) -> str:
     return "(" + ", ".join(f"{float(x):g}" for x in v) + ")"
 
@@ -153,34 +155,48 @@ def exercises(seed: int, loaded=None) -> list[Exercise]:
     weights = torch.softmax(torch.tensor(scores, dtype=torch.float64), dim=0).tolist()
     exps = [math.exp(s) for s in scores]
     softmax_ex = Exercise(
-        "softmax_weight", f"The softmax receives the scores {', '.join(f'{s:g}' for s in scores)} for the keys "
+        "softmax_weight",
+        f"The softmax receives the scores {', '.join(f'{s:g}' for s in scores)} for the keys "
         f"{', '.join(TOKENS[:3])}. What weight does “{TOKENS[pick]}” get? Answer to 3 decimals.",
-        weights[pick], tolerance=1e-3,
+        weights[pick],
+        tolerance=1e-3,
         hint="softmax(s)_j = e^(s_j) / Σ e^(s_i): exponentiate every score, then divide by their sum.",
-        solution=" ".join(f"e^{s:g} = {e:.3f}," for s, e in zip(scores, exps)) +
-                 f" their sum {sum(exps):.3f}; {exps[pick]:.3f} / {sum(exps):.3f} = {weights[pick]:.3f}.",
-        data={"scores": scores, "key": pick})
+        solution=" ".join(f"e^{s:g} = {e:.3f}," for s, e in zip(scores, exps))
+        + f" their sum {sum(exps):.3f}; {exps[pick]:.3f} / {sum(exps):.3f} = {weights[pick]:.3f}.",
+        data={"scores": scores, "key": pick},
+    )
 
     position = int(rng.integers(1, len(TOKENS)))
     q = drawn_query(rng)
     axis = int(rng.integers(2))
     seen = attend_to(position, q)
-    visible = list(TOKENS[:position + 1])
-    scaled, shown = seen.scaled[:position + 1].tolist(), seen.weights[:position + 1].tolist()
+    visible = list(TOKENS[: position + 1])
+    scaled, shown = seen.scaled[: position + 1].tolist(), seen.weights[: position + 1].tolist()
     output_ex = Exercise(
-        "output_coordinate", f"“{TOKENS[position]}” has the query q = {vector_text(q)} and sees "
+        "output_coordinate",
+        f"“{TOKENS[position]}” has the query q = {vector_text(q)} and sees "
         f"{', '.join(visible)} (itself and the tokens before it). The keys are {listed(visible, KEYS)}; the values "
         f"are {listed(visible, VALUES)}. With scores q·k/√2, their softmax as weights and the output "
         f"Σ weight·v, what is the output's {'xy'[axis]} coordinate? Answer to 3 decimals.",
-        float(seen.output[axis]), tolerance=1e-3,
+        float(seen.output[axis]),
+        tolerance=1e-3,
         hint="Score every visible key (q·k, then ÷√2), softmax the scores, then add the values' "
-             f"{'xy'[axis]} coordinates weighted by those weights.",
-        solution="Scores q·k/√2: " + ", ".join(f"{t} {s:.3f}" for t, s in zip(visible, scaled)) +
-                 "; weights: " + ", ".join(f"{t} {w:.3f}" for t, w in zip(visible, shown)) +
-                 f"; {'xy'[axis]} = " + " + ".join(f"{w:.3f} × {factor(v[axis])}" for w, v in zip(shown, VALUES)) +
-                 f" = {float(seen.output[axis]):.3f}.",
-        data={"query": list(q), "keys": [list(k) for k in KEYS[:position + 1]],
-              "values": [list(v) for v in VALUES[:position + 1]], "axis": axis, "d_k": D_K})
+        f"{'xy'[axis]} coordinates weighted by those weights.",
+        solution="Scores q·k/√2: "
+        + ", ".join(f"{t} {s:.3f}" for t, s in zip(visible, scaled))
+        + "; weights: "
+        + ", ".join(f"{t} {w:.3f}" for t, w in zip(visible, shown))
+        + f"; {'xy'[axis]} = "
+        + " + ".join(f"{w:.3f} × {factor(v[axis])}" for w, v in zip(shown, VALUES))
+        + f" = {float(seen.output[axis]):.3f}.",
+        data={
+            "query": list(q),
+            "keys": [list(k) for k in KEYS[: position + 1]],
+            "values": [list(v) for v in VALUES[: position + 1]],
+            "axis": axis,
+            "d_k": D_K,
+        },
+    )
 
     last = len(TOKENS) - 1
     while True:  # a query whose largest weight is clearly ahead of the next (0.05), so the answer is clear
@@ -191,11 +207,17 @@ def exercises(seed: int, loaded=None) -> list[Exercise]:
     seen = attend_to(last, q)
     best = TOKENS[int(seen.weights.argmax())]
     most_ex = Exercise(
-        "most_weight", f"“{TOKENS[last]}” sees all four tokens. Its query is q = {vector_text(q)}; the keys are "
-        f"{listed(TOKENS, KEYS)}. Which token gets the largest attention weight?", best, choices=TOKENS,
+        "most_weight",
+        f"“{TOKENS[last]}” sees all four tokens. Its query is q = {vector_text(q)}; the keys are "
+        f"{listed(TOKENS, KEYS)}. Which token gets the largest attention weight?",
+        best,
+        choices=TOKENS,
         hint="The softmax keeps the order of the scores: the largest q·k gets the largest weight.",
-        solution="q·k: " + ", ".join(f"{t} {s:.3f}" for t, s in zip(TOKENS, seen.scores.tolist())) +
-                 "; weights: " + ", ".join(f"{t} {w:.3f}" for t, w in zip(TOKENS, seen.weights.tolist())) +
-                 f". The largest: {best}.",
-        data={"query": list(q), "keys": [list(k) for k in KEYS], "tokens": list(TOKENS)})
+        solution="q·k: "
+        + ", ".join(f"{t} {s:.3f}" for t, s in zip(TOKENS, seen.scores.tolist()))
+        + "; weights: "
+        + ", ".join(f"{t} {w:.3f}" for t, w in zip(TOKENS, seen.weights.tolist()))
+        + f". The largest: {best}.",
+        data={"query": list(q), "keys": [list(k) for k in KEYS], "tokens": list(TOKENS)},
+    )
     return [softmax_ex, output_ex, most_ex]

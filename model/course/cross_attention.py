@@ -71,9 +71,13 @@ def reverse(loaded: LoadedModel, source: list[int]) -> Reversal:
     def stacked(name: str, n: int) -> np.ndarray:
         return np.stack([trace[name.format(i)].double().numpy() for i in range(n)])
 
-    return Reversal(source, output, stacked("encoder.blocks.{}.attn.hook_pattern", encoder),
-                    stacked("decoder.blocks.{}.attn.hook_pattern", decoder),
-                    stacked("decoder.blocks.{}.cross_attn.hook_pattern", decoder))
+    return Reversal(
+        source,
+        output,
+        stacked("encoder.blocks.{}.attn.hook_pattern", encoder),
+        stacked("decoder.blocks.{}.attn.hook_pattern", decoder),
+        stacked("decoder.blocks.{}.cross_attn.hook_pattern", decoder),
+    )
 
 
 def figures(loaded=None) -> dict:
@@ -81,14 +85,19 @@ def figures(loaded=None) -> dict:
     model = load(MODEL)
     seen = reverse(model, random_source(0))
     return seq2seq.figures(model) | {
-        "example": {"source": [model.pieces[t] for t in seen.source], "output": [model.pieces[t] for t in seen.output],
-                    "correct": seen.correct,
-                    "aligned_share": [seq2seq.aligned_share(p).round(4).tolist() for p in seen.cross],
-                    "encoder_weight_after_query": float(np.triu(seen.encoder, 1).sum(-1).mean()),
-                    "decoder_weight_after_query": float(np.triu(seen.decoder, 1).sum(-1).mean())}}
+        "example": {
+            "source": [model.pieces[t] for t in seen.source],
+            "output": [model.pieces[t] for t in seen.output],
+            "correct": seen.correct,
+            "aligned_share": [seq2seq.aligned_share(p).round(4).tolist() for p in seen.cross],
+            "encoder_weight_after_query": float(np.triu(seen.encoder, 1).sum(-1).mean()),
+            "decoder_weight_after_query": float(np.triu(seen.decoder, 1).sum(-1).mean()),
+        }
+    }
 
 
 # --- exercises ------------------------------------------------------------------------------
+
 
 @cache  # one teacher-forced pass per source: a learner's seeds come back
 def _reversal_patterns(source: tuple[int, ...]) -> np.ndarray:
@@ -104,15 +113,22 @@ def exercises(seed: int, loaded=None) -> list[Exercise]:
     source_len, target_len = (int(v) for v in rng.choice(np.arange(3, 40), 2, replace=False))
     shape = f"{heads} × {target_len} × {source_len}"
     shape_ex = Exercise(
-        "shape", f"A decoder's cross-attention has {heads} heads. The encoder read a source of {source_len} tokens and "
+        "shape",
+        f"A decoder's cross-attention has {heads} heads. The encoder read a source of {source_len} tokens and "
         f"the decoder has {target_len} tokens so far. What shape is the cross-attention pattern of one sequence "
-        "(heads × queries × keys)?", shape,
-        choices=(shape, f"{heads} × {source_len} × {target_len}", f"{heads} × {target_len} × {target_len}",
-                 f"{heads} × {source_len} × {source_len}"),
+        "(heads × queries × keys)?",
+        shape,
+        choices=(
+            shape,
+            f"{heads} × {source_len} × {target_len}",
+            f"{heads} × {target_len} × {target_len}",
+            f"{heads} × {source_len} × {source_len}",
+        ),
         hint="The queries come from the decoder's positions; the keys and values from the encoder's output.",
         solution=f"Each of the {target_len} decoder positions asks a query of each of the {source_len} source "
-                 f"positions, in each of the {heads} heads: {shape}. No causal mask: every source token is visible.",
-        data={"heads": heads, "source_len": source_len, "target_len": target_len})
+        f"positions, in each of the {heads} heads: {shape}. No causal mask: every source token is visible.",
+        data={"heads": heads, "source_len": source_len, "target_len": target_len},
+    )
 
     model = load(MODEL)
     source = random_source(int(rng.integers(0, 10**6)), int(rng.integers(seq2seq.LENGTHS[0], 9)), model.cfg.vocab_size)
@@ -124,13 +140,17 @@ def exercises(seed: int, loaded=None) -> list[Exercise]:
     choices = tuple(f"{model.pieces[t]} (source position {j + 1})" for j, t in enumerate(source))
     syllables = " ".join(model.pieces[t] for t in source)
     reads_ex = Exercise(
-        "reads", f"The micro-model reverses the source \"{syllables}\" ({n} syllables). In decoder block {block + 1}, "
+        "reads",
+        f'The micro-model reverses the source "{syllables}" ({n} syllables). In decoder block {block + 1}, '
         f"head {head + 1} is its reversing head. Its query at target position {target + 1} (writing output "
-        f"syllable {target + 1}) puts the most weight on which source token?", choices[read], choices=choices,
+        f"syllable {target + 1}) puts the most weight on which source token?",
+        choices[read],
+        choices=choices,
         hint=f"Reversed, the output's syllable {target + 1} is the source's syllable {n - target}.",
         solution=f"The head puts {patterns[block, head, target, read]:.3f} of its weight on source position "
-                 f"{read + 1} ({model.pieces[source[read]]}); the reversal needs position {n - target}, "
-                 f"{model.pieces[source[n - 1 - target]]}. Over this source the head puts "
-                 f"{shares[block, head]:.3f} of its weight on the anti-diagonal.",
-        data={"source": source, "block": block, "head": head, "target": target, "model": MODEL})
+        f"{read + 1} ({model.pieces[source[read]]}); the reversal needs position {n - target}, "
+        f"{model.pieces[source[n - 1 - target]]}. Over this source the head puts "
+        f"{shares[block, head]:.3f} of its weight on the anti-diagonal.",
+        data={"source": source, "block": block, "head": head, "target": target, "model": MODEL},
+    )
     return [shape_ex, reads_ex]

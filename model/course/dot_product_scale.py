@@ -67,8 +67,10 @@ def head_table(model, tokens: list[int]) -> list[dict]:
     if len(tokens) < 2:
         raise GlassboxError("A one-token prompt has no next token to predict: give at least two tokens.")
     names = ["blocks.*.attn.hook_pattern", "blocks.*.attn.hook_scores"]
-    traces = {"scaled": run_trace(model, tokens, names=names, backward=True),
-              "unscaled": run_trace(variant(model, attn_scale=1.0), tokens, names=names, backward=True)}
+    traces = {
+        "scaled": run_trace(model, tokens, names=names, backward=True),
+        "unscaled": run_trace(variant(model, attn_scale=1.0), tokens, names=names, backward=True),
+    }
     rows = []
     for b in range(model.cfg.n_layers):
         for h in range(model.cfg.n_heads):
@@ -102,7 +104,7 @@ def training_curves(steps: int, batch: int, peak_lr: float, warmup: int, stories
             for group in opt.param_groups:
                 group["lr"] = learning_rate_at("warmup + cosine", step, steps, peak_lr, warmup, 0.1)
             starts = torch.randint(len(data) - cfg.n_ctx - 1, (batch,), generator=generator)
-            window = torch.stack([data[s:s + cfg.n_ctx + 1] for s in starts])
+            window = torch.stack([data[s : s + cfg.n_ctx + 1] for s in starts])
             loss = model(window[:, :-1], window[:, 1:]).loss
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -115,14 +117,25 @@ def training_curves(steps: int, batch: int, peak_lr: float, warmup: int, stories
 def previous_token_model(d_head: int, scale: float | None, vocab: int, length: int, seed: int) -> Transformer:
     """One block, one attention head of width ``d_head`` (d_model = d_head), no MLP, learned
     positions: the engine's own model, its score scale ``scale`` (None: 1/√d_head)."""
-    cfg = ModelConfig(vocab_size=vocab, n_ctx=length, d_model=d_head, n_layers=1, n_heads=1, d_ff=1, attn_only=True,
-                      positional="table", tie_embeddings=False, attn_scale=scale)
+    cfg = ModelConfig(
+        vocab_size=vocab,
+        n_ctx=length,
+        d_model=d_head,
+        n_layers=1,
+        n_heads=1,
+        d_ff=1,
+        attn_only=True,
+        positional="table",
+        tie_embeddings=False,
+        attn_scale=scale,
+    )
     torch.manual_seed(seed)
     return Transformer(cfg).init_weights(seed).train()
 
 
-def previous_token_curve(d_head: int, scale: float | None, steps: int, batch: int, length: int, vocab: int,
-                         lr: float, seed: int) -> list[float]:
+def previous_token_curve(
+    d_head: int, scale: float | None, steps: int, batch: int, length: int, vocab: int, lr: float, seed: int
+) -> list[float]:
     """Each step's loss of ``previous_token_model`` learning to output the token before each position
     (random tokens, positions 1 … length − 1: a task only attention can do, by looking one back),
     AdamW at a constant ``lr``. The same start and batches for any ``scale``."""
@@ -148,12 +161,16 @@ def wide_head(d_head: int, settings: dict | None = None) -> dict:
     settings = settings or WIDE
     started = time.time()
     with torch.inference_mode(False), torch.enable_grad():
-        curves = {kind: previous_token_curve(d_head, scale, **settings)
-                  for kind, scale in (("scaled", None), ("unscaled", 1.0))}
-    return {"d_head": d_head, "settings": settings, **curves, "threads": torch.get_num_threads(),
-            "tail_scaled": float(np.mean(curves["scaled"][-TAIL:])),
-            "tail_unscaled": float(np.mean(curves["unscaled"][-TAIL:])),
-            "seconds": round(time.time() - started, 2)}
+        curves = {kind: previous_token_curve(d_head, scale, **settings) for kind, scale in (("scaled", None), ("unscaled", 1.0))}
+    return {
+        "d_head": d_head,
+        "settings": settings,
+        **curves,
+        "threads": torch.get_num_threads(),
+        "tail_scaled": float(np.mean(curves["scaled"][-TAIL:])),
+        "tail_unscaled": float(np.mean(curves["unscaled"][-TAIL:])),
+        "seconds": round(time.time() - started, 2),
+    }
 
 
 def remeasure_wide_heads() -> str:
@@ -192,9 +209,14 @@ def remeasure() -> str:
     wide = f"{remeasure_variances()}; {remeasure_wide_heads()}"
     started = time.time()
     curves = training_curves(**TRAINING)
-    record = {"settings": TRAINING, "scaled": curves["scaled"], "unscaled": curves["unscaled"],
-              "seconds": round(time.time() - started, 1), "torch": torch.__version__,
-              "command": "glassbox course sqrt-dk --remeasure"}
+    record = {
+        "settings": TRAINING,
+        "scaled": curves["scaled"],
+        "unscaled": curves["unscaled"],
+        "seconds": round(time.time() - started, 1),
+        "torch": torch.__version__,
+        "command": "glassbox course sqrt-dk --remeasure",
+    }
     TRAINING_FILE.parent.mkdir(parents=True, exist_ok=True)
     write_text(TRAINING_FILE, json.dumps(record) + "\n")
     return f"{wide}; wrote {TRAINING_FILE} ({record['seconds']} s)"
@@ -214,15 +236,22 @@ def figures(loaded) -> dict:
         "course_prints": COURSE_SOFTMAX,
         "jacobian_norm": {str(c): jacobian_norm([s / 8 for s in COURSE_SCORES], c) for c in scales},
         "heads": head_table(loaded.model, loaded.encode(PROMPT)),
-        "wide_head": {str(d): {k: v for k, v in wide_head(d).items() if k not in ("scaled", "unscaled")}
-                      for d in (WIDE_D_HEADS[0], WIDE_D_HEADS[-1])},
-        "training": {"settings": curves["settings"], "final_scaled": curves["scaled"][-1],
-                     "final_unscaled": curves["unscaled"][-1], "mean_last_50_scaled": float(np.mean(curves["scaled"][-50:])),
-                     "mean_last_50_unscaled": float(np.mean(curves["unscaled"][-50:]))},
+        "wide_head": {
+            str(d): {k: v for k, v in wide_head(d).items() if k not in ("scaled", "unscaled")}
+            for d in (WIDE_D_HEADS[0], WIDE_D_HEADS[-1])
+        },
+        "training": {
+            "settings": curves["settings"],
+            "final_scaled": curves["scaled"][-1],
+            "final_unscaled": curves["unscaled"][-1],
+            "mean_last_50_scaled": float(np.mean(curves["scaled"][-50:])),
+            "mean_last_50_unscaled": float(np.mean(curves["unscaled"][-50:])),
+        },
     }
 
 
 # --- exercises ------------------------------------------------------------------------------
+
 
 def listed_scores(scores: list[float]) -> str:
     return ", ".join(f"{s:g}" for s in scores)
@@ -237,22 +266,29 @@ def exercises(seed: int, loaded=None) -> list[Exercise]:
     var_q, var_k = (float(rng.choice([0.5, 1.0, 2.0, 4.0])) for _ in range(2))
     variance = d_k * var_q * var_k
     variance_ex = Exercise(
-        "variance", f"q and k have d_k = {d_k} entries each, all independent with mean 0; q's entries have variance "
+        "variance",
+        f"q and k have d_k = {d_k} entries each, all independent with mean 0; q's entries have variance "
         f"{var_q:g} and k's variance {var_k:g}. What is the variance of the score q·k (before any scale)?",
-        variance, hint="Each product q_i·k_i of independent mean-0 numbers has variance Var(q_i)·Var(k_i); the "
-                       "variances of independent terms add.",
+        variance,
+        hint="Each product q_i·k_i of independent mean-0 numbers has variance Var(q_i)·Var(k_i); the "
+        "variances of independent terms add.",
         solution=f"Each q_i·k_i has variance {var_q:g} × {var_k:g} = {var_q * var_k:g}; {d_k} of them add up to "
-                 f"{d_k} × {var_q * var_k:g} = {variance:g}. Divided by √{d_k}, the variance is {variance / d_k:g}.",
-        data={"d_k": d_k, "var_q": var_q, "var_k": var_k})
+        f"{d_k} × {var_q * var_k:g} = {variance:g}. Divided by √{d_k}, the variance is {variance / d_k:g}.",
+        data={"d_k": d_k, "var_q": var_q, "var_k": var_k},
+    )
 
     d_k = int(rng.choice([16, 64, 144, 256, 576]))
     raw = round(float(rng.uniform(-30.0, 30.0)), 1) + 0.0  # + 0.0: never −0
     scaled = raw / math.sqrt(d_k)
     scaled_ex = Exercise(
-        "scaled_score", f"At d_k = {d_k}, q·k = {raw:g}. What score does the softmax receive after the scale "
-        "1/√d_k? Answer to 3 decimals.", scaled, tolerance=1e-3, hint="Divide by the square root of d_k.",
+        "scaled_score",
+        f"At d_k = {d_k}, q·k = {raw:g}. What score does the softmax receive after the scale 1/√d_k? Answer to 3 decimals.",
+        scaled,
+        tolerance=1e-3,
+        hint="Divide by the square root of d_k.",
         solution=f"√{d_k} = {math.sqrt(d_k):g}; {raw:g} / {math.sqrt(d_k):g} = {scaled:.4f}.",
-        data={"d_k": d_k, "score": raw})
+        data={"d_k": d_k, "score": raw},
+    )
 
     d_k = int(rng.choice([16, 64, 256]))
     scores = [round(float(x), 1) + 0.0 for x in [rng.uniform(5.0, 12.0), *rng.uniform(-2.0, 3.0, 2)]]
@@ -261,18 +297,24 @@ def exercises(seed: int, loaded=None) -> list[Exercise]:
     raw_weights, scaled_weights = softmax(scores), softmax([s / root for s in scores])
     asked = f"The raw scores q·k of one query with three keys are {listed_scores(scores)}, at d_k = {d_k}."
     unscaled_ex = Exercise(
-        "largest_unscaled", f"{asked} What is the largest softmax weight without the scale (the softmax of the raw "
-        "scores)? Answer to 3 decimals.", max(raw_weights), tolerance=1e-3,
+        "largest_unscaled",
+        f"{asked} What is the largest softmax weight without the scale (the softmax of the raw scores)? Answer to 3 decimals.",
+        max(raw_weights),
+        tolerance=1e-3,
         hint="The largest weight belongs to the largest score: e^(largest) / Σ e^(score).",
         solution=f"softmax({listed_scores(scores)}) = {', '.join(f'{w:.4f}' for w in raw_weights)}: the largest "
-                 f"score takes {max(raw_weights):.3f} of the weight.",
-        data={"d_k": d_k, "scores": scores})
+        f"score takes {max(raw_weights):.3f} of the weight.",
+        data={"d_k": d_k, "scores": scores},
+    )
     scaled_scores = ", ".join(f"{s / root:.4g}" for s in scores)
     largest_scaled_ex = Exercise(
-        "largest_scaled", f"{asked} What is the largest softmax weight with the scale (the softmax of q·k/√{d_k})? "
-        "Answer to 3 decimals.", max(scaled_weights), tolerance=1e-3,
+        "largest_scaled",
+        f"{asked} What is the largest softmax weight with the scale (the softmax of q·k/√{d_k})? Answer to 3 decimals.",
+        max(scaled_weights),
+        tolerance=1e-3,
         hint=f"Divide every score by √{d_k} = {root:g} first, then take the softmax.",
         solution=f"÷ {root:g}: {scaled_scores}; their softmax {', '.join(f'{w:.4f}' for w in scaled_weights)}: "
-                 f"the largest weight is {max(scaled_weights):.3f} (without the scale {max(raw_weights):.3f}).",
-        data={"d_k": d_k, "scores": scores})
+        f"the largest weight is {max(scaled_weights):.3f} (without the scale {max(raw_weights):.3f}).",
+        data={"d_k": d_k, "scores": scores},
+    )
     return [variance_ex, scaled_ex, unscaled_ex, largest_scaled_ex]

@@ -36,7 +36,7 @@ def story_prompt(loaded) -> list[int]:
         tokens += loaded.tokenizer.encode(story) + [end]
         if len(tokens) >= loaded.cfg.n_ctx:
             break
-    return tokens[:loaded.cfg.n_ctx]
+    return tokens[: loaded.cfg.n_ctx]
 
 
 def head_qkv(loaded, tokens: list[int], block: int, head: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -65,6 +65,7 @@ def plain_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: i
 class Running:
     """What online softmax keeps per query row while the key blocks go by: the largest score seen
     (m), the sum of exp(score − m) so far (l), and the values weighted by those exponentials (acc)."""
+
     m: torch.Tensor
     l: torch.Tensor  # noqa: E741 (the flash-attention papers' name)
     acc: torch.Tensor
@@ -72,8 +73,11 @@ class Running:
 
     @classmethod
     def start(cls, rows: int, d: int) -> Running:
-        return cls(torch.full((rows,), -math.inf, dtype=torch.float64), torch.zeros(rows, dtype=torch.float64),
-                   torch.zeros(rows, d, dtype=torch.float64))
+        return cls(
+            torch.full((rows,), -math.inf, dtype=torch.float64),
+            torch.zeros(rows, dtype=torch.float64),
+            torch.zeros(rows, d, dtype=torch.float64),
+        )
 
     def fold(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, hidden: torch.Tensor, keys: range) -> torch.Tensor:
         """Take in one block of keys and values; returns the tile of scores it computed. The old sum
@@ -112,13 +116,13 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_q: 
     queries skipped. The T × T score matrix never exists; what is held is counted from the tensors."""
     T, outs, tiles, held, computed, histories = q.shape[0], [], [], 0, 0, []
     for qi, queries in enumerate(blocks(T, block_q)):
-        q_tile = q[queries.start:queries.stop]
+        q_tile = q[queries.start : queries.stop]
         state = Running.start(len(queries), q.shape[1])
         for ki, keys in enumerate(blocks(T, block_k)):
             if keys.start > queries.stop - 1:  # every key after every query: nothing to see
                 tiles.append({"query_block": qi, "key_block": ki, "computed": False})
                 continue
-            k_tile, v_tile = k[keys.start:keys.stop], v[keys.start:keys.stop]
+            k_tile, v_tile = k[keys.start : keys.stop], v[keys.start : keys.stop]
             scores = state.fold(q_tile, k_tile, v_tile, causal_hidden(queries, keys), keys)
             held = max(held, sum(x.numel() for x in (q_tile, k_tile, v_tile, scores, state.acc, state.m, state.l)))
             computed += scores.numel()
@@ -180,10 +184,21 @@ def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, devices: i
             keys = parts[j]
             used = keys.start <= queries.stop - 1
             if used:
-                scores = states[i].fold(q[queries.start:queries.stop], k[keys.start:keys.stop],
-                                        v[keys.start:keys.stop], causal_hidden(queries, keys), keys)
-                held = max(held, len(queries) * q.shape[1] + 2 * len(keys) * k.shape[1] + scores.numel()
-                           + states[i].acc.numel() + 2 * len(queries))
+                scores = states[i].fold(
+                    q[queries.start : queries.stop],
+                    k[keys.start : keys.stop],
+                    v[keys.start : keys.stop],
+                    causal_hidden(queries, keys),
+                    keys,
+                )
+                held = max(
+                    held,
+                    len(queries) * q.shape[1]
+                    + 2 * len(keys) * k.shape[1]
+                    + scores.numel()
+                    + states[i].acc.numel()
+                    + 2 * len(queries),
+                )
             row.append({"device": i, "key_block": j, "used": used})
             if s < devices - 1:
                 sent += 2 * len(keys) * k.shape[1]
@@ -196,8 +211,16 @@ def gqa_table(model: str, dtype: str = "fp16") -> list[dict]:
     query heads, from one (multi-query) to all (multi-head); bytes from the KV lesson's formula."""
     s = MODEL[model].shape
     full = kv_bytes_per_token(s, dtype, s.heads)
-    return [{"kv_heads": g, "bytes_per_token": kv_bytes_per_token(s, dtype, g), "saving": full / kv_bytes_per_token(s, dtype, g),
-             "the model's own": g == s.kv_heads} for g in range(1, s.heads + 1) if s.heads % g == 0]
+    return [
+        {
+            "kv_heads": g,
+            "bytes_per_token": kv_bytes_per_token(s, dtype, g),
+            "saving": full / kv_bytes_per_token(s, dtype, g),
+            "the model's own": g == s.kv_heads,
+        }
+        for g in range(1, s.heads + 1)
+        if s.heads % g == 0
+    ]
 
 
 def figures(loaded) -> dict:
@@ -208,17 +231,36 @@ def figures(loaded) -> dict:
     flash = flash_attention(q, k, v, 16, 32)
     ring = ring_attention(q, k, v, 4)
     w = 16
-    return {"head": "block 1 (blocks.0), head 1", "tokens": T, "d_head": d,
-            "flash": {"block_q": 16, "block_k": 32, "max_difference": float((flash.out - plain).abs().max()),
-                      "held": flash.held, "held_formula": flash_held_formula(T, d, 16, 32),
-                      "plain_held": plain_held(T, d), "scores_computed": flash.scores_computed,
-                      "tiles_computed": sum(t["computed"] for t in flash.tiles), "tiles": len(flash.tiles)},
-            "window": {"window": w, "scores": int(window_mask(T, w).sum()), "formula": window_scores(T, w),
-                       "causal": causal_scores(T),
-                       "max_change": float((plain_attention(q, k, v, w) - plain).abs().max())},
-            "ring": {"devices": 4, "max_difference": float((ring.out - plain).abs().max()),
-                     "per_device_held": ring.per_device_held, "sent": ring.sent},
-            "gqa": {name: gqa_table(name) for name in GQA_MODELS}}
+    return {
+        "head": "block 1 (blocks.0), head 1",
+        "tokens": T,
+        "d_head": d,
+        "flash": {
+            "block_q": 16,
+            "block_k": 32,
+            "max_difference": float((flash.out - plain).abs().max()),
+            "held": flash.held,
+            "held_formula": flash_held_formula(T, d, 16, 32),
+            "plain_held": plain_held(T, d),
+            "scores_computed": flash.scores_computed,
+            "tiles_computed": sum(t["computed"] for t in flash.tiles),
+            "tiles": len(flash.tiles),
+        },
+        "window": {
+            "window": w,
+            "scores": int(window_mask(T, w).sum()),
+            "formula": window_scores(T, w),
+            "causal": causal_scores(T),
+            "max_change": float((plain_attention(q, k, v, w) - plain).abs().max()),
+        },
+        "ring": {
+            "devices": 4,
+            "max_difference": float((ring.out - plain).abs().max()),
+            "per_device_held": ring.per_device_held,
+            "sent": ring.sent,
+        },
+        "gqa": {name: gqa_table(name) for name in GQA_MODELS},
+    }
 
 
 def exercises(seed: int, loaded=None) -> list[Exercise]:
@@ -235,25 +277,48 @@ def exercises(seed: int, loaded=None) -> list[Exercise]:
     bq, bk = int(rng.choice([32, 64, 128])), int(rng.choice([32, 64, 128]))
     ratio = length * length / (bq * bk)
     return [
-        Exercise("window", f"A causal sliding window of w = {w} (each query sees itself and the {w - 1} keys before "
-                 f"it) over T = {T} positions. How many scores does one head compute?", counted,
-                 hint="Query i sees min(i + 1, w) keys: add them up, the first w queries apart.",
-                 solution=f"The first {w} queries see 1, 2, …, {w} keys: {w}·{w + 1}/2 = {w * (w + 1) // 2}. "
-                          f"The other {T - w} see {w} each: {(T - w) * w}. In all {counted}, against "
-                          f"{causal_scores(T)} for full causal attention.", data={"T": T, "window": w}),
-        Exercise("gqa", f"{name} has {s.layers} layers, {s.heads} query heads, {s.kv_heads} key/value head{'s' * (s.kv_heads > 1)} and "
-                 f"d_head = {s.d_head}. With the cache in fp16 (2 bytes a number), how many bytes does grouped-query "
-                 f"attention save on a {tokens}-token sequence against one key/value head per query head?", saved,
-                 unit="bytes", hint="Per token the cache holds 2 (K and V) × layers × key/value heads × d_head × bytes.",
-                 solution=f"Per token: 2·{s.layers}·{s.heads}·{s.d_head}·2 = {mha} bytes with every head, "
-                          f"2·{s.layers}·{s.kv_heads}·{s.d_head}·2 = {gqa} with {s.kv_heads}; saved "
-                          f"{mha - gqa} × {tokens} = {saved} bytes ({mha // gqa} times less).",
-                 data={"layers": s.layers, "heads": s.heads, "kv_heads": s.kv_heads, "d_head": s.d_head,
-                       "bytes": BYTES["fp16"], "tokens": tokens}),
-        Exercise("tile", f"At T = {length} tokens, plain attention holds the T × T score matrix of one head; flash "
-                 f"attention holds one tile of {bq} queries × {bk} keys at a time. How many times more score entries "
-                 "does the full matrix hold?", ratio, tolerance=1e-6, relative=True, unit="times",
-                 hint="Divide T² by Bq·Bk.",
-                 solution=f"{length}² = {length * length}; {bq}·{bk} = {bq * bk}; {length * length} / {bq * bk} = "
-                          f"{ratio:g}.", data={"T": length, "block_q": bq, "block_k": bk}),
+        Exercise(
+            "window",
+            f"A causal sliding window of w = {w} (each query sees itself and the {w - 1} keys before "
+            f"it) over T = {T} positions. How many scores does one head compute?",
+            counted,
+            hint="Query i sees min(i + 1, w) keys: add them up, the first w queries apart.",
+            solution=f"The first {w} queries see 1, 2, …, {w} keys: {w}·{w + 1}/2 = {w * (w + 1) // 2}. "
+            f"The other {T - w} see {w} each: {(T - w) * w}. In all {counted}, against "
+            f"{causal_scores(T)} for full causal attention.",
+            data={"T": T, "window": w},
+        ),
+        Exercise(
+            "gqa",
+            f"{name} has {s.layers} layers, {s.heads} query heads, {s.kv_heads} key/value head{'s' * (s.kv_heads > 1)} and "
+            f"d_head = {s.d_head}. With the cache in fp16 (2 bytes a number), how many bytes does grouped-query "
+            f"attention save on a {tokens}-token sequence against one key/value head per query head?",
+            saved,
+            unit="bytes",
+            hint="Per token the cache holds 2 (K and V) × layers × key/value heads × d_head × bytes.",
+            solution=f"Per token: 2·{s.layers}·{s.heads}·{s.d_head}·2 = {mha} bytes with every head, "
+            f"2·{s.layers}·{s.kv_heads}·{s.d_head}·2 = {gqa} with {s.kv_heads}; saved "
+            f"{mha - gqa} × {tokens} = {saved} bytes ({mha // gqa} times less).",
+            data={
+                "layers": s.layers,
+                "heads": s.heads,
+                "kv_heads": s.kv_heads,
+                "d_head": s.d_head,
+                "bytes": BYTES["fp16"],
+                "tokens": tokens,
+            },
+        ),
+        Exercise(
+            "tile",
+            f"At T = {length} tokens, plain attention holds the T × T score matrix of one head; flash "
+            f"attention holds one tile of {bq} queries × {bk} keys at a time. How many times more score entries "
+            "does the full matrix hold?",
+            ratio,
+            tolerance=1e-6,
+            relative=True,
+            unit="times",
+            hint="Divide T² by Bq·Bk.",
+            solution=f"{length}² = {length * length}; {bq}·{bk} = {bq * bk}; {length * length} / {bq * bk} = {ratio:g}.",
+            data={"T": length, "block_q": bq, "block_k": bk},
+        ),
     ]

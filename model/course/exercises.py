@@ -98,8 +98,7 @@ def parse_number(given: str | float | int) -> float:
     else:
         text = str(given).strip().replace("−", "-").replace("_", "").replace(" ", "")
         if NOT_THOUSANDS.search(text):
-            raise ValueError(f"{str(given)[:40]!r}: write the decimal point as a dot (0.25), commas only between "
-                             "thousands.")
+            raise ValueError(f"{str(given)[:40]!r}: write the decimal point as a dot (0.25), commas only between thousands.")
         text = text.replace(",", "")
         percent = text.endswith("%")
         text = text.rstrip("%")

@@ -51,7 +51,7 @@ def split_losses(seen: Repeat, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarr
     - the one from the repeat's first position (n), predicting the second copy's second token: it
       is not copied (its loss is near a uniform guess on every seed, see ``first_repeat``);
     - the n − 2 copyable ones, from positions n + 1 … 2n − 2."""
-    return seen.loss[:n], seen.loss[n:n + 1], seen.loss[n + 1:2 * n - 1]
+    return seen.loss[:n], seen.loss[n : n + 1], seen.loss[n + 1 : 2 * n - 1]
 
 
 def first_repeat(seen: Repeat, n: int, previous: dict, induction_head: dict) -> dict:
@@ -62,8 +62,12 @@ def first_repeat(seen: Repeat, n: int, previous: dict, induction_head: dict) -> 
     position 0 (whose value is x itself) and position 1 (the right one)."""
     prev = seen.patterns[previous["block"], previous["head"]]
     ind = seen.patterns[induction_head["block"], induction_head["head"]]
-    return {"loss": float(seen.loss[n]), "previous_head_at_0_on_itself": float(prev[0, 0]),
-            "induction_weight_on_0": float(ind[n, 0]), "induction_weight_on_1": float(ind[n, 1])}
+    return {
+        "loss": float(seen.loss[n]),
+        "previous_head_at_0_on_itself": float(prev[0, 0]),
+        "induction_weight_on_0": float(ind[n, 0]),
+        "induction_weight_on_1": float(ind[n, 1]),
+    }
 
 
 def composition(seen: Repeat, n: int, query: int, previous: dict, induction_head: dict) -> dict:
@@ -76,9 +80,16 @@ def composition(seen: Repeat, n: int, query: int, previous: dict, induction_head
     key = query - n + 1
     prev = seen.patterns[previous["block"], previous["head"]]
     ind = seen.patterns[induction_head["block"], induction_head["head"]]
-    return {"query": query, "key": key, "source": key - 1, "query_token": seen.tokens[query],
-            "copied_token": seen.tokens[key], "previous_weight": float(prev[key, key - 1]),
-            "induction_weight": float(ind[query, key]), "p_next": float(np.exp(-seen.loss[query]))}
+    return {
+        "query": query,
+        "key": key,
+        "source": key - 1,
+        "query_token": seen.tokens[query],
+        "copied_token": seen.tokens[key],
+        "previous_weight": float(prev[key, key - 1]),
+        "induction_weight": float(ind[query, key]),
+        "p_next": float(np.exp(-seen.loss[query])),
+    }
 
 
 def figures(loaded=None) -> dict:
@@ -91,14 +102,21 @@ def figures(loaded=None) -> dict:
     heads = induction.figures(model)
     why = first_repeat(seen, n, heads["previous_token_head"], heads["induction_head"])
     return heads | {
-        "example": {"length": n, "stripe_share_block2": [stripe_share(p, n) for p in seen.patterns[-1]],
-                    "loss_nothing_to_copy": float(unseen.mean()), "loss_copyable": float(repeat.mean()),
-                    "copyable_tokens": [n + 2, 2 * n - 1], "uniform_guess": float(np.log(model.cfg.vocab_size)),
-                    "first_repeat": why},
-        "training_curve": {"score_step": curve["score_step"], "induction_score": curve["induction_score"]}}
+        "example": {
+            "length": n,
+            "stripe_share_block2": [stripe_share(p, n) for p in seen.patterns[-1]],
+            "loss_nothing_to_copy": float(unseen.mean()),
+            "loss_copyable": float(repeat.mean()),
+            "copyable_tokens": [n + 2, 2 * n - 1],
+            "uniform_guess": float(np.log(model.cfg.vocab_size)),
+            "first_repeat": why,
+        },
+        "training_curve": {"score_step": curve["score_step"], "induction_score": curve["induction_score"]},
+    }
 
 
 # --- exercises ------------------------------------------------------------------------------
+
 
 @cache  # one traced pass per sequence: a learner's seeds come back
 def _repeat(seed: int, length: int) -> Repeat:
@@ -119,29 +137,38 @@ def exercises(seed: int, loaded=None) -> list[Exercise]:
 
     sequence_seed, n = int(rng.integers(0, 10**6)), int(rng.integers(8, 16))
     seen = _repeat(sequence_seed, n)
-    previous = np.array([[np.mean([seen.patterns[b, h, t, t - 1] for t in range(1, 2 * n)]) for h in range(heads)]
-                         for b in range(blocks)])
+    previous = np.array(
+        [[np.mean([seen.patterns[b, h, t, t - 1] for t in range(1, 2 * n)]) for h in range(heads)] for b in range(blocks)]
+    )
     choices = tuple(head_name(b, h) for b in range(blocks) for h in range(heads))
     which_ex = Exercise(
-        "which_head", f"The micro-induction model reads {n} random syllables and then the same {n} again. The "
+        "which_head",
+        f"The micro-induction model reads {n} random syllables and then the same {n} again. The "
         "induction head in block 2 needs another head to write into each position which token came before it. Which "
-        "head is that previous-token head?", head_name(*np.unravel_index(int(previous.argmax()), previous.shape)),
-        choices=choices, hint="It must run before the induction head, and it attends from each token to the one "
-                              "just before it.",
-        solution="The mean weight each head puts on the position just before the query, on this sequence: " + "; ".join(
-            f"{head_name(b, h)} {previous[b, h]:.3f}" for b in range(blocks) for h in range(heads)) + ".",
-        data={"model": MODEL, "sequence_seed": sequence_seed, "length": n})
+        "head is that previous-token head?",
+        head_name(*np.unravel_index(int(previous.argmax()), previous.shape)),
+        choices=choices,
+        hint="It must run before the induction head, and it attends from each token to the one just before it.",
+        solution="The mean weight each head puts on the position just before the query, on this sequence: "
+        + "; ".join(f"{head_name(b, h)} {previous[b, h]:.3f}" for b in range(blocks) for h in range(heads))
+        + ".",
+        data={"model": MODEL, "sequence_seed": sequence_seed, "length": n},
+    )
 
     n = int(rng.integers(5, 30))
     query = int(rng.integers(n + 2, 2 * n + 1))  # counted from 1: a position of the repeat after its first
     key = query - n + 1
     key_ex = Exercise(
-        "key", f"A sequence of {n} distinct random tokens is followed by the same {n} tokens again (positions 1 to {2 * n}). "
-        f"From position {query}, which position does an induction head attend to?", key, unit="position",
+        "key",
+        f"A sequence of {n} distinct random tokens is followed by the same {n} tokens again (positions 1 to {2 * n}). "
+        f"From position {query}, which position does an induction head attend to?",
+        key,
+        unit="position",
         hint="Find where the token at that position first occurred, then take the position after it.",
         solution=f"The token at position {query} first occurred at {query} − {n} = {query - n}; the token after it, at "
-                 f"{key}, is the one that comes next: the head attends to {key} and copies it.",
-        data={"length": n, "query": query})
+        f"{key}, is the one that comes next: the head attends to {key} and copies it.",
+        data={"length": n, "query": query},
+    )
 
     sequence_seed, n = int(rng.integers(0, 10**6)), 6
     seen = _repeat(sequence_seed, n)
@@ -149,11 +176,14 @@ def exercises(seed: int, loaded=None) -> list[Exercise]:
     stripe = [round(float(seen.patterns[-1, head, t, t - n + 1]), 3) for t in range(n, 2 * n)]
     score = float(np.mean(stripe))
     score_ex = Exercise(
-        "score", f"Six random syllables repeated once (12 positions). From positions 7 to 12, {head_name(blocks - 1, head)} "
+        "score",
+        f"Six random syllables repeated once (12 positions). From positions 7 to 12, {head_name(blocks - 1, head)} "
         f"puts these weights on the token after each token's first occurrence: {', '.join(f'{w:.3f}' for w in stripe)}. "
-        "What is its induction score on this sequence? Answer to 2 decimals.", score, tolerance=5e-3,
+        "What is its induction score on this sequence? Answer to 2 decimals.",
+        score,
+        tolerance=5e-3,
         hint="The induction score is the mean of those weights over the repeat's positions.",
         solution=f"({' + '.join(f'{w:.3f}' for w in stripe)}) / {n} = {score:.4f}.",
-        data={"weights": stripe, "model": MODEL, "sequence_seed": sequence_seed, "length": n, "block": blocks - 1,
-              "head": head})
+        data={"weights": stripe, "model": MODEL, "sequence_seed": sequence_seed, "length": n, "block": blocks - 1, "head": head},
+    )
     return [which_ex, key_ex, score_ex]

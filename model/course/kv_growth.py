@@ -19,13 +19,18 @@ GB = 10**9  # the course's GB, and GPU makers': 10^9 bytes (a GiB is 2^30)
 
 # The course's table of cache sizes (fp16): model, tokens, the size it prints. It multiplies by
 # d_model, as if every model had as many key/value heads as query heads.
-COURSE_TABLE = [("GPT-2 small", 1024, "36 MB"), ("GPT-3 175B", 2048, "9.4 GB"), ("Llama-2-70B", 4096, "10.5 GB"),
-                ("Llama-3-70B", 128_000, "~328 GB")]
+COURSE_TABLE = [
+    ("GPT-2 small", 1024, "36 MB"),
+    ("GPT-3 175B", 2048, "9.4 GB"),
+    ("Llama-2-70B", 4096, "10.5 GB"),
+    ("Llama-3-70B", 128_000, "~328 GB"),
+]
 
 
 @dataclass
 class CacheStep:
     """The cache after one pass: what it holds and what the pass computed."""
+
     token_id: int  # the token this pass fed (the prompt's last for the first pass)
     fed: int  # how many tokens the pass fed: the whole prompt first, then one
     cached: int  # positions in the cache afterwards
@@ -47,9 +52,18 @@ def grow(loaded, tokens: list[int], new_tokens: int) -> list[CacheStep]:
     with torch.no_grad():
         for _ in range(new_tokens + 1):
             logits = model(torch.tensor([feed], device=model.device), cache=cache, last_only=True).logits[0, -1]
-            steps.append(CacheStep(feed[-1], len(feed), cache.length, [tuple(k.shape) for k in cache.keys],
-                                   (1, cfg.n_heads, len(feed), cfg.d_head), cache.nbytes(),
-                                   kv_cache_bytes(loaded, cache.length), int(logits.argmax())))
+            steps.append(
+                CacheStep(
+                    feed[-1],
+                    len(feed),
+                    cache.length,
+                    [tuple(k.shape) for k in cache.keys],
+                    (1, cfg.n_heads, len(feed), cfg.d_head),
+                    cache.nbytes(),
+                    kv_cache_bytes(loaded, cache.length),
+                    int(logits.argmax()),
+                )
+            )
             feed = [steps[-1].next_id]
     return steps
 
@@ -68,14 +82,23 @@ def course_table() -> list[dict]:
     rows = []
     for name, tokens, printed in COURSE_TABLE:
         s = MODEL[name].shape
-        rows.append({"model": name, "tokens": tokens, "kv_heads": s.kv_heads, "bytes": cache_bytes(name, tokens),
-                     "bytes_as_if_every_head": cache_bytes(name, tokens, kv_heads=s.heads), "course_prints": printed})
+        rows.append(
+            {
+                "model": name,
+                "tokens": tokens,
+                "kv_heads": s.kv_heads,
+                "bytes": cache_bytes(name, tokens),
+                "bytes_as_if_every_head": cache_bytes(name, tokens, kv_heads=s.heads),
+                "course_prints": printed,
+            }
+        )
     return rows
 
 
 @dataclass(frozen=True)
 class Serving:
     """The course's serving question: can ``gpus`` GPUs of ``gpu_gb`` hold ``users`` caches and the weights?"""
+
     model: str = "Llama-3-70B"
     users: int = 100
     context: int = 32_768
@@ -102,17 +125,28 @@ class Serving:
         caches, weights = self.users * self.per_user(), self.weights()
         placeable = self.tensor_parallel or weights <= self.gpu_gb * GB
         need = caches + weights
-        return {"per_user_bytes": self.per_user(), "caches_bytes": caches, "weights_bytes": weights,
-                "memory_bytes": memory, "need_bytes": need, "times_over": need / memory,
-                "weights_placeable": placeable, "fits": placeable and need <= memory,
-                "users_that_fit": max((memory - weights) // self.per_user(), 0) if placeable else 0}
+        return {
+            "per_user_bytes": self.per_user(),
+            "caches_bytes": caches,
+            "weights_bytes": weights,
+            "memory_bytes": memory,
+            "need_bytes": need,
+            "times_over": need / memory,
+            "weights_placeable": placeable,
+            "fits": placeable and need <= memory,
+            "users_that_fit": max((memory - weights) // self.per_user(), 0) if placeable else 0,
+        }
 
 
 def serving_combinations() -> list[dict]:
     """The course's remedies added one at a time, from none to all four."""
-    steps = [("none", {}), ("+ GQA", {"gqa": True}), ("+ int8 cache", {"int8": True}),
-             ("+ paged (4,096 tokens used on average)", {"paged_tokens": 4096}),
-             ("+ tensor parallelism", {"tensor_parallel": True})]
+    steps = [
+        ("none", {}),
+        ("+ GQA", {"gqa": True}),
+        ("+ int8 cache", {"int8": True}),
+        ("+ paged (4,096 tokens used on average)", {"paged_tokens": 4096}),
+        ("+ tensor parallelism", {"tensor_parallel": True}),
+    ]
     settings, rows = {}, []
     for label, change in steps:
         settings.update(change)
@@ -123,10 +157,21 @@ def serving_combinations() -> list[dict]:
 def figures(loaded) -> dict:
     steps = grow(loaded, loaded.encode(PROMPT), 4)
     return {
-        "generation": {"prompt": PROMPT, "steps": [
-            {"fed": s.fed, "cached": s.cached, "key_shape_per_layer": list(s.key_shapes[0]),
-             "query_shape": list(s.query_shape), "measured_bytes": s.measured_bytes, "formula_bytes": s.formula_bytes,
-             "next": loaded.pieces[s.next_id]} for s in steps]},
+        "generation": {
+            "prompt": PROMPT,
+            "steps": [
+                {
+                    "fed": s.fed,
+                    "cached": s.cached,
+                    "key_shape_per_layer": list(s.key_shapes[0]),
+                    "query_shape": list(s.query_shape),
+                    "measured_bytes": s.measured_bytes,
+                    "formula_bytes": s.formula_bytes,
+                    "next": loaded.pieces[s.next_id],
+                }
+                for s in steps
+            ],
+        },
         "bytes_per_token_fp16": {m: kv_bytes_per_token(MODEL[m].shape) for m in MODEL},
         "course_table": course_table(),
         "serving": serving_combinations(),
@@ -134,6 +179,7 @@ def figures(loaded) -> dict:
 
 
 # --- exercises ------------------------------------------------------------------------------
+
 
 def exercises(seed: int, loaded=None) -> list[Exercise]:
     """A real model's KV cache at a length and number format, the tokens a memory budget holds, and
@@ -147,17 +193,32 @@ def exercises(seed: int, loaded=None) -> list[Exercise]:
     dtype = str(rng.choice(["fp32", "fp16", "bf16", "int8"]))
     tokens = within_context(name, int(rng.choice([512, 1024, 2048, 4096, 8192, 32_768])))
     size = cache_bytes(name, tokens, dtype)
-    about = (f"{name} has {s.layers} layers, {s.kv_heads} key/value heads per layer and d_head = {s.d_head}; "
-             f"its cache holds {dtype} numbers ({BYTES[dtype]} bytes each).")
+    about = (
+        f"{name} has {s.layers} layers, {s.kv_heads} key/value heads per layer and d_head = {s.d_head}; "
+        f"its cache holds {dtype} numbers ({BYTES[dtype]} bytes each)."
+    )
     size_ex = Exercise(
-        "cache_mb", f"{about} How large is the KV cache of one sequence of {tokens:,} tokens, in MB (10^6 bytes)? "
-        "Answer to 3 significant figures.", size / 10**6, tolerance=0.005, relative=True, unit="MB",
+        "cache_mb",
+        f"{about} How large is the KV cache of one sequence of {tokens:,} tokens, in MB (10^6 bytes)? "
+        "Answer to 3 significant figures.",
+        size / 10**6,
+        tolerance=0.005,
+        relative=True,
+        unit="MB",
         hint="Each token keeps a key and a value (2) in every layer, for every key/value head, d_head numbers each.",
         solution=f"2 × {s.layers} × {s.kv_heads} × {s.d_head} × {BYTES[dtype]} bytes = "
-                 f"{kv_bytes_per_token(s, dtype):,} bytes per token; × {tokens:,} tokens = {size:,} bytes = "
-                 f"{size / 10**6:,.4g} MB.",
-        data={"model": name, "layers": s.layers, "kv_heads": s.kv_heads, "d_head": s.d_head, "dtype": dtype,
-              "bytes_per_number": BYTES[dtype], "tokens": tokens})
+        f"{kv_bytes_per_token(s, dtype):,} bytes per token; × {tokens:,} tokens = {size:,} bytes = "
+        f"{size / 10**6:,.4g} MB.",
+        data={
+            "model": name,
+            "layers": s.layers,
+            "kv_heads": s.kv_heads,
+            "d_head": s.d_head,
+            "dtype": dtype,
+            "bytes_per_number": BYTES[dtype],
+            "tokens": tokens,
+        },
+    )
 
     name = str(rng.choice(full))
     s = MODEL[name].shape
@@ -165,22 +226,29 @@ def exercises(seed: int, loaded=None) -> list[Exercise]:
     per_token = kv_bytes_per_token(s)
     fit = budget_gb * GB // per_token
     fit_ex = Exercise(
-        "tokens_fit", f"{name} has {s.layers} layers, {s.kv_heads} key/value heads per layer and d_head = {s.d_head}. "
+        "tokens_fit",
+        f"{name} has {s.layers} layers, {s.kv_heads} key/value heads per layer and d_head = {s.d_head}. "
         f"How many tokens of fp16 KV cache (2 bytes a number) fit in {budget_gb} GB (10^9 bytes)? A whole number.",
-        fit, unit="tokens", hint="Work out the bytes one token keeps, then how many whole tokens fit in the budget.",
+        fit,
+        unit="tokens",
+        hint="Work out the bytes one token keeps, then how many whole tokens fit in the budget.",
         solution=f"2 × {s.layers} × {s.kv_heads} × {s.d_head} × 2 = {per_token:,} bytes per token; {budget_gb} × 10^9 / "
-                 f"{per_token:,} = {budget_gb * GB / per_token:,.2f}: {fit:,} whole tokens.",
-        data={"model": name, "layers": s.layers, "kv_heads": s.kv_heads, "d_head": s.d_head, "budget_gb": budget_gb})
+        f"{per_token:,} = {budget_gb * GB / per_token:,.2f}: {fit:,} whole tokens.",
+        data={"model": name, "layers": s.layers, "kv_heads": s.kv_heads, "d_head": s.d_head, "budget_gb": budget_gb},
+    )
 
     grouped = [m for m in MODEL if MODEL[m].shape.kv_heads < MODEL[m].shape.heads]
     name = str(rng.choice(grouped))
     s = MODEL[name].shape
     saving = s.heads / s.kv_heads
     gqa_ex = Exercise(
-        "gqa_saving", f"{name} has {s.heads} query heads sharing {s.kv_heads} key/value heads per layer (grouped-query "
-        "attention). How many times larger would its KV cache be with one key/value head per query head?", saving,
+        "gqa_saving",
+        f"{name} has {s.heads} query heads sharing {s.kv_heads} key/value heads per layer (grouped-query "
+        "attention). How many times larger would its KV cache be with one key/value head per query head?",
+        saving,
         hint="The cache grows with the number of key/value heads; nothing else changes.",
         solution=f"{s.heads} / {s.kv_heads} = {saving:g} times: {kv_bytes_per_token(s, kv_heads=s.heads):,} bytes per "
-                 f"token (fp16) instead of {kv_bytes_per_token(s):,}.",
-        data={"model": name, "heads": s.heads, "kv_heads": s.kv_heads})
+        f"token (fp16) instead of {kv_bytes_per_token(s):,}.",
+        data={"model": name, "heads": s.heads, "kv_heads": s.kv_heads},
+    )
     return [size_ex, fit_ex, gqa_ex]

@@ -27,14 +27,14 @@ def centre_and_scale(x, eps: float = 0.0) -> dict:
     x = np.asarray(x, dtype=np.float64)
     mean = x.mean()
     centred = x - mean
-    std = np.sqrt((centred ** 2).mean() + eps)
+    std = np.sqrt((centred**2).mean() + eps)
     return {"x": x, "mean": float(mean), "centred": centred, "std": float(std), "out": centred / std}
 
 
 def rms_norm(x, eps: float = 0.0) -> dict:
     """RMSNorm without its γ: x divided by its root mean square (no centring)."""
     x = np.asarray(x, dtype=np.float64)
-    rms = np.sqrt((x ** 2).mean() + eps)
+    rms = np.sqrt((x**2).mean() + eps)
     return {"x": x, "rms": float(rms), "out": x / rms}
 
 
@@ -61,19 +61,27 @@ def gradient_through(x, upstream, eps: float = 0.0) -> dict:
     g = np.asarray(upstream, dtype=np.float64)
     grad = J.T @ g
     centred = centre_and_scale(x)["centred"]
-    var = float((centred ** 2).mean())
+    var = float((centred**2).mean())
     ones = np.ones_like(grad)
-    return {"grad": grad, "dot_ones": float(grad @ ones), "dot_centred": float(grad @ centred),
-            "scale_ones": float(np.linalg.norm(grad) * np.sqrt(len(grad))),
-            "scale_centred": float(np.linalg.norm(grad) * np.linalg.norm(centred)),
-            "J_ones": float(np.abs(J @ ones).max()), "J_centred": float(np.abs(J @ centred).max()),
-            "centred_max": float(np.abs(centred).max()), "var": var, "eps_share": eps / (var + eps)}
+    return {
+        "grad": grad,
+        "dot_ones": float(grad @ ones),
+        "dot_centred": float(grad @ centred),
+        "scale_ones": float(np.linalg.norm(grad) * np.sqrt(len(grad))),
+        "scale_centred": float(np.linalg.norm(grad) * np.linalg.norm(centred)),
+        "J_ones": float(np.abs(J @ ones).max()),
+        "J_centred": float(np.abs(J @ centred).max()),
+        "centred_max": float(np.abs(centred).max()),
+        "var": var,
+        "eps_share": eps / (var + eps),
+    }
 
 
 def norm_names(loaded: LoadedModel) -> list[str]:
     """The model's norms over d_model, in forward order: each block's ln1 and ln2, then ln_final."""
-    names = [f"blocks.{b}.{n}" for b in range(loaded.cfg.n_layers) for n in ("ln1", "ln2")
-             if n == "ln1" or not loaded.cfg.attn_only]
+    names = [
+        f"blocks.{b}.{n}" for b in range(loaded.cfg.n_layers) for n in ("ln1", "ln2") if n == "ln1" or not loaded.cfg.attn_only
+    ]
     return names + (["ln_final"] if loaded.cfg.final_norm else [])
 
 
@@ -82,8 +90,13 @@ def gammas_betas(loaded: LoadedModel) -> list[dict]:
     rows = []
     for name in norm_names(loaded):
         norm = loaded.model.get_submodule(name)
-        rows.append({"norm": name, "gamma": norm.w.detach().double().tolist(),
-                     "beta": None if norm.b is None else norm.b.detach().double().tolist()})
+        rows.append(
+            {
+                "norm": name,
+                "gamma": norm.w.detach().double().tolist(),
+                "beta": None if norm.b is None else norm.b.detach().double().tolist(),
+            }
+        )
     return rows
 
 
@@ -93,19 +106,28 @@ def on_the_model(loaded: LoadedModel, prompt: str, block: int = 0) -> dict:
     top prediction there (the engine's backward pass), taken back through the normalisation with the
     model's eps (``gradient_through``)."""
     if loaded.cfg.norm != "layernorm" or loaded.cfg.norm_position != "pre":
-        raise GlassboxError("The gradient on the model is worked out for a pre-norm LayerNorm; this model's norms are "
-                            f"{loaded.cfg.norm_position}-norm {loaded.cfg.norm}")
+        raise GlassboxError(
+            "The gradient on the model is worked out for a pre-norm LayerNorm; this model's norms are "
+            f"{loaded.cfg.norm_position}-norm {loaded.cfg.norm}"
+        )
     tokens = loaded.encode(prompt)
     check_prompt(loaded.cfg, tokens)
     with torch.no_grad():
         top = int(loaded.model(torch.tensor([tokens], device=loaded.model.device)).logits[0, -1].argmax())
     p = f"blocks.{block}."
-    trace = run_trace(loaded.model, tokens, names=[p + "hook_resid_pre", p + "ln1.hook_normalized"], backward=True,
-                      target=Target(top))
+    trace = run_trace(
+        loaded.model, tokens, names=[p + "hook_resid_pre", p + "ln1.hook_normalized"], backward=True, target=Target(top)
+    )
     x = trace[p + "hook_resid_pre"][-1].double().cpu().numpy()
     g = trace[GRAD + p + "ln1.hook_normalized"][-1].double().cpu().numpy()
-    return {"block": block, "top": top, "x": x, "upstream": g, **gradient_through(x, g, loaded.cfg.norm_eps),
-            "eps": loaded.cfg.norm_eps}
+    return {
+        "block": block,
+        "top": top,
+        "x": x,
+        "upstream": g,
+        **gradient_through(x, g, loaded.cfg.norm_eps),
+        "eps": loaded.cfg.norm_eps,
+    }
 
 
 def figures(loaded: LoadedModel | None = None) -> dict:
@@ -115,11 +137,17 @@ def figures(loaded: LoadedModel | None = None) -> dict:
     upstream = np.array([1.0, -2.0, 0.5])
     model = on_the_model(loaded, PROMPT)
     listed = lambda d: {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in d.items()}  # noqa: E731
-    return {"vector": list(START_3D), "layernorm": listed(steps), "rmsnorm": listed(rms),
-            "two_d": {str(x): centre_and_scale(x)["out"].tolist() for x in ((2.0, 0.6), (0.6, 2.0), (-5.0, 0.1))},
-            "jacobian": jacobian(START_3D).tolist(), "gradient": listed(gradient_through(START_3D, upstream)),
-            "upstream": upstream.tolist(), "norms": gammas_betas(loaded),
-            "on_the_model": {"prompt": PROMPT, **{k: v for k, v in listed(model).items() if k not in ("x", "upstream")}}}
+    return {
+        "vector": list(START_3D),
+        "layernorm": listed(steps),
+        "rmsnorm": listed(rms),
+        "two_d": {str(x): centre_and_scale(x)["out"].tolist() for x in ((2.0, 0.6), (0.6, 2.0), (-5.0, 0.1))},
+        "jacobian": jacobian(START_3D).tolist(),
+        "gradient": listed(gradient_through(START_3D, upstream)),
+        "upstream": upstream.tolist(),
+        "norms": gammas_betas(loaded),
+        "on_the_model": {"prompt": PROMPT, **{k: v for k, v in listed(model).items() if k not in ("x", "upstream")}},
+    }
 
 
 def exercises(seed: int, loaded: LoadedModel | None = None) -> list[Exercise]:
@@ -129,27 +157,43 @@ def exercises(seed: int, loaded: LoadedModel | None = None) -> list[Exercise]:
         x[int(rng.integers(4))] += 1
     steps = centre_and_scale(x)
     i = int(rng.integers(4))
-    out = [Exercise(
-        "std", f"x = {x}. What is its standard deviation, as LayerNorm computes it (divide by d = 4, not d − 1)? "
-        "Answer to 3 decimals.", round(steps["std"], 6), tolerance=1e-3,
-        hint="Subtract the mean from every entry, average the squares, take the square root.",
-        solution=f"mean = {steps['mean']:g}; centred = {[round(float(v), 4) for v in steps['centred']]}; "
-                 f"std = √({float((steps['centred'] ** 2).mean()):.4f}) = {steps['std']:.4f}.", data={"x": x}),
+    out = [
         Exercise(
-        "output", f"x = {x}. What is entry {i + 1} of LayerNorm(x), without γ and β (γ = 1, β = 0, eps = 0)? "
-        "Answer to 3 decimals.", round(float(steps["out"][i]), 6), tolerance=1e-3,
-        hint="(x_i − mean) / std, with the std divided by d.",
-        solution=f"({x[i]} − {steps['mean']:g}) / {steps['std']:.4f} = {steps['out'][i]:.4f}.",
-        data={"x": x, "entry": i})]
+            "std",
+            f"x = {x}. What is its standard deviation, as LayerNorm computes it (divide by d = 4, not d − 1)? "
+            "Answer to 3 decimals.",
+            round(steps["std"], 6),
+            tolerance=1e-3,
+            hint="Subtract the mean from every entry, average the squares, take the square root.",
+            solution=f"mean = {steps['mean']:g}; centred = {[round(float(v), 4) for v in steps['centred']]}; "
+            f"std = √({float((steps['centred'] ** 2).mean()):.4f}) = {steps['std']:.4f}.",
+            data={"x": x},
+        ),
+        Exercise(
+            "output",
+            f"x = {x}. What is entry {i + 1} of LayerNorm(x), without γ and β (γ = 1, β = 0, eps = 0)? Answer to 3 decimals.",
+            round(float(steps["out"][i]), 6),
+            tolerance=1e-3,
+            hint="(x_i − mean) / std, with the std divided by d.",
+            solution=f"({x[i]} − {steps['mean']:g}) / {steps['std']:.4f} = {steps['out'][i]:.4f}.",
+            data={"x": x, "entry": i},
+        ),
+    ]
     z = [int(v) for v in rng.integers(-5, 6, size=3)]
     while not any(z):
         z = [int(v) for v in rng.integers(-5, 6, size=3)]
     j = int(rng.integers(3))
     rms = rms_norm(z)
-    out.append(Exercise(
-        "rms", f"z = {z}. What is entry {j + 1} of RMSNorm(z), without γ (eps = 0)? Answer to 3 decimals.",
-        round(float(rms["out"][j]), 6), tolerance=1e-3,
-        hint="RMSNorm does not centre: divide by √(mean of the squares).",
-        solution=f"rms = √({float((np.asarray(z, float) ** 2).mean()):.4f}) = {rms['rms']:.4f}; "
-                 f"{z[j]} / {rms['rms']:.4f} = {rms['out'][j]:.4f}.", data={"z": z, "entry": j}))
+    out.append(
+        Exercise(
+            "rms",
+            f"z = {z}. What is entry {j + 1} of RMSNorm(z), without γ (eps = 0)? Answer to 3 decimals.",
+            round(float(rms["out"][j]), 6),
+            tolerance=1e-3,
+            hint="RMSNorm does not centre: divide by √(mean of the squares).",
+            solution=f"rms = √({float((np.asarray(z, float) ** 2).mean()):.4f}) = {rms['rms']:.4f}; "
+            f"{z[j]} / {rms['rms']:.4f} = {rms['out'][j]:.4f}.",
+            data={"z": z, "entry": j},
+        )
+    )
     return out

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from glassbox.model.course.attention_by_hand import QUERIES, TOKENS, similarity
 from glassbox.model.course.attention_by_hand import D_K as TOY_D_K
+from glassbox.model.course.attention_by_hand import QUERIES, TOKENS, similarity
 from glassbox.model.course.exercises import Exercise, draw
 from glassbox.model.engine import Transformer, check_prompt, run_trace, variant
 
@@ -27,6 +27,7 @@ TRACED = ["blocks.*.attn.hook_scores", "blocks.*.attn.hook_scores_masked", "bloc
 @dataclass
 class Toy:
     """The attention lesson's four tokens, each with its own query: scores q·k/√2, masked, softmaxed."""
+
     tokens: tuple[str, ...]
     scores: torch.Tensor  # (4, 4) query row × key column
     masked: torch.Tensor  # −∞ above the diagonal
@@ -48,6 +49,7 @@ def toy() -> Toy:
 class Pass:
     """One pass over the prompt: every block's and head's scores and pattern, and the last
     position's next-token probabilities."""
+
     scores: np.ndarray  # (block, head, query, key), q·k × scale
     masked: np.ndarray  # the scores the softmax receives (−∞ on hidden keys)
     pattern: np.ndarray  # (block, head, query, key)
@@ -61,13 +63,18 @@ class Pass:
         def stacked(name: str) -> np.ndarray:
             return np.stack([trace[f"blocks.{b}.attn.{name}"].float().numpy() for b in blocks])
 
-        return cls(stacked("hook_scores"), stacked("hook_scores_masked"), stacked("hook_pattern"),
-                   trace["hook_probs"][-1].double().numpy())
+        return cls(
+            stacked("hook_scores"),
+            stacked("hook_scores_masked"),
+            stacked("hook_pattern"),
+            trace["hook_probs"][-1].double().numpy(),
+        )
 
 
 @dataclass
 class Comparison:
     """The prompt with the mask (the model as trained) and without it (the encoder variant)."""
+
     tokens: list[int]
     masked: Pass
     open: Pass
@@ -147,8 +154,12 @@ def figures(loaded) -> dict:
     seen = compare(loaded.model, tokens)
     with_mask, without = seen.masked.last_probs, seen.open.last_probs
     return {
-        "toy": {"tokens": list(small.tokens), "scores": jsonable(small.scores), "masked_scores": jsonable(small.masked),
-                "weights": jsonable(small.weights)},
+        "toy": {
+            "tokens": list(small.tokens),
+            "scores": jsonable(small.scores),
+            "masked_scores": jsonable(small.masked),
+            "weights": jsonable(small.weights),
+        },
         "masked_is": "null: a score of −∞ (JSON has no infinity)",
         "prompt": PROMPT,
         "tokens": [loaded.pieces[t] for t in tokens],
@@ -170,14 +181,18 @@ def figures(loaded) -> dict:
 
 # --- exercises ------------------------------------------------------------------------------
 
-SENTENCES = ("the cat sat on the mat", "Lily gave the dog a big bone", "Max found a red ball in the park",
-             "the sun rose over the quiet town")  # the visible-keys exercise's words, one token each
+SENTENCES = (
+    "the cat sat on the mat",
+    "Lily gave the dog a big bone",
+    "Max found a red ball in the park",
+    "the sun rose over the quiet town",
+)  # the visible-keys exercise's words, one token each
 
 
 def span(words: list[str], first: int, last: int) -> str:
     """Positions first … last (0-based, inclusive) as the learner counts them (from 1), with their words."""
     where = f"position {first + 1}" if first == last else f"positions {first + 1} to {last + 1}"
-    return f"{where}: {' '.join(words[first:last + 1])}"
+    return f"{where}: {' '.join(words[first : last + 1])}"
 
 
 def exercises(seed: int, loaded=None) -> list[Exercise]:
@@ -188,12 +203,16 @@ def exercises(seed: int, loaded=None) -> list[Exercise]:
     n = int(rng.integers(3, 257))
     kept = int(torch.isfinite(causal_mask(n)).sum())
     kept_ex = Exercise(
-        "kept", f"A sequence of {n} tokens gives {n} × {n} = {n * n:,} scores in one head. How many of them does the "
-        "causal mask keep (not set to −∞)?", kept, unit="scores",
+        "kept",
+        f"A sequence of {n} tokens gives {n} × {n} = {n * n:,} scores in one head. How many of them does the "
+        "causal mask keep (not set to −∞)?",
+        kept,
+        unit="scores",
         hint="Position 1 sees 1 key, position 2 sees 2, …: add them up.",
         solution=f"1 + 2 + … + {n} = {n}·{n + 1}/2 = {kept:,} kept; the other {n * n - kept:,} = {n}·{n - 1}/2 are "
-                 "later keys, set to −∞.",
-        data={"length": n})
+        "later keys, set to −∞.",
+        data={"length": n},
+    )
 
     words = str(rng.choice(SENTENCES)).split()
     query = int(rng.integers(1, len(words) - 1))  # neither end, so the four options differ
@@ -202,27 +221,33 @@ def exercises(seed: int, loaded=None) -> list[Exercise]:
     right = span(words, seen[0], seen[-1])
     options = [right, span(words, query, len(words) - 1), span(words, 0, len(words) - 1), span(words, 0, query - 1)]
     visible_ex = Exercise(
-        "visible", f"In “{' '.join(words)}” (one token a word), which keys may the query at position {query + 1} "
-        f"(“{words[query]}”) attend to under the causal mask?", right,
+        "visible",
+        f"In “{' '.join(words)}” (one token a word), which keys may the query at position {query + 1} "
+        f"(“{words[query]}”) attend to under the causal mask?",
+        right,
         choices=tuple(options[i] for i in rng.permutation(len(options))),
         hint="A decoder's query sees itself and every token before it, never a later one.",
         solution=f"Its row of the mask is 0 at positions 1 to {query + 1} and −∞ after: {right}.",
-        data={"words": words, "query": query})
+        data={"words": words, "query": query},
+    )
 
     n = int(rng.integers(4, 7))
     query = int(rng.integers(1, n - 1))  # at least one key before it and one after
     key = int(rng.integers(0, query + 1))
     scores = [round(float(x), 1) + 0.0 for x in rng.uniform(-2.0, 3.0, n)]  # + 0.0: never −0
     weights = torch.softmax(torch.tensor(scores, dtype=torch.float64) + causal_mask(n)[query], dim=0).tolist()
-    exps = [math.exp(s) for s in scores[:query + 1]]
+    exps = [math.exp(s) for s in scores[: query + 1]]
     weight_ex = Exercise(
-        "masked_weight", f"The query at position {query + 1} of {n} has the scores "
+        "masked_weight",
+        f"The query at position {query + 1} of {n} has the scores "
         f"{', '.join(f'{s:g}' for s in scores)} for the keys at positions 1 to {n}. After the causal mask and the "
         f"softmax, what weight does it give the key at position {key + 1}? Answer to 3 decimals.",
-        weights[key], tolerance=1e-3,
+        weights[key],
+        tolerance=1e-3,
         hint=f"The mask sets the scores after position {query + 1} to −∞ (weight 0); the softmax runs over the rest.",
-        solution=f"Kept: {', '.join(f'{s:g}' for s in scores[:query + 1])}; their exponentials "
-                 f"{', '.join(f'{e:.3f}' for e in exps)} add up to {sum(exps):.3f}; e^{scores[key]:g} / {sum(exps):.3f} "
-                 f"= {weights[key]:.4f}.",
-        data={"scores": scores, "query": query, "key": key})
+        solution=f"Kept: {', '.join(f'{s:g}' for s in scores[: query + 1])}; their exponentials "
+        f"{', '.join(f'{e:.3f}' for e in exps)} add up to {sum(exps):.3f}; e^{scores[key]:g} / {sum(exps):.3f} "
+        f"= {weights[key]:.4f}.",
+        data={"scores": scores, "query": query, "key": key},
+    )
     return [kept_ex, visible_ex, weight_ex]

@@ -50,7 +50,7 @@ class Routing:
     @property
     def chosen(self) -> np.ndarray:
         """(block, position, expert): the router's top_k at each position."""
-        top = np.argsort(-self.probs, axis=-1, kind="stable")[..., :self.top_k]
+        top = np.argsort(-self.probs, axis=-1, kind="stable")[..., : self.top_k]
         chosen = np.zeros_like(self.probs, dtype=bool)
         np.put_along_axis(chosen, top, True, axis=-1)
         return chosen
@@ -68,11 +68,18 @@ def route(loaded: LoadedModel, tokens: list[int], capacity_factor: float | None 
     model = loaded.model if capacity_factor is None else variant(loaded.model, expert_capacity=capacity_factor)
     seen = moe.routing(model, tokens)
     blocks = range(loaded.cfg.n_layers)
-    capacity = None if capacity_factor is None else math.ceil(
-        capacity_factor * len(tokens) * loaded.cfg.experts_top_k / loaded.cfg.n_experts)
-    return Routing(tokens, np.stack([seen[f"blocks.{i}.mlp.hook_router_probs"].double().numpy() for i in blocks]),
-                   np.stack([seen[f"blocks.{i}.mlp.hook_expert_weights"].double().numpy() for i in blocks]),
-                   loaded.cfg.experts_top_k, capacity)
+    capacity = (
+        None
+        if capacity_factor is None
+        else math.ceil(capacity_factor * len(tokens) * loaded.cfg.experts_top_k / loaded.cfg.n_experts)
+    )
+    return Routing(
+        tokens,
+        np.stack([seen[f"blocks.{i}.mlp.hook_router_probs"].double().numpy() for i in blocks]),
+        np.stack([seen[f"blocks.{i}.mlp.hook_expert_weights"].double().numpy() for i in blocks]),
+        loaded.cfg.experts_top_k,
+        capacity,
+    )
 
 
 def sentences() -> list[str]:
@@ -110,9 +117,11 @@ def figures(loaded=None) -> dict:
     """Both runs' figures (the course's model, ``loaded``, is not used)."""
     balanced = load(BALANCED)
     routing = route(balanced, balanced.encode(PROMPT))
-    return moe.figures(balanced) | {"prompt": PROMPT,
-                                    "balance_terms_block1": balance_terms(routing, 0, balanced.cfg.experts_top_k),
-                                    "remedies": remedy_table(remedy_runs())}
+    return moe.figures(balanced) | {
+        "prompt": PROMPT,
+        "balance_terms_block1": balance_terms(routing, 0, balanced.cfg.experts_top_k),
+        "remedies": remedy_table(remedy_runs()),
+    }
 
 
 # --- the other two remedies: noisy top-k and expert choice --------------------------------------
@@ -212,8 +221,9 @@ def remedy_model(remedy: str, seed: int = moe.SEED) -> Transformer:
     capacity = expert_choice_capacity(moe.T, model.cfg.n_experts)
     for i, block in enumerate(model.blocks):
         plain = block.mlp
-        routed = (NoisyTopK(model.cfg, plain.prefix, seed + i) if remedy == "noisy"
-                  else ExpertChoice(model.cfg, plain.prefix, capacity))
+        routed = (
+            NoisyTopK(model.cfg, plain.prefix, seed + i) if remedy == "noisy" else ExpertChoice(model.cfg, plain.prefix, capacity)
+        )
         routed.load_state_dict(plain.state_dict(), strict=False)  # the same start; W_noise at 0
         block.mlp = routed
     return model
@@ -225,8 +235,10 @@ def remedy_loss(model: Transformer, inputs: torch.Tensor, targets: torch.Tensor)
     with capture(["blocks.*.mlp.hook_expert_weights"]) as recorder:
         loss = model(inputs, targets).loss
     weights = [recorder.tensors[WEIGHTS.format(i)].detach() for i in range(model.cfg.n_layers)]
-    return loss, {"shares": [[round(s, 4) for s in slot_shares(w).tolist()] for w in weights],
-                  "unrouted": [round(unrouted_share(w), 4) for w in weights]}
+    return loss, {
+        "shares": [[round(s, 4) for s in slot_shares(w).tolist()] for w in weights],
+        "unrouted": [round(unrouted_share(w), 4) for w in weights],
+    }
 
 
 def train_remedy(remedy: str, steps: int = moe.STEPS) -> dict:
@@ -234,13 +246,11 @@ def train_remedy(remedy: str, steps: int = moe.STEPS) -> dict:
     torch.manual_seed(moe.SEED)
     _, train_ids, _ = story_tokens(moe.N_STORIES, moe.SEED)
     model = remedy_model(remedy)
-    curve = fit(model, lambda gen: windows(train_ids, moe.BATCH, moe.T, gen), steps, moe.LR, moe.SEED,
-                step_loss=remedy_loss)
+    curve = fit(model, lambda gen: windows(train_ids, moe.BATCH, moe.T, gen), steps, moe.LR, moe.SEED, step_loss=remedy_loss)
     if remedy == "noisy":  # the noise scale the router learned, on held-out text
         _, _, val_ids = story_tokens(moe.N_STORIES, moe.SEED)
-        curve["noise_scale"] = noise_scales(model, val_ids[:moe.T * 8].reshape(8, moe.T))
-    return {key: curve[key] for key in ("loss", "shares", "unrouted", "seconds", "threads", "noise_scale")
-            if key in curve}
+        curve["noise_scale"] = noise_scales(model, val_ids[: moe.T * 8].reshape(8, moe.T))
+    return {key: curve[key] for key in ("loss", "shares", "unrouted", "seconds", "threads", "noise_scale") if key in curve}
 
 
 @torch.no_grad()
@@ -267,16 +277,32 @@ def remeasure(remedies: tuple[str, ...] = REMEDIES) -> str:
         runs = {remedy: train_remedy(remedy) for remedy in remedies}
     finally:
         torch.set_num_threads(threads)
-    record = {"runs": runs, "settings": {"steps": moe.STEPS, "batch": moe.BATCH, "T": moe.T, "lr": moe.LR,
-                                         "seed": moe.SEED, "capacity_factor": CAPACITY_RUN,
-                                         "expert_choice_factor": EXPERT_CHOICE_FACTOR},
-              "seconds": round(time.time() - started, 1), "torch": torch.__version__, "command": REMEDIES_COMMAND}
+    record = {
+        "runs": runs,
+        "settings": {
+            "steps": moe.STEPS,
+            "batch": moe.BATCH,
+            "T": moe.T,
+            "lr": moe.LR,
+            "seed": moe.SEED,
+            "capacity_factor": CAPACITY_RUN,
+            "expert_choice_factor": EXPERT_CHOICE_FACTOR,
+        },
+        "seconds": round(time.time() - started, 1),
+        "torch": torch.__version__,
+        "command": REMEDIES_COMMAND,
+    }
     write_text(REMEDIES_FILE, json.dumps(record) + "\n")
     return f"wrote {REMEDIES_FILE} ({record['seconds']} s)"
 
 
-RUN_TITLES = {"none": "no remedy", "balance": "balance loss", "capacity": f"capacity factor C = {CAPACITY_RUN:g}",
-              "noisy": "noisy top-k", "expert_choice": "expert choice"}
+RUN_TITLES = {
+    "none": "no remedy",
+    "balance": "balance loss",
+    "capacity": f"capacity factor C = {CAPACITY_RUN:g}",
+    "noisy": "noisy top-k",
+    "expert_choice": "expert choice",
+}
 
 
 def remedy_runs() -> dict[str, dict]:
@@ -289,12 +315,18 @@ def remedy_runs() -> dict[str, dict]:
         curve = read_curve(load(name).path)
         alpha = moe.ALPHA if key == "balance" else 0.0
         shares = np.array(curve["shares"])
-        runs[key] = {"loss": np.array(curve["loss"]) - alpha * np.array(curve["balance_loss"]), "shares": shares,
-                     "unrouted": np.zeros(shares.shape[:2])}  # top-2 without a cap gives every position 2 experts
+        runs[key] = {
+            "loss": np.array(curve["loss"]) - alpha * np.array(curve["balance_loss"]),
+            "shares": shares,
+            "unrouted": np.zeros(shares.shape[:2]),
+        }  # top-2 without a cap gives every position 2 experts
     shipped = json.loads(REMEDIES_FILE.read_text())["runs"]
     for key in REMEDIES:
-        runs[key] = {"loss": np.array(shipped[key]["loss"]), "shares": np.array(shipped[key]["shares"]),
-                     "unrouted": np.array(shipped[key]["unrouted"])}
+        runs[key] = {
+            "loss": np.array(shipped[key]["loss"]),
+            "shares": np.array(shipped[key]["shares"]),
+            "unrouted": np.array(shipped[key]["unrouted"]),
+        }
         if "noise_scale" in shipped[key]:
             runs[key]["noise_scale"] = shipped[key]["noise_scale"]
     return runs
@@ -306,14 +338,17 @@ def remedy_table(runs: dict[str, dict], last: int = 50) -> dict[str, dict]:
     table = {}
     for key, run in runs.items():
         shares = run["shares"][-last:].mean(0)  # (block, expert)
-        table[key] = {"largest_share": [round(float(v), 4) for v in shares.max(-1)],
-                      "imbalance": [round(float(v), 4) for v in imbalance(shares)],
-                      "unrouted": [round(float(v), 4) for v in run["unrouted"][-last:].mean(0)],
-                      "loss": round(float(run["loss"][-last:].mean()), 4)}
+        table[key] = {
+            "largest_share": [round(float(v), 4) for v in shares.max(-1)],
+            "imbalance": [round(float(v), 4) for v in imbalance(shares)],
+            "unrouted": [round(float(v), 4) for v in run["unrouted"][-last:].mean(0)],
+            "loss": round(float(run["loss"][-last:].mean()), 4),
+        }
     return table
 
 
 # --- exercises ------------------------------------------------------------------------------
+
 
 def listed(values) -> str:
     return ", ".join(f"{v:g}" for v in values)
@@ -332,33 +367,45 @@ def exercises(seed: int, loaded=None) -> list[Exercise]:
     P = (rng.multinomial(100, favour) / 100).tolist()  # whole hundredths that sum to 1
     loss = n * sum(a * b for a, b in zip(f, P))
     balance_ex = Exercise(
-        "balance_loss", f"A router over N = {n} experts sends each of 20 positions to its top {top_k}. The share of "
+        "balance_loss",
+        f"A router over N = {n} experts sends each of 20 positions to its top {top_k}. The share of "
         f"positions that chose each expert is f = {listed(f)}; the router's mean probability for each is P = "
-        f"{listed(P)}. What is the Switch balance loss N · Σ fᵢ · Pᵢ? Answer to 3 decimals.", loss, tolerance=1e-3,
+        f"{listed(P)}. What is the Switch balance loss N · Σ fᵢ · Pᵢ? Answer to 3 decimals.",
+        loss,
+        tolerance=1e-3,
         hint="Multiply each expert's f by its P, add the products, and multiply by the number of experts.",
         solution=f"Σ fᵢ · Pᵢ = {' + '.join(f'{a:g}·{b:g}' for a, b in zip(f, P))} = {loss / n:.4f}; × {n} = "
-                 f"{loss:.4f}. Perfectly even routing would give {top_k}.",
-        data={"n_experts": n, "top_k": top_k, "f": f, "P": P})
+        f"{loss:.4f}. Perfectly even routing would give {top_k}.",
+        data={"n_experts": n, "top_k": top_k, "f": f, "P": P},
+    )
 
     tokens = int(rng.choice([64, 100, 128, 256, 500]))
     n, top_k = int(rng.choice([8, 16, 32])), int(rng.choice([1, 2]))
     factor = float(rng.choice([0.5, 1.0, 1.25, 1.5, 2.0]))
     capacity = math.ceil(factor * tokens * top_k / n)
     capacity_ex = Exercise(
-        "capacity", f"A batch of {tokens} tokens is routed to the top {top_k} of {n} experts with capacity factor "
-        f"C = {factor:g}. How many token slots does each expert have (GShard's capacity, rounded up)?", capacity,
+        "capacity",
+        f"A batch of {tokens} tokens is routed to the top {top_k} of {n} experts with capacity factor "
+        f"C = {factor:g}. How many token slots does each expert have (GShard's capacity, rounded up)?",
+        capacity,
         hint="Each expert's fair share of the routings is tokens · k / experts; the capacity factor scales it.",
         solution=f"{factor:g} × {tokens} × {top_k} / {n} = {factor * tokens * top_k / n:g}, rounded up: {capacity}.",
-        data={"tokens": tokens, "top_k": top_k, "n_experts": n, "capacity_factor": factor}, unit="tokens")
+        data={"tokens": tokens, "top_k": top_k, "n_experts": n, "capacity_factor": factor},
+        unit="tokens",
+    )
 
     n, capacity = 4, int(rng.integers(4, 9))
     wanted = rng.multinomial(4 * capacity, rng.dirichlet(np.ones(n) * 0.7)).tolist()  # as many routings as slots
     dropped = sum(max(0, w - capacity) for w in wanted)
     dropped_ex = Exercise(
-        "dropped", f"Each of {n} experts has a capacity of {capacity} tokens. The router sends them {listed(wanted)} "
-        "tokens. How many routings are dropped (over their expert's capacity)?", dropped,
+        "dropped",
+        f"Each of {n} experts has a capacity of {capacity} tokens. The router sends them {listed(wanted)} "
+        "tokens. How many routings are dropped (over their expert's capacity)?",
+        dropped,
         hint="An expert takes tokens up to its capacity; the rest of what it was sent is dropped.",
         solution=" + ".join(f"max(0, {w} − {capacity})" for w in wanted) + f" = {dropped}, although the "
-                 f"{4 * capacity} slots would hold all {sum(wanted)} routings if they were spread evenly.",
-        data={"capacity": capacity, "routed": wanted}, unit="routings")
+        f"{4 * capacity} slots would hold all {sum(wanted)} routings if they were spread evenly.",
+        data={"capacity": capacity, "routed": wanted},
+        unit="routings",
+    )
     return [balance_ex, capacity_ex, dropped_ex]

@@ -24,16 +24,25 @@ TOP_NEURONS = 4  # per block: the neurons that fire most at the last position
 CLEAR = 0.002  # the which-neuron exercise asks where the best removal beats the next by this much
 TOP_TOKENS = 5  # per neuron: the tokens it reads most, promotes most, suppresses most
 # sentence starts of the story model's own kind, for the exercises (and the residual lesson's)
-STORY_PROMPTS = ("Sam was very", "Mia had a big red", "Zoe loved her", "The dog ran to the",
-                 "Lily went to the park. She saw a", "Tom gave the hat to", "Tom lived in a little house near the")
+STORY_PROMPTS = (
+    "Sam was very",
+    "Mia had a big red",
+    "Zoe loved her",
+    "The dog ran to the",
+    "Lily went to the park. She saw a",
+    "Tom gave the hat to",
+    "Tom lived in a little house near the",
+)
 
 
 def plain_mlp(cfg) -> None:
     """The lesson reads a dense, ungated MLP in every block (W_in, an activation, W_out): say so elsewhere."""
     require(cfg, mlp=True)
     if cfg.gated_mlp or any(cfg.is_moe(b) for b in range(cfg.n_layers)):
-        raise GlassboxError("This lesson reads a plain MLP in every block (x·W_in, an activation, W_out); this model's "
-                            "MLPs are gated or route to experts (the moe lesson)")
+        raise GlassboxError(
+            "This lesson reads a plain MLP in every block (x·W_in, an activation, W_out); this model's "
+            "MLPs are gated or route to experts (the moe lesson)"
+        )
 
 
 def firing(loaded: LoadedModel, tokens: list[int], k: int = TOP_NEURONS) -> list[dict]:
@@ -88,9 +97,18 @@ def removed(loaded: LoadedModel, tokens: list[int], block: int, neuron: int) -> 
     and KL(before ‖ after) in nats."""
     effect = ablate(loaded.model, tokens, block, neuron=neuron, mode="zero")
     top, top_after = int(np.argmax(effect.before)), int(np.argmax(effect.after))
-    return {"block": block, "neuron": neuron, "top": top, "p_before": float(effect.before[top]),
-            "p_after": float(effect.after[top]), "top_after": top_after, "p_top_after": float(effect.after[top_after]),
-            "kl": effect.kl, "before": effect.before, "after": effect.after}
+    return {
+        "block": block,
+        "neuron": neuron,
+        "top": top,
+        "p_before": float(effect.before[top]),
+        "p_after": float(effect.after[top]),
+        "top_after": top_after,
+        "p_top_after": float(effect.after[top_after]),
+        "kl": effect.kl,
+        "before": effect.before,
+        "after": effect.after,
+    }
 
 
 def neuron_table(loaded: LoadedModel, prompt: str, k: int = TOP_NEURONS) -> list[dict]:
@@ -100,8 +118,11 @@ def neuron_table(loaded: LoadedModel, prompt: str, k: int = TOP_NEURONS) -> list
     for row in rows:
         row["reads"] = reads(loaded, row["block"], row["neuron"])
         row |= writes(loaded, row["block"], row["neuron"])
-        row["removed"] = {key: value for key, value in removed(loaded, tokens, row["block"], row["neuron"]).items()
-                          if key not in ("before", "after")}
+        row["removed"] = {
+            key: value
+            for key, value in removed(loaded, tokens, row["block"], row["neuron"]).items()
+            if key not in ("before", "after")
+        }
     return rows
 
 
@@ -113,11 +134,17 @@ def figures(loaded: LoadedModel | None = None) -> dict:
     for row in rows:
         for key in ("reads", "promotes", "suppresses"):
             row[key] = [{**x, "text": word(x["token"])} for x in row[key]]
-    return {"prompt": PROMPT, "tokens": tokens, "d_model": loaded.cfg.d_model, "d_ff": loaded.cfg.d_ff,
-            "activation": loaded.cfg.activation, "neurons": rows,
-            "reads_as": "the token's embedding alone through the block's ln2, times W_in's column, plus b_in",
-            "writes_as": "W_out's row, centred, times the final norm's γ, times W_U",
-            "removed_as": "the neuron's post-activation zeroed at every position"}
+    return {
+        "prompt": PROMPT,
+        "tokens": tokens,
+        "d_model": loaded.cfg.d_model,
+        "d_ff": loaded.cfg.d_ff,
+        "activation": loaded.cfg.activation,
+        "neurons": rows,
+        "reads_as": "the token's embedding alone through the block's ln2, times W_in's column, plus b_in",
+        "writes_as": "W_out's row, centred, times the final norm's γ, times W_U",
+        "removed_as": "the neuron's post-activation zeroed at every position",
+    }
 
 
 def mlp_parameters(d_model: int, d_ff: int, bias: bool = True) -> int:
@@ -137,19 +164,32 @@ def exercises(seed: int, loaded: LoadedModel | None = None) -> list[Exercise]:
     d_model = int(rng.choice([64, 128, 256, 512, 768, 1024]))
     d_ff = 4 * d_model if rng.random() < 0.5 else int(rng.choice([2, 3, 8])) * d_model
     count = mlp_parameters(d_model, d_ff)
-    out.append(Exercise(
-        "parameters", f"An MLP with biases has d_model = {d_model} and d_ff = {d_ff}. How many parameters does it "
-        "have (W_in, b_in, W_out, b_out)?", count, unit="parameters",
-        hint="W_in is d_model × d_ff, W_out is d_ff × d_model; the biases have d_ff and d_model entries.",
-        solution=f"2 × {d_model} × {d_ff} + {d_ff} + {d_model} = {count:,}.", data={"d_model": d_model, "d_ff": d_ff}))
+    out.append(
+        Exercise(
+            "parameters",
+            f"An MLP with biases has d_model = {d_model} and d_ff = {d_ff}. How many parameters does it "
+            "have (W_in, b_in, W_out, b_out)?",
+            count,
+            unit="parameters",
+            hint="W_in is d_model × d_ff, W_out is d_ff × d_model; the biases have d_ff and d_model entries.",
+            solution=f"2 × {d_model} × {d_ff} + {d_ff} + {d_model} = {count:,}.",
+            data={"d_model": d_model, "d_ff": d_ff},
+        )
+    )
     x = round(float(rng.uniform(-2.5, 2.5)), 1)
     value = gelu(x)
-    out.append(Exercise(
-        "gelu", f"What is GELU({x}) = x·Φ(x), Φ the standard normal's distribution function? (ReLU({x}) is "
-        f"{max(x, 0.0):g}.) Answer to 3 decimals.", round(value, 6), tolerance=1e-3,
-        hint="Φ(x) = (1 + erf(x/√2))/2; Φ(0) = 0.5, Φ(1) ≈ 0.841, Φ(−1) ≈ 0.159.",
-        solution=f"Φ({x}) = {0.5 * (1 + math.erf(x / math.sqrt(2))):.4f}, so GELU({x}) = {x} × that = {value:.4f}.",
-        data={"x": x}))
+    out.append(
+        Exercise(
+            "gelu",
+            f"What is GELU({x}) = x·Φ(x), Φ the standard normal's distribution function? (ReLU({x}) is "
+            f"{max(x, 0.0):g}.) Answer to 3 decimals.",
+            round(value, 6),
+            tolerance=1e-3,
+            hint="Φ(x) = (1 + erf(x/√2))/2; Φ(0) = 0.5, Φ(1) ≈ 0.841, Φ(−1) ≈ 0.159.",
+            solution=f"Φ({x}) = {0.5 * (1 + math.erf(x / math.sqrt(2))):.4f}, so GELU({x}) = {x} × that = {value:.4f}.",
+            data={"x": x},
+        )
+    )
     return out
 
 
@@ -173,12 +213,24 @@ def _which_neuron(loaded: LoadedModel, prompt: str, blocks: list[int]) -> Exerci
     best = int(np.argmin([e["p_after"] for e in effects]))
     word = loaded.pieces[top]
     return Exercise(
-        "which_neuron", f"On the prompt “{prompt}” the story model predicts “{word}” (p = {effects[0]['p_before']:.3f}). "
+        "which_neuron",
+        f"On the prompt “{prompt}” the story model predicts “{word}” (p = {effects[0]['p_before']:.3f}). "
         f"Of the four neurons that fire most in {block_label(block)} at the last position, which one, removed (its "
-        "activation zeroed at every position), lowers that probability most (or raises it least)?", labels[best],
+        "activation zeroed at every position), lowers that probability most (or raises it least)?",
+        labels[best],
         choices=tuple(labels),
         hint="Type the prompt in the lesson's box: its table removes each of these neurons and gives p after.",
-        solution="p(“" + word + "”) after removing " + "; ".join(
-            f"{label}: {e['p_after']:.4f}" for label, e in zip(labels, effects)) + f". The lowest is {labels[best]}'s.",
-        data={"prompt": prompt, "block": block, "neurons": neurons, "top": top, "p_before": effects[0]["p_before"],
-              "p_after": [e["p_after"] for e in effects]})
+        solution="p(“"
+        + word
+        + "”) after removing "
+        + "; ".join(f"{label}: {e['p_after']:.4f}" for label, e in zip(labels, effects))
+        + f". The lowest is {labels[best]}'s.",
+        data={
+            "prompt": prompt,
+            "block": block,
+            "neurons": neurons,
+            "top": top,
+            "p_before": effects[0]["p_before"],
+            "p_after": [e["p_after"] for e in effects],
+        },
+    )

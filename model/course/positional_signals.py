@@ -37,7 +37,7 @@ def shift_matrix(k: int, d: int) -> torch.Tensor:
     for i in range(d // 2):
         angle = k * BASE ** (-2 * i / d)
         c, s = math.cos(angle), math.sin(angle)
-        m[2 * i:2 * i + 2, 2 * i:2 * i + 2] = torch.tensor([[c, s], [-s, c]], dtype=torch.float64)
+        m[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = torch.tensor([[c, s], [-s, c]], dtype=torch.float64)
     return m
 
 
@@ -57,8 +57,9 @@ def permutation_error(model, tokens: list[int], order: list[int], positions: boo
     def patterns(ids: list[int]) -> np.ndarray:
         with torch.no_grad(), editing(edits, keep=["blocks.*.attn.hook_pattern"]) as seen:
             run_on(torch.tensor([ids], device=model.device))
-        return np.stack([seen.tensors[f"blocks.{b}.attn.hook_pattern"][0].double().cpu().numpy()
-                         for b in range(model.cfg.n_layers)])
+        return np.stack(
+            [seen.tensors[f"blocks.{b}.attn.hook_pattern"][0].double().cpu().numpy() for b in range(model.cfg.n_layers)]
+        )
 
     plain, shuffled = patterns(tokens), patterns([tokens[i] for i in order])
     permuted = plain[..., order, :][..., :, order]  # P·A·Pᵀ
@@ -92,8 +93,7 @@ def learned_table(model, positions: int = POSITIONS) -> tuple[np.ndarray, np.nda
     return rows.numpy(), (unit @ unit.T).numpy()
 
 
-def rope_scores(q: tuple[float, float], k: tuple[float, float], theta: float, pairs: list[tuple[int, int]]
-                ) -> list[float]:
+def rope_scores(q: tuple[float, float], k: tuple[float, float], theta: float, pairs: list[tuple[int, int]]) -> list[float]:
     """q at position m and k at position n, each rotated by the engine's RoPE (one pair, angle θ per
     position): their dot products, one per (m, n)."""
     length = max(max(m, n) for m, n in pairs) + 1
@@ -120,19 +120,22 @@ def figures(loaded) -> dict:
     offsets = [(m, m + 3) for m in (0, 5, 20)] + [(m + 3, m) for m in (0, 5, 20)]
     return {
         "largest_shift_error": {str(k): largest_shift_error(k, 64) for k in range(1, 17)},
-        "permutation": {"prompt": PROMPT, "order": order,
-                        "no_positions_no_mask": permutation_error(loaded.model, tokens, order, False, False),
-                        "no_positions_with_mask": permutation_error(loaded.model, tokens, order, False, True),
-                        "positions_no_mask": permutation_error(loaded.model, tokens, order, True, False)},
+        "permutation": {
+            "prompt": PROMPT,
+            "order": order,
+            "no_positions_no_mask": permutation_error(loaded.model, tokens, order, False, False),
+            "no_positions_with_mask": permutation_error(loaded.model, tokens, order, False, True),
+            "positions_no_mask": permutation_error(loaded.model, tokens, order, True, False),
+        },
         "learned_colour_limit_p95": colour_limit(learned_table(loaded.model)[0], 95.0),
         "learned_neighbour_cosine": float(np.mean(np.diag(similarity, 1))),
         "learned_far_cosine": float(np.mean(np.diag(similarity, 16))),
-        "rope": [{"m": m, "n": n, "score": s} for (m, n), s in
-                 zip(offsets, rope_scores((1.0, 0.5), (0.8, -0.3), 0.3, offsets))],
+        "rope": [{"m": m, "n": n, "score": s} for (m, n), s in zip(offsets, rope_scores((1.0, 0.5), (0.8, -0.3), 0.3, offsets))],
     }
 
 
 # --- exercises ------------------------------------------------------------------------------
+
 
 def frequency(d: int, pair: int) -> float:
     """ω_i of the (sin, cos) pair ``pair``: the angle it turns by per position (its angle at position 1)."""
@@ -159,25 +162,35 @@ def exercises(seed: int, loaded=None) -> list[Exercise]:
     value = float(sinusoidal_table(pos + 1, d)[pos, dim])
     omega = frequency(d, pair)
     value_ex = Exercise(
-        "pe_value", f"The sinusoidal table has {formula}. With d_model = {d}, what is PE({pos}, {dim})? "
-        "Answer to 3 decimals (angles in radians).", value, tolerance=1e-3,
+        "pe_value",
+        f"The sinusoidal table has {formula}. With d_model = {d}, what is PE({pos}, {dim})? "
+        "Answer to 3 decimals (angles in radians).",
+        value,
+        tolerance=1e-3,
         hint=f"Dimension {dim} is {'odd' if dim % 2 else 'even'}: it is the {wave} of pair i = {pair}.",
         solution=f"Dimension {dim} = 2·{pair}{' + 1' if dim % 2 else ''}: i = {pair}, ω = 1/10000^({2 * pair}/{d}) "
-                 f"= {omega:.5g}; pos·ω = {pos} × {omega:.5g} = {pos * omega:.4f} rad; "
-                 f"{wave}({pos * omega:.4f}) = {value:.4f}.",
-        data={"d_model": d, "pos": pos, "dim": dim})
+        f"= {omega:.5g}; pos·ω = {pos} × {omega:.5g} = {pos * omega:.4f} rad; "
+        f"{wave}({pos * omega:.4f}) = {value:.4f}.",
+        data={"d_model": d, "pos": pos, "dim": dim},
+    )
 
     d = int(rng.choice([64, 128, 256, 512]))
     pair = int(rng.integers(1, d // 2))
     omega = frequency(d, pair)
     wavelength = 2 * math.pi / omega
     wavelength_ex = Exercise(
-        "wavelength", f"The sinusoidal table has {formula}. With d_model = {d}, what is the wavelength of pair "
+        "wavelength",
+        f"The sinusoidal table has {formula}. With d_model = {d}, what is the wavelength of pair "
         f"i = {pair} (dimensions {2 * pair} and {2 * pair + 1}): the number of positions it takes to turn a full "
-        "circle and repeat its values? Answer to 3 significant figures.", wavelength, tolerance=0.01, relative=True, unit="positions",
+        "circle and repeat its values? Answer to 3 significant figures.",
+        wavelength,
+        tolerance=0.01,
+        relative=True,
+        unit="positions",
         hint="The pair turns by ω_i per position; a full turn is 2π.",
         solution=f"ω = 1/10000^({2 * pair}/{d}) = {omega:.5g} per position; 2π/ω = {wavelength:,.2f} positions.",
-        data={"d_model": d, "pair": pair})
+        data={"d_model": d, "pair": pair},
+    )
 
     q, k = drawn_pair(rng), drawn_pair(rng)
     theta = float(rng.choice([0.1, 0.25, 0.5, 1.0]))
@@ -189,13 +202,17 @@ def exercises(seed: int, loaded=None) -> list[Exercise]:
         return "(" + ", ".join(f"{x:.4f}" for x in v) + ")"
 
     rope_ex = Exercise(
-        "rope_score", f"RoPE turns a 2-D query q = ({q[0]:g}, {q[1]:g}) at position m = {m} counter-clockwise by "
+        "rope_score",
+        f"RoPE turns a 2-D query q = ({q[0]:g}, {q[1]:g}) at position m = {m} counter-clockwise by "
         f"m·θ radians, and a key k = ({k[0]:g}, {k[1]:g}) at position n = {n} by n·θ, with θ = {theta:g}. What is "
-        "their score, the dot product of the turned vectors? Answer to 3 decimals.", score, tolerance=1e-3,
+        "their score, the dot product of the turned vectors? Answer to 3 decimals.",
+        score,
+        tolerance=1e-3,
         hint="Turning (x, y) by an angle a gives (x·cos a − y·sin a, x·sin a + y·cos a). Only n − m matters: the "
-             "score is q·(k turned by (n − m)·θ).",
+        "score is q·(k turned by (n − m)·θ).",
         solution=f"q turned by {m * theta:g} rad: {shown(turned_q)}; k turned by {n * theta:g} rad: "
-                 f"{shown(turned_k)}; their dot product {score:.4f}, the same as q·(k turned by "
-                 f"{(n - m) * theta:g} rad).",
-        data={"q": list(q), "k": list(k), "theta": theta, "m": m, "n": n})
+        f"{shown(turned_k)}; their dot product {score:.4f}, the same as q·(k turned by "
+        f"{(n - m) * theta:g} rad).",
+        data={"q": list(q), "k": list(k), "theta": theta, "m": m, "n": n},
+    )
     return [value_ex, wavelength_ex, rope_ex]

@@ -86,7 +86,7 @@ def mean_losses(model, token_lists: list[list[int]], batch: int = 256) -> np.nda
     out = np.full(len(token_lists), np.nan)
     order = sorted(range(len(token_lists)), key=lambda i: len(token_lists[i]))
     for start in range(0, len(order), batch):
-        chunk = [i for i in order[start:start + batch] if len(token_lists[i]) >= 3]
+        chunk = [i for i in order[start : start + batch] if len(token_lists[i]) >= 3]
         if not chunk:
             continue
         longest = max(len(token_lists[i]) for i in chunk)
@@ -94,8 +94,8 @@ def mean_losses(model, token_lists: list[list[int]], batch: int = 256) -> np.nda
         targets = torch.full((len(chunk), longest), -1, dtype=torch.long)
         for row, i in enumerate(chunk):
             t = token_lists[i]
-            ids[row, :len(t)] = torch.tensor(t)
-            targets[row, 1:len(t) - 1] = torch.tensor(t[2:])
+            ids[row, : len(t)] = torch.tensor(t)
+            targets[row, 1 : len(t) - 1] = torch.tensor(t[2:])
         with torch.no_grad():
             logits = model(ids).logits.double()
         losses = torch.nn.functional.cross_entropy(logits.transpose(1, 2), targets.clamp(min=0), reduction="none")
@@ -108,6 +108,7 @@ def mean_losses(model, token_lists: list[list[int]], batch: int = 256) -> np.nda
 @dataclass
 class Typical:
     """The corpus's own held-out sentences, scored one at a time."""
+
     vocab_size: int
     stories: int  # the training corpus's stories
     sentences: list[str]
@@ -157,8 +158,9 @@ def typical(loaded, corpus_of: tuple[int, int] | None = None, held_out: int = HE
     ids = [loaded.encode(s) for s in texts]
     every = [w for s in texts for w in words(s)]
     cut = {w for w in set(every) if len(pieces_of(loaded, w)) > 1}
-    return Typical(loaded.cfg.vocab_size, n_stories, texts, mean_losses(loaded.model, ids),
-                   sum(w in cut for w in every) / max(len(every), 1))
+    return Typical(
+        loaded.cfg.vocab_size, n_stories, texts, mean_losses(loaded.model, ids), sum(w in cut for w in every) / max(len(every), 1)
+    )
 
 
 def fingerprint(model) -> str:
@@ -174,8 +176,7 @@ def shipped_path(name: str):
     return asset("course") / f"prompt-fit-{name}.json"
 
 
-def shipped_or_measured(loaded, name: str, corpus_of: tuple[int, int] | None = None,
-                        held_out: int = HELD_OUT) -> Typical:
+def shipped_or_measured(loaded, name: str, corpus_of: tuple[int, int] | None = None, held_out: int = HELD_OUT) -> Typical:
     """``typical``, read from the file ``ship`` wrote for the bundled model ``name`` when it was
     measured on these very weights and this corpus (a cold server opens a lesson at once), else
     measured now."""
@@ -183,10 +184,18 @@ def shipped_or_measured(loaded, name: str, corpus_of: tuple[int, int] | None = N
     corpus_of = corpus_of or card_corpus(loaded)
     if path.exists():
         record = json.loads(path.read_text())
-        if (record["fingerprint"], record["corpus"], record["held_out"]) == (fingerprint(loaded.model),
-                                                                             list(corpus_of), held_out):
-            return Typical(record["vocab_size"], record["stories"], record["sentences"],
-                           np.array([np.nan if x is None else x for x in record["losses"]]), record["split_share"])
+        if (record["fingerprint"], record["corpus"], record["held_out"]) == (
+            fingerprint(loaded.model),
+            list(corpus_of),
+            held_out,
+        ):
+            return Typical(
+                record["vocab_size"],
+                record["stories"],
+                record["sentences"],
+                np.array([np.nan if x is None else x for x in record["losses"]]),
+                record["split_share"],
+            )
     return typical(loaded, corpus_of, held_out)
 
 
@@ -194,11 +203,19 @@ def ship(loaded, name: str, corpus_of: tuple[int, int] | None = None, held_out: 
     """Measure ``typical`` and write it where ``shipped_or_measured`` reads it."""
     corpus_of = corpus_of or card_corpus(loaded)
     measured = typical(loaded, corpus_of, held_out)
-    record = {"model": name, "fingerprint": fingerprint(loaded.model), "corpus": list(corpus_of), "held_out": held_out,
-              "vocab_size": measured.vocab_size, "stories": measured.stories, "sentences": measured.sentences,
-              "losses": [None if np.isnan(x) else float(x) for x in measured.losses],
-              "split_share": measured.split_share, "command": "python -m glassbox.model.course.prompt_fit",
-              "torch": torch.__version__}
+    record = {
+        "model": name,
+        "fingerprint": fingerprint(loaded.model),
+        "corpus": list(corpus_of),
+        "held_out": held_out,
+        "vocab_size": measured.vocab_size,
+        "stories": measured.stories,
+        "sentences": measured.sentences,
+        "losses": [None if np.isnan(x) else float(x) for x in measured.losses],
+        "split_share": measured.split_share,
+        "command": "python -m glassbox.model.course.prompt_fit",
+        "torch": torch.__version__,
+    }
     path = shipped_path(name)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text(path, json.dumps(record) + "\n")

@@ -36,9 +36,12 @@ def writes(loaded: LoadedModel, tokens: list[int]) -> dict:
     trace = run_trace(loaded.model, tokens, names=[name for _, name in parts] + [end])
     labels, norms = contribution_norms(trace, loaded.cfg)
     total = sum(trace[name][-1].double() for _, name in parts)
-    return {"labels": labels, "norms": norms[:, -1].tolist(),
-            "sum_vs_stream": float((total - trace[end][-1].double()).abs().max()),
-            "stream_norm": float(trace[end][-1].double().norm())}
+    return {
+        "labels": labels,
+        "norms": norms[:, -1].tolist(),
+        "sum_vs_stream": float((total - trace[end][-1].double()).abs().max()),
+        "stream_norm": float(trace[end][-1].double().norm()),
+    }
 
 
 def writer_of(part: str) -> str:
@@ -60,9 +63,17 @@ def attribution(loaded: LoadedModel, tokens: list[int], token_id: int) -> dict:
     for name, value in zip(dla.names, dla.values):
         writers[writer_of(name)] = writers.get(writer_of(name), 0.0) + float(value)
     total = float(np.sum(dla.values))
-    return {"token": token_id, "parts": [part_words(n) for n in dla.names], "names": dla.names,
-            "values": dla.values.tolist(), "writers": list(writers), "writer_values": list(writers.values()),
-            "sum": total, "logit": dla.logit, "difference": abs(total - dla.logit)}
+    return {
+        "token": token_id,
+        "parts": [part_words(n) for n in dla.names],
+        "names": dla.names,
+        "values": dla.values.tolist(),
+        "writers": list(writers),
+        "writer_values": list(writers.values()),
+        "sum": total,
+        "logit": dla.logit,
+        "difference": abs(total - dla.logit),
+    }
 
 
 def lens(loaded: LoadedModel, tokens: list[int], k: int = LENS_TOP) -> dict:
@@ -72,17 +83,29 @@ def lens(loaded: LoadedModel, tokens: list[int], k: int = LENS_TOP) -> dict:
     trace = run_trace(loaded.model, tokens, names=["blocks.*.hook_resid_pre", "blocks.*.hook_resid_post"])
     top = top_token(loaded, tokens)
     seen = logit_lens(loaded.model, trace, top, k, positions=[len(tokens) - 1])
-    return {"labels": seen.labels, "top": top, "top_ids": seen.top_ids[:, 0].tolist(),
-            "top_probs": seen.top_probs[:, 0].astype(float).tolist(), "p_top": seen.chosen[:, 0].astype(float).tolist()}
+    return {
+        "labels": seen.labels,
+        "top": top,
+        "top_ids": seen.top_ids[:, 0].tolist(),
+        "top_probs": seen.top_probs[:, 0].astype(float).tolist(),
+        "p_top": seen.chosen[:, 0].astype(float).tolist(),
+    }
 
 
 def figures(loaded: LoadedModel | None = None) -> dict:
     loaded = loaded or load("default")
     tokens = loaded.encode(PROMPT)
     top = top_token(loaded, tokens)
-    return {"prompt": PROMPT, "tokens": tokens, "top": top, "top_text": loaded.pieces[top],
-            "d_model": loaded.cfg.d_model, "writes": writes(loaded, tokens),
-            "attribution": attribution(loaded, tokens, top), "lens": lens(loaded, tokens)}
+    return {
+        "prompt": PROMPT,
+        "tokens": tokens,
+        "top": top,
+        "top_text": loaded.pieces[top],
+        "d_model": loaded.cfg.d_model,
+        "writes": writes(loaded, tokens),
+        "attribution": attribution(loaded, tokens, top),
+        "lens": lens(loaded, tokens),
+    }
 
 
 def exercises(seed: int, loaded: LoadedModel | None = None) -> list[Exercise]:
@@ -99,25 +122,42 @@ def exercises(seed: int, loaded: LoadedModel | None = None) -> list[Exercise]:
     total = round(sum(shown), 3)
     offered = sorted(rng.choice(len(names), size=4, replace=False).tolist())
     best = max(offered, key=lambda i: values[i])
-    out = [Exercise(
-        "sum", f"On “{prompt}”, three writers' direct shares of the logit of “{word}” are: " + "; ".join(
-            f"{names[i]}: {v:.3f}" for i, v in zip(picked, shown)) + ". What do they add up to? (3 decimals)",
-        total, tolerance=2e-3, hint="The shares are added: the final norm, its scale held fixed, is linear.",
-        solution=" + ".join(f"{v:.3f}" if v >= 0 else f"({v:.3f})" for v in shown) + f" = {total:.3f}.",
-        data={"prompt": prompt, "writers": [names[i] for i in picked], "values": shown}),
+    out = [
         Exercise(
-        "largest", f"On “{prompt}” the story model predicts “{word}”. Of these four writers, which has the largest "
-        "direct share of its logit?", names[best], choices=tuple(names[i] for i in offered),
-        hint="The lesson's attribution chart, with this prompt in its box, gives each writer's share.",
-        solution="; ".join(f"{names[i]}: {values[i]:.3f}" for i in offered) + f". The largest: {names[best]}.",
-        data={"prompt": prompt, "top": top, "writers": [names[i] for i in offered],
-              "values": [values[i] for i in offered]})]
+            "sum",
+            f"On “{prompt}”, three writers' direct shares of the logit of “{word}” are: "
+            + "; ".join(f"{names[i]}: {v:.3f}" for i, v in zip(picked, shown))
+            + ". What do they add up to? (3 decimals)",
+            total,
+            tolerance=2e-3,
+            hint="The shares are added: the final norm, its scale held fixed, is linear.",
+            solution=" + ".join(f"{v:.3f}" if v >= 0 else f"({v:.3f})" for v in shown) + f" = {total:.3f}.",
+            data={"prompt": prompt, "writers": [names[i] for i in picked], "values": shown},
+        ),
+        Exercise(
+            "largest",
+            f"On “{prompt}” the story model predicts “{word}”. Of these four writers, which has the largest "
+            "direct share of its logit?",
+            names[best],
+            choices=tuple(names[i] for i in offered),
+            hint="The lesson's attribution chart, with this prompt in its box, gives each writer's share.",
+            solution="; ".join(f"{names[i]}: {values[i]:.3f}" for i in offered) + f". The largest: {names[best]}.",
+            data={"prompt": prompt, "top": top, "writers": [names[i] for i in offered], "values": [values[i] for i in offered]},
+        ),
+    ]
     d_model = int(rng.choice([128, 512, 768, 1024, 2048, 4096]))
     blocks = int(rng.integers(2, 49))
-    out.append(Exercise(
-        "width", f"A model has d_model = {d_model} and {blocks} blocks. How many numbers wide is the residual "
-        f"stream at one position after block {blocks}?", d_model, unit="numbers",
-        hint="Every block adds its write to the stream: a sum of vectors of one width.",
-        solution=f"Each block reads the stream and adds a write of the same width, so after any number of blocks it "
-                 f"is still d_model = {d_model} wide.", data={"d_model": d_model, "blocks": blocks}))
+    out.append(
+        Exercise(
+            "width",
+            f"A model has d_model = {d_model} and {blocks} blocks. How many numbers wide is the residual "
+            f"stream at one position after block {blocks}?",
+            d_model,
+            unit="numbers",
+            hint="Every block adds its write to the stream: a sum of vectors of one width.",
+            solution=f"Each block reads the stream and adds a write of the same width, so after any number of blocks it "
+            f"is still d_model = {d_model} wide.",
+            data={"d_model": d_model, "blocks": blocks},
+        )
+    )
     return out

@@ -29,8 +29,17 @@ KAPLAN_N_C = 8.8e13
 # (d_model, layers, heads): from the micro-models' width (16) to the default model's shape (128, 4 blocks)
 SIZES = [(16, 1, 2), (32, 1, 2), (48, 2, 2), (64, 2, 4), (96, 3, 4), (128, 4, 4)]
 # The one budget every size gets: the same steps, batches, schedule and data
-TRAINING = {"steps": 400, "batch": 16, "context": 64, "peak_lr": 3e-3, "warmup": 40, "stories": 2000,
-            "held_out": 200, "eval_every": 100, "seed": 0}
+TRAINING = {
+    "steps": 400,
+    "batch": 16,
+    "context": 64,
+    "peak_lr": 3e-3,
+    "warmup": 40,
+    "stories": 2000,
+    "held_out": 200,
+    "eval_every": 100,
+    "seed": 0,
+}
 RUNS_FILE = asset("course") / "scaling-runs.json"
 EMBEDDING_PARAMETERS = ("embed.W_E", "pos_embed.W_pos")  # Kaplan's N leaves out the token and position tables
 
@@ -38,8 +47,7 @@ EMBEDDING_PARAMETERS = ("embed.W_E", "pos_embed.W_pos")  # Kaplan's N leaves out
 def config(d_model: int, layers: int, heads: int, vocab: int, context: int) -> ModelConfig:
     """A GPT-2-shaped model of the default's kind (LayerNorm, GELU, learned positions, tied
     embeddings) at this size, its MLP 4·d_model wide."""
-    return ModelConfig(vocab_size=vocab, n_ctx=context, d_model=d_model, n_layers=layers, n_heads=heads,
-                       d_ff=4 * d_model)
+    return ModelConfig(vocab_size=vocab, n_ctx=context, d_model=d_model, n_layers=layers, n_heads=heads, d_ff=4 * d_model)
 
 
 def non_embedding_by_hand(cfg: ModelConfig) -> int:
@@ -83,8 +91,20 @@ def held_out_loss(model: Transformer, data: torch.Tensor, context: int) -> float
     return sum(losses) / len(windows)
 
 
-def train_one(size: tuple[int, int, int], train: torch.Tensor, held: torch.Tensor, vocab: int, steps: int,
-              batch: int, context: int, peak_lr: float, warmup: int, eval_every: int, seed: int, **_) -> dict:
+def train_one(
+    size: tuple[int, int, int],
+    train: torch.Tensor,
+    held: torch.Tensor,
+    vocab: int,
+    steps: int,
+    batch: int,
+    context: int,
+    peak_lr: float,
+    warmup: int,
+    eval_every: int,
+    seed: int,
+    **_,
+) -> dict:
     """One size trained for the budget: AdamW, warmup then cosine, the same batches for every size."""
     d_model, layers, heads = size
     cfg = config(d_model, layers, heads, vocab, context)
@@ -97,7 +117,7 @@ def train_one(size: tuple[int, int, int], train: torch.Tensor, held: torch.Tenso
         for group in opt.param_groups:
             group["lr"] = learning_rate_at("warmup + cosine", step, steps, peak_lr, warmup, 0.1)
         starts = torch.randint(len(train) - context - 1, (batch,), generator=generator)
-        window = torch.stack([train[s:s + context + 1] for s in starts])
+        window = torch.stack([train[s : s + context + 1] for s in starts])
         loss = model(window[:, :-1], window[:, 1:]).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -105,11 +125,18 @@ def train_one(size: tuple[int, int, int], train: torch.Tensor, held: torch.Tenso
         losses.append(loss.item())
         if (step + 1) % eval_every == 0 or step + 1 == steps:
             evals.append({"step": step + 1, "loss": held_out_loss(model, held, context)})
-    return {"d_model": d_model, "layers": layers, "heads": heads, "d_ff": cfg.d_ff,
-            "non_embedding": non_embedding_parameters(model),
-            "all_parameters": sum(p.numel() for p in model.parameters()),
-            "train_losses": losses, "held_out": evals, "final_held_out": evals[-1]["loss"],
-            "seconds": round(time.time() - started, 1)}
+    return {
+        "d_model": d_model,
+        "layers": layers,
+        "heads": heads,
+        "d_ff": cfg.d_ff,
+        "non_embedding": non_embedding_parameters(model),
+        "all_parameters": sum(p.numel() for p in model.parameters()),
+        "train_losses": losses,
+        "held_out": evals,
+        "final_held_out": evals[-1]["loss"],
+        "seconds": round(time.time() - started, 1),
+    }
 
 
 def remeasure() -> str:
@@ -129,10 +156,18 @@ def remeasure() -> str:
             runs = [train_one(size, train, held, tokenizer.vocab_size, **s) for size in SIZES]
     finally:
         torch.set_num_threads(threads)
-    record = {"settings": TRAINING, "sizes": [list(x) for x in SIZES], "vocab": tokenizer.vocab_size,
-              "train_tokens": len(train), "held_out_tokens": len(held), "runs": runs,
-              "seconds": round(time.time() - started, 1), "torch": torch.__version__,
-              "threads": 1, "command": "glassbox course scaling --remeasure"}
+    record = {
+        "settings": TRAINING,
+        "sizes": [list(x) for x in SIZES],
+        "vocab": tokenizer.vocab_size,
+        "train_tokens": len(train),
+        "held_out_tokens": len(held),
+        "runs": runs,
+        "seconds": round(time.time() - started, 1),
+        "torch": torch.__version__,
+        "threads": 1,
+        "command": "glassbox course scaling --remeasure",
+    }
     RUNS_FILE.parent.mkdir(parents=True, exist_ok=True)
     write_text(RUNS_FILE, json.dumps(record) + "\n")
     return f"wrote {RUNS_FILE} ({record['seconds']} s)"
@@ -152,9 +187,8 @@ def fit_power_law(n: list[float], loss: list[float]) -> dict:
     intercept = float(y.mean() - slope * x.mean())
     alpha = -slope
     residual = y - (intercept + slope * x)
-    r2 = 1 - float((residual ** 2).sum() / ((y - y.mean()) ** 2).sum())
-    return {"alpha": alpha, "n_c": math.exp(intercept / alpha) if alpha else math.inf, "log_intercept": intercept,
-            "r2": r2}
+    r2 = 1 - float((residual**2).sum() / ((y - y.mean()) ** 2).sum())
+    return {"alpha": alpha, "n_c": math.exp(intercept / alpha) if alpha else math.inf, "log_intercept": intercept, "r2": r2}
 
 
 def power_law(n, alpha: float, n_c: float):
@@ -178,12 +212,19 @@ def figures(loaded=None) -> dict:
     shipped = shipped_runs()
     n = [r["non_embedding"] for r in shipped["runs"]]
     loss = [r["final_held_out"] for r in shipped["runs"]]
-    return {"settings": shipped["settings"], "command": shipped["command"], "seconds": shipped["seconds"],
-            "torch": shipped["torch"],
-            "models": [{k: r[k] for k in ("d_model", "layers", "heads", "non_embedding", "all_parameters",
-                                          "final_held_out")} for r in shipped["runs"]],
-            "fit": fit_power_law(n, loss), "fit_with_floor": fit_with_floor(n, loss),
-            "kaplan": {"alpha_n": KAPLAN_ALPHA_N, "n_c": KAPLAN_N_C}}
+    return {
+        "settings": shipped["settings"],
+        "command": shipped["command"],
+        "seconds": shipped["seconds"],
+        "torch": shipped["torch"],
+        "models": [
+            {k: r[k] for k in ("d_model", "layers", "heads", "non_embedding", "all_parameters", "final_held_out")}
+            for r in shipped["runs"]
+        ],
+        "fit": fit_power_law(n, loss),
+        "fit_with_floor": fit_with_floor(n, loss),
+        "kaplan": {"alpha_n": KAPLAN_ALPHA_N, "n_c": KAPLAN_N_C},
+    }
 
 
 def exercises(seed: int, loaded=None) -> list[Exercise]:
@@ -199,22 +240,39 @@ def exercises(seed: int, loaded=None) -> list[Exercise]:
     fitted = math.log(l1 / l2) / math.log(n2 / n1)
     halving = 2 ** (1 / alpha)
     return [
-        Exercise("predict", f"A power law L(N) = (N_c / N)^α with α = {alpha} and N_c = {n_c:.3g}. What loss does it "
-                 f"predict for N = {n:.0e} parameters? Answer in nats to 3 decimals.", round(predicted, 6),
-                 tolerance=1e-3, unit="nats", hint="Divide N_c by N, then raise to the power α.",
-                 solution=f"N_c / N = {n_c:.3g} / {n:.0e} = {n_c / n:.4g}; ({n_c / n:.4g})^{alpha} = {predicted:.4f}.",
-                 data={"alpha": alpha, "n_c": n_c, "n": n}),
-        Exercise("alpha", f"A model of {n1:.0e} parameters reaches a loss of {l1} nats; one of {n2:.0e} reaches {l2}. "
-                 "If L = (N_c / N)^α, what is α? Answer to 3 decimals.", round(fitted, 6), tolerance=1e-3,
-                 hint="Divide the two laws: L1 / L2 = (N2 / N1)^α, then take logarithms.",
-                 solution=f"α = ln(L1 / L2) / ln(N2 / N1) = ln({l1} / {l2}) / ln({n2 / n1:.0f}) = "
-                          f"{math.log(l1 / l2):.4f} / {math.log(n2 / n1):.4f} = {fitted:.4f}.",
-                 data={"n1": n1, "l1": l1, "n2": n2, "l2": l2}),
-        Exercise("halve", f"With L = (N_c / N)^α and α = {alpha}, how many times more parameters halve the loss? "
-                 "Answer within 1%.", halving, tolerance=0.01, relative=True, unit="times",
-                 hint="Halving L means (N_c / N')^α = ½ (N_c / N)^α: solve for N' / N.",
-                 solution=f"(N / N')^α = 1/2, so N' / N = 2^(1/α) = 2^(1/{alpha}) = 2^{1 / alpha:.3f} = "
-                          f"{halving:.4g}. With Kaplan's α_N = {KAPLAN_ALPHA_N} it would be "
-                          f"{2 ** (1 / KAPLAN_ALPHA_N):.3g}.",
-                 data={"alpha": alpha}),
+        Exercise(
+            "predict",
+            f"A power law L(N) = (N_c / N)^α with α = {alpha} and N_c = {n_c:.3g}. What loss does it "
+            f"predict for N = {n:.0e} parameters? Answer in nats to 3 decimals.",
+            round(predicted, 6),
+            tolerance=1e-3,
+            unit="nats",
+            hint="Divide N_c by N, then raise to the power α.",
+            solution=f"N_c / N = {n_c:.3g} / {n:.0e} = {n_c / n:.4g}; ({n_c / n:.4g})^{alpha} = {predicted:.4f}.",
+            data={"alpha": alpha, "n_c": n_c, "n": n},
+        ),
+        Exercise(
+            "alpha",
+            f"A model of {n1:.0e} parameters reaches a loss of {l1} nats; one of {n2:.0e} reaches {l2}. "
+            "If L = (N_c / N)^α, what is α? Answer to 3 decimals.",
+            round(fitted, 6),
+            tolerance=1e-3,
+            hint="Divide the two laws: L1 / L2 = (N2 / N1)^α, then take logarithms.",
+            solution=f"α = ln(L1 / L2) / ln(N2 / N1) = ln({l1} / {l2}) / ln({n2 / n1:.0f}) = "
+            f"{math.log(l1 / l2):.4f} / {math.log(n2 / n1):.4f} = {fitted:.4f}.",
+            data={"n1": n1, "l1": l1, "n2": n2, "l2": l2},
+        ),
+        Exercise(
+            "halve",
+            f"With L = (N_c / N)^α and α = {alpha}, how many times more parameters halve the loss? Answer within 1%.",
+            halving,
+            tolerance=0.01,
+            relative=True,
+            unit="times",
+            hint="Halving L means (N_c / N')^α = ½ (N_c / N)^α: solve for N' / N.",
+            solution=f"(N / N')^α = 1/2, so N' / N = 2^(1/α) = 2^(1/{alpha}) = 2^{1 / alpha:.3f} = "
+            f"{halving:.4g}. With Kaplan's α_N = {KAPLAN_ALPHA_N} it would be "
+            f"{2 ** (1 / KAPLAN_ALPHA_N):.3g}.",
+            data={"alpha": alpha},
+        ),
     ]

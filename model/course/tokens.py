@@ -10,8 +10,8 @@ numbers per token (the text by the course model's own embedding table)."""
 from __future__ import annotations
 
 from collections import Counter
-from itertools import pairwise
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 
@@ -19,8 +19,13 @@ from glassbox.model.course.exercises import Exercise, draw
 from glassbox.model.engine import GlassboxError
 
 TEXT = "Lily saw a big dog. Zoë ate a crème brûlée!"
-TRAIN_SENTENCES = ("the cat sat on the mat", "the dog sat on the log", "the cat and the dog ran to the park",
-                   "lily had a cat and the cat was happy", "lily and the dog played all day")
+TRAIN_SENTENCES = (
+    "the cat sat on the mat",
+    "the dog sat on the log",
+    "the cat and the dog ran to the park",
+    "lily had a cat and the cat was happy",
+    "lily and the dog played all day",
+)
 MAX_MERGES = 40
 D_MODEL = 32  # the tiny model's width for audio, images and prices
 SEED = 0  # the synthetic clip, image and prices, and the embeddings' weights
@@ -31,6 +36,7 @@ PRICES = {"days": 256, "bins": 16, "clip": 0.03}  # returns beyond ±clip fall i
 
 
 # --- text -----------------------------------------------------------------------------------
+
 
 def byte_piece(byte: int) -> str:
     """A byte as a token's label: printable ASCII as itself, anything else as <0xNN>."""
@@ -53,6 +59,7 @@ def text_embedding(loaded, text: str) -> np.ndarray:
 
 
 # --- a byte-pair encoder, trained here -----------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Merge:
@@ -136,10 +143,11 @@ def vocabulary(sentences, merges: list[Merge]) -> list[str]:
 
 # --- audio, images, prices ------------------------------------------------------------------
 
+
 def audio_clip(seconds: float = AUDIO["seconds"], rate: int = SAMPLE_RATE, seed: int = SEED) -> np.ndarray:
     """A synthetic clip: a tone gliding from 220 to 880 Hz under a slow swell, with a little noise."""
     t = np.arange(round(seconds * rate)) / rate
-    glide = 2 * np.pi * (220 * t + (880 - 220) * t ** 2 / (2 * max(seconds, 1e-9)))
+    glide = 2 * np.pi * (220 * t + (880 - 220) * t**2 / (2 * max(seconds, 1e-9)))
     noise = np.random.default_rng(seed).normal(0, 0.05, t.size)
     return 0.6 * np.sin(glide) * (0.6 + 0.4 * np.sin(2 * np.pi * 2 * t)) + noise
 
@@ -182,7 +190,7 @@ def patch_count(height: int, width: int, patch: int) -> int:
 def patches(image: np.ndarray, patch: int) -> np.ndarray:
     """(patches, patch·patch·channels): the image cut row by row into squares, each flattened."""
     rows, cols = image.shape[0] // patch, image.shape[1] // patch
-    cut = image[:rows * patch, :cols * patch].reshape(rows, patch, cols, patch, -1)
+    cut = image[: rows * patch, : cols * patch].reshape(rows, patch, cols, patch, -1)
     return cut.transpose(0, 2, 1, 3, 4).reshape(rows * cols, -1)
 
 
@@ -228,45 +236,73 @@ class Domain:
     embedded: np.ndarray  # (length, D_MODEL)
 
     def as_json(self) -> dict:
-        return {"name": self.name, "raw": self.raw, "tokens": self.tokens, "length": self.length,
-                "token_shape": list(self.token_shape), "embedded_shape": list(self.embedded.shape)}
+        return {
+            "name": self.name,
+            "raw": self.raw,
+            "tokens": self.tokens,
+            "length": self.length,
+            "token_shape": list(self.token_shape),
+            "embedded_shape": list(self.embedded.shape),
+        }
 
 
-def audio_domain(seconds: float = AUDIO["seconds"], window_ms: float = AUDIO["window_ms"],
-                 hop_ms: float = AUDIO["hop_ms"]) -> Domain:
+def audio_domain(
+    seconds: float = AUDIO["seconds"], window_ms: float = AUDIO["window_ms"], hop_ms: float = AUDIO["hop_ms"]
+) -> Domain:
     clip = audio_clip(seconds)
     window, hop = ms_to_samples(window_ms), ms_to_samples(hop_ms)
     cut = frames(clip, window, hop)
-    return Domain("audio", f"{clip.size:,} samples ({seconds:g} s at {SAMPLE_RATE:,} Hz)",
-                  f"a {window_ms:g} ms frame ({window} samples), one every {hop_ms:g} ms ({hop} samples)",
-                  len(cut), cut.shape, embed(cut))
+    return Domain(
+        "audio",
+        f"{clip.size:,} samples ({seconds:g} s at {SAMPLE_RATE:,} Hz)",
+        f"a {window_ms:g} ms frame ({window} samples), one every {hop_ms:g} ms ({hop} samples)",
+        len(cut),
+        cut.shape,
+        embed(cut),
+    )
 
 
 def image_domain(height: int = IMAGE["height"], width: int = IMAGE["width"], patch: int = IMAGE["patch"]) -> Domain:
     cut = patches(picture(height, width), patch)
-    return Domain("image", f"{height}×{width} pixels × 3 colours",
-                  f"a {patch}×{patch} patch ({patch * patch * 3} numbers)", len(cut), cut.shape, embed(cut))
+    return Domain(
+        "image",
+        f"{height}×{width} pixels × 3 colours",
+        f"a {patch}×{patch} patch ({patch * patch * 3} numbers)",
+        len(cut),
+        cut.shape,
+        embed(cut),
+    )
 
 
 def price_domain(days: int = PRICES["days"], bins: int = PRICES["bins"], clip: float = PRICES["clip"]) -> Domain:
     ids = return_tokens(prices(days), bins, clip)
-    return Domain("prices", f"{days} daily prices", f"a day's return, binned: one of {bins} ids",
-                  len(ids), (len(ids), 1), embed_ids(ids, bins))
+    return Domain(
+        "prices",
+        f"{days} daily prices",
+        f"a day's return, binned: one of {bins} ids",
+        len(ids),
+        (len(ids), 1),
+        embed_ids(ids, bins),
+    )
 
 
 # --- the lesson's figures and exercises -----------------------------------------------------
 
+
 def figures(loaded) -> dict:
     merges = train_bpe(TRAIN_SENTENCES)
     return {
-        "text": TEXT, "characters": len(TEXT),
-        "bpe_tokens": bpe_tokens(loaded, TEXT), "byte_tokens": byte_tokens(TEXT),
+        "text": TEXT,
+        "characters": len(TEXT),
+        "bpe_tokens": bpe_tokens(loaded, TEXT),
+        "byte_tokens": byte_tokens(TEXT),
         "text_embedded_shape": list(text_embedding(loaded, TEXT).shape),
         "training_sentences": list(TRAIN_SENTENCES),
         "merges": [{"left": m.left, "right": m.right, "count": m.count} for m in merges],
         "alphabet": alphabet(TRAIN_SENTENCES),
-        "tokens_after": {str(k): [sum(len(w) for w in tokenize(s, merges[:k])) for s in TRAIN_SENTENCES]
-                         for k in (0, 5, 10, 20, len(merges))},
+        "tokens_after": {
+            str(k): [sum(len(w) for w in tokenize(s, merges[:k])) for s in TRAIN_SENTENCES] for k in (0, 5, 10, 20, len(merges))
+        },
         "domains": [d.as_json() for d in (audio_domain(), image_domain(), price_domain())],
         "d_model": D_MODEL,
     }
@@ -282,11 +318,15 @@ def exercises(seed: int, loaded=None) -> list[Exercise]:
     h, w = patch * int(rng.integers(2, 17)), patch * int(rng.integers(2, 17))
     n_patches = patch_count(h, w, patch)
     patches_ex = Exercise(
-        "patches", f"An image of {h}×{w} pixels is cut into {patch}×{patch} patches, one token each. How many tokens?",
-        n_patches, hint="Count the patches down a column and along a row, then multiply.",
+        "patches",
+        f"An image of {h}×{w} pixels is cut into {patch}×{patch} patches, one token each. How many tokens?",
+        n_patches,
+        hint="Count the patches down a column and along a row, then multiply.",
         solution=f"{h}/{patch} = {h // patch} rows of patches, {w}/{patch} = {w // patch} columns: "
-                 f"{h // patch} × {w // patch} = {n_patches} tokens.",
-        unit="tokens", data={"height": h, "width": w, "patch": patch})
+        f"{h // patch} × {w // patch} = {n_patches} tokens.",
+        unit="tokens",
+        data={"height": h, "width": w, "patch": patch},
+    )
 
     rate = int(rng.choice([8_000, 16_000, 24_000, 48_000]))  # every window and hop a whole number of samples
     seconds = float(rng.choice([0.5, 1.0, 1.5, 2.0, 3.0]))
@@ -294,37 +334,49 @@ def exercises(seed: int, loaded=None) -> list[Exercise]:
     samples, window, hop = round(seconds * rate), ms_to_samples(window_ms, rate), ms_to_samples(hop_ms, rate)
     n_frames = frame_count(samples, window, hop)
     frames_ex = Exercise(
-        "audio_frames", f"A clip of {seconds:g} s sampled at {rate:,} Hz is cut into frames of {window} samples "
+        "audio_frames",
+        f"A clip of {seconds:g} s sampled at {rate:,} Hz is cut into frames of {window} samples "
         f"({window_ms} ms), a new frame every {hop} samples ({hop_ms} ms), the first at sample 0, whole frames only. "
-        "How many frames?", n_frames,
+        "How many frames?",
+        n_frames,
         hint="The clip has seconds × rate samples. After the first frame, each hop adds one frame while a whole "
-             "window still fits.",
+        "window still fits.",
         solution=f"{seconds:g} × {rate:,} = {samples:,} samples. 1 + ⌊({samples:,} − {window}) / {hop}⌋ = "
-                 f"1 + {(samples - window) // hop} = {n_frames} frames.",
-        unit="frames", data={"samples": samples, "window": window, "hop": hop, "rate": rate, "seconds": seconds})
+        f"1 + {(samples - window) // hop} = {n_frames} frames.",
+        unit="frames",
+        data={"samples": samples, "window": window, "hop": hop, "rate": rate, "seconds": seconds},
+    )
 
     word = str(rng.choice(EXERCISE_WORDS))
     extra = str(rng.choice(["é", "ü", "€", "語", "🙂"]))
     text = f"{word} {extra}"
     n_bytes = len(text.encode("utf-8"))
     bytes_ex = Exercise(
-        "bytes", f"How many tokens does a byte-level tokenizer (one token per UTF-8 byte) make of the text "
-        f"“{text}” (a space between the two parts)?", n_bytes,
+        "bytes",
+        f"How many tokens does a byte-level tokenizer (one token per UTF-8 byte) make of the text "
+        f"“{text}” (a space between the two parts)?",
+        n_bytes,
         hint="UTF-8 stores a character in one to four bytes: a letter of plain English or a space in one, é in "
-             "two, € in three, 🙂 in four.",
+        "two, € in three, 🙂 in four.",
         solution=f"{len(word)} letters + 1 space + {len(extra.encode('utf-8'))} bytes for {extra} = {n_bytes} tokens.",
-        unit="tokens", data={"text": text})
+        unit="tokens",
+        data={"text": text},
+    )
 
-    merges = train_bpe(TRAIN_SENTENCES)[:int(rng.integers(2, 7))]
+    merges = train_bpe(TRAIN_SENTENCES)[: int(rng.integers(2, 7))]
     target = str(rng.choice(["that cat", "the rat", "a cat sat", "the hat", "than that"]))
     pieces = tokenize(target, merges)
     n_bpe = sum(len(p) for p in pieces)
     listed = ", ".join(f"{m.left}+{m.right}" for m in merges)
     bpe_ex = Exercise(
-        "bpe_count", f"A BPE tokenizer starts from single characters and applies these merges in this order: "
+        "bpe_count",
+        f"A BPE tokenizer starts from single characters and applies these merges in this order: "
         f"{listed}. Words are tokenized one by one (spaces are not tokens). How many tokens does it make of "
-        f"“{target}”?", n_bpe,
+        f"“{target}”?",
+        n_bpe,
         hint="Start from letters; apply each merge in turn to every place its two pieces stand side by side.",
         solution="Word by word: " + " | ".join(" · ".join(p) for p in pieces) + f", {n_bpe} tokens.",
-        unit="tokens", data={"text": target, "merges": [[m.left, m.right] for m in merges]})
+        unit="tokens",
+        data={"text": target, "merges": [[m.left, m.right] for m in merges]},
+    )
     return [patches_ex, frames_ex, bytes_ex, bpe_ex]

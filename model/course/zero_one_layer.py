@@ -34,7 +34,7 @@ def continuations(loaded: LoadedModel, token: int, k: int = TOP) -> list[tuple[i
     counts = corpus_counts(loaded.cfg.vocab_size)[token]
     counted = counts / counts.sum() if counts.sum() > 0 else counts
     model = bigram.model_table(loaded.model)[token]
-    ids = list(dict.fromkeys(counted.topk(k).indices.tolist() + model.topk(k).indices.tolist()))[:k + k // 2]
+    ids = list(dict.fromkeys(counted.topk(k).indices.tolist() + model.topk(k).indices.tolist()))[: k + k // 2]
     return [(i, float(counted[i]), float(model[i])) for i in ids]
 
 
@@ -47,10 +47,13 @@ def losses(zero: LoadedModel, one: LoadedModel) -> dict:
     """Both micro-models' validation loss on the same held-out windows, and the floor no bigram
     model beats (the counted table's conditional entropy on the training text)."""
     val = story_tokens(bigram.N_STORIES, bigram.SEED)[2]
-    return {"zero_layer": attention_only.validation_loss(zero.model, val),
-            "one_layer": attention_only.validation_loss(one.model, val),
-            "bigram_floor": bigram.compare(corpus_counts(zero.cfg.vocab_size), bigram.model_table(zero.model))[
-                "conditional_entropy_nats"]}
+    return {
+        "zero_layer": attention_only.validation_loss(zero.model, val),
+        "one_layer": attention_only.validation_loss(one.model, val),
+        "bigram_floor": bigram.compare(corpus_counts(zero.cfg.vocab_size), bigram.model_table(zero.model))[
+            "conditional_entropy_nats"
+        ],
+    }
 
 
 def curves(zero: LoadedModel, one: LoadedModel) -> dict:
@@ -84,18 +87,23 @@ def exercises(seed: int, loaded=None) -> list[Exercise]:
     table = "; ".join(f"after {words[i]}: " + ", ".join(f"{words[j]} {counts[i, j]}" for j in range(3)) for i in range(3))
     asked = f"A corpus of three words is counted: {table}."
     probability_ex = Exercise(
-        "bigram", f"{asked} What probability does the best zero-layer model give to “{words[b]}” after “{words[a]}”? "
-                  "Answer to 2 decimals.", float(p), tolerance=5e-3,
+        "bigram",
+        f"{asked} What probability does the best zero-layer model give to “{words[b]}” after “{words[a]}”? Answer to 2 decimals.",
+        float(p),
+        tolerance=5e-3,
         hint="A zero-layer model can only learn the bigram table: each row's counts over the row's total.",
-        solution=f"{counts[a, b]} / ({' + '.join(str(c) for c in counts[a])}) = {counts[a, b]} / {counts[a].sum()} = "
-                 f"{p:.4f}.",
-        data={"words": words, "counts": counts.tolist(), "current": a, "next": b})
+        solution=f"{counts[a, b]} / ({' + '.join(str(c) for c in counts[a])}) = {counts[a, b]} / {counts[a].sum()} = {p:.4f}.",
+        data={"words": words, "counts": counts.tolist(), "current": a, "next": b},
+    )
     loss_ex = Exercise(
-        "bigram_loss", f"{asked} What loss (in nats) does that model pay each time “{words[b]}” follows “{words[a]}”? "
-                       "Answer to 2 decimals.", float(-math.log(p)), tolerance=5e-3,
+        "bigram_loss",
+        f"{asked} What loss (in nats) does that model pay each time “{words[b]}” follows “{words[a]}”? Answer to 2 decimals.",
+        float(-math.log(p)),
+        tolerance=5e-3,
         hint="The loss of one prediction is −ln of the probability given to the token that came.",
         solution=f"−ln({counts[a, b]} / {counts[a].sum()}) = −ln({p:.4f}) = {-math.log(p):.4f} nats.",
-        data={"words": words, "counts": counts.tolist(), "current": a, "next": b})
+        data={"words": words, "counts": counts.tolist(), "current": a, "next": b},
+    )
 
     model = load(BIGRAM)
     current = int(rng.choice(frequent(model, 12)))
@@ -105,10 +113,16 @@ def exercises(seed: int, loaded=None) -> list[Exercise]:
     best = max(offered, key=lambda t: float(table[t]))
     names = tuple(repr(model.pieces[t]) for t in offered)
     next_ex = Exercise(
-        "likeliest", f"After the token {model.pieces[current]!r}, which of these does the bigram micro-model (zero "
-        "layers) rate likeliest?", repr(model.pieces[best]), choices=names,
+        "likeliest",
+        f"After the token {model.pieces[current]!r}, which of these does the bigram micro-model (zero layers) rate likeliest?",
+        repr(model.pieces[best]),
+        choices=names,
         hint="Its logits are W_E · W_U: the corpus's commonest continuation is what it learns to rate highest.",
-        solution="The model's probabilities: " + ", ".join(f"{model.pieces[t]!r} {float(table[t]):.3f}" for t in offered)
-                 + "; the corpus's counts: " + ", ".join(f"{int(counted[t])}" for t in offered) + ".",
-        data={"model": BIGRAM, "current": current, "offered": offered})
+        solution="The model's probabilities: "
+        + ", ".join(f"{model.pieces[t]!r} {float(table[t]):.3f}" for t in offered)
+        + "; the corpus's counts: "
+        + ", ".join(f"{int(counted[t])}" for t in offered)
+        + ".",
+        data={"model": BIGRAM, "current": current, "offered": offered},
+    )
     return [probability_ex, loss_ex, next_ex]

@@ -8,8 +8,18 @@ from __future__ import annotations
 
 import random
 
-NAMES = {"Tom": "he", "Ben": "he", "Sam": "he", "Max": "he", "Leo": "he",
-         "Lily": "she", "Mia": "she", "Anna": "she", "Zoe": "she", "Emma": "she"}
+NAMES = {
+    "Tom": "he",
+    "Ben": "he",
+    "Sam": "he",
+    "Max": "he",
+    "Leo": "he",
+    "Lily": "she",
+    "Mia": "she",
+    "Anna": "she",
+    "Zoe": "she",
+    "Emma": "she",
+}
 ANIMALS = ["cat", "dog", "bird", "fox", "duck", "frog", "rabbit", "horse", "fish", "bear"]
 PLURAL = {a: a + ("" if a == "fish" else "s") for a in ANIMALS}
 PLACES = ["the park", "the garden", "the house", "the forest", "the lake", "the school", "the farm", "the beach"]
@@ -28,13 +38,15 @@ def _cap(sentence: str) -> str:
 def toy_world_line(rng: random.Random) -> str:
     """A lowercase line in the worked example's eight-word world."""
     animal, other = rng.sample(["cat", "dog"], 2)
-    return rng.choice([
-        f"the {animal} sat on the mat",
-        f"the {animal} ran and the {other} sat on the mat",
-        f"the {animal} sat on the mat and the {other} ran",
-        f"the {animal} ran",
-        f"the {animal} and the {other} sat on the mat",
-    ])
+    return rng.choice(
+        [
+            f"the {animal} sat on the mat",
+            f"the {animal} ran and the {other} sat on the mat",
+            f"the {animal} sat on the mat and the {other} ran",
+            f"the {animal} ran",
+            f"the {animal} and the {other} sat on the mat",
+        ]
+    )
 
 
 def story(rng: random.Random) -> str:
@@ -50,40 +62,64 @@ def story(rng: random.Random) -> str:
     them = "it" if count == 1 else "them"
     the_pets = f"the {animal}" if count == 1 else f"the {PLURAL[animal]}"
     sentences = [
-        rng.choice([f"Once upon a time, there was a {'boy' if he == 'he' else 'girl'} named {hero}.",
-                    f"{hero} lived in a little house near {place}.",
-                    f"One day, {hero} went to {place}."]),
+        rng.choice(
+            [
+                f"Once upon a time, there was a {'boy' if he == 'he' else 'girl'} named {hero}.",
+                f"{hero} lived in a little house near {place}.",
+                f"One day, {hero} went to {place}.",
+            ]
+        ),
         f"{hero} had {pets}.",
         f"{_cap(the_pets)} {was} {rng.choice(ADJECTIVES)}.",
         f"{hero} loved {them} very much.",
     ]
     middles = [
-        [f"Every morning, {the_pets} {rng.choice(MOVES.get(animal, DEFAULT_MOVES))} to {place}.",
-         f"{_cap(it)} {was} very {rng.choice(FEELINGS)}."],
-        [f"{hero} met {friend} at {place}.",
-         f'"Hello, {friend}!" said {hero}.',
-         f'"Hello, {hero}! Do you want to play with me?" said {friend}.',
-         f'"Yes!" said {hero}.'],
-        [f"{hero} had a {adj} {thing}.",
-         f"{hero} gave the {thing} to {friend}.",
-         f'{friend} said, "Thank you, {hero}!"',
-         f"{_cap(she)} was very happy."],
-        [f"Then {the_pets} sat on the mat." if animal != "fish" else f"Then the cat sat on the mat.",
-         f"The cat sat on the mat and the dog ran to {place}."],
-        [f"{hero} saw a {(seen := rng.choice(ANIMALS))} in {place}.",
-         f"It {rng.choice(MOVES.get(seen, DEFAULT_MOVES))} away and {hero} {rng.choice(['laughed', 'smiled', 'cried'])}."],
-        [f"{_cap(the_pets)} {is_} {rng.choice(FEELINGS)} today, said {hero}.",
-         f"{hero} and {friend} played with {the_pets} all day."],
-        [f"{hero} lost {his} {thing}.",
-         f"{hero} looked in {place}, but it was not there.",
-         f'"I will help you, {hero}," said {friend}.',
-         f"{friend} found the {thing} under the mat."],
+        [
+            f"Every morning, {the_pets} {rng.choice(MOVES.get(animal, DEFAULT_MOVES))} to {place}.",
+            f"{_cap(it)} {was} very {rng.choice(FEELINGS)}.",
+        ],
+        [
+            f"{hero} met {friend} at {place}.",
+            f'"Hello, {friend}!" said {hero}.',
+            f'"Hello, {hero}! Do you want to play with me?" said {friend}.',
+            f'"Yes!" said {hero}.',
+        ],
+        [
+            f"{hero} had a {adj} {thing}.",
+            f"{hero} gave the {thing} to {friend}.",
+            f'{friend} said, "Thank you, {hero}!"',
+            f"{_cap(she)} was very happy.",
+        ],
+        [
+            f"Then {the_pets} sat on the mat." if animal != "fish" else "Then the cat sat on the mat.",
+            f"The cat sat on the mat and the dog ran to {place}.",
+        ],
+        [
+            f"{hero} saw a {(seen := rng.choice(ANIMALS))} in {place}.",
+            f"It {rng.choice(MOVES.get(seen, DEFAULT_MOVES))} away and {hero} {rng.choice(['laughed', 'smiled', 'cried'])}.",
+        ],
+        [
+            f"{_cap(the_pets)} {is_} {rng.choice(FEELINGS)} today, said {hero}.",
+            f"{hero} and {friend} played with {the_pets} all day.",
+        ],
+        [
+            f"{hero} lost {his} {thing}.",
+            f"{hero} looked in {place}, but it was not there.",
+            f'"I will help you, {hero}," said {friend}.',
+            f"{friend} found the {thing} under the mat.",
+        ],
     ]
     for middle in rng.sample(middles, rng.randint(2, 4)):
         sentences += middle
-    sentences.append(rng.choice([f"{hero} and {the_pets} were happy. The end.",
-                                 f"At night, {hero} went to bed. The end.",
-                                 f"{hero} and {friend} were friends forever. The end."]))
+    sentences.append(
+        rng.choice(
+            [
+                f"{hero} and {the_pets} were happy. The end.",
+                f"At night, {hero} went to bed. The end.",
+                f"{hero} and {friend} were friends forever. The end.",
+            ]
+        )
+    )
     return " ".join(sentences)
 
 

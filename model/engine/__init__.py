@@ -17,6 +17,35 @@ from glassbox.model.engine.trace import Target, Trace, loss_targets, next_token_
 from glassbox.model.engine.transformer import Output, Transformer, variant
 from glassbox.model.engine.work import Cancelled, Work, working
 
-__all__ = ["DTYPES", "Cancelled", "Edit", "EncoderDecoder", "GRAD", "GlassboxError", "KVCache", "ModelConfig", "Output", "Target", "Trace", "Transformer",
-           "block_label", "build_model", "check_context", "check_prompt", "check_token_id", "default_device", "editing", "head_label", "load_balancing_loss", "loss_targets", "next_token_targets", "replaced",
-           "run_seq2seq_trace", "run_trace", "to_numpy", "variant", "Work", "working"]
+__all__ = [
+    "DTYPES",
+    "Cancelled",
+    "Edit",
+    "EncoderDecoder",
+    "GRAD",
+    "GlassboxError",
+    "KVCache",
+    "ModelConfig",
+    "Output",
+    "Target",
+    "Trace",
+    "Transformer",
+    "block_label",
+    "build_model",
+    "check_context",
+    "check_prompt",
+    "check_token_id",
+    "default_device",
+    "editing",
+    "head_label",
+    "load_balancing_loss",
+    "loss_targets",
+    "next_token_targets",
+    "replaced",
+    "run_seq2seq_trace",
+    "run_trace",
+    "to_numpy",
+    "variant",
+    "Work",
+    "working",
+]

@@ -88,8 +88,10 @@ class ModelConfig:
         _check_types(self)
         if self.d_head is None:
             if self.d_model % self.n_heads:
-                raise GlassboxError(f"Invalid model config: d_model ({self.d_model}) must be a multiple of n_heads "
-                                    f"({self.n_heads}), or d_head given")
+                raise GlassboxError(
+                    f"Invalid model config: d_model ({self.d_model}) must be a multiple of n_heads "
+                    f"({self.n_heads}), or d_head given"
+                )
             object.__setattr__(self, "d_head", self.d_model // self.n_heads)
         if self.n_kv_heads is None:
             object.__setattr__(self, "n_kv_heads", self.n_heads)
@@ -134,8 +136,7 @@ class ModelConfig:
     def _experts_problems(self) -> list[str]:
         """What is wrong with the mixture-of-experts fields (nothing when they are unset)."""
         if self.n_experts is None:
-            moe_only = [name for name in ("d_ff_shared", "moe_layers", "expert_capacity")
-                        if getattr(self, name) is not None]
+            moe_only = [name for name in ("d_ff_shared", "moe_layers", "expert_capacity") if getattr(self, name) is not None]
             moe_only += ["shared_expert_gate"] if self.shared_expert_gate else []
             return [f"{name} needs n_experts (a mixture of experts)" for name in moe_only]
         problems = []
@@ -174,13 +175,16 @@ class ModelConfig:
         blocks attend both ways; the decoder's n_decoder_layers blocks are causal and attend to
         the encoder's output too."""
         decoder_layers = self.n_layers if self.n_decoder_layers is None else self.n_decoder_layers
-        return (dataclasses.replace(self, causal=False, encoder_decoder=False, n_decoder_layers=None),
-                dataclasses.replace(self, n_layers=decoder_layers, cross_attention=True, encoder_decoder=False,
-                                    n_decoder_layers=None))
+        return (
+            dataclasses.replace(self, causal=False, encoder_decoder=False, n_decoder_layers=None),
+            dataclasses.replace(
+                self, n_layers=decoder_layers, cross_attention=True, encoder_decoder=False, n_decoder_layers=None
+            ),
+        )
 
     @property
     def kind(self) -> str:
-        """"decoder" (GPT-2, Llama: causal, predicts the next token), "encoder" (BERT: attends both
+        """ "decoder" (GPT-2, Llama: causal, predicts the next token), "encoder" (BERT: attends both
         ways, predicts masked tokens) or "encoder-decoder" (T5: seq2seq.py)."""
         return "encoder-decoder" if self.encoder_decoder else "decoder" if self.causal else "encoder"
 
@@ -241,7 +245,8 @@ def _check_types(cfg: ModelConfig) -> None:
                 what = "a whole number ≥ 0" if least == 0 else "a positive integer"
                 problems.append(f"{field.name} must be {what}, not {value!r}")
         elif not isinstance(value, (list, tuple)) or not all(
-                isinstance(i, int) and not isinstance(i, bool) for i in value):  # tuple[int, ...]
+            isinstance(i, int) and not isinstance(i, bool) for i in value
+        ):  # tuple[int, ...]
             problems.append(f"{field.name} must be a list of integers, not {value!r}")
     if problems:
         raise GlassboxError("Invalid model config: " + "; ".join(problems))
@@ -265,5 +270,6 @@ def check_context(cfg: ModelConfig, n_tokens: int, n_new: int = 0, what: str = "
     if n_new == 0 and n_tokens > cfg.n_ctx:
         raise GlassboxError(f"{what} is {n_tokens:,} tokens; this model's context is {cfg.n_ctx:,} tokens.")
     if n_new > 0 and n_tokens + n_new - 1 > cfg.n_ctx:
-        raise GlassboxError(f"{what} is {n_tokens:,} tokens; {n_new} new ones would run past this "
-                            f"model's context of {cfg.n_ctx} tokens")
+        raise GlassboxError(
+            f"{what} is {n_tokens:,} tokens; {n_new} new ones would run past this model's context of {cfg.n_ctx} tokens"
+        )

@@ -74,8 +74,10 @@ def editing(edits: dict[str, Edit], keep: Iterable[str] = ()) -> Iterator[Editor
 
 def replaced(index: tuple, value: torch.Tensor | float) -> Edit:
     """An edit that sets ``tensor[index]`` to ``value`` (a tensor that broadcasts, or a number)."""
+
     def edit(tensor: torch.Tensor) -> torch.Tensor:
         out = tensor.clone()
         out[index] = value
         return out
+
     return edit

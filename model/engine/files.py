@@ -78,7 +78,7 @@ def _remove_abandoned(path: Path) -> None:
     """Delete the hidden folders beside ``path`` that runs no longer alive left (killed midway):
     their names carry their process id, so a live run's are never touched."""
     for left in path.parent.glob(f".{glob.escape(path.name)}.*.*"):
-        pid, _, what = left.name[len(path.name) + 2:].partition(".")
+        pid, _, what = left.name[len(path.name) + 2 :].partition(".")
         if what in ("partial", "old") and pid.isdigit() and not _alive(int(pid)):
             shutil.rmtree(left, ignore_errors=True)
 

@@ -38,8 +38,11 @@ LAST_PARTS = ("ln_final", "unembed", "mlm")
 
 def parts(model: Transformer) -> list[str]:
     """What a device map names: each part outside the blocks, then each block."""
-    return [n for n, _ in model.named_children() if n != "blocks"] + [
-        n for n, _ in model.named_parameters(recurse=False)] + [f"blocks.{i}" for i in range(len(model.blocks))]
+    return (
+        [n for n, _ in model.named_children() if n != "blocks"]
+        + [n for n, _ in model.named_parameters(recurse=False)]
+        + [f"blocks.{i}" for i in range(len(model.blocks))]
+    )
 
 
 @contextmanager
@@ -71,9 +74,9 @@ def plan(model: Transformer, max_memory: dict, dtype: torch.dtype | None = None)
     outside the blocks beside the first block or the last. ``model`` may be on the meta device."""
     accelerate = _accelerate()
     with quiet():  # a plan for GPUs this machine lacks is the point, not a warning
-        inferred = accelerate.infer_auto_device_map(model, max_memory=max_memory,
-                                                    no_split_module_classes=[BLOCK_CLASS], dtype=dtype,
-                                                    clean_result=False)
+        inferred = accelerate.infer_auto_device_map(
+            model, max_memory=max_memory, no_split_module_classes=[BLOCK_CLASS], dtype=dtype, clean_result=False
+        )
     blocks = [f"blocks.{i}" for i in range(len(model.blocks))]
     placed = {block: _where(inferred, block) for block in blocks}
     # beside GPUs, the CPU's blocks are offloaded to the first GPU too: the parts read outside a
@@ -112,11 +115,13 @@ def device_map_for(model: LanguageModel, spec: str | dict, max_memory: dict | No
     if isinstance(spec, dict):
         wanted = set(parts(model))
         if set(spec) != wanted:
-            raise GlassboxError(f"A device map names each of {', '.join(sorted(wanted))} once; this one "
-                                f"lacks {sorted(wanted - set(spec))} and has {sorted(set(spec) - wanted)} besides")
+            raise GlassboxError(
+                f"A device map names each of {', '.join(sorted(wanted))} once; this one "
+                f"lacks {sorted(wanted - set(spec))} and has {sorted(set(spec) - wanted)} besides"
+            )
         return dict(spec)
     if spec not in ("auto", "balanced"):
-        raise GlassboxError(f"device_map is \"auto\", \"balanced\" or a map of blocks to devices, not {spec!r}")
+        raise GlassboxError(f'device_map is "auto", "balanced" or a map of blocks to devices, not {spec!r}')
     dtype = next(model.parameters()).dtype
     memory = accelerate.utils.get_max_memory(max_memory)
     if spec == "balanced":
@@ -147,6 +152,7 @@ def dispatch(model: Model, device_map: dict[str, str | int], offload_dir: str | 
 
     class ReportParameters(ModelHook):
         """After accelerate's hook has read a module's own weights in: each one, as this pass uses it."""
+
         def __init__(self, prefix: str):
             self.prefix = prefix
 
@@ -176,8 +182,7 @@ def placement(model: torch.nn.Module) -> dict[str, str] | None:
     return None if mapping is None else {n: str(_device(d)) if d != "disk" else "disk" for n, d in mapping.items()}
 
 
-def traced_plan(model: Transformer, gpus: int, gpu_bytes: int, cpu_bytes: int, n_tokens: int
-                ) -> tuple[dict, list[dict]]:
+def traced_plan(model: Transformer, gpus: int, gpu_bytes: int, cpu_bytes: int, n_tokens: int) -> tuple[dict, list[dict]]:
     """A map for a traced backward of ``n_tokens`` tokens on ``gpus`` GPUs of ``gpu_bytes`` (then
     the CPU, then the disk), and its memory_plan. accelerate sizes a block by its weights alone,
     so each device is offered its share for weights: its memory × weights ÷ (weights + their
@@ -193,15 +198,17 @@ def traced_plan(model: Transformer, gpus: int, gpu_bytes: int, cpu_bytes: int, n
     memory |= {"cpu": int(cpu_bytes * ratio), "disk": 1 << 60}
     for _ in range(4):  # the ratio is the model's mean; a device over its memory is offered less, and replanned
         mapping = plan(model, memory, next(model.parameters()).dtype)
-        over = {int(r["device"].split(":")[1]): total(r) / gpu_bytes for r in memory_plan(model, mapping, n_tokens)
-                if r["device"].startswith("cuda") and total(r) > gpu_bytes}
+        over = {
+            int(r["device"].split(":")[1]): total(r) / gpu_bytes
+            for r in memory_plan(model, mapping, n_tokens)
+            if r["device"].startswith("cuda") and total(r) > gpu_bytes
+        }
         if not over:
             break
         memory |= {i: int(memory[i] / share * 0.98) for i, share in over.items()}
     rows = memory_plan(model, mapping, n_tokens)
     for row in rows:
-        row["capacity_bytes"] = gpu_bytes if row["device"].startswith("cuda") else cpu_bytes if row["device"] == "cpu" \
-            else None
+        row["capacity_bytes"] = gpu_bytes if row["device"].startswith("cuda") else cpu_bytes if row["device"] == "cpu" else None
         row["fits"] = row["capacity_bytes"] is None or total(row) <= row["capacity_bytes"]
     return mapping, rows
 
@@ -225,8 +232,9 @@ def memory_plan(model: Transformer, device_map: dict, n_tokens: int) -> list[dic
 
     def row(device) -> dict:
         key = str(_device(device)) if device != "disk" else "disk"
-        return rows.setdefault(key, {"device": key, "blocks": [], "parts": [], "weights_bytes": 0,
-                                     "gradient_bytes": 0, "trace_bytes": 0})
+        return rows.setdefault(
+            key, {"device": key, "blocks": [], "parts": [], "weights_bytes": 0, "gradient_bytes": 0, "trace_bytes": 0}
+        )
 
     for name, device in device_map.items():
         try:
@@ -244,9 +252,15 @@ def memory_plan(model: Transformer, device_map: dict, n_tokens: int) -> list[dic
     gpu = any(isinstance(d, int) for d in device_map.values())  # then the CPU's blocks are offloaded too
     last = next(d for n, d in device_map.items() if n in LAST_PARTS)
     for name in activation_names(cfg):
-        device = device_map[".".join(name.split(".")[:2])] if name.startswith("blocks.") else (
-            last if name.startswith(("ln_final", "hook_logits", "hook_log_probs", "hook_probs", "hook_loss", "mlm",
-                                     "unembed")) else first)
+        device = (
+            device_map[".".join(name.split(".")[:2])]
+            if name.startswith("blocks.")
+            else (
+                last
+                if name.startswith(("ln_final", "hook_logits", "hook_log_probs", "hook_probs", "hook_loss", "mlm", "unembed"))
+                else first
+            )
+        )
         if device == "disk" or (device == "cpu" and gpu):  # offloaded: it computes on the first device
             device = first
         row(device)["trace_bytes"] += 2 * size * int(torch.tensor(shape(name, cfg, n_tokens)).prod())

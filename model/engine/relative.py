@@ -28,14 +28,14 @@ def relative_buckets(relative: torch.Tensor, bidirectional: bool, n_buckets: int
     else:  # a causal decoder sees only keys at or before the query
         distance = (-relative).clamp(min=0)
     exact = n_buckets // 2
-    logarithmic = exact + (torch.log(distance.float() / exact) / math.log(max_distance / exact)
-                           * (n_buckets - exact)).long()
+    logarithmic = exact + (torch.log(distance.float() / exact) / math.log(max_distance / exact) * (n_buckets - exact)).long()
     logarithmic = logarithmic.clamp(max=n_buckets - 1)
     return offset + torch.where(distance < exact, distance, logarithmic)
 
 
-def relative_bias(W_pos_bias: torch.Tensor, start: int, n_queries: int, n_keys: int, bidirectional: bool,
-                  max_distance: int) -> torch.Tensor:
+def relative_bias(
+    W_pos_bias: torch.Tensor, start: int, n_queries: int, n_keys: int, bidirectional: bool, max_distance: int
+) -> torch.Tensor:
     """(heads, n_queries, n_keys): the bias on the scores of queries at positions start … start +
     n_queries − 1 over keys at 0 … n_keys − 1. ``W_pos_bias``: (buckets, heads)."""
     query = torch.arange(start, start + n_queries, device=W_pos_bias.device)[:, None]

@@ -32,15 +32,13 @@ def inverse_frequencies(cfg: ModelConfig, layer: int) -> torch.Tensor:
     high_wavelen = cfg.rope_original_ctx / cfg.rope_high_freq_factor
     wavelen = 2 * math.pi / inv_freq
     scaled = torch.where(wavelen > low_wavelen, inv_freq / cfg.rope_factor, inv_freq)
-    smooth = (cfg.rope_original_ctx / wavelen - cfg.rope_low_freq_factor) / (
-        cfg.rope_high_freq_factor - cfg.rope_low_freq_factor)
+    smooth = (cfg.rope_original_ctx / wavelen - cfg.rope_low_freq_factor) / (cfg.rope_high_freq_factor - cfg.rope_low_freq_factor)
     smoothed = (1 - smooth) * scaled / cfg.rope_factor + smooth * scaled
     medium = ~(wavelen < high_wavelen) * ~(wavelen > low_wavelen)
     return torch.where(medium, smoothed, scaled)
 
 
-def rope_angles(inv_freq: torch.Tensor, start: int, length: int, dtype: torch.dtype
-                ) -> tuple[torch.Tensor, torch.Tensor]:
+def rope_angles(inv_freq: torch.Tensor, start: int, length: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
     """cos and sin of positions start .. start+length-1, (length, rotary_dim), rotate-half layout."""
     positions = torch.arange(start, start + length, device=inv_freq.device).to(inv_freq.dtype)
     angles = torch.outer(positions, inv_freq)

@@ -31,17 +31,33 @@ import torch
 
 from glassbox.model.engine import GlassboxError
 
-ARCHITECTURES = ("standard", "jumprelu", "topk", "transcoder", "skip_transcoder", "jumprelu_transcoder",
-                 "jumprelu_skip_transcoder")
+ARCHITECTURES = (
+    "standard",
+    "jumprelu",
+    "topk",
+    "transcoder",
+    "skip_transcoder",
+    "jumprelu_transcoder",
+    "jumprelu_skip_transcoder",
+)
 NORMALIZATIONS = ("none", "constant_norm_rescale", "layer_norm")
-AXES = {"W_enc": ("d_in", "d_sae"), "W_dec": ("d_sae", "d_out"), "b_enc": ("d_sae",), "b_dec": ("d_out",),
-        "threshold": ("d_sae",), "W_skip": ("d_out", "d_in")}  # each weight's shape; d_out is d_in but for a transcoder
+AXES = {
+    "W_enc": ("d_in", "d_sae"),
+    "W_dec": ("d_sae", "d_out"),
+    "b_enc": ("d_sae",),
+    "b_dec": ("d_out",),
+    "threshold": ("d_sae",),
+    "W_skip": ("d_out", "d_in"),
+}  # each weight's shape; d_out is d_in but for a transcoder
 
 
 def weight_names(architecture: str) -> set[str]:
     """The weights an SAE of ``architecture`` has: no more, no fewer (SAELens's state dict)."""
-    return {"W_enc", "b_enc", "W_dec", "b_dec"} | ({"threshold"} if "jumprelu" in architecture else set()) | (
-        {"W_skip"} if "skip" in architecture else set())
+    return (
+        {"W_enc", "b_enc", "W_dec", "b_dec"}
+        | ({"threshold"} if "jumprelu" in architecture else set())
+        | ({"W_skip"} if "skip" in architecture else set())
+    )
 
 
 def whole(value) -> bool:
@@ -49,8 +65,9 @@ def whole(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def check_weights(architecture: str, shapes: dict[str, tuple[int, ...]], k=None, stated: dict[str, int | None] | None = None,
-                  label: str = "") -> dict[str, int]:
+def check_weights(
+    architecture: str, shapes: dict[str, tuple[int, ...]], k=None, stated: dict[str, int | None] | None = None, label: str = ""
+) -> dict[str, int]:
     """d_in, d_sae and d_out of an SAE of ``architecture`` whose weights have ``shapes`` (read from
     a file's header before any weight is, or from the tensors); a GlassboxError naming the weight
     or setting that is wrong: an unknown architecture, a weight missing or one it does not use, a
@@ -72,25 +89,27 @@ def check_weights(architecture: str, shapes: dict[str, tuple[int, ...]], k=None,
 
     for key in ("W_enc", "W_dec"):
         if len(shapes[key]) != 2:
-            raise GlassboxError(f"{where}{key} has shape {list(shapes[key])} but must be a matrix, "
-                                f"{' × '.join(axes(key))}")
-    sizes = {"d_in": shapes["W_enc"][0], "d_sae": shapes["W_enc"][1],
-             "d_out": shapes["W_dec"][1] if transcoder else shapes["W_enc"][0]}
+            raise GlassboxError(f"{where}{key} has shape {list(shapes[key])} but must be a matrix, {' × '.join(axes(key))}")
+    sizes = {
+        "d_in": shapes["W_enc"][0],
+        "d_sae": shapes["W_enc"][1],
+        "d_out": shapes["W_dec"][1] if transcoder else shapes["W_enc"][0],
+    }
     for axis, size in (stated or {}).items():
         if size is not None and size != sizes[axis]:
             key = "W_dec" if axis == "d_out" else "W_enc"
             raise GlassboxError(f"{where}{key} has shape {list(shapes[key])}, but its config says {axis} = {size}")
     if min(sizes.values()) < 1:
-        raise GlassboxError(f"{where}W_enc and W_dec have shapes {list(shapes['W_enc'])} and {list(shapes['W_dec'])}: "
-                            "d_in, d_sae and d_out must be above 0")
+        raise GlassboxError(
+            f"{where}W_enc and W_dec have shapes {list(shapes['W_enc'])} and {list(shapes['W_dec'])}: "
+            "d_in, d_sae and d_out must be above 0"
+        )
     for key, names in AXES.items():
         want = [sizes[a] for a in names]
         if key in shapes and list(shapes[key]) != want:
-            raise GlassboxError(f"{where}{key} has shape {list(shapes[key])} but must be "
-                                f"{' × '.join(axes(key))} = {want}")
+            raise GlassboxError(f"{where}{key} has shape {list(shapes[key])} but must be {' × '.join(axes(key))} = {want}")
     if architecture == "topk" and not (whole(k) and 1 <= k <= sizes["d_sae"]):
-        raise GlassboxError(f"{where}a TopK SAE's k must be a whole number from 1 to d_sae ({sizes['d_sae']}), "
-                            f"not {k!r}")
+        raise GlassboxError(f"{where}a TopK SAE's k must be a whole number from 1 to d_sae ({sizes['d_sae']}), not {k!r}")
     return sizes
 
 
@@ -114,10 +133,16 @@ class SparseAutoencoder:
 
     def __post_init__(self):  # shapes only: cheap, so every SAE built anywhere is a consistent one
         if self.normalize_activations not in NORMALIZATIONS:
-            raise GlassboxError(f"{self.name or 'the SAE'}: normalize_activations must be one of "
-                                f"{', '.join(NORMALIZATIONS)}, not {self.normalize_activations!r}")
-        check_weights(self.architecture, {key: tuple(getattr(self, key).shape) for key in AXES
-                                          if getattr(self, key) is not None}, self.k, label=self.name)
+            raise GlassboxError(
+                f"{self.name or 'the SAE'}: normalize_activations must be one of "
+                f"{', '.join(NORMALIZATIONS)}, not {self.normalize_activations!r}"
+            )
+        check_weights(
+            self.architecture,
+            {key: tuple(getattr(self, key).shape) for key in AXES if getattr(self, key) is not None},
+            self.k,
+            label=self.name,
+        )
 
     @property
     def d_in(self) -> int:
@@ -133,15 +158,27 @@ class SparseAutoencoder:
 
     @property
     def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for t in (self.W_enc, self.b_enc, self.W_dec, self.b_dec,
-                                                           self.threshold, self.W_skip) if t is not None)
+        return sum(
+            t.numel() * t.element_size()
+            for t in (self.W_enc, self.b_enc, self.W_dec, self.b_dec, self.threshold, self.W_skip)
+            if t is not None
+        )
 
     def to(self, dtype: torch.dtype, device: torch.device | str) -> SparseAutoencoder:
         """The same SAE with its tensors in ``dtype`` on ``device`` (the model's)."""
+
         def moved(t):
             return None if t is None else t.to(device=device, dtype=dtype)
-        return replace(self, W_enc=moved(self.W_enc), b_enc=moved(self.b_enc), W_dec=moved(self.W_dec),
-                       b_dec=moved(self.b_dec), threshold=moved(self.threshold), W_skip=moved(self.W_skip))
+
+        return replace(
+            self,
+            W_enc=moved(self.W_enc),
+            b_enc=moved(self.b_enc),
+            W_dec=moved(self.W_dec),
+            b_dec=moved(self.b_dec),
+            threshold=moved(self.threshold),
+            W_skip=moved(self.W_skip),
+        )
 
     # --- the tensor as Glassbox holds it ⇄ the SAE's input rows (position × d_in) ---
     def rows(self, x: torch.Tensor) -> torch.Tensor:
@@ -166,7 +203,7 @@ class SparseAutoencoder:
         if self.transcoder or self.normalize_activations == "none":
             return x, (mean, None, None)
         if self.normalize_activations == "constant_norm_rescale":
-            coefficient = self.d_in ** 0.5 / x.norm(dim=-1, keepdim=True)
+            coefficient = self.d_in**0.5 / x.norm(dim=-1, keepdim=True)
             return x * coefficient, (mean, coefficient, None)
         mu = x.mean(-1, keepdim=True)  # layer_norm, SAELens's: (x − μ) / (σ + 1e-5), σ with Bessel's correction
         std = (x - mu).std(dim=-1, keepdim=True)

@@ -111,8 +111,7 @@ class GeneratedToken:
     position: int  # where this token goes in the sequence
 
 
-def generate(loaded: TextModel, prompt: str, max_new_tokens: int, sampling: Sampling = Sampling()
-             ) -> Iterator[GeneratedToken]:
+def generate(loaded: TextModel, prompt: str, max_new_tokens: int, sampling: Sampling = Sampling()) -> Iterator[GeneratedToken]:
     """Yield new tokens one at a time (a generator, so a UI can stream them). The prompt is
     run once; each new token is then fed alone, with the others' keys and values cached.
     An encoder-decoder (T5) reads the prompt as its source, once, and its decoder writes the new
@@ -130,13 +129,20 @@ def generate(loaded: TextModel, prompt: str, max_new_tokens: int, sampling: Samp
     cache = KVCache(loaded.cfg.n_layers)
     with torch.no_grad():
         logits = model(torch.tensor([tokens], device=model.device), cache=cache, last_only=True).logits[0, -1]
-        yield from _draw(loaded, logits, lambda token: model(torch.tensor([[token]], device=model.device),
-                                                            cache=cache).logits[0, -1],
-                         max_new_tokens, sampling, [cache], len(tokens))
+        yield from _draw(
+            loaded,
+            logits,
+            lambda token: model(torch.tensor([[token]], device=model.device), cache=cache).logits[0, -1],
+            max_new_tokens,
+            sampling,
+            [cache],
+            len(tokens),
+        )
 
 
-def _generate_from_source(loaded: TextModel, model: EncoderDecoder, source: list[int], max_new_tokens: int,
-                          sampling: Sampling) -> Iterator[GeneratedToken]:
+def _generate_from_source(
+    loaded: TextModel, model: EncoderDecoder, source: list[int], max_new_tokens: int, sampling: Sampling
+) -> Iterator[GeneratedToken]:
     """An encoder-decoder's generation (``model`` is ``loaded``'s): the source encoded once, the
     decoder fed one token a step."""
     cfg = loaded.cfg
@@ -149,23 +155,40 @@ def _generate_from_source(loaded: TextModel, model: EncoderDecoder, source: list
         encoded = model.encode(torch.tensor([source], device=device))
 
         def step(token: int) -> torch.Tensor:
-            return model(None, torch.tensor([[token]], device=device), encoded=encoded, cache=cache,
-                         source_cache=source_cache).logits[0, -1]
+            return model(
+                None, torch.tensor([[token]], device=device), encoded=encoded, cache=cache, source_cache=source_cache
+            ).logits[0, -1]
 
-        yield from _draw(loaded, step(cfg.decoder_start_token_id), step, max_new_tokens, sampling,
-                         [cache, source_cache], 1)
+        yield from _draw(loaded, step(cfg.decoder_start_token_id), step, max_new_tokens, sampling, [cache, source_cache], 1)
 
 
-def _draw(loaded: TextModel, logits: torch.Tensor, step, max_new_tokens: int, sampling: Sampling,
-          caches: list[KVCache], first_position: int) -> Iterator[GeneratedToken]:
+def _draw(
+    loaded: TextModel,
+    logits: torch.Tensor,
+    step,
+    max_new_tokens: int,
+    sampling: Sampling,
+    caches: list[KVCache],
+    first_position: int,
+) -> Iterator[GeneratedToken]:
     """Draw a token from ``logits``, yield it, and get the next logits from ``step(token)``, until
     ``max_new_tokens`` are drawn. The first goes at ``first_position`` in the sequence."""
     generator = torch.Generator().manual_seed(sampling.seed)
     for i in range(max_new_tokens):
         before, after = distributions(logits.cpu(), sampling)
         choice = _choose(after, sampling, generator)
-        yield GeneratedToken(choice, loaded.pieces[choice], float(after[choice]), float(before[choice]), before, after,
-                             entropy(before), entropy(after), sum(c.nbytes() for c in caches), first_position + i)
+        yield GeneratedToken(
+            choice,
+            loaded.pieces[choice],
+            float(after[choice]),
+            float(before[choice]),
+            before,
+            after,
+            entropy(before),
+            entropy(after),
+            sum(c.nbytes() for c in caches),
+            first_position + i,
+        )
         if i < max_new_tokens - 1:
             logits = step(choice)
 
@@ -210,8 +233,12 @@ def first_target_logits(loaded: TextModel, source: str) -> torch.Tensor:
     tokens = loaded.encode(source)
     check_context(cfg, len(tokens), what="The source")
     with torch.no_grad():
-        return model(torch.tensor([tokens], device=model.device),
-                     torch.tensor([[cfg.decoder_start_token_id]], device=model.device)).logits[0, -1].double().cpu()
+        return (
+            model(torch.tensor([tokens], device=model.device), torch.tensor([[cfg.decoder_start_token_id]], device=model.device))
+            .logits[0, -1]
+            .double()
+            .cpu()
+        )
 
 
 def _masked(loaded: TextModel, prompt: str) -> tuple[list[int], int]:
@@ -221,8 +248,10 @@ def _masked(loaded: TextModel, prompt: str) -> tuple[list[int], int]:
         raise GlassboxError("This model's tokenizer has no mask token, so there is no position for it to fill in.")
     tokens = loaded.encode(prompt)
     if loaded.tokenizer.vocab[mask] not in tokens:
-        raise GlassboxError(f"Put {mask} where a word should be filled in: an encoder predicts the masked "
-                            "positions of a text, it does not continue it.")
+        raise GlassboxError(
+            f"Put {mask} where a word should be filled in: an encoder predicts the masked "
+            "positions of a text, it does not continue it."
+        )
     return tokens, tokens.index(loaded.tokenizer.vocab[mask])
 
 
@@ -255,5 +284,12 @@ def fill_mask(loaded: TextModel, prompt: str, sampling: Sampling = Sampling()) -
     before, after = distributions(masked_token_logits(loaded, prompt), sampling)
     choice = _choose(after, sampling, torch.Generator().manual_seed(sampling.seed))
     token = loaded.pieces[choice]
-    return Filled(choice, token, float(after[choice]), float(before[choice]), before, after,
-                  prompt.replace(loaded.tokenizer.mask_token, token, 1))
+    return Filled(
+        choice,
+        token,
+        float(after[choice]),
+        float(before[choice]),
+        before,
+        after,
+        prompt.replace(loaded.tokenizer.mask_token, token, 1),
+    )

@@ -62,9 +62,17 @@ class EncoderDecoder(LanguageModel):
             x = self.decoder.ln_final(x)
         return self._vocab_logits(x)
 
-    def forward(self, source: torch.Tensor | None, tokens: torch.Tensor, targets: torch.Tensor | None = None, *,
-                encoded: torch.Tensor | None = None, cache: KVCache | None = None,
-                source_cache: KVCache | None = None, last_only: bool = False) -> Output:
+    def forward(
+        self,
+        source: torch.Tensor | None,
+        tokens: torch.Tensor,
+        targets: torch.Tensor | None = None,
+        *,
+        encoded: torch.Tensor | None = None,
+        cache: KVCache | None = None,
+        source_cache: KVCache | None = None,
+        last_only: bool = False,
+    ) -> Output:
         """source: (batch, S) ids for the encoder (or ``encoded``, its output, computed once for a
         generation). tokens: (batch, T) the decoder's input. targets: (batch, T) the id each
         decoder position should predict, -1 where none. ``cache``: the decoder's self-attention

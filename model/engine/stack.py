@@ -55,8 +55,13 @@ class Stack(nn.Module):
         if cfg.final_norm:
             self.ln_final = Norm(cfg, prefix + "ln_final.")
 
-    def run(self, x: torch.Tensor, cache: KVCache | None = None, source: torch.Tensor | None = None,
-            source_cache: KVCache | None = None) -> torch.Tensor:
+    def run(
+        self,
+        x: torch.Tensor,
+        cache: KVCache | None = None,
+        source: torch.Tensor | None = None,
+        source_cache: KVCache | None = None,
+    ) -> torch.Tensor:
         """The embedded tokens x (batch, positions, d_model) through the positions and the blocks,
         not the final norm. With a ``cache``, x continues the cached positions, and is added to it.
         ``source``, ``source_cache``: the encoder's output and its keys and values, for a decoder."""
@@ -73,8 +78,10 @@ class Stack(nn.Module):
             x = self.ln_embed(x)
         bias = None
         if cfg.positional == "relative":  # computed once, shared by every block (as T5's first layer shares it)
-            bias = hook(p + "hook_pos_bias", relative_bias(self.W_pos_bias, start, T, start + T, not cfg.causal,
-                                                           cfg.relative_max_distance)[None])
+            bias = hook(
+                p + "hook_pos_bias",
+                relative_bias(self.W_pos_bias, start, T, start + T, not cfg.causal, cfg.relative_max_distance)[None],
+            )
         for block in self.blocks:
             x = block(x, cache, bias, source, source_cache)
         if cache is not None:

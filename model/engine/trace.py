@@ -75,7 +75,8 @@ class _TraceRecorder(Recorder):
     def wants(self, name: str) -> bool:
         if name not in self._wanted:
             self._wanted[name] = (name not in DERIVED and matches(name, self.patterns)) or any(
-                source == name and matches(derived, self.patterns) for derived, (source, _) in DERIVED.items())
+                source == name and matches(derived, self.patterns) for derived, (source, _) in DERIVED.items()
+            )
         return self._wanted[name]
 
 
@@ -119,8 +120,10 @@ class Trace(Mapping):
 
     def __repr__(self) -> str:  # not the dataclass's, which would print every tensor
         loss = "" if self.loss is None else f", loss {self.loss:.4g}"
-        return (f"<{type(self).__name__}: {len(self.tokens)} tokens, {len(self.activations)} tensors, "
-                f"{len(self.grads)} gradients{loss}>")
+        return (
+            f"<{type(self).__name__}: {len(self.tokens)} tokens, {len(self.activations)} tensors, "
+            f"{len(self.grads)} gradients{loss}>"
+        )
 
     def names(self) -> list[str]:
         """The names, in the pass's order, then the gradients' ("grad:…")."""
@@ -133,8 +136,11 @@ class Trace(Mapping):
         if text.startswith(GRAD) and not self.grads:
             why = "this trace has no gradients (trace with backward=True)"
         elif registered(text):
-            why = ("this trace did not keep it (traced with names= that leave it out)" if not text.startswith(GRAD)
-                   else "its tensor is off the loss's path, or was not kept")
+            why = (
+                "this trace did not keep it (traced with names= that leave it out)"
+                if not text.startswith(GRAD)
+                else "its tensor is off the loss's path, or was not kept"
+            )
         else:
             why = "no tensor is named so (`glassbox hooks` lists the names)"
         return f"No {text!r} in this trace: {why}" + (f"; the nearest: {', '.join(nearest)}" if nearest else "")
@@ -169,8 +175,9 @@ def next_token_targets(tokens: torch.Tensor) -> torch.Tensor:
     return targets
 
 
-def loss_targets(ids: torch.Tensor, target: Target | list[Target] | None, vocab_size: int, encoder: bool = False
-                 ) -> tuple[torch.Tensor, str]:
+def loss_targets(
+    ids: torch.Tensor, target: Target | list[Target] | None, vocab_size: int, encoder: bool = False
+) -> tuple[torch.Tensor, str]:
     """Each position's target id (-1: none) for the loss, and the loss described in words:
     ``target``'s token at its position (several targets: the mean over them, as BERT's masked-LM
     loss is over its masked positions), or by default every next token. An ``encoder`` (BERT) sees
@@ -216,12 +223,18 @@ def run_trace(
     has_loss = bool((targets >= 0).any())
     if backward and not has_loss:
         raise GlassboxError("A one-token prompt has no next token to predict: choose a target for the backward pass.")
-    return _traced(model, lambda: model(ids, targets if has_loss else None), names, backward,
-                   Trace(tokens=list(tokens), loss_description=description))
+    return _traced(
+        model,
+        lambda: model(ids, targets if has_loss else None),
+        names,
+        backward,
+        Trace(tokens=list(tokens), loss_description=description),
+    )
 
 
-def run_seq2seq_trace(model: EncoderDecoder, source: list[int], target: list[int], *,
-                      names: Iterable[str] | None = None, backward: bool = False) -> Trace:
+def run_seq2seq_trace(
+    model: EncoderDecoder, source: list[int], target: list[int], *, names: Iterable[str] | None = None, backward: bool = False
+) -> Trace:
     """An encoder-decoder's pass with teacher forcing: the encoder reads ``source``; the decoder
     reads decoder_start_token_id and then ``target`` but its last token (the trace's ``tokens``),
     and position i predicts ``target[i]``. The loss is the mean cross-entropy over the target's
@@ -233,14 +246,18 @@ def run_seq2seq_trace(model: EncoderDecoder, source: list[int], target: list[int
     labels = torch.tensor([target], dtype=torch.long, device=model.device)
     decoder_input = shift_right(labels, model.cfg.decoder_start_token_id)
     source_ids = torch.tensor([source], dtype=torch.long, device=model.device)
-    trace = Trace(tokens=decoder_input[0].tolist(), source=list(source),
-                  loss_description="mean cross-entropy of each target token, given the source and the target's "
-                                   "tokens before it (teacher forcing)")
+    trace = Trace(
+        tokens=decoder_input[0].tolist(),
+        source=list(source),
+        loss_description="mean cross-entropy of each target token, given the source and the target's "
+        "tokens before it (teacher forcing)",
+    )
     return _traced(model, lambda: model(source_ids, decoder_input, labels), names, backward, trace)
 
 
-def _traced(model: Transformer | EncoderDecoder, run: Callable[[], Output], names: Iterable[str] | None,
-            backward: bool, trace: Trace) -> Trace:
+def _traced(
+    model: Transformer | EncoderDecoder, run: Callable[[], Output], names: Iterable[str] | None, backward: bool, trace: Trace
+) -> Trace:
     """``trace`` filled by ``run()``, a pass of ``model``: the tensors and parameters whose names
     match ``names`` (shell patterns; None: all), the loss and, with ``backward``, the gradients."""
     names = None if names is None else tuple(names)
@@ -265,8 +282,9 @@ def _traced(model: Transformer | EncoderDecoder, run: Callable[[], Output], name
     return trace
 
 
-def _gradients(loss: torch.Tensor, captured: dict[str, torch.Tensor], params: list[tuple[str, torch.Tensor]]
-               ) -> dict[str, torch.Tensor]:
+def _gradients(
+    loss: torch.Tensor, captured: dict[str, torch.Tensor], params: list[tuple[str, torch.Tensor]]
+) -> dict[str, torch.Tensor]:
     """One autograd.grad call for every captured tensor on the loss's graph and every
     parameter; the ones the loss does not depend on get no entry."""
     on_graph = [n for n, t in captured.items() if t.requires_grad]
@@ -277,7 +295,7 @@ def _gradients(loss: torch.Tensor, captured: dict[str, torch.Tensor], params: li
     for name, grad in zip(on_graph, grads[: len(on_graph)]):
         if grad is not None:
             out[GRAD + name] = grad[0]  # drop the batch dimension
-    for (name, _), grad in zip(params, grads[len(on_graph):]):
+    for (name, _), grad in zip(params, grads[len(on_graph) :]):
         if grad is not None:  # an untied W_E's gradient comes back sparse (see Transformer.forward)
             out[GRAD + name] = grad.to_dense() if grad.is_sparse else grad
     return out

@@ -198,8 +198,9 @@ class Transformer(Stack, LanguageModel):
             x = self.ln_final(x)
         return self._vocab_logits(x)
 
-    def forward(self, tokens: torch.Tensor, targets: torch.Tensor | None = None, cache: KVCache | None = None,
-                last_only: bool = False) -> Output:
+    def forward(
+        self, tokens: torch.Tensor, targets: torch.Tensor | None = None, cache: KVCache | None = None, last_only: bool = False
+    ) -> Output:
         """tokens: (batch, positions) ids. targets: same shape, the id each position should
         predict, -1 where none; the loss is the mean cross-entropy over positions with one.
         With a ``cache``, ``tokens`` continue the cached positions, and are added to it.
@@ -214,7 +215,6 @@ class Transformer(Stack, LanguageModel):
         if last_only:
             x = x[:, -1:]
         return self._output(self.head(x), targets)
-
 
     def forward_from(self, resid: torch.Tensor, block: int, last_only: bool = False) -> Output:
         """The rest of a pass from the residual stream entering ``block`` (what

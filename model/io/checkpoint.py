@@ -24,18 +24,25 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
-from glassbox.model.engine import (DTYPES, EncoderDecoder, GlassboxError, ModelConfig, Transformer, build_model,
-                                   default_device)
+from glassbox.model.engine import DTYPES, EncoderDecoder, GlassboxError, ModelConfig, Transformer, build_model, default_device
+from glassbox.model.engine.placement import device_map_for, dispatch
 from glassbox.model.io.assets import asset
 from glassbox.model.io.convert import CONVERTERS, FAMILY_NAMES
-from glassbox.model.io.guard import CONFIG_BYTES, check_fits, model_directory, read_json, regular_file, shard_files, some
-from glassbox.model.engine.placement import device_map_for, dispatch
+from glassbox.model.io.guard import CONFIG_BYTES, check_fits, model_directory, read_json, shard_files, some
 from glassbox.model.io.hub import Progress, download, parse_hub_id
 from glassbox.model.io.tokenizer import Tokenizer
 
 # shipped in assets/: the default model, the article's, and the micro-models (model/micro/)
-NAMED_MODELS = ("default", "worked-example", "micro-bigram", "micro-attention-only", "micro-induction", "micro-moe",
-                "micro-moe-unbalanced", "micro-seq2seq")
+NAMED_MODELS = (
+    "default",
+    "worked-example",
+    "micro-bigram",
+    "micro-attention-only",
+    "micro-induction",
+    "micro-moe",
+    "micro-moe-unbalanced",
+    "micro-seq2seq",
+)
 MAX_LAYERS = 1024  # the deepest hub models have ~130 blocks; a bound keeps the meta models below cheap
 
 
@@ -103,9 +110,14 @@ def model_key(name_or_path: str) -> str:
     return next((name for name in NAMED_MODELS if asset(name).resolve() == path), str(path))
 
 
-def load(name_or_path: str, dtype: str | None = None, device: str | torch.device | None = None,
-         progress: Progress | None = None, device_map: str | dict | None = None,
-         max_memory: dict | None = None) -> LoadedModel:
+def load(
+    name_or_path: str,
+    dtype: str | None = None,
+    device: str | torch.device | None = None,
+    progress: Progress | None = None,
+    device_map: str | dict | None = None,
+    max_memory: dict | None = None,
+) -> LoadedModel:
     """Load a model and its tokenizer, ready for inference (eval mode, on ``device``).
 
     ``dtype`` is one of DTYPES; by default a Glassbox checkpoint's own (float32 unless its config
@@ -126,15 +138,17 @@ def load(name_or_path: str, dtype: str | None = None, device: str | torch.device
         convert = _as_stored
         about = config.get("about", {})
         if not isinstance(about, dict):
-            raise GlassboxError(f"{path / 'config.json'}: \"about\" must be a JSON object")
+            raise GlassboxError(f'{path / "config.json"}: "about" must be a JSON object')
         dtype = dtype or config.get("dtype", "float32")
     elif config.get("model_type") in CONVERTERS:
         converter = CONVERTERS[config["model_type"]]
         cfg, convert = converter.config(config), converter.state_dict
         hub = parse_hub_id(name_or_path)
         where = f"the Hugging Face hub: {hub}, commit {path.name[:10]}" if hub else str(path)
-        about = {"source": f"{config['model_type']} checkpoint from {where}, converted on load",
-                 "family": FAMILY_NAMES[config["model_type"]]}
+        about = {
+            "source": f"{config['model_type']} checkpoint from {where}, converted on load",
+            "family": FAMILY_NAMES[config["model_type"]],
+        }
         dtype = dtype or os.environ.get("GLASSBOX_DTYPE") or "float32"
     else:
         raise GlassboxError(
@@ -174,6 +188,7 @@ def count_numbers(cfg: ModelConfig, buffers: bool = False) -> int:
     device (nothing allocated, nothing counted by hand): one block, two blocks, and the
     difference per block; in a mixture of experts with dense blocks among the sparse ones, that
     for each kind of block."""
+
     def numel(n_layers: int, experts: bool) -> int:
         # the window changes no size; experts do, so every block of these is of one kind
         moe_layers = cfg.moe_layers if cfg.n_experts is None else (None if experts else ())
@@ -241,8 +256,9 @@ def _check_state(state: dict[str, torch.Tensor], expected: dict[str, torch.Tenso
     missing = sorted(set(expected) - set(state))
     unexpected = sorted(set(state) - set(expected))
     if missing or unexpected:
-        raise GlassboxError(f"Weights in {path} do not fit the config: missing {some(missing, 6)}, "
-                            f"unexpected {some(unexpected, 6)}")
+        raise GlassboxError(
+            f"Weights in {path} do not fit the config: missing {some(missing, 6)}, unexpected {some(unexpected, 6)}"
+        )
     for name, tensor in state.items():
         if tensor.shape != expected[name].shape:
             raise GlassboxError(

@@ -51,8 +51,9 @@ def model_directory(text: str, names: tuple[str, ...]) -> Path:
     except (RuntimeError, ValueError, OSError):  # "~nobody", an embedded NUL byte
         raise GlassboxError(f"No model {text!r}: give a model name ({choices}) or a model directory") from None
     if roots is not None and not any(path.is_relative_to(root) for root in roots):
-        raise GlassboxError(f"No model {text!r}: give a model name ({choices}) or a model directory under "
-                            + ", ".join(map(str, roots)))
+        raise GlassboxError(
+            f"No model {text!r}: give a model name ({choices}) or a model directory under " + ", ".join(map(str, roots))
+        )
     try:
         is_dir = path.is_dir()
     except OSError:  # a name too long, no permission
@@ -113,8 +114,11 @@ def shard_files(path: Path) -> list[Path]:
     if not index.exists():
         return [regular_file(path / "model.safetensors")]
     weight_map = read_json(index, 16 * CONFIG_BYTES).get("weight_map")
-    if not isinstance(weight_map, dict) or not weight_map or not all(
-            isinstance(f, str) and "/" not in f and f not in ("", ".", "..") for f in weight_map.values()):
+    if (
+        not isinstance(weight_map, dict)
+        or not weight_map
+        or not all(isinstance(f, str) and "/" not in f and f not in ("", ".", "..") for f in weight_map.values())
+    ):
         raise GlassboxError(f"{index} has no weight_map of file names in its folder")
     return [regular_file(path / name) for name in sorted(set(weight_map.values()))]
 
@@ -203,5 +207,7 @@ def memory_limit(device: torch.device) -> int:
 def check_fits(model_bytes: int, dtype: str, device: torch.device) -> None:
     limit = memory_limit(device)
     if model_bytes > limit:
-        raise GlassboxError(f"This model needs {model_bytes / 2**30:,.1f} GB for its weights in {dtype}; "
-                            f"this machine allows {limit / 2**30:,.1f} GB (setting {MAX_MODEL_GB})")
+        raise GlassboxError(
+            f"This model needs {model_bytes / 2**30:,.1f} GB for its weights in {dtype}; "
+            f"this machine allows {limit / 2**30:,.1f} GB (setting {MAX_MODEL_GB})"
+        )

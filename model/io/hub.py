@@ -42,16 +42,23 @@ import stat
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from contextlib import ExitStack, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from glassbox.model.engine import GlassboxError
 from glassbox.model.engine.device import default_device
-from glassbox.model.io.guard import (MAX_MODEL_GB, allowed_roots, gigabytes_setting, memory_limit, seconds_setting,
-                                     shard_files, shortened)
+from glassbox.model.io.guard import (
+    MAX_MODEL_GB,
+    allowed_roots,
+    gigabytes_setting,
+    memory_limit,
+    seconds_setting,
+    shard_files,
+    shortened,
+)
 
 HUB_SETTING = "GLASSBOX_HUB"
 TIMEOUT_SETTING = "GLASSBOX_HUB_TIMEOUT"
@@ -99,8 +106,7 @@ def parse_hub_id(text: str) -> HubId | None:
     revision = match["revision"]
     why = None if revision is None else revision_problem(revision)
     if why:
-        raise GlassboxError(f"No model {shortened(text)!r}: what follows the @ must be a branch, tag or commit "
-                            f"name, and {why}")
+        raise GlassboxError(f"No model {shortened(text)!r}: what follows the @ must be a branch, tag or commit name, and {why}")
     if allowed_roots() is None and os.path.isdir(text):
         return None
     return HubId(match["repo"], revision)
@@ -178,8 +184,11 @@ def _has_weights(folder: Path) -> bool:
 def _check_model_listing(hub: HubId, wanted: list[str], files: dict[str, int]) -> None:
     if not any(f.endswith(".safetensors") for f in wanted):
         pickles = [f for f in files if any(fnmatch.fnmatchcase(f, p) for p in PICKLES)]
-        raise GlassboxError(f"{hub} has no safetensors weights" + (f" (only {', '.join(pickles[:3])})" if pickles else "")
-                            + ": Glassbox never loads pickled weights, which can run code")
+        raise GlassboxError(
+            f"{hub} has no safetensors weights"
+            + (f" (only {', '.join(pickles[:3])})" if pickles else "")
+            + ": Glassbox never loads pickled weights, which can run code"
+        )
     if "config.json" not in wanted:
         raise GlassboxError(f"{hub} has no config.json: it is not a transformers model")
 
@@ -188,14 +197,16 @@ def _check_model_listing(hub: HubId, wanted: list[str], files: dict[str, int]) -
 class HubFiles:
     """What to fetch of a repository: a model's files (MODEL_FILES), or one folder of it (a
     sparse autoencoder's: glassbox.model.io.sae)."""
+
     wanted: Callable[[str], bool]  # a listed file's path → fetch it
     check: Callable[[HubId, list[str], dict[str, int]], None]  # refuse a listing that lacks what is needed
     complete: Callable[[Path], bool]  # a cached snapshot folder holds all that is needed
     look_up: list[str]  # patterns looked up in the cache first
 
 
-MODEL_FILES = HubFiles(_wanted, _check_model_listing,
-                       lambda folder: (folder / "config.json").exists() and _has_weights(folder), CONFIG_FILES)
+MODEL_FILES = HubFiles(
+    _wanted, _check_model_listing, lambda folder: (folder / "config.json").exists() and _has_weights(folder), CONFIG_FILES
+)
 
 
 def cached(hub: HubId, files: HubFiles = MODEL_FILES) -> Path | None:
@@ -204,8 +215,11 @@ def cached(hub: HubId, files: HubFiles = MODEL_FILES) -> Path | None:
     from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
 
     try:
-        folder = Path(snapshot_download(hub.repo, revision=hub.revision, cache_dir=cache_dir(),
-                                        local_files_only=True, allow_patterns=files.look_up))
+        folder = Path(
+            snapshot_download(
+                hub.repo, revision=hub.revision, cache_dir=cache_dir(), local_files_only=True, allow_patterns=files.look_up
+            )
+        )
     except (LocalEntryNotFoundError, HFValidationError, OSError, ValueError):
         return None
     return folder if files.complete(folder) else None
@@ -223,10 +237,10 @@ def download(hub: HubId, progress: Progress | None = None, files: HubFiles = MOD
     if folder is not None:
         return folder
     if offline():
-        raise GlassboxError(f"{hub} is not in the hub cache ({cache_dir()}) and HF_HUB_OFFLINE is set: "
-                            "download it first with `glassbox download`")
-    from huggingface_hub import HfApi, hf_hub_download
-    from huggingface_hub import errors
+        raise GlassboxError(
+            f"{hub} is not in the hub cache ({cache_dir()}) and HF_HUB_OFFLINE is set: download it first with `glassbox download`"
+        )
+    from huggingface_hub import HfApi, errors, hf_hub_download
 
     endpoint = os.environ.get("HF_ENDPOINT") or None  # read at each call, like the cache's place
     done, total = 0, None  # the total once the hub has listed the files
@@ -249,8 +263,9 @@ def download(hub: HubId, progress: Progress | None = None, files: HubFiles = MOD
         tqdm_class = None if progress is None else _silent_tqdm()
         for filename in wanted:  # by the revision's name, so that the cache records it (refs/<revision>)
             active.start_file(filename, listed[filename])
-            path = hf_hub_download(hub.repo, filename, revision=hub.revision, cache_dir=cache_dir(),
-                                   tqdm_class=tqdm_class, endpoint=endpoint)
+            path = hf_hub_download(
+                hub.repo, filename, revision=hub.revision, cache_dir=cache_dir(), tqdm_class=tqdm_class, endpoint=endpoint
+            )
             snapshot = Path(path).parents[filename.count("/")]
             if snapshot.name != sha:  # a push midway: never mix two versions' files
                 raise GlassboxError(f"{hub} changed on the hub during the download: try again")
@@ -261,9 +276,19 @@ def download(hub: HubId, progress: Progress | None = None, files: HubFiles = MOD
     except errors.RevisionNotFoundError:
         raise GlassboxError(f"{hub.repo} has no revision {hub.revision!r}") from None
     except errors.GatedRepoError:
-        raise GlassboxError(f"{hub.repo} is gated: accept its licence on huggingface.co and log in "
-                            "(`hf auth login`), then try again") from None
-    except (_GaveUp, _Garbled, _TooMuch, _TooSlow, _Compressed, _http().HTTPError, OSError, ValueError) as exc:  # HfHubHTTPError is an OSError
+        raise GlassboxError(
+            f"{hub.repo} is gated: accept its licence on huggingface.co and log in (`hf auth login`), then try again"
+        ) from None
+    except (
+        _GaveUp,
+        _Garbled,
+        _TooMuch,
+        _TooSlow,
+        _Compressed,
+        _http().HTTPError,
+        OSError,
+        ValueError,
+    ) as exc:  # HfHubHTTPError is an OSError
         raise GlassboxError(f"Cannot fetch {hub} from the Hugging Face hub: {_reason(exc, endpoint)}") from None
     finally:
         stack.close()
@@ -299,26 +324,33 @@ def check_room(what: str, weights: int, total: int) -> None:
     before offering its download."""
     limit = memory_limit(default_device())
     if weights / 2 > limit:
-        raise GlassboxError(f"{what} has {_gb(weights)} of weights, at least {_gb(weights / 2)} in memory; "
-                            f"this server allows {_gb(limit)} ({MAX_MODEL_GB})")
+        raise GlassboxError(
+            f"{what} has {_gb(weights)} of weights, at least {_gb(weights / 2)} in memory; "
+            f"this server allows {_gb(limit)} ({MAX_MODEL_GB})"
+        )
     if total > max_download():
-        raise GlassboxError(f"{what} is {_gb(total)} to download; this server allows {_gb(max_download())} "
-                            f"a download ({MAX_DOWNLOAD_SETTING})")
+        raise GlassboxError(
+            f"{what} is {_gb(total)} to download; this server allows {_gb(max_download())} a download ({MAX_DOWNLOAD_SETTING})"
+        )
     with _RESERVED_LOCK:
         in_flight = sum(r.to_come() for r in _RESERVED.values())  # what they have written is on the disk already
     quota = gigabytes_setting(CACHE_QUOTA_SETTING)
     if quota is not None:
         held = cache_bytes() + in_flight
         if held + total > quota:
-            raise GlassboxError(f"{what} is {_gb(total)} to download; this server's hub cache holds {_gb(held)} "
-                                f"of the {_gb(quota)} it may take ({CACHE_QUOTA_SETTING})")
+            raise GlassboxError(
+                f"{what} is {_gb(total)} to download; this server's hub cache holds {_gb(held)} "
+                f"of the {_gb(quota)} it may take ({CACHE_QUOTA_SETTING})"
+            )
     where = cache_dir()
     while not where.exists() and where != where.parent:  # the cache is made on the first download
         where = where.parent
     free = shutil.disk_usage(where).free - in_flight
     if total + FREE_DISK_RESERVE > free:
-        raise GlassboxError(f"{what} is {_gb(total)} to download; the disk of this server's hub cache has {_gb(free)} "
-                            f"free, and keeps {_gb(FREE_DISK_RESERVE)}")
+        raise GlassboxError(
+            f"{what} is {_gb(total)} to download; the disk of this server's hub cache has {_gb(free)} "
+            f"free, and keeps {_gb(FREE_DISK_RESERVE)}"
+        )
 
 
 def cache_bytes(folder: Path | None = None) -> int:
@@ -340,6 +372,7 @@ def cache_bytes(folder: Path | None = None) -> int:
 class _Reservation:
     """A download in flight: its bytes in all, and its repository's folder in the cache with
     what that held when the download began (so that what it has written so far is known)."""
+
     total: int
     folder: Path
     before: int
@@ -417,13 +450,16 @@ class _TooSlow(Exception):
     """A request that brought less than the least rate over a timeout's length."""
 
     def __init__(self, what: str, got: int, seconds: float, rate: float):
-        super().__init__(f"{what} came at {got / seconds / 1000:,.1f} kB/s over {seconds:g} s, below the "
-                         f"{rate / 1000:g} kB/s this server waits for ({MIN_RATE_SETTING})")
+        super().__init__(
+            f"{what} came at {got / seconds / 1000:,.1f} kB/s over {seconds:g} s, below the "
+            f"{rate / 1000:g} kB/s this server waits for ({MIN_RATE_SETTING})"
+        )
 
 
 @dataclass
 class _Transfer:
     """One download in progress, in the thread that runs it (see _on_request, _on_response)."""
+
     timeout: float
     rate: float  # bytes a second a request must bring
     report: Callable[[int], None]  # the download's progress, given the bytes of the file in flight: raises when its page is gone
@@ -498,8 +534,10 @@ def _on_request(request) -> None:
         raise _GaveUp()
     request.headers["Accept-Encoding"] = "identity"  # the bytes counted are the bytes kept: nothing unzipped past a cap
     waits = request.extensions.get("timeout") or {}
-    request.extensions = {**request.extensions, "timeout": {
-        kind: min(waits.get(kind) or math.inf, transfer.timeout) for kind in ("connect", "read", "write", "pool")}}
+    request.extensions = {
+        **request.extensions,
+        "timeout": {kind: min(waits.get(kind) or math.inf, transfer.timeout) for kind in ("connect", "read", "write", "pool")},
+    }
 
 
 def _on_response(response) -> None:
@@ -538,9 +576,11 @@ def _http():
     """The HTTP library huggingface_hub uses: httpx2 in its recent releases, httpx before."""
     try:
         import httpx2
+
         return httpx2
     except ImportError:
         import httpx
+
         return httpx
 
 
@@ -551,8 +591,9 @@ def _reason(exc: BaseException, endpoint: str | None) -> str:
 
     http = _http()
     if isinstance(exc, _GaveUp):
-        return (f"a request failed {RETRIES + 1} times (each waits at most {timeout():g} s to connect or for "
-                f"data: {TIMEOUT_SETTING})")
+        return (
+            f"a request failed {RETRIES + 1} times (each waits at most {timeout():g} s to connect or for data: {TIMEOUT_SETTING})"
+        )
     if isinstance(exc, _Garbled):
         return "its answer is not a model listing"
     if isinstance(exc, _Compressed):

@@ -36,8 +36,8 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError, safe_open
 
-from glassbox.model.engine.sae import ARCHITECTURES, NORMALIZATIONS, SparseAutoencoder, check_weights, whole
 from glassbox.model.engine import GlassboxError
+from glassbox.model.engine.sae import ARCHITECTURES, NORMALIZATIONS, SparseAutoencoder, check_weights, whole
 from glassbox.model.io.assets import asset
 from glassbox.model.io.guard import allowed_roots, check_fits, model_directory, read_json, regular_file, shortened
 from glassbox.model.io.hub import HubFiles, HubId, cached, download, parse_hub_id
@@ -46,14 +46,21 @@ SAELENS_CONFIG, SAELENS_WEIGHTS = "cfg.json", "sae_weights.safetensors"
 GEMMA_SCOPE_WEIGHTS = "params.safetensors"
 WEIGHT_NAMES = {"W_enc", "b_enc", "W_dec", "b_dec", "threshold", "W_skip"}
 SCALING_FACTOR = "scaling_factor"  # older SAELens files: all ones, which its reader drops
-GEMMA_SCOPE_NAMES = {"w_enc": "W_enc", "w_dec": "W_dec", "b_enc": "b_enc", "b_dec": "b_dec", "threshold": "threshold",
-                     "affine_skip_connection": "W_skip"}
+GEMMA_SCOPE_NAMES = {
+    "w_enc": "W_enc",
+    "w_dec": "W_dec",
+    "b_enc": "b_enc",
+    "b_dec": "b_dec",
+    "threshold": "threshold",
+    "affine_skip_connection": "W_skip",
+}
 LEGACY_ARCHITECTURES = {"jump_relu": "jumprelu", "gated": None}
 
 
 @dataclass(frozen=True)
 class CuratedSAE:
     """A public SAE release for a model Glassbox opens, one folder of it per entry."""
+
     model: str  # the hub id of the model it reads
     source: str  # owner/repo/folder
     hook: str
@@ -77,16 +84,37 @@ class CuratedSAE:
 
 BUNDLED = {"default-sae": "default"}  # shipped SAE → the bundled model it reads (glassbox train-sae)
 CURATED = [
-    CuratedSAE("default", "default-sae", "blocks.2.hook_resid_pre", 128, 1024,
-               "trained here on the default model's stories (glassbox train-sae): TopK, k = 16"),
-    *[CuratedSAE("openai-community/gpt2", f"jbloom/GPT2-Small-SAEs-Reformatted/blocks.{layer}.hook_resid_pre",
-                 f"blocks.{layer}.hook_resid_pre", 768, 24576,
-                 "Joseph Bloom's residual-stream SAEs for GPT-2 small (gpt2-small-res-jb), the ones Neuronpedia shows",
-                 center_input=True) for layer in (0, 4, 8, 11)],
-    *[CuratedSAE("google/gemma-3-270m", f"google/gemma-scope-2-270m-pt/resid_post/layer_{layer}_width_16k_l0_medium",
-                 f"blocks.{layer}.hook_resid_post", 640, 16384,
-                 "Gemma Scope 2's JumpReLU residual SAEs for Gemma 3 270M (16k features, medium L0)")
-      for layer in (5, 9, 12, 15)],
+    CuratedSAE(
+        "default",
+        "default-sae",
+        "blocks.2.hook_resid_pre",
+        128,
+        1024,
+        "trained here on the default model's stories (glassbox train-sae): TopK, k = 16",
+    ),
+    *[
+        CuratedSAE(
+            "openai-community/gpt2",
+            f"jbloom/GPT2-Small-SAEs-Reformatted/blocks.{layer}.hook_resid_pre",
+            f"blocks.{layer}.hook_resid_pre",
+            768,
+            24576,
+            "Joseph Bloom's residual-stream SAEs for GPT-2 small (gpt2-small-res-jb), the ones Neuronpedia shows",
+            center_input=True,
+        )
+        for layer in (0, 4, 8, 11)
+    ],
+    *[
+        CuratedSAE(
+            "google/gemma-3-270m",
+            f"google/gemma-scope-2-270m-pt/resid_post/layer_{layer}_width_16k_l0_medium",
+            f"blocks.{layer}.hook_resid_post",
+            640,
+            16384,
+            "Gemma Scope 2's JumpReLU residual SAEs for Gemma 3 270M (16k features, medium L0)",
+        )
+        for layer in (5, 9, 12, 15)
+    ],
 ]
 # What SAELens applies to these releases when it loads them (its pretrained_saes.yaml's config_overrides).
 CENTERED_RELEASES = {entry.source for entry in CURATED if entry.center_input}
@@ -97,8 +125,9 @@ def curated(model: str | None = None) -> list[CuratedSAE]:
     return [entry for entry in CURATED if model is None or entry.model == model]
 
 
-def load_sae(source: str, dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu",
-             max_bytes: int | None = None) -> SparseAutoencoder:
+def load_sae(
+    source: str, dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu", max_bytes: int | None = None
+) -> SparseAutoencoder:
     """The SAE in folder ``source``, or at ``owner/repo/folder`` on the hub (fetched on first use),
     checked as the module's docstring says."""
     folder, name = _resolve(source)
@@ -111,8 +140,10 @@ def load_sae(source: str, dtype: torch.dtype = torch.float32, device: torch.devi
         fields, stated = lambda shapes: _gemma_scope_fields(name, "W_skip" in shapes), {}
         path, names = folder / GEMMA_SCOPE_WEIGHTS, GEMMA_SCOPE_NAMES
     else:
-        raise GlassboxError(f"No sparse autoencoder in {shortened(str(source))}: it needs SAELens's {SAELENS_CONFIG} "
-                            f"and {SAELENS_WEIGHTS}, or Gemma Scope's {GEMMA_SCOPE_WEIGHTS}")
+        raise GlassboxError(
+            f"No sparse autoencoder in {shortened(str(source))}: it needs SAELens's {SAELENS_CONFIG} "
+            f"and {SAELENS_WEIGHTS}, or Gemma Scope's {GEMMA_SCOPE_WEIGHTS}"
+        )
     settings, tensors = _read(path, names, fields, stated, label, dtype, device, max_bytes)
     return SparseAutoencoder(**(settings | tensors), name=name)
 
@@ -121,10 +152,10 @@ def load_sae(source: str, dtype: torch.dtype = torch.float32, device: torch.devi
 def _hub_source(source: str) -> tuple[HubId, str]:
     parts = source.strip().strip("/").split("/")
     hub = parse_hub_id("/".join(parts[:2])) if len(parts) > 2 else None
-    if hub is None or hub.revision or not all(re.fullmatch(r"[\w.=+-]+", part) and part not in {".", ".."}
-                                              for part in parts[2:]):
-        raise GlassboxError(f"No sparse autoencoder {shortened(source)!r}: give a folder, or owner/repo/folder on the "
-                            "Hugging Face hub")
+    if hub is None or hub.revision or not all(re.fullmatch(r"[\w.=+-]+", part) and part not in {".", ".."} for part in parts[2:]):
+        raise GlassboxError(
+            f"No sparse autoencoder {shortened(source)!r}: give a folder, or owner/repo/folder on the Hugging Face hub"
+        )
     return hub, "/".join(parts[2:])
 
 
@@ -210,10 +241,14 @@ def _saelens_fields(config: dict, name: str) -> tuple[dict, dict[str, int | None
         refuse("architecture", config.get("architecture"), f"one of {', '.join(ARCHITECTURES)}")
     normalize = typed("normalize_activations", config.get("normalize_activations") or "none", str, "a string")
     if normalize not in NORMALIZATIONS:
-        raise GlassboxError(f"{label}: {SAELENS_CONFIG}'s normalize_activations is {normalize!r}, which needs a "
-                            f"dataset-wide factor Glassbox does not have; it reads {', '.join(NORMALIZATIONS)}")
-    hooks = {key: typed(key, setting(key), str, "the name of a tensor (a string)")
-             for key in ("hook_name", "hook_point", "hook_name_out", "hf_hook_name", "hf_hook_name_out")}
+        raise GlassboxError(
+            f"{label}: {SAELENS_CONFIG}'s normalize_activations is {normalize!r}, which needs a "
+            f"dataset-wide factor Glassbox does not have; it reads {', '.join(NORMALIZATIONS)}"
+        )
+    hooks = {
+        key: typed(key, setting(key), str, "the name of a tensor (a string)")
+        for key in ("hook_name", "hook_point", "hook_name_out", "hf_hook_name", "hf_hook_name_out")
+    }
     hook = hooks["hook_name"] or hooks["hook_point"]
     if not hook:
         raise GlassboxError(f"{label}: its {SAELENS_CONFIG} names no hook (hook_name)")
@@ -232,12 +267,10 @@ def _saelens_fields(config: dict, name: str) -> tuple[dict, dict[str, int | None
         "reads": _glassbox_hook(hook, hooks["hf_hook_name"]),
         "writes": _glassbox_hook(hooks["hook_name_out"] or hook, hooks["hf_hook_name_out"] or hooks["hf_hook_name"]),
         "k": k,
-        "rescale_acts_by_decoder_norm": flag("rescale_acts_by_decoder_norm",
-                                             config.get("rescale_acts_by_decoder_norm"), False),
+        "rescale_acts_by_decoder_norm": flag("rescale_acts_by_decoder_norm", config.get("rescale_acts_by_decoder_norm"), False),
         "apply_b_dec_to_input": flag("apply_b_dec_to_input", config.get("apply_b_dec_to_input"), True),
         "normalize_activations": normalize,
-        "center_input": flag("center_writing_weights", kwargs.get("center_writing_weights"), False)
-                        or name in CENTERED_RELEASES,
+        "center_input": flag("center_writing_weights", kwargs.get("center_writing_weights"), False) or name in CENTERED_RELEASES,
     }, stated
 
 
@@ -248,12 +281,18 @@ def _json(value) -> str:
 
 def _gemma_scope_fields(name: str, skip: bool) -> dict:
     layer = re.search(r"layer_(\d+)", name)
-    kinds = {"resid_post": ("hook_resid_post",) * 2, "mlp_out": ("hook_mlp_out",) * 2,
-             "attn_out": ("attn.hook_z",) * 2, "transcoder": ("ln2.hook_out", "hook_mlp_out")}
+    kinds = {
+        "resid_post": ("hook_resid_post",) * 2,
+        "mlp_out": ("hook_mlp_out",) * 2,
+        "attn_out": ("attn.hook_z",) * 2,
+        "transcoder": ("ln2.hook_out", "hook_mlp_out"),
+    }
     kind = next((k for k in kinds if k in name), None)
     if layer is None or kind is None:
-        raise GlassboxError(f"{shortened(name)}: a Gemma Scope folder's name says its hook (resid_post/layer_12_…, "
-                            "mlp_out, attn_out, transcoder); this one does not")
+        raise GlassboxError(
+            f"{shortened(name)}: a Gemma Scope folder's name says its hook (resid_post/layer_12_…, "
+            "mlp_out, attn_out, transcoder); this one does not"
+        )
     reads, writes = (f"blocks.{layer[1]}.{hook}" for hook in kinds[kind])
     architecture = "jumprelu_skip_transcoder" if skip else "jumprelu_transcoder" if kind == "transcoder" else "jumprelu"
     return {"architecture": architecture, "reads": reads, "writes": writes, "apply_b_dec_to_input": False}
@@ -267,8 +306,16 @@ def _glassbox_hook(hook: str, hf_hook: str | None) -> str:
     return hook
 
 
-def _read(path: Path, names: dict[str, str], fields: dict | Callable[[dict], dict], stated: dict[str, int | None],
-          label: str, dtype: torch.dtype, device, max_bytes: int | None) -> tuple[dict, dict[str, torch.Tensor]]:
+def _read(
+    path: Path,
+    names: dict[str, str],
+    fields: dict | Callable[[dict], dict],
+    stated: dict[str, int | None],
+    label: str,
+    dtype: torch.dtype,
+    device,
+    max_bytes: int | None,
+) -> tuple[dict, dict[str, torch.Tensor]]:
     """(the SAE's fields, its weights by Glassbox's names) from the safetensors file ``path``
     (its keys → Glassbox's in ``names``): the header's dtypes and shapes checked against one
     another and the config's ``stated`` sizes, and the whole size (in ``dtype``) against the
@@ -281,25 +328,30 @@ def _read(path: Path, names: dict[str, str], fields: dict | Callable[[dict], dic
             header = {names[key]: stored.get_slice(key) for key in keys}
             for key, part in header.items():
                 if not part.get_dtype().startswith(("F", "BF")):
-                    raise GlassboxError(f"{label}: {key} is stored as {part.get_dtype()}; an SAE's weights are "
-                                        "floating-point numbers")
+                    raise GlassboxError(
+                        f"{label}: {key} is stored as {part.get_dtype()}; an SAE's weights are floating-point numbers"
+                    )
             shapes = {key: tuple(part.get_shape()) for key, part in header.items()}
             if callable(fields):
                 fields = fields(shapes)
-            check_weights(fields["architecture"], {k: v for k, v in shapes.items() if k != SCALING_FACTOR},
-                          fields.get("k"), stated, label)
+            check_weights(
+                fields["architecture"], {k: v for k, v in shapes.items() if k != SCALING_FACTOR}, fields.get("k"), stated, label
+            )
             size = sum(math.prod(shape) for shape in shapes.values()) * torch.tensor([], dtype=dtype).element_size()
             if max_bytes is not None and size > max_bytes:
-                raise GlassboxError(f"This sparse autoencoder takes {size / 2**30:.1f} GB; at most "
-                                    f"{max_bytes / 2**30:.1f} GB may be opened here")
+                raise GlassboxError(
+                    f"This sparse autoencoder takes {size / 2**30:.1f} GB; at most {max_bytes / 2**30:.1f} GB may be opened here"
+                )
             check_fits(size, str(dtype).removeprefix("torch."), torch.device(device))
             tensors = {names[key]: _finite(stored.get_tensor(key), names[key], dtype, device, label) for key in keys}
     except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
         raise GlassboxError(f"{path} is not a readable safetensors file ({exc})") from None
     factor = tensors.pop(SCALING_FACTOR, None)
     if factor is not None and not torch.allclose(factor, torch.ones_like(factor)):  # SAELens's reader drops a 1
-        raise GlassboxError(f"{label}: its weights hold a {SCALING_FACTOR} other than 1 (an old SAELens fine-tuning "
-                            "scale), which Glassbox does not apply")
+        raise GlassboxError(
+            f"{label}: its weights hold a {SCALING_FACTOR} other than 1 (an old SAELens fine-tuning "
+            "scale), which Glassbox does not apply"
+        )
     return fields, tensors
 
 

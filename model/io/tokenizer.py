@@ -28,9 +28,11 @@ def check_unicode(text: str) -> None:
     can read."""
     lone = _SURROGATE.search(text)
     if lone:
-        raise GlassboxError(f"The text is not valid Unicode: character {lone.start() + 1} is a lone surrogate "
-                            f"(U+{ord(lone[0]):04X}), which no tokenizer reads (bytes that are not UTF-8?). "
-                            "Remove it, or give the text as UTF-8")
+        raise GlassboxError(
+            f"The text is not valid Unicode: character {lone.start() + 1} is a lone surrogate "
+            f"(U+{ord(lone[0]):04X}), which no tokenizer reads (bytes that are not UTF-8?). "
+            "Remove it, or give the text as UTF-8"
+        )
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -45,7 +47,7 @@ class Tokenizer:
         self.pieces = [self._piece(i) for i in range(tok.get_vocab_size())]
 
     @classmethod
-    def from_dir(cls, path: Path) -> "Tokenizer":
+    def from_dir(cls, path: Path) -> Tokenizer:
         """tokenizer.json, or GPT-2's vocab.json + merges.txt; each a regular file of sane size."""
         path = Path(path)
         tokenizer_json, vocab, merges = path / "tokenizer.json", path / "vocab.json", path / "merges.txt"
@@ -53,8 +55,9 @@ class Tokenizer:
             if os.path.lexists(tokenizer_json):
                 return cls(HFTokenizer.from_str(read_file(tokenizer_json, TOKENIZER_BYTES).decode()))
             if os.path.lexists(vocab) and os.path.lexists(merges):
-                tok = HFTokenizer(models.BPE.from_file(str(regular_file(vocab, TOKENIZER_BYTES)),
-                                                       str(regular_file(merges, TOKENIZER_BYTES))))
+                tok = HFTokenizer(
+                    models.BPE.from_file(str(regular_file(vocab, TOKENIZER_BYTES)), str(regular_file(merges, TOKENIZER_BYTES)))
+                )
                 tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
                 tok.decoder = decoders.ByteLevel()
                 return cls(tok)
@@ -67,7 +70,7 @@ class Tokenizer:
         raise GlassboxError(f"No tokenizer in {path}: expected tokenizer.json, or vocab.json and merges.txt")
 
     @classmethod
-    def from_words(cls, words: list[str]) -> "Tokenizer":
+    def from_words(cls, words: list[str]) -> Tokenizer:
         """A word-level tokenizer of ``words``, whose ids are their places in the list."""
         tok = HFTokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
         tok.pre_tokenizer = pre_tokenizers.Whitespace()
@@ -77,7 +80,7 @@ class Tokenizer:
     def cover(self, n_ids: int) -> None:
         """Label the ids from the tokenizer's size up to ``n_ids`` (a model's embedding may have
         more rows than its tokenizer has pieces: Pythia's 50,304 for 50,277) as ``<id N>``."""
-        self.pieces = self.pieces[:self.vocab_size] + [f"<id {i}>" for i in range(self.vocab_size, n_ids)]
+        self.pieces = self.pieces[: self.vocab_size] + [f"<id {i}>" for i in range(self.vocab_size, n_ids)]
 
     def save(self, path: Path) -> None:
         self._tok.save(str(Path(path) / "tokenizer.json"))
@@ -139,7 +142,7 @@ class Tokenizer:
     def known_words(self) -> str:
         """A word-level vocabulary for a message or a help text, in id order: its first words
         and how many more."""
-        return some(self.pieces[:self.vocab_size])
+        return some(self.pieces[: self.vocab_size])
 
     def prefix(self) -> list[int]:
         """The special tokens put before any text (the BOS of Llama and Gemma); [] for most."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+
 from glassbox.model.engine import GRAD, GlassboxError, run_seq2seq_trace, run_trace
 from glassbox.model.io.guard import read_json
 
@@ -39,8 +40,10 @@ def _transformers():
     try:
         import transformers
     except ImportError:
-        raise GlassboxError("transformers is not installed: `pip install 'transformers>=4.56'` (or "
-                            "`pip install -e '.[dev]'` in a checkout) to compare with its classes") from None
+        raise GlassboxError(
+            "transformers is not installed: `pip install 'transformers>=4.56'` (or "
+            "`pip install -e '.[dev]'` in a checkout) to compare with its classes"
+        ) from None
     return transformers
 
 
@@ -48,10 +51,26 @@ def _transformers():
 # architecture is a GPT2LMHeadModel: its weights are put there (the inverse of convert/gpt2.py's
 # renaming, missing biases as zeros) and transformers' own code computes the pass.
 GPT2_ACTIVATIONS = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu"}
-GPT2_SAME = {"norm": "layernorm", "positional": "table", "tie_embeddings": True, "final_norm": True, "causal": True,
-             "parallel_block": False, "gated_mlp": False, "attn_scale": None, "n_experts": None, "qk_norm": False,
-             "attn_softcap": None, "final_softcap": None, "post_norms": False, "norm_position": "pre",
-             "embed_scale": None, "window": None, "attn_only": False, "unembed_bias": False}
+GPT2_SAME = {
+    "norm": "layernorm",
+    "positional": "table",
+    "tie_embeddings": True,
+    "final_norm": True,
+    "causal": True,
+    "parallel_block": False,
+    "gated_mlp": False,
+    "attn_scale": None,
+    "n_experts": None,
+    "qk_norm": False,
+    "attn_softcap": None,
+    "final_softcap": None,
+    "post_norms": False,
+    "norm_position": "pre",
+    "embed_scale": None,
+    "window": None,
+    "attn_only": False,
+    "unembed_bias": False,
+}
 
 
 def gpt2_differences(cfg) -> list[str]:
@@ -68,10 +87,20 @@ def as_gpt2(model, dtype: torch.dtype, device: torch.device):
     """A GPT2LMHeadModel holding ``model``'s weights (a Glassbox Transformer of GPT-2's architecture)."""
     transformers = _transformers()
     cfg = model.cfg
-    hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(
-        vocab_size=cfg.vocab_size, n_positions=cfg.n_ctx, n_embd=cfg.d_model, n_layer=cfg.n_layers,
-        n_head=cfg.n_heads, n_inner=cfg.d_ff, activation_function=GPT2_ACTIVATIONS[cfg.activation],
-        layer_norm_epsilon=cfg.norm_eps, bos_token_id=None, eos_token_id=None, attn_implementation="eager")
+    hf = transformers.GPT2LMHeadModel(
+        transformers.GPT2Config(
+            vocab_size=cfg.vocab_size,
+            n_positions=cfg.n_ctx,
+            n_embd=cfg.d_model,
+            n_layer=cfg.n_layers,
+            n_head=cfg.n_heads,
+            n_inner=cfg.d_ff,
+            activation_function=GPT2_ACTIVATIONS[cfg.activation],
+            layer_norm_epsilon=cfg.norm_eps,
+            bos_token_id=None,
+            eos_token_id=None,
+            attn_implementation="eager",
+        )
     ).to(dtype=dtype)  # before the weights go in: a float64 model's are not rounded through float32
     ours = model.state_dict()
     D = cfg.d_model
@@ -79,12 +108,17 @@ def as_gpt2(model, dtype: torch.dtype, device: torch.device):
     def bias(name: str, size: int) -> torch.Tensor:
         return ours[name].reshape(size) if name in ours else torch.zeros(size, dtype=ours["embed.W_E"].dtype)
 
-    theirs = {"transformer.wte.weight": ours["embed.W_E"], "transformer.wpe.weight": ours["pos_embed.W_pos"],
-              "transformer.ln_f.weight": ours["ln_final.w"], "transformer.ln_f.bias": ours["ln_final.b"]}
+    theirs = {
+        "transformer.wte.weight": ours["embed.W_E"],
+        "transformer.wpe.weight": ours["pos_embed.W_pos"],
+        "transformer.ln_f.weight": ours["ln_final.w"],
+        "transformer.ln_f.bias": ours["ln_final.b"],
+    }
     for i in range(cfg.n_layers):
         a, h = f"blocks.{i}.", f"transformer.h.{i}."
-        theirs[h + "attn.c_attn.weight"] = torch.cat([ours[f"{a}attn.W_{x}"].permute(1, 0, 2).reshape(D, D)
-                                                      for x in "QKV"], dim=1)
+        theirs[h + "attn.c_attn.weight"] = torch.cat(
+            [ours[f"{a}attn.W_{x}"].permute(1, 0, 2).reshape(D, D) for x in "QKV"], dim=1
+        )
         theirs[h + "attn.c_attn.bias"] = torch.cat([bias(f"{a}attn.b_{x}", D) for x in "QKV"])
         theirs[h + "attn.c_proj.weight"] = ours[a + "attn.W_O"].reshape(D, D)
         theirs[h + "attn.c_proj.bias"] = bias(a + "attn.b_O", D)
@@ -94,8 +128,10 @@ def as_gpt2(model, dtype: torch.dtype, device: torch.device):
         theirs[h + "mlp.c_fc.bias"] = bias(a + "mlp.b_in", cfg.d_ff)
         theirs[h + "mlp.c_proj.bias"] = bias(a + "mlp.b_out", D)
     hf.load_state_dict({k: v.detach().clone() for k, v in theirs.items()}, strict=False)  # lm_head: tied to wte
-    return (hf.to(device).eval(),
-            f"transformers {type(hf).__name__} {transformers.__version__}, holding this Glassbox checkpoint's weights")
+    return (
+        hf.to(device).eval(),
+        f"transformers {type(hf).__name__} {transformers.__version__}, holding this Glassbox checkpoint's weights",
+    )
 
 
 def reference_model(path, dtype: torch.dtype, device: torch.device, model=None):
@@ -106,13 +142,16 @@ def reference_model(path, dtype: torch.dtype, device: torch.device, model=None):
     if "glassbox" in config:
         differences = gpt2_differences(model.cfg) if model is not None else ["unknown"]
         if differences:
-            raise GlassboxError("This is a Glassbox checkpoint whose architecture is not GPT-2's "
-                                f"({', '.join(differences[:3])}): transformers has no class that reads it")
+            raise GlassboxError(
+                "This is a Glassbox checkpoint whose architecture is not GPT-2's "
+                f"({', '.join(differences[:3])}): transformers has no class that reads it"
+            )
         return as_gpt2(model, dtype, device)
     transformers = _transformers()
     seq2seq = model is not None and model.cfg.encoder_decoder
-    auto, kind = ((transformers.AutoModelForSeq2SeqLM, "seq2seq-LM") if seq2seq
-                  else (transformers.AutoModelForCausalLM, "causal-LM"))
+    auto, kind = (
+        (transformers.AutoModelForSeq2SeqLM, "seq2seq-LM") if seq2seq else (transformers.AutoModelForCausalLM, "causal-LM")
+    )
     try:
         # eager attention and eager experts (a loop over the experts, in any dtype): transformers 5's
         # default experts kernel (grouped_mm) refuses float64; older versions ignore the setting
@@ -136,12 +175,12 @@ def verify(loaded, tokens: list[int], gradients: bool = False) -> Verification:
             out = hf(input_ids=ids, labels=ids, output_hidden_states=True)
             points = [f"encoder.blocks.{i}.hook_resid_pre" for i in range(cfg.n_layers)]
             points += [f"decoder.blocks.{i}.hook_resid_pre" for i in range(cfg.n_decoder_layers)]
-            hidden = [*out.encoder_hidden_states[:cfg.n_layers], *out.decoder_hidden_states[:cfg.n_decoder_layers]]
+            hidden = [*out.encoder_hidden_states[: cfg.n_layers], *out.decoder_hidden_states[: cfg.n_decoder_layers]]
             loss = out.loss
         else:
             out = hf(ids, output_hidden_states=True)
             points = [f"blocks.{i}.hook_resid_pre" for i in range(cfg.n_layers)]
-            hidden = list(out.hidden_states[:cfg.n_layers])
+            hidden = list(out.hidden_states[: cfg.n_layers])
             loss = torch.nn.functional.cross_entropy(out.logits[0, :-1], ids[0, 1:])  # run_trace's default loss
         if gradients:
             for h in hidden:
@@ -154,11 +193,14 @@ def verify(loaded, tokens: list[int], gradients: bool = False) -> Verification:
     resid = [trace[name] for name in points]
     theirs = [h[0].detach() for h in hidden]
     result = Verification(
-        reference, str(dtype).removeprefix("torch."), len(tokens),
+        reference,
+        str(dtype).removeprefix("torch."),
+        len(tokens),
         logits=float((trace["hook_logits"] - out.logits[0].detach()).abs().max()),
         logits_scale=float(out.logits.detach().abs().max()),
         residual=max(float((a - b).abs().max()) for a, b in zip(resid, theirs)),
-        residual_scale=max(float(b.abs().max()) for b in theirs))
+        residual_scale=max(float(b.abs().max()) for b in theirs),
+    )
     if gradients:
         grads = [trace[GRAD + name] for name in points]
         their_grads = [h.grad[0] for h in hidden]

@@ -41,8 +41,7 @@ MICROS = [
     Micro("bigram", "bigram", "zero layers: logits = W_E·W_U, the corpus's bigram table"),
     Micro("attention-only", "attention_only", "one attention-only block: skip-trigrams from its QK and OV circuits"),
     Micro("induction", "induction", "two attention-only blocks: a previous-token head and an induction head"),
-    Micro("moe", "moe", "8 experts behind a top-2 router, trained with and without the load-balancing loss",
-          ("-unbalanced",)),
+    Micro("moe", "moe", "8 experts behind a top-2 router, trained with and without the load-balancing loss", ("-unbalanced",)),
     Micro("seq2seq", "seq2seq", "a tiny T5 that reverses its source: cross-attention reads it back to front"),
 ]
 MICRO = {m.name: m for m in MICROS}

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -48,14 +48,23 @@ def story_tokens(n_stories: int, seed: int) -> tuple[Tokenizer, torch.Tensor, to
 def windows(source: torch.Tensor, batch: int, T: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """``batch`` random windows of T ids, and the same shifted by one (each position's next id)."""
     starts = torch.randint(len(source) - T - 1, (batch,), generator=generator)
-    window = torch.stack([source[s:s + T + 1] for s in starts])
+    window = torch.stack([source[s : s + T + 1] for s in starts])
     return window[:, :-1], window[:, 1:]
 
 
-def fit(model: Transformer, next_batch: Callable[[torch.Generator], tuple[torch.Tensor, torch.Tensor]], steps: int,
-        lr: float, seed: int, warmup: int = 50, weight_decay: float = 0.0, step_loss: StepLoss = plain_loss,
-        every: Callable[[int, Transformer], dict] | None = None, every_steps: int = 25,
-        on_step: Callable[[int, int], None] | None = None) -> dict:
+def fit(
+    model: Transformer,
+    next_batch: Callable[[torch.Generator], tuple[torch.Tensor, torch.Tensor]],
+    steps: int,
+    lr: float,
+    seed: int,
+    warmup: int = 50,
+    weight_decay: float = 0.0,
+    step_loss: StepLoss = plain_loss,
+    every: Callable[[int, Transformer], dict] | None = None,
+    every_steps: int = 25,
+    on_step: Callable[[int, int], None] | None = None,
+) -> dict:
     """Train ``model`` in place for ``steps`` steps and return its curve: every step's batch loss
     (and whatever ``step_loss`` records), and at step 0, every ``every_steps`` steps and the end,
     what ``every(step, model)`` measures (scores on held-out data, checkpoints); ``on_step(done,
@@ -116,8 +125,15 @@ def _fit(model, next_batch, steps, lr, seed, warmup, weight_decay, step_loss, ev
 
 def write(path: Path, model: Transformer, tokenizer: Tokenizer, about: dict, curve: dict) -> None:
     """The model in Glassbox's format (float32), and its curve as training.json."""
-    about = dict(about, card=dict(about.get("card", {}), parameters=sum(p.numel() for p in model.parameters()),
-                                  seconds=curve["seconds"], threads=curve["threads"]))
+    about = dict(
+        about,
+        card=dict(
+            about.get("card", {}),
+            parameters=sum(p.numel() for p in model.parameters()),
+            seconds=curve["seconds"],
+            threads=curve["threads"],
+        ),
+    )
     save(path, model, tokenizer, "float32", about)
     (Path(path) / "training.json").write_text(json.dumps(curve) + "\n")
 

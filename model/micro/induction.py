@@ -41,8 +41,17 @@ def syllables() -> list[str]:
 
 
 def config(vocab_size: int) -> ModelConfig:
-    return ModelConfig(vocab_size=vocab_size, n_ctx=T, d_model=64, n_layers=2, n_heads=2, d_ff=1, attn_only=True,
-                       positional="table", tie_embeddings=False)
+    return ModelConfig(
+        vocab_size=vocab_size,
+        n_ctx=T,
+        d_model=64,
+        n_layers=2,
+        n_heads=2,
+        d_ff=1,
+        attn_only=True,
+        positional="table",
+        tie_embeddings=False,
+    )
 
 
 def sequences(batch: int, vocab_size: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -52,9 +61,9 @@ def sequences(batch: int, vocab_size: int, generator: torch.Generator) -> tuple[
     for row in rows:
         length = int(torch.randint(SPAN[0], SPAN[1] + 1, (1,), generator=generator))
         lead = int(torch.randint(LEAD + 1, (1,), generator=generator))
-        span = row[lead:lead + length].clone()
+        span = row[lead : lead + length].clone()
         for start in range(lead + length, T + 1, length):
-            row[start:start + length] = span[:T + 1 - start]
+            row[start : start + length] = span[: T + 1 - start]
     return rows[:, :-1], rows[:, 1:]
 
 
@@ -76,20 +85,28 @@ def train(path: Path, steps: int = STEPS) -> None:
     def every(step: int, m: Transformer) -> dict:
         induction, previous = held_out_scores(m)
         if step in CHECKPOINTS or step == steps:
-            save_file({k: v.detach().contiguous() for k, v in m.state_dict().items()},
-                      str(path / "checkpoints" / f"step-{step:05d}.safetensors"))
-        return {"score_step": step, "induction_score": round(float(induction[-1].max()), 4),
-                "previous_token_score": round(float(previous[0].max()), 4)}
+            save_file(
+                {k: v.detach().contiguous() for k, v in m.state_dict().items()},
+                str(path / "checkpoints" / f"step-{step:05d}.safetensors"),
+            )
+        return {
+            "score_step": step,
+            "induction_score": round(float(induction[-1].max()), 4),
+            "previous_token_score": round(float(previous[0].max()), 4),
+        }
 
-    curve = fit(model, lambda gen: sequences(BATCH, tokenizer.vocab_size, gen), steps, LR, SEED, every=every,
-                every_steps=50)
-    about = {"source": "trained by `glassbox train-micro induction` on random syllables with repeated spans",
-             "sample_prompt": "ba ko mi to ze li ba ko mi to",
-             "card": {"architecture": f"two attention-only blocks of {model.cfg.n_heads} heads, d_model "
-                                      f"{model.cfg.d_model}, learned positions, context {T}, no MLP",
-                      "data": f"{T + 1} random syllables of {tokenizer.vocab_size}: up to {LEAD}, then a span of "
-                              f"{SPAN[0]}–{SPAN[1]} repeated to the end",
-                      "training": {"steps": steps, "batch": BATCH, "optimizer": f"AdamW lr {LR:g}"}}}
+    curve = fit(model, lambda gen: sequences(BATCH, tokenizer.vocab_size, gen), steps, LR, SEED, every=every, every_steps=50)
+    about = {
+        "source": "trained by `glassbox train-micro induction` on random syllables with repeated spans",
+        "sample_prompt": "ba ko mi to ze li ba ko mi to",
+        "card": {
+            "architecture": f"two attention-only blocks of {model.cfg.n_heads} heads, d_model "
+            f"{model.cfg.d_model}, learned positions, context {T}, no MLP",
+            "data": f"{T + 1} random syllables of {tokenizer.vocab_size}: up to {LEAD}, then a span of "
+            f"{SPAN[0]}–{SPAN[1]} repeated to the end",
+            "training": {"steps": steps, "batch": BATCH, "optimizer": f"AdamW lr {LR:g}"},
+        },
+    }
     write(path, model, tokenizer, about, curve)
 
 
@@ -108,9 +125,13 @@ def figures(loaded) -> dict:
     the heads that carry the mechanism; and the best induction score of block 2 at each checkpoint."""
     induction, previous = held_out_scores(loaded.model)
     prev_head, ind_head = int(previous[0].argmax()), int(induction[-1].argmax())
-    return {"induction_scores": induction.round(4).tolist(), "previous_token_scores": previous.round(4).tolist(),
-            "previous_token_head": {"block": 0, "head": prev_head, "score": round(float(previous[0, prev_head]), 4)},
-            "induction_head": {"block": loaded.cfg.n_layers - 1, "head": ind_head,
-                               "score": round(float(induction[-1, ind_head]), 4)},
-            "over_training": [{"step": step, "induction_score": round(float(held_out_scores(m)[0][-1].max()), 4)}
-                              for step, m in checkpoints(loaded.path, loaded.cfg)]}
+    return {
+        "induction_scores": induction.round(4).tolist(),
+        "previous_token_scores": previous.round(4).tolist(),
+        "previous_token_head": {"block": 0, "head": prev_head, "score": round(float(previous[0, prev_head]), 4)},
+        "induction_head": {"block": loaded.cfg.n_layers - 1, "head": ind_head, "score": round(float(induction[-1, ind_head]), 4)},
+        "over_training": [
+            {"step": step, "induction_score": round(float(held_out_scores(m)[0][-1].max()), 4)}
+            for step, m in checkpoints(loaded.path, loaded.cfg)
+        ],
+    }

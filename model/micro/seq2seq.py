@@ -42,10 +42,25 @@ def vocabulary() -> list[str]:
 
 def config(vocab_size: int) -> ModelConfig:
     # relative_max_distance 16: every distance up to the longest source (11) gets a bucket of its own
-    return ModelConfig(vocab_size=vocab_size, n_ctx=16, d_model=64, n_layers=2, n_decoder_layers=2, n_heads=4,
-                       d_ff=128, norm="rmsnorm", activation="relu", positional="relative", relative_buckets=32,
-                       relative_max_distance=16, attn_bias=False, mlp_bias=False, tie_embeddings=False,
-                       encoder_decoder=True, decoder_start_token_id=0)
+    return ModelConfig(
+        vocab_size=vocab_size,
+        n_ctx=16,
+        d_model=64,
+        n_layers=2,
+        n_decoder_layers=2,
+        n_heads=4,
+        d_ff=128,
+        norm="rmsnorm",
+        activation="relu",
+        positional="relative",
+        relative_buckets=32,
+        relative_max_distance=16,
+        attn_bias=False,
+        mlp_bias=False,
+        tie_embeddings=False,
+        encoder_decoder=True,
+        decoder_start_token_id=0,
+    )
 
 
 def reversed_batch(batch: int, vocab_size: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -64,7 +79,7 @@ def seq2seq_loss(model: EncoderDecoder, source: torch.Tensor, target: torch.Tens
 def held_out(n: int = HELD_OUT, vocab_size: int = len(vocabulary())) -> list[list[int]]:
     """``n`` random sources of LENGTHS, from a generator seeded apart from training's."""
     rng = np.random.default_rng(SEED + 1000)
-    return [(rng.permutation(vocab_size - 1)[:rng.integers(LENGTHS[0], LENGTHS[1] + 1)] + 1).tolist() for _ in range(n)]
+    return [(rng.permutation(vocab_size - 1)[: rng.integers(LENGTHS[0], LENGTHS[1] + 1)] + 1).tolist() for _ in range(n)]
 
 
 def aligned_share(pattern: np.ndarray) -> np.ndarray:
@@ -79,8 +94,9 @@ def cross_patterns(model: EncoderDecoder, source: list[int]) -> np.ndarray:
     """Every decoder block's cross-attention pattern (block, head, target, source), teacher-forced
     on the source reversed."""
     trace = run_seq2seq_trace(model, source, source[::-1], names=[CROSS])
-    return np.stack([trace[f"decoder.blocks.{i}.cross_attn.hook_pattern"].double().numpy()
-                     for i in range(model.cfg.n_decoder_layers)])
+    return np.stack(
+        [trace[f"decoder.blocks.{i}.cross_attn.hook_pattern"].double().numpy() for i in range(model.cfg.n_decoder_layers)]
+    )
 
 
 def reverse_greedily(loaded, source: list[int]) -> list[int]:
@@ -95,24 +111,30 @@ def figures(loaded) -> dict:
     shares = np.mean([[aligned_share(p) for p in cross_patterns(loaded.model, s)] for s in sources], axis=0)
     block, head = np.unravel_index(int(shares.argmax()), shares.shape)
     correct = [reverse_greedily(loaded, s) == s[::-1] for s in sources]
-    return {"aligned_share": shares.round(4).tolist(),
-            "best_head": {"block": int(block), "head": int(head), "share": round(float(shares[block, head]), 4)},
-            "exact_match": sum(correct) / len(correct), "held_out": len(sources)}
+    return {
+        "aligned_share": shares.round(4).tolist(),
+        "best_head": {"block": int(block), "head": int(head), "share": round(float(shares[block, head]), 4)},
+        "exact_match": sum(correct) / len(correct),
+        "held_out": len(sources),
+    }
 
 
 def train(path: Path, steps: int = STEPS) -> None:
     torch.manual_seed(SEED)
     tokenizer = Tokenizer.from_words(vocabulary())
     model = EncoderDecoder(config(tokenizer.vocab_size)).init_weights(SEED)
-    curve = fit(model, lambda gen: reversed_batch(BATCH, tokenizer.vocab_size, gen), steps, LR, SEED,
-                step_loss=seq2seq_loss)
+    curve = fit(model, lambda gen: reversed_batch(BATCH, tokenizer.vocab_size, gen), steps, LR, SEED, step_loss=seq2seq_loss)
     cfg = model.cfg
-    about = {"source": "trained by `glassbox train-micro seq2seq` to reverse random syllables",
-             "sample_prompt": "ba ko mi to ze li",
-             "card": {"architecture": f"a T5-like encoder-decoder: {cfg.n_layers} encoder and {cfg.n_decoder_layers} "
-                                      f"decoder blocks of {cfg.n_heads} heads, d_model {cfg.d_model}, ReLU MLPs of "
-                                      f"{cfg.d_ff}, RMSNorm, relative position bias",
-                      "data": f"a source of {LENGTHS[0]}–{LENGTHS[1]} random syllables of {tokenizer.vocab_size - 1}; "
-                              "the target: the same reversed",
-                      "training": {"steps": steps, "batch": BATCH, "optimizer": f"AdamW lr {LR:g}"}}}
+    about = {
+        "source": "trained by `glassbox train-micro seq2seq` to reverse random syllables",
+        "sample_prompt": "ba ko mi to ze li",
+        "card": {
+            "architecture": f"a T5-like encoder-decoder: {cfg.n_layers} encoder and {cfg.n_decoder_layers} "
+            f"decoder blocks of {cfg.n_heads} heads, d_model {cfg.d_model}, ReLU MLPs of "
+            f"{cfg.d_ff}, RMSNorm, relative position bias",
+            "data": f"a source of {LENGTHS[0]}–{LENGTHS[1]} random syllables of {tokenizer.vocab_size - 1}; "
+            "the target: the same reversed",
+            "training": {"steps": steps, "batch": BATCH, "optimizer": f"AdamW lr {LR:g}"},
+        },
+    }
     write(Path(path), model, tokenizer, about, curve)

@@ -33,8 +33,8 @@ import itertools
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator
 
 import torch
 
@@ -71,8 +71,13 @@ def default_max_wait() -> float:
 
 
 class Admission:
-    def __init__(self, budget: int, on_pressure: Callable[[], None] | None = None,
-                 kept: Callable[[], int] | None = None, max_wait: float | None = None):
+    def __init__(
+        self,
+        budget: int,
+        on_pressure: Callable[[], None] | None = None,
+        kept: Callable[[], int] | None = None,
+        max_wait: float | None = None,
+    ):
         self.budget = budget
         self.on_pressure = on_pressure  # let go of finished traces (the app: empty the trace cache)
         self.kept = kept or (lambda: 0)  # bytes of finished traces still counted (the trace cache's)
@@ -101,8 +106,10 @@ class Admission:
         included); an exception it raises ends the wait. A GlassboxError past ``max_wait``
         seconds, or at once for more than the whole budget."""
         if nbytes > self.budget:
-            raise GlassboxError(f"This needs {size_text(nbytes)} while it is computed; the server allows "
-                                f"{size_text(self.budget)} for all traces at once (GLASSBOX_TRACE_BUDGET_GB).")
+            raise GlassboxError(
+                f"This needs {size_text(nbytes)} while it is computed; the server allows "
+                f"{size_text(self.budget)} for all traces at once (GLASSBOX_TRACE_BUDGET_GB)."
+            )
         started = time.monotonic()
         with self._changed:
             ticket = next(self._tickets)
@@ -116,8 +123,10 @@ class Admission:
                             break
                     waited = time.monotonic() - started
                     if waited >= self.max_wait:
-                        raise GlassboxError(f"The server is busy: {self._ahead(ticket)} requests were still ahead of "
-                                            f"this one after {self.max_wait:.0f} s. Try again in a minute.")
+                        raise GlassboxError(
+                            f"The server is busy: {self._ahead(ticket)} requests were still ahead of "
+                            f"this one after {self.max_wait:.0f} s. Try again in a minute."
+                        )
                     if on_wait is not None:
                         ahead = self._ahead(ticket)
                         self._unlocked(lambda: on_wait(ahead, waited, self.max_wait))  # noqa: B023 (called now)

@@ -21,7 +21,6 @@ import torch
 
 from glassbox.model.engine import Transformer
 
-
 REMEASURE_S = 300.0  # a fit older than this is measured again, and the faster of the two kept
 
 

@@ -32,9 +32,9 @@ import os
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterator
-from contextlib import contextmanager
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as Pending
+from contextlib import contextmanager
 from typing import TypeVar
 
 from glassbox.model.engine import GlassboxError
@@ -126,18 +126,27 @@ class Lane:
     def check(self, what: str, seconds: float) -> None:
         """A GlassboxError, with the estimate, for a computation over the limit."""
         if seconds > self.max_seconds:
-            raise GlassboxError(f"{what} would take about {minutes(seconds)} on this server, longer than the "
-                                f"{minutes(self.max_seconds)} a computation may take here (GLASSBOX_MAX_COMPUTE_S): "
-                                "choose less work (the limits are beside the settings).")
+            raise GlassboxError(
+                f"{what} would take about {minutes(seconds)} on this server, longer than the "
+                f"{minutes(self.max_seconds)} a computation may take here (GLASSBOX_MAX_COMPUTE_S): "
+                "choose less work (the limits are beside the settings)."
+            )
 
     def running(self, visitor: Hashable) -> Work | None:
         with self._lock:
             return self._running.get(visitor)
 
-    def run(self, visitor: Hashable, what: str, seconds: float, compute: Callable[[], V], total: int | None = None,
-            on_wait: Callable[[int, float, float], None] | None = None,
-            on_progress: Callable[[Work], None] | None = None,
-            admitted: Callable[[], object] | None = None) -> V:
+    def run(
+        self,
+        visitor: Hashable,
+        what: str,
+        seconds: float,
+        compute: Callable[[], V],
+        total: int | None = None,
+        on_wait: Callable[[int, float, float], None] | None = None,
+        on_progress: Callable[[Work], None] | None = None,
+        admitted: Callable[[], object] | None = None,
+    ) -> V:
         """``compute()`` on the lane for ``visitor``, estimated at ``seconds`` and ``total``
         passes. ``on_wait(ahead, waited, max_wait)`` while it waits for a slot, ``on_progress(work)``
         while it runs (either may raise to stop it); ``admitted()``: a context manager held
@@ -148,8 +157,10 @@ class Lane:
         with self._lock:
             if visitor in self._running:
                 other = self._running[visitor]
-                raise GlassboxError(f"{other.what} is still running for you ({other.elapsed:.0f} s so far): one long "
-                                    "computation at a time. Wait for it, or cancel it.")
+                raise GlassboxError(
+                    f"{other.what} is still running for you ({other.elapsed:.0f} s so far): one long "
+                    "computation at a time. Wait for it, or cancel it."
+                )
             self._running[visitor] = work
         waiting_light = getattr(self._local, "light", False)
         if waiting_light:  # this request waits from now on: light work no more
@@ -166,8 +177,7 @@ class Lane:
             if waiting_light:
                 self._count_light(+1)
 
-    def _wait(self, work: Work, compute: Callable[[], V], seconds: float,
-              on_progress: Callable[[Work], None] | None) -> V:
+    def _wait(self, work: Work, compute: Callable[[], V], seconds: float, on_progress: Callable[[Work], None] | None) -> V:
         def on_lane() -> V:
             with working(work):
                 return compute()
@@ -180,8 +190,10 @@ class Lane:
                     return future.result(timeout=POLL_S)
                 except Pending:
                     if work.elapsed - work.paused > OVERRUN * self.max_seconds:
-                        work.cancel(f"{work.what} was stopped after {minutes(work.elapsed)}: past twice the "
-                                    f"{minutes(self.max_seconds)} a computation may take here (GLASSBOX_MAX_COMPUTE_S).")
+                        work.cancel(
+                            f"{work.what} was stopped after {minutes(work.elapsed)}: past twice the "
+                            f"{minutes(self.max_seconds)} a computation may take here (GLASSBOX_MAX_COMPUTE_S)."
+                        )
                     if on_progress is not None:
                         on_progress(work)
         finally:

@@ -11,15 +11,15 @@ from __future__ import annotations
 import re
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import torch
 
-from glassbox.model.serving.limits import FULL_TRACE_BYTES
 from glassbox.model.engine import EncoderDecoder, GlassboxError, Target, Trace, Transformer, run_seq2seq_trace, run_trace
 from glassbox.model.engine.names import GRAD
+from glassbox.model.serving.limits import FULL_TRACE_BYTES
 
 
 @dataclass(frozen=True)
@@ -39,8 +39,8 @@ def _held(trace: Trace) -> dict[str, int]:
     return {name: t.nbytes for name, t in [*trace.activations.held.items(), *trace.grads.items()]}
 
 
-_probes: "weakref.WeakKeyDictionary[Transformer, tuple]" = weakref.WeakKeyDictionary()
-_plans: "weakref.WeakKeyDictionary[Transformer, dict]" = weakref.WeakKeyDictionary()
+_probes: weakref.WeakKeyDictionary[Transformer, tuple] = weakref.WeakKeyDictionary()
+_plans: weakref.WeakKeyDictionary[Transformer, dict] = weakref.WeakKeyDictionary()
 _probing = threading.Lock()
 
 
@@ -73,7 +73,7 @@ def _probe(model: Transformer) -> tuple[dict[str, np.ndarray], list[str]]:
 
 def _bytes(polynomials: list[np.ndarray], n_tokens: int) -> int:
     c = np.sum(polynomials, axis=0) if polynomials else np.zeros(3)
-    return round(c[0] + c[1] * n_tokens + c[2] * n_tokens ** 2)  # numpy 2: round() of a float64 is an int
+    return round(c[0] + c[1] * n_tokens + c[2] * n_tokens**2)  # numpy 2: round() of a float64 is an int
 
 
 def full_trace_bytes(model: Transformer, n_tokens: int) -> int:
@@ -94,8 +94,9 @@ def _plan_names(model: Transformer, names: tuple[str, ...] | None, backward: boo
     with _probing:
         plans = _plans.setdefault(model, {})
         if (names, backward) not in plans:
-            plans[(names, backward)] = list(_held(run_trace(model, [0], names=names, backward=backward,
-                                                            target=Target(0) if backward else None)))
+            plans[(names, backward)] = list(
+                _held(run_trace(model, [0], names=names, backward=backward, target=Target(0) if backward else None))
+            )
     return plans[(names, backward)]
 
 
@@ -107,7 +108,7 @@ def held_bytes(model: Transformer, n_tokens: int, names: tuple[str, ...] | None 
     return int(held * device_weight(model))
 
 
-_weights: "weakref.WeakKeyDictionary[Transformer, float]" = weakref.WeakKeyDictionary()
+_weights: weakref.WeakKeyDictionary[Transformer, float] = weakref.WeakKeyDictionary()
 
 
 def device_weight(model: Transformer, budgets: dict[str, int] | None = None) -> float:
@@ -131,8 +132,9 @@ def device_weight(model: Transformer, budgets: dict[str, int] | None = None) -> 
     if measured:
         from glassbox.model.io.guard import available_memory
 
-        budgets = {r["device"]: available_memory(torch.device(r["device"])) for r in rows
-                   if r["trace_bytes"] and r["device"] != "disk"}
+        budgets = {
+            r["device"]: available_memory(torch.device(r["device"])) for r in rows if r["trace_bytes"] and r["device"] != "disk"
+        }
     first = rows[0]["device"]
     weight = max(r["trace_bytes"] / total * budgets[first] / budgets[r["device"]] for r in rows if r["trace_bytes"])
     if measured:
@@ -169,7 +171,7 @@ def trace_cost(model: Transformer, n_tokens: int, names: tuple[str, ...] | None,
     return held_bytes(model, n_tokens, names, backward) + working_bytes(model, n_tokens, backward)
 
 
-_seq2seq_bounds: "weakref.WeakKeyDictionary[EncoderDecoder, int]" = weakref.WeakKeyDictionary()
+_seq2seq_bounds: weakref.WeakKeyDictionary[EncoderDecoder, int] = weakref.WeakKeyDictionary()
 
 
 def seq2seq_pass_bound(model: EncoderDecoder, backward: bool = False) -> int:
@@ -210,16 +212,21 @@ def check_budget(cost: Callable[[int], int], n_tokens: int, budget: int, n_ctx: 
     needed = cost(n_tokens)
     if needed > budget:
         fits = most_tokens(cost, budget, n_ctx)
-        shorter = (f"At most {fits:,} tokens fit here: shorten the prompt." if fits else
-                   "No prompt fits: the server's budget is too small for this model.")
-        raise GlassboxError(f"{what} of {n_tokens:,} tokens needs {size_text(needed)} while it is computed; this "
-                            f"server allows {size_text(budget)} for all traces at once (GLASSBOX_TRACE_BUDGET_GB). "
-                            + shorter)
+        shorter = (
+            f"At most {fits:,} tokens fit here: shorten the prompt."
+            if fits
+            else "No prompt fits: the server's budget is too small for this model."
+        )
+        raise GlassboxError(
+            f"{what} of {n_tokens:,} tokens needs {size_text(needed)} while it is computed; this "
+            f"server allows {size_text(budget)} for all traces at once (GLASSBOX_TRACE_BUDGET_GB). " + shorter
+        )
     return needed
 
 
-def capture_plan(model: Transformer, n_tokens: int, needs: Needs, budget: int = FULL_TRACE_BYTES
-                 ) -> tuple[tuple[str, ...] | None, bool]:
+def capture_plan(
+    model: Transformer, n_tokens: int, needs: Needs, budget: int = FULL_TRACE_BYTES
+) -> tuple[tuple[str, ...] | None, bool]:
     """(names, backward) for run_trace: everything, forward and backward, when that fits in
     ``budget`` bytes (one trace then serves every view); otherwise only what the open view needs."""
     if full_trace_bytes(model, n_tokens) <= budget:

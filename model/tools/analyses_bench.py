@@ -66,9 +66,13 @@ def measure(analysis: str, path: Path) -> dict:
         verify(loaded, draw[0][:32], gradients=True)
     if default_device().type == "cuda":
         torch.cuda.synchronize()
-    return {"analysis": analysis, "seconds": time.perf_counter() - started, "device": str(default_device()),
-            "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-            "peak_gpu_bytes": torch.cuda.max_memory_allocated() if torch.cuda.is_available() else None}
+    return {
+        "analysis": analysis,
+        "seconds": time.perf_counter() - started,
+        "device": str(default_device()),
+        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "peak_gpu_bytes": torch.cuda.max_memory_allocated() if torch.cuda.is_available() else None,
+    }
 
 
 def random_sae(loaded):
@@ -86,11 +90,17 @@ def random_sae(loaded):
     else:
         d_sae, hook, jumprelu = entry.d_sae, entry.hook, "gemma-scope" in entry.source
     g = torch.Generator().manual_seed(0)
-    W_enc = torch.randn(d, d_sae, generator=g) / d ** 0.5
-    return SparseAutoencoder("jumprelu" if jumprelu else "standard", hook, hook, W_enc, torch.zeros(d_sae),
-                             W_enc.T.contiguous(), torch.zeros(d),
-                             threshold=torch.full((d_sae,), 0.1) if jumprelu else None
-                             ).to(loaded.model.embed.W_E.dtype, loaded.model.device)
+    W_enc = torch.randn(d, d_sae, generator=g) / d**0.5
+    return SparseAutoencoder(
+        "jumprelu" if jumprelu else "standard",
+        hook,
+        hook,
+        W_enc,
+        torch.zeros(d_sae),
+        W_enc.T.contiguous(),
+        torch.zeros(d),
+        threshold=torch.full((d_sae,), 0.1) if jumprelu else None,
+    ).to(loaded.model.embed.W_E.dtype, loaded.model.device)
 
 
 def run(models: list[str] | None = None, json_path: Path | None = None) -> int:
@@ -99,14 +109,20 @@ def run(models: list[str] | None = None, json_path: Path | None = None) -> int:
     print(f"{'model':<30} {'analysis':<11} {'seconds':>8} {'peak RSS GB':>12} {'peak GPU GB':>12}")
     for hub_id in models or MODELS:
         with tempfile.TemporaryDirectory() as folder:
-            built = subprocess.run([sys.executable, "-m", "glassbox.model.tools.family_bench", "build", hub_id, folder],
-                                   capture_output=True, text=True)
+            built = subprocess.run(
+                [sys.executable, "-m", "glassbox.model.tools.family_bench", "build", hub_id, folder],
+                capture_output=True,
+                text=True,
+            )
             if built.returncode != 0:
                 print(f"{hub_id:<30} failed to build: {built.stderr.strip().splitlines()[-1:]}")
                 continue
             for analysis in ANALYSES:
-                done = subprocess.run([sys.executable, "-m", "glassbox.model.tools.analyses_bench", analysis, folder],
-                                      capture_output=True, text=True)
+                done = subprocess.run(
+                    [sys.executable, "-m", "glassbox.model.tools.analyses_bench", analysis, folder],
+                    capture_output=True,
+                    text=True,
+                )
                 if done.returncode != 0:
                     print(f"{hub_id:<30} {analysis:<11} failed: {done.stderr.strip().splitlines()[-1:]}")
                     continue

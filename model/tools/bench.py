@@ -31,9 +31,9 @@ THP_MEM_ALLOC_ENABLE=1 when its process starts, unless the environment already s
 from __future__ import annotations
 
 import ctypes
-import os
 import gc
 import json
+import os
 from pathlib import Path
 
 import torch
@@ -53,13 +53,24 @@ def add_arguments(parser) -> None:
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per variant, medians reported (>= 5)")
     parser.add_argument("--small", action="store_true", help="a tiny config, for a smoke test")
     parser.add_argument("--json", type=Path, help="also write the numbers to this JSON file")
-    parser.add_argument("--peers", action="store_true",
-                        help="instead: Glassbox beside transformers (and TransformerLens if installed) on the same weights")
-    parser.add_argument("--families", nargs="*", metavar="HUB_ID",
-                        help="instead: each curated model's shape (or these), random weights: load, trace, generate")
-    parser.add_argument("--analyses", nargs="*", metavar="HUB_ID",
-                        help="instead: steering, the head catalog, path patching and verify on GPT-2 small's and Gemma "
-                             "3 270M's shapes (or these), random weights: seconds and peak memory per call")
+    parser.add_argument(
+        "--peers",
+        action="store_true",
+        help="instead: Glassbox beside transformers (and TransformerLens if installed) on the same weights",
+    )
+    parser.add_argument(
+        "--families",
+        nargs="*",
+        metavar="HUB_ID",
+        help="instead: each curated model's shape (or these), random weights: load, trace, generate",
+    )
+    parser.add_argument(
+        "--analyses",
+        nargs="*",
+        metavar="HUB_ID",
+        help="instead: steering, the head catalog, path patching and verify on GPT-2 small's and Gemma "
+        "3 270M's shapes (or these), random weights: seconds and peak memory per call",
+    )
 
 
 def _status_kb(field: str) -> int | None:
@@ -179,11 +190,15 @@ def run(args) -> int:
     n_params = sum(p.numel() for p in model.parameters())
 
     print(f"device   {torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'}")
-    print(f"torch    {torch.__version__}, {torch.get_num_threads()} threads, "
-          f"THP_MEM_ALLOC_ENABLE={os.environ.get('THP_MEM_ALLOC_ENABLE', 'unset')}")
-    print(f"model    {'tiny (--small)' if args.small else 'GPT-2-small shape'}, random weights, float32: "
-          f"{cfg.n_layers} layers, d_model {cfg.d_model}, {cfg.n_heads} heads, d_ff {cfg.d_ff}, "
-          f"vocab {cfg.vocab_size}, {n_params / 1e6:.1f}M parameters")
+    print(
+        f"torch    {torch.__version__}, {torch.get_num_threads()} threads, "
+        f"THP_MEM_ALLOC_ENABLE={os.environ.get('THP_MEM_ALLOC_ENABLE', 'unset')}"
+    )
+    print(
+        f"model    {'tiny (--small)' if args.small else 'GPT-2-small shape'}, random weights, float32: "
+        f"{cfg.n_layers} layers, d_model {cfg.d_model}, {cfg.n_heads} heads, d_ff {cfg.d_ff}, "
+        f"vocab {cfg.vocab_size}, {n_params / 1e6:.1f}M parameters"
+    )
     print(f"timing   median of {args.repeats} interleaved runs after one warm-up, seed {SEED}")
     results = []
     for length in args.lengths:
@@ -196,14 +211,22 @@ def run(args) -> int:
         print(f"  capture ÷ forward                   {_verdict(r['capture_forward_ratio'], TARGETS['capture_forward_ratio'])}")
         print(f"  traced ÷ forward+backward           {_verdict(r['traced_backward_ratio'], TARGETS['traced_backward_ratio'])}")
         for label, key in (("capture forward:", "capture_forward"), ("traced fwd+bwd: ", "traced_backward")):
-            print(f"  {label} trace {_mib(r[key + '_trace_bytes'])} (distinct storage "
-                  f"{_mib(r[key + '_trace_distinct_bytes'])}), peak memory rise {_mib(r[key + '_peak_bytes'])}")
+            print(
+                f"  {label} trace {_mib(r[key + '_trace_bytes'])} (distinct storage "
+                f"{_mib(r[key + '_trace_distinct_bytes'])}), peak memory rise {_mib(r[key + '_peak_bytes'])}"
+            )
 
     if args.json:
         report = {
-            "device": str(device), "torch": torch.__version__, "threads": torch.get_num_threads(),
-            "config": cfg.to_dict(), "small": args.small, "repeats": args.repeats, "seed": SEED,
-            "targets": TARGETS, "results": results,
+            "device": str(device),
+            "torch": torch.__version__,
+            "threads": torch.get_num_threads(),
+            "config": cfg.to_dict(),
+            "small": args.small,
+            "repeats": args.repeats,
+            "seed": SEED,
+            "targets": TARGETS,
+            "results": results,
         }
         write_text(args.json, json.dumps(report, indent=2))
         print(f"\nwrote {args.json}")

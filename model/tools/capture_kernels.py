@@ -29,8 +29,11 @@ def census(fn, cuda: bool) -> collections.Counter:
     for event in prof.events():
         if cuda and event.device_type == torch.autograd.DeviceType.CUDA:
             counts[event.name[:60]] += 1
-        elif not cuda and event.name.startswith("aten::") and (
-                event.cpu_parent is None or not event.cpu_parent.name.startswith("aten::")):
+        elif (
+            not cuda
+            and event.name.startswith("aten::")
+            and (event.cpu_parent is None or not event.cpu_parent.name.startswith("aten::"))
+        ):
             counts[event.name] += 1
     return counts
 
@@ -52,9 +55,14 @@ def main(n_tokens: int = 128) -> dict:
         plain = census(lambda: model(ids), cuda)
         captured = census(lambda: run_trace(model, tokens), cuda)
     added = captured - plain
-    return {"device": str(device), "tokens": n_tokens, "counted": "CUDA kernels" if cuda else "top-level aten ops",
-            "forward": sum(plain.values()), "capture": sum(captured.values()),
-            "added_by_capture": added.most_common(20)}
+    return {
+        "device": str(device),
+        "tokens": n_tokens,
+        "counted": "CUDA kernels" if cuda else "top-level aten ops",
+        "forward": sum(plain.values()),
+        "capture": sum(captured.values()),
+        "added_by_capture": added.most_common(20),
+    }
 
 
 if __name__ == "__main__":

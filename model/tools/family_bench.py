@@ -70,9 +70,11 @@ def fitted(config: dict, memory: int) -> tuple[dict, str | None]:
     smaller = dict(config, **{key: keep})
     if "layer_types" in config:
         smaller["layer_types"] = config["layer_types"][:keep]
-    why = (f"{total / 1e9:.1f}B parameters need about {total * BYTES_PER_PARAMETER / 1e9:.0f} GB here, over "
-           f"{MEMORY_SHARE:.0%} of this machine's {memory / 1e9:.0f} GB: benched with {keep} of its {layers} blocks "
-           f"({parameters(smaller) / 1e9:.2f}B parameters)")
+    why = (
+        f"{total / 1e9:.1f}B parameters need about {total * BYTES_PER_PARAMETER / 1e9:.0f} GB here, over "
+        f"{MEMORY_SHARE:.0%} of this machine's {memory / 1e9:.0f} GB: benched with {keep} of its {layers} blocks "
+        f"({parameters(smaller) / 1e9:.2f}B parameters)"
+    )
     return smaller, why
 
 
@@ -144,26 +146,38 @@ def measure(hub_id: str, path: Path) -> dict:
         started = time.perf_counter()
         generated = list(generate(loaded, prompt, N_NEW, Sampling(temperature=0)))
         tokens_per_s = len(generated) / (time.perf_counter() - started)
-    return {"model": hub_id, "kind": kind, "parameters": sum(p.numel() for p in loaded.model.parameters()),
-            "stored_bytes": disk, "load_s": load_s, "trace_s": trace_s, "trace_tensors": n_names,
-            "trace_bytes": held_bytes, "generate_tokens_per_s": tokens_per_s,
-            "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+    return {
+        "model": hub_id,
+        "kind": kind,
+        "parameters": sum(p.numel() for p in loaded.model.parameters()),
+        "stored_bytes": disk,
+        "load_s": load_s,
+        "trace_s": trace_s,
+        "trace_tensors": n_names,
+        "trace_bytes": held_bytes,
+        "generate_tokens_per_s": tokens_per_s,
+        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    }
 
 
 def row(r: dict) -> str:
     """One model's line of the report, from ``measure``'s numbers."""
     speed = "n/a (encoder)" if r["generate_tokens_per_s"] is None else f"{r['generate_tokens_per_s']:.1f}"
-    return (f"{r['model']:<30} {r['parameters'] / 1e6:>7.0f}M {r['load_s']:>7.1f} {r['trace_s']:>8.1f} "
-            f"{r['trace_bytes'] / 1e9:>9.2f} {speed:>13} {r['peak_rss_bytes'] / 1e9:>8.2f}")
+    return (
+        f"{r['model']:<30} {r['parameters'] / 1e6:>7.0f}M {r['load_s']:>7.1f} {r['trace_s']:>8.1f} "
+        f"{r['trace_bytes'] / 1e9:>9.2f} {speed:>13} {r['peak_rss_bytes'] / 1e9:>8.2f}"
+    )
 
 
 def run(models: list[str] | None = None, json_path: Path | None = None) -> int:
-    from glassbox.model.io.catalog import entry, curated
+    from glassbox.model.io.catalog import curated, entry
 
     results = []
-    print(f"each curated model's shape, random weights, float32 on the CPU: load, a {N_TOKENS}-token trace with "
-          f"every activation and gradient (an encoder-decoder: {N_TOKENS} source and {N_TOKENS} target tokens), "
-          f"{N_NEW} greedy tokens")
+    print(
+        f"each curated model's shape, random weights, float32 on the CPU: load, a {N_TOKENS}-token trace with "
+        f"every activation and gradient (an encoder-decoder: {N_TOKENS} source and {N_TOKENS} target tokens), "
+        f"{N_NEW} greedy tokens"
+    )
     header = f"{'model':<30} {'params':>8} {'load s':>7} {'trace s':>8} {'trace GB':>9} {'gen tok/s':>13} {'peak GB':>8}"
     print(header)
     for hub_id in models or [m.hub_id for m in curated()]:
@@ -171,11 +185,17 @@ def run(models: list[str] | None = None, json_path: Path | None = None) -> int:
         if why:
             print(f"{hub_id:<30} {why}")
         with tempfile.TemporaryDirectory() as folder:
-            done = subprocess.run([sys.executable, "-m", "glassbox.model.tools.family_bench", "build", hub_id, folder],
-                                  capture_output=True, text=True)
+            done = subprocess.run(
+                [sys.executable, "-m", "glassbox.model.tools.family_bench", "build", hub_id, folder],
+                capture_output=True,
+                text=True,
+            )
             if done.returncode == 0:
-                done = subprocess.run([sys.executable, "-m", "glassbox.model.tools.family_bench", "measure", hub_id, folder],
-                                      capture_output=True, text=True)
+                done = subprocess.run(
+                    [sys.executable, "-m", "glassbox.model.tools.family_bench", "measure", hub_id, folder],
+                    capture_output=True,
+                    text=True,
+                )
         if done.returncode != 0:
             print(f"{hub_id:<30} failed: {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode}")
             continue

@@ -34,8 +34,8 @@ def run(lengths: list[int], repeats: int, small: bool) -> int:
     from glassbox.model.engine import default_device, run_trace
     from glassbox.model.engine.sampling import Sampling, generate
     from glassbox.model.io.checkpoint import load
-    from glassbox.model.tools.timing import median_ms
     from glassbox.model.tools.family_bench import build_tokenizer
+    from glassbox.model.tools.timing import median_ms
 
     device = default_device()
     sizes = dict(n_embd=32, n_layer=2, n_head=4, vocab_size=300, n_positions=256) if small else {}
@@ -48,13 +48,17 @@ def run(lengths: list[int], repeats: int, small: bool) -> int:
         hf = hf.to(device)
         bridge = _transformer_lens(hf, folder) if importlib.util.find_spec("transformer_lens") else None
     model = loaded.model
-    print(f"peers    transformers {transformers.__version__} GPT2LMHeadModel (eager) and Glassbox on the same "
-          f"weights, {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters, {device}")
+    print(
+        f"peers    transformers {transformers.__version__} GPT2LMHeadModel (eager) and Glassbox on the same "
+        f"weights, {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters, {device}"
+    )
     if bridge is None:
         print("         TransformerLens is not installed: no TransformerLens rows (pip install transformer-lens)")
     else:
-        print(f"         TransformerLens {importlib.metadata.version('transformer_lens')} TransformerBridge around a copy "
-              "of the same model")
+        print(
+            f"         TransformerLens {importlib.metadata.version('transformer_lens')} TransformerBridge around a copy "
+            "of the same model"
+        )
     for length in lengths:
         tokens = torch.randint(loaded.cfg.vocab_size, (length,), generator=torch.Generator().manual_seed(length)).tolist()
         ids = torch.tensor([tokens], device=device)
@@ -67,10 +71,12 @@ def run(lengths: list[int], repeats: int, small: bool) -> int:
             with torch.no_grad():
                 return model(ids).logits  # noqa: B023
 
-        runs = {"transformers forward": hf_forward, "Glassbox forward": forward,
-                "Glassbox full capture": lambda: run_trace(model, tokens),  # noqa: B023
-                "Glassbox traced fwd+bwd": lambda: run_trace(model, tokens, backward=True),  # noqa: B023
-                }
+        runs = {
+            "transformers forward": hf_forward,
+            "Glassbox forward": forward,
+            "Glassbox full capture": lambda: run_trace(model, tokens),  # noqa: B023
+            "Glassbox traced fwd+bwd": lambda: run_trace(model, tokens, backward=True),  # noqa: B023
+        }
         if bridge is not None:
             runs |= {TL_CAPTURE: lambda: _tl_capture(bridge, ids), TL_TRACED: lambda: _tl_traced(bridge, ids)}  # noqa: B023
         ms = median_ms(runs, repeats, device)
@@ -88,8 +94,9 @@ def run(lengths: list[int], repeats: int, small: bool) -> int:
     outputs = {}
 
     def hf_generate():
-        outputs["hf"] = hf.generate(ids, max_new_tokens=N_NEW, min_new_tokens=N_NEW, do_sample=False,
-                                    pad_token_id=0)[0, len(prompt_ids):].tolist()
+        outputs["hf"] = hf.generate(ids, max_new_tokens=N_NEW, min_new_tokens=N_NEW, do_sample=False, pad_token_id=0)[
+            0, len(prompt_ids) :
+        ].tolist()
 
     def ours():
         outputs["glassbox"] = [t.token_id for t in generate(loaded, prompt, N_NEW, Sampling(temperature=0))]

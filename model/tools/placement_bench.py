@@ -28,8 +28,9 @@ def main(hub_id: str = "openai-community/gpt2") -> dict:
 
     gpu = default_device().type == "cuda"
     with tempfile.TemporaryDirectory() as folder:
-        subprocess.run([sys.executable, "-m", "glassbox.model.tools.family_bench", "build", hub_id, folder], check=True,
-                       capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "glassbox.model.tools.family_bench", "build", hub_id, folder], check=True, capture_output=True
+        )
         tokens = torch.randint(0, 1000, (128,), generator=torch.Generator().manual_seed(0)).tolist()
         results = {"model": hub_id, "device": str(default_device()), "tokens": len(tokens)}
         traces = {}
@@ -52,8 +53,11 @@ def main(hub_id: str = "openai-community/gpt2") -> dict:
             trace = run_trace(loaded.model, tokens, backward=True)
             if gpu:
                 torch.cuda.synchronize()
-            results[name] = {"seconds": time.perf_counter() - started, "gpu_bytes_after_load": held,
-                             "gpu_peak_bytes": torch.cuda.max_memory_allocated() if gpu else None}
+            results[name] = {
+                "seconds": time.perf_counter() - started,
+                "gpu_bytes_after_load": held,
+                "gpu_peak_bytes": torch.cuda.max_memory_allocated() if gpu else None,
+            }
             traces[name] = {n: trace[n].cpu() for n in trace.names()}  # off the GPU: the next load is measured alone
             del loaded, trace
         whole, split = traces["whole"], traces["split"]

@@ -27,9 +27,21 @@ SEED = 0
 N_STORIES = 20_000
 VOCAB = 1024
 END = "<|endoftext|>"
-CONFIG = ModelConfig(vocab_size=VOCAB, n_ctx=128, d_model=128, n_layers=4, n_heads=4, d_ff=512, norm="layernorm",
-                     activation="gelu_tanh", positional="table", attn_bias=True, mlp_bias=True, final_norm=True,
-                     tie_embeddings=True)
+CONFIG = ModelConfig(
+    vocab_size=VOCAB,
+    n_ctx=128,
+    d_model=128,
+    n_layers=4,
+    n_heads=4,
+    d_ff=512,
+    norm="layernorm",
+    activation="gelu_tanh",
+    positional="table",
+    attn_bias=True,
+    mlp_bias=True,
+    final_norm=True,
+    tie_embeddings=True,
+)
 STEPS, BATCH, LR, WARMUP = 5000, 16, 3e-3, 100
 
 
@@ -71,8 +83,7 @@ def _train(path: Path, steps: int, n_stories: int, log) -> None:
     data = encode_corpus(texts, tokenizer)
     split = int(len(data) * 0.95)
     train_data, val_data = data[:split], data[split:]
-    log(f"corpus: {len(texts)} stories, {sum(map(len, texts)):,} characters, {len(data):,} tokens "
-        f"(validation {len(val_data):,})")
+    log(f"corpus: {len(texts)} stories, {sum(map(len, texts)):,} characters, {len(data):,} tokens (validation {len(val_data):,})")
 
     cfg = dataclasses.replace(CONFIG, vocab_size=tokenizer.vocab_size)  # a small corpus may give fewer merges
     model = Transformer(cfg).init_weights(SEED)
@@ -102,7 +113,7 @@ def encode_corpus(texts: list[str], tokenizer: Tokenizer) -> torch.Tensor:
 def batches(source: torch.Tensor, T: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """BATCH random windows of T tokens, and the same shifted by one (the next tokens)."""
     starts = torch.randint(len(source) - T - 1, (BATCH,), generator=generator)
-    window = torch.stack([source[s:s + T + 1] for s in starts])
+    window = torch.stack([source[s : s + T + 1] for s in starts])
     return window[:, :-1], window[:, 1:]
 
 
@@ -145,39 +156,60 @@ def fit(model: Transformer, train_data: torch.Tensor, val_data: torch.Tensor, st
     return curve
 
 
-def model_card(model: Transformer, texts: list[str], n_tokens: int, n_validation: int, curve: dict, steps: int,
-               minutes: float) -> dict:
+def model_card(
+    model: Transformer, texts: list[str], n_tokens: int, n_validation: int, curve: dict, steps: int, minutes: float
+) -> dict:
     cfg = model.cfg
     return {
         "parameters": sum(p.numel() for p in model.parameters()),
         "architecture": f"GPT-2 style: {cfg.n_layers} layers, d_model {cfg.d_model}, {cfg.n_heads} heads, "
-                        f"d_ff {cfg.d_ff}, context {cfg.n_ctx}, byte-level BPE vocabulary {cfg.vocab_size}",
-        "corpus": {"stories": len(texts), "characters": sum(map(len, texts)), "tokens": n_tokens,
-                   "validation_tokens": n_validation, "seed": SEED},
-        "training": {"steps": steps, "batch": BATCH, "tokens_seen": steps * BATCH * cfg.n_ctx, "optimizer":
-                     f"AdamW lr {LR:g} (warm-up {WARMUP}, cosine to {LR / 10:g}), weight decay 0.1",
-                     "minutes": round(minutes, 1), "threads": torch.get_num_threads()},
+        f"d_ff {cfg.d_ff}, context {cfg.n_ctx}, byte-level BPE vocabulary {cfg.vocab_size}",
+        "corpus": {
+            "stories": len(texts),
+            "characters": sum(map(len, texts)),
+            "tokens": n_tokens,
+            "validation_tokens": n_validation,
+            "seed": SEED,
+        },
+        "training": {
+            "steps": steps,
+            "batch": BATCH,
+            "tokens_seen": steps * BATCH * cfg.n_ctx,
+            "optimizer": f"AdamW lr {LR:g} (warm-up {WARMUP}, cosine to {LR / 10:g}), weight decay 0.1",
+            "minutes": round(minutes, 1),
+            "threads": torch.get_num_threads(),
+        },
         "train_loss": round(sum(curve["train_loss"][-50:]) / len(curve["train_loss"][-50:]), 4),
         "validation_loss": round(curve["val_loss"][-1], 4),
     }
 
 
-SAMPLE_PROMPTS = [("the cat sat on the", 0.0, 0), ("Once upon a time,", 1.0, 1), ("Lily had a", 1.0, 2),
-                  ('"Hello, Tom!" said', 1.0, 3), ("The dogs", 1.0, 4)]
+SAMPLE_PROMPTS = [
+    ("the cat sat on the", 0.0, 0),
+    ("Once upon a time,", 1.0, 1),
+    ("Lily had a", 1.0, 2),
+    ('"Hello, Tom!" said', 1.0, 3),
+    ("The dogs", 1.0, 4),
+]
 
 
 def add_samples(path: Path) -> None:
     """Put sample continuations in the model card (config.json's about.samples)."""
-    from glassbox.model.io.checkpoint import load
     from glassbox.model.engine.sampling import Sampling, generate
+    from glassbox.model.io.checkpoint import load
 
     loaded = load(str(path))
     samples = []
     for prompt, temperature, seed in SAMPLE_PROMPTS:
         new = [t.token_id for t in generate(loaded, prompt, 40 if temperature else 3, Sampling(temperature, seed=seed))]
         text = loaded.tokenizer.decode(new).split(END)[0]
-        samples.append({"prompt": prompt, "completion": text,
-                        "settings": "greedy" if temperature == 0 else f"temperature {temperature:g}, seed {seed}"})
+        samples.append(
+            {
+                "prompt": prompt,
+                "completion": text,
+                "settings": "greedy" if temperature == 0 else f"temperature {temperature:g}, seed {seed}",
+            }
+        )
     config = json.loads((path / "config.json").read_text())
     config["about"]["samples"] = samples
     (path / "config.json").write_text(json.dumps(config, indent=1) + "\n")

@@ -20,9 +20,9 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from glassbox.model.engine.sae import SparseAutoencoder
 from glassbox.model.data.stories import corpus
 from glassbox.model.engine import run_trace
+from glassbox.model.engine.sae import SparseAutoencoder
 from glassbox.model.io.checkpoint import load
 
 SEED = 0
@@ -78,9 +78,20 @@ def train(path: Path, steps: int = STEPS, n_stories: int = N_STORIES, log=print)
         residual = (held_x - sae.decode(acts, held_x)).pow(2).sum()
         explained = 1 - float(residual / (held_x - held_x.mean(0)).pow(2).sum())
         dead = int(((acts > 0).sum(0) == 0).sum())
-    summary = {"hook": HOOK, "d_sae": D_SAE, "k": K, "steps": steps, "batch": BATCH, "lr": LR, "seed": SEED,
-               "training_positions": len(train_x), "held_out_positions": len(held_x),
-               "variance_explained_held_out": explained, "dead_features_held_out": dead, "curve": curve}
+    summary = {
+        "hook": HOOK,
+        "d_sae": D_SAE,
+        "k": K,
+        "steps": steps,
+        "batch": BATCH,
+        "lr": LR,
+        "seed": SEED,
+        "training_positions": len(train_x),
+        "held_out_positions": len(held_x),
+        "variance_explained_held_out": explained,
+        "dead_features_held_out": dead,
+        "curve": curve,
+    }
     save(path, sae, d_in)
     (path / "training.json").write_text(json.dumps(summary, indent=1) + "\n")
     log(f"variance explained {explained:.3f} on held-out stories, {dead} features never active there")
@@ -90,11 +101,27 @@ def train(path: Path, steps: int = STEPS, n_stories: int = N_STORIES, log=print)
 def save(path: Path, sae: SparseAutoencoder, d_in: int) -> None:
     """SAELens's format: what its ``SAE.save_model`` writes for a TopK SAE."""
     path.mkdir(parents=True, exist_ok=True)
-    config = {"architecture": "topk", "d_in": d_in, "d_sae": sae.d_sae, "k": K, "dtype": "float32", "device": "cpu",
-              "apply_b_dec_to_input": True, "normalize_activations": "none", "reshape_activations": "none",
-              "rescale_acts_by_decoder_norm": False,
-              "metadata": {"model_name": "default", "hook_name": HOOK, "dataset_path": "Glassbox's story corpus",
-                           "context_size": 128, "prepend_bos": False}}
+    config = {
+        "architecture": "topk",
+        "d_in": d_in,
+        "d_sae": sae.d_sae,
+        "k": K,
+        "dtype": "float32",
+        "device": "cpu",
+        "apply_b_dec_to_input": True,
+        "normalize_activations": "none",
+        "reshape_activations": "none",
+        "rescale_acts_by_decoder_norm": False,
+        "metadata": {
+            "model_name": "default",
+            "hook_name": HOOK,
+            "dataset_path": "Glassbox's story corpus",
+            "context_size": 128,
+            "prepend_bos": False,
+        },
+    }
     (path / "cfg.json").write_text(json.dumps(config, indent=1) + "\n")
-    save_file({"W_enc": sae.W_enc.contiguous(), "b_enc": sae.b_enc, "W_dec": sae.W_dec.contiguous(), "b_dec": sae.b_dec},
-              str(path / "sae_weights.safetensors"))
+    save_file(
+        {"W_enc": sae.W_enc.contiguous(), "b_enc": sae.b_enc, "W_dec": sae.W_dec.contiguous(), "b_dec": sae.b_dec},
+        str(path / "sae_weights.safetensors"),
+    )

@@ -9,8 +9,7 @@ from glassbox.model.engine import GlassboxError
 SCHEDULES = ("constant", "warmup + cosine")
 
 
-def learning_rate_at(schedule: str, step: int, steps: int, peak: float, warmup: int = 0, floor: float = 0.0
-                     ) -> float:
+def learning_rate_at(schedule: str, step: int, steps: int, peak: float, warmup: int = 0, floor: float = 0.0) -> float:
     """The learning rate of step ``step`` (0, 1, …) of ``steps``. "constant": ``peak`` throughout.
     "warmup + cosine": up in a straight line over the first ``warmup`` steps (peak/warmup, 2·peak/warmup,
     …, peak), then half a cosine from peak down to ``floor`` × peak at the last step: large steps while

@@ -62,9 +62,25 @@ def engine_slot(article_name: str, cfg: ModelConfig | None = None) -> tuple[str,
 
 
 # Article figure -> (engine tensor, head): the tensors the article prints for weights it does not.
-FIGURES = {figure: engine_slot(figure) for figure in (
-    "h(1)", "ffn_out(1)", "X(1)", "X(2)", "h(2)", "X_final", "dL/dX(2)", "dL/dh_act(2)", "dL/dh(2)",
-    "dL/dW_Q(2,1)", "dL/dW_K(2,1)", "dL/dW_V(2,1)", "dL/dX(1)", "dL/dX(0)")}
+FIGURES = {
+    figure: engine_slot(figure)
+    for figure in (
+        "h(1)",
+        "ffn_out(1)",
+        "X(1)",
+        "X(2)",
+        "h(2)",
+        "X_final",
+        "dL/dX(2)",
+        "dL/dh_act(2)",
+        "dL/dh(2)",
+        "dL/dW_Q(2,1)",
+        "dL/dW_K(2,1)",
+        "dL/dW_V(2,1)",
+        "dL/dX(1)",
+        "dL/dX(0)",
+    )
+}
 
 
 def printed_figure(value) -> tuple[int | None, torch.Tensor]:

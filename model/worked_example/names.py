@@ -9,9 +9,9 @@ A gradient is named "dL/d" + the name of what it is the gradient of ("dL/dX(2)",
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import cache
-from typing import Mapping
 
 from glassbox.model.engine import GRAD
 
@@ -112,7 +112,7 @@ _PATTERNS = [(_regex(pattern), where) for pattern, where in _TABLE.items()]
 def slot(article_name: str) -> Slot:
     """Where ``article_name`` lives in the engine; KeyError for a name the table lacks."""
     gradient = article_name.startswith(GRADIENT)
-    name = article_name[len(GRADIENT):] if gradient else article_name
+    name = article_name[len(GRADIENT) :] if gradient else article_name
     for pattern, where in _PATTERNS:
         match = pattern.fullmatch(name)
         if match:

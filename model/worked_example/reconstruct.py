@@ -27,7 +27,7 @@ def figure_errors(model: Transformer, article: dict) -> dict[str, torch.Tensor]:
         loss = model(ids, targets).loss
     tensors = dict(recorder.tensors)
     params = dict(model.named_parameters())
-    wanted = sorted({name[len("grad:"):] for name, _ in FIGURES.values() if name.startswith("grad:")})
+    wanted = sorted({name[len("grad:") :] for name, _ in FIGURES.values() if name.startswith("grad:")})
     inputs = [tensors[n] if n in tensors else params[n] for n in wanted]
     grads = torch.autograd.grad(loss, inputs, create_graph=True)
     tensors.update({"grad:" + n: g for n, g in zip(wanted, grads)})
@@ -121,5 +121,3 @@ def build(path: Path, log=print) -> Transformer:
     }
     save(path, model, Tokenizer.from_words(article["config"]["vocab"]), "float64", about)
     return model
-
-

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import copy
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 
@@ -36,8 +36,7 @@ def toy_corpus() -> list[str]:
     return sentences
 
 
-def training_batch(tokenizer: Tokenizer, example: list[int], target_id: int, dataset: str
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
+def training_batch(tokenizer: Tokenizer, example: list[int], target_id: int, dataset: str) -> tuple[torch.Tensor, torch.Tensor]:
     """(inputs, targets) for full-batch training; -1 marks a position without a target.
     "the example" is the article's loss alone: -log p(target) at the last position."""
     if dataset not in DATASETS:
@@ -70,10 +69,19 @@ class TrainingRun:
         return len(self.loss) - 1
 
 
-def train_copy(model: Transformer, inputs: torch.Tensor, targets: torch.Tensor, example: list[int], target_id: int,
-               optimizer: str = "SGD", learning_rate: float | None = None, steps: int = 100,
-               on_step: Callable[[int, int], None] | None = None, dataset: str = "",
-               schedule: str = "constant") -> TrainingRun:
+def train_copy(
+    model: Transformer,
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+    example: list[int],
+    target_id: int,
+    optimizer: str = "SGD",
+    learning_rate: float | None = None,
+    steps: int = 100,
+    on_step: Callable[[int, int], None] | None = None,
+    dataset: str = "",
+    schedule: str = "constant",
+) -> TrainingRun:
     """Full-batch training of a copy of ``model``. ``learning_rate``: the peak of ``schedule``
     (None: the optimizer's own, DEFAULT_LEARNING_RATE). "warmup + cosine" warms up over the first
     tenth of the steps and decays to a tenth of the peak. ``on_step(done, total)`` reports progress."""
@@ -152,8 +160,9 @@ class AfterUpdate:
         return self.probs[0][self.target_id], self.probs[1][self.target_id]
 
 
-def after_one_update(model: Transformer, tokenizer: Tokenizer, example: list[int], target_id: int,
-                     learning_rate: float) -> AfterUpdate:
+def after_one_update(
+    model: Transformer, tokenizer: Tokenizer, example: list[int], target_id: int, learning_rate: float
+) -> AfterUpdate:
     """What the worked example's update buys: one SGD step on -log p(target) (norms held, as in
     the update step), then the example's forward pass again. ``model`` is not touched."""
     inputs, targets = training_batch(tokenizer, example, target_id, "the example")

@@ -27,7 +27,7 @@ class Seq2SeqExplorer(Explorer):
     greedy: bool = False
 
     @classmethod
-    def of(cls, model_key: str, loaded, source: list[int], target: list[int], greedy: bool) -> "Seq2SeqExplorer":
+    def of(cls, model_key: str, loaded, source: list[int], target: list[int], greedy: bool) -> Seq2SeqExplorer:
         read = [loaded.cfg.decoder_start_token_id] + target[:-1]
         return cls(model_key, loaded, read, None, source=source, target_tokens=target, greedy=greedy)
 

@@ -43,18 +43,29 @@ def inputs(model_key: str, loaded: LoadedModel) -> Seq2SeqExplorer:
     """The source and target boxes; the page stops with a message where either is wrong."""
     words = f"Words this model knows: {plain(loaded.tokenizer.known_words())}" if loaded.tokenizer.word_level else None
     with st.form("explore_prompt_form"):
-        st.text_area("Source", key="explore_prompt", persist_state="session", height=68,
-                     help=words or f"Any text, up to {loaded.cfg.n_ctx} tokens: what the encoder reads")
-        st.text_input("Target", key="explore_target", persist_state="session",
-                      help="What the decoder should write, read with teacher forcing; empty: the model's own "
-                           "greedy output for this source")
+        st.text_area(
+            "Source",
+            key="explore_prompt",
+            persist_state="session",
+            height=68,
+            help=words or f"Any text, up to {loaded.cfg.n_ctx} tokens: what the encoder reads",
+        )
+        st.text_input(
+            "Target",
+            key="explore_target",
+            persist_state="session",
+            help="What the decoder should write, read with teacher forcing; empty: the model's own greedy output for this source",
+        )
         st.form_submit_button("Run")
     try:
         source = read_tokens(loaded, st.session_state.explore_prompt, "The source")
         typed = st.session_state.explore_target
         greedy = not typed.strip()
-        target = (greedy_output(model_key, st.session_state.explore_prompt, len(source), loaded) if greedy
-                  else read_tokens(loaded, typed, "The target"))
+        target = (
+            greedy_output(model_key, st.session_state.explore_prompt, len(source), loaded)
+            if greedy
+            else read_tokens(loaded, typed, "The target")
+        )
     except GlassboxError as exc:
         st.error(plain(exc))
         st.stop()
@@ -64,30 +75,40 @@ def inputs(model_key: str, loaded: LoadedModel) -> Seq2SeqExplorer:
 def page(model_key: str, loaded: LoadedModel, page_settings: dict) -> None:
     cfg = loaded.cfg
     ctx = inputs(model_key, loaded)
-    limits = {"block": (0, max(cfg.n_layers, cfg.n_decoder_layers) - 1), "head": (0, cfg.n_heads - 1),
-              "pos": (0, max(len(ctx.source), len(ctx.tokens)) - 1)}
+    limits = {
+        "block": (0, max(cfg.n_layers, cfg.n_decoder_layers) - 1),
+        "head": (0, cfg.n_heads - 1),
+        "pos": (0, max(len(ctx.source), len(ctx.tokens)) - 1),
+    }
     read_url_settings(SETTINGS, limits, {"attn": list(KINDS), "stack": list(STACKS)}, prefix="explore_")
     show_url_notes("explore_")
     for key, (low, high) in limits.items():  # kept from another model or source: into this one's range
         st.session_state["explore_" + key] = min(max(int(st.session_state["explore_" + key]), low), high)
-    st.caption(f"**{plain(loaded.name)}** · encoder-decoder: {cfg.n_layers} encoder and {cfg.n_decoder_layers} "
-               f"decoder blocks × {cfg.n_heads} heads, d_model {cfg.d_model}, vocabulary {cfg.vocab_size:,}, context "
-               f"{cfg.n_ctx} · source {len(ctx.source)} tokens, target {len(ctx.target_tokens)} · computed in "
-               f"{str(loaded.model.embed.W_E.dtype).removeprefix('torch.')} on {loaded.model.device.type.upper()}")
-    st.markdown(f"**Source** (what the encoder reads): {plain('  '.join(ctx.source_labels))}  \n"
-                f"**Target** (what the decoder writes): {plain('  '.join(ctx.target_labels))}")
+    st.caption(
+        f"**{plain(loaded.name)}** · encoder-decoder: {cfg.n_layers} encoder and {cfg.n_decoder_layers} "
+        f"decoder blocks × {cfg.n_heads} heads, d_model {cfg.d_model}, vocabulary {cfg.vocab_size:,}, context "
+        f"{cfg.n_ctx} · source {len(ctx.source)} tokens, target {len(ctx.target_tokens)} · computed in "
+        f"{str(loaded.model.embed.W_E.dtype).removeprefix('torch.')} on {loaded.model.device.type.upper()}"
+    )
+    st.markdown(
+        f"**Source** (what the encoder reads): {plain('  '.join(ctx.source_labels))}  \n"
+        f"**Target** (what the decoder writes): {plain('  '.join(ctx.target_labels))}"
+    )
     if ctx.greedy:
-        st.caption(f"The target box is empty, so the target is the model's own greedy output for this source: "
-                   f"{len(ctx.source)} tokens (as many as the source) of the engine's generation at temperature 0, "
-                   "each the most likely token after the ones before. Type a target to see the model read another.")
+        st.caption(
+            f"The target box is empty, so the target is the model's own greedy output for this source: "
+            f"{len(ctx.source)} tokens (as many as the source) of the engine's generation at temperature 0, "
+            "each the most likely token after the ones before. Type a target to see the model read another."
+        )
     views(ctx, {**page_settings, **SETTINGS})
 
 
 @fragment
 def views(ctx: Seq2SeqExplorer, settings: dict) -> None:
     """The chosen view: a click inside it reruns only this, not the generation and the boxes above."""
-    chosen = st.segmented_control("View", offered("explore_view", list(VIEWS)), key="explore_view",
-                                  persist_state="session", required=True)
+    chosen = st.segmented_control(
+        "View", offered("explore_view", list(VIEWS)), key="explore_view", persist_state="session", required=True
+    )
     write_url_settings(settings, prefix="explore_")
     try:
         VIEWS[chosen].render(ctx)

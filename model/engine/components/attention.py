@@ -68,8 +68,9 @@ class Attention(nn.Module):
             out = out + getattr(self, bias_name)[:, None, :]
         return out
 
-    def forward(self, x: torch.Tensor, cache: KVCache | None = None, bias: torch.Tensor | None = None,
-                source: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, cache: KVCache | None = None, bias: torch.Tensor | None = None, source: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """x: (batch, positions, d_model). ``bias``: added to the scores (T5's relative positions).
         ``source``: the encoder's output, which a cross-attention's keys and values are computed
         from (its ``cache`` holds them once computed)."""
@@ -88,11 +89,14 @@ class Attention(nn.Module):
         # the scores are computed explicitly when they are captured or capped; otherwise the fused
         # kernel computes the same attention without materialising the pattern
         explicit = cfg.attn_softcap is not None or any(
-            wants(p + n) for n in ("hook_scores_uncapped", "hook_scores", "hook_scores_masked", "hook_pattern"))
+            wants(p + n) for n in ("hook_scores_uncapped", "hook_scores", "hook_scores_masked", "hook_pattern")
+        )
         # a generation step's one query sees every cached key: no mask (and the fastest kernel)
-        hidden = (self._hidden(start, T, x.device)
-                  if not self.cross and (explicit or (start and T > 1) or self.window or not cfg.causal or bias is not None)
-                  else None)  # a cross-attention sees the whole source
+        hidden = (
+            self._hidden(start, T, x.device)
+            if not self.cross and (explicit or (start and T > 1) or self.window or not cfg.causal or bias is not None)
+            else None
+        )  # a cross-attention sees the whole source
         if explicit:
             scores = q @ k.transpose(-1, -2) * self.scale
             if cfg.attn_softcap is not None:
@@ -123,8 +127,9 @@ class Attention(nn.Module):
             out = out + self.b_O
         return out
 
-    def _self_keys_values(self, x: torch.Tensor, q: torch.Tensor, start: int, cache: KVCache | None
-                          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _self_keys_values(
+        self, x: torch.Tensor, q: torch.Tensor, start: int, cache: KVCache | None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Self-attention's keys and values from x, with QK-norm, clipping and RoPE where the model
         has them (q too), appended to the cache."""
         p, cfg = self.prefix, self.cfg
@@ -147,8 +152,7 @@ class Attention(nn.Module):
             k, v = cache.extend(self.layer, k, v)
         return q, k, v
 
-    def _source_keys_values(self, source: torch.Tensor | None, cache: KVCache | None
-                            ) -> tuple[torch.Tensor, torch.Tensor]:
+    def _source_keys_values(self, source: torch.Tensor | None, cache: KVCache | None) -> tuple[torch.Tensor, torch.Tensor]:
         """Cross-attention's keys and values, from the encoder's output: computed once per source
         (a generation's later steps read them back from the cache)."""
         cached = cache.cached(self.layer) if cache is not None else None

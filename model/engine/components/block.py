@@ -49,8 +49,14 @@ class Block(nn.Module):
         if cfg.post_norms:
             self.ln2_post = Norm(cfg, p + "ln2_post.")
 
-    def forward(self, x: torch.Tensor, cache: KVCache | None = None, bias: torch.Tensor | None = None,
-                source: torch.Tensor | None = None, source_cache: KVCache | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        cache: KVCache | None = None,
+        bias: torch.Tensor | None = None,
+        source: torch.Tensor | None = None,
+        source_cache: KVCache | None = None,
+    ) -> torch.Tensor:
         """``bias``: on every attention score (relative positions); ``source`` (the encoder's
         output) and ``source_cache`` (its keys and values): the cross-attention's."""
         p, cfg = self.prefix, self.cfg
@@ -76,8 +82,14 @@ class Block(nn.Module):
         mlp_out = hook(p + "hook_mlp_out", mlp_out)
         return hook(p + "hook_resid_post", resid_mid + mlp_out)
 
-    def _post_norm(self, resid_pre: torch.Tensor, cache: KVCache | None, bias: torch.Tensor | None,
-                   source: torch.Tensor | None, source_cache: KVCache | None) -> torch.Tensor:
+    def _post_norm(
+        self,
+        resid_pre: torch.Tensor,
+        cache: KVCache | None,
+        bias: torch.Tensor | None,
+        source: torch.Tensor | None,
+        source_cache: KVCache | None,
+    ) -> torch.Tensor:
         """mid = ln1(x + attn(x)); out = ln2(mid + mlp(mid)): each norm reads the sum, and its
         output is the stream (BERT); a decoder's cross-attention between them is normed alike (BART)."""
         p = self.prefix

@@ -24,8 +24,7 @@ def activation(name: str, x: torch.Tensor) -> torch.Tensor:
     return F.silu(x)
 
 
-def neurons(cfg: ModelConfig, prefix: str, x: torch.Tensor,
-            linear: Callable[[torch.Tensor, str], torch.Tensor]) -> torch.Tensor:
+def neurons(cfg: ModelConfig, prefix: str, x: torch.Tensor, linear: Callable[[torch.Tensor, str], torch.Tensor]) -> torch.Tensor:
     """The hidden layer, hooked under ``prefix``: act(x W_in + b_in), or gated, act(x W_gate + b_gate)
     × (x W_in + b_in). ``linear(x, "in")`` computes x W_in (+ b_in) with the caller's weights."""
     if cfg.gated_mlp:  # act(x W_gate) * (x W_in), e.g. SwiGLU

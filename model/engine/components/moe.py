@@ -34,8 +34,14 @@ from glassbox.model.engine.config import ModelConfig
 from glassbox.model.engine.device import widened
 
 # the names (under "blocks.{i}.mlp.") that, captured or edited, need every expert on every position
-EVERYWHERE = ("hook_expert_weights", "experts.hook_pre", "experts.hook_gate", "experts.hook_linear", "experts.hook_post",
-              "experts.hook_out")
+EVERYWHERE = (
+    "hook_expert_weights",
+    "experts.hook_pre",
+    "experts.hook_gate",
+    "experts.hook_linear",
+    "experts.hook_post",
+    "experts.hook_out",
+)
 
 
 class Experts(nn.Module):

@@ -29,8 +29,11 @@ class Norm(nn.Module):
             # nothing inside is captured: torch's fused kernel computes the same formula in one
             # launch instead of nine (most of a generation step on a GPU)
             size = x.shape[-1:]
-            out = (F.layer_norm(x, size, self.w, self.b, self.eps) if self.kind == "layernorm"
-                   else F.rms_norm(x, size, self.w, self.eps))
+            out = (
+                F.layer_norm(x, size, self.w, self.b, self.eps)
+                if self.kind == "layernorm"
+                else F.rms_norm(x, size, self.w, self.eps)
+            )
             return hook(p + "hook_out", out.to(dtype))
         if self.kind == "layernorm":
             # the mean and the variance in one kernel: the variance read from x itself rather than

@@ -21,8 +21,9 @@ ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "ge
 
 def config(hf: dict) -> ModelConfig:
     if hf.get("position_embedding_type", "absolute") != "absolute":
-        raise GlassboxError(f"Unsupported BERT position_embedding_type {hf['position_embedding_type']!r} (Glassbox "
-                            "computes absolute positions)")
+        raise GlassboxError(
+            f"Unsupported BERT position_embedding_type {hf['position_embedding_type']!r} (Glassbox computes absolute positions)"
+        )
     if hf.get("is_decoder"):
         raise GlassboxError("This BERT is configured as a decoder (is_decoder): Glassbox opens BERT as an encoder")
     if hf.get("hidden_act", "gelu") not in ACTIVATIONS:
@@ -30,11 +31,22 @@ def config(hf: dict) -> ModelConfig:
 
     def make() -> ModelConfig:
         return ModelConfig(
-            vocab_size=hf["vocab_size"], n_ctx=hf["max_position_embeddings"], d_model=hf["hidden_size"],
-            n_layers=hf["num_hidden_layers"], n_heads=hf["num_attention_heads"], d_ff=hf["intermediate_size"],
-            norm_eps=hf.get("layer_norm_eps", 1e-12), activation=ACTIVATIONS[hf.get("hidden_act", "gelu")],
-            final_norm=False, tie_embeddings=hf.get("tie_word_embeddings", True), causal=False, norm_position="post",
-            n_token_types=hf.get("type_vocab_size", 2), embed_norm=True, mlm_head=True, unembed_bias=True,
+            vocab_size=hf["vocab_size"],
+            n_ctx=hf["max_position_embeddings"],
+            d_model=hf["hidden_size"],
+            n_layers=hf["num_hidden_layers"],
+            n_heads=hf["num_attention_heads"],
+            d_ff=hf["intermediate_size"],
+            norm_eps=hf.get("layer_norm_eps", 1e-12),
+            activation=ACTIVATIONS[hf.get("hidden_act", "gelu")],
+            final_norm=False,
+            tie_embeddings=hf.get("tie_word_embeddings", True),
+            causal=False,
+            norm_position="post",
+            n_token_types=hf.get("type_vocab_size", 2),
+            embed_norm=True,
+            mlm_head=True,
+            unembed_bias=True,
         )
 
     return build("bert", make)

@@ -6,7 +6,7 @@ for a mixture of experts, stacked by expert)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -41,10 +41,13 @@ def rope_settings(hf: dict, layer_type: str | None = None) -> dict:
     if kind == "linear":
         return settings | {"rope_scaling": "linear", "rope_factor": float(params["factor"])}
     if kind == "llama3":
-        return settings | {"rope_scaling": "llama3", "rope_factor": float(params["factor"]),
-                           "rope_low_freq_factor": float(params["low_freq_factor"]),
-                           "rope_high_freq_factor": float(params["high_freq_factor"]),
-                           "rope_original_ctx": int(params["original_max_position_embeddings"])}
+        return settings | {
+            "rope_scaling": "llama3",
+            "rope_factor": float(params["factor"]),
+            "rope_low_freq_factor": float(params["low_freq_factor"]),
+            "rope_high_freq_factor": float(params["high_freq_factor"]),
+            "rope_original_ctx": int(params["original_max_position_embeddings"]),
+        }
     raise GlassboxError(f"RoPE scaling {kind!r} is not supported (Glassbox computes default, linear and llama3)")
 
 
@@ -127,8 +130,14 @@ def n_experts(hf: dict) -> int:
     return hf["num_experts"] if "num_experts" in hf else hf["num_local_experts"]
 
 
-def experts(s: Weights, state: dict, cfg: ModelConfig, src: str, dst: str,
-            per_expert: tuple[str, str, str] = ("gate_proj", "up_proj", "down_proj")) -> None:
+def experts(
+    s: Weights,
+    state: dict,
+    cfg: ModelConfig,
+    src: str,
+    dst: str,
+    per_expert: tuple[str, str, str] = ("gate_proj", "up_proj", "down_proj"),
+) -> None:
     """A mixture of experts' router (``src`` + "gate.weight": (experts, d_model)) and gated experts,
     into the engine's W_router and experts.W_gate, W_in, W_out under ``dst`` (the expert axis
     first, each matrix (in, out)). The experts are read in either layout: fused, as transformers 5
@@ -144,8 +153,10 @@ def experts(s: Weights, state: dict, cfg: ModelConfig, src: str, dst: str,
         gate, up = gate_up[:, :Fe], gate_up[:, Fe:]
         down = s.take(src + "experts.down_proj", E, D, Fe)
     else:
-        gate, up, down = (torch.stack([s.take(f"{src}experts.{e}.{name}.weight", *shape) for e in range(E)])
-                          for name, shape in zip(per_expert, ((Fe, D), (Fe, D), (D, Fe))))
+        gate, up, down = (
+            torch.stack([s.take(f"{src}experts.{e}.{name}.weight", *shape) for e in range(E)])
+            for name, shape in zip(per_expert, ((Fe, D), (Fe, D), (D, Fe)))
+        )
     state[dst + "experts.W_gate"] = gate.transpose(1, 2)
     state[dst + "experts.W_in"] = up.transpose(1, 2)
     state[dst + "experts.W_out"] = down.transpose(1, 2)

@@ -25,8 +25,12 @@ from glassbox.model.io.convert.common import Weights, build, local_layers, rope_
 
 FAMILY = "Gemma"
 NORM_OFFSET = 1.0  # γ = 1 + w
-ACTIVATIONS = {"gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu_tanh",  # Gemma's "gelu" means the tanh one
-               "gelu_new": "gelu_tanh", "silu": "silu"}
+ACTIVATIONS = {
+    "gelu_pytorch_tanh": "gelu_tanh",
+    "gelu": "gelu_tanh",  # Gemma's "gelu" means the tanh one
+    "gelu_new": "gelu_tanh",
+    "silu": "silu",
+}
 
 
 def config(hf: dict) -> ModelConfig:
@@ -42,12 +46,26 @@ def config(hf: dict) -> ModelConfig:
             local_params = (hf.get("rope_parameters") or {}).get("sliding_attention") or {}
             rope["local_rope_base"] = float(local_params.get("rope_theta", hf.get("rope_local_base_freq", 10000.0)))
         cfg = ModelConfig(
-            vocab_size=hf["vocab_size"], n_ctx=hf["max_position_embeddings"], d_model=D, n_layers=n_layers,
-            n_heads=H, n_kv_heads=hf.get("num_key_value_heads") or H, d_head=hf.get("head_dim", 256),
-            d_ff=hf["intermediate_size"], norm="rmsnorm", norm_eps=hf.get("rms_norm_eps", 1e-6),
-            activation=ACTIVATIONS[act], gated_mlp=True, positional="rope", **rope,
-            attn_bias=hf.get("attention_bias", False), mlp_bias=False, tie_embeddings=hf.get("tie_word_embeddings", True),
-            embed_scale=D ** 0.5, post_norms=later, qk_norm=kind == "gemma3_text",
+            vocab_size=hf["vocab_size"],
+            n_ctx=hf["max_position_embeddings"],
+            d_model=D,
+            n_layers=n_layers,
+            n_heads=H,
+            n_kv_heads=hf.get("num_key_value_heads") or H,
+            d_head=hf.get("head_dim", 256),
+            d_ff=hf["intermediate_size"],
+            norm="rmsnorm",
+            norm_eps=hf.get("rms_norm_eps", 1e-6),
+            activation=ACTIVATIONS[act],
+            gated_mlp=True,
+            positional="rope",
+            **rope,
+            attn_bias=hf.get("attention_bias", False),
+            mlp_bias=False,
+            tie_embeddings=hf.get("tie_word_embeddings", True),
+            embed_scale=D**0.5,
+            post_norms=later,
+            qk_norm=kind == "gemma3_text",
             attn_scale=hf.get("query_pre_attn_scalar", 256) ** -0.5 if later else None,
             attn_softcap=hf.get("attn_logit_softcapping", 50.0 if kind == "gemma2" else None) if later else None,
             final_softcap=hf.get("final_logit_softcapping", 30.0 if kind == "gemma2" else None) if later else None,
@@ -56,8 +74,7 @@ def config(hf: dict) -> ModelConfig:
             return cfg
         # the period of local layers: hub files spell it with or without a leading underscore
         every = 2 if kind == "gemma2" else hf.get("sliding_window_pattern", hf.get("_sliding_window_pattern", 6))
-        types = hf.get("layer_types") or ["sliding_attention" if (i + 1) % every else "full_attention"
-                                          for i in range(n_layers)]
+        types = hf.get("layer_types") or ["sliding_attention" if (i + 1) % every else "full_attention" for i in range(n_layers)]
         return with_window(cfg, hf.get("sliding_window", 4096), local_layers(types))
 
     return build(kind, make)

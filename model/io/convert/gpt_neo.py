@@ -31,11 +31,20 @@ def config(hf: dict) -> ModelConfig:
     def make() -> ModelConfig:
         D = hf["hidden_size"]
         return ModelConfig(
-            vocab_size=hf["vocab_size"], n_ctx=hf["max_position_embeddings"], d_model=D, n_layers=hf["num_layers"],
-            n_heads=hf["num_heads"], d_ff=hf.get("intermediate_size") or 4 * D,
-            norm_eps=hf.get("layer_norm_epsilon", 1e-5), activation=ACTIVATIONS[hf.get("activation_function", "gelu_new")],
-            attn_bias=False, attn_out_bias=True, attn_scale=1.0, tie_embeddings=hf.get("tie_word_embeddings", True),
-            window=hf.get("window_size", 256), local_layers=local_layers(_layer_types(hf)),
+            vocab_size=hf["vocab_size"],
+            n_ctx=hf["max_position_embeddings"],
+            d_model=D,
+            n_layers=hf["num_layers"],
+            n_heads=hf["num_heads"],
+            d_ff=hf.get("intermediate_size") or 4 * D,
+            norm_eps=hf.get("layer_norm_epsilon", 1e-5),
+            activation=ACTIVATIONS[hf.get("activation_function", "gelu_new")],
+            attn_bias=False,
+            attn_out_bias=True,
+            attn_scale=1.0,
+            tie_embeddings=hf.get("tie_word_embeddings", True),
+            window=hf.get("window_size", 256),
+            local_layers=local_layers(_layer_types(hf)),
         )
 
     return build(FAMILY, make)
@@ -44,8 +53,12 @@ def config(hf: dict) -> ModelConfig:
 def state_dict(cfg: ModelConfig, hf: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     s = Weights(hf, FAMILY, ("transformer.",))
     H, D, dh = cfg.n_heads, cfg.d_model, cfg.d_head
-    state = {"embed.W_E": s.take("wte.weight", cfg.vocab_size, D), "pos_embed.W_pos": s.take("wpe.weight", cfg.n_ctx, D),
-             "ln_final.w": s.take("ln_f.weight", D), "ln_final.b": s.take("ln_f.bias", D)}
+    state = {
+        "embed.W_E": s.take("wte.weight", cfg.vocab_size, D),
+        "pos_embed.W_pos": s.take("wpe.weight", cfg.n_ctx, D),
+        "ln_final.w": s.take("ln_f.weight", D),
+        "ln_final.b": s.take("ln_f.bias", D),
+    }
     if not cfg.tie_embeddings:
         state["unembed.W_U"] = s.take("lm_head.weight", cfg.vocab_size, D).T
     for i in range(cfg.n_layers):

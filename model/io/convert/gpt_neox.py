@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from glassbox.model.engine import ModelConfig
-from glassbox.model.io.convert.common import Weights, build, rope_parameters, heads_out, linear_mlp, rotary_dim
+from glassbox.model.io.convert.common import Weights, build, heads_out, linear_mlp, rope_parameters, rotary_dim
 
 FAMILY = "GPT-NeoX"
 
@@ -24,13 +24,22 @@ def config(hf: dict) -> ModelConfig:
         D, H = hf["hidden_size"], hf["num_attention_heads"]
         params = rope_parameters(hf)
         return ModelConfig(
-            vocab_size=hf["vocab_size"], n_ctx=hf["max_position_embeddings"], d_model=D, n_layers=hf["num_hidden_layers"],
-            n_heads=H, d_ff=hf["intermediate_size"], norm_eps=hf.get("layer_norm_eps", 1e-5),
+            vocab_size=hf["vocab_size"],
+            n_ctx=hf["max_position_embeddings"],
+            d_model=D,
+            n_layers=hf["num_hidden_layers"],
+            n_heads=H,
+            d_ff=hf["intermediate_size"],
+            norm_eps=hf.get("layer_norm_eps", 1e-5),
             activation={"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_fast": "gelu_tanh", "relu": "relu"}[
-                hf.get("hidden_act", "gelu")],
-            positional="rope", rope_base=float(params.get("rope_theta", hf.get("rotary_emb_base", 10000.0))),
-            rotary_dim=rotary_dim(hf, D // H, 0.25), parallel_block=hf.get("use_parallel_residual", True),
-            attn_bias=hf.get("attention_bias", True), tie_embeddings=hf.get("tie_word_embeddings", False),
+                hf.get("hidden_act", "gelu")
+            ],
+            positional="rope",
+            rope_base=float(params.get("rope_theta", hf.get("rotary_emb_base", 10000.0))),
+            rotary_dim=rotary_dim(hf, D // H, 0.25),
+            parallel_block=hf.get("use_parallel_residual", True),
+            attn_bias=hf.get("attention_bias", True),
+            tie_embeddings=hf.get("tie_word_embeddings", False),
         )
 
     return build(FAMILY, make)
@@ -39,8 +48,11 @@ def config(hf: dict) -> ModelConfig:
 def state_dict(cfg: ModelConfig, hf: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     s = Weights(hf, FAMILY, ("gpt_neox.",))
     H, D, dh = cfg.n_heads, cfg.d_model, cfg.d_head
-    state = {"embed.W_E": s.take("embed_in.weight", cfg.vocab_size, D),
-             "ln_final.w": s.take("final_layer_norm.weight", D), "ln_final.b": s.take("final_layer_norm.bias", D)}
+    state = {
+        "embed.W_E": s.take("embed_in.weight", cfg.vocab_size, D),
+        "ln_final.w": s.take("final_layer_norm.weight", D),
+        "ln_final.b": s.take("final_layer_norm.bias", D),
+    }
     if not cfg.tie_embeddings:
         state["unembed.W_U"] = s.take("embed_out.weight|lm_head.weight", cfg.vocab_size, D).T  # on disk | in transformers 5
     for i in range(cfg.n_layers):

@@ -12,7 +12,7 @@ nn.Linear stores (out, in); the engine stores (in, out), split per head.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -31,7 +31,8 @@ def config(hf: dict) -> ModelConfig:
             **settings(hf),
             attn_bias=kind == "qwen2" or hf.get("attention_bias", False),
             attn_out_bias=kind != "qwen2" and hf.get("attention_bias", False),
-            mlp_bias=hf.get("mlp_bias", False), tie_embeddings=hf.get("tie_word_embeddings", kind == "qwen3"),
+            mlp_bias=hf.get("mlp_bias", False),
+            tie_embeddings=hf.get("tie_word_embeddings", kind == "qwen3"),
             qk_norm=kind == "qwen3",
         )
         return with_window(cfg, _window(hf, kind), _local_layers(hf, kind))
@@ -44,11 +45,21 @@ def settings(hf: dict) -> dict:
     sizes, RMSNorm, a gated MLP, RoPE."""
     D, H = hf["hidden_size"], hf["num_attention_heads"]
     return dict(
-        vocab_size=hf["vocab_size"], n_ctx=hf["max_position_embeddings"], d_model=D,
-        n_layers=hf["num_hidden_layers"], n_heads=H, n_kv_heads=hf.get("num_key_value_heads") or H,
-        d_head=hf.get("head_dim") or D // H, d_ff=hf["intermediate_size"], norm="rmsnorm",
-        norm_eps=hf.get("rms_norm_eps", 1e-6), activation=ACTIVATIONS[hf.get("hidden_act", "silu")],
-        gated_mlp=True, positional="rope", **rope_settings(hf))
+        vocab_size=hf["vocab_size"],
+        n_ctx=hf["max_position_embeddings"],
+        d_model=D,
+        n_layers=hf["num_hidden_layers"],
+        n_heads=H,
+        n_kv_heads=hf.get("num_key_value_heads") or H,
+        d_head=hf.get("head_dim") or D // H,
+        d_ff=hf["intermediate_size"],
+        norm="rmsnorm",
+        norm_eps=hf.get("rms_norm_eps", 1e-6),
+        activation=ACTIVATIONS[hf.get("hidden_act", "silu")],
+        gated_mlp=True,
+        positional="rope",
+        **rope_settings(hf),
+    )
 
 
 def _window(hf: dict, kind: str) -> int | None:

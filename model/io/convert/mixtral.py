@@ -25,8 +25,13 @@ FAMILY = "Mixtral"
 def config(hf: dict) -> ModelConfig:
     def make() -> ModelConfig:
         cfg = ModelConfig(
-            **llama.settings(hf), attn_bias=False, mlp_bias=False, tie_embeddings=hf.get("tie_word_embeddings", False),
-            n_experts=n_experts(hf), experts_top_k=hf["num_experts_per_tok"], norm_top_k=True,
+            **llama.settings(hf),
+            attn_bias=False,
+            mlp_bias=False,
+            tie_embeddings=hf.get("tie_word_embeddings", False),
+            n_experts=n_experts(hf),
+            experts_top_k=hf["num_experts_per_tok"],
+            norm_top_k=True,
         )
         return with_window(cfg, hf.get("sliding_window"), None)
 

@@ -26,9 +26,16 @@ def config(hf: dict) -> ModelConfig:
     def make() -> ModelConfig:
         bias = hf.get("attention_bias", False)
         return ModelConfig(
-            **llama.settings(hf), attn_bias=bias, attn_out_bias=bias, mlp_bias=False,
-            tie_embeddings=hf.get("tie_word_embeddings", False), qk_norm=True, qk_norm_width="full",
-            clip_qkv=hf.get("clip_qkv"), n_experts=n_experts(hf), experts_top_k=hf["num_experts_per_tok"],
+            **llama.settings(hf),
+            attn_bias=bias,
+            attn_out_bias=bias,
+            mlp_bias=False,
+            tie_embeddings=hf.get("tie_word_embeddings", False),
+            qk_norm=True,
+            qk_norm_width="full",
+            clip_qkv=hf.get("clip_qkv"),
+            n_experts=n_experts(hf),
+            experts_top_k=hf["num_experts_per_tok"],
             norm_top_k=hf.get("norm_topk_prob", False),
         )
 

@@ -22,7 +22,7 @@ import torch
 
 from glassbox.model.engine import ModelConfig
 from glassbox.model.io.convert import llama
-from glassbox.model.io.convert.common import Weights, build, experts, n_experts, local_layers, with_window
+from glassbox.model.io.convert.common import Weights, build, experts, local_layers, n_experts, with_window
 
 FAMILY = "Qwen-MoE"
 
@@ -38,11 +38,16 @@ def config(hf: dict) -> ModelConfig:
         cfg = ModelConfig(
             **llama.settings(hf),
             attn_bias=hf.get("qkv_bias", True) if qwen2 else hf.get("attention_bias", False),
-            attn_out_bias=not qwen2 and hf.get("attention_bias", False), mlp_bias=False,
-            tie_embeddings=hf.get("tie_word_embeddings", False), qk_norm=not qwen2,
-            n_experts=n_experts(hf), experts_top_k=hf["num_experts_per_tok"],
-            norm_top_k=hf.get("norm_topk_prob", False), d_ff_expert=hf["moe_intermediate_size"],
-            d_ff_shared=hf["shared_expert_intermediate_size"] if qwen2 else None, shared_expert_gate=qwen2,
+            attn_out_bias=not qwen2 and hf.get("attention_bias", False),
+            mlp_bias=False,
+            tie_embeddings=hf.get("tie_word_embeddings", False),
+            qk_norm=not qwen2,
+            n_experts=n_experts(hf),
+            experts_top_k=hf["num_experts_per_tok"],
+            norm_top_k=hf.get("norm_topk_prob", False),
+            d_ff_expert=hf["moe_intermediate_size"],
+            d_ff_shared=hf["shared_expert_intermediate_size"] if qwen2 else None,
+            shared_expert_gate=qwen2,
             moe_layers=None if len(sparse) == n_layers else sparse,
         )
         window = hf.get("sliding_window") if hf.get("use_sliding_window", False) else None

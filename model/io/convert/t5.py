@@ -19,8 +19,13 @@ from glassbox.model.engine import GlassboxError, ModelConfig
 from glassbox.model.io.convert.common import Weights, build, heads_in, heads_out
 
 FAMILY = "T5"
-ACTIVATIONS = {"relu": "relu", "gelu": "gelu_tanh", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
-               "silu": "silu"}  # "gated-gelu" is transformers' tanh GELU (gelu_new)
+ACTIVATIONS = {
+    "relu": "relu",
+    "gelu": "gelu_tanh",
+    "gelu_new": "gelu_tanh",
+    "gelu_pytorch_tanh": "gelu_tanh",
+    "silu": "silu",
+}  # "gated-gelu" is transformers' tanh GELU (gelu_new)
 
 
 def config(hf: dict) -> ModelConfig:
@@ -34,11 +39,24 @@ def config(hf: dict) -> ModelConfig:
     def make() -> ModelConfig:
         D = hf["d_model"]
         return ModelConfig(
-            vocab_size=hf["vocab_size"], n_ctx=hf.get("n_positions") or 512, d_model=D, n_layers=hf["num_layers"],
-            n_heads=hf["num_heads"], d_head=hf["d_kv"], d_ff=hf["d_ff"], norm="rmsnorm",
-            norm_eps=hf.get("layer_norm_epsilon", 1e-6), activation=ACTIVATIONS[act], gated_mlp=bool(gated),
-            positional="relative", attn_bias=False, mlp_bias=False, attn_scale=1.0, tie_embeddings=not untied,
-            head_scale=D ** -0.5 if scaled else None, encoder_decoder=True,
+            vocab_size=hf["vocab_size"],
+            n_ctx=hf.get("n_positions") or 512,
+            d_model=D,
+            n_layers=hf["num_layers"],
+            n_heads=hf["num_heads"],
+            d_head=hf["d_kv"],
+            d_ff=hf["d_ff"],
+            norm="rmsnorm",
+            norm_eps=hf.get("layer_norm_epsilon", 1e-6),
+            activation=ACTIVATIONS[act],
+            gated_mlp=bool(gated),
+            positional="relative",
+            attn_bias=False,
+            mlp_bias=False,
+            attn_scale=1.0,
+            tie_embeddings=not untied,
+            head_scale=D**-0.5 if scaled else None,
+            encoder_decoder=True,
             n_decoder_layers=hf.get("num_decoder_layers") or hf["num_layers"],
             relative_buckets=hf.get("relative_attention_num_buckets", 32),
             relative_max_distance=hf.get("relative_attention_max_distance", 128),
@@ -54,8 +72,9 @@ def state_dict(cfg: ModelConfig, hf: dict[str, torch.Tensor]) -> dict[str, torch
     state = {"embed.W_E": s.take("shared.weight|encoder.embed_tokens.weight", cfg.vocab_size, D)}
     assert cfg.n_decoder_layers is not None, "ModelConfig sets it for an encoder-decoder"
     for stack, cross, n_layers in (("encoder", False, cfg.n_layers), ("decoder", True, cfg.n_decoder_layers)):
-        state[stack + ".W_pos_bias"] = s.take(f"{stack}.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
-                                              cfg.relative_buckets, H)
+        state[stack + ".W_pos_bias"] = s.take(
+            f"{stack}.block.0.layer.0.SelfAttention.relative_attention_bias.weight", cfg.relative_buckets, H
+        )
         for i in range(n_layers):
             src, dst = f"{stack}.block.{i}.layer.", f"{stack}.blocks.{i}."
             state[dst + "ln1.w"] = s.take(src + "0.layer_norm.weight", D)

@@ -9,7 +9,7 @@ so a test can check every explanation against the engine's value.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from glassbox.model.engine import Transformer
 from glassbox.model.io.tokenizer import Tokenizer
@@ -24,8 +24,7 @@ from glassbox.model.worked_example.training import after_one_update
 __all__ = ["Arithmetic", "Grid", "Panel", "Step", "stages", "worked_example_steps"]
 
 
-def worked_example_steps(model: Transformer, tokenizer: Tokenizer, article: dict,
-                         provenance: Callable[[str], str]) -> list[Step]:
+def worked_example_steps(model: Transformer, tokenizer: Tokenizer, article: dict, provenance: Callable[[str], str]) -> list[Step]:
     """Every step of the article's forward pass, backward pass and update, for ``model``'s
     weights. ``provenance(weight label)`` says where a weight comes from ("printed by the
     article", "reconstructed", "trained"); with "trained" weights the article's figures are

@@ -3,7 +3,7 @@ each name lives in the engine, and its axes)."""
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -11,8 +11,14 @@ from glassbox.model.engine import Target, Transformer, head_label, run_trace
 from glassbox.model.io.tokenizer import Tokenizer
 from glassbox.model.worked_example.article import printed_figure
 from glassbox.model.worked_example.names import Slot, block_input, slot, weight_names
-from glassbox.model.worked_example.steps.explain import (Explainer, add_explainer, layernorm_backward_explainer, layernorm_explainer,
-                                                 matmul_explainer, softmax_explainer)
+from glassbox.model.worked_example.steps.explain import (
+    Explainer,
+    add_explainer,
+    layernorm_backward_explainer,
+    layernorm_explainer,
+    matmul_explainer,
+    softmax_explainer,
+)
 from glassbox.model.worked_example.steps.grids import Grid, Panel
 
 
@@ -47,8 +53,7 @@ class Builder:
             "key": (self.positions, "key position (attended to)"),
             "model": ([f"d{i}" for i in range(cfg.d_model)], "model dimension"),
             "head": ([f"d{i}" for i in range(cfg.d_head)], "head dimension"),
-            "concat": ([f"h{h + 1}·d{i}" for h in range(cfg.n_heads) for i in range(cfg.d_head)],
-                       "head · head dimension"),
+            "concat": ([f"h{h + 1}·d{i}" for h in range(cfg.n_heads) for i in range(cfg.d_head)], "head · head dimension"),
             "ffn": ([f"n{i}" for i in range(cfg.d_ff)], "MLP neuron"),
             "vocab": (self.vocab, "vocabulary token"),
             "table": ([f"p{i}" for i in range(cfg.n_ctx)], "position"),
@@ -76,15 +81,34 @@ class Builder:
 
     # ---- grids -------------------------------------------------------------------------------
 
-    def grid(self, label: str, name: str, values, rows: str, cols: str, explain: Explainer | None = None,
-             before: str | np.ndarray | None = None, quantity: bool = True) -> Grid:
+    def grid(
+        self,
+        label: str,
+        name: str,
+        values,
+        rows: str,
+        cols: str,
+        explain: Explainer | None = None,
+        before: str | np.ndarray | None = None,
+        quantity: bool = True,
+    ) -> Grid:
         """A grid of any values; ``before`` (values or an article name) marks what changed."""
         values = np.atleast_2d(np.asarray(values, dtype=np.float64))
         row_labels, row_title = self.axes(rows)
         col_labels, col_title = self.axes(cols)
         assert values.shape == (len(row_labels), len(col_labels)), (label, values.shape)
-        grid = Grid(label, name, values, row_labels, col_labels, row_title, col_title, explain, quantity=quantity,
-                    probability=label.startswith(PROBABILITIES))
+        grid = Grid(
+            label,
+            name,
+            values,
+            row_labels,
+            col_labels,
+            row_title,
+            col_title,
+            explain,
+            quantity=quantity,
+            probability=label.startswith(PROBABILITIES),
+        )
         if label in self.weight_labels:
             grid.provenance = self.provenance(label)
         if self.compare:
@@ -107,8 +131,7 @@ class Builder:
         return self._slot_grid(label, slot("x̂ " + label))
 
     def _slot_grid(self, label: str, where: Slot, explain: Explainer | None = None, before: str | None = None) -> Grid:
-        return self.grid(label, where.grid_name(self.last), self._slot_values(where), where.rows, where.cols,
-                         explain, before)
+        return self.grid(label, where.grid_name(self.last), self._slot_values(where), where.rows, where.cols, explain, before)
 
     def per_head(self, b: int, make: Callable[[str], tuple[list[Grid], list[Grid]]]) -> list[Panel]:
         """One panel per head of block b; ``make("(b,h)")`` gives its inputs and outputs."""

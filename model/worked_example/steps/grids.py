@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -57,8 +58,18 @@ def stages(n_layers: int) -> list[tuple[str, str]]:
     """(stage id, label) of the pipeline diagram, in forward order."""
     out = [("tokens", "tokens"), ("embed", "embedding"), ("pos", "+ positions")]
     for b in range(1, n_layers + 1):
-        out += [(f"b{b}.ln1", "LayerNorm"), (f"b{b}.attn", "attention"), (f"b{b}.res1", "+ residual"),
-                (f"b{b}.ln2", "LayerNorm"), (f"b{b}.ffn", "MLP"), (f"b{b}.res2", "+ residual")]
-    return out + [("ln_f", "final LayerNorm"), ("logits", "logits"), ("softmax", "softmax"), ("loss", "loss"),
-                  ("update", "update")]
-
+        out += [
+            (f"b{b}.ln1", "LayerNorm"),
+            (f"b{b}.attn", "attention"),
+            (f"b{b}.res1", "+ residual"),
+            (f"b{b}.ln2", "LayerNorm"),
+            (f"b{b}.ffn", "MLP"),
+            (f"b{b}.res2", "+ residual"),
+        ]
+    return out + [
+        ("ln_f", "final LayerNorm"),
+        ("logits", "logits"),
+        ("softmax", "softmax"),
+        ("loss", "loss"),
+        ("update", "update"),
+    ]

@@ -10,12 +10,17 @@ from glassbox.model.worked_example.training import AfterUpdate
 
 def update_step(s: Builder, after: AfterUpdate) -> Step:
     return Step(
-        "update", "update", "update", f"Update: one gradient-descent step, η = {s.lr:g}",
+        "update",
+        "update",
+        "update",
+        f"Update: one gradient-descent step, η = {s.lr:g}",
         f"Every weight moves against its gradient, scaled by the learning rate η = {s.lr:g}: a small step "
         "downhill on the loss. Only entries with a gradient of exactly 0 stay put. Choose a weight to see it "
         "before, its gradient, and after. LayerNorm's γ and β stay 1 and 0, as in the article.",
         r"W_{\text{new}} = W - \eta\,\partial L/\partial W",
-        [_weight_panel(s, label) for label in s.weight_labels], after)
+        [_weight_panel(s, label) for label in s.weight_labels],
+        after,
+    )
 
 
 def _weight_panel(s: Builder, label: str) -> Panel:
