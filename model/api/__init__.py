@@ -12,9 +12,9 @@ model/ is ``glassbox.model`` (the engine and everything without a UI), app/ is `
 (the Streamlit app), assets/ is ``glassbox.assets`` (the shipped models). The app and the
 command line (``glassbox.cli``) hold the same ``Model`` and call the same methods.
 
-The names below are loaded from ``glassbox.core`` on first use: importing ``glassbox`` (or
-running ``glassbox --help``) does not import torch, so the command line can set what torch
-reads when it loads (``glassbox.cli.PROCESS_ENVIRONMENT``)."""
+The names below are loaded from ``glassbox.core`` on first use: importing ``glassbox`` does not
+import torch, so the command line (``glassbox.cli.main``) sets what torch reads when it loads
+(``glassbox.cli.PROCESS_ENVIRONMENT``) before anything imports it."""
 
 from __future__ import annotations
 
