@@ -278,3 +278,21 @@ def check_against_references(exercises, references: dict, slug: str, seed: int, 
         assert not exercise.check(wrong_answer(exercise)).right, (seed, exercise.key, wrong_answer(exercise))
         for part in ("question", "solution", "hint"):
             assert getattr(exercise, part), (exercise.key, part)
+
+
+def assert_registered_seq2seq_trace(model, source: list[int], target: list[int]):
+    """Reference: the registry (names.py): an encoder-decoder trace holds exactly the registered
+    names, in order, and each activation, gradient and parameter has the registered shape (the
+    encoder's positions and the cross-attention's keys on the source axis). Returns the trace."""
+    from glassbox.model.engine import names, run_seq2seq_trace
+
+    cfg = model.cfg
+    trace = run_seq2seq_trace(model, source, target, backward=True)
+    assert list(trace.activations) == names.activation_names(cfg)
+    for name, tensor in [*trace.activations.items(), *trace.grads.items()]:
+        assert tuple(tensor.shape) == names.shape(name, cfg, len(target), len(source)), name
+    params = list(model.named_parameters())
+    assert [n for n, _ in params] == names.parameter_names(cfg)
+    for name, p in params:
+        assert tuple(p.shape) == names.shape(name, cfg, len(target), len(source)), name
+    return trace

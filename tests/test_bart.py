@@ -17,7 +17,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.helpers import require
+from tests.helpers import assert_registered_seq2seq_trace, require
 
 transformers = require("transformers")
 
@@ -139,17 +139,8 @@ def test_bart_trace_holds_exactly_the_registered_names_in_order_and_shape(bart):
     """Reference: the registry (names.py): post-norm blocks with cross-attention (hook_cross_attn_sum,
     ln_cross after it), learned positions and an embedding norm in each stack, no final norm."""
     _, _, loaded = bart
-    model, cfg = loaded.model, loaded.cfg
-    source, target = [5, 9, 11, 4, 7, 30], [8, 3, 21]
-    trace = run_seq2seq_trace(model, source, target, backward=True)
-    assert list(trace.activations) == names.activation_names(cfg)
+    trace = assert_registered_seq2seq_trace(loaded.model, [5, 9, 11, 4, 7, 30], [8, 3, 21])
     assert "decoder.blocks.0.hook_cross_attn_sum" in trace.activations
-    for name, tensor in [*trace.activations.items(), *trace.grads.items()]:
-        assert tuple(tensor.shape) == names.shape(name, cfg, len(target), len(source)), name
-    params = list(model.named_parameters())
-    assert [n for n, _ in params] == names.parameter_names(cfg)
-    for name, p in params:
-        assert tuple(p.shape) == names.shape(name, cfg, len(target), len(source)), name
 
 
 def test_bart_cached_decoding_and_greedy_generation(bart):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.helpers import require
+from tests.helpers import assert_registered_seq2seq_trace, require
 
 transformers = require("transformers")
 
@@ -170,19 +170,8 @@ def test_t5_forward_and_backward_match_transformers(t5):
 def test_t5_trace_holds_exactly_the_registered_names_in_order_and_shape(t5):
     """Reference: the registry (names.py): an encoder-decoder's names, order and shapes (the
     encoder's positions and the cross-attention's keys on the source axis)."""
-    from glassbox.model.engine import names, run_seq2seq_trace
-
-    hf, tokenizer, loaded = t5
-    model, cfg = loaded.model, loaded.cfg
-    source, target = [5, 9, 11, 4, 7, 30], [8, 3, 21]
-    trace = run_seq2seq_trace(model, source, target, backward=True)
-    assert list(trace.activations) == names.activation_names(cfg)
-    for name, tensor in [*trace.activations.items(), *trace.grads.items()]:
-        assert tuple(tensor.shape) == names.shape(name, cfg, len(target), len(source)), name
-    params = list(model.named_parameters())
-    assert [n for n, _ in params] == names.parameter_names(cfg)
-    for name, p in params:
-        assert tuple(p.shape) == names.shape(name, cfg, len(target), len(source)), name
+    _, _, loaded = t5
+    assert_registered_seq2seq_trace(loaded.model, [5, 9, 11, 4, 7, 30], [8, 3, 21])
 
 
 def test_t5_cached_decoding_equals_recomputing_the_prefix(t5):
