@@ -28,8 +28,7 @@ class Checkout:
         if fullname not in CHECKOUT:
             return None
         folder = Path(__file__).parents[1] / CHECKOUT[fullname]
-        return importlib.util.spec_from_file_location(fullname, folder / "__init__.py",
-                                                      submodule_search_locations=[str(folder)])
+        return importlib.util.spec_from_file_location(fullname, folder / "__init__.py", submodule_search_locations=[str(folder)])
 
 
 if importlib.util.find_spec("glassbox") is None:
@@ -43,6 +42,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 from tests.helpers import build_random_model  # noqa: E402  (glassbox importable first)
+
 
 @pytest.fixture(scope="session")
 def random_model():
@@ -90,7 +90,7 @@ CORPUS = [
     "Bread, cheese, apples and a flask of tea were packed for the long walk.",
     "Why do birds suddenly appear every time you are near?",
     "Mathematics is the language in which the universe was written.",
-    "He said, \"Don't forget the keys,\" but I forgot them anyway.",
+    'He said, "Don\'t forget the keys," but I forgot them anyway.',
     "Seven swans swam silently south across the still, grey lake.",
     "Gradients flow backwards through the network, layer after layer.",
     "Please send the report by Friday; the meeting moved to Monday morning.",
@@ -111,8 +111,15 @@ def gpt2_dir(tmp_path_factory) -> Path:
 
     torch.manual_seed(0)
     config = GPT2Config(
-        vocab_size=bpe.get_vocab_size(), n_positions=64, n_embd=64, n_layer=3, n_head=4, initializer_range=0.1,
-        bos_token_id=0, eos_token_id=0, attn_implementation="eager",
+        vocab_size=bpe.get_vocab_size(),
+        n_positions=64,
+        n_embd=64,
+        n_layer=3,
+        n_head=4,
+        initializer_range=0.1,
+        bos_token_id=0,
+        eos_token_id=0,
+        attn_implementation="eager",
     )
     hf = GPT2LMHeadModel(config)
     assert hf.config._attn_implementation == "eager"

@@ -13,9 +13,9 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import pytest
@@ -83,8 +83,9 @@ def serving(command: list[str] | str, env: dict | None = None, seconds: float = 
     shell = isinstance(command, str)
     command = command + " " + " ".join(options) if shell else [*command, *options]
     with tempfile.TemporaryFile("w+") as output:  # not a pipe: a chatty server would fill it and stall
-        server = subprocess.Popen(command, shell=shell, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT,
-                                  text=True, start_new_session=True)
+        server = subprocess.Popen(
+            command, shell=shell, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT, text=True, start_new_session=True
+        )
         server.url = f"http://127.0.0.1:{port}"
         try:
             if not healthy(server.url, seconds):
@@ -103,8 +104,7 @@ def cli(*args: str, process: bool = False) -> subprocess.CompletedProcess:
     glassbox ARGS` in a process of its own, as a user runs it (what tests of the environment a
     command reads at start need, and one test of the whole contract)."""
     if process:
-        return subprocess.run([sys.executable, "-m", "glassbox", *args], cwd=ROOT, capture_output=True, text=True,
-                              timeout=300)
+        return subprocess.run([sys.executable, "-m", "glassbox", *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
     from glassbox.cli import main
 
     out, err = io.StringIO(), io.StringIO()
@@ -143,10 +143,12 @@ def start(page=None, **query):
 
 def edit_weights(edit):
     """A way to break a model directory: ``edit`` changes its stored state dict in place."""
+
     def brk(d: Path):
         state = load_file(str(d / "model.safetensors"))
         edit(state)
         save_file(state, str(d / "model.safetensors"))
+
     return brk
 
 
@@ -231,8 +233,15 @@ def page_functions(tmp_path: Path, name: str, calls: list, script: str = "attent
     (tmp_path / "component.mjs").write_text((components / "page_kit.js").read_text() + "\n" + (components / script).read_text())
     (tmp_path / "run.mjs").write_text(PAGE_RUNNER)
     node = Path(playwright.__file__).parent / "driver" / "node"
-    done = subprocess.run([str(node), "run.mjs"], cwd=tmp_path, input=json.dumps({"name": name, "calls": calls}),
-                          capture_output=True, text=True, timeout=120, check=True)
+    done = subprocess.run(
+        [str(node), "run.mjs"],
+        cwd=tmp_path,
+        input=json.dumps({"name": name, "calls": calls}),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     return json.loads(done.stdout)
 
 

@@ -52,6 +52,7 @@ def test_mean_ablating_a_neuron_moves_its_mean_into_the_bias(model):
     def change(m):
         m.blocks[0].mlp.b_out += mean * m.blocks[0].mlp.W_out[7]
         m.blocks[0].mlp.W_out[7].zero_()
+
     result = ablate(model, TOKENS, 0, neuron=7, mode="mean")
     np.testing.assert_allclose(result.after, edited(model, change), atol=1e-12)
 
@@ -65,6 +66,7 @@ def test_mean_ablating_a_head_keeps_its_average_output(model):
     def change(m):  # the head's constant output moves into b_O; its own weights to 0
         m.blocks[1].attn.b_O += mean_z @ m.blocks[1].attn.W_O[0]
         m.blocks[1].attn.W_O[0].zero_()
+
     np.testing.assert_allclose(ablate(model, TOKENS, 1, head=0, mode="mean").after, edited(model, change), atol=1e-12)
 
 
@@ -72,8 +74,11 @@ def test_the_shared_model_is_untouched_and_bad_input_says_why(model):
     before = {n: p.clone() for n, p in model.state_dict().items()}
     ablate(model, TOKENS, 1, head=0, mode="mean")
     assert all(torch.equal(before[n], p) for n, p in model.state_dict().items())
-    for kwargs, message in [({"layer": 5, "head": 0}, "does not exist"), ({"layer": 0}, "one head or one neuron"),
-                            ({"layer": 0, "head": 0, "mode": "half"}, "Unknown ablation")]:
+    for kwargs, message in [
+        ({"layer": 5, "head": 0}, "does not exist"),
+        ({"layer": 0}, "one head or one neuron"),
+        ({"layer": 0, "head": 0, "mode": "half"}, "Unknown ablation"),
+    ]:
         with pytest.raises(GlassboxError, match=message):
             ablate(model, TOKENS, **kwargs)
 
@@ -87,6 +92,7 @@ def test_mean_over_a_reference_prompt(model):
     def change(m):
         m.blocks[1].mlp.b_out += mean * m.blocks[1].mlp.W_out[3]
         m.blocks[1].mlp.W_out[3].zero_()
+
     result = ablate(model, TOKENS, 1, neuron=3, mode="mean", reference=reference)
     np.testing.assert_allclose(result.after, edited(model, change), atol=1e-12)
     assert result.mode == "reference mean"

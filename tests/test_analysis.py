@@ -10,22 +10,87 @@ import numpy as np
 import pytest
 import torch
 
-from glassbox.model.analysis import (attention_pair, backward_steps, contribution_norms, dead_neurons, downsample, embedding_pca, gradient_norms, length_correlation, logit_lens, nearest_tokens, norm_prefixes, norm_summary, parts, recomputed_weight_gradient, saliency, tile, to_csv, top_neurons, weight_gradient_product)
-from glassbox.model.serving import Needs, TraceCache, capture_plan, check_budget, full_trace_bytes, held_bytes, trace_bytes, trace_names, working_bytes
-from glassbox.model.serving.sizing import most_tokens
+from glassbox.model.analysis import (
+    attention_pair,
+    backward_steps,
+    contribution_norms,
+    dead_neurons,
+    downsample,
+    embedding_pca,
+    gradient_norms,
+    length_correlation,
+    logit_lens,
+    nearest_tokens,
+    norm_prefixes,
+    norm_summary,
+    parts,
+    recomputed_weight_gradient,
+    saliency,
+    tile,
+    to_csv,
+    top_neurons,
+    weight_gradient_product,
+)
+from glassbox.model.engine import GRAD, GlassboxError, ModelConfig, Target, run_trace
 from glassbox.model.io.checkpoint import load
-from glassbox.model.engine import GRAD, GlassboxError, ModelConfig, Target, Transformer, run_trace
+from glassbox.model.serving import (
+    Needs,
+    TraceCache,
+    capture_plan,
+    check_budget,
+    full_trace_bytes,
+    held_bytes,
+    trace_bytes,
+    trace_names,
+    working_bytes,
+)
+from glassbox.model.serving.sizing import most_tokens
 
-MODERN = ModelConfig(vocab_size=50, n_ctx=16, d_model=24, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=40, norm="rmsnorm",
-                     activation="silu", gated_mlp=True, positional="rope", attn_bias=False, mlp_bias=False,
-                     tie_embeddings=False)
-RELU_UNTIED = ModelConfig(vocab_size=30, n_ctx=16, d_model=16, n_layers=2, n_heads=2, d_ff=32, activation="relu",
-                          tie_embeddings=False)
+MODERN = ModelConfig(
+    vocab_size=50,
+    n_ctx=16,
+    d_model=24,
+    n_layers=2,
+    n_heads=4,
+    n_kv_heads=2,
+    d_ff=40,
+    norm="rmsnorm",
+    activation="silu",
+    gated_mlp=True,
+    positional="rope",
+    attn_bias=False,
+    mlp_bias=False,
+    tie_embeddings=False,
+)
+RELU_UNTIED = ModelConfig(
+    vocab_size=30, n_ctx=16, d_model=16, n_layers=2, n_heads=2, d_ff=32, activation="relu", tie_embeddings=False
+)
 
-GEMMA_LIKE = ModelConfig(vocab_size=40, n_ctx=16, d_model=16, n_layers=2, n_heads=4, n_kv_heads=1, d_head=6, d_ff=24,
-                         norm="rmsnorm", gated_mlp=True, positional="rope", attn_bias=False, mlp_bias=False,
-                         qk_norm=True, post_norms=True, attn_scale=0.3, attn_softcap=2.0, final_softcap=5.0, window=3,
-                         local_layers=[0], embed_scale=4.0, rotary_dim=4, parallel_block=False)
+GEMMA_LIKE = ModelConfig(
+    vocab_size=40,
+    n_ctx=16,
+    d_model=16,
+    n_layers=2,
+    n_heads=4,
+    n_kv_heads=1,
+    d_head=6,
+    d_ff=24,
+    norm="rmsnorm",
+    gated_mlp=True,
+    positional="rope",
+    attn_bias=False,
+    mlp_bias=False,
+    qk_norm=True,
+    post_norms=True,
+    attn_scale=0.3,
+    attn_softcap=2.0,
+    final_softcap=5.0,
+    window=3,
+    local_layers=[0],
+    embed_scale=4.0,
+    rotary_dim=4,
+    parallel_block=False,
+)
 CONFIGS = {"modern": MODERN, "relu-untied": RELU_UNTIED, "gemma-like": GEMMA_LIKE}
 
 
@@ -61,8 +126,13 @@ def test_full_trace_bytes_predicts_a_trace_it_never_probed(model_and_trace):
     assert every == set(run_trace(model, [1, 2], backward=True, target=Target(0)).names())
 
 
-PARTIAL = [(("blocks.*.attn.hook_pattern",), False), (("hook_probs",), False), (("blocks.1.hook_resid_post",), True),
-           (("blocks.0.*",), True), ((), False)]
+PARTIAL = [
+    (("blocks.*.attn.hook_pattern",), False),
+    (("hook_probs",), False),
+    (("blocks.1.hook_resid_post",), True),
+    (("blocks.0.*",), True),
+    ((), False),
+]
 
 
 def test_held_bytes_predicts_a_partial_capture_it_never_ran(model_and_trace):
@@ -158,17 +228,17 @@ def test_embedding_pca_matches_numpy_svd():
     u, s, vt = np.linalg.svd(X, full_matrices=False)
     reference = X @ vt[:2].T
     assert np.allclose(np.abs(coords), np.abs(reference), atol=1e-4)  # float32 coordinates; signs are arbitrary
-    assert np.allclose(explained, (s ** 2 / (s ** 2).sum())[:2], atol=1e-10)
+    assert np.allclose(explained, (s**2 / (s**2).sum())[:2], atol=1e-10)
     # the later components, and the embeddings scaled to unit length first (reference: the same SVD)
     coords, explained = embedding_pca(W, first=1)
     assert np.allclose(np.abs(coords), np.abs(X @ vt[1:3].T), atol=1e-4)
-    assert np.allclose(explained, (s ** 2 / (s ** 2).sum())[1:3], atol=1e-10)
+    assert np.allclose(explained, (s**2 / (s**2).sum())[1:3], atol=1e-10)
     U = W.numpy() / np.linalg.norm(W.numpy(), axis=1, keepdims=True)
     U = U - U.mean(0)
     u, s, vt = np.linalg.svd(U, full_matrices=False)
     coords, explained = embedding_pca(W, unit=True)
     assert np.allclose(np.abs(coords), np.abs(U @ vt[:2].T), atol=1e-5)
-    assert np.allclose(explained, (s ** 2 / (s ** 2).sum())[:2], atol=1e-10)
+    assert np.allclose(explained, (s**2 / (s**2).sum())[:2], atol=1e-10)
 
 
 def test_the_raw_pc1_follows_the_embeddings_lengths_when_lengths_dominate():
@@ -217,7 +287,7 @@ def test_norm_summary_recomputes_the_recorded_statistics(model_and_trace):
             assert np.allclose(s["scale (recorded)"], np.sqrt(x.var(-1) + cfg.norm_eps), atol=1e-12)
             assert np.allclose(s["normalized mean"], 0, atol=1e-12)
         else:
-            assert np.allclose(s["scale (recorded)"], np.sqrt((x ** 2).mean(-1) + cfg.norm_eps), atol=1e-12)
+            assert np.allclose(s["scale (recorded)"], np.sqrt((x**2).mean(-1) + cfg.norm_eps), atol=1e-12)
 
 
 def test_top_neurons_rank_what_each_neuron_writes(model_and_trace):
@@ -235,8 +305,9 @@ def test_contribution_norms_add_back_to_the_residual_stream(model_and_trace):
     labels, norms = contribution_norms(trace, model.cfg)
     assert len(labels) == norms.shape[0] == 1 + 2 * model.cfg.n_layers
     last = model.cfg.n_layers - 1
-    total = trace["blocks.0.hook_resid_pre"] + sum(trace[f"blocks.{i}.hook_attn_out"] + trace[f"blocks.{i}.hook_mlp_out"]
-                                                   for i in range(model.cfg.n_layers))
+    total = trace["blocks.0.hook_resid_pre"] + sum(
+        trace[f"blocks.{i}.hook_attn_out"] + trace[f"blocks.{i}.hook_mlp_out"] for i in range(model.cfg.n_layers)
+    )
     assert torch.allclose(total, trace[f"blocks.{last}.hook_resid_post"], atol=1e-12)
     assert np.allclose(norms[2], trace["blocks.0.hook_mlp_out"].norm(dim=-1).cpu().numpy(), atol=1e-12)
 
@@ -297,7 +368,9 @@ def test_weight_gradients_are_the_products_they_are_written_as(model_and_trace):
             continue
         assert torch.allclose(rebuilt, trace[GRAD + name], atol=1e-10), name
         checked += 1
-    assert checked == 6 * model.cfg.n_layers + (0 if model.cfg.tie_embeddings else 1) + (model.cfg.n_layers if model.cfg.gated_mlp else 0)
+    assert checked == 6 * model.cfg.n_layers + (0 if model.cfg.tie_embeddings else 1) + (
+        model.cfg.n_layers if model.cfg.gated_mlp else 0
+    )
 
 
 def test_gradient_norms_follow_the_residual_stream(model_and_trace):
@@ -358,6 +431,7 @@ def test_equal_probabilities_rank_in_token_id_order_in_every_view():
     sampler's top list (the overview's and the playground's bars) both put sat (id 2) before mat
     (id 5). Reference: the tie itself, checked exact first."""
     from glassbox.model.engine.sampling import top
+
     loaded = load("worked-example")
     trace = run_trace(loaded.model, [0, 1, 2, 3, 0])
     probs = trace["hook_probs"][-1]

@@ -44,26 +44,29 @@ def test_a_trace_by_prompt_is_the_engines_and_its_loss_is_torchs(default):
     assert one.loss == pytest.approx(-np.log(p), rel=1e-5)
 
 
-@pytest.mark.parametrize("short, block, norm, full", [
-    ("pattern", 1, None, "blocks.1.attn.hook_pattern"),
-    ("attn_scores", 0, None, "blocks.0.attn.hook_scores"),
-    ("q", 2, None, "blocks.2.attn.hook_q"),
-    ("z", 0, None, "blocks.0.attn.hook_z"),
-    ("result", 3, None, "blocks.3.attn.hook_result"),
-    ("resid_pre", 0, None, "blocks.0.hook_resid_pre"),
-    ("resid_mid", 1, None, "blocks.1.hook_resid_mid"),
-    ("resid_post", 3, None, "blocks.3.hook_resid_post"),
-    ("attn_out", 2, None, "blocks.2.hook_attn_out"),
-    ("mlp_out", 2, None, "blocks.2.hook_mlp_out"),
-    ("pre", 1, None, "blocks.1.mlp.hook_pre"),
-    ("post", 1, None, "blocks.1.mlp.hook_post"),
-    ("scale", 0, "ln1", "blocks.0.ln1.hook_scale"),
-    ("normalized", 2, "ln2", "blocks.2.ln2.hook_normalized"),
-    ("scale", None, "ln_final", "ln_final.hook_scale"),
-    ("embed", None, None, "hook_embed"),
-    ("pos_embed", None, None, "hook_pos_embed"),
-    ("attn.hook_scores_masked", 0, None, "blocks.0.attn.hook_scores_masked"),  # Glassbox's own tail
-])
+@pytest.mark.parametrize(
+    "short, block, norm, full",
+    [
+        ("pattern", 1, None, "blocks.1.attn.hook_pattern"),
+        ("attn_scores", 0, None, "blocks.0.attn.hook_scores"),
+        ("q", 2, None, "blocks.2.attn.hook_q"),
+        ("z", 0, None, "blocks.0.attn.hook_z"),
+        ("result", 3, None, "blocks.3.attn.hook_result"),
+        ("resid_pre", 0, None, "blocks.0.hook_resid_pre"),
+        ("resid_mid", 1, None, "blocks.1.hook_resid_mid"),
+        ("resid_post", 3, None, "blocks.3.hook_resid_post"),
+        ("attn_out", 2, None, "blocks.2.hook_attn_out"),
+        ("mlp_out", 2, None, "blocks.2.hook_mlp_out"),
+        ("pre", 1, None, "blocks.1.mlp.hook_pre"),
+        ("post", 1, None, "blocks.1.mlp.hook_post"),
+        ("scale", 0, "ln1", "blocks.0.ln1.hook_scale"),
+        ("normalized", 2, "ln2", "blocks.2.ln2.hook_normalized"),
+        ("scale", None, "ln_final", "ln_final.hook_scale"),
+        ("embed", None, None, "hook_embed"),
+        ("pos_embed", None, None, "hook_pos_embed"),
+        ("attn.hook_scores_masked", 0, None, "blocks.0.attn.hook_scores_masked"),  # Glassbox's own tail
+    ],
+)
 def test_the_name_builder_takes_transformer_lens_short_names(default, short, block, norm, full):
     assert gb.name(short, block=block, norm=norm) == full
     assert full in default.trace(PROMPT).names()  # a name the engine really computes
@@ -126,12 +129,12 @@ def test_import_glassbox_works_from_a_folder_with_its_own_model_py(tmp_path):
     """The Done-when line of issue 28, run in a folder where `model` is someone else's module."""
     (tmp_path / "model.py").write_text("raise ImportError('the user\\'s own model.py was imported')\n")
     (tmp_path / "app.py").write_text("raise ImportError('the user\\'s own app.py was imported')\n")
-    code = ("import glassbox as gb; t = gb.load('default').trace('Zoe had a frog', backward=True); "
-            "import model; print(t.loss)")
+    code = "import glassbox as gb; t = gb.load('default').trace('Zoe had a frog', backward=True); import model; print(t.loss)"
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 1 and "the user's own model.py was imported" in done.stderr  # theirs, not ours
-    done = subprocess.run([sys.executable, "-c", code.replace("import model; ", "")], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", code.replace("import model; ", "")], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     assert float(done.stdout) == pytest.approx(gb.load("default").trace("Zoe had a frog", backward=True).loss, rel=1e-6)
 
@@ -150,9 +153,15 @@ def test_the_readmes_python_example_runs():
     assert scope["edited"]["blocks.0.attn.hook_z"].abs().max() == 0
 
 
-@pytest.mark.parametrize("kind, block, head, full", [
-    ("attention", 1, 2, "blocks.1.attn.hook_pattern"), ("resid_post", 0, 0, "blocks.0.hook_resid_post"),
-    ("blocks.2.attn.hook_z", None, 1, "blocks.2.attn.hook_z"), ("hook_logits", None, 0, "hook_logits")])
+@pytest.mark.parametrize(
+    "kind, block, head, full",
+    [
+        ("attention", 1, 2, "blocks.1.attn.hook_pattern"),
+        ("resid_post", 0, 0, "blocks.0.hook_resid_post"),
+        ("blocks.2.attn.hook_z", None, 1, "blocks.2.attn.hook_z"),
+        ("hook_logits", None, 0, "hook_logits"),
+    ],
+)
 def test_a_trace_draws_any_tensor_as_the_app_does(default, kind, block, head, full):
     """trace.figure: the app's heatmap (app/components/heatmap.py) of the tensor's own values (a
     head's slice where it has heads), its rows labelled by the prompt's tokens."""
@@ -197,10 +206,12 @@ def test_sparse_autoencoder_features_on_cuda_equal_the_cpus():
     assert np.array_equal(got.top_ids, want.top_ids) and got.spliced_loss == pytest.approx(want.spliced_loss, abs=1e-10)
     assert np.allclose(got.top_values, want.top_values, atol=1e-10) and np.allclose(got.error_norm, want.error_norm, atol=1e-10)
     feature = int(want.columns[0])
-    assert np.allclose(gpu.ablate_feature(PROMPT, sae_gpu, feature).ablated,
-                       cpu.ablate_feature(PROMPT, sae_cpu, feature).ablated, atol=1e-10)
-    assert np.allclose(gpu.feature_logits(PROMPT, sae_gpu, feature).promoted,
-                       cpu.feature_logits(PROMPT, sae_cpu, feature).promoted, atol=1e-10)
+    assert np.allclose(
+        gpu.ablate_feature(PROMPT, sae_gpu, feature).ablated, cpu.ablate_feature(PROMPT, sae_cpu, feature).ablated, atol=1e-10
+    )
+    assert np.allclose(
+        gpu.feature_logits(PROMPT, sae_gpu, feature).promoted, cpu.feature_logits(PROMPT, sae_cpu, feature).promoted, atol=1e-10
+    )
     steered_gpu, _ = gpu.steer_feature(PROMPT, sae_gpu, feature, 8.0, max_new_tokens=6, temperature=0)
     steered_cpu, _ = cpu.steer_feature(PROMPT, sae_cpu, feature, 8.0, max_new_tokens=6, temperature=0)
     assert [t.token_id for t in steered_gpu] == [t.token_id for t in steered_cpu]

@@ -3,18 +3,18 @@
 import copy
 import json
 
-import pytest
 import numpy as np
+import pytest
 import torch
 
-from glassbox.model.io.checkpoint import load
-from glassbox.model.worked_example.steps import worked_example_steps
 from glassbox.model.engine import run_trace
+from glassbox.model.io.checkpoint import load
 from glassbox.model.worked_example.article import published
-
-from tests.helpers import charts, exact, played, press, shown as shown_text, start, values
+from glassbox.model.worked_example.steps import worked_example_steps
+from tests.helpers import charts, exact, played, press, start
 
 WORKED = "screens/worked_example.py"
+
 
 def test_the_page_plays_every_step_the_engine_builds_with_every_cells_arithmetic():
     """The worked example is sent once and played in the page (stepping and clicking are tested in
@@ -105,8 +105,12 @@ def test_settings_the_page_sends_are_checked_as_the_sliders_would():
     at = start("screens/playground.py", prompt="Tom had", max_new="1", top_p="0.9")
     press(at, temperature=9, top_k=-3, top_p="x", greedy="yes")
     assert not at.exception and not at.error
-    assert (at.session_state["temperature"], at.session_state["top_k"], at.session_state["top_p"],
-            at.session_state["greedy"]) == (2.0, 0, 0.9, False)
+    assert (
+        at.session_state["temperature"],
+        at.session_state["top_k"],
+        at.session_state["top_p"],
+        at.session_state["greedy"],
+    ) == (2.0, 0, 0.9, False)
     assert at.session_state["generation"]["settings"].startswith("temperature 2")
 
 
@@ -243,7 +247,7 @@ def fill_at(value: float, low: float, high: float, scale: str) -> np.ndarray:
 
 def same_colour(fill: str, expected: np.ndarray) -> bool:
     """A page's "#rrggbb" within 2 of a reference colour in each channel (a 256-step scale and rounding)."""
-    return bool(np.abs(np.array([int(fill[i:i + 2], 16) for i in (1, 3, 5)]) - expected).max() <= 2)
+    return bool(np.abs(np.array([int(fill[i : i + 2], 16) for i in (1, 3, 5)]) - expected).max() <= 2)
 
 
 def played_grid(step: dict, title: str, panel: int = 0) -> dict:
@@ -254,8 +258,11 @@ def played_grid(step: dict, title: str, panel: int = 0) -> dict:
 
 
 def step_grids(step: dict) -> list[dict]:
-    return [g for panel in step["panels"] for g in panel["inputs"] + panel["outputs"]
-            + [c for compared in panel["compared"] for c in compared["grids"]]]
+    return [
+        g
+        for panel in step["panels"]
+        for g in panel["inputs"] + panel["outputs"] + [c for compared in panel["compared"] for c in compared["grids"]]
+    ]
 
 
 def test_one_value_has_one_colour_within_a_step():
@@ -268,8 +275,10 @@ def test_one_value_has_one_colour_within_a_step():
     for key in ("update", "b1-scores", "final-layernorm", "grad-b1-queries-keys"):
         step = played(at, key)
         grids = [g for g in step_grids(step) if g["scale"] and g["scale"]["low_text"] != "0"]
-        kinds = {"gradient": [g for g in grids if g["label"].startswith("dL/d")],
-                 "value": [g for g in grids if not g["label"].startswith("dL/d") and " − " not in g["title"]]}
+        kinds = {
+            "gradient": [g for g in grids if g["label"].startswith("dL/d")],
+            "value": [g for g in grids if not g["label"].startswith("dL/d") and " − " not in g["title"]],
+        }
         for kind, members in kinds.items():
             if not members:
                 continue
@@ -311,8 +320,9 @@ def test_rounding_noise_is_written_as_zero_with_the_exact_value_on_hover():
     assert logits["text"][0][7] == "0"
 
 
-@pytest.mark.parametrize("page, query", [(None, {}), ("screens/playground.py", {}),
-                                         ("screens/explore.py", {"view": "Tokens & embeddings"})])
+@pytest.mark.parametrize(
+    "page, query", [(None, {}), ("screens/playground.py", {}), ("screens/explore.py", {"view": "Tokens & embeddings"})]
+)
 def test_every_chart_is_sent_with_glassboxs_template_and_no_streamlit_theme(page, query):
     """Streamlit's chart theme is applied in the browser on every draw (app/components/charts.py
     says why it is off); the reference is the message Streamlit sends: theme "" (None) and the

@@ -29,9 +29,26 @@ from glassbox.model.engine import ModelConfig, run_trace
 from glassbox.model.io.checkpoint import load
 from tests.helpers import build_random_model, page_functions
 
-WINDOWED = ModelConfig(vocab_size=40, n_ctx=16, d_model=16, n_layers=2, n_heads=4, n_kv_heads=1, d_head=6, d_ff=24,
-                       norm="rmsnorm", gated_mlp=True, positional="rope", attn_bias=False, mlp_bias=False, qk_norm=True,
-                       attn_scale=0.3, attn_softcap=2.0, window=3, local_layers=[0])
+WINDOWED = ModelConfig(
+    vocab_size=40,
+    n_ctx=16,
+    d_model=16,
+    n_layers=2,
+    n_heads=4,
+    n_kv_heads=1,
+    d_head=6,
+    d_ff=24,
+    norm="rmsnorm",
+    gated_mlp=True,
+    positional="rope",
+    attn_bias=False,
+    mlp_bias=False,
+    qk_norm=True,
+    attn_scale=0.3,
+    attn_softcap=2.0,
+    window=3,
+    local_layers=[0],
+)
 ENCODER = ModelConfig(vocab_size=40, n_ctx=16, d_model=16, n_layers=1, n_heads=2, d_ff=24, causal=False)
 NORMED = ModelConfig(vocab_size=40, n_ctx=16, d_model=16, n_layers=2, n_heads=2, d_ff=24, qk_norm=True)  # no RoPE
 CLIPPED = ModelConfig(vocab_size=40, n_ctx=16, d_model=16, n_layers=1, n_heads=2, d_ff=24, qk_norm=True, clip_qkv=0.4)
@@ -42,8 +59,12 @@ def models():
     default = load("default")
     yield "worked example (float64)", worked.model, worked.cfg, worked.encode("the cat sat on the")
     yield "default (float32)", default.model, default.cfg, default.encode("Tom had a big hat. Max gave the hat to")
-    for name, cfg in (("windowed, soft-capped, shared keys", WINDOWED), ("encoder", ENCODER),
-                      ("QK-norm without RoPE", NORMED), ("QK-norm and clipped", CLIPPED)):
+    for name, cfg in (
+        ("windowed, soft-capped, shared keys", WINDOWED),
+        ("encoder", ENCODER),
+        ("QK-norm without RoPE", NORMED),
+        ("QK-norm and clipped", CLIPPED),
+    ):
         yield name, build_random_model(cfg), cfg, list(range(3, 12))
 
 
@@ -67,11 +88,14 @@ def test_the_pages_head_is_the_engines(name, model, cfg, tokens, tmp_path):
             assert np.array_equal(scores, trace[p + "hook_scores"][h].double().numpy().ravel())  # sent exactly
             assert np.array_equal(sent_floats(payload, head["pattern"]), trace[p + "hook_pattern"][h].double().numpy().ravel())
             calls["maskedScores"].append([block, {"f64": scores.tolist()}])
-            masked = trace[p + "hook_scores_masked"][h] if p + "hook_scores_masked" in trace.names() \
-                else trace[p + "hook_scores"][h]  # an encoder's scores are not masked
+            masked = (
+                trace[p + "hook_scores_masked"][h] if p + "hook_scores_masked" in trace.names() else trace[p + "hook_scores"][h]
+            )  # an encoder's scores are not masked
             expected["maskedScores"].append(masked.double().numpy().ravel())
-            page_head = {"qs": {"f64": sent_floats(payload, head["q"]).tolist()},
-                         "ks": {"f64": sent_floats(payload, head["k"]).tolist()}}
+            page_head = {
+                "qs": {"f64": sent_floats(payload, head["q"]).tolist()},
+                "ks": {"f64": sent_floats(payload, head["k"]).tolist()},
+            }
             for query, key in {(T - 1, 0), (T - 1, T - 1), (2, 1), (1, 3), (T - 1, T - 4)}:
                 calls["pair"].append([block, page_head, query, key])
                 calls["pairLines"].append([block, page_head, query, key])
@@ -93,9 +117,36 @@ def test_the_pages_head_is_the_engines(name, model, cfg, tokens, tmp_path):
 
 
 def test_the_pages_numbers_are_written_as_python_writes_them(tmp_path):
-    values = [0.0, 1.0, -1.0, 0.125, 1 / 3, -2 / 3, 123456.7, 1234567.0, 1e-5, -1.5e-5, 0.0001, 9.9999995, 0.00012345678,
-              3.08349e7, 2.5, 0.5, 1e21, -0.0, 7.0,
-              1.125, 0.3125, 1.015625, -1.125, 1.375, 0.0625, 2.25, 1.000244140625, 1234.5]  # exact ties: to the even digit
+    values = [
+        0.0,
+        1.0,
+        -1.0,
+        0.125,
+        1 / 3,
+        -2 / 3,
+        123456.7,
+        1234567.0,
+        1e-5,
+        -1.5e-5,
+        0.0001,
+        9.9999995,
+        0.00012345678,
+        3.08349e7,
+        2.5,
+        0.5,
+        1e21,
+        -0.0,
+        7.0,
+        1.125,
+        0.3125,
+        1.015625,
+        -1.125,
+        1.375,
+        0.0625,
+        2.25,
+        1.000244140625,
+        1234.5,
+    ]  # exact ties: to the even digit
     calls = [[v, p] for v in values for p in (3, 4, 6, 9)]
     got = page_functions(tmp_path, "g", calls)
     assert got == [format(v, f".{p}g") for v, p in calls]
@@ -114,9 +165,18 @@ def test_the_scores_the_page_computes_from_q_and_k_are_the_engines(name, model, 
         block = {k: payload[k] for k in ("labels", "d_head", "scale", "softcap", "causal", "window")}
         p = f"blocks.{layer}.attn."
         for h, head in enumerate(payload["heads"]):
-            calls.append([block, {"qs": {"f64": sent_floats(payload, head["q"]).tolist()},
-                                  "ks": {"f64": sent_floats(payload, head["k"]).tolist()}}])
-            expected.append((trace[p + "hook_scores"][h].double().numpy().ravel(), trace[p + "hook_pattern"][h].double().numpy().ravel()))
+            calls.append(
+                [
+                    block,
+                    {
+                        "qs": {"f64": sent_floats(payload, head["q"]).tolist()},
+                        "ks": {"f64": sent_floats(payload, head["k"]).tolist()},
+                    },
+                ]
+            )
+            expected.append(
+                (trace[p + "hook_scores"][h].double().numpy().ravel(), trace[p + "hook_pattern"][h].double().numpy().ravel())
+            )
     exact = payload["bytes"] == 8  # the float64 worked example: the same arithmetic, rounding apart
     for got, (scores, pattern) in zip(page_functions(tmp_path, "computeHead", calls), expected):
         largest = float(np.abs(scores).max())
@@ -136,8 +196,11 @@ def test_the_page_draws_the_lines_the_server_draws(tmp_path):
 
     T = 200  # an even row: 0.005 a key, none over 1%
     rng = np.random.default_rng(0)
-    rows = {"even": np.full(T, 1 / T) + rng.normal(0, 1e-4, T), "peaked": rng.dirichlet(np.full(T, 0.05)),
-            "ties": np.full(T, 1 / T)}
+    rows = {
+        "even": np.full(T, 1 / T) + rng.normal(0, 1e-4, T),
+        "peaked": rng.dirichlet(np.full(T, 0.05)),
+        "ties": np.full(T, 1 / T),
+    }
     ctx = SimpleNamespace(cfg=SimpleNamespace(causal=False), labels=[f"{i}:t" for i in range(T)])
     calls, expected, rows_written = [], [], []
     for row in rows.values():

@@ -8,9 +8,20 @@ import numpy as np
 import pytest
 import torch
 
-from glassbox.model.analysis import (architecture, backward_steps, contribution_norms, gradient_norms, logit_lens, norm_prefixes,
-                                     norm_summary, parts, positional_table, recomputed_weight_gradient, saliency,
-                                     weight_gradient_product)
+from glassbox.model.analysis import (
+    architecture,
+    backward_steps,
+    contribution_norms,
+    gradient_norms,
+    logit_lens,
+    norm_prefixes,
+    norm_summary,
+    parts,
+    positional_table,
+    recomputed_weight_gradient,
+    saliency,
+    weight_gradient_product,
+)
 from glassbox.model.analysis.ablation import ablate
 from glassbox.model.analysis.architecture import NO_BLOCKS, NO_MLP, NO_POSITIONS, missing
 from glassbox.model.analysis.attribution import attribute
@@ -25,11 +36,11 @@ from tests.helpers import build_random_model
 SMALL = dict(vocab_size=30, n_ctx=16, d_model=16, n_heads=2, d_ff=16, tie_embeddings=False)
 CONFIGS = {
     "attention-only": ModelConfig(**SMALL, n_layers=2, attn_only=True),
-    "attention-only, one block, RMSNorm, post norms": ModelConfig(**SMALL, n_layers=1, attn_only=True, norm="rmsnorm",
-                                                                  post_norms=True),
+    "attention-only, one block, RMSNorm, post norms": ModelConfig(
+        **SMALL, n_layers=1, attn_only=True, norm="rmsnorm", post_norms=True
+    ),
     "zero layers (the bigram)": ModelConfig(**SMALL, n_layers=0, positional="none", final_norm=False),
-    "zero layers with a final norm, tied": ModelConfig(**{**SMALL, "tie_embeddings": True}, n_layers=0,
-                                                       positional="none"),
+    "zero layers with a final norm, tied": ModelConfig(**{**SMALL, "tie_embeddings": True}, n_layers=0, positional="none"),
 }
 TOKENS = [3, 7, 1, 7, 9, 2, 11, 4]
 CLEAN, CORRUPT = TOKENS, [3, 7, 1, 5, 9, 2, 11, 4]
@@ -70,12 +81,14 @@ def test_norms_are_the_ones_the_model_has_and_read_their_own_input(model_and_tra
         if cfg.norm == "layernorm":
             by_hand = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + cfg.norm_eps)
         else:
-            by_hand = x / np.sqrt((x ** 2).mean(-1, keepdims=True) + cfg.norm_eps)
+            by_hand = x / np.sqrt((x**2).mean(-1, keepdims=True) + cfg.norm_eps)
         assert np.allclose(trace[prefix + "hook_normalized"].cpu().numpy(), by_hand, atol=1e-10), prefix
         summary = norm_summary(trace, cfg, prefix, source)
-        assert np.allclose(summary["scale (recorded)"] ** 2, (x ** 2 if cfg.norm == "rmsnorm" else
-                                                                (x - x.mean(-1, keepdims=True)) ** 2).mean(-1)
-                           + cfg.norm_eps, atol=1e-10)
+        assert np.allclose(
+            summary["scale (recorded)"] ** 2,
+            (x**2 if cfg.norm == "rmsnorm" else (x - x.mean(-1, keepdims=True)) ** 2).mean(-1) + cfg.norm_eps,
+            atol=1e-10,
+        )
 
 
 def test_contributions_add_up_to_the_stream_the_head_reads(model_and_trace):

@@ -22,7 +22,7 @@ from tests.helpers import assert_registered_seq2seq_trace, require
 transformers = require("transformers")
 
 import glassbox as gb  # noqa: E402
-from glassbox.model.engine import GRAD, KVCache, names, run_seq2seq_trace  # noqa: E402
+from glassbox.model.engine import GRAD, KVCache, run_seq2seq_trace  # noqa: E402
 from glassbox.model.io.checkpoint import load  # noqa: E402
 from glassbox.model.io.convert import CONVERTERS  # noqa: E402
 from tests.test_families import PROMPT, SIZES, saved_family  # noqa: E402

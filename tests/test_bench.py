@@ -22,8 +22,13 @@ def positive_finite(x):
 @pytest.mark.subprocess
 def test_bench_small_writes_ratios_and_memory(tmp_path):
     out = tmp_path / "out.json"
-    run = subprocess.run([sys.executable, "-m", "glassbox", "bench", "--small", "--repeats", "5", "--lengths", "8", "16",
-                          "--json", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "-m", "glassbox", "bench", "--small", "--repeats", "5", "--lengths", "8", "16", "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr
     assert "capture ÷ forward" in run.stdout
     report = json.loads(out.read_text())
@@ -44,8 +49,13 @@ def test_bench_peers_runs_beside_transformers_on_the_same_weights():
     """Reference for the one assertion that is not a smoke check: transformers' own greedy
     `generate` on the same weights gives the same 64 tokens as Glassbox's (the bench exits 1 if not)."""
     require("transformers")
-    run = subprocess.run([sys.executable, "-m", "glassbox", "bench", "--peers", "--small", "--repeats", "1", "--lengths",
-                          "8", "16"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-m", "glassbox", "bench", "--peers", "--small", "--repeats", "1", "--lengths", "8", "16"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     # two lengths × four rows, and two more rows per length where TransformerLens is installed
     rows = 12 if importlib.util.find_spec("transformer_lens") else 8
@@ -54,8 +64,9 @@ def test_bench_peers_runs_beside_transformers_on_the_same_weights():
 
 @pytest.mark.subprocess
 def test_bench_rejects_too_few_repeats():
-    run = subprocess.run([sys.executable, "-m", "glassbox", "bench", "--repeats", "2"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        [sys.executable, "-m", "glassbox", "bench", "--repeats", "2"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     assert run.returncode == 2 and "repeats" in run.stderr
 
 
@@ -64,13 +75,28 @@ def test_bench_rejects_too_few_repeats():
 def test_view_benchmark_opens_every_view_in_chromium(tmp_path):
     """Smoke test of python -m app.bench --small: every view opened twice, each interaction timed twice."""
     out = tmp_path / "views.json"
-    result = subprocess.run([sys.executable, "-m", "glassbox.app.bench", "--small", "--json", str(out)], capture_output=True,
-                            text=True, timeout=600, cwd=ROOT)
+    result = subprocess.run(
+        [sys.executable, "-m", "glassbox.app.bench", "--small", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads(out.read_text())
     assert report["n_tokens"] == 24
-    assert set(report["views"]) == {"Overview", "Tokens & embeddings", "Attention", "LayerNorm", "MLP",
-                                    "Residual stream", "Backward", "Ask why", "Circuits", "Export"}
+    assert set(report["views"]) == {
+        "Overview",
+        "Tokens & embeddings",
+        "Attention",
+        "LayerNorm",
+        "MLP",
+        "Residual stream",
+        "Backward",
+        "Ask why",
+        "Circuits",
+        "Export",
+    }
     assert all(v["first_s"] > 0 and v["reopen_s"] > 0 for v in report["views"].values())
     assert all(len(v["reopens"]) == 1 for v in report["views"].values())
     assert len(report["step_changes"]["Backward step change"]) == 1
@@ -89,15 +115,21 @@ def test_load_script_drives_sessions_at_once_and_checks_their_losses():
     """Smoke test of python -m app.bench.load --small --sessions 2. Reference for its one real check:
     each session's loss, as its page prints it, against `glassbox trace` on the same prompt
     (the script exits 1 on a mismatch or an error)."""
-    result = subprocess.run([sys.executable, "-m", "glassbox.app.bench.load", "--small", "--sessions", "2", "--timeout", "300"],
-                            capture_output=True, text=True, timeout=600, cwd=ROOT)
+    result = subprocess.run(
+        [sys.executable, "-m", "glassbox.app.bench.load", "--small", "--sessions", "2", "--timeout", "300"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "errors: 0" in result.stdout and "in 2 of 2 sessions, 0 mismatched" in result.stdout
 
 
 TINY_SHAPES = {  # the curated entries' config.json with tiny sizes: their keys, their model classes
-    "google-bert/bert-base-uncased": dict(vocab_size=320, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                          num_attention_heads=4),
+    "google-bert/bert-base-uncased": dict(
+        vocab_size=320, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4
+    ),
     "google-t5/t5-small": dict(vocab_size=320, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4),
 }
 

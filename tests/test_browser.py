@@ -2,7 +2,6 @@
 driving Debian's /usr/bin/chromium, installed by tests/install.sh), and step through the
 worked example with the keyboard."""
 
-import json
 import os
 import re
 import subprocess
@@ -10,7 +9,8 @@ import sys
 from urllib.parse import quote, unquote, urlencode, urlparse
 
 import pytest
-from playwright.sync_api import TimeoutError as PlaywrightTimeout, expect
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+from playwright.sync_api import expect
 
 from tests.browser import settled, watch
 from tests.helpers import ROOT, serving
@@ -116,9 +116,13 @@ def test_the_worked_example_reopens_where_the_reader_left_it(app_url, page):
     assert "step=b1-softmax" in page.url
 
 
-@pytest.mark.parametrize("step, within, link, lands", [
-    ("update", ".gb-player", "Train it live", r"/train"),
-    ("loss", ".gb-lessons", "The training objective", r"/course-objective")])
+@pytest.mark.parametrize(
+    "step, within, link, lands",
+    [
+        ("update", ".gb-player", "Train it live", r"/train"),
+        ("loss", ".gb-lessons", "The training objective", r"/course-objective"),
+    ],
+)
 def test_the_worked_examples_links_keep_the_session(app_url, page, step, within, link, lands):
     """The update step's link to Train it live and a lesson link are followed by the server
     (st.switch_page), not loaded anew: the page is not reloaded (a marker set on window survives),
@@ -176,8 +180,11 @@ def test_welcome_page_a_click_on_the_drawing_leads_to_the_matching_step_and_view
     label = drawing.locator(".textpoint", has_text="MLP").first
     label.wait_for(timeout=30_000)
     # plotly takes its click handlers a moment after drawing (on a loaded machine): click once it listens
-    page.wait_for_function("(chart) => Boolean(chart._ev?._events?.plotly_click)",
-                           arg=drawing.locator(".js-plotly-plot").element_handle(), timeout=30_000)
+    page.wait_for_function(
+        "(chart) => Boolean(chart._ev?._events?.plotly_click)",
+        arg=drawing.locator(".js-plotly-plot").element_handle(),
+        timeout=30_000,
+    )
     box = label.bounding_box()
     page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     settled(page)
@@ -206,13 +213,17 @@ def test_an_unknown_step_in_the_url_says_so(app_url, page):
 def drawn_with(page, setting: str, value) -> None:
     """Waits until the playground's chart, drawn in the page, shows ``setting`` at ``value`` (a
     key press is handled between frames: read at once, the attribute can still be the last one)."""
-    page.wait_for_function("([k, v]) => { const c = document.querySelector('.gb-chart[data-drawn]');"
-                           " return c && JSON.parse(c.dataset.drawn)[k] === v; }", arg=[setting, value], timeout=30_000)
+    page.wait_for_function(
+        "([k, v]) => { const c = document.querySelector('.gb-chart[data-drawn]');"
+        " return c && JSON.parse(c.dataset.drawn)[k] === v; }",
+        arg=[setting, value],
+        timeout=30_000,
+    )
 
 
 def test_playground_types_a_prompt_moves_the_temperature_and_generates(app_url, page):
-    from glassbox.model.io.checkpoint import load
     from glassbox.model.engine.sampling import Sampling, generate
+    from glassbox.model.io.checkpoint import load
 
     page.goto(app_url + "/playground?max_new=8&seed=3")
     settled(page)
@@ -271,11 +282,10 @@ def test_playground_types_a_prompt_moves_the_temperature_and_generates(app_url, 
     # its explorer link opens the trace of the prompt and the first three tokens, in the same session
     page.locator(".gb-generation").get_by_role("link", name="Open this step's full trace in the explorer").click()
     page.wait_for_url(re.compile(r"/explore\?"), timeout=60_000)
-    expect(page.get_by_role("textbox", name="Prompt")).to_have_value("Tom had a" + "".join(t.token for t in drawn[:3]),
-                                                                     timeout=60_000)
+    expect(page.get_by_role("textbox", name="Prompt")).to_have_value(
+        "Tom had a" + "".join(t.token for t in drawn[:3]), timeout=60_000
+    )
     assert page.locator("[data-testid='stException']").count() == 0
-
-
 
 
 def test_explorer_opens_every_view_and_a_click_opens_a_head(app_url, page):
@@ -330,7 +340,6 @@ def test_explorer_opens_every_view_and_a_click_opens_a_head(app_url, page):
     expect(page.locator(".gb-attention")).to_have_attribute("data-chosen", "1,4,1")
 
 
-
 def test_a_long_prompts_heads_are_computed_in_the_page(app_url, page, tmp_path):
     """A prompt whose heads' scores are over the page's budget (12 heads of 64 dimensions, 200
     tokens: 5 MB) sends the queries and keys alone, and the page computes each head's scores and
@@ -347,8 +356,11 @@ def test_a_long_prompts_heads_are_computed_in_the_page(app_url, page, tmp_path):
     tokens = loaded.encode(prompt)
     pattern = run_trace(loaded.model, tokens)["blocks.0.attn.hook_pattern"][2].numpy()
     query = len(tokens) - 1
-    page.goto(app_url + "/explore?" + urlencode({"model": str(tmp_path / "wide"), "prompt": prompt, "view": "Attention",
-                                                 "pos": str(query), "key_pos": "0"}))
+    page.goto(
+        app_url
+        + "/explore?"
+        + urlencode({"model": str(tmp_path / "wide"), "prompt": prompt, "view": "Attention", "pos": str(query), "key_pos": "0"})
+    )
     heads = page.locator(".gb-attention")
     expect(heads.locator(".gb-arithmetic .katex").first).to_be_attached(timeout=120_000)
     expect(heads).to_contain_text(f"computed in this page from the {len(tokens)} queries and keys sent")
@@ -360,8 +372,8 @@ def test_a_long_prompts_heads_are_computed_in_the_page(app_url, page, tmp_path):
         if re.fullmatch(r".*  \d\.\d{3}", text):
             shown[text] = float(text.rsplit("  ", 1)[1])
     assert shown, texts
-    top = sorted(pattern[query])[::-1][:len(shown)]
-    assert sorted(shown.values(), reverse=True) == pytest.approx(top[:len(shown)], abs=5e-4)
+    top = sorted(pattern[query])[::-1][: len(shown)]
+    assert sorted(shown.values(), reverse=True) == pytest.approx(top[: len(shown)], abs=5e-4)
     assert page.locator("[data-testid='stException']").count() == 0
 
 
@@ -404,6 +416,7 @@ def test_written_arithmetic_fits_its_box_at_1280_px(app_url, page, step):
         assert page.evaluate(OVERFLOW) == []
     finally:
         page.set_viewport_size({"width": 1400, "height": 1600})
+
 
 # --- user text stays text -------------------------------------------------------------------------
 
@@ -466,8 +479,7 @@ def test_sessions_arriving_together_at_a_fresh_server_all_draw(chromium):
     libraries were initialised once in app/__init__.py, about half of them crashed with
     "partially initialized module 'pandas'" (the server log's words). Reference: each page's
     own text (no error box, the page's heading drawn) and the server's log."""
-    paths = ["/explore?view=Attention", "/playground", "/explore?view=Overview", "/", "/explore?view=Backward",
-             "/playground"]
+    paths = ["/explore?view=Attention", "/playground", "/explore?view=Overview", "/", "/explore?view=Backward", "/playground"]
     with serving([sys.executable, "-m", "streamlit", "run", "app/main.py"]) as server:
         sessions = [watch(chromium.new_page(viewport={"width": 1280, "height": 800})) for _ in paths]
         try:

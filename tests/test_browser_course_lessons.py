@@ -32,6 +32,7 @@ def nudge(page, slider_name: str, before: str) -> float:
 def test_the_score_multiplier_moves_the_jacobian_norm(app_url, page):
     """Reference: numpy's ‖diag(p) − p·pᵀ‖ for the softmax of [1, 0.0125, −0.0375] × c. The slider is the
     page's own (app/components/lesson_controls.js): the norm is redrawn by the page."""
+
     def norm(c):
         p = np.exp(c * np.array([1.0, 0.0125, -0.0375]))
         p /= p.sum()
@@ -60,8 +61,7 @@ def test_a_generated_token_adds_one_row_per_layer(app_url, page):
     """Reference: one more position in 4 layers' keys and values: 2 × 4 × 4 heads × 32 × 4 bytes."""
     opened(page, app_url + "/course-kv-cache", "20,480")  # "the cat sat on the": 5 positions
     page.get_by_role("button", name="Generate a token").click()
-    expect(page.locator("[data-testid='stMetricValue']").first).to_have_text(f"{20_480 + 2 * 4 * 4 * 32 * 4:,}",
-                                                                             timeout=60_000)
+    expect(page.locator("[data-testid='stMetricValue']").first).to_have_text(f"{20_480 + 2 * 4 * 4 * 32 * 4:,}", timeout=60_000)
 
 
 def test_choosing_a_model_shows_its_parameters(app_url, page):

@@ -16,9 +16,9 @@ from urllib.parse import quote
 import pytest
 from playwright.sync_api import expect
 
+from glassbox.model.engine import GlassboxError
 from glassbox.model.io.checkpoint import load
 from glassbox.model.serving import check_budget, trace_cost
-from glassbox.model.engine import GlassboxError
 from tests.browser import settled, watch
 from tests.helpers import serving
 from tests.test_hub import fake_hub, neox_dir  # noqa: F401 (fixtures: the fake hub on 127.0.0.1)
@@ -34,8 +34,13 @@ ATTENTION = ("blocks.0.attn.*", "blocks.*.attn.hook_pattern", "blocks.0.ln1.hook
 @pytest.fixture(scope="module")
 def public_server():
     """The README's public-hosting settings, with a trace budget small enough to refuse a view."""
-    env = {**os.environ, "GLASSBOX_HUB": "0", "GLASSBOX_MODEL_DIRS": "", "GLASSBOX_TRACE_BUDGET_GB": str(BUDGET_GB),
-           "GLASSBOX_QUEUE_WAIT_S": "60"}
+    env = {
+        **os.environ,
+        "GLASSBOX_HUB": "0",
+        "GLASSBOX_MODEL_DIRS": "",
+        "GLASSBOX_TRACE_BUDGET_GB": str(BUDGET_GB),
+        "GLASSBOX_QUEUE_WAIT_S": "60",
+    }
     with serving([sys.executable, "-m", "streamlit", "run", "app/main.py"], env) as server:
         yield server.url
     assert "Traceback" not in server.log, server.log[-3000:]

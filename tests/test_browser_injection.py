@@ -57,8 +57,13 @@ def crafted_text(host: str, where: str) -> dict[str, str]:
     """Markdown and HTML that would fetch or link to ``host`` if rendered; ``where`` tells the
     two models apart in the server's log."""
     url = f"http://{host}/{where}"
-    return {"link": f"[click me]({url}/link)", "image": f"![pixel]({url}/image.png)",
-            "img": f"<img src='{url}/img.png'>", "a": f"<a href='{url}/a'>a tag</a>", "bare": f"{url}/bare"}
+    return {
+        "link": f"[click me]({url}/link)",
+        "image": f"![pixel]({url}/image.png)",
+        "img": f"<img src='{url}/img.png'>",
+        "a": f"<a href='{url}/a'>a tag</a>",
+        "bare": f"{url}/bare",
+    }
 
 
 def craft_model(path: Path, host: str, where: str) -> Path:
@@ -71,11 +76,17 @@ def craft_model(path: Path, host: str, where: str) -> Path:
 
     text = crafted_text(host, where)
     words = ["<unk>", "the", "cat", *text.values()]
-    about = {"source": f"crafted {text['link']}",
-             "family": f"{text['link']} {text['image']} {text['img']}",
-             "card": {"parameters": f"about a million {text['link']}", "validation_loss": text["image"],
-                      "notes": f"{text['a']} {text['bare']}", "training": {"corpus": text["img"]}},
-             "samples": [{"prompt": text["image"], "completion": text["link"], "settings": text["a"]}]}
+    about = {
+        "source": f"crafted {text['link']}",
+        "family": f"{text['link']} {text['image']} {text['img']}",
+        "card": {
+            "parameters": f"about a million {text['link']}",
+            "validation_loss": text["image"],
+            "notes": f"{text['a']} {text['bare']}",
+            "training": {"corpus": text["img"]},
+        },
+        "samples": [{"prompt": text["image"], "completion": text["link"], "settings": text["a"]}],
+    }
     cfg = ModelConfig(vocab_size=len(words), n_ctx=8, d_model=8, n_layers=1, n_heads=2, d_ff=16)
     save(path, build_random_model(cfg), Tokenizer.from_words(words), "float32", about)
     return path
@@ -158,8 +169,10 @@ def test_a_models_text_makes_no_link_image_or_request(which, models, listener, a
         card = main.locator("[data-testid='stExpander']", has_text="Model card")
         expect(card).to_be_visible(timeout=WAIT)
         check_nothing_points_at(page, host)
-        assert f"Model card: about a million {text['link']} parameters, validation loss {text['image']}" \
-            in card.inner_text().replace("\u2060", "")  # a string where a number was expected: shown as it is
+        assert (
+            f"Model card: about a million {text['link']} parameters, validation loss {text['image']}"
+            in card.inner_text().replace("\u2060", "")
+        )  # a string where a number was expected: shown as it is
         card.locator("summary").first.click()
         expect(card.get_by_text("Notes", exact=False).first).to_be_visible(timeout=WAIT)
         opened = card.inner_text().replace("\u2060", "")

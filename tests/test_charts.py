@@ -29,11 +29,14 @@ def test_no_two_placed_labels_overlap_on_random_points():
     texts = [f"word{i}" for i in range(80)]
     span = (x.min(), x.max()), (y.min(), y.max())
     where = place_labels(x, y, texts, *span, (600, 400))
-    boxes = [box((xi - span[0][0]) / np.ptp(x) * 600, (yi - span[1][0]) / np.ptp(y) * 400, t, w)
-             for xi, yi, t, w in zip(x, y, texts, where) if w]
+    boxes = [
+        box((xi - span[0][0]) / np.ptp(x) * 600, (yi - span[1][0]) / np.ptp(y) * 400, t, w)
+        for xi, yi, t, w in zip(x, y, texts, where)
+        if w
+    ]
     assert 10 < len(boxes) < 80  # some fit, some would not
     for i, a in enumerate(boxes):
-        for b in boxes[i + 1:]:
+        for b in boxes[i + 1 :]:
             assert a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1]
 
 

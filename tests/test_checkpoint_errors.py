@@ -18,7 +18,6 @@ from glassbox.model.engine import GlassboxError, run_trace
 from glassbox.model.io.checkpoint import load
 from tests.helpers import cli, edit_weights
 
-
 # --- ways to break a checkpoint -------------------------------------------------------------
 
 
@@ -30,22 +29,26 @@ def remove(*names):
     def brk(d: Path):
         for name in names:
             (d / name).unlink()
+
     return brk
 
 
 def write(name: str, content: bytes):
     def brk(d: Path):
         (d / name).write_bytes(content)
+
     return brk
 
 
 def edit_config(**changes):
     """Set config.json entries; None removes one."""
+
     def brk(d: Path):
         config = json.loads((d / "config.json").read_text())
         config.update(changes)
         config = {k: v for k, v in config.items() if v is not None}
         (d / "config.json").write_text(json.dumps(config))
+
     return brk
 
 
@@ -53,6 +56,7 @@ def truncate_weights(keep_fraction: float):
     def brk(d: Path):
         data = (d / "model.safetensors").read_bytes()
         (d / "model.safetensors").write_bytes(data[: int(len(data) * keep_fraction)])
+
     return brk
 
 
@@ -79,20 +83,24 @@ CASES = {
     "truncated header": (truncate_weights(0.0001), "not a readable safetensors file"),
     "truncated data": (truncate_weights(0.9), "not a readable safetensors file"),
     "empty model.safetensors": (write("model.safetensors", b""), "not a readable safetensors file"),
-    "garbage model.safetensors": (write("model.safetensors", b"\x00not safetensors\xff" * 64),
-                                  "not a readable safetensors file"),
+    "garbage model.safetensors": (write("model.safetensors", b"\x00not safetensors\xff" * 64), "not a readable safetensors file"),
     "missing tensor": (drop("transformer.h.1.mlp.c_fc.bias"), "lacks the weight 'h.1.mlp.c_fc.bias'"),
     "missing embedding": (drop("transformer.wte.weight"), "lacks the weight 'wte.weight'"),
     "more layers in config than weights": (edit_config(n_layer=4), "lacks the weight 'h.3."),
     "wrong shape: wte": (reshape("transformer.wte.weight", (400, 32)), "embed.W_E"),
-    "wrong shape: c_attn.weight": (reshape("transformer.h.0.attn.c_attn.weight", (64, 128)),
-                                   "h.0.attn.c_attn.weight has shape [64, 128], expected [64, 192]"),
-    "wrong shape: c_attn.bias": (reshape("transformer.h.2.attn.c_attn.bias", (200,)),
-                                 "h.2.attn.c_attn.bias has shape [200], expected [192]"),
-    "wrong shape: attn.c_proj.weight, same size": (reshape("transformer.h.1.attn.c_proj.weight", (32, 128)),
-                                                   "h.1.attn.c_proj.weight has shape [32, 128], expected [64, 64]"),
-    "wrong shape: mlp.c_fc.weight transposed": (reshape("transformer.h.1.mlp.c_fc.weight", (256, 64)),
-                                                "blocks.1.mlp.W_in"),
+    "wrong shape: c_attn.weight": (
+        reshape("transformer.h.0.attn.c_attn.weight", (64, 128)),
+        "h.0.attn.c_attn.weight has shape [64, 128], expected [64, 192]",
+    ),
+    "wrong shape: c_attn.bias": (
+        reshape("transformer.h.2.attn.c_attn.bias", (200,)),
+        "h.2.attn.c_attn.bias has shape [200], expected [192]",
+    ),
+    "wrong shape: attn.c_proj.weight, same size": (
+        reshape("transformer.h.1.attn.c_proj.weight", (32, 128)),
+        "h.1.attn.c_proj.weight has shape [32, 128], expected [64, 64]",
+    ),
+    "wrong shape: mlp.c_fc.weight transposed": (reshape("transformer.h.1.mlp.c_fc.weight", (256, 64)), "blocks.1.mlp.W_in"),
     "config vocab_size disagrees with weights": (edit_config(vocab_size=300), "embed.W_E"),
     "no tokenizer files": (remove("vocab.json", "merges.txt"), "No tokenizer"),
     "no merges.txt": (remove("merges.txt"), "No tokenizer"),
@@ -103,8 +111,14 @@ CASES = {
 # The CLI is run on one case of each kind (each run costs ~2 s of importing torch); every
 # case is loaded in-process, and the CLI turns any GlassboxError into the same clean exit.
 CLI_CASES = [
-    "missing directory", "no config.json", "config.json not JSON", "unknown model_type",
-    "no model.safetensors", "truncated data", "missing tensor", "wrong shape: c_attn.bias",
+    "missing directory",
+    "no config.json",
+    "config.json not JSON",
+    "unknown model_type",
+    "no model.safetensors",
+    "truncated data",
+    "missing tensor",
+    "wrong shape: c_attn.bias",
     "no tokenizer files",
 ]
 
@@ -174,7 +188,7 @@ def loaded(gpt2_dir):
     return load(str(gpt2_dir), dtype="float32", device="cpu")
 
 
-@pytest.mark.parametrize("text", ["🤖", "語", "\x07", "\x00", "\u200b", "\U0010FFFF"])
+@pytest.mark.parametrize("text", ["🤖", "語", "\x07", "\x00", "\u200b", "\U0010ffff"])
 def test_unseen_character_falls_back_to_its_utf8_bytes(loaded, text):
     # The training corpus is plain English: each of these becomes one token per UTF-8 byte.
     ids = loaded.tokenizer.encode(text)
@@ -182,12 +196,15 @@ def test_unseen_character_falls_back_to_its_utf8_bytes(loaded, text):
     assert loaded.tokenizer.decode(ids) == text
 
 
-@pytest.mark.parametrize("text", [
-    "emoji 🤖🧠👩‍👩‍👧 and flags 🇯🇵",
-    "中文字符，日本語のかな、한국어",
-    "control\x01chars\x1b[31m and\x7f DEL\tTab\r\nCRLF",
-    "mixed: naïve café 💡 Ωmega ∑ x² ≠ y³",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "emoji 🤖🧠👩‍👩‍👧 and flags 🇯🇵",
+        "中文字符，日本語のかな、한국어",
+        "control\x01chars\x1b[31m and\x7f DEL\tTab\r\nCRLF",
+        "mixed: naïve café 💡 Ωmega ∑ x² ≠ y³",
+    ],
+)
 def test_unseen_characters_round_trip_and_trace(loaded, text):
     ids = loaded.tokenizer.encode(text)
     assert all(0 <= i < loaded.cfg.vocab_size for i in ids)

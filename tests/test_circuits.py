@@ -15,8 +15,18 @@ from glassbox.model.analysis.circuits import bigram, head_scores, ov_circuit, qk
 from glassbox.model.engine import GlassboxError, ModelConfig, run_trace
 from tests.helpers import build_random_model
 
-EXACT = ModelConfig(vocab_size=12, n_ctx=16, d_model=16, n_layers=2, n_heads=2, d_ff=32, norm="rmsnorm", norm_eps=1e-30,
-                    attn_bias=False, mlp_bias=False)
+EXACT = ModelConfig(
+    vocab_size=12,
+    n_ctx=16,
+    d_model=16,
+    n_layers=2,
+    n_heads=2,
+    d_ff=32,
+    norm="rmsnorm",
+    norm_eps=1e-30,
+    attn_bias=False,
+    mlp_bias=False,
+)
 
 
 @pytest.fixture(scope="module", params=["multi-head", "grouped-query"])
@@ -92,9 +102,20 @@ def induction_model():
       the repeat it attends to the token after the earlier occurrence, and copies that token
       into the token slots, which the tied unembedding reads as its logit."""
     V, T = 8, 16
-    cfg = ModelConfig(vocab_size=V, n_ctx=T, d_model=V + T + V, n_layers=2, n_heads=1, d_ff=4, norm="rmsnorm",
-                      norm_eps=1e-30, attn_bias=False, mlp_bias=False)
+    cfg = ModelConfig(
+        vocab_size=V,
+        n_ctx=T,
+        d_model=V + T + V,
+        n_layers=2,
+        n_heads=1,
+        d_ff=4,
+        norm="rmsnorm",
+        norm_eps=1e-30,
+        attn_bias=False,
+        mlp_bias=False,
+    )
     from glassbox.model.engine import Transformer
+
     model = Transformer(cfg).init_weights(0).double()
     tok, pos, prev = range(0, V), range(V, V + T), range(V + T, 2 * V + T)
     with torch.no_grad():
@@ -102,7 +123,7 @@ def induction_model():
             if not p.ndim or not (p.shape[-1] == cfg.d_model and p.ndim == 1):  # norms' γ stay 1
                 p.zero_()
         model.embed.W_E[:, :V] = torch.eye(V)
-        model.pos_embed.W_pos[:, V:V + T] = torch.eye(T)
+        model.pos_embed.W_pos[:, V : V + T] = torch.eye(T)
         first, second = model.blocks[0].attn, model.blocks[1].attn
         for p in range(T - 1):
             first.W_Q[0, pos[p + 1], p] = 10.0  # the query of position p + 1 …
@@ -127,11 +148,12 @@ def test_a_model_built_with_an_induction_head_scores_high_and_random_ones_low():
     assert induction[0, 0] < 0.05  # the previous-token head is not an induction head
     with torch.no_grad():  # and it predicts the repeat: each next token is the one after the earlier occurrence
         logits = model(torch.tensor([half + half])).logits[0]
-    assert logits[len(half) + 1:-1].argmax(-1).tolist() == half[2:]  # (the first query splits, as above)
+    assert logits[len(half) + 1 : -1].argmax(-1).tolist() == half[2:]  # (the first query splits, as above)
     # its OV circuit copies: each token raises its own logit most
     ov = ov_circuit(model, 1, 0, list(range(8)))
     assert (ov.matrix.argmax(1) == np.arange(8)).all()
     for seed in range(3):
-        random_model = build_random_model(ModelConfig(vocab_size=8, n_ctx=16, d_model=32, n_layers=2, n_heads=2, d_ff=8),
-                                          seed=seed)
+        random_model = build_random_model(
+            ModelConfig(vocab_size=8, n_ctx=16, d_model=32, n_layers=2, n_heads=2, d_ff=8), seed=seed
+        )
         assert head_scores(random_model, half)[0].max() < 0.5

@@ -16,8 +16,16 @@ def test_trace_writes_every_tensor_and_gradient(tmp_path):
     assert run.returncode == 0, run.stderr
     data = np.load(out)
     assert data["tokens"].tolist() == [0, 1, 2, 3, 0]
-    for name in ["hook_embed", "hook_pos_embed", "blocks.1.attn.hook_pattern", "blocks.0.ln1.hook_mean",
-                 "ln_final.hook_normalized", "hook_logits", "hook_probs", "hook_loss"]:
+    for name in [
+        "hook_embed",
+        "hook_pos_embed",
+        "blocks.1.attn.hook_pattern",
+        "blocks.0.ln1.hook_mean",
+        "ln_final.hook_normalized",
+        "hook_logits",
+        "hook_probs",
+        "hook_loss",
+    ]:
         assert name in data, name
     assert data["blocks.0.attn.hook_pattern"].shape == (2, 5, 5)
     assert "grad:blocks.0.hook_resid_pre" in data and "grad:embed.W_E" in data
@@ -30,12 +38,28 @@ def test_trace_writes_every_tensor_and_gradient(tmp_path):
 
 def test_trace_with_target_and_name_filter(tmp_path):
     out = tmp_path / "t.npz"
-    run = cli("trace", "--model", "worked-example", "--prompt", "the cat sat on the", "--target", "mat", "--names", "*hook_pattern", "hook_probs",
-              "--npz", str(out))
+    run = cli(
+        "trace",
+        "--model",
+        "worked-example",
+        "--prompt",
+        "the cat sat on the",
+        "--target",
+        "mat",
+        "--names",
+        "*hook_pattern",
+        "hook_probs",
+        "--npz",
+        str(out),
+    )
     assert run.returncode == 0, run.stderr
     data = np.load(out)
     assert sorted(k for k in data if not k.startswith("grad:")) == [
-        "blocks.0.attn.hook_pattern", "blocks.1.attn.hook_pattern", "hook_probs", "tokens"]
+        "blocks.0.attn.hook_pattern",
+        "blocks.1.attn.hook_pattern",
+        "hook_probs",
+        "tokens",
+    ]
     # the printed loss is -log p(mat) at the last position
     loss = float(run.stdout.split("loss")[1].split()[0])
     assert loss == pytest.approx(-np.log(data["hook_probs"][4, 5]), abs=1e-6)
@@ -48,16 +72,19 @@ def test_hooks_lists_names_with_shapes():
     assert "blocks.0.mlp.W_in" in run.stdout and "[4, 8]" in run.stdout
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--prompt", ""], "empty"),
-    (["--prompt", "the cow sat"], "Unknown word"),
-    (["--prompt", "the cat sat on the mat"], "context"),
-    (["--prompt", "the cat", "--target", "cow"], "not"),
-    (["--prompt", "the cat", "--position", "0"], "--target"),
-    (["--prompt", "the cat", "--target", "mat", "--position", "7"], "outside"),
-    (["--prompt", "the", "--backward"], "one-token prompt"),
-    (["--model", "no-such-model", "--prompt", "x"], "No model"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--prompt", ""], "empty"),
+        (["--prompt", "the cow sat"], "Unknown word"),
+        (["--prompt", "the cat sat on the mat"], "context"),
+        (["--prompt", "the cat", "--target", "cow"], "not"),
+        (["--prompt", "the cat", "--position", "0"], "--target"),
+        (["--prompt", "the cat", "--target", "mat", "--position", "7"], "outside"),
+        (["--prompt", "the", "--backward"], "one-token prompt"),
+        (["--model", "no-such-model", "--prompt", "x"], "No model"),
+    ],
+)
 def test_bad_input_is_a_clean_error(tmp_path, args, message):
     model = [] if "--model" in args else ["--model", "worked-example"]
     run = cli("trace", *model, *args, "--npz", str(tmp_path / "x.npz"))
@@ -69,8 +96,7 @@ def test_bad_input_is_a_clean_error(tmp_path, args, message):
 @pytest.mark.subprocess
 def test_a_bad_input_in_a_process_of_its_own_is_one_line_and_status_2(tmp_path):
     """What the in-process tests stand for: the process's own exit status and stderr."""
-    run = cli("trace", "--model", "worked-example", "--prompt", "the cow sat", "--npz", str(tmp_path / "x.npz"),
-              process=True)
+    run = cli("trace", "--model", "worked-example", "--prompt", "the cow sat", "--npz", str(tmp_path / "x.npz"), process=True)
     assert run.returncode == 2 and run.stdout == ""
     assert run.stderr.startswith("error: ") and "Unknown word" in run.stderr and len(run.stderr.splitlines()) == 1
 
@@ -90,8 +116,7 @@ def logits_of(prompt):
 
 @pytest.mark.parametrize("site, width", [("resid_pre", 8), ("attn_out", None), ("mlp_out", None), ("head", 4)])
 def test_patch_json_contract(site, width):
-    run = cli("patch", "--clean", CLEAN, "--corrupt", CORRUPT, "--answer", " frog", "--wrong", " boat", "--site", site,
-              "--json")
+    run = cli("patch", "--clean", CLEAN, "--corrupt", CORRUPT, "--answer", " frog", "--wrong", " boat", "--site", site, "--json")
     assert run.returncode == 0, run.stderr
     out = json.loads(run.stdout)
     loaded, clean = logits_of(CLEAN)
@@ -117,7 +142,9 @@ def test_dla_json_sums_to_the_logit():
     loaded, logits = logits_of(CLEAN)
     assert out["logit"] == pytest.approx(float(logits[loaded.tokenizer.token_id(" frog")]), abs=1e-4)
     assert sum(c["value"] for c in out["components"]) == pytest.approx(out["logit"], abs=1e-4)
-    assert {"hook_embed", "hook_pos_embed", "blocks.0.attn.hook_result[0]", "ln_final.b"} <= {c["name"] for c in out["components"]}
+    assert {"hook_embed", "hook_pos_embed", "blocks.0.attn.hook_result[0]", "ln_final.b"} <= {
+        c["name"] for c in out["components"]
+    }
 
 
 @pytest.mark.parametrize("method", ["saliency", "input_x_gradient", "integrated_gradients"])
@@ -134,12 +161,15 @@ def test_attribute_json_contract(method):
         assert out["completeness_error"] < 0.01 * abs(gap)
 
 
-@pytest.mark.parametrize("command", [
-    ["patch", "--clean", "Zoe had a frog", "--corrupt", CORRUPT, "--answer", " frog", "--wrong", " boat"],
-    ["patch", "--clean", CLEAN, "--corrupt", CORRUPT, "--answer", "zzzq", "--wrong", " boat"],
-    ["dla", "--prompt", CLEAN, "--token", " frog", "--position", "40"],
-    ["attribute", "--prompt", CLEAN, "--target", " frog", "--method", "integrated_gradients", "--steps", "0"],
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["patch", "--clean", "Zoe had a frog", "--corrupt", CORRUPT, "--answer", " frog", "--wrong", " boat"],
+        ["patch", "--clean", CLEAN, "--corrupt", CORRUPT, "--answer", "zzzq", "--wrong", " boat"],
+        ["dla", "--prompt", CLEAN, "--token", " frog", "--position", "40"],
+        ["attribute", "--prompt", CLEAN, "--target", " frog", "--method", "integrated_gradients", "--steps", "0"],
+    ],
+)
 def test_ask_why_commands_fail_in_one_line(command):
     run = cli(*command)
     assert run.returncode == 2 and "Traceback" not in run.stderr
@@ -162,16 +192,29 @@ def test_ask_why_on_an_attention_only_micro_model():
     assert sum(c["value"] for c in out["components"]) == pytest.approx(out["logit"], abs=1e-4)
     names = {c["name"] for c in out["components"]}
     assert {"hook_embed", "blocks.0.attn.hook_result[3]"} <= names and not any("mlp" in n for n in names)
-    run = cli("patch", "--model", "micro-attention-only", "--clean", "the cat sat on the", "--corrupt",
-              "the dog sat on the", "--answer", " mat", "--wrong", " bed", "--site", "mlp_out")
+    run = cli(
+        "patch",
+        "--model",
+        "micro-attention-only",
+        "--clean",
+        "the cat sat on the",
+        "--corrupt",
+        "the dog sat on the",
+        "--answer",
+        " mat",
+        "--wrong",
+        " bed",
+        "--site",
+        "mlp_out",
+    )
     assert run.returncode == 2 and run.stderr.strip() == f"error: {NO_MLP}"
 
 
 def test_the_ask_why_choices_are_the_analyses_own():
     """The CLI writes the sites and methods out (torch is not imported before a command runs)."""
+    from glassbox.cli import parser
     from glassbox.model.analysis.attribution import METHODS
     from glassbox.model.analysis.patching import SITES
-    from glassbox.cli import parser
 
     choices = {a.dest: a.choices for p in parser()._subparsers._group_actions[0].choices.values() for a in p._actions}
     assert tuple(choices["site"]) == SITES and tuple(choices["method"]) == METHODS
@@ -211,14 +254,18 @@ def test_every_command_module_registers_its_own_command_and_help_lists_them_all(
 # --- bounds a command line must not get past --------------------------------------------------------
 
 
-@pytest.mark.parametrize("steps, words", [("300000000", "300,000,000 is outside 1 to 10,000"),
-                                          ("1000000000000", "1,000,000,000,000 is outside 1 to 10,000"),
-                                          ("10^12", "'10^12' is not a whole number")])
+@pytest.mark.parametrize(
+    "steps, words",
+    [
+        ("300000000", "300,000,000 is outside 1 to 10,000"),
+        ("1000000000000", "1,000,000,000,000 is outside 1 to 10,000"),
+        ("10^12", "'10^12' is not a whole number"),
+    ],
+)
 def test_attribute_steps_are_bounded_before_anything_runs(steps, words):
     """Reference: the bound, attribution.MAX_STEPS (10,000); the parser refuses in one line, by
     its words (old code: 3·10^8 steps ran for ever, 10^12 asked for 8 TB)."""
-    run = cli("attribute", "--prompt", CLEAN, "--target", " frog", "--method", "integrated_gradients",
-              "--steps", steps)
+    run = cli("attribute", "--prompt", CLEAN, "--target", " frog", "--method", "integrated_gradients", "--steps", steps)
     assert run.returncode == 2 and "Traceback" not in run.stderr
     (line,) = run.stderr.strip().splitlines()
     assert line.startswith("error: argument --steps: ") and words in line, line
@@ -229,10 +276,10 @@ def test_the_analysis_refuses_too_many_steps_before_allocating(monkeypatch):
     without the parser), before the path's points are allocated: torch.arange is never called."""
     import torch
 
+    from glassbox.cli import parser
     from glassbox.model.analysis.attribution import MAX_STEPS, attribute
     from glassbox.model.engine import GlassboxError
     from glassbox.model.io.checkpoint import load
-    from glassbox.cli import parser
 
     loaded = load("default")
     tokens = loaded.encode(CLEAN)
@@ -240,8 +287,7 @@ def test_the_analysis_refuses_too_many_steps_before_allocating(monkeypatch):
     for steps in (MAX_STEPS + 1, 10**12):
         with pytest.raises(GlassboxError, match=f"at most {MAX_STEPS:,}, not {steps:,}"):
             attribute(loaded.model, tokens, loaded.tokenizer.token_id(" frog"), "integrated_gradients", steps)
-    steps_type = next(a.type for a in parser()._subparsers._group_actions[0].choices["attribute"]._actions
-                      if a.dest == "steps")
+    steps_type = next(a.type for a in parser()._subparsers._group_actions[0].choices["attribute"]._actions if a.dest == "steps")
     assert steps_type(str(MAX_STEPS)) == MAX_STEPS  # the parser's bound, written out in cli/attribute.py, is the analysis's
 
 
@@ -264,15 +310,29 @@ def test_sigterm_to_glassbox_app_stops_the_server_and_frees_its_port():
     import subprocess
     import sys
 
-    from tests.helpers import ROOT
-    from tests.helpers import healthy
+    from tests.helpers import ROOT, healthy
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    app = subprocess.Popen([sys.executable, "-m", "glassbox", "app", "--server.port", str(port), "--server.headless",
-                            "true", "--browser.gatherUsageStats", "false"], cwd=ROOT, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, start_new_session=True)
+    app = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "glassbox",
+            "app",
+            "--server.port",
+            str(port),
+            "--server.headless",
+            "true",
+            "--browser.gatherUsageStats",
+            "false",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         assert healthy(f"http://127.0.0.1:{port}", seconds=240), "the app did not start"
         group = [int(p) for p in os.listdir("/proc") if p.isdigit() and _group_of(int(p)) == app.pid]

@@ -15,11 +15,11 @@ import pytest
 import torch
 
 import glassbox as gb
-from glassbox.model.engine import Cancelled, GlassboxError, Work, working
-from glassbox.model.worked_example.training import train_copy, training_batch
-from glassbox.model.micro import moe
 from glassbox.model.analysis import plans
+from glassbox.model.engine import Cancelled, GlassboxError, Work, working
+from glassbox.model.micro import moe
 from glassbox.model.serving.lane import Lane
+from glassbox.model.worked_example.training import train_copy, training_batch
 
 CLEAN, CORRUPT = "Zoe had a frog. Zoe loved the", "Zoe had a boat. Zoe loved the"
 
@@ -56,9 +56,16 @@ def test_patching_plan_counts_its_passes(model, prompts, site):
     assert plan.passes == counted(lambda: model.patch(clean, corrupt, answer, wrong, site))
 
 
-@pytest.mark.parametrize("method,steps,baseline", [("integrated_gradients", 8, False), ("integrated_gradients", 100, True),
-                                                   ("saliency", 0, False), ("input_x_gradient", 0, False),
-                                                   ("attention_rollout", 0, False)])
+@pytest.mark.parametrize(
+    "method,steps,baseline",
+    [
+        ("integrated_gradients", 8, False),
+        ("integrated_gradients", 100, True),
+        ("saliency", 0, False),
+        ("input_x_gradient", 0, False),
+        ("attention_rollout", 0, False),
+    ],
+)
 def test_attribution_plan_counts_its_passes(model, prompts, method, steps, baseline):
     clean, _, answer, _ = prompts
     plan = plans.attribution(len(clean), method, steps, baseline)
@@ -110,18 +117,23 @@ def test_outside_working_nothing_is_counted_or_stopped(model):
 
 def slow(passes: int, model, seconds: float = 0.01):
     """A computation of ``passes`` real passes, slowed so that a test can act while it runs."""
+
     def run():
         for _ in range(passes):
             model.model(torch.tensor([[1, 2, 3]]))
             time.sleep(seconds)
         return "done"
+
     return run
 
 
 def test_the_lane_refuses_a_computation_over_the_limit_with_its_estimate(model):
     lane = Lane(slots=1, max_seconds=10)
-    with pytest.raises(GlassboxError, match=r"Path patching would take about 42 s .*longer than the 10 s.*"
-                                            r"GLASSBOX_MAX_COMPUTE_S"):
+    with pytest.raises(
+        GlassboxError,
+        match=r"Path patching would take about 42 s .*longer than the 10 s.*"
+        r"GLASSBOX_MAX_COMPUTE_S",
+    ):
         lane.run("visitor", "Path patching", 42.0, slow(1, model))
     assert lane.run("visitor", "Path patching", 9.0, slow(3, model), total=3) == "done"
 
@@ -139,8 +151,7 @@ def test_one_long_computation_at_a_time_per_visitor(model):
     while lane.running("visitor") is None and time.monotonic() < deadline:
         time.sleep(0.01)
     try:
-        with pytest.raises(GlassboxError, match="The head catalog is still running for you .* one long computation at a "
-                                                "time"):
+        with pytest.raises(GlassboxError, match="The head catalog is still running for you .* one long computation at a time"):
             lane.run("visitor", "Path patching", 1.0, slow(1, model))
         assert lane.run("another visitor", "Path patching", 1.0, slow(2, model)) == "done"  # others are not held
     finally:
@@ -205,6 +216,7 @@ def test_past_the_slots_a_computation_waits_its_turn(model):
 
 # In the app (AppTest, in this process): the page's long computations go through the lane.
 
+
 def endless(works: list):
     """In place of ``Model.heads``: passes of the real model without end, the Work noted."""
     from glassbox.model.engine.work import current_work
@@ -214,6 +226,7 @@ def endless(works: list):
         while True:
             self.model(torch.tensor([[1, 2, 3]]))
             time.sleep(0.01)
+
     return heads
 
 
@@ -284,8 +297,7 @@ def test_long_computations_pause_while_light_work_is_computed(model):
 
     def long_run():
         with lane.light():  # a page's run that starts a long computation
-            result.append(lane.run("visitor", "Training", 1.0, slow(100, model, 0.005),
-                                   on_progress=work_seen.append))
+            result.append(lane.run("visitor", "Training", 1.0, slow(100, model, 0.005), on_progress=work_seen.append))
 
     light_started, light_may_end = threading.Event(), threading.Event()
 

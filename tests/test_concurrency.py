@@ -9,8 +9,8 @@ import threading
 import pytest
 import torch
 
-from glassbox.model.engine.capture import _active
 from glassbox.model.engine import ModelConfig, Transformer, run_trace
+from glassbox.model.engine.capture import _active
 from tests.helpers import build_random_model
 
 CFG = ModelConfig(vocab_size=16, n_ctx=8, d_model=8, n_layers=1, n_heads=2, d_ff=16)
@@ -378,8 +378,13 @@ def test_freed_tensors_go_back_to_the_operating_system_in_the_server():
     from pathlib import Path
 
     def retained(mode: str) -> float:
-        run = subprocess.run([sys.executable, "-c", FRAGMENT, mode], capture_output=True, text=True,
-                             cwd=Path(__file__).resolve().parent.parent, timeout=120)
+        run = subprocess.run(
+            [sys.executable, "-c", FRAGMENT, mode],
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).resolve().parent.parent,
+            timeout=120,
+        )
         if run.returncode == 3:
             pytest.skip("not glibc: mallopt is unavailable")
         assert run.returncode == 0, run.stderr

@@ -42,8 +42,9 @@ def test_an_unmasked_pattern_is_the_softmax_of_every_score(random_model):
     """Reference: numpy's softmax of q·kᵀ/√d_head over every key (no mask), from the captured q and
     k; the fused kernel's pass (nothing captured) gives the same logits (1e-12, float64)."""
     encoder = variant(random_model(CFG), causal=False)
-    trace = run_trace(encoder, TOKENS, names=["blocks.0.attn.hook_q", "blocks.0.attn.hook_k",
-                                              "blocks.0.attn.hook_pattern", "hook_logits"])
+    trace = run_trace(
+        encoder, TOKENS, names=["blocks.0.attn.hook_q", "blocks.0.attn.hook_k", "blocks.0.attn.hook_pattern", "hook_logits"]
+    )
     q, k = trace["blocks.0.attn.hook_q"].numpy(), trace["blocks.0.attn.hook_k"].numpy()
     scores = q @ k.transpose(0, 2, 1) / np.sqrt(CFG.d_model // CFG.n_heads)
     expected = np.exp(scores - scores.max(-1, keepdims=True))
@@ -103,19 +104,29 @@ def test_a_learner_goes_from_the_welcome_page_through_every_lesson_to_the_worked
         found = links(at)
         assert ("In the worked example, by hand", "worked-example") in found
         following = LESSONS[number + 1].url_path if number + 1 < len(LESSONS) else "worked-example"
-        assert any(label.startswith(("Next lesson", "Now the whole pass")) and page == following
-                   for label, page in found), (lesson.slug, found)
+        assert any(label.startswith(("Next lesson", "Now the whole pass")) and page == following for label, page in found), (
+            lesson.slug,
+            found,
+        )
 
 
 def test_views_steps_and_the_drawing_link_to_their_lessons():
-    assert lessons_for_view("Attention") == ["attention", "sqrt-dk", "multi-head", "mask", "kv-cache", "efficiency",
-                                             "cross-attention"]
+    assert lessons_for_view("Attention") == [
+        "attention",
+        "sqrt-dk",
+        "multi-head",
+        "mask",
+        "kv-cache",
+        "efficiency",
+        "cross-attention",
+    ]
     assert lessons_for_step("b2-mask") == ["mask"]  # the same step in another block
     at = start()  # the drawing's default part is attention
     assert {page for _, page in links(at)} >= {"course-attention", "course-sqrt-dk", "course-mask"}
     at = start("screens/worked_example.py", step="loss")
-    assert {"label": "10. The training objective", "href": "course-objective", "page": "course/training_objective.py"} \
-        in played(at, "loss")["lessons"]
+    assert {"label": "10. The training objective", "href": "course-objective", "page": "course/training_objective.py"} in played(
+        at, "loss"
+    )["lessons"]
 
 
 def test_every_lesson_has_figures_in_strict_json():

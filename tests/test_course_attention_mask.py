@@ -80,8 +80,7 @@ def test_the_similarity_is_every_query_dot_every_key(walk):
     assert json.loads(json.dumps(walk, allow_nan=False)) == walk
 
 
-@pytest.mark.parametrize("position,angle,length", [(0, 100, 2.5), (1, -30, 1.7), (2, 170, 0.4), (3, 61, 3.0),
-                                                   (3, 0, 0.0)])
+@pytest.mark.parametrize("position,angle,length", [(0, 100, 2.5), (1, -30, 1.7), (2, 170, 0.4), (3, 61, 3.0), (3, 0, 0.0)])
 def test_any_query_gives_the_causal_softmax(position, angle, length):
     """Reference: numpy softmax of q·k/√2 plus a causal mask written here (1e-12): the later
     tokens get exactly 0, the others sum to 1; the output is numpy Σ w_j v_j."""
@@ -90,7 +89,7 @@ def test_any_query_gives_the_causal_softmax(position, angle, length):
     mask = np.where(np.arange(4) > position, -np.inf, 0.0)
     w = softmax(scaled + mask)
     assert np.abs(result.weights.numpy() - w).max() < 1e-12
-    assert (result.weights.numpy()[position + 1:] == 0).all()
+    assert (result.weights.numpy()[position + 1 :] == 0).all()
     assert np.abs(result.output.numpy() - w @ np.array(lesson1.VALUES)).max() < 1e-12
 
 
@@ -104,8 +103,9 @@ def test_the_attention_page_moves_the_weights_with_the_angle(tmp_path):
     assert sent["walkthrough"] == {"token": "sat", "angle": 45, "length": 2.0}
     assert sent["keys"] == [list(k) for k in lesson1.KEYS] and sent["values"] == [list(v) for v in lesson1.VALUES]
     vectors = [sent["keys"], sent["values"], sent["d_k"]]
-    opened, turned, first = page_functions(tmp_path, "attend", [vectors + [2, 45, 2.0], vectors + [2, 90, 2.0],
-                                                                vectors + [0, 20, 1.5]], "lesson_controls.js")
+    opened, turned, first = page_functions(
+        tmp_path, "attend", [vectors + [2, 45, 2.0], vectors + [2, 90, 2.0], vectors + [0, 20, 1.5]], "lesson_controls.js"
+    )
     assert np.abs(np.array(opened["weights"][:3]) - softmax(np.array([0.7, 2.1, 1.3]))).max() <= 1e-12
     expected = softmax(np.array(lesson1.KEYS[:3]) @ polar(90, 2.0) / SQRT2)
     assert np.abs(np.array(turned["weights"][:3]) - expected).max() <= 1e-12 and turned["weights"][3] == 0
@@ -138,8 +138,7 @@ def qk(model, tokens) -> tuple[np.ndarray, np.ndarray]:
     names = ["blocks.*.attn.hook_q", "blocks.*.attn.hook_k"]
     trace = run_trace(model, tokens, names=names)
     blocks = range(model.cfg.n_layers)
-    return tuple(np.stack([trace[f"blocks.{b}.attn.{n}"].double().numpy() for b in blocks])
-                 for n in ("hook_q", "hook_k"))
+    return tuple(np.stack([trace[f"blocks.{b}.attn.{n}"].double().numpy() for b in blocks]) for n in ("hook_q", "hook_k"))
 
 
 def test_the_masked_pattern_is_the_softmax_of_the_masked_scaled_scores(loaded, tokens, seen):
@@ -172,18 +171,36 @@ def gpt2_reference(loaded):
 
     cfg = loaded.cfg
     D = cfg.d_model
-    hf = GPT2LMHeadModel(GPT2Config(
-        vocab_size=cfg.vocab_size, n_positions=cfg.n_ctx, n_embd=D, n_layer=cfg.n_layers, n_head=cfg.n_heads,
-        n_inner=cfg.d_ff, activation_function="gelu_new", layer_norm_epsilon=cfg.norm_eps, bos_token_id=None,
-        eos_token_id=None, attn_implementation="eager")).eval().double()
+    hf = (
+        GPT2LMHeadModel(
+            GPT2Config(
+                vocab_size=cfg.vocab_size,
+                n_positions=cfg.n_ctx,
+                n_embd=D,
+                n_layer=cfg.n_layers,
+                n_head=cfg.n_heads,
+                n_inner=cfg.d_ff,
+                activation_function="gelu_new",
+                layer_norm_epsilon=cfg.norm_eps,
+                bos_token_id=None,
+                eos_token_id=None,
+                attn_implementation="eager",
+            )
+        )
+        .eval()
+        .double()
+    )
     p = {n: t.detach().double() for n, t in loaded.model.named_parameters()}
-    state = {"transformer.wte.weight": p["embed.W_E"], "transformer.wpe.weight": p["pos_embed.W_pos"],
-             "transformer.ln_f.weight": p["ln_final.w"], "transformer.ln_f.bias": p["ln_final.b"]}
+    state = {
+        "transformer.wte.weight": p["embed.W_E"],
+        "transformer.wpe.weight": p["pos_embed.W_pos"],
+        "transformer.ln_f.weight": p["ln_final.w"],
+        "transformer.ln_f.bias": p["ln_final.b"],
+    }
     for i in range(cfg.n_layers):
         s, e = f"transformer.h.{i}.", f"blocks.{i}."
         # per head (H, D, d_head) -> GPT-2's (D, H·d_head), then q, k, v side by side
-        state[s + "attn.c_attn.weight"] = torch.cat([p[f"{e}attn.W_{x}"].permute(1, 0, 2).reshape(D, D)
-                                                     for x in "QKV"], 1)
+        state[s + "attn.c_attn.weight"] = torch.cat([p[f"{e}attn.W_{x}"].permute(1, 0, 2).reshape(D, D) for x in "QKV"], 1)
         state[s + "attn.c_attn.bias"] = torch.cat([p[f"{e}attn.b_{x}"].reshape(D) for x in "QKV"])
         state[s + "attn.c_proj.weight"] = p[e + "attn.W_O"].reshape(D, D)
         state[s + "attn.c_proj.bias"] = p[e + "attn.b_O"]
@@ -284,8 +301,7 @@ def test_the_mask_page_follows_the_head_and_the_prompt(loaded):
         assert not at.exception
         ids = loaded.encode(prompt)
         encoder = variant(loaded.model, causal=False)
-        for title, model, mask in (("With the mask", loaded.model, causal(len(ids))),
-                                   ("Without the mask", encoder, 0.0)):
+        for title, model, mask in (("With the mask", loaded.model, causal(len(ids))), ("Without the mask", encoder, 0.0)):
             q, k = qk(model, ids)
             expected = softmax(q[0, head] @ k[0, head].T / math.sqrt(loaded.cfg.d_head) + mask)
             assert np.abs(pattern_chart(at, title) - expected).max() < 1e-6, (prompt, title)

@@ -84,7 +84,9 @@ def test_generation_grows_the_engines_cache_by_the_formula():
 
 def test_the_appendix_slips():
     assert {(s["model"], s["printed"], s["configuration"]) for s in appendix_slips()} == {
-        ("GPT-2 small", 5025, 50257), ("GPT-2 XL", 2048, 1024)}
+        ("GPT-2 small", 5025, 50257),
+        ("GPT-2 XL", 2048, 1024),
+    }
 
 
 def test_deepseek_v3s_head_widths_beside_the_appendix():
@@ -101,8 +103,7 @@ def test_deepseek_v3s_head_widths_beside_the_appendix():
     assert (ours["query and key"], ours["value"]) == (theirs.qk_head_dim, theirs.v_head_dim) == (192, 128)
     assert ours["d_model / heads"] == ours["printed"] == theirs.hidden_size // theirs.num_attention_heads
     at = start("course/real_model_figures.py")
-    assert "192 for queries and keys (128 + 64 that RoPE rotates) and 128 for values" in " ".join(
-        m.value for m in at.markdown)
+    assert "192 for queries and keys (128 + 64 that RoPE rotates) and 128 for values" in " ".join(m.value for m in at.markdown)
 
 
 def test_both_pages_follow_their_inputs():

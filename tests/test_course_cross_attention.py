@@ -38,8 +38,9 @@ def test_the_output_is_the_teacher_forced_argmax_and_the_patterns_are_the_traced
     seen = cross_attention.reverse(loaded, source)
     assert len(seen.output) == len(source)
     with torch.no_grad():
-        logits = loaded.model(torch.tensor([source]), shift_right(torch.tensor([seen.output]),
-                                                                 loaded.cfg.decoder_start_token_id)).logits[0]
+        logits = loaded.model(
+            torch.tensor([source]), shift_right(torch.tensor([seen.output]), loaded.cfg.decoder_start_token_id)
+        ).logits[0]
     assert logits.argmax(-1).tolist() == seen.output
     assert seen.correct == (seen.output == source[::-1])
 
@@ -75,8 +76,13 @@ def test_random_source_is_reversed_and_its_share_shown(app_url, page, loaded):
     seen = cross_attention.reverse(loaded, source)
     best = seq2seq.figures(loaded)["best_head"]
     n = len(source)
-    pattern = run_seq2seq_trace(loaded.model, source, seen.output, names=["decoder.*cross_attn.hook_pattern"])[
-        f"decoder.blocks.{best['block']}.cross_attn.hook_pattern"].double().numpy()[best["head"]]
+    pattern = (
+        run_seq2seq_trace(loaded.model, source, seen.output, names=["decoder.*cross_attn.hook_pattern"])[
+            f"decoder.blocks.{best['block']}.cross_attn.hook_pattern"
+        ]
+        .double()
+        .numpy()[best["head"]]
+    )
     share = pattern[np.arange(n), n - 1 - np.arange(n)].mean()
     page.goto(app_url + "/course-cross-attention")
     settled(page)

@@ -30,6 +30,7 @@ SLUGS = ("attention", "sqrt-dk", "positions", "mask", "objective")
 
 # --- independent references: the answer from ex.data alone ----------------------------------
 
+
 def softmax(scores: list[float]) -> list[float]:
     exps = [math.exp(s) for s in scores]
     total = sum(exps)
@@ -117,8 +118,6 @@ def typed(exercise: Exercise, style: str | None) -> str:
     return exercise.answer if style is None else format(exercise.answer, style)
 
 
-
-
 @pytest.mark.parametrize("slug", SLUGS)
 @pytest.mark.parametrize("seed", SEEDS)
 def test_answers_match_an_independent_recomputation(slug, seed):
@@ -138,8 +137,12 @@ def test_the_variance_formula_against_a_numpy_sample():
 
 def test_the_learning_rate_exercise_also_asks_inside_the_warmup():
     """Some seed draws a step inside the warmup; its answer is the straight line, by hand."""
-    inside = next(x for seed in range(200) for x in LESSON["objective"].exercises(seed)
-                  if x.key == "learning_rate" and x.data["step"] < x.data["warmup"])
+    inside = next(
+        x
+        for seed in range(200)
+        for x in LESSON["objective"].exercises(seed)
+        if x.key == "learning_rate" and x.data["step"] < x.data["warmup"]
+    )
     d = inside.data
     assert inside.answer == pytest.approx(d["peak"] * (d["step"] + 1) / d["warmup"], rel=1e-12)
     assert "warming up" in inside.solution
@@ -155,16 +158,32 @@ def test_a_seed_reproduces_its_set_and_seeds_differ():
 
 # --- the machinery: model/course/exercises.py -----------------------------------------------
 
-@pytest.mark.parametrize("given, value", [
-    ("0.25", 0.25), ("1/4", 0.25), ("25%", 0.25), ("2.5e-1", 0.25), ("124,439,808", 124_439_808.0),
-    ("−3", -3.0), ("-3", -3.0), (" 1 000 ", 1000.0), ("1,000.5", 1000.5), ("-1/8", -0.125), (".5", 0.5),
-    (7, 7.0), (0.125, 0.125)])
+
+@pytest.mark.parametrize(
+    "given, value",
+    [
+        ("0.25", 0.25),
+        ("1/4", 0.25),
+        ("25%", 0.25),
+        ("2.5e-1", 0.25),
+        ("124,439,808", 124_439_808.0),
+        ("−3", -3.0),
+        ("-3", -3.0),
+        (" 1 000 ", 1000.0),
+        ("1,000.5", 1000.5),
+        ("-1/8", -0.125),
+        (".5", 0.5),
+        (7, 7.0),
+        (0.125, 0.125),
+    ],
+)
 def test_parse_number_reads_what_a_learner_types(given, value):
     assert parse_number(given) == value
 
 
-@pytest.mark.parametrize("given", ["abc", "1/0", "inf", "nan", "1e999", "", "1/2/3", "0,25", "1,2345", "1.000,5",
-                                   "%", float("inf"), float("nan")])
+@pytest.mark.parametrize(
+    "given", ["abc", "1/0", "inf", "nan", "1e999", "", "1/2/3", "0,25", "1,2345", "1.000,5", "%", float("inf"), float("nan")]
+)
 def test_parse_number_refuses_what_is_not_a_finite_number(given):
     with pytest.raises(ValueError):
         parse_number(given)

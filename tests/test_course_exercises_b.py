@@ -44,6 +44,7 @@ SLUGS = ("moe", "cross-attention", "induction", "zero-one-layer", "kv-cache", "k
 
 # --- independent references: the answer from ex.data alone ----------------------------------
 
+
 def balance_loss(d: dict) -> float:
     total = 0.0
     for f, p in zip(d["f"], d["P"]):
@@ -86,8 +87,11 @@ def induction_patterns(d: dict) -> tuple[list[int], dict]:
     model = load(d["model"])
     half = np.random.default_rng(d["sequence_seed"]).integers(0, model.cfg.vocab_size, d["length"]).tolist()
     trace = run_trace(model.model, half + half, names=["*hook_pattern"])
-    return half + half, {(b, h): trace[f"blocks.{b}.attn.hook_pattern"][h].double().numpy()
-                         for b in range(model.cfg.n_layers) for h in range(model.cfg.n_heads)}
+    return half + half, {
+        (b, h): trace[f"blocks.{b}.attn.hook_pattern"][h].double().numpy()
+        for b in range(model.cfg.n_layers)
+        for h in range(model.cfg.n_heads)
+    }
 
 
 def previous_token_head(d: dict) -> str:
@@ -194,8 +198,10 @@ REFERENCE = {
     ("kv-cache", "cache_mb"): (cache_mb, "3 significant"),
     ("kv-cache", "tokens_fit"): (tokens_fit, "count"),
     ("kv-cache", "gqa_saving"): (gqa_saving, "count"),
-    ("key-figures", "gpt2_parameters"): (lambda d: gpt2_count(**{k: d[k] for k in ("vocab", "context", "d_model",
-                                                                                  "layers")}), "count"),
+    ("key-figures", "gpt2_parameters"): (
+        lambda d: gpt2_count(**{k: d[k] for k in ("vocab", "context", "d_model", "layers")}),
+        "count",
+    ),
     ("key-figures", "llama_parameters"): (lambda d: llama_count(**d), "count"),
 }
 
@@ -205,10 +211,12 @@ def typed(exercise, style: str) -> str:
     if style == "choice":
         return exercise.answer
     value = float(exercise.answer)
-    return {"3 decimals": f"{value:.3f}", "2 decimals": f"{value:.2f}", "3 significant": f"{value:.3g}",
-            "count": f"{round(value):,}"}[style]
-
-
+    return {
+        "3 decimals": f"{value:.3f}",
+        "2 decimals": f"{value:.2f}",
+        "3 significant": f"{value:.3g}",
+        "count": f"{round(value):,}",
+    }[style]
 
 
 @pytest.fixture(scope="module")
@@ -225,6 +233,5 @@ def test_answers_match_an_independent_recomputation(sets, slug, seed):
 def test_a_seed_reproduces_its_set_and_seeds_differ(sets):
     for slug in SLUGS:
         again = LESSON[slug].exercises(0)
-        assert [(x.question, x.answer, x.data) for x in sets[(slug, 0)]] == [(x.question, x.answer, x.data)
-                                                                             for x in again]
+        assert [(x.question, x.answer, x.data) for x in sets[(slug, 0)]] == [(x.question, x.answer, x.data) for x in again]
         assert [x.question for x in sets[(slug, 0)]] != [x.question for x in sets[(slug, 1)]], slug

@@ -159,8 +159,22 @@ def test_the_pages_sinusoids_are_the_lessons(tmp_path):
 
 
 def test_the_page_writes_g_and_e_formats_as_python_does(tmp_path):
-    values = [1.0, 0.1, 0.000133, 0.0764, 57.29577951, 0.00764, 1e-5, 123456.0, 999.6, 2.5e-16, 0.30000000000000004,
-              1234.5, 0.0001, 5.0]
+    values = [
+        1.0,
+        0.1,
+        0.000133,
+        0.0764,
+        57.29577951,
+        0.00764,
+        1e-5,
+        123456.0,
+        999.6,
+        2.5e-16,
+        0.30000000000000004,
+        1234.5,
+        0.0001,
+        5.0,
+    ]
     assert page_functions(tmp_path, "gFormat", [[v, 3] for v in values], SCRIPT) == [f"{v:.3g}" for v in values]
     assert page_functions(tmp_path, "eFormat", [[v, 2] for v in values + [0.0]], SCRIPT) == [f"{v:.2e}" for v in values + [0.0]]
 
@@ -173,13 +187,34 @@ def test_the_lesson_bench_reports_each_time_against_its_target():
     def moves(*drawn):
         return [{"drawn_s": d, "server_s": 0.0} for d in drawn]
 
-    rows = table([
-        {"slug": "attention", "cold_s": 4.9, "warm_s": 2.1,
-         "control": {"label": "Angle", "where": "in the page", "moves": moves(0.01, 0.2, 0.02)}},
-        {"slug": "mask", "cold_s": 5.1, "warm_s": 1.0, "control": {"label": "Head", "where": "rerun", "moves": moves(0.4, 0.45, 0.9)}},
-        {"slug": "mlp", "cold_s": 1.0, "warm_s": 1.0, "control": {"label": "Neuron", "where": "rerun", "moves": moves(0.2),
-                                                                  "error": "the page was not drawn again within 60 s"}},
-        {"slug": "tokens", "error": "not drawn within 300 s"}]).splitlines()
+    rows = table(
+        [
+            {
+                "slug": "attention",
+                "cold_s": 4.9,
+                "warm_s": 2.1,
+                "control": {"label": "Angle", "where": "in the page", "moves": moves(0.01, 0.2, 0.02)},
+            },
+            {
+                "slug": "mask",
+                "cold_s": 5.1,
+                "warm_s": 1.0,
+                "control": {"label": "Head", "where": "rerun", "moves": moves(0.4, 0.45, 0.9)},
+            },
+            {
+                "slug": "mlp",
+                "cold_s": 1.0,
+                "warm_s": 1.0,
+                "control": {
+                    "label": "Neuron",
+                    "where": "rerun",
+                    "moves": moves(0.2),
+                    "error": "the page was not drawn again within 60 s",
+                },
+            },
+            {"slug": "tokens", "error": "not drawn within 300 s"},
+        ]
+    ).splitlines()
     assert rows[2] == "| attention | 4.90 s ✓ | 2.10 s ✗ | Angle | in the page | 0.020 s ✓ | 0.00 s | ≤ 0.1 s |"
     assert rows[3] == "| mask | 5.10 s ✗ | 1.00 s ✓ | Head | rerun | 0.450 s ✓ | 0.00 s | ≤ 0.5 s |"
     assert "the page was not drawn again within 60 s" in rows[4] and rows[5].startswith("| tokens | not drawn within 300 s |")

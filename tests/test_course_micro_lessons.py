@@ -56,7 +56,8 @@ def test_the_induction_stripe_and_the_losses_by_hand():
     assert seen.tokens[:n] == seen.tokens[n:]
     pattern = seen.patterns[1, 0]
     assert induction_heads.stripe_share(pattern, n) == pytest.approx(
-        pattern[np.arange(n, 2 * n), np.arange(1, n + 1)].mean(), abs=1e-12)
+        pattern[np.arange(n, 2 * n), np.arange(1, n + 1)].mean(), abs=1e-12
+    )
     with torch.no_grad():
         logits = loaded.model(torch.tensor([seen.tokens])).logits[0].double()
     expected = F.cross_entropy(logits[:-1], torch.tensor(seen.tokens[1:]), reduction="none").numpy()
@@ -66,6 +67,7 @@ def test_the_induction_stripe_and_the_losses_by_hand():
 
 
 # one Chromium interaction per lesson, the shown numbers against the computations above
+
 
 @pytest.mark.browser
 @pytest.mark.subprocess
@@ -89,7 +91,7 @@ def test_another_sequence_gives_its_own_losses(app_url, page):
     seen = induction_heads.repeated(loaded, 5)
     with torch.no_grad():
         logits = loaded.model(torch.tensor([seen.tokens])).logits[0].double()
-    copyable = F.cross_entropy(logits[n + 1:2 * n - 1], torch.tensor(seen.tokens[n + 2:]), reduction="none").mean().item()
+    copyable = F.cross_entropy(logits[n + 1 : 2 * n - 1], torch.tensor(seen.tokens[n + 2 :]), reduction="none").mean().item()
     page.goto(app_url + "/course-induction")
     settled(page)
     seed = page.get_by_label("Random sequence (seed)", exact=True)

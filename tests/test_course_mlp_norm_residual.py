@@ -52,11 +52,11 @@ def weights(loaded):
 
 def norm(x, w, b, eps=1e-5):
     centred = x - x.mean(-1, keepdim=True)
-    return centred / torch.sqrt((centred ** 2).mean(-1, keepdim=True) + eps) * w + b
+    return centred / torch.sqrt((centred**2).mean(-1, keepdim=True) + eps) * w + b
 
 
 def gelu_tanh(x):
-    return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
 
 
 def hand_forward(sd, cfg, tokens, zero=None) -> dict:
@@ -69,8 +69,7 @@ def hand_forward(sd, cfg, tokens, zero=None) -> dict:
     for b in range(cfg.n_layers):
         p = f"blocks.{b}."
         h = norm(x, sd[p + "ln1.w"], sd[p + "ln1.b"])
-        q, k, v = (torch.einsum("td,hde->hte", h, sd[p + f"attn.W_{n}"]) + sd[p + f"attn.b_{n}"][:, None]
-                   for n in "QKV")
+        q, k, v = (torch.einsum("td,hde->hte", h, sd[p + f"attn.W_{n}"]) + sd[p + f"attn.b_{n}"][:, None] for n in "QKV")
         scores = (q @ k.transpose(1, 2) / math.sqrt(cfg.d_head)).masked_fill(mask, -math.inf)
         z = scores.softmax(-1) @ v
         attn = torch.einsum("hte,hed->td", z, sd[p + "attn.W_O"]) + sd[p + "attn.b_O"]
@@ -97,6 +96,7 @@ def test_the_hand_forward_is_the_model(loaded, weights):
 
 # --- the MLP ---------------------------------------------------------------------------------------
 
+
 def test_the_firing_neurons_and_their_removal_by_hand(loaded, weights):
     tokens = loaded.encode(mlp.PROMPT)
     hand = hand_forward(weights, loaded.cfg, tokens)
@@ -104,7 +104,7 @@ def test_the_firing_neurons_and_their_removal_by_hand(loaded, weights):
     assert len(rows) == mlp.TOP_NEURONS * loaded.cfg.n_layers
     for b in range(loaded.cfg.n_layers):
         mine = [r for r in rows if r["block"] == b]
-        expected = np.argsort(-hand["post"][b][-1].numpy(), kind="stable")[:mlp.TOP_NEURONS]
+        expected = np.argsort(-hand["post"][b][-1].numpy(), kind="stable")[: mlp.TOP_NEURONS]
         assert [r["neuron"] for r in mine] == expected.tolist()
         for r in mine:
             assert r["post"] == pytest.approx(float(hand["post"][b][-1, r["neuron"]]), abs=1e-5)
@@ -121,16 +121,16 @@ def test_what_a_neuron_reads_and_writes_by_numpy(loaded, weights):
     p = f"blocks.{block}."
     E = w["embed.W_E"]
     centred = E - E.mean(1, keepdims=True)
-    normed = centred / np.sqrt((centred ** 2).mean(1, keepdims=True) + 1e-5) * w[p + "ln2.w"] + w[p + "ln2.b"]
+    normed = centred / np.sqrt((centred**2).mean(1, keepdims=True) + 1e-5) * w[p + "ln2.w"] + w[p + "ln2.b"]
     pre = normed @ w[p + "mlp.W_in"][:, neuron] + w[p + "mlp.b_in"][neuron]
     reads = mlp.reads(loaded, block, neuron)
-    assert [r["token"] for r in reads] == np.argsort(-pre, kind="stable")[:mlp.TOP_TOKENS].tolist()
-    assert [r["pre"] for r in reads] == pytest.approx(np.sort(pre)[::-1][:mlp.TOP_TOKENS], abs=1e-5)
+    assert [r["token"] for r in reads] == np.argsort(-pre, kind="stable")[: mlp.TOP_TOKENS].tolist()
+    assert [r["pre"] for r in reads] == pytest.approx(np.sort(pre)[::-1][: mlp.TOP_TOKENS], abs=1e-5)
     row = w[p + "mlp.W_out"][neuron]
     direction = ((row - row.mean()) * w["ln_final.w"]) @ E.T
     assert np.allclose(mlp.write_direction(loaded, block, neuron), direction, atol=1e-9)
     written = mlp.writes(loaded, block, neuron)
-    assert [x["token"] for x in written["promotes"]] == np.argsort(-direction, kind="stable")[:mlp.TOP_TOKENS].tolist()
+    assert [x["token"] for x in written["promotes"]] == np.argsort(-direction, kind="stable")[: mlp.TOP_TOKENS].tolist()
     assert written["suppresses"][0]["token"] == int(np.argmin(direction))
 
 
@@ -141,8 +141,10 @@ def test_the_mlp_exercises_recomputed(loaded, weights, seed):
     tokens = loaded.encode(d["prompt"])
     hand = hand_forward(weights, loaded.cfg, tokens)
     assert d["top"] == int(hand["logits"][-1].argmax())
-    after = [float(hand_forward(weights, loaded.cfg, tokens, zero=(d["block"], n))["logits"][-1].softmax(-1)[d["top"]])
-             for n in d["neurons"]]
+    after = [
+        float(hand_forward(weights, loaded.cfg, tokens, zero=(d["block"], n))["logits"][-1].softmax(-1)[d["top"]])
+        for n in d["neurons"]
+    ]
     assert after == pytest.approx(d["p_after"], abs=1e-5)
     right = f"neuron {d['neurons'][int(np.argmin(after))]}"
     assert which.answer == right and which.check(right).right
@@ -159,13 +161,13 @@ def test_the_mlp_exercises_recomputed(loaded, weights, seed):
 
 # --- LayerNorm -------------------------------------------------------------------------------------
 
+
 def test_the_steps_against_torch_layer_norm_and_rms_norm():
     rng = np.random.default_rng(0)
     for d in (2, 3, 16):
         x = rng.normal(size=d) * 3 + 1
         t = torch.tensor(x)
-        assert np.allclose(layernorm.centre_and_scale(x, 1e-5)["out"], F.layer_norm(t, (d,), eps=1e-5).numpy(),
-                           atol=1e-12)
+        assert np.allclose(layernorm.centre_and_scale(x, 1e-5)["out"], F.layer_norm(t, (d,), eps=1e-5).numpy(), atol=1e-12)
         assert np.allclose(layernorm.rms_norm(x, 1e-6)["out"], F.rms_norm(t, (d,), eps=1e-6).numpy(), atol=1e-12)
         steps = layernorm.centre_and_scale(x)
         assert steps["centred"].sum() == pytest.approx(0, abs=1e-12)  # in the plane ⟂ 1
@@ -196,7 +198,7 @@ def test_with_eps_the_gradient_keeps_eps_share_along_the_centred_input(loaded, w
     x = hand["points"][0][-1].numpy()
     assert np.allclose(seen["x"], x, atol=1e-6)
     centred = x - x.mean()
-    var, eps = (centred ** 2).mean(), loaded.cfg.norm_eps
+    var, eps = (centred**2).mean(), loaded.cfg.norm_eps
     expected = eps / (var + eps) / math.sqrt(var + eps) * (seen["upstream"] @ centred)
     assert seen["dot_centred"] == pytest.approx(expected, rel=1e-6)
     assert abs(seen["dot_ones"]) < 1e-12 * seen["scale_ones"] + 1e-15
@@ -221,11 +223,12 @@ def test_the_layernorm_exercises_recomputed(seed):
     value = float(F.layer_norm(torch.tensor(x), (4,), eps=0.0)[output.data["entry"]])
     assert output.check(f"{value:.3f}").right and not output.check(f"{value + 0.01:.3f}").right
     z = np.array(rms.data["z"], dtype=float)
-    value = z[rms.data["entry"]] / np.sqrt(np.mean(z ** 2))
+    value = z[rms.data["entry"]] / np.sqrt(np.mean(z**2))
     assert rms.check(f"{value:.3f}").right and not rms.check(f"{value + 0.01:.3f}").right
 
 
 # --- the residual stream ---------------------------------------------------------------------------
+
 
 def hand_shares(sd, cfg, tokens, token) -> list[float]:
     """Each writer's direct share of ``token``'s logit at the last position, from the hand forward:
@@ -280,8 +283,9 @@ def test_the_residual_exercises_recomputed(loaded, weights, seed):
     d = largest.data
     tokens = loaded.encode(d["prompt"])
     assert d["top"] == int(hand_forward(weights, loaded.cfg, tokens)["logits"][-1].argmax())
-    everyone = dict(zip(residual.attribution(loaded, tokens, d["top"])["writers"],
-                        hand_shares(weights, loaded.cfg, tokens, d["top"])))
+    everyone = dict(
+        zip(residual.attribution(loaded, tokens, d["top"])["writers"], hand_shares(weights, loaded.cfg, tokens, d["top"]))
+    )
     right = max(d["writers"], key=lambda name: everyone[name])
     assert largest.answer == right and largest.check(right).right
     assert not largest.check(next(c for c in largest.choices if c != right)).right
@@ -289,6 +293,7 @@ def test_the_residual_exercises_recomputed(loaded, weights, seed):
 
 
 # --- the pages --------------------------------------------------------------------------------------
+
 
 def test_the_mlp_page(loaded):
     at = start("course/mlp.py")
@@ -300,8 +305,10 @@ def test_the_mlp_page(loaded):
     strongest = mlp.firing(loaded, loaded.encode(mlp.PROMPT))[-mlp.TOP_NEURONS]  # block 4's first
     at.selectbox(key="mlp_neuron").set_value(len(at.dataframe[0].value) - mlp.TOP_NEURONS).run()
     assert not at.exception
-    assert any(f"block 4 (blocks.3), neuron {strongest['neuron']}: activation {strongest['post']:.4f}" in text
-               for text in (shown(c.value) for c in at.caption))
+    assert any(
+        f"block 4 (blocks.3), neuron {strongest['neuron']}: activation {strongest['post']:.4f}" in text
+        for text in (shown(c.value) for c in at.caption)
+    )
 
 
 def test_the_layernorm_page_follows_its_sliders():
@@ -327,6 +334,5 @@ def test_the_residual_page(loaded):
     at.selectbox(key="residual_token").set_value(2).run()  # the third most likely token's logit
     metrics = {m.label: m.value for m in at.get("metric")}
     third = residual.lens(loaded, tokens)["top_ids"][-1][2]
-    assert float(metrics["sum of the shares"]) == pytest.approx(
-        residual.attribution(loaded, tokens, third)["logit"], abs=1e-5)
+    assert float(metrics["sum of the shares"]) == pytest.approx(residual.attribution(loaded, tokens, third)["logit"], abs=1e-5)
     assert float(metrics["difference"]) < 1e-5

@@ -55,9 +55,23 @@ def test_expert_choice_matches_a_hand_loop_and_counts_tokens_with_no_expert():
 
 
 def tiny_config() -> ModelConfig:
-    return ModelConfig(vocab_size=16, n_ctx=8, d_model=8, n_layers=1, n_heads=2, d_ff=8, norm="rmsnorm",
-                       activation="silu", gated_mlp=True, positional="rope", attn_bias=False, mlp_bias=False,
-                       n_experts=4, experts_top_k=2, norm_top_k=True)
+    return ModelConfig(
+        vocab_size=16,
+        n_ctx=8,
+        d_model=8,
+        n_layers=1,
+        n_heads=2,
+        d_ff=8,
+        norm="rmsnorm",
+        activation="silu",
+        gated_mlp=True,
+        positional="rope",
+        attn_bias=False,
+        mlp_bias=False,
+        n_experts=4,
+        experts_top_k=2,
+        norm_top_k=True,
+    )
 
 
 def noisy_router(seed: int) -> lesson.NoisyTopK:

@@ -10,9 +10,9 @@ import json
 
 import pytest
 
+from glassbox.app.components.exercises import progress_report
 from glassbox.app.explore import VIEWS
 from glassbox.app.explore.seq2seq import VIEWS as SEQ2SEQ_VIEWS
-from glassbox.app.components.exercises import progress_report
 from glassbox.model.course import LESSON, LESSONS
 from glassbox.model.course.assignments import EXPLORER_VIEWS, Assignment, from_query
 from glassbox.model.course.exercises import Exercise
@@ -72,14 +72,19 @@ def test_the_listing_and_a_teachers_key_are_json():
 
 def test_assignment_links_round_trip():
     link = Assignment("mask", prompt="Lily & Max <b>", seed=42)
-    assert link.url("http://host:8501/") == ("http://host:8501/course-mask?model=default&prompt=Lily+%26+Max+%3Cb%3E"
-                                             "&seed=42&assignment=1")
+    assert link.url("http://host:8501/") == (
+        "http://host:8501/course-mask?model=default&prompt=Lily+%26+Max+%3Cb%3E&seed=42&assignment=1"
+    )
     assert from_query("mask", link.query()) == link
     assert from_query("mask", {"seed": "3"}) is None  # not marked: an ordinary link
     view = Assignment("Attention", model="worked-example", prompt="the cat")
     assert view.url().startswith("http://localhost:8501/explore?view=Attention&model=worked-example")
-    for bad in (dict(target="nope"), dict(target="mask", seed="x"), dict(target="mask", seed=-1),
-                dict(target="mask", prompt="x" * 5000)):
+    for bad in (
+        dict(target="nope"),
+        dict(target="mask", seed="x"),
+        dict(target="mask", seed=-1),
+        dict(target="mask", prompt="x" * 5000),
+    ):
         with pytest.raises(GlassboxError):
             Assignment(**bad)
     assert set(EXPLORER_VIEWS) == set(VIEWS) | set(SEQ2SEQ_VIEWS)  # the library's copy of the app's names
@@ -129,10 +134,17 @@ def test_answers_get_their_verdict_on_the_page(slug, seed):
 def test_the_contents_show_the_browsers_progress():
     at = start(page="course/index.py")
     assert any("not started" in c.value for c in at.caption)
-    at.session_state["course_progress"] = {"progress": {"version": 1, "lessons": {
-        "mask": {"of": 3, "done": {"a": {"seed": 4, "at": "2026-11-28T10:00:00Z"}}}}}}
+    at.session_state["course_progress"] = {
+        "progress": {"version": 1, "lessons": {"mask": {"of": 3, "done": {"a": {"seed": 4, "at": "2026-11-28T10:00:00Z"}}}}}
+    }
     at.run()
     assert any("1 of 3" in m.value for m in at.markdown)
     report = progress_report(at.session_state["course_progress"]["progress"])
-    assert report["lessons"] == [{"lesson": "mask", "title": "The causal mask", "exercises": 3,
-                                  "answered_right": {"a": {"seed": 4, "at": "2026-11-28T10:00:00Z"}}}]
+    assert report["lessons"] == [
+        {
+            "lesson": "mask",
+            "title": "The causal mask",
+            "exercises": 3,
+            "answered_right": {"a": {"seed": 4, "at": "2026-11-28T10:00:00Z"}},
+        }
+    ]

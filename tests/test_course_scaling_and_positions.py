@@ -40,9 +40,11 @@ def test_the_variance_of_a_dot_product_is_d_k():
 def test_the_course_softmaxes_exactly():
     """Reference: math.exp written here (1e-12); the course's printed first row is off by more
     than its rounding (0.0002 printed, 0.00037 exact)."""
+
     def by_hand(scores):
         e = [math.exp(s) for s in scores]
         return [x / sum(e) for x in e]
+
     assert scale.softmax([8.0, 0.1, -0.3]) == pytest.approx(by_hand([8.0, 0.1, -0.3]), abs=1e-12)
     assert scale.softmax([1.0, 0.0125, -0.0375]) == pytest.approx(by_hand([1.0, 0.0125, -0.0375]), abs=1e-12)
     exact = scale.softmax([8.0, 0.1, -0.3])
@@ -86,6 +88,7 @@ def test_each_heads_entropy_and_score_gradient_with_and_without_the_scale(loaded
             out = s.clone()
             out[0, head, query, key] += shift
             return out
+
         with torch.no_grad(), editing({f"blocks.{block}.attn.hook_scores": edit}):
             return unscaled(ids, targets).loss.item()
 
@@ -125,7 +128,7 @@ def test_the_sinusoidal_table_and_its_rotations():
         m = np.zeros((d, d))
         for i in range(d // 2):
             a = k / 10000 ** (2 * i / d)
-            m[2 * i:2 * i + 2, 2 * i:2 * i + 2] = [[math.cos(a), math.sin(a)], [-math.sin(a), math.cos(a)]]
+            m[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = [[math.cos(a), math.sin(a)], [-math.sin(a), math.cos(a)]]
         table = numpy_table(32 + k, d)
         assert np.abs(table[k:] - table[:32] @ m.T).max() < 1e-12
         assert positions.largest_shift_error(k, d) < 1e-12
@@ -154,9 +157,11 @@ def test_without_positions_and_mask_a_shuffle_only_permutes_the_patterns(loaded)
 
 def test_rope_scores_depend_on_the_offset_alone():
     """Reference: the rotation written here in numpy (float64, 1e-12): q·R(−mθ)ᵀ·R(−nθ)·k."""
+
     def rotate(v, angle):
         c, s = math.cos(angle), math.sin(angle)
         return np.array([v[0] * c - v[1] * s, v[1] * c + v[0] * s])
+
     pairs = [(0, 3), (5, 8), (20, 23), (3, 0)]
     ours = positions.rope_scores((1.0, 0.5), (0.8, -0.3), 0.3, pairs)
     for (m, n), score in zip(pairs, ours):
@@ -179,6 +184,7 @@ def test_both_pages_follow_their_sliders(tmp_path):
     assert not at.exception
     sent = next(d for d in (json.loads(c.proto.json) for c in at.get("bidi_component")) if d.get("kind") == "positions")
     assert sent["k"]["min"] == 1 and sent["k"]["max"] == 16 and sent["positions"] == 32
-    errors = page_functions(tmp_path, "largestShiftError", [[sent["base"], 9, d, 32] for d in sent["d"]["options"]],
-                            "lesson_controls.js")
+    errors = page_functions(
+        tmp_path, "largestShiftError", [[sent["base"], 9, d, 32] for d in sent["d"]["options"]], "lesson_controls.js"
+    )
     assert max(errors) < 1e-12

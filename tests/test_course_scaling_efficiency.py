@@ -44,6 +44,7 @@ def shipped():
 
 # --- scaling ---------------------------------------------------------------------------------------
 
+
 def test_the_kaplan_constants_are_as_published():
     # Kaplan et al. 2020, eq. 1.1: α_N ~ 0.076, N_c ~ 8.8 × 10^13 (non-embedding parameters)
     assert scaling.KAPLAN_ALPHA_N == 0.076 and scaling.KAPLAN_N_C == 8.8e13
@@ -144,6 +145,7 @@ def test_the_scaling_page_fits_what_it_shows(shipped):
 
 # --- efficiency ------------------------------------------------------------------------------------
 
+
 def random_qkv(T: int, d: int = 8, seed: int = 0):
     g = torch.Generator().manual_seed(seed)
     return tuple(torch.randn(T, d, generator=g, dtype=torch.float64) for _ in range(3))
@@ -181,7 +183,8 @@ def test_ring_attention_is_plain_attention():
         ring = efficiency.ring_attention(q, k, v, devices)
         assert (ring.out - reference).abs().max() < 1e-12, devices
         assert [[c["key_block"] for c in row] for row in ring.steps] == [
-            [(i - s) % devices for i in range(devices)] for s in range(devices)]
+            [(i - s) % devices for i in range(devices)] for s in range(devices)
+        ]
     q, k, v = random_qkv(64, seed=2)
     ring = efficiency.ring_attention(q, k, v, 4)
     assert ring.sent == 2 * (4 - 1) * 64 * 8

@@ -53,6 +53,7 @@ def wrong(exercise):
 
 # --- tokens ---------------------------------------------------------------------------------
 
+
 def gpt2_bytes_to_unicode() -> dict[int, str]:
     """GPT-2's encoder.py: printable bytes as themselves, the rest from U+0100 on."""
     keep = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
@@ -111,8 +112,7 @@ def test_the_bpe_trainer_by_hand():
     the alphabet before s: e+s); then es+t 9; then l+o 7 and o+w 7 tie (l first: l+o); then lo+w 7."""
     corpus = ["low " * 5 + "lower " * 2 + "newest " * 6 + "widest " * 3]
     merges = tokens.train_bpe(corpus, 4)
-    assert [(m.left, m.right, m.count) for m in merges] == [("e", "s", 9), ("es", "t", 9), ("l", "o", 7),
-                                                              ("lo", "w", 7)]
+    assert [(m.left, m.right, m.count) for m in merges] == [("e", "s", 9), ("es", "t", 9), ("l", "o", 7), ("lo", "w", 7)]
     assert tokens.segment("lowest", merges) == ["low", "est"] and tokens.segment("newer", merges) == list("newer")
     assert tokens.vocabulary(corpus, merges)[-4:] == ["es", "est", "lo", "low"]
     assert tokens.alphabet(corpus) == sorted(set("lowernewestwidest"))
@@ -127,8 +127,10 @@ def test_the_bpe_trainer_learns_the_tokenizers_librarys_merges():
     for sentences, n in ((tokens.TRAIN_SENTENCES, tokens.MAX_MERGES), (stories, 150)):
         theirs = Tokenizer(models.BPE())
         theirs.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-        theirs.train_from_iterator(list(sentences), trainers.BpeTrainer(
-            vocab_size=len(tokens.alphabet(sentences)) + n, show_progress=False, special_tokens=[]))
+        theirs.train_from_iterator(
+            list(sentences),
+            trainers.BpeTrainer(vocab_size=len(tokens.alphabet(sentences)) + n, show_progress=False, special_tokens=[]),
+        )
         expected = [tuple(m) for m in json.loads(theirs.to_str())["model"]["merges"]]
         ours = tokens.train_bpe(sentences, n)
         assert [(m.left, m.right) for m in ours] == expected
@@ -146,7 +148,7 @@ def test_audio_frames_image_patches_and_price_tokens_by_loops():
             count, start = count + 1, start + hop
         cut = tokens.frames(clip, window, hop)
         assert tokens.frame_count(len(clip), window, hop) == count == len(cut)
-        np.testing.assert_array_equal(cut[count - 1], clip[(count - 1) * hop:(count - 1) * hop + window])
+        np.testing.assert_array_equal(cut[count - 1], clip[(count - 1) * hop : (count - 1) * hop + window])
     assert tokens.audio_domain().length == 1 + (16_000 - 400) // 160 == 98
 
     for h, w in ((224, 224), (64, 96), (40, 40)):
@@ -156,7 +158,7 @@ def test_audio_frames_image_patches_and_price_tokens_by_loops():
         i = 0
         for r in range(h // 16):
             for c in range(w // 16):
-                np.testing.assert_array_equal(cut[i], image[16 * r:16 * r + 16, 16 * c:16 * c + 16].reshape(-1))
+                np.testing.assert_array_equal(cut[i], image[16 * r : 16 * r + 16, 16 * c : 16 * c + 16].reshape(-1))
                 i += 1
     assert tokens.image_domain().length == (224 // 16) * (224 // 16) == 196
 
@@ -170,16 +172,19 @@ def test_audio_frames_image_patches_and_price_tokens_by_loops():
 
 
 def test_the_tiny_embeddings():
-    for domain, rows in ((tokens.audio_domain(), tokens.frames(tokens.audio_clip(), 400, 160)),
-                         (tokens.image_domain(), tokens.patches(tokens.picture(), 16))):
+    for domain, rows in (
+        (tokens.audio_domain(), tokens.frames(tokens.audio_clip(), 400, 160)),
+        (tokens.image_domain(), tokens.patches(tokens.picture(), 16)),
+    ):
         weights = torch.from_numpy(tokens.embedding_weights(rows.shape[1]))
         expected = F.linear(torch.from_numpy(np.array(rows)), weights.T).numpy()
         assert domain.embedded.shape == (domain.length, tokens.D_MODEL)
         np.testing.assert_allclose(domain.embedded, expected, atol=1e-12)
     ids = tokens.return_tokens(tokens.prices())
     one_hot = np.eye(tokens.PRICES["bins"])[ids]
-    np.testing.assert_allclose(tokens.price_domain().embedded, one_hot @ tokens.embedding_weights(tokens.PRICES["bins"]),
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        tokens.price_domain().embedded, one_hot @ tokens.embedding_weights(tokens.PRICES["bins"]), atol=1e-12
+    )
 
 
 def hand_bpe_count(text: str, merges: list[list[str]]) -> int:
@@ -190,7 +195,7 @@ def hand_bpe_count(text: str, merges: list[list[str]]) -> int:
             i = 0
             while i < len(pieces) - 1:
                 if pieces[i] == a and pieces[i + 1] == b:
-                    pieces[i:i + 2] = [a + b]
+                    pieces[i : i + 2] = [a + b]
                 i += 1
         total += len(pieces)
     return total
@@ -230,6 +235,7 @@ def test_the_tokens_page():
 
 # --- many heads -----------------------------------------------------------------------------
 
+
 def by_hand(loaded, tokens_: list[int], block: int) -> dict:
     """The block's attention from the stored weights: LayerNorm, one fused projection per Q/K/V,
     causal softmax, the heads concatenated and multiplied by the stacked W_O."""
@@ -244,7 +250,7 @@ def by_hand(loaded, tokens_: list[int], block: int) -> dict:
         fused = {n: torch.cat([w[f"{a}attn.W_{n}"][h] for h in range(H)], dim=1) for n in "QKV"}
         bias = {n: w[f"{a}attn.b_{n}"].reshape(-1) for n in "QKV"}
         q, k, v = ((normed @ fused[n] + bias[n]).view(T, H, dh).transpose(0, 1) for n in "QKV")
-        scores = (q @ k.transpose(-1, -2)) / dh ** 0.5
+        scores = (q @ k.transpose(-1, -2)) / dh**0.5
         scores = scores.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
         z = scores.softmax(-1) @ v
         out = torch.cat([z[h] for h in range(H)], dim=1) @ torch.cat([w[f"{a}attn.W_O"][h] for h in range(H)], dim=0)
@@ -271,18 +277,19 @@ def test_the_reshape_the_concatenation_and_w_o_by_hand(loaded):
         assert split.concat_difference <= 1e-6
         z = torch.from_numpy(split.z)
         w_o = torch.from_numpy(split.W_O)
-        by_slices = sum(z[h] @ w_o[h * loaded.cfg.d_head:(h + 1) * loaded.cfg.d_head] for h in range(loaded.cfg.n_heads))
+        by_slices = sum(z[h] @ w_o[h * loaded.cfg.d_head : (h + 1) * loaded.cfg.d_head] for h in range(loaded.cfg.n_heads))
         b_o = loaded.model.state_dict()[f"blocks.{block}.attn.b_O"].double().numpy()
         np.testing.assert_allclose(split.out_sum, by_slices.numpy() + b_o, atol=1e-12)
 
 
 def gpt2_probs(hf, ids: list[int], block: int, zeroed: list[int], d_head: int) -> np.ndarray:
     """transformers' pass with the zeroed heads' slice of c_proj's input (the concatenated z) set to 0."""
+
     def hook(module, args):
         (merged,) = args
         merged = merged.clone()
         for h in zeroed:
-            merged[..., h * d_head:(h + 1) * d_head] = 0
+            merged[..., h * d_head : (h + 1) * d_head] = 0
         return (merged,)
 
     handle = hf.transformer.h[block].attn.c_proj.register_forward_pre_hook(hook)
@@ -335,8 +342,7 @@ def test_multi_head_exercises_recomputed(loaded, hf):
         ids = loaded.encode(x.data["prompt"])
         full = gpt2_probs(hf, ids, x.data["block"], [], loaded.cfg.d_head)
         top = int(full.argmax())
-        drops = [full[top] - gpt2_probs(hf, ids, x.data["block"], [h], loaded.cfg.d_head)[top]
-                 for h in range(loaded.cfg.n_heads)]
+        drops = [full[top] - gpt2_probs(hf, ids, x.data["block"], [h], loaded.cfg.d_head)[top] for h in range(loaded.cfg.n_heads)]
         assert x.answer == f"head {int(np.argmax(drops)) + 1}"
         assert x.data["drops"] == pytest.approx(drops, abs=1e-5)
         for x in exercises.values():

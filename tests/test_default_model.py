@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from glassbox.model.io.checkpoint import load
-from glassbox.model.engine.sampling import Sampling, generate
 from glassbox.model.data.stories import corpus
+from glassbox.model.engine.sampling import Sampling, generate
+from glassbox.model.io.checkpoint import load
 from tests.helpers import cli
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,22 +51,49 @@ def test_samples_at_temperature_1_use_the_corpus_words_in_the_corpus_order(defau
     assert sum(p in pairs for p in sample_pairs) / len(sample_pairs) >= 0.9
 
 
-@pytest.mark.parametrize("prompt,expected", [
-    ('Zoe met Ben at the park. "Hello, Ben!" said Zoe. "Hello,', " Zoe"),  # a name from earlier, copied
-    ('Max met Emma at the lake. "Hello, Emma!" said Max. "Hello,', " Max"),
-    ("Leo had a red kite. Leo gave the kite to Anna. Anna said, \"Thank you,", " Leo"),
-    ("Mia had two cats. The cats", " were"),  # agreement with the number
-    ("Mia had a cat. The cat", " was"),
-])
+@pytest.mark.parametrize(
+    "prompt,expected",
+    [
+        ('Zoe met Ben at the park. "Hello, Ben!" said Zoe. "Hello,', " Zoe"),  # a name from earlier, copied
+        ('Max met Emma at the lake. "Hello, Emma!" said Max. "Hello,', " Max"),
+        ('Leo had a red kite. Leo gave the kite to Anna. Anna said, "Thank you,', " Leo"),
+        ("Mia had two cats. The cats", " were"),  # agreement with the number
+        ("Mia had a cat. The cat", " was"),
+    ],
+)
 def test_it_copies_names_and_agrees_in_number(default, prompt, expected):
     assert continuation(default, prompt, 1) == expected
 
 
 @pytest.mark.subprocess
 def test_cli_generate_json_contract():
-    run = subprocess.run([sys.executable, "-m", "glassbox", "generate", "--model", "default", "--prompt", "Tom had a",
-                          "--max-new-tokens", "6", "--temperature", "0.8", "--top-k", "20", "--top-p", "0.9",
-                          "--seed", "5", "--json"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "glassbox",
+            "generate",
+            "--model",
+            "default",
+            "--prompt",
+            "Tom had a",
+            "--max-new-tokens",
+            "6",
+            "--temperature",
+            "0.8",
+            "--top-k",
+            "20",
+            "--top-p",
+            "0.9",
+            "--seed",
+            "5",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr
     out = json.loads(run.stdout)
     assert out["prompt"] == "Tom had a" and len(out["steps"]) == 6
@@ -80,13 +107,16 @@ def test_cli_generate_json_contract():
     assert json.loads(again.stdout) == out  # the seed reproduces it
 
 
-@pytest.mark.parametrize("flags,message", [
-    (["--temperature", "-1"], "Temperature"),
-    (["--top-p", "0"], "top-p"),
-    (["--top-k", "0"], "top-k"),
-    (["--prompt", ""], "empty"),
-    (["--max-new-tokens", "500"], "context"),
-])
+@pytest.mark.parametrize(
+    "flags,message",
+    [
+        (["--temperature", "-1"], "Temperature"),
+        (["--top-p", "0"], "top-p"),
+        (["--top-k", "0"], "top-k"),
+        (["--prompt", ""], "empty"),
+        (["--max-new-tokens", "500"], "context"),
+    ],
+)
 def test_cli_generate_bad_values_exit_2_with_one_line(flags, message):
     """In this process (``cli``): a process of its own adds nothing to what is checked here; one
     bad input's whole contract in its own process is tests/test_cli.py's."""
@@ -103,8 +133,18 @@ def trained_twice(tmp_path_factory) -> list[tuple[Path, subprocess.CompletedProc
     runs = []
     for name in ("a", "b"):
         out = tmp_path_factory.mktemp("train-default-" + name)
-        runs.append((out, subprocess.run([sys.executable, "-m", "glassbox", "train-default", "--out", str(out), "--steps",
-                                          "2", "--stories", "300"], capture_output=True, text=True, cwd=ROOT, timeout=300)))
+        runs.append(
+            (
+                out,
+                subprocess.run(
+                    [sys.executable, "-m", "glassbox", "train-default", "--out", str(out), "--steps", "2", "--stories", "300"],
+                    capture_output=True,
+                    text=True,
+                    cwd=ROOT,
+                    timeout=300,
+                ),
+            )
+        )
     return runs
 
 

@@ -83,5 +83,7 @@ def test_without_a_final_norm_a_heads_share_is_its_output_times_the_unembedding(
     trace = run_trace(model, tokens, names=["blocks.1.attn.hook_result", "blocks.0.hook_mlp_out"])
     share = dict(zip(result.names, result.values))
     W_U = model.W_U.detach()
-    assert share["blocks.1.attn.hook_result[1]"] == pytest.approx(float(trace["blocks.1.attn.hook_result"][1, 3] @ W_U[:, 5]), abs=1e-12)
+    assert share["blocks.1.attn.hook_result[1]"] == pytest.approx(
+        float(trace["blocks.1.attn.hook_result"][1, 3] @ W_U[:, 5]), abs=1e-12
+    )
     assert share["blocks.0.hook_mlp_out"] == pytest.approx(float(trace["blocks.0.hook_mlp_out"][3] @ W_U[:, 5]), abs=1e-12)

@@ -20,8 +20,9 @@ from glassbox.model.engine.errors import GlassboxError
 from tests.helpers import build_random_model
 
 CFG = ModelConfig(vocab_size=30, n_ctx=16, d_model=12, n_layers=2, n_heads=3, d_ff=20)
-NO_POSITIONS = ModelConfig(vocab_size=30, n_ctx=16, d_model=12, n_layers=2, n_heads=3, d_ff=20, positional="none",
-                            tie_embeddings=False)  # W_E scaled in a copy: not the unembedding too
+NO_POSITIONS = ModelConfig(
+    vocab_size=30, n_ctx=16, d_model=12, n_layers=2, n_heads=3, d_ff=20, positional="none", tie_embeddings=False
+)  # W_E scaled in a copy: not the unembedding too
 TOKENS = [3, 14, 7, 22, 9, 1, 5]
 HEAD = 1
 
@@ -74,8 +75,10 @@ def test_nested_edits_compose_outermost_first():
     reference = run_trace(scaled_embedding(model, 6.0), TOKENS, backward=True)
     assert_same(edited, reference, ["hook_embed", "blocks.0.hook_resid_pre", "blocks.1.hook_resid_post", "hook_logits"])
     order = []
-    with editing({"hook_embed": lambda x: order.append("outer") or x}), \
-            editing({"hook_embed": lambda x: order.append("inner") or x}):
+    with (
+        editing({"hook_embed": lambda x: order.append("outer") or x}),
+        editing({"hook_embed": lambda x: order.append("inner") or x}),
+    ):
         run_trace(model, TOKENS)
     assert order == ["outer", "inner"]
 

@@ -23,8 +23,8 @@ from glassbox.model.io.convert import CONVERTERS  # noqa: E402
 from tests.test_families import (  # noqa: E402
     GRAD_TOL,
     LOGITS_TOL,
-    PATTERN_TOL,
     LOSS_TOL,
+    PATTERN_TOL,
     PROMPT,
     RESID_TOL,
     SIZES,
@@ -40,8 +40,13 @@ def bert(tmp_path_factory):
     """A 3-block BERT with every switch on: token types, post-norm blocks, erf-GELU, the MLM head
     with its own bias, a tied decoder."""
     config = transformers.BertConfig(
-        **{k: v for k, v in SIZES.items() if k not in ("bos_token_id", "eos_token_id")}, num_attention_heads=4,
-        intermediate_size=48, type_vocab_size=2, hidden_act="gelu", layer_norm_eps=1e-12)
+        **{k: v for k, v in SIZES.items() if k not in ("bos_token_id", "eos_token_id")},
+        num_attention_heads=4,
+        intermediate_size=48,
+        type_vocab_size=2,
+        hidden_act="gelu",
+        layer_norm_eps=1e-12,
+    )
     return saved_family(config, True, tmp_path_factory.mktemp("bert"), transformers.AutoModelForMaskedLM)
 
 
@@ -88,9 +93,21 @@ def test_an_encoders_default_loss_is_each_positions_own_token(bert):
 
 # T5: 2 + 2 blocks; 8 relative buckets up to distance 12, so that a ~20-token source has distances
 # in the exact buckets, the logarithmic ones and past the last
-T5_SIZES = dict(vocab_size=SIZES["vocab_size"], d_model=32, d_kv=8, d_ff=48, num_layers=2, num_decoder_layers=2,
-                num_heads=4, relative_attention_num_buckets=8, relative_attention_max_distance=12, dropout_rate=0.0,
-                pad_token_id=0, eos_token_id=2, decoder_start_token_id=0)
+T5_SIZES = dict(
+    vocab_size=SIZES["vocab_size"],
+    d_model=32,
+    d_kv=8,
+    d_ff=48,
+    num_layers=2,
+    num_decoder_layers=2,
+    num_heads=4,
+    relative_attention_num_buckets=8,
+    relative_attention_max_distance=12,
+    dropout_rate=0.0,
+    pad_token_id=0,
+    eos_token_id=2,
+    decoder_start_token_id=0,
+)
 T5_FAMILIES = {
     "t5 (ReLU MLP, tied head scaled by d_model^-0.5)": dict(feed_forward_proj="relu"),
     "t5 v1.1 (gated-GELU MLP, its own lm_head, unscaled)": dict(feed_forward_proj="gated-gelu", tie_word_embeddings=False),
@@ -119,8 +136,9 @@ def t5(request, tmp_path_factory):
 
     settings = T5_FAMILIES[request.param]
     path = tmp_path_factory.mktemp(request.param.split()[1])
-    hf, tokenizer, loaded = saved_family(transformers.T5Config(**T5_SIZES, **settings), False, path,
-                                         transformers.AutoModelForSeq2SeqLM)
+    hf, tokenizer, loaded = saved_family(
+        transformers.T5Config(**T5_SIZES, **settings), False, path, transformers.AutoModelForSeq2SeqLM
+    )
     if settings.get("tie_word_embeddings") is False:  # transformers 5 always ties T5's head: write the hub's layout
         _untie(path)
         hf = transformers.AutoModelForSeq2SeqLM.from_pretrained(str(path), attn_implementation="eager").float().eval()
@@ -140,8 +158,7 @@ def test_t5_forward_and_backward_match_transformers(t5):
     assert cfg.tie_embeddings == (cfg.head_scale is not None)  # the two variants differ where they should
     source, target = loaded.encode(PROMPT), loaded.encode(TARGET)
     assert len(source) > cfg.relative_max_distance  # distances past the last bucket
-    out = hf(input_ids=torch.tensor([source]), labels=torch.tensor([target]), output_hidden_states=True,
-             output_attentions=True)
+    out = hf(input_ids=torch.tensor([source]), labels=torch.tensor([target]), output_hidden_states=True, output_attentions=True)
     out.loss.backward()
 
     trace = run_seq2seq_trace(loaded.model, source, target, backward=True)
@@ -149,12 +166,13 @@ def test_t5_forward_and_backward_match_transformers(t5):
     assert trace.loss == pytest.approx(out.loss.item(), abs=LOSS_TOL)
     assert torch.allclose(trace["hook_logits"], out.logits[0], atol=LOGITS_TOL)
     assert torch.allclose(trace["encoder.hook_out"], out.encoder_last_hidden_state[0], atol=RESID_TOL)
-    for stack, hidden, attentions in (("encoder", out.encoder_hidden_states, out.encoder_attentions),
-                                      ("decoder", out.decoder_hidden_states, out.decoder_attentions)):
+    for stack, hidden, attentions in (
+        ("encoder", out.encoder_hidden_states, out.encoder_attentions),
+        ("decoder", out.decoder_hidden_states, out.decoder_attentions),
+    ):
         for i in range(2):
             assert torch.allclose(trace[f"{stack}.blocks.{i}.hook_resid_pre"], hidden[i][0], atol=RESID_TOL), (stack, i)
-            assert torch.allclose(trace[f"{stack}.blocks.{i}.attn.hook_pattern"], attentions[i][0],
-                                  atol=PATTERN_TOL), (stack, i)
+            assert torch.allclose(trace[f"{stack}.blocks.{i}.attn.hook_pattern"], attentions[i][0], atol=PATTERN_TOL), (stack, i)
     for i in range(2):
         cross = trace[f"decoder.blocks.{i}.cross_attn.hook_pattern"]
         assert cross.shape == (cfg.n_heads, len(target), len(source))
@@ -186,8 +204,10 @@ def test_t5_cached_decoding_equals_recomputing_the_prefix(t5):
         encoded = model.encode(torch.tensor([loaded.encode(PROMPT)]))
         full = model(None, torch.tensor([decoder_tokens]), encoded=encoded).logits[0]
         cache, source_cache = KVCache(cfg.n_decoder_layers), KVCache(cfg.n_decoder_layers)
-        steps = [model(None, torch.tensor([[t]]), encoded=encoded, cache=cache, source_cache=source_cache).logits[0, -1]
-                 for t in decoder_tokens]
+        steps = [
+            model(None, torch.tensor([[t]]), encoded=encoded, cache=cache, source_cache=source_cache).logits[0, -1]
+            for t in decoder_tokens
+        ]
     assert torch.allclose(torch.stack(steps), full, atol=LOGITS_TOL)
 
 
@@ -200,6 +220,5 @@ def test_t5_greedy_generation_is_transformers_generate(t5):
     ids = torch.tensor([loaded.encode(PROMPT)])
     expected = hf.generate(ids, max_new_tokens=10, min_new_tokens=10, do_sample=False)[0, 1:].tolist()
     assert [t.token_id for t in generate(loaded, PROMPT, 10, Sampling(temperature=0))] == expected
-    sampled = [[t.token_id for t in generate(loaded, PROMPT, 6, Sampling(temperature=1.5, top_k=20, seed=3))]
-               for _ in range(2)]
+    sampled = [[t.token_id for t in generate(loaded, PROMPT, 6, Sampling(temperature=1.5, top_k=20, seed=3))] for _ in range(2)]
     assert sampled[0] == sampled[1]

@@ -9,27 +9,62 @@ import math
 import pytest
 import torch
 
+from glassbox.model.engine import GRAD, GlassboxError, ModelConfig, Target, Transformer, next_token_targets, run_trace
 from glassbox.model.engine.capture import Recorder, capture
 from glassbox.model.io.checkpoint import load
-from glassbox.model.engine import GRAD, GlassboxError, ModelConfig, Target, Transformer, next_token_targets, run_trace
 
 TOKENS = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5]
 
 CONFIGS = {
     "gpt2-like": ModelConfig(vocab_size=20, n_ctx=16, d_model=12, n_layers=2, n_heads=3, d_ff=24),
     "llama-like (RMSNorm, SwiGLU, RoPE, GQA, untied)": ModelConfig(
-        vocab_size=20, n_ctx=16, d_model=16, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=24,
-        norm="rmsnorm", activation="silu", gated_mlp=True, positional="rope",
-        attn_bias=False, mlp_bias=False, tie_embeddings=False,
+        vocab_size=20,
+        n_ctx=16,
+        d_model=16,
+        n_layers=2,
+        n_heads=4,
+        n_kv_heads=2,
+        d_ff=24,
+        norm="rmsnorm",
+        activation="silu",
+        gated_mlp=True,
+        positional="rope",
+        attn_bias=False,
+        mlp_bias=False,
+        tie_embeddings=False,
     ),
     "multi-query, relu, no final norm": ModelConfig(
-        vocab_size=20, n_ctx=16, d_model=8, n_layers=3, n_heads=4, n_kv_heads=1, d_ff=16,
-        activation="relu", final_norm=False,
+        vocab_size=20,
+        n_ctx=16,
+        d_model=8,
+        n_layers=3,
+        n_heads=4,
+        n_kv_heads=1,
+        d_ff=16,
+        activation="relu",
+        final_norm=False,
     ),
     "mixture of experts (gated shared expert, a dense block, full-width QK-norm, clipped q/k/v)": ModelConfig(
-        vocab_size=20, n_ctx=16, d_model=16, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=24, norm="rmsnorm",
-        activation="silu", gated_mlp=True, positional="rope", mlp_bias=False, qk_norm=True, qk_norm_width="full",
-        clip_qkv=0.8, n_experts=4, norm_top_k=False, d_ff_expert=12, d_ff_shared=10, shared_expert_gate=True,
+        vocab_size=20,
+        n_ctx=16,
+        d_model=16,
+        n_layers=2,
+        n_heads=4,
+        n_kv_heads=2,
+        d_ff=24,
+        norm="rmsnorm",
+        activation="silu",
+        gated_mlp=True,
+        positional="rope",
+        mlp_bias=False,
+        qk_norm=True,
+        qk_norm_width="full",
+        clip_qkv=0.8,
+        n_experts=4,
+        norm_top_k=False,
+        d_ff_expert=12,
+        d_ff_shared=10,
+        shared_expert_gate=True,
         moe_layers=[1],
     ),
 }
@@ -156,9 +191,7 @@ def test_attention_invariants(model):
         assert torch.allclose(trace[p + "hook_resid_mid"], resid_pre + attn_out, atol=1e-12)
         bias = model.blocks[i].attn.b_O if model.cfg.attn_bias else 0
         assert torch.allclose(attn_out, trace[p + "attn.hook_result"].sum(0) + bias, atol=1e-12)
-        assert torch.allclose(
-            trace[p + "hook_resid_post"], trace[p + "hook_resid_mid"] + trace[p + "hook_mlp_out"], atol=1e-12
-        )
+        assert torch.allclose(trace[p + "hook_resid_post"], trace[p + "hook_resid_mid"] + trace[p + "hook_mlp_out"], atol=1e-12)
         # each head's z is its pattern times its values
         v = trace[p + ("attn.hook_v_clipped" if model.cfg.clip_qkv else "attn.hook_v")]
         v = v.repeat_interleave(model.cfg.n_heads // model.cfg.n_kv_heads, dim=0)
@@ -171,9 +204,11 @@ def test_norm_and_loss_tensors(model):
     if model.cfg.norm == "layernorm":
         assert torch.allclose(trace["blocks.0.ln1.hook_mean"], x.mean(-1), atol=1e-12)
         expected_scale = (x.var(-1, unbiased=False) + model.cfg.norm_eps).sqrt()  # biased variance
-        assert torch.allclose(trace["blocks.0.ln1.hook_out"],
-                              torch.nn.functional.layer_norm(x, (x.shape[-1],), model.blocks[0].ln1.w,
-                                                             model.blocks[0].ln1.b, model.cfg.norm_eps), atol=1e-12)
+        assert torch.allclose(
+            trace["blocks.0.ln1.hook_out"],
+            torch.nn.functional.layer_norm(x, (x.shape[-1],), model.blocks[0].ln1.w, model.blocks[0].ln1.b, model.cfg.norm_eps),
+            atol=1e-12,
+        )
     else:
         expected_scale = (x.pow(2).mean(-1) + model.cfg.norm_eps).sqrt()
     assert torch.allclose(trace["blocks.0.ln1.hook_scale"], expected_scale, atol=1e-12)
@@ -188,8 +223,9 @@ def test_norm_and_loss_tensors(model):
 
 def test_name_patterns_limit_capture(model):
     trace = run_trace(model, TOKENS, names=["blocks.0.attn.*", "hook_logits"], backward=True)
-    assert set(trace.activations) == {n for n in run_trace(model, TOKENS).activations
-                                      if n.startswith("blocks.0.attn.") or n == "hook_logits"}
+    assert set(trace.activations) == {
+        n for n in run_trace(model, TOKENS).activations if n.startswith("blocks.0.attn.") or n == "hook_logits"
+    }
     assert all(n.startswith(GRAD + "blocks.0.attn.") or n == GRAD + "hook_logits" for n in trace.grads)
     assert GRAD + "blocks.0.attn.W_Q" in trace.grads  # parameters match the same patterns
     nothing = run_trace(model, TOKENS, names=[])
@@ -246,8 +282,9 @@ def test_worked_example_uses_the_printed_weights():
         name, head = engine_slot(article_name, cfg)
         engine = params[name] if head is None else params[name][head]
         assert torch.equal(engine.cpu().reshape(-1), torch.tensor(value, dtype=torch.float64).reshape(-1)), article_name
-    trace = run_trace(loaded.model, loaded.encode("the cat sat on the"), backward=True,
-                      target=Target(loaded.tokenizer.token_id("mat")))
+    trace = run_trace(
+        loaded.model, loaded.encode("the cat sat on the"), backward=True, target=Target(loaded.tokenizer.token_id("mat"))
+    )
     got = trace["blocks.0.ln2.hook_out"][4].cpu()
     assert torch.allclose(got, torch.tensor([0.302, 1.230, -1.547, 0.015], dtype=torch.float64), atol=5e-4)
     assert trace.loss == pytest.approx(-math.log(trace["hook_probs"][4, 5].item()), abs=1e-12)

@@ -15,8 +15,8 @@ import torch
 
 from glassbox.app.explore import VIEWS
 from glassbox.model.analysis import attention_pair, logit_lens
-from glassbox.model.io.checkpoint import load
 from glassbox.model.engine import GRAD, Target, run_trace
+from glassbox.model.io.checkpoint import load
 from tests.helpers import attention_sent, charts, choose_in_page, exact, played, shown, start, values, z
 
 PROMPT = "the cat sat on the"
@@ -103,6 +103,7 @@ def test_attention_view_sends_one_block_where_every_block_is_over_the_pages_budg
     """One block fits IN_PAGE_BYTES, two do not (the worked example: 1,120 bytes a block, float64):
     the server's Block list chooses the block, and only that block's heads are sent."""
     from glassbox.app.components.attention_head import fits
+
     monkeypatch.setattr("glassbox.app.components.attention_head.IN_PAGE_BYTES", 1500)
     assert fits(2, 5, 2, torch.float64) and not fits(2, 5, 2, torch.float64, n_blocks=2)
     at = start("screens/explore.py", model="worked-example", prompt=PROMPT, view="Attention")
@@ -229,8 +230,10 @@ def test_default_model_overview_counts_and_predicts():
     assert table["count"].sum() == sum(p.numel() for p in load("default").model.parameters())
     for count, text in zip(table["count"], table["parameters"]):  # names of one shape together, each counted
         groups = re.findall(r"((?:[\w.]+, )*[\w.]+) \[([\d, ]+)\]", text)
-        assert sum((names.count(",") + 1) * math.prod(int(n) for n in shape.split(", ")) for names, shape in groups) \
-            == count and len(text) <= 90, text
+        assert (
+            sum((names.count(",") + 1) * math.prod(int(n) for n in shape.split(", ")) for names, shape in groups) == count
+            and len(text) <= 90
+        ), text
     bars = titled(at, "What the model predicts")
     # a full trace, as the page's: a partial one computes the uncaptured norms with torch's fused
     # kernel, equal to about 1e-6 (README, "The engine")
@@ -362,7 +365,8 @@ def test_backward_view_writes_out_any_cells_arithmetic_on_any_model(gpt2_dir):
     expected = trace[GRAD + "blocks.0.attn.hook_scores_masked"][0, 3, 1].item()
     assert any("softmax" in el.value for el in at.latex)
     assert f"Autograd's value: {expected:.6g}; recomputed above in float64 from the numbers written: {expected:.6g}." in [
-        shown(c.value) for c in at.caption]
+        shown(c.value) for c in at.caption
+    ]
 
     wide = start("screens/explore.py", model=str(gpt2_dir), prompt="hello world", view="Backward", bstep="ln_final")
     assert not wide.exception
@@ -481,8 +485,13 @@ def test_circuits_view_draws_the_heads_circuits_and_scores():
     half = np.random.default_rng(0).integers(0, len(loaded.tokenizer.pieces), 20).tolist()
     assert loaded.tokenizer.prefix() == []  # the default model's tokenizer puts nothing first
     trace = run_trace(loaded.model, half + half, names=["blocks.*.attn.hook_pattern"])
-    scores = [[np.mean([trace[f"blocks.{b}.attn.hook_pattern"][h, t, t - 19].item() for t in range(20, 40)])
-               for h in range(loaded.cfg.n_heads)] for b in range(loaded.cfg.n_layers)]
+    scores = [
+        [
+            np.mean([trace[f"blocks.{b}.attn.hook_pattern"][h, t, t - 19].item() for t in range(20, 40)])
+            for h in range(loaded.cfg.n_heads)
+        ]
+        for b in range(loaded.cfg.n_layers)
+    ]
     np.testing.assert_allclose(z(titled(at, "Induction score")), scores, atol=1e-5)
     at.text_input(key="explore_circuit_tokens").input("Zoe Sam frog").run()  # a chosen set of tokens
     chosen = list(dict.fromkeys(loaded.encode("Zoe Sam frog")))
@@ -502,8 +511,10 @@ def test_compare_view_shows_two_prompts_and_their_difference():
     assert not at.exception and not at.error
     loaded = load("default")
     name = "blocks.0.hook_resid_post"
-    expected = (run_trace(loaded.model, loaded.encode(a), names=[name])[name]
-                - run_trace(loaded.model, loaded.encode(b), names=[name])[name]).numpy()
+    expected = (
+        run_trace(loaded.model, loaded.encode(a), names=[name])[name]
+        - run_trace(loaded.model, loaded.encode(b), names=[name])[name]
+    ).numpy()
     difference = titled(at, "A − B")
     drawn = z(difference) if difference["data"][0]["type"] == "heatmap" else None
     if drawn is None:  # drawn as block means: zoom in to the exact values
@@ -519,11 +530,13 @@ def test_compare_reads_the_key_value_head_a_query_head_uses():
     (ModelConfig.kv_head), so Compare's hook_k for head 1 is hook_k[0], not hook_k[1]."""
     import types
 
-    from glassbox.model.plot.grid import tensor_grid
     from glassbox.model.engine import ModelConfig
+    from glassbox.model.plot.grid import tensor_grid
 
-    ctx = types.SimpleNamespace(cfg=ModelConfig(vocab_size=10, n_ctx=8, d_model=16, n_layers=1, n_heads=4, n_kv_heads=2,
-                                                d_ff=8), labels=["0:a", "1:b", "2:c"])
+    ctx = types.SimpleNamespace(
+        cfg=ModelConfig(vocab_size=10, n_ctx=8, d_model=16, n_layers=1, n_heads=4, n_kv_heads=2, d_ff=8),
+        labels=["0:a", "1:b", "2:c"],
+    )
     keys = torch.arange(2 * 3 * 4, dtype=torch.float32).reshape(2, 3, 4)  # kv_head × position × d_head
     values, rows, _, row_title, _, _ = tensor_grid(ctx, "blocks.0.attn.hook_k", keys, head=1)
     np.testing.assert_array_equal(values, keys[0].numpy())
@@ -552,7 +565,13 @@ def test_the_heads_queries_and_keys_are_the_ones_its_scores_multiply(tmp_path):
     from glassbox.model.io.checkpoint import save
 
     cfg = ModelConfig(vocab_size=598, n_ctx=32, d_model=16, n_layers=1, n_heads=2, d_ff=24, qk_norm=True)
-    save(tmp_path / "normed", Transformer(cfg).init_weights(1).float(), load("default").tokenizer, "float32", {"source": "a test's"})
+    save(
+        tmp_path / "normed",
+        Transformer(cfg).init_weights(1).float(),
+        load("default").tokenizer,
+        "float32",
+        {"source": "a test's"},
+    )
     at = start("screens/explore.py", model=str(tmp_path / "normed"), prompt=PROMPT, view="Attention")
     at.toggle(key="explore_qkv").set_value(True).run()
     assert not at.exception
@@ -563,7 +582,7 @@ def test_the_heads_queries_and_keys_are_the_ones_its_scores_multiply(tmp_path):
     trace = run_trace(loaded.model, loaded.encode(PROMPT))
     q, k = z(queries), z(keys)
     assert np.array_equal(q, trace["blocks.0.attn.q_norm.hook_out"][0].numpy())
-    recomputed = q @ k.T * cfg.d_head ** -0.5
+    recomputed = q @ k.T * cfg.d_head**-0.5
     assert np.allclose(recomputed, trace["blocks.0.attn.hook_scores"][0].numpy(), rtol=1e-5, atol=1e-6)
 
 

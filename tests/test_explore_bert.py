@@ -38,8 +38,13 @@ DECODER_WORDS = ("causal mask", "next token", "predicting the next", "after the 
 def bert(tmp_path_factory):
     """(directory, Glassbox's loaded model): a 3-block BertForMaskedLM with every switch on."""
     config = transformers.BertConfig(
-        **{k: v for k, v in SIZES.items() if k not in ("bos_token_id", "eos_token_id")}, num_attention_heads=4,
-        intermediate_size=48, type_vocab_size=2, hidden_act="gelu", layer_norm_eps=1e-12)
+        **{k: v for k, v in SIZES.items() if k not in ("bos_token_id", "eos_token_id")},
+        num_attention_heads=4,
+        intermediate_size=48,
+        type_vocab_size=2,
+        hidden_act="gelu",
+        layer_norm_eps=1e-12,
+    )
     path = tmp_path_factory.mktemp("bert")
     _, _, loaded = saved_family(config, True, path, transformers.AutoModelForMaskedLM)
     return path, loaded

@@ -27,16 +27,16 @@ def test_the_default_models_sae_draws_its_features_error_and_one_feature():
     grid = titled(at, "Feature activations")
     np.testing.assert_allclose(z(grid), want.column_values, rtol=1e-6, atol=1e-6)
     assert list(grid["data"][0]["x"]) == [f"#{f}" for f in want.columns]
-    np.testing.assert_allclose(values(titled(at, "What the features miss")["data"][0]["y"]), want.relative_error,
-                               rtol=1e-6)
+    np.testing.assert_allclose(values(titled(at, "What the features miss")["data"][0]["y"]), want.relative_error, rtol=1e-6)
     metrics = {m.label: m.value for m in at.metric}
     assert float(metrics["Next-token loss"]) == pytest.approx(want.loss, abs=1e-4)
     assert float(metrics["With the SAE's rebuild in place"]) == pytest.approx(want.spliced_loss, abs=1e-4)
 
     feature = int(want.columns[0])  # the view follows the strongest feature first
     ablation = model.ablate_feature(PROMPT, sae, feature)
-    np.testing.assert_allclose(values(titled(at, f"Feature #{feature}")["data"][0]["y"]), ablation.activations,
-                               rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(
+        values(titled(at, f"Feature #{feature}")["data"][0]["y"]), ablation.activations, rtol=1e-6, atol=1e-6
+    )
     effect = model.feature_logits(PROMPT, sae, feature, k=10)
     logits, next_token = at.dataframe[0].value, at.dataframe[1].value
     drawn = drawn_vocabulary(model.tokenizer)  # tokens as every view draws them (␣ for a space)
@@ -47,8 +47,12 @@ def test_the_default_models_sae_draws_its_features_error_and_one_feature():
 
     other = int(want.columns[3])
     at.selectbox(key="explore_sae_feature").set_value(other).run()
-    np.testing.assert_allclose(values(titled(at, f"Feature #{other}")["data"][0]["y"]),
-                               model.ablate_feature(PROMPT, sae, other).activations, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(
+        values(titled(at, f"Feature #{other}")["data"][0]["y"]),
+        model.ablate_feature(PROMPT, sae, other).activations,
+        rtol=1e-6,
+        atol=1e-6,
+    )
 
 
 def test_another_sae_by_folder_and_bad_ones_get_a_message(tmp_path):
@@ -61,7 +65,9 @@ def test_another_sae_by_folder_and_bad_ones_get_a_message(tmp_path):
     at.text_input(key="explore_sae_source").input("some-org/some-repo/blocks.9.hook_resid_pre")
     next(b for b in at.button if b.label == "Open").click().run()
     assert not at.exception and not at.error  # not fetched yet: offered, nothing asked of the hub before the click
-    assert any("some-org/some-repo/blocks.9.hook_resid_pre is not downloaded yet" in i.value.replace("\\", "")
-               .replace("\u2060", "") for i in at.info)
+    assert any(
+        "some-org/some-repo/blocks.9.hook_resid_pre is not downloaded yet" in i.value.replace("\\", "").replace("\u2060", "")
+        for i in at.info
+    )
     at.button(key="explore_sae_fetch_download").click().run()
     assert not at.exception and at.error  # offline here: a clean message, never a traceback

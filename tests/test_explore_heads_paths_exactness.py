@@ -6,7 +6,6 @@ in the browser payload: 1e-6)."""
 import sys
 
 import numpy as np
-import pytest
 
 import glassbox as gb
 from tests.helpers import charts, shown, start, z
@@ -28,9 +27,13 @@ def test_head_catalog_draws_every_score_and_finds_micro_inductions_induction_hea
     at = start("screens/explore.py", model="micro-induction", prompt=prompt, view="Head catalog")
     assert not at.exception and not at.error
     expected = model.heads()
-    for title, score in (("Induction score", "induction"), ("Previous-token score", "previous_token"),
-                         ("Duplicate-token score", "duplicate_token"), ("Self score", "self"),
-                         ("Mean entropy (nats)", "entropy")):
+    for title, score in (
+        ("Induction score", "induction"),
+        ("Previous-token score", "previous_token"),
+        ("Duplicate-token score", "duplicate_token"),
+        ("Self score", "self"),
+        ("Mean entropy (nats)", "entropy"),
+    ):
         chart = titled(at, title)
         np.testing.assert_allclose(z(chart), expected.scores[score], rtol=1e-6, atol=1e-7)
         assert chart["layout"]["yaxis"]["title"]["text"] == "block" and chart["layout"]["xaxis"]["title"]["text"] == "head"
@@ -76,8 +79,9 @@ def test_path_patching_in_ask_why_draws_the_engines_sender_by_receiver_grid():
         chart = titled(at, f"Fraction restored through each receiver's {word}")
         np.testing.assert_allclose(z(chart), expected.restored(), rtol=1e-5, atol=1e-6)  # NaN where NaN
         # counted from 1, as every view counts blocks and heads (issue 44, item 4)
-        assert chart["data"][0]["y"] == [f"block {b + 1}, MLP" if h is None else f"block {b + 1}, head {h + 1}"
-                                         for b, h in expected.senders]
+        assert chart["data"][0]["y"] == [
+            f"block {b + 1}, MLP" if h is None else f"block {b + 1}, head {h + 1}" for b, h in expected.senders
+        ]
         assert chart["data"][0]["x"] == [f"block {b + 1}, head {h + 1}" for b, h in expected.receivers]
         assert chart["layout"]["yaxis"]["title"]["text"].startswith("sender")
         assert chart["layout"]["xaxis"]["title"]["text"].startswith("receiver")
@@ -105,9 +109,14 @@ def test_exactness_panel_shows_verify_and_says_why_where_it_cannot(gpt2_dir, mon
     expected = gb.load(str(gpt2_dir)).verify(prompt, gradients=True)
     table = at.dataframe[-1].value
     assert list(table["largest |Glassbox − transformers|"]) == [
-        f"{v:.3g}" for v in (expected.logits, expected.residual, expected.loss, expected.gradient)]
+        f"{v:.3g}" for v in (expected.logits, expected.residual, expected.loss, expected.gradient)
+    ]
     assert list(table["largest |value| (its scale)"]) == [
-        f"{expected.logits_scale:.4g}", f"{expected.residual_scale:.4g}", "", f"{expected.gradient_scale:.4g}"]
+        f"{expected.logits_scale:.4g}",
+        f"{expected.residual_scale:.4g}",
+        "",
+        f"{expected.gradient_scale:.4g}",
+    ]
     assert expected.logits < 1e-4 and any("GPT2LMHeadModel" in c.value for c in at.caption)
 
     default = start("screens/explore.py", prompt=prompt, view="Overview")
@@ -115,7 +124,8 @@ def test_exactness_panel_shows_verify_and_says_why_where_it_cannot(gpt2_dir, mon
     assert not default.exception and not default.error
     expected = gb.load("default").verify(prompt)
     assert list(default.dataframe[-1].value["largest |Glassbox − transformers|"]) == [
-        f"{v:.3g}" for v in (expected.logits, expected.residual)]
+        f"{v:.3g}" for v in (expected.logits, expected.residual)
+    ]
     assert any("holding this Glassbox checkpoint" in shown(c.value) for c in default.caption)
 
     micro = start("screens/explore.py", model="micro-induction", prompt="ba ko mi", view="Overview")

@@ -17,17 +17,30 @@ from glassbox.model.engine import run_trace
 from glassbox.model.io.checkpoint import load
 from tests.helpers import charts, press, shown, start, z
 
-PROMPTS = {"micro-bigram": "the cat sat on the", "micro-attention-only": "the cat sat on the",
-           INDUCTION_MODEL: INDUCTION_PROMPT}
+PROMPTS = {"micro-bigram": "the cat sat on the", "micro-attention-only": "the cat sat on the", INDUCTION_MODEL: INDUCTION_PROMPT}
 ATTENTION_ONLY = {"MLP": NO_MLP, "Backward": NO_MLP}  # the dead neurons' section; the rest of the view draws
 SAID = {
-    "micro-bigram": {"Tokens & embeddings": NO_POSITIONS, "Attention": NO_BLOCKS, "LayerNorm": NO_BLOCKS,
-                     "MLP": NO_BLOCKS, "Backward": NO_BLOCKS, "Ask why": NO_BLOCKS, "Circuits": NO_BLOCKS,
-                     "Head catalog": NO_BLOCKS, "Features": NO_BLOCKS},
+    "micro-bigram": {
+        "Tokens & embeddings": NO_POSITIONS,
+        "Attention": NO_BLOCKS,
+        "LayerNorm": NO_BLOCKS,
+        "MLP": NO_BLOCKS,
+        "Backward": NO_BLOCKS,
+        "Ask why": NO_BLOCKS,
+        "Circuits": NO_BLOCKS,
+        "Head catalog": NO_BLOCKS,
+        "Features": NO_BLOCKS,
+    },
     "micro-attention-only": ATTENTION_ONLY,
     INDUCTION_MODEL: ATTENTION_ONLY,
 }
-WHOLE = {"Attention", "LayerNorm", "MLP", "Head catalog", "Features"}  # views whose sentence, where they have one, is all they show
+WHOLE = {
+    "Attention",
+    "LayerNorm",
+    "MLP",
+    "Head catalog",
+    "Features",
+}  # views whose sentence, where they have one, is all they show
 
 
 @pytest.mark.parametrize("model", list(PROMPTS))
@@ -37,8 +50,11 @@ def test_every_view_opens_on_every_micro_model(model):
         assert not at.exception and not at.error, (model, view)
         said = [shown(i.value) for i in at.info]  # as a reader sees the escaped text
         expected = SAID[model].get(view)
-        assert (expected in said) if expected else not any(s in said for s in (NO_BLOCKS, NO_MLP, NO_POSITIONS)), \
-            (model, view, said)
+        assert (expected in said) if expected else not any(s in said for s in (NO_BLOCKS, NO_MLP, NO_POSITIONS)), (
+            model,
+            view,
+            said,
+        )
         drawn = charts(at)
         assert all(chart["data"] for chart in drawn), (model, view)  # no empty chart
         if view == "Export":
@@ -62,10 +78,20 @@ def test_circuits_view_finds_micro_inductions_previous_token_and_induction_heads
     half = np.random.default_rng(0).integers(0, len(loaded.tokenizer.pieces), n).tolist()
     trace = run_trace(loaded.model, loaded.tokenizer.prefix() + half + half, names=["blocks.*.attn.hook_pattern"])
     start_ = len(loaded.tokenizer.prefix())
-    induction = [[np.mean([trace[f"blocks.{b}.attn.hook_pattern"][h, t, t - n + 1].item()
-                           for t in range(start_ + n, start_ + 2 * n)]) for h in range(2)] for b in range(2)]
-    previous = [[np.mean([trace[f"blocks.{b}.attn.hook_pattern"][h, t, t - 1].item()
-                          for t in range(start_ + 1, start_ + 2 * n)]) for h in range(2)] for b in range(2)]
+    induction = [
+        [
+            np.mean([trace[f"blocks.{b}.attn.hook_pattern"][h, t, t - n + 1].item() for t in range(start_ + n, start_ + 2 * n)])
+            for h in range(2)
+        ]
+        for b in range(2)
+    ]
+    previous = [
+        [
+            np.mean([trace[f"blocks.{b}.attn.hook_pattern"][h, t, t - 1].item() for t in range(start_ + 1, start_ + 2 * n)])
+            for h in range(2)
+        ]
+        for b in range(2)
+    ]
     shown_induction = z(next(c for c in charts(at) if "Induction score" in c["layout"]["title"]["text"]))
     shown_previous = z(next(c for c in charts(at) if "Previous-token score" in c["layout"]["title"]["text"]))
     np.testing.assert_allclose(shown_induction, induction, atol=1e-5)

@@ -18,8 +18,16 @@ import pytest
 import torch
 
 from glassbox.app.explore.seq2seq import VIEWS
-from glassbox.model.analysis.seq2seq import (DECODER, ENCODER, greedy_target, most_attended, predictions, stream_norms,
-                                             stream_points, stream_vectors)
+from glassbox.model.analysis.seq2seq import (
+    DECODER,
+    ENCODER,
+    greedy_target,
+    most_attended,
+    predictions,
+    stream_norms,
+    stream_points,
+    stream_vectors,
+)
 from glassbox.model.engine import run_seq2seq_trace
 from glassbox.model.engine.sampling import Sampling, generate
 from glassbox.model.engine.seq2seq import shift_right
@@ -98,10 +106,12 @@ def test_the_cross_attention_drawn_is_the_engines(loaded, greedy):
     np.testing.assert_allclose(values(shares["data"][0]["y"]), pattern.max(-1), atol=1e-6)
     source = loaded.encode(SOURCE)
     assert [t.replace("\u2060", "") for t in shares["data"][0]["text"]] == [
-        f"{j}:{loaded.pieces[source[j]]}" for j in pattern.argmax(-1)]
+        f"{j}:{loaded.pieces[source[j]]}" for j in pattern.argmax(-1)
+    ]
     at.selectbox(key="explore_head").select(0).run()  # another head: its own pattern
-    np.testing.assert_allclose(z(titled(at, "Pattern: softmax")),
-                               trace["decoder.blocks.1.cross_attn.hook_pattern"][0].numpy(), atol=1e-6)
+    np.testing.assert_allclose(
+        z(titled(at, "Pattern: softmax")), trace["decoder.blocks.1.cross_attn.hook_pattern"][0].numpy(), atol=1e-6
+    )
 
 
 def test_the_loss_per_position_is_minus_log_softmax_and_its_mean_the_loss(loaded, greedy):
@@ -112,8 +122,7 @@ def test_the_loss_per_position_is_minus_log_softmax_and_its_mean_the_loss(loaded
     expected = -torch.log_softmax(trace["hook_logits"].double(), -1)[torch.arange(len(target)), target].numpy()
     bars = titled(at, "Loss per position")
     np.testing.assert_allclose(values(bars["data"][0]["y"]), expected, rtol=1e-5, atol=1e-6)
-    assert [x.replace("\u2060", "") for x in bars["data"][0]["x"]] == [f"{i}:{loaded.pieces[t]}"
-                                                                        for i, t in enumerate(target)]
+    assert [x.replace("\u2060", "") for x in bars["data"][0]["x"]] == [f"{i}:{loaded.pieces[t]}" for i, t in enumerate(target)]
     assert values(bars["data"][0]["y"]).mean() == pytest.approx(trace.loss, rel=1e-6)
     assert f"L = {trace.loss:.6g}" in at.markdown[1].value and expected.max() > 1  # not what it would write
     assert "greedy" not in " ".join(c.value for c in at.caption)
@@ -124,8 +133,9 @@ def test_an_empty_target_is_the_models_greedy_output(loaded, greedy):
     assert not at.exception and not at.error
     assert greedy == loaded.encode(SOURCE)[::-1]  # the model reverses this source
     said = shown(at.markdown[0].value)
-    assert said.endswith("**Target** (what the decoder writes): " + "  ".join(
-        f"{i}:{loaded.pieces[t]}" for i, t in enumerate(greedy)))
+    assert said.endswith(
+        "**Target** (what the decoder writes): " + "  ".join(f"{i}:{loaded.pieces[t]}" for i, t in enumerate(greedy))
+    )
     assert any("greedy output" in c.value for c in at.caption)
     source = loaded.encode(SOURCE)
     with torch.no_grad():  # teacher-forced on its own output, it predicts that output at every position
@@ -140,8 +150,14 @@ def test_url_settings_survive_a_rerun():
     at.selectbox(key="explore_pos").select(3).run()
     at.run()
     assert not at.exception and not at.error
-    for name, value in (("prompt", SOURCE), ("target", "li ze to mi ko ba"), ("view", "Streams"), ("stack", "encoder"),
-                        ("pos", "3"), ("model", MODEL)):
+    for name, value in (
+        ("prompt", SOURCE),
+        ("target", "li ze to mi ko ba"),
+        ("view", "Streams"),
+        ("stack", "encoder"),
+        ("pos", "3"),
+        ("model", MODEL),
+    ):
         assert at.query_params[name] in (value, [value]), name
     assert at.session_state["explore_view"] == "Streams" and at.session_state["explore_pos"] == 3
     assert "“3:to” in the encoder" in titled(at, "in the encoder")["layout"]["title"]["text"].replace("\u2060", "")
@@ -203,11 +219,19 @@ def test_predictions_are_the_log_softmax_and_its_top_tokens(traced):
 def test_stream_points_norms_and_vectors(loaded, traced):
     _, _, trace = traced
     encoder, decoder = stream_points(trace, ENCODER), stream_points(trace, DECODER)
-    assert [name for _, name in encoder] == ["encoder.blocks.0.hook_resid_pre", "encoder.blocks.0.hook_resid_mid",
-                                             "encoder.blocks.0.hook_resid_post", "encoder.blocks.1.hook_resid_mid",
-                                             "encoder.blocks.1.hook_resid_post", "encoder.ln_final.hook_out"]
-    assert [name for _, name in decoder][1:4] == ["decoder.blocks.0.hook_resid_mid", "decoder.blocks.0.hook_resid_cross",
-                                                  "decoder.blocks.0.hook_resid_post"]
+    assert [name for _, name in encoder] == [
+        "encoder.blocks.0.hook_resid_pre",
+        "encoder.blocks.0.hook_resid_mid",
+        "encoder.blocks.0.hook_resid_post",
+        "encoder.blocks.1.hook_resid_mid",
+        "encoder.blocks.1.hook_resid_post",
+        "encoder.ln_final.hook_out",
+    ]
+    assert [name for _, name in decoder][1:4] == [
+        "decoder.blocks.0.hook_resid_mid",
+        "decoder.blocks.0.hook_resid_cross",
+        "decoder.blocks.0.hook_resid_post",
+    ]
     assert len(decoder) == 2 + 3 * loaded.cfg.n_decoder_layers
     norms = stream_norms(trace, decoder)
     by_hand = np.stack([np.sqrt((trace[name].double().numpy() ** 2).sum(-1)) for _, name in decoder])

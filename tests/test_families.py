@@ -39,39 +39,91 @@ PATTERN_TOL = LOSS_TOL = GRAD_TOL = 1e-5
 V, D, L, CTX = 320, 32, 3, 64  # the tokenizer has fewer pieces than the embedding has rows
 PROMPT = "The cat sat on the mat; attention lets each position look back."  # ~20 tokens, longer than every window
 
-SIZES = dict(vocab_size=V, hidden_size=D, num_hidden_layers=L, max_position_embeddings=CTX, initializer_range=0.2,
-             bos_token_id=1, eos_token_id=2, pad_token_id=0)
+SIZES = dict(
+    vocab_size=V,
+    hidden_size=D,
+    num_hidden_layers=L,
+    max_position_embeddings=CTX,
+    initializer_range=0.2,
+    bos_token_id=1,
+    eos_token_id=2,
+    pad_token_id=0,
+)
 LLAMA = dict(SIZES, intermediate_size=48, num_attention_heads=4, num_key_value_heads=2)
 
 # family -> (config, whether its tokenizer puts a BOS token first)
 NEOX = dict(SIZES, intermediate_size=48, num_attention_heads=4, tie_word_embeddings=False)
 FAMILIES = {
-    "gpt_neo (unscaled scores, local attention on alternate layers)": (lambda: transformers.GPTNeoConfig(
-        **{k: v for k, v in SIZES.items() if k != "num_hidden_layers"}, num_layers=4, num_heads=4, window_size=4,
-        attention_types=[[["global", "local"], 2]]), False),
-    "gpt_neox (parallel block, rotary on 50% of each head)": (lambda: transformers.GPTNeoXConfig(
-        **NEOX, rotary_pct=0.5, rotary_emb_base=500, use_parallel_residual=True), False),
-    "gpt_neox-sequential (rotary on 25%)": (lambda: transformers.GPTNeoXConfig(**NEOX, use_parallel_residual=False),
-                                            False),
-    "llama (llama3 RoPE scaling, head_dim != d_model/heads, biases)": (lambda: transformers.LlamaConfig(
-        **LLAMA, head_dim=12, attention_bias=True, mlp_bias=True, tie_word_embeddings=False,
-        rope_parameters={"rope_type": "llama3", "rope_theta": 500.0, "factor": 8.0, "low_freq_factor": 1.0,
-                         "high_freq_factor": 4.0, "original_max_position_embeddings": 16}), True),
-    "mistral (sliding window)": (lambda: transformers.MistralConfig(**LLAMA, sliding_window=5, head_dim=8,
-                                                                    rope_theta=1000.0), True),
-    "qwen2 (q/k/v biases, window on the upper layers)": (lambda: transformers.Qwen2Config(
-        **LLAMA, use_sliding_window=True, sliding_window=4, max_window_layers=1, tie_word_embeddings=True), False),
-    "gemma (1 + w norms, scaled embeddings, GeGLU, head_dim 16)": (lambda: transformers.GemmaConfig(
-        **LLAMA, head_dim=16), True),
-    "gemma2 (post norms, soft-caps that bite, query_pre_attn_scalar, windows)": (lambda: transformers.Gemma2Config(
-        **LLAMA, head_dim=8, query_pre_attn_scalar=20, attn_logit_softcapping=1.5, final_logit_softcapping=2.0,
-        sliding_window=4), True),
-    "gemma3 (QK-norm, local RoPE base, linear scaling on global layers)": (lambda: transformers.Gemma3TextConfig(
-        **LLAMA, head_dim=8, query_pre_attn_scalar=12, sliding_window=4, sliding_window_pattern=2,
-        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
-                         "full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 5000.0}}), True),
-    "qwen3 (QK-norm, head_dim 12)": (lambda: transformers.Qwen3Config(**LLAMA, head_dim=12, tie_word_embeddings=True),
-                                     False),
+    "gpt_neo (unscaled scores, local attention on alternate layers)": (
+        lambda: transformers.GPTNeoConfig(
+            **{k: v for k, v in SIZES.items() if k != "num_hidden_layers"},
+            num_layers=4,
+            num_heads=4,
+            window_size=4,
+            attention_types=[[["global", "local"], 2]],
+        ),
+        False,
+    ),
+    "gpt_neox (parallel block, rotary on 50% of each head)": (
+        lambda: transformers.GPTNeoXConfig(**NEOX, rotary_pct=0.5, rotary_emb_base=500, use_parallel_residual=True),
+        False,
+    ),
+    "gpt_neox-sequential (rotary on 25%)": (lambda: transformers.GPTNeoXConfig(**NEOX, use_parallel_residual=False), False),
+    "llama (llama3 RoPE scaling, head_dim != d_model/heads, biases)": (
+        lambda: transformers.LlamaConfig(
+            **LLAMA,
+            head_dim=12,
+            attention_bias=True,
+            mlp_bias=True,
+            tie_word_embeddings=False,
+            rope_parameters={
+                "rope_type": "llama3",
+                "rope_theta": 500.0,
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 16,
+            },
+        ),
+        True,
+    ),
+    "mistral (sliding window)": (
+        lambda: transformers.MistralConfig(**LLAMA, sliding_window=5, head_dim=8, rope_theta=1000.0),
+        True,
+    ),
+    "qwen2 (q/k/v biases, window on the upper layers)": (
+        lambda: transformers.Qwen2Config(
+            **LLAMA, use_sliding_window=True, sliding_window=4, max_window_layers=1, tie_word_embeddings=True
+        ),
+        False,
+    ),
+    "gemma (1 + w norms, scaled embeddings, GeGLU, head_dim 16)": (lambda: transformers.GemmaConfig(**LLAMA, head_dim=16), True),
+    "gemma2 (post norms, soft-caps that bite, query_pre_attn_scalar, windows)": (
+        lambda: transformers.Gemma2Config(
+            **LLAMA,
+            head_dim=8,
+            query_pre_attn_scalar=20,
+            attn_logit_softcapping=1.5,
+            final_logit_softcapping=2.0,
+            sliding_window=4,
+        ),
+        True,
+    ),
+    "gemma3 (QK-norm, local RoPE base, linear scaling on global layers)": (
+        lambda: transformers.Gemma3TextConfig(
+            **LLAMA,
+            head_dim=8,
+            query_pre_attn_scalar=12,
+            sliding_window=4,
+            sliding_window_pattern=2,
+            rope_parameters={
+                "sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
+                "full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 5000.0},
+            },
+        ),
+        True,
+    ),
+    "qwen3 (QK-norm, head_dim 12)": (lambda: transformers.Qwen3Config(**LLAMA, head_dim=12, tie_word_embeddings=True), False),
 }
 
 
@@ -85,8 +137,7 @@ def _tokenizer(bos: bool):
     tok = bpe._tokenizer
     if bos:
         tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
-    return transformers.PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>",
-                                                pad_token="<pad>")
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
 
 
 @pytest.fixture(scope="module", params=list(FAMILIES))
@@ -156,8 +207,7 @@ def test_forward_and_backward_match_transformers(family, device):
     for i in range(cfg.n_layers):
         assert torch.allclose(trace[f"blocks.{i}.hook_resid_pre"], out.hidden_states[i][0], atol=RESID_TOL), i
         assert torch.allclose(trace[f"blocks.{i}.attn.hook_pattern"], out.attentions[i][0], atol=PATTERN_TOL), i
-        assert torch.allclose(trace[GRAD + f"blocks.{i}.hook_resid_pre"], out.hidden_states[i].grad[0],
-                              atol=GRAD_TOL), i
+        assert torch.allclose(trace[GRAD + f"blocks.{i}.hook_resid_pre"], out.hidden_states[i].grad[0], atol=GRAD_TOL), i
     converter = CONVERTERS[hf.config.model_type]
     reference = converter.state_dict(cfg, {n: p.grad for n, p in hf.named_parameters()})
     offset = getattr(converter, "NORM_OFFSET", 0.0)  # Gemma stores γ − 1: a constant shift, the same gradient
@@ -184,6 +234,6 @@ def test_greedy_generation_is_transformers_generate(family):
     """Reference: transformers' ``generate`` (greedy, 12 new tokens); the tokens exactly."""
     hf, tokenizer, loaded = family
     ids = torch.tensor([loaded.encode(PROMPT)])
-    expected = hf.generate(ids, max_new_tokens=12, min_new_tokens=12, do_sample=False)[0, ids.shape[1]:].tolist()
+    expected = hf.generate(ids, max_new_tokens=12, min_new_tokens=12, do_sample=False)[0, ids.shape[1] :].tolist()
     ours = [t.token_id for t in generate(loaded, PROMPT, 12, Sampling(temperature=0))]
     assert ours == expected

@@ -30,14 +30,20 @@ D_IN, D_SAE = 64, 96  # the tiny GPT-2 of conftest's gpt2_dir has d_model 64
 PROMPT = "The cat sat on the mat and the dog"
 
 
-def saelens_sae(architecture: str, hook: str = "blocks.1.hook_resid_pre", seed: int = 0, dtype: str = "float32",
-                **settings):
+def saelens_sae(architecture: str, hook: str = "blocks.1.hook_resid_pre", seed: int = 0, dtype: str = "float32", **settings):
     """A SAELens SAE of ``architecture`` with random weights (every bias and threshold nonzero)."""
     from sae_lens import SAE
 
     metadata = {"hook_name": hook}
-    config = {"architecture": architecture, "d_in": D_IN, "d_sae": D_SAE, "dtype": dtype, "device": "cpu",
-              "metadata": metadata, **settings}
+    config = {
+        "architecture": architecture,
+        "d_in": D_IN,
+        "d_sae": D_SAE,
+        "dtype": dtype,
+        "device": "cpu",
+        "metadata": metadata,
+        **settings,
+    }
     if "transcoder" in architecture:
         block = hook.split(".")[1]
         config["d_out"] = D_IN
@@ -53,11 +59,19 @@ def saelens_sae(architecture: str, hook: str = "blocks.1.hook_resid_pre", seed: 
     return sae
 
 
-CASES = [("standard", {}), ("standard", {"apply_b_dec_to_input": False}),
-         ("standard", {"normalize_activations": "constant_norm_rescale"}),
-         ("standard", {"normalize_activations": "layer_norm"}),
-         ("jumprelu", {}), ("topk", {"k": 7}), ("topk", {"k": 7, "rescale_acts_by_decoder_norm": True}),
-         ("transcoder", {}), ("skip_transcoder", {}), ("jumprelu_transcoder", {}), ("jumprelu_skip_transcoder", {})]
+CASES = [
+    ("standard", {}),
+    ("standard", {"apply_b_dec_to_input": False}),
+    ("standard", {"normalize_activations": "constant_norm_rescale"}),
+    ("standard", {"normalize_activations": "layer_norm"}),
+    ("jumprelu", {}),
+    ("topk", {"k": 7}),
+    ("topk", {"k": 7, "rescale_acts_by_decoder_norm": True}),
+    ("transcoder", {}),
+    ("skip_transcoder", {}),
+    ("jumprelu_transcoder", {}),
+    ("jumprelu_skip_transcoder", {}),
+]
 
 
 @pytest.mark.parametrize("architecture, settings", CASES, ids=[f"{a}-{'-'.join(s) or 'plain'}" for a, s in CASES])
@@ -81,11 +95,18 @@ def test_gemma_scope_params_read_as_saelens_reads_them(tmp_path):
     folder = tmp_path / "resid_post" / "layer_1_width_16k_l0_medium"
     folder.mkdir(parents=True)
     state = reference.state_dict()
-    save_file({"w_enc": state["W_enc"], "w_dec": state["W_dec"], "b_enc": state["b_enc"], "b_dec": state["b_dec"],
-               "threshold": state["threshold"]}, str(folder / "params.safetensors"))
+    save_file(
+        {
+            "w_enc": state["W_enc"],
+            "w_dec": state["W_dec"],
+            "b_enc": state["b_enc"],
+            "b_dec": state["b_dec"],
+            "threshold": state["threshold"],
+        },
+        str(folder / "params.safetensors"),
+    )
     sae = load_sae(str(folder))
-    assert (sae.architecture, sae.reads, sae.writes) == ("jumprelu", "blocks.1.hook_resid_post",
-                                                             "blocks.1.hook_resid_post")
+    assert (sae.architecture, sae.reads, sae.writes) == ("jumprelu", "blocks.1.hook_resid_post", "blocks.1.hook_resid_post")
     x = torch.randn(5, D_IN, generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
         assert torch.allclose(sae(x), reference(x), rtol=0, atol=1e-5)
@@ -97,8 +118,14 @@ def test_a_legacy_config_and_an_attention_z_sae(tmp_path):
     reference = saelens_sae("topk", k=5)
     reference.save_model(tmp_path)
     config = json.loads((tmp_path / "cfg.json").read_text())
-    legacy = {"d_in": D_IN, "d_sae": D_SAE, "hook_point": "blocks.0.attn.hook_z", "activation_fn_str": "topk",
-              "activation_fn_kwargs": {"k": 5}, "apply_b_dec_to_input": config["apply_b_dec_to_input"]}
+    legacy = {
+        "d_in": D_IN,
+        "d_sae": D_SAE,
+        "hook_point": "blocks.0.attn.hook_z",
+        "activation_fn_str": "topk",
+        "activation_fn_kwargs": {"k": 5},
+        "apply_b_dec_to_input": config["apply_b_dec_to_input"],
+    }
     (tmp_path / "cfg.json").write_text(json.dumps(legacy))
     sae = load_sae(str(tmp_path))
     assert (sae.architecture, sae.k, sae.reads) == ("topk", 5, "blocks.0.attn.hook_z")
@@ -106,8 +133,7 @@ def test_a_legacy_config_and_an_attention_z_sae(tmp_path):
     flat = z.transpose(0, 1).reshape(3, 64)  # as TransformerLens holds it, flattened by SAELens
     with torch.no_grad():
         assert torch.allclose(sae.encode(sae.rows(z)), reference.encode(flat), atol=1e-5)
-        assert torch.allclose(sae.unrows(sae(sae.rows(z)), z), reference(flat).reshape(3, 4, 16).transpose(0, 1),
-                              atol=1e-5)
+        assert torch.allclose(sae.unrows(sae(sae.rows(z)), z), reference(flat).reshape(3, 4, 16).transpose(0, 1), atol=1e-5)
 
 
 # --- on a model, against transformers with hooks ---
@@ -127,6 +153,7 @@ def saved(tmp_path, reference) -> str:
 
 def hf_run(hf, ids, block: int, change) -> torch.Tensor:
     """transformers' logits with ``change(hidden)`` replacing the residual stream entering ``block``."""
+
     def pre(module, args, kwargs):
         hidden = args[0] if args else kwargs["hidden_states"]
         hidden = change(hidden[0])[None]
@@ -208,9 +235,11 @@ def test_a_centred_sae_reads_the_stream_without_its_mean(pair, tmp_path):
     """SAEs trained on TransformerLens's GPT-2 with center_writing_weights read a stream whose mean
     over d_model is zero (TransformerLens removes it by centring every weight that writes it)."""
     model, hf = pair
-    reference = saelens_sae("standard", dtype="float64",
-                            metadata={"hook_name": "blocks.1.hook_resid_pre",
-                                      "model_from_pretrained_kwargs": {"center_writing_weights": True}})
+    reference = saelens_sae(
+        "standard",
+        dtype="float64",
+        metadata={"hook_name": "blocks.1.hook_resid_pre", "model_from_pretrained_kwargs": {"center_writing_weights": True}},
+    )
     sae = model.sae(saved(tmp_path, reference))
     assert sae.center_input
     ids = model.tokens(PROMPT)
@@ -232,8 +261,10 @@ def test_a_transcoder_predicts_the_mlp_output_from_its_input(pair, tmp_path):
     ids = model.tokens(PROMPT)
     block = hf.transformer.h[1]
     seen = {}
-    hooks = [block.ln_2.register_forward_hook(lambda m, a, out: seen.__setitem__("in", a[0][0])),
-             block.mlp.register_forward_hook(lambda m, a, out: seen.__setitem__("out", out[0]))]
+    hooks = [
+        block.ln_2.register_forward_hook(lambda m, a, out: seen.__setitem__("in", a[0][0])),
+        block.mlp.register_forward_hook(lambda m, a, out: seen.__setitem__("out", out[0])),
+    ]
     with torch.no_grad():
         hf(torch.tensor([ids]))
     for hook in hooks:
@@ -302,8 +333,7 @@ def test_a_mismatched_or_broken_sae_is_a_clean_error(pair, tmp_path):
     with pytest.raises(GlassboxError, match="not a readable safetensors"):
         model.sae(str(tmp_path / "ok"))
     with pytest.raises(GlassboxError, match="feature must be from 0 to 95"):
-        model.feature_logits(PROMPT, load_sae(saved(tmp_path / "again", saelens_sae("standard")),
-                                              torch.float64), 96)
+        model.feature_logits(PROMPT, load_sae(saved(tmp_path / "again", saelens_sae("standard")), torch.float64), 96)
 
 
 def test_the_curated_list_names_releases_for_models_glassbox_opens():
@@ -326,8 +356,26 @@ def test_the_cli_prints_the_apis_numbers_and_one_line_for_bad_input(pair, gpt2_d
     sae = model.sae(folder)
     want = model.features(PROMPT, sae, top=3)
     feature = int(want.top_ids[-1, 0])
-    args = ["features", "--model", str(gpt2_dir), "--dtype", "float64", "--sae", folder, "--prompt", PROMPT,
-            "--top", "3", "--feature", str(feature), "--ablate", "--steer", "5", "--max-new-tokens", "3"]
+    args = [
+        "features",
+        "--model",
+        str(gpt2_dir),
+        "--dtype",
+        "float64",
+        "--sae",
+        folder,
+        "--prompt",
+        PROMPT,
+        "--top",
+        "3",
+        "--feature",
+        str(feature),
+        "--ablate",
+        "--steer",
+        "5",
+        "--max-new-tokens",
+        "3",
+    ]
     run = cli(*args, "--json")
     assert run.returncode == 0, run.stderr
     out = json.loads(run.stdout)
@@ -339,11 +387,14 @@ def test_the_cli_prints_the_apis_numbers_and_one_line_for_bad_input(pair, gpt2_d
     assert [s["token_id"] for s in out["feature"]["steering"]["steered"]["steps"]] == [t.token_id for t in steered]
     text = cli(*args)
     assert text.returncode == 0 and "with the reconstruction in place" in text.stdout and "steered × 5" in text.stdout
-    for bad, message in ((["--sae", str(tmp_path / "nothing")], "error:"), (["--feature", "96"], "feature must be"),
-                         (["--steer", "1"], "give --feature")):
+    for bad, message in (
+        (["--sae", str(tmp_path / "nothing")], "error:"),
+        (["--feature", "96"], "feature must be"),
+        (["--steer", "1"], "give --feature"),
+    ):
         base = [a for a in args if a not in ("--ablate",)]
         if bad[0] == "--steer":
-            base = base[:base.index("--feature")]
+            base = base[: base.index("--feature")]
         run = cli(*[*base, *bad])
         assert run.returncode == 2 and run.stderr.count("\n") == 1 and message in run.stderr, run.stderr
     listing = cli("features", "--list")

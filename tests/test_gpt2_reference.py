@@ -15,8 +15,8 @@ CPU, with differently ordered arithmetic, so agreement is to float32 rounding:
 import pytest
 import torch
 
-from glassbox.model.io.checkpoint import load
 from glassbox.model.engine import GRAD, Target, run_trace
+from glassbox.model.io.checkpoint import load
 
 LOGITS_TOL = 1e-4
 RESID_TOL = 1e-4
@@ -25,7 +25,7 @@ LOSS_TOL = 1e-5
 GRAD_TOL = 1e-5
 
 # ~30 tokens with the fixture's tokenizer; words from its corpus and some it has not seen.
-PROMPT = "The quick fox said: \"Attention!\" and the cat sat on 42 mats."
+PROMPT = 'The quick fox said: "Attention!" and the cat sat on 42 mats.'
 
 TEXTS = [
     "Hello world",
@@ -128,7 +128,13 @@ def test_loaded_weights_are_transformers_weights(loaded, hf_model):
     # Reference: the transformers model's parameters, mapped by hand; exact equality.
     cfg = loaded.cfg
     assert (cfg.vocab_size, cfg.n_ctx, cfg.d_model, cfg.n_layers, cfg.n_heads, cfg.d_ff) == (
-        hf_model.config.vocab_size, 64, 64, 3, 4, 256)
+        hf_model.config.vocab_size,
+        64,
+        64,
+        3,
+        4,
+        256,
+    )
     assert hf_model.lm_head.weight.data_ptr() == hf_model.transformer.wte.weight.data_ptr()  # tied
     reference = hf_to_engine(dict(hf_model.named_parameters()), cfg.n_layers, cfg.n_heads)
     engine = dict(loaded.model.named_parameters())
@@ -149,22 +155,18 @@ def test_forward_equals_transformers(loaded, hf_model, prompt_ids):
 
     diffs = {"logits": assert_close("logits", trace["hook_logits"], ref.logits[0], LOGITS_TOL)}
     diffs["pattern"] = max(
-        assert_close(f"blocks.{i}.attn.hook_pattern", trace[f"blocks.{i}.attn.hook_pattern"], ref.attentions[i][0],
-                     PATTERN_TOL)
+        assert_close(f"blocks.{i}.attn.hook_pattern", trace[f"blocks.{i}.attn.hook_pattern"], ref.attentions[i][0], PATTERN_TOL)
         for i in range(n_layers)
     )
     # hidden_states[i] is the input of block i; the last one is the output of ln_f.
     diffs["resid"] = max(
-        assert_close(f"blocks.{i}.hook_resid_pre", trace[f"blocks.{i}.hook_resid_pre"], ref.hidden_states[i][0],
-                     RESID_TOL)
+        assert_close(f"blocks.{i}.hook_resid_pre", trace[f"blocks.{i}.hook_resid_pre"], ref.hidden_states[i][0], RESID_TOL)
         for i in range(n_layers)
     )
-    diffs["ln_final"] = assert_close("ln_final.hook_out", trace["ln_final.hook_out"], ref.hidden_states[-1][0],
-                                     RESID_TOL)
+    diffs["ln_final"] = assert_close("ln_final.hook_out", trace["ln_final.hook_out"], ref.hidden_states[-1][0], RESID_TOL)
     # ln_final normalises the last block's output, as transformers' ln_f does.
     resid_post = trace[f"blocks.{n_layers - 1}.hook_resid_post"]
-    assert_close("ln_f(resid_post)", hf_model.transformer.ln_f(resid_post).detach(), ref.hidden_states[-1][0],
-                 RESID_TOL)
+    assert_close("ln_f(resid_post)", hf_model.transformer.ln_f(resid_post).detach(), ref.hidden_states[-1][0], RESID_TOL)
     # Loss: transformers' mean next-token cross-entropy with labels = input ids.
     diffs["loss"] = abs(trace.loss - ref.loss.item())
     assert diffs["loss"] <= LOSS_TOL, f"loss: engine {trace.loss} vs transformers {ref.loss.item()}"
@@ -198,12 +200,10 @@ def compare_gradients(loaded, trace, loss, hidden_grads, param_grads) -> dict:
     n_layers = loaded.cfg.n_layers
     assert abs(trace.loss - loss) <= LOSS_TOL, f"loss: engine {trace.loss} vs transformers {loss}"
     resid = max(
-        assert_close(f"grad:blocks.{i}.hook_resid_pre", trace[f"{GRAD}blocks.{i}.hook_resid_pre"], hidden_grads[i],
-                     GRAD_TOL)
+        assert_close(f"grad:blocks.{i}.hook_resid_pre", trace[f"{GRAD}blocks.{i}.hook_resid_pre"], hidden_grads[i], GRAD_TOL)
         for i in range(n_layers)
     )
-    resid = max(resid, assert_close("grad:ln_final.hook_out", trace[GRAD + "ln_final.hook_out"], hidden_grads[-1],
-                                    GRAD_TOL))
+    resid = max(resid, assert_close("grad:ln_final.hook_out", trace[GRAD + "ln_final.hook_out"], hidden_grads[-1], GRAD_TOL))
     names = [n for n, _ in loaded.model.named_parameters()]
     assert set(names) == set(param_grads)
     params = max(assert_close(GRAD + n, trace[GRAD + n], param_grads[n], GRAD_TOL) for n in names)

@@ -10,14 +10,25 @@ import pytest
 import torch
 
 from glassbox.model.analysis import backward_steps
+from glassbox.model.analysis.gradient_cells import GradientCells
 from glassbox.model.engine import GRAD, ModelConfig, Target, run_trace
 from glassbox.model.io.checkpoint import load
-from glassbox.model.analysis.gradient_cells import GradientCells
 from tests.helpers import build_random_model
 from tests.test_analysis import CONFIGS
 
-NEOX_LIKE = ModelConfig(vocab_size=30, n_ctx=16, d_model=16, n_layers=2, n_heads=2, d_ff=32, activation="gelu",
-                        positional="rope", rotary_dim=4, parallel_block=True, tie_embeddings=False)
+NEOX_LIKE = ModelConfig(
+    vocab_size=30,
+    n_ctx=16,
+    d_model=16,
+    n_layers=2,
+    n_heads=2,
+    d_ff=32,
+    activation="gelu",
+    positional="rope",
+    rotary_dim=4,
+    parallel_block=True,
+    tie_embeddings=False,
+)
 MODELS = {**CONFIGS, "neox-like": NEOX_LIKE}
 
 
@@ -51,7 +62,11 @@ def test_every_cell_of_every_backward_step_is_written_out_and_recomputes_autogra
             assert arithmetic is not None, (grad_name, index)  # every tensor the steps show has its arithmetic
             assert arithmetic.lines and all(isinstance(line, str) for line in arithmetic.lines)
             assert math.isclose(arithmetic.value, expected[index], rel_tol=0, abs_tol=1e-10 * largest), (
-                grad_name, index, arithmetic.value, expected[index])
+                grad_name,
+                index,
+                arithmetic.value,
+                expected[index],
+            )
             checked += 1
     assert checked > 500
 

@@ -100,9 +100,11 @@ def test_half_precision_is_as_close_to_float32_as_transformers(saved, precision,
     ref = _flat(_converted(converter, loaded.cfg, ref_grads), names)
     hf_grad_error = ((_flat(_converted(converter, loaded.cfg, hf_grads), names) - ref).norm() / ref.norm()).item()
     our_grad_error = ((_flat({n: trace[GRAD + n] for n in names}, names) - ref).norm() / ref.norm()).item()
-    print(f"\n{family:9} {precision:9} {device:4}  logits: transformers {hf_error:.2e}, Glassbox {our_error:.2e}"
-          f"   loss: {abs(hf_loss - ref_loss):.1e}, {abs(trace.loss - ref_loss):.1e}"
-          f"   gradients: {hf_grad_error:.2e}, {our_grad_error:.2e}")
+    print(
+        f"\n{family:9} {precision:9} {device:4}  logits: transformers {hf_error:.2e}, Glassbox {our_error:.2e}"
+        f"   loss: {abs(hf_loss - ref_loss):.1e}, {abs(trace.loss - ref_loss):.1e}"
+        f"   gradients: {hf_grad_error:.2e}, {our_grad_error:.2e}"
+    )
 
     assert our_error <= RATIO * hf_error + SLACK and our_error <= LOGIT_BOUND[precision]
     assert abs(trace.loss - ref_loss) <= torch.finfo(getattr(torch, precision)).eps * ref_loss  # one rounding step
@@ -111,8 +113,8 @@ def test_half_precision_is_as_close_to_float32_as_transformers(saved, precision,
 
 def test_the_cli_offers_every_precision_the_engine_loads():
     """Reference: model.engine.DTYPES; the CLI writes the names out so as not to import torch early."""
-    from glassbox.model.engine import DTYPES
     from glassbox.cli import parser
+    from glassbox.model.engine import DTYPES
 
     trace = parser()._subparsers._group_actions[0].choices["trace"]
     (dtype,) = [a for a in trace._actions if a.dest == "dtype"]

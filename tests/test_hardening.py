@@ -37,13 +37,16 @@ def test_text_that_is_not_unicode_is_refused_with_where_it_is(text):
     one_error_line(cli("generate", "--prompt", text, "--max-new-tokens", "2"), "not valid Unicode")
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["train-default", "--steps", "-1"], "--steps: -1 is outside"),
-    (["train-default", "--stories", "0"], "--stories: 0 is outside"),
-    (["train-sae", "--steps", "0"], "--steps: 0 is outside"),
-    (["plan", "openai-community/gpt2", "--gpus", "1", "--gpu-gb", "-5"], "--gpu-gb: -5 must be above 0"),
-    (["plan", "openai-community/gpt2", "--gpus", "1", "--cpu-gb", "nan"], "--cpu-gb: nan must be above 0"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["train-default", "--steps", "-1"], "--steps: -1 is outside"),
+        (["train-default", "--stories", "0"], "--stories: 0 is outside"),
+        (["train-sae", "--steps", "0"], "--steps: 0 is outside"),
+        (["plan", "openai-community/gpt2", "--gpus", "1", "--gpu-gb", "-5"], "--gpu-gb: -5 must be above 0"),
+        (["plan", "openai-community/gpt2", "--gpus", "1", "--cpu-gb", "nan"], "--cpu-gb: nan must be above 0"),
+    ],
+)
 def test_bad_numbers_are_refused_by_the_parser(args, needle, tmp_path):
     one_error_line(cli(*args, *(["--out", str(tmp_path / "out")] if args[0].startswith("train") else [])), needle)
     assert not (tmp_path / "out").exists()  # refused before any work
@@ -125,8 +128,12 @@ def test_integrated_gradients_of_one_step_in_many_threads_at_once():
     prompt, target = "Lily had a red ball. Lily gave the", " ball"
     alone = {steps: loaded.attribute(prompt, target, "integrated_gradients", steps).scores for steps in (1, 3)}
     with ThreadPoolExecutor(16) as pool:
-        results = list(pool.map(lambda i: (1 + 2 * (i % 2), loaded.attribute(prompt, target, "integrated_gradients",
-                                                                              1 + 2 * (i % 2)).scores), range(16)))
+        results = list(
+            pool.map(
+                lambda i: (1 + 2 * (i % 2), loaded.attribute(prompt, target, "integrated_gradients", 1 + 2 * (i % 2)).scores),
+                range(16),
+            )
+        )
     for steps, scores in results:
         np.testing.assert_allclose(scores, alone[steps], rtol=1e-9, atol=1e-9)
     assert all(p.grad is None for p in loaded.model.parameters())

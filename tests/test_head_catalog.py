@@ -24,8 +24,9 @@ def model():
 def by_hand(model, texts):
     """Each score's formula as loops, pooled over the texts' queries."""
     cfg = model.cfg
-    sums = {k: np.zeros((cfg.n_layers, cfg.n_heads)) for k in ("previous_token", "self", "duplicate_token",
-                                                                "induction", "entropy")}
+    sums = {
+        k: np.zeros((cfg.n_layers, cfg.n_heads)) for k in ("previous_token", "self", "duplicate_token", "induction", "entropy")
+    }
     queries = repeats = 0
     for text in texts:
         ids = model.tokens(text)

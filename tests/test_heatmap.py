@@ -30,8 +30,9 @@ def test_a_large_map_goes_as_an_image_with_its_colour_bar_and_a_small_one_as_num
     big = np.random.default_rng(0).normal(size=(160, 256))
     fig = heatmap_figure(big, [str(i) for i in range(160)], [str(i) for i in range(256)], "t", image=True)
     assert fig.data[0].type == "image" and fig.data[1].marker.showscale
-    assert len(fig.to_json()) < 0.4 * len(heatmap_figure(big, [str(i) for i in range(160)],
-                                                         [str(i) for i in range(256)], "t").to_json())
+    assert len(fig.to_json()) < 0.4 * len(
+        heatmap_figure(big, [str(i) for i in range(160)], [str(i) for i in range(256)], "t").to_json()
+    )
     small = heatmap_figure(big[:4, :4], list("abcd"), list("abcd"), "t")
     assert small.data[0].type == "heatmap"
 
@@ -45,8 +46,9 @@ def test_a_grid_writes_its_values_only_where_they_fit_side_by_side():
     from glassbox.model.worked_example.steps import Grid
 
     labels = [f"{i} w" for i in range(5)]
-    grid = Grid("A(1,1)", "blocks.0.attn.hook_pattern[0]", np.full((5, 5), 0.48), labels, labels, "query", "key",
-                probability=True)
+    grid = Grid(
+        "A(1,1)", "blocks.0.attn.hook_pattern[0]", np.full((5, 5), 0.48), labels, labels, "query", "key", probability=True
+    )
     assert grid_figure(grid)["data"][0]["text"] is not None  # no width known: as before
     assert grid_figure(grid, width=PAGE_PX)["data"][0]["text"] is not None
     narrow = grid_figure(grid, width=PAGE_PX // 3)["data"][0]

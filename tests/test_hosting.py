@@ -27,12 +27,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from glassbox.cli import main
 from glassbox.model.engine import GlassboxError, ModelConfig
 from glassbox.model.io import checkpoint
 from glassbox.model.io.checkpoint import NAMED_MODELS, load, model_key, save
 from glassbox.model.io.tokenizer import Tokenizer
 from glassbox.model.serving import ModelCache
-from glassbox.cli import main
 from tests.helpers import build_random_model, charts, edit_weights, shown, start
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -86,15 +86,26 @@ def refusal(text: str) -> str:
 
 def test_outside_the_roots_one_message_whether_or_not_the_path_exists(roots, tmp_path):
     allowed, outside = roots
-    messages = {text: refusal(text) for text in [
-        str(outside / "m"), str(outside / "nothing-here"), "/etc", "/proc/self", "/root/.ssh", "/no/such/dir",
-        str(allowed / "escape"),  # a symlink out of the root: resolved first
-        str(allowed / ".." / "outside" / "m"), f"{allowed}/../outside/m/",  # .. out of the root
-        "~", "~/.ssh",  # the server user's home
-    ]}
+    messages = {
+        text: refusal(text)
+        for text in [
+            str(outside / "m"),
+            str(outside / "nothing-here"),
+            "/etc",
+            "/proc/self",
+            "/root/.ssh",
+            "/no/such/dir",
+            str(allowed / "escape"),  # a symlink out of the root: resolved first
+            str(allowed / ".." / "outside" / "m"),
+            f"{allowed}/../outside/m/",  # .. out of the root
+            "~",
+            "~/.ssh",  # the server user's home
+        ]
+    }
     assert len(set(messages.values())) == 1, messages
-    assert next(iter(messages.values())).startswith(f"No model <path>: give a model name ({', '.join(NAMED_MODELS)}) "
-                                                    f"or a model directory under {allowed.resolve()}")
+    assert next(iter(messages.values())).startswith(
+        f"No model <path>: give a model name ({', '.join(NAMED_MODELS)}) or a model directory under {allowed.resolve()}"
+    )
 
 
 def test_inside_the_roots_a_model_loads_and_a_missing_one_says_so(roots):
@@ -131,6 +142,7 @@ def replace_with(name: str, make):
     def brk(d: Path):
         (d / name).unlink()
         make(d / name)
+
     return brk
 
 
@@ -138,17 +150,20 @@ def sparse(size: int):
     def make(path: Path):
         with open(path, "wb") as f:
             f.truncate(size)  # a hole: takes no disk, but stat() says `size` bytes
+
     return make
 
 
 def config(**changes):
     """Edit the "glassbox" entry of config.json (None removes a field). d_head and n_kv_heads are
     left to their defaults unless given, so that they follow the sizes changed."""
+
     def brk(d: Path):
         data = json.loads((d / "config.json").read_text())
         data["glassbox"].update({"d_head": None, "n_kv_heads": None, **changes})
         data["glassbox"] = {k: v for k, v in data["glassbox"].items() if v is not None}
         (d / "config.json").write_text(json.dumps(data))
+
     return brk
 
 
@@ -157,6 +172,7 @@ def top_level(**changes):
         data = json.loads((d / "config.json").read_text())
         data.update(changes)
         (d / "config.json").write_text(json.dumps(data))
+
     return brk
 
 
@@ -164,6 +180,7 @@ def gpt2_config(**changes):
     def brk(d: Path):
         hf = {"model_type": "gpt2", "vocab_size": 8, "n_positions": 8, "n_embd": 8, "n_layer": 2, "n_head": 2}
         (d / "config.json").write_text(json.dumps({**hf, **changes}))
+
     return brk
 
 
@@ -178,12 +195,10 @@ BIG = dict(d_model=8192, d_ff=32768, n_layers=4, n_heads=64)  # 13 GB of weights
 FILE_CASES = {
     "config.json is a directory": (replace_with("config.json", Path.mkdir), "is not a regular file"),
     "config.json is a symlink loop": (replace_with("config.json", symlink_loop), "cannot be read"),
-    "config.json -> /dev/zero": (replace_with("config.json", lambda p: p.symlink_to("/dev/zero")),
-                                 "is not a regular file"),
+    "config.json -> /dev/zero": (replace_with("config.json", lambda p: p.symlink_to("/dev/zero")), "is not a regular file"),
     "config.json is a FIFO": (replace_with("config.json", os.mkfifo), "is not a regular file"),
     "config.json of 2 MB": (replace_with("config.json", sparse(2 << 20)), "at most 1,048,576"),
-    "config.json nested 100,000 deep": (replace_with("config.json", lambda p: p.write_text("[" * 100_000)),
-                                        "nested too deeply"),
+    "config.json nested 100,000 deep": (replace_with("config.json", lambda p: p.write_text("[" * 100_000)), "nested too deeply"),
     "config.json is missing": (lambda d: (d / "config.json").unlink(), "config.json is missing"),
     "glassbox entry is a list": (top_level(glassbox=[1, 2]), "must be a JSON object"),
     "d_model 10^9": (config(d_model=10**9, n_heads=1), "GB for its weights"),
@@ -206,25 +221,32 @@ FILE_CASES = {
     "13 GB asked for, in 2 blocks": (config(**{**BIG, "n_layers": 2}), "has shape"),
     "about is a list": (top_level(about=[1]), '"about" must be a JSON object'),
     "stored dtype float8": (top_level(dtype="float8"), "dtype must be one of"),
-    "model.safetensors -> /dev/zero": (replace_with("model.safetensors", lambda p: p.symlink_to("/dev/zero")),
-                                       "is not a regular file"),
+    "model.safetensors -> /dev/zero": (
+        replace_with("model.safetensors", lambda p: p.symlink_to("/dev/zero")),
+        "is not a regular file",
+    ),
     "model.safetensors is a directory": (replace_with("model.safetensors", Path.mkdir), "is not a regular file"),
     "model.safetensors is a symlink loop": (replace_with("model.safetensors", symlink_loop), "cannot be read"),
     "model.safetensors is a FIFO": (replace_with("model.safetensors", os.mkfifo), "is not a regular file"),
     "model.safetensors of zeros": (replace_with("model.safetensors", sparse(1 << 20)), "not a readable safetensors"),
-    "a weight of the wrong shape": (edit_weights(lambda s: s.update({"blocks.0.mlp.W_in": s["blocks.0.mlp.W_in"][:, :4].contiguous()})),
-                                    "blocks.0.mlp.W_in"),
+    "a weight of the wrong shape": (
+        edit_weights(lambda s: s.update({"blocks.0.mlp.W_in": s["blocks.0.mlp.W_in"][:, :4].contiguous()})),
+        "blocks.0.mlp.W_in",
+    ),
     "a weight missing": (edit_weights(lambda s: s.pop("blocks.1.attn.W_O")), "missing ['blocks.1.attn.W_O']"),
-    "a weight too many": (edit_weights(lambda s: s.update({"blocks.9.attn.W_O": s["blocks.1.attn.W_O"].clone()})),
-                          "unexpected ['blocks.9.attn.W_O']"),
-    "tokenizer.json -> /dev/zero": (replace_with("tokenizer.json", lambda p: p.symlink_to("/dev/zero")),
-                                    "is not a regular file"),
+    "a weight too many": (
+        edit_weights(lambda s: s.update({"blocks.9.attn.W_O": s["blocks.1.attn.W_O"].clone()})),
+        "unexpected ['blocks.9.attn.W_O']",
+    ),
+    "tokenizer.json -> /dev/zero": (replace_with("tokenizer.json", lambda p: p.symlink_to("/dev/zero")), "is not a regular file"),
     "tokenizer.json is a directory": (replace_with("tokenizer.json", Path.mkdir), "is not a regular file"),
     "tokenizer.json is a FIFO": (replace_with("tokenizer.json", os.mkfifo), "is not a regular file"),
     "tokenizer.json of 200 MB": (replace_with("tokenizer.json", sparse(200 << 20)), "at most 104,857,600"),
     "tokenizer.json is a symlink loop": (replace_with("tokenizer.json", symlink_loop), "cannot be read"),
-    "tokenizer.json is garbage": (replace_with("tokenizer.json", lambda p: p.write_bytes(b"\x00\xff" * 99)),
-                                  "Cannot read the tokenizer"),
+    "tokenizer.json is garbage": (
+        replace_with("tokenizer.json", lambda p: p.write_bytes(b"\x00\xff" * 99)),
+        "Cannot read the tokenizer",
+    ),
     "GPT-2 n_embd a string": (gpt2_config(n_embd="8"), "d_model must be a positive integer, not '8'"),
     "GPT-2 n_layer 10^6": (gpt2_config(n_layer=10**6), "at most 1,024"),
     "GPT-2 n_positions negative": (gpt2_config(n_positions=-1), "n_ctx must be a positive integer"),
@@ -263,8 +285,14 @@ def file_probes(good, tmp_path_factory) -> dict:
         paths[name] = str(d)
     env = {**os.environ, "GLASSBOX_MAX_MODEL_GB": "64"}  # the same refusals on any machine
     env.pop("GLASSBOX_MODEL_DIRS", None)
-    run = subprocess.run([sys.executable, "-c", PROBE, json.dumps(paths), str(good), str(root / "out.npz")],
-                         capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
+    run = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(paths), str(good), str(root / "out.npz")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=ROOT,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     return json.loads(run.stdout)
 
@@ -369,8 +397,10 @@ CLI_CASES = [  # (arguments, a phrase the one error line must contain); "{tmp}" 
     (["train-default", "--stories", "0", "--out", "{tmp}/model"], "--stories: 0 is outside"),
     (["train-sae", "--steps", "0", "--out", "{tmp}/model"], "--steps: 0 is outside"),
     (["train-micro", "bigram", "--steps", "0", "--out", "{tmp}/model"], "--steps: 0 is outside"),
-    (["attribute", "--prompt", "the cat", "--target", " sat", "--method", "integrated_gradients", "--steps", "0"],
-     "--steps: 0 is outside"),
+    (
+        ["attribute", "--prompt", "the cat", "--target", " sat", "--method", "integrated_gradients", "--steps", "0"],
+        "--steps: 0 is outside",
+    ),
     (["plan", "openai-community/gpt2", "--gpus", "1", "--gpu-gb", "-5"], "must be above 0"),
     (["features", "--sae", "default-sae", "--prompt", "the fox", "--feature", "-1"], "feature must be from 0"),
     *([(TRACE + ["--npz", "/dev/full"], "No space left on device")] if os.path.exists("/dev/full") else []),
@@ -412,8 +442,15 @@ def test_every_spelling_of_a_path_is_one_cached_model(good, monkeypatch):
     real_load = checkpoint.load
     cache = ModelCache(loader=lambda *a, **k: loads.append(a) or real_load(*a, **k))
     monkeypatch.chdir(good.parent)
-    spellings = [str(good), str(good) + "/", str(good) + "//", f"{good.parent}/./{good.name}",
-                 f"{good}/../{good.name}", good.name, "./" + good.name]
+    spellings = [
+        str(good),
+        str(good) + "/",
+        str(good) + "//",
+        f"{good.parent}/./{good.name}",
+        f"{good}/../{good.name}",
+        good.name,
+        "./" + good.name,
+    ]
     models = {id(cache.model(s, device="cpu")) for s in spellings}
     assert len(models) == 1 and len(loads) == 1 and len(cache) == 1
     assert model_key(good.name) == str(good.resolve())
@@ -496,6 +533,7 @@ ALERTS = {"error", "warning", "info", "success", "toast", "exception"}
 def alert_arguments_not_plain(source: str, where: str) -> list[str]:
     """The arguments of st.error/st.warning/… calls (on st or a column) in which some value is
     neither a literal nor passed through plain(): a place where user text could become Markdown."""
+
     def is_plain(node: ast.AST) -> bool:
         return isinstance(node, ast.Call) and getattr(node.func, "id", None) == "plain"
 
@@ -518,8 +556,12 @@ def alert_arguments_not_plain(source: str, where: str) -> list[str]:
 
 
 def test_every_alert_in_the_app_shows_its_values_through_plain():
-    found = [line for p in (ROOT / "app").rglob("*.py") if p.name not in ("bench.py", "load.py")  # command-line tools
-             for line in alert_arguments_not_plain(p.read_text(), str(p.relative_to(ROOT)))]
+    found = [
+        line
+        for p in (ROOT / "app").rglob("*.py")
+        if p.name not in ("bench.py", "load.py")  # command-line tools
+        for line in alert_arguments_not_plain(p.read_text(), str(p.relative_to(ROOT)))
+    ]
     assert found == []
     # the check itself catches what it should
     probe = "st.error(f'No model {name}')\ncolumn.warning(str(exc))\nst.info('ok ' + plain(x))\n"
@@ -528,8 +570,21 @@ def test_every_alert_in_the_app_shows_its_values_through_plain():
 
 URL_SETTINGS = {  # every setting each page reads from its URL
     "screens/playground.py": ["model", "prompt", "temperature", "top_k", "top_p", "seed", "max_new", "greedy"],
-    "screens/explore.py": ["model", "prompt", "view", "target", "target_pos", "block", "head", "pos", "key_pos", "norm",
-                           "bstep", "weight", "tensor"],
+    "screens/explore.py": [
+        "model",
+        "prompt",
+        "view",
+        "target",
+        "target_pos",
+        "block",
+        "head",
+        "pos",
+        "key_pos",
+        "norm",
+        "bstep",
+        "weight",
+        "tensor",
+    ],
     "screens/worked_example.py": ["step"],
 }
 NASTY = ["inf", "1e309", "![x](http://127.0.0.1:9/p.png)"]  # past float, past int, Markdown

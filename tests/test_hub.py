@@ -41,8 +41,14 @@ def neox_dir(tmp_path_factory):
     from tests.test_families import _tokenizer
 
     torch.manual_seed(0)
-    config = transformers.GPTNeoXConfig(vocab_size=320, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                        intermediate_size=48, max_position_embeddings=64)
+    config = transformers.GPTNeoXConfig(
+        vocab_size=320,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=48,
+        max_position_embeddings=64,
+    )
     path = tmp_path_factory.mktemp("neox")
     transformers.AutoModelForCausalLM.from_config(config).save_pretrained(str(path))
     _tokenizer(bos=False).save_pretrained(str(path))
@@ -165,8 +171,9 @@ def fake_hub(neox_dir, tmp_path, monkeypatch):
             path = self.path.split("?")[0]
             hub_state.append(f"{self.command} {path}")
             if path.startswith("/cdn/"):  # where "redirect" sends a file: the hub's CDN
-                return self.send(hub_state.repos[path.split("/")[2].replace("--", "/")].joinpath(
-                    *path.split("/")[3:]).read_bytes(), body=body)
+                return self.send(
+                    hub_state.repos[path.split("/")[2].replace("--", "/")].joinpath(*path.split("/")[3:]).read_bytes(), body=body
+                )
             parts = path.strip("/").split("/")
             listing = path.startswith("/api/models/")
             name = "/".join(parts[2:4] if listing else parts[:2])
@@ -186,9 +193,21 @@ def fake_hub(neox_dir, tmp_path, monkeypatch):
                     self.close_connection = True
                     first = [b'{"id": "x", "siblings": [']
                     return self.write_until_released(lambda: first.pop() if first else b'{"rfilename": "a"},' * 1000, 0)
-                return self.send(hub_state.answers.get(name) or json.dumps({"id": name, "sha": COMMIT, "siblings": [
-                    {"rfilename": f.relative_to(folder).as_posix(), "size": claimed.get(f.name, f.stat().st_size)}
-                    for f in sorted(folder.rglob("*")) if f.is_file()]}).encode(), body=body)
+                return self.send(
+                    hub_state.answers.get(name)
+                    or json.dumps(
+                        {
+                            "id": name,
+                            "sha": COMMIT,
+                            "siblings": [
+                                {"rfilename": f.relative_to(folder).as_posix(), "size": claimed.get(f.name, f.stat().st_size)}
+                                for f in sorted(folder.rglob("*"))
+                                if f.is_file()
+                            ],
+                        }
+                    ).encode(),
+                    body=body,
+                )
             file = folder.joinpath(*parts[4:]) if len(parts) >= 5 and parts[2] == "resolve" and folder else None
             if file is None or not file.is_file():
                 return self.not_found(listing)
@@ -220,6 +239,7 @@ def fake_hub(neox_dir, tmp_path, monkeypatch):
                 return self.wfile.write(data[start:])
             if misbehaving == "gzip":  # compressed though asked for identity
                 import gzip
+
                 packed = gzip.compress(data)
                 self.send_response(200)
                 self.send_header("Content-Encoding", "gzip")
@@ -227,7 +247,7 @@ def fake_hub(neox_dir, tmp_path, monkeypatch):
                 self.end_headers()
                 return self.wfile.write(packed)
             if misbehaving == "short":  # a Content-Length of half the file, and that half: a whole answer, but short
-                return self.send(data[:len(data) // 2], body=True)
+                return self.send(data[: len(data) // 2], body=True)
             if misbehaving == "endless":  # no length: the body would end when the connection does
                 self.send_response(200)
                 self.send_header("ETag", f'"{hashlib.sha256(data).hexdigest()}"')
@@ -236,9 +256,9 @@ def fake_hub(neox_dir, tmp_path, monkeypatch):
                 return self.write_until_released(lambda: b"x" * 65536, 0)
             self.send(data, body=False)
             if misbehaving == "trickle":  # 100 bytes every 50 ms: 2 kB/s, each wait far within the timeout
-                chunks = iter(data[i:i + 100] for i in range(0, len(data), 100))
+                chunks = iter(data[i : i + 100] for i in range(0, len(data), 100))
                 return self.write_until_released(lambda: next(chunks, b""), 0.05)
-            self.wfile.write(data[:hub_state.part])
+            self.wfile.write(data[: hub_state.part])
             self.wfile.flush()
             if misbehaving == "stall":
                 hub_state.release.wait(15)
@@ -292,6 +312,7 @@ def test_a_download_fetches_only_what_glassbox_reads_with_progress_then_loads_of
     assert reports[-1] == (total, total) and all(d <= t == total for d, t in reports)
     assert [d for d, _ in reports] == sorted(d for d, _ in reports)  # never backwards
     from huggingface_hub import constants  # plain HTTP, where the timeout, retry bound and stop apply: not hf_xet
+
     assert constants.HF_HUB_DISABLE_XET is True
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     by_id, by_dir = load("test-org/tiny-neox", device="cpu"), load(str(neox_dir), device="cpu")
@@ -357,8 +378,11 @@ def test_each_curated_config_is_the_shape_transformers_builds(hub_id):
         assert windowed == [i for i, t in enumerate(hf_config.attention_layers) if t == "local"]
     else:
         assert windowed == []
-    assert cfg.d_head == (getattr(hf_config, "head_dim", None) or getattr(hf_config, "d_kv", None)
-                          or hf_config.hidden_size // hf_config.num_attention_heads)
+    assert cfg.d_head == (
+        getattr(hf_config, "head_dim", None)
+        or getattr(hf_config, "d_kv", None)
+        or hf_config.hidden_size // hf_config.num_attention_heads
+    )
     assert cfg.kind == {"bert": "encoder", "t5": "encoder-decoder"}.get(hf_config.model_type, "decoder")
 
 
@@ -406,10 +430,46 @@ def test_sharded_safetensors_load_like_one_file(neox_dir, tmp_path):
 
 # --- revisions: only names git allows (issue 32, item 2) ---------------------------------------
 
-REVISIONS = ["main", "step3000", "refs/pr/1", "v1.0", "feature/x-y_z", COMMIT, "a@b", "-x", "@", "ü-branch",
-             "", "/tmp/x/sub/dir", "/abs/path", "a//b", "a/", "a.", ".", "..", "../x", "a/../b", "a/./b", ".hidden",
-             "a/.b", "x.lock", "a/b.lock/c", "a b", "a~1", "a^", "a:b", "a?", "a*", "a[", "a\\b", "a\tb", "a\nb",
-             "a@{1}", "@{u}", "a\x7fb"]
+REVISIONS = [
+    "main",
+    "step3000",
+    "refs/pr/1",
+    "v1.0",
+    "feature/x-y_z",
+    COMMIT,
+    "a@b",
+    "-x",
+    "@",
+    "ü-branch",
+    "",
+    "/tmp/x/sub/dir",
+    "/abs/path",
+    "a//b",
+    "a/",
+    "a.",
+    ".",
+    "..",
+    "../x",
+    "a/../b",
+    "a/./b",
+    ".hidden",
+    "a/.b",
+    "x.lock",
+    "a/b.lock/c",
+    "a b",
+    "a~1",
+    "a^",
+    "a:b",
+    "a?",
+    "a*",
+    "a[",
+    "a\\b",
+    "a\tb",
+    "a\nb",
+    "a@{1}",
+    "@{u}",
+    "a\x7fb",
+]
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is the reference")
@@ -437,8 +497,11 @@ def test_a_revision_that_is_a_path_writes_and_reads_nothing(fake_hub, tmp_path):
     target = tmp_path / "x" / "sub" / "dir"
     fake_hub.repos["anyrev/tiny"] = fake_hub.repos["test-org/tiny-neox"]
     for attempt in (lambda: load(f"anyrev/tiny@{target}"), lambda: model_key(f"anyrev/tiny@{target}")):
-        with pytest.raises(GlassboxError, match="^No model 'anyrev/tiny@/.*': what follows the @ must be a branch, "
-                                                "tag or commit name, and it starts or ends with /"):
+        with pytest.raises(
+            GlassboxError,
+            match="^No model 'anyrev/tiny@/.*': what follows the @ must be a branch, "
+            "tag or commit name, and it starts or ends with /",
+        ):
             attempt()
     result = cli("download", f"anyrev/tiny@{target}", process=True)
     assert result.returncode == 2 and result.stderr.startswith("error: No model") and len(result.stderr.splitlines()) == 1
@@ -509,7 +572,9 @@ def test_a_download_bigger_than_the_free_disk_is_refused_before_the_first_byte(f
     fake_hub.sizes["test-org/tiny-neox"] = {"model.safetensors": 2**50}
     monkeypatch.setenv("GLASSBOX_MAX_MODEL_GB", str(2**30))
     monkeypatch.setenv("GLASSBOX_MAX_DOWNLOAD_GB", str(2**30))
-    with pytest.raises(GlassboxError, match="to download; the disk of this server's hub cache has .* free, and keeps 2.00 GB") as refused:
+    with pytest.raises(
+        GlassboxError, match="to download; the disk of this server's hub cache has .* free, and keeps 2.00 GB"
+    ) as refused:
         hub.download(hub.HubId("test-org/tiny-neox"))
     wanted, free, kept = numbers(str(refused.value))
     assert wanted == pytest.approx(2**20, rel=1e-3)
@@ -533,18 +598,24 @@ def test_a_file_over_huggingface_hubs_plain_download_limit_is_a_clean_message(fa
     assert "GET /test-org/tiny-neox/resolve/" + COMMIT + "/model.safetensors" not in fake_hub
 
 
-@pytest.mark.parametrize("answer", [
-    b"<html>a login page</html>", b"[]", b'{"siblings": 5}',
-    json.dumps({"id": "x", "sha": COMMIT, "siblings": [{"rfilename": "model.safetensors", "size": "huge"}]}).encode(),
-    json.dumps({"id": "x", "sha": COMMIT, "siblings": [{"rfilename": "model.safetensors", "size": -1}]}).encode(),
-    json.dumps({"id": "x", "sha": COMMIT, "siblings": [{"rfilename": "model.safetensors", "size": 1e40}]}).encode(),
-])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"<html>a login page</html>",
+        b"[]",
+        b'{"siblings": 5}',
+        json.dumps({"id": "x", "sha": COMMIT, "siblings": [{"rfilename": "model.safetensors", "size": "huge"}]}).encode(),
+        json.dumps({"id": "x", "sha": COMMIT, "siblings": [{"rfilename": "model.safetensors", "size": -1}]}).encode(),
+        json.dumps({"id": "x", "sha": COMMIT, "siblings": [{"rfilename": "model.safetensors", "size": 1e40}]}).encode(),
+    ],
+)
 def test_a_garbled_listing_is_a_clean_message(fake_hub, answer):
     """Reference: what the hub's listing must be (JSON with a commit and files with byte counts);
     anything else is one GlassboxError line that does not quote HF_ENDPOINT, not a crash."""
     fake_hub.answers["test-org/tiny-neox"] = answer
-    with pytest.raises(GlassboxError, match="^Cannot fetch test-org/tiny-neox from the Hugging Face hub: "
-                                            "its answer is not a model listing$"):
+    with pytest.raises(
+        GlassboxError, match="^Cannot fetch test-org/tiny-neox from the Hugging Face hub: its answer is not a model listing$"
+    ):
         hub.download(hub.HubId("test-org/tiny-neox"))
     assert not [p for p in fake_hub if "/resolve/" in p]
 
@@ -560,8 +631,9 @@ def test_a_hung_listing_times_out_and_hub_errors_do_not_quote_the_endpoint(fake_
     with pytest.raises(GlassboxError, match="did not answer within 0.5 s \\(GLASSBOX_HUB_TIMEOUT\\)") as hung:
         hub.download(hub.HubId("test-org/tiny-neox"))
     fake_hub.misbehave[("test-org/tiny-neox", "listing")] = "fail"
-    with pytest.raises(GlassboxError, match="^Cannot fetch test-org/tiny-neox from the Hugging Face hub: "
-                                            "it answered HTTP 500$") as failed:
+    with pytest.raises(
+        GlassboxError, match="^Cannot fetch test-org/tiny-neox from the Hugging Face hub: it answered HTTP 500$"
+    ) as failed:
         hub.download(hub.HubId("test-org/tiny-neox"))
     host = os.environ["HF_ENDPOINT"].split("//")[1]
     for message in (str(hung.value), str(failed.value)):
@@ -581,7 +653,8 @@ def test_a_transfer_that_drops_or_stalls_is_retried_a_bounded_number_of_times(fa
     with pytest.raises(GlassboxError, match="a request failed 2 times \\(each waits at most 0.5 s .*GLASSBOX_HUB_TIMEOUT"):
         hub.download(hub.HubId("test-org/tiny-neox"))
     assert [p for p in fake_hub if p.startswith("GET") and p.endswith("/model.safetensors")] == [
-        "GET /test-org/tiny-neox/resolve/main/model.safetensors"] * 2
+        "GET /test-org/tiny-neox/resolve/main/model.safetensors"
+    ] * 2
     assert not list(hub.cache_dir().rglob("*.incomplete"))
 
 
@@ -654,10 +727,15 @@ def test_a_sparse_autoencoder_is_fetched_by_its_folder_alone_then_opens_offline(
     for layer in (0, 1):
         folder = repo / f"blocks.{layer}.hook_resid_pre"
         folder.mkdir(parents=True)
-        (folder / "cfg.json").write_text(json.dumps({"architecture": "standard", "d_in": 8, "d_sae": 16,
-                                                     "metadata": {"hook_name": f"blocks.{layer}.hook_resid_pre"}}))
-        save_file({"W_enc": torch.ones(8, 16), "b_enc": torch.zeros(16), "W_dec": torch.ones(16, 8),
-                   "b_dec": torch.zeros(8)}, str(folder / "sae_weights.safetensors"))
+        (folder / "cfg.json").write_text(
+            json.dumps(
+                {"architecture": "standard", "d_in": 8, "d_sae": 16, "metadata": {"hook_name": f"blocks.{layer}.hook_resid_pre"}}
+            )
+        )
+        save_file(
+            {"W_enc": torch.ones(8, 16), "b_enc": torch.zeros(16), "W_dec": torch.ones(16, 8), "b_dec": torch.zeros(8)},
+            str(folder / "sae_weights.safetensors"),
+        )
         (folder / "sparsity.pt").write_bytes(b"a pickle")
     fake_hub.repos["test-org/saes"] = repo
     sae = load_sae("test-org/saes/blocks.1.hook_resid_pre")
@@ -775,7 +853,7 @@ def test_a_file_longer_than_its_listing_is_stopped_there(fake_hub, neox_dir):
     fake_hub.misbehave[("test-org/tiny-neox", "model.safetensors")] = "endless"
     size = (neox_dir / "model.safetensors").stat().st_size
     ends_cleanly(f"'model.safetensors' sent more than the {size:,} bytes its listing gives: stopped$")
-    assert sum(p == f"GET /test-org/tiny-neox/resolve/main/model.safetensors" for p in fake_hub) == 1
+    assert sum(p == "GET /test-org/tiny-neox/resolve/main/model.safetensors" for p in fake_hub) == 1
 
 
 def test_a_file_behind_a_redirect_is_counted_as_the_file(fake_hub, monkeypatch, neox_dir):
@@ -825,8 +903,10 @@ def test_a_crawling_transfer_is_stopped_below_the_least_rate(fake_hub, monkeypat
     (50 kB/s by default, over each 0.5 s) ends it; the rate it names is measured (about 2 kB/s)."""
     monkeypatch.setenv("GLASSBOX_HUB_TIMEOUT", "0.5")
     fake_hub.misbehave[("test-org/tiny-neox", "model.safetensors")] = "trickle"
-    failed = ends_cleanly(r"'model.safetensors' came at [\d.]+ kB/s over [\d.]+ s, below the 50 kB/s this server "
-                          r"waits for \(GLASSBOX_HUB_MIN_KB_PER_S\): stopped$")
+    failed = ends_cleanly(
+        r"'model.safetensors' came at [\d.]+ kB/s over [\d.]+ s, below the 50 kB/s this server "
+        r"waits for \(GLASSBOX_HUB_MIN_KB_PER_S\): stopped$"
+    )
     assert 0.5 < float(re.search(r"came at ([\d.]+) kB/s", str(failed)).group(1)) < 10
 
 
@@ -844,8 +924,15 @@ def test_a_file_answering_5xx_is_a_clean_message(fake_hub):
     ends_cleanly("it answered HTTP 503$")
 
 
-@pytest.mark.parametrize("name, value", [("GLASSBOX_MAX_DOWNLOAD_GB", "-1"), ("GLASSBOX_HUB_CACHE_GB", "inf"),
-                                         ("GLASSBOX_MAX_DOWNLOAD_GB", "lots"), ("GLASSBOX_HUB_MIN_KB_PER_S", "nan")])
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("GLASSBOX_MAX_DOWNLOAD_GB", "-1"),
+        ("GLASSBOX_HUB_CACHE_GB", "inf"),
+        ("GLASSBOX_MAX_DOWNLOAD_GB", "lots"),
+        ("GLASSBOX_HUB_MIN_KB_PER_S", "nan"),
+    ],
+)
 def test_a_bad_download_setting_is_a_clean_message(fake_hub, monkeypatch, name, value):
     monkeypatch.setenv(name, value)
     with pytest.raises(GlassboxError, match=f"^{name} must be a number of .* \\(0 or more\\), not '{value}'$"):
@@ -865,8 +952,9 @@ def test_the_picker_checks_a_curated_models_size_before_offering_its_download(hu
     assert not at.exception
     assert [b.label for b in at.button] == []
     assert any("GLASSBOX_MAX_DOWNLOAD_GB" in shown(e.value) for e in at.error)
-    assert numbers(shown(at.error[0].value)) == pytest.approx([entry("EleutherAI/pythia-70m").download_bytes / 2**30, 0.1],
-                                                              abs=0.005)
+    assert numbers(shown(at.error[0].value)) == pytest.approx(
+        [entry("EleutherAI/pythia-70m").download_bytes / 2**30, 0.1], abs=0.005
+    )
 
 
 def test_the_features_view_downloads_a_hub_sae_on_request(fake_hub, tmp_path):
@@ -880,11 +968,21 @@ def test_the_features_view_downloads_a_hub_sae_on_request(fake_hub, tmp_path):
     d_model = load("default").cfg.d_model
     folder = tmp_path / "saes" / "blocks.1.hook_resid_pre"
     folder.mkdir(parents=True)
-    (folder / "cfg.json").write_text(json.dumps({"architecture": "standard", "d_in": d_model, "d_sae": 16,
-                                                 "metadata": {"hook_name": "blocks.1.hook_resid_pre"}}))
+    (folder / "cfg.json").write_text(
+        json.dumps(
+            {"architecture": "standard", "d_in": d_model, "d_sae": 16, "metadata": {"hook_name": "blocks.1.hook_resid_pre"}}
+        )
+    )
     torch.manual_seed(0)
-    save_file({"W_enc": torch.randn(d_model, 16), "b_enc": torch.zeros(16), "W_dec": torch.randn(16, d_model),
-               "b_dec": torch.zeros(d_model)}, str(folder / "sae_weights.safetensors"))
+    save_file(
+        {
+            "W_enc": torch.randn(d_model, 16),
+            "b_enc": torch.zeros(16),
+            "W_dec": torch.randn(16, d_model),
+            "b_dec": torch.zeros(d_model),
+        },
+        str(folder / "sae_weights.safetensors"),
+    )
     fake_hub.repos["test-org/saes"] = tmp_path / "saes"
     at = start("screens/explore.py", prompt="the cat sat on the", view="Features")
     at.selectbox(key="explore_sae_choice").set_value("another: a folder, or owner/repo/folder on the hub").run()
@@ -894,5 +992,7 @@ def test_the_features_view_downloads_a_hub_sae_on_request(fake_hub, tmp_path):
     at.button(key="explore_sae_fetch_download").click().run()
     assert not at.exception and not at.error
     assert sorted(p.rsplit("/", 1)[1] for p in fake_hub if p.startswith("GET /test-org/saes/resolve/")) == [
-        "cfg.json", "sae_weights.safetensors"]
+        "cfg.json",
+        "sae_weights.safetensors",
+    ]
     assert at.selectbox(key="explore_sae_feature").options  # the view drew its features

@@ -19,8 +19,7 @@ from tests.helpers import page_functions, shown, start
 
 SPAN = 3.3  # the plot's range, ± on both axes
 CHAR, LINE, PAD, MARKER = 0.12, 0.3, 0.05, 0.09
-CASES = [(180, 3.0), (-180, 3.0), (90, 3.0), (-90, 3.0), (0, 3.0), (45, 2.0), (135, 3.0), (-135, 3.0), (-30, 1.2),
-         (160, 2.4)]
+CASES = [(180, 3.0), (-180, 3.0), (90, 3.0), (-90, 3.0), (0, 3.0), (45, 2.0), (135, 3.0), (-135, 3.0), (-30, 1.2), (160, 2.4)]
 
 
 def box(x, y, text, position):
@@ -74,7 +73,7 @@ def test_no_label_is_clipped_or_covers_another_or_a_marker(sent, placements, ang
         assert f"q({token})" in texts and "output" in texts  # the query's and the output's labels are always written
         for i, (b, text, tip) in enumerate(written):
             assert -SPAN <= b[0] and b[2] <= SPAN and -SPAN <= b[1] and b[3] <= SPAN, (token, text, b)
-            for other, *_ in written[i + 1:]:
+            for other, *_ in written[i + 1 :]:
                 assert apart(b, other), (token, text)
             for x, y in placed["arrows"]:  # no label crosses an arrow's shaft (up to 0.9 of it: the tip is its marker)
                 for t in [i / 400 for i in range(20, 361)]:

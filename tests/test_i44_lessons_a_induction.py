@@ -47,8 +47,8 @@ def test_the_repeats_first_position_is_a_uniform_guess_and_the_copyable_span_is_
     assert len(first) == 1 and len(copyable) == N - 2
     uniform = math.log(64)
     assert abs(expected[N] - uniform) < 0.6  # position N (the repeat's first) predicts like a uniform guess
-    assert expected[N + 1:2 * N - 1].mean() < 0.15 * uniform  # the span the page calls copyable is copied
-    assert copyable.mean() == pytest.approx(expected[N + 1:2 * N - 1].mean(), abs=1e-5)
+    assert expected[N + 1 : 2 * N - 1].mean() < 0.15 * uniform  # the span the page calls copyable is copied
+    assert copyable.mean() == pytest.approx(expected[N + 1 : 2 * N - 1].mean(), abs=1e-5)
 
 
 def test_why_the_first_is_not_copied_and_the_composition_weights(loaded, heads):
@@ -72,7 +72,7 @@ def test_the_page_shows_the_span_and_the_composition(loaded):
     at = start("course/induction_heads.py")
     metrics = {m.label: m.value for m in at.metric}
     # the chart and the labels count the token predicted: position t's loss is token t + 1's
-    assert metrics[f"Mean loss, copyable (tokens {N + 2}–{2 * N - 1})"] == f"{expected[N + 1:2 * N - 1].mean():.3f} nats"
+    assert metrics[f"Mean loss, copyable (tokens {N + 2}–{2 * N - 1})"] == f"{expected[N + 1 : 2 * N - 1].mean():.3f} nats"
     assert metrics[f"Loss on token {N + 1}, the repeat's second"] == f"{expected[N]:.3f} nats"
     text = shown(" ".join(c.value for c in at.caption))
     assert "near a uniform guess" in text and "ln 64 = 4.16" in text

@@ -83,7 +83,10 @@ def test_the_learned_table_is_drawn_on_a_scale_that_shows_it():
     assert limit < np.abs(rows).max() / 4  # one outlier would have washed the map out
     assert np.median(np.abs(rows)) / limit > 0.25  # the bulk now takes a visible share of the scale
     at = start("course/positional_signals.py")
-    table = next(f for f in charts(at) if "W_pos" in f["layout"].get("title", {}).get("text", "")
-                 or "W_pos" in str(f["layout"].get("annotations", "")))
+    table = next(
+        f
+        for f in charts(at)
+        if "W_pos" in f["layout"].get("title", {}).get("text", "") or "W_pos" in str(f["layout"].get("annotations", ""))
+    )
     assert table["data"][0]["zmax"] == pytest.approx(limit, rel=1e-6)
     assert table["data"][0]["xgap"] == 0 if "xgap" in table["data"][0] else True

@@ -49,8 +49,7 @@ def test_the_two_models_differ_only_in_the_scale():
     tokens = list(range(10))
     for s, divide in ((None, math.sqrt(256)), (1.0, 1.0)):
         model = scale.previous_token_model(256, s, scale.WIDE["vocab"], scale.WIDE["length"], 0).eval()
-        trace = run_trace(model, tokens, names=["blocks.0.attn.hook_q", "blocks.0.attn.hook_k",
-                                                "blocks.0.attn.hook_scores"])
+        trace = run_trace(model, tokens, names=["blocks.0.attn.hook_q", "blocks.0.attn.hook_k", "blocks.0.attn.hook_scores"])
         q, k = trace["blocks.0.attn.hook_q"].double(), trace["blocks.0.attn.hook_k"].double()
         expected = q @ k.transpose(-1, -2) / divide  # (head, query, key)
         got = trace["blocks.0.attn.hook_scores"].double()
@@ -77,6 +76,8 @@ def test_the_page_opens_on_the_shipped_run_and_trains_at_a_click(wide):
     assert metrics[f"without: mean loss, last {scale.TAIL} steps"] == f"{run['tail_unscaled']:.3f} nats"
     assert metrics[f"with the scale: mean loss, last {scale.TAIL} steps"] == f"{run['tail_scaled']:.3f} nats"
     assert any("Trained now in" in c.value for c in at.caption)
-    colours = [{t.get("line", {}).get("color") for t in c["data"] if t.get("name", "").startswith(("with 1/", "without"))}
-               for c in charts(at)]
+    colours = [
+        {t.get("line", {}).get("color") for t in c["data"] if t.get("name", "").startswith(("with 1/", "without"))}
+        for c in charts(at)
+    ]
     assert sum(1 for c in colours if len(c) == 2) >= 2  # both training charts: two colours, not two blues

@@ -2,8 +2,8 @@
 the mask lesson's averages and chart, the cross-attention lesson's trained lengths and repeats,
 the KV calculator clamped to a model's context, numbers written as a reader expects."""
 
-import re
 import math
+import re
 
 import numpy as np
 import pytest
@@ -18,8 +18,8 @@ from glassbox.model.course.real_model_configs import MODEL, kv_bytes_per_token
 from glassbox.model.course.training_objective import loss_of
 from glassbox.model.data.stories import corpus
 from glassbox.model.io.checkpoint import load
-from glassbox.model.worked_example.steps.explain import num
 from glassbox.model.micro import seq2seq
+from glassbox.model.worked_example.steps.explain import num
 from tests.helpers import charts, shown, start
 
 LILY = "Lily had a red ball. She threw the ball to her dog."
@@ -53,10 +53,18 @@ def test_the_worked_examples_arithmetic_never_writes_minus_zero():
     "(-0.0000)" in any line; logits₄,₇ (exactly 0 in the engine) ends "= 0.0000"."""
     from glassbox.model.worked_example.article import published
     from glassbox.model.worked_example.steps import worked_example_steps
+
     example = load("worked-example")
     steps = worked_example_steps(example.model, example.tokenizer, published(), lambda w: "")
-    lines = [line for step in steps for panel in step.panels for grid in panel.outputs
-             for r in range(grid.shape[0]) for c in range(grid.shape[1]) for line in grid.explain(r, c).lines]
+    lines = [
+        line
+        for step in steps
+        for panel in step.panels
+        for grid in panel.outputs
+        for r in range(grid.shape[0])
+        for c in range(grid.shape[1])
+        for line in grid.explain(r, c).lines
+    ]
     assert lines and not [line for line in lines if "-0.0000" in line]
     logits = next(s for s in steps if s.key == "logits").panels[0].outputs[0]
     assert logits.values[0, 7] == 0 and logits.explain(0, 7).lines[-1].endswith("= 0.0000")
@@ -110,10 +118,11 @@ def test_the_reference_is_the_corpus_held_out_sentences(loaded, reference):
     the held-out stories are its last 300, inside the last 5 % of its tokens (the validation split);
     each sentence's loss is torch's cross-entropy recomputed on its own pass (1e-9)."""
     stories = corpus(20_000, 0)
-    assert prompt_fit.held_out_stories() == stories[-prompt_fit.HELD_OUT:]
-    tail = sum(len(loaded.encode(s)) + 1 for s in stories[-prompt_fit.HELD_OUT:])
+    assert prompt_fit.held_out_stories() == stories[-prompt_fit.HELD_OUT :]
+    tail = sum(len(loaded.encode(s)) + 1 for s in stories[-prompt_fit.HELD_OUT :])
     assert tail < 0.05 * loaded.about["card"]["corpus"]["tokens"]
     from glassbox.model.micro import moe  # the MoE lesson's micro-model: its last 200 of 5,000 stories
+
     small = corpus(moe.N_STORIES, moe.SEED)
     assert sum(len(loaded.encode(s)) + 1 for s in small[-200:]) < 0.05 * sum(len(loaded.encode(s)) + 1 for s in small)
     assert len(reference.sentences) > 3000
@@ -164,17 +173,23 @@ def test_lilys_sentences_are_far_outside_and_the_corpus_is_not(loaded, reference
     assert all(prompt_fit.fit(loaded, s).loss <= reference.median for s in offered)
 
 
-@pytest.mark.parametrize("page,key,model", [("course/mask.py", "mask_prompt", "default"),
-                                             ("course/training_objective.py", "objective_prompt", "default"),
-                                             ("course/kv_growth.py", "kv_prompt", "default"),
-                                             ("course/dot_product_scale.py", "sqrtdk_prompt", "default"),
-                                             ("course/positional_signals.py", "positions_prompt", "default"),
-                                             ("course/mixture_of_experts.py", "moe_prompt", "micro-moe")])
+@pytest.mark.parametrize(
+    "page,key,model",
+    [
+        ("course/mask.py", "mask_prompt", "default"),
+        ("course/training_objective.py", "objective_prompt", "default"),
+        ("course/kv_growth.py", "kv_prompt", "default"),
+        ("course/dot_product_scale.py", "sqrtdk_prompt", "default"),
+        ("course/positional_signals.py", "positions_prompt", "default"),
+        ("course/mixture_of_experts.py", "moe_prompt", "micro-moe"),
+    ],
+)
 def test_every_course_prompt_box_says_what_the_model_knows_and_warns(page, key, model, reference):
     """Reference: prompt_fit on the same text and model (the engine; the default model's typical
     sentences computed once for the module); the corpus regenerated (stories.py); an offered
     prompt's button fills the box and raises no warning."""
     from glassbox.model.micro import moe
+
     stories = 20_000 if model == "default" else moe.N_STORIES
     loaded = load(model)
     if model != "default":
@@ -184,6 +199,7 @@ def test_every_course_prompt_box_says_what_the_model_knows_and_warns(page, key, 
     text = shown(" ".join(m.value for m in at.markdown))
     assert f"vocabulary of {loaded.cfg.vocab_size:,} tokens" in text and f"{stories:,} short stories" in text
     from glassbox.model.data.stories import ANIMALS, NAMES
+
     assert f"{len(NAMES)} names (Tom, Ben, Lily…), {len(ANIMALS)} animals" in text
     assert not [w for w in at.warning if "far outside" in w.value]
     at.text_input(key=key).input(LILY).run()
@@ -227,8 +243,10 @@ def test_the_cross_attention_page_says_the_range_and_warns_outside_it():
     at.text_input(key="cross_source").input(" ".join(syllables[:6] + syllables[:2])).run()
     assert not at.exception and not [w for w in at.warning if "reads at most" in w.value]
     text = shown(" ".join(m.value for m in at.markdown))
-    assert f"Your source repeats {syllables[0]}, {syllables[1]}" in text or \
-        f"Your source repeats {syllables[1]}, {syllables[0]}" in text
+    assert (
+        f"Your source repeats {syllables[0]}, {syllables[1]}" in text
+        or f"Your source repeats {syllables[1]}, {syllables[0]}" in text
+    )
 
 
 # --- item 10: the KV lesson --------------------------------------------------------------------
@@ -244,7 +262,7 @@ def test_the_cache_is_counted_within_the_models_context():
     context = [shown(w.value) for w in at.warning if "reads at most" in shown(w.value)]
     assert "reads at most 1,024 tokens" in context[0] and "Computed at 1,024" in context[0]
     size = 1024 * kv_bytes_per_token(MODEL["GPT-2 small"].shape, "fp16")
-    assert f"× 1,024 tokens" in " ".join(m.value for m in at.markdown)
+    assert "× 1,024 tokens" in " ".join(m.value for m in at.markdown)
     assert f"{size:,} bytes" in " ".join(m.value for m in at.markdown)
     at.number_input(key="kv_tokens").set_value(1000).run()
     assert not at.exception and not [w for w in at.warning if "reads at most" in w.value]
@@ -266,8 +284,7 @@ def test_a_repeated_span_reversed_exactly_as_the_docs_say():
     assert lesson11.copy_share(seen.cross[best["block"]], source)[best["head"]] == pytest.approx(by_hand, abs=1e-12)
 
 
-@pytest.mark.parametrize("page", ["course/attention_by_hand.py", "course/dot_product_scale.py",
-                                  "course/training_objective.py"])
+@pytest.mark.parametrize("page", ["course/attention_by_hand.py", "course/dot_product_scale.py", "course/training_objective.py"])
 def test_no_lesson_writes_minus_zero_or_an_all_zero_small_number(page):
     """Item 13 on the pages: no "−0.0000" / "-0.0000" anywhere a reader looks, and no metric that is
     all zeros while its value is not (the Jacobian norm of 1.1e-10). Reference: the page's own text."""

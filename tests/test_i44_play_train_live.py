@@ -8,13 +8,12 @@ tests/test_train_experts_live.py's).
 - A 60-step MoE run with α = 0.01 can end less balanced than α = 0: the page says why beside the
   runs table, whose columns fit the page (width "stretch")."""
 
+import glassbox as gb
 from glassbox.app.components.expert_training import unbalanced_by_alpha
+from glassbox.model.micro import moe
 from glassbox.model.worked_example.article import published
 from glassbox.model.worked_example.training import train_copy, training_batch
-from glassbox.model.micro import moe
 from tests.helpers import shown, start
-
-import glassbox as gb
 
 CORPUS = "the example + corpus"
 

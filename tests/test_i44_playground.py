@@ -35,8 +35,8 @@ def plain_loss(model, prompt: str, tokens) -> float:
     ids = model.tokens(prompt) + [t.token_id for t in tokens]
     with torch.no_grad():
         logits = model.model(torch.tensor([ids])).logits[0].double()
-    log_probs = logits.log_softmax(-1)[len(ids) - len(tokens) - 1:-1]
-    return float(-log_probs.gather(-1, torch.tensor(ids[-len(tokens):])[:, None]).mean())
+    log_probs = logits.log_softmax(-1)[len(ids) - len(tokens) - 1 : -1]
+    return float(-log_probs.gather(-1, torch.tensor(ids[-len(tokens) :])[:, None]).mean())
 
 
 def steer(at) -> None:

@@ -53,9 +53,13 @@ def test_a_chain_of_arithmetic_is_one_block_with_its_sum_continued_under_it():
     """Step 48's ∂Q cell: a five-term sum the engine writes over two lines, then its value. Written
     as one aligned block: the sum's head, each "= …" under it, the sum's continuation indented;
     every cell of every step keeps its terms and fits (reference: the lines as the engine writes them)."""
-    lines = [r"\sum_k \partial L/\partial\,\text{scores(2,1)}_{4,k}\,\text{K(2,1)}_{k,1}",
-             r"= (-0.0016)\times(-0.4196) + 0.0024\times0.2552 + (-0.0013)\times(-0.6132) + 0.0030\times0.2996",
-             r"+ (-0.0024)\times(-0.7009)", "= 0.0047", r"0.0047 / \sqrt{2} = 0.0033"]
+    lines = [
+        r"\sum_k \partial L/\partial\,\text{scores(2,1)}_{4,k}\,\text{K(2,1)}_{k,1}",
+        r"= (-0.0016)\times(-0.4196) + 0.0024\times0.2552 + (-0.0013)\times(-0.6132) + 0.0030\times0.2996",
+        r"+ (-0.0024)\times(-0.7009)",
+        "= 0.0047",
+        r"0.0047 / \sqrt{2} = 0.0033",
+    ]
     (block, last) = written(lines)
     assert block.startswith(r"\begin{aligned} & \sum_k") and block.count("&= ") == 2  # the sum, then its value
     assert r"\\ &\quad + " in block and block.index(r"(-0.7009)") < block.index("&= 0.0047")  # continued, in order
@@ -73,7 +77,13 @@ def test_a_chain_of_arithmetic_is_one_block_with_its_sum_continued_under_it():
 def test_statements_side_by_side_go_on_lines_of_their_own():
     """The Backward view's LayerNorm cell: four statements joined by ",\\ " on one long line become
     four lines, not one chain of "=" (reference: the statements as written)."""
-    line = (r"g = \partial L/\partial\,\text{blocks.0.ln1.out}\times\gamma,\ \bar g = 0.00123456,\ "
-            r"\overline{g\hat x} = -0.00234567,\ \sigma_{3,1} = 1.02345678")
-    assert wrapped(line) == [r"g = \partial L/\partial\,\text{blocks.0.ln1.out}\times\gamma", r"\bar g = 0.00123456",
-                             r"\overline{g\hat x} = -0.00234567", r"\sigma_{3,1} = 1.02345678"]
+    line = (
+        r"g = \partial L/\partial\,\text{blocks.0.ln1.out}\times\gamma,\ \bar g = 0.00123456,\ "
+        r"\overline{g\hat x} = -0.00234567,\ \sigma_{3,1} = 1.02345678"
+    )
+    assert wrapped(line) == [
+        r"g = \partial L/\partial\,\text{blocks.0.ln1.out}\times\gamma",
+        r"\bar g = 0.00123456",
+        r"\overline{g\hat x} = -0.00234567",
+        r"\sigma_{3,1} = 1.02345678",
+    ]

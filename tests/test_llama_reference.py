@@ -38,9 +38,19 @@ def llama_to_engine(hf_tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tens
 def test_llama_variants_match_transformers():
     torch.manual_seed(0)
     hf_cfg = transformers.LlamaConfig(
-        vocab_size=V, hidden_size=D, intermediate_size=F, num_hidden_layers=L, num_attention_heads=H,
-        num_key_value_heads=K, max_position_embeddings=64, rms_norm_eps=1e-6, tie_word_embeddings=False,
-        attention_bias=False, mlp_bias=False, hidden_act="silu", initializer_range=0.2,
+        vocab_size=V,
+        hidden_size=D,
+        intermediate_size=F,
+        num_hidden_layers=L,
+        num_attention_heads=H,
+        num_key_value_heads=K,
+        max_position_embeddings=64,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=False,
+        attention_bias=False,
+        mlp_bias=False,
+        hidden_act="silu",
+        initializer_range=0.2,
     )
     hf = transformers.LlamaForCausalLM._from_config(hf_cfg, attn_implementation="eager").eval()
     with torch.no_grad():
@@ -50,9 +60,24 @@ def test_llama_variants_match_transformers():
     rope = getattr(hf_cfg, "rope_parameters", None) or {}
     theta = rope.get("rope_theta", getattr(hf_cfg, "rope_theta", 10000.0))
 
-    cfg = ModelConfig(vocab_size=V, n_ctx=64, d_model=D, n_layers=L, n_heads=H, n_kv_heads=K, d_ff=F,
-                      norm="rmsnorm", norm_eps=1e-6, activation="silu", gated_mlp=True, positional="rope",
-                      rope_base=theta, attn_bias=False, mlp_bias=False, tie_embeddings=False)
+    cfg = ModelConfig(
+        vocab_size=V,
+        n_ctx=64,
+        d_model=D,
+        n_layers=L,
+        n_heads=H,
+        n_kv_heads=K,
+        d_ff=F,
+        norm="rmsnorm",
+        norm_eps=1e-6,
+        activation="silu",
+        gated_mlp=True,
+        positional="rope",
+        rope_base=theta,
+        attn_bias=False,
+        mlp_bias=False,
+        tie_embeddings=False,
+    )
     engine = Transformer(cfg)
     engine.load_state_dict(llama_to_engine(hf.state_dict()))
 
@@ -75,4 +100,3 @@ def test_llama_variants_match_transformers():
     assert len(reference_grads) == len(list(engine.parameters()))
     for name, grad in reference_grads.items():
         assert torch.allclose(trace[GRAD + name], grad, atol=1e-5), name
-

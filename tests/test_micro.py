@@ -28,13 +28,14 @@ import pytest
 import torch
 from safetensors.numpy import load_file
 
+from glassbox.cli.train_micro import MICRO_NAMES
 from glassbox.model.engine import run_trace
 from glassbox.model.io.assets import asset
 from glassbox.model.io.checkpoint import load
 from glassbox.model.micro import MICRO, bigram, induction, micro
-from glassbox.model.micro.attention_only import figures as skip_trigram_figures, frequent_tokens, validation_loss
+from glassbox.model.micro.attention_only import figures as skip_trigram_figures
+from glassbox.model.micro.attention_only import frequent_tokens, validation_loss
 from glassbox.model.micro.common import read_curve, story_tokens
-from glassbox.cli.train_micro import MICRO_NAMES
 from tests.helpers import cli
 
 
@@ -93,8 +94,10 @@ def test_skip_trigrams_are_read_from_the_weights_and_predict_the_model(corpus_id
             assert r["qk"] == pytest.approx(qk[:, b][frequent].max(), rel=1e-4, abs=1e-3)
             assert ov[b, c] == pytest.approx(ov[np.ix_(frequent, frequent)][frequent.index(b)].max(), rel=1e-4)
             with torch.no_grad():
+
                 def logit(key: int) -> float:
                     return loaded.model(torch.tensor([[key] + filler + [a]])).logits[0, -1, c].item()  # noqa: B023 (this row's)
+
                 others = [logit(t) for t in frequent[:40] if t != b]
             effects.append(logit(b) - statistics.mean(others))
     # what the weights say shows in the model's behaviour: most trigrams raise their token, by a logit or more
@@ -189,7 +192,7 @@ def test_the_moe_runs_balance_with_the_loss_and_collapse_without():
 
     balanced = load("micro-moe")
     figure = moe.figures(balanced)
-    ids = story_tokens(moe.N_STORIES, moe.SEED)[2][:moe.T * 8].reshape(8, moe.T)
+    ids = story_tokens(moe.N_STORIES, moe.SEED)[2][: moe.T * 8].reshape(8, moe.T)
     for name, run in (("balanced", balanced), ("unbalanced", load("micro-moe-unbalanced"))):
         chosen = np.zeros((run.cfg.n_layers, run.cfg.n_experts))
         for row in ids:
@@ -200,9 +203,11 @@ def test_the_moe_runs_balance_with_the_loss_and_collapse_without():
                 chosen[i] += (w > 0).sum(0)
         assert np.allclose(figure[name]["shares_held_out"], chosen / chosen.sum(-1, keepdims=True), atol=1e-4)
     assert max(figure["unbalanced"]["largest_share_end_of_training"]) > 1.5 * max(
-        figure["balanced"]["largest_share_end_of_training"])
+        figure["balanced"]["largest_share_end_of_training"]
+    )
     assert sum(figure["unbalanced"]["starved_experts_end_of_training"]) > sum(
-        figure["balanced"]["starved_experts_end_of_training"])
+        figure["balanced"]["starved_experts_end_of_training"]
+    )
 
 
 def test_the_balance_terms_are_the_formula_written_out():
@@ -238,8 +243,9 @@ def test_the_seq2seq_model_reads_its_source_back_to_front():
             by_hand[block] += p[:, np.arange(n), n - 1 - np.arange(n)].mean(-1)  # target t reads source n − 1 − t
         target = torch.tensor([source[::-1]])
         with torch.no_grad():
-            argmax = loaded.model(torch.tensor([source]), shift_right(target, loaded.cfg.decoder_start_token_id)
-                                  ).logits.argmax(-1)
+            argmax = loaded.model(torch.tensor([source]), shift_right(target, loaded.cfg.decoder_start_token_id)).logits.argmax(
+                -1
+            )
         teacher_forced_exact += bool((argmax == target).all())
     by_hand /= len(sources)
     assert np.allclose(figure["aligned_share"], by_hand, atol=5e-5 + 1e-6)
@@ -270,8 +276,8 @@ def test_every_micro_models_sample_prompt_is_in_its_vocabulary(name):
 def test_a_command_that_makes_a_model_writes_it_under_glassbox_home(tmp_path, monkeypatch, capsys):
     """Without --out, train-micro writes to $GLASSBOX_HOME/models/micro-NAME (made if need be),
     not into the package's assets, which stay byte for byte as they were; the model written loads."""
-    from glassbox.model.io.assets import asset
     from glassbox.cli import main
+    from glassbox.model.io.assets import asset
 
     shipped = {p.name: p.read_bytes() for p in asset("micro-bigram").iterdir() if p.is_file()}
     monkeypatch.setenv("GLASSBOX_HOME", str(tmp_path / "home"))

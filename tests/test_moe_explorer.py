@@ -23,14 +23,29 @@ from glassbox.model.engine import GRAD, GlassboxError, ModelConfig, editing, run
 from glassbox.model.io.checkpoint import load
 from tests.helpers import build_random_model, charts, cli, start, values, z
 
-SMALL = dict(vocab_size=30, n_ctx=16, d_model=16, n_heads=2, n_kv_heads=1, d_ff=16, norm="rmsnorm",
-             activation="silu", gated_mlp=True, positional="rope", mlp_bias=False, attn_bias=False,
-             tie_embeddings=False, n_experts=4,
-             experts_top_k=2, d_ff_expert=8)
+SMALL = dict(
+    vocab_size=30,
+    n_ctx=16,
+    d_model=16,
+    n_heads=2,
+    n_kv_heads=1,
+    d_ff=16,
+    norm="rmsnorm",
+    activation="silu",
+    gated_mlp=True,
+    positional="rope",
+    mlp_bias=False,
+    attn_bias=False,
+    tie_embeddings=False,
+    n_experts=4,
+    experts_top_k=2,
+    d_ff_expert=8,
+)
 CONFIGS = {
     "Mixtral-like": ModelConfig(**SMALL, n_layers=2),
-    "Qwen2-MoE-like": ModelConfig(**SMALL, n_layers=3, norm_top_k=False, d_ff_shared=12, shared_expert_gate=True,
-                                  moe_layers=(0, 2)),
+    "Qwen2-MoE-like": ModelConfig(
+        **SMALL, n_layers=3, norm_top_k=False, d_ff_shared=12, shared_expert_gate=True, moe_layers=(0, 2)
+    ),
 }
 TOKENS = [3, 7, 1, 7, 9, 2, 11, 4]
 PROMPT = "the cat sat on the mat and the dog ran"
@@ -109,11 +124,13 @@ def test_neuron_tools_act_on_a_chosen_experts_neurons(model_and_trace):
     cfg, layer, position = model.cfg, 0, 6
     hand = by_hand(model, trace, layer)
     e = int(hand["chosen"][position, 0])
-    write = (hand["post"][e, position] * hand["weights"][position, e]).abs() * model.blocks[0].mlp.experts.W_out[e].detach().norm(dim=1)
+    write = (hand["post"][e, position] * hand["weights"][position, e]).abs() * model.blocks[0].mlp.experts.W_out[e].detach().norm(
+        dim=1
+    )
     top = top_neurons(model, trace, layer, position, 3, expert=e)
     assert [n.index for n in top] == write.argsort(descending=True)[:3].tolist()
     assert np.allclose([n.write for n in top], write.sort(descending=True).values[:3].numpy(), atol=1e-10)
-    ran = (hand["weights"][:, e] > 0)
+    ran = hand["weights"][:, e] > 0
     off = (hand["pre"][e][ran] <= 0).all(0).nonzero()[:, 0].tolist()
     dead = dead_neurons(trace, cfg, layer, e)
     assert dead.neurons.tolist() == off and dead.positions == int(ran.sum())
@@ -166,7 +183,8 @@ def test_weight_gradients_and_backward_steps_on_experts(model_and_trace):
     for step in steps:
         assert all(name in trace.grads for name in step.names), step.key
     assert [s.title for s in steps if s.key.endswith("-mlp")] == [
-        f"block {i + 1} (blocks.{i}) {'experts' if cfg.is_moe(i) else 'MLP'}" for i in reversed(range(cfg.n_layers))]
+        f"block {i + 1} (blocks.{i}) {'experts' if cfg.is_moe(i) else 'MLP'}" for i in reversed(range(cfg.n_layers))
+    ]
 
 
 def test_parts_and_architecture_say_what_the_experts_are(model_and_trace):
@@ -177,12 +195,14 @@ def test_parts_and_architecture_say_what_the_experts_are(model_and_trace):
     assert labels == [f"block {i + 1} (blocks.{i}) {'experts' if cfg.is_moe(i) else 'MLP'}" for i in range(cfg.n_layers)]
     notes = " ".join(architecture(cfg))
     assert "mixture of experts: 4 experts of 8 neurons" in notes
-    assert ("shared expert of 12 neurons" in notes) == ("a dense MLP of 16 neurons in the others" in notes) \
+    assert (
+        ("shared expert of 12 neurons" in notes)
+        == ("a dense MLP of 16 neurons in the others" in notes)
         == (cfg.d_ff_shared is not None)
+    )
     # the active count by hand: each MoE block runs 2 of its 4 experts of 3 · 16 · 8 weights
     idle = len(moe_layers(cfg)) * 2 * 3 * 16 * 8
-    assert active_parameters(cfg, sum(p.numel() for p in model.parameters())) == sum(
-        p.numel() for p in model.parameters()) - idle
+    assert active_parameters(cfg, sum(p.numel() for p in model.parameters())) == sum(p.numel() for p in model.parameters()) - idle
 
 
 def test_the_curated_olmoe_is_counted_as_published():
@@ -225,8 +245,9 @@ def test_the_ffn_view_shows_the_routing_and_a_chosen_experts_neurons():
     drawn = charts(at)
     (routing_map,) = [c for c in drawn if "Which experts each token chose" in c["layout"]["title"]["text"]]
     assert np.allclose(z(routing_map), weights, atol=1e-6)
-    assert routing_map["layout"]["yaxis"]["ticktext"] == [f"{i}:{p}" for i, p in enumerate(
-        loaded.tokenizer.readable(t).replace(" ", "␣") for t in loaded.encode(PROMPT))]
+    assert routing_map["layout"]["yaxis"]["ticktext"] == [
+        f"{i}:{p}" for i, p in enumerate(loaded.tokenizer.readable(t).replace(" ", "␣") for t in loaded.encode(PROMPT))
+    ]
     (load_chart,) = [c for c in drawn if "Load per expert" in c["layout"]["title"]["text"]]
     slots = (weights > 0).sum(0)
     assert np.allclose(values(load_chart["data"][0]["x"]), slots / slots.sum())
@@ -269,9 +290,22 @@ def test_expert_capacity_drops_the_late_routings_first_come_first_served(random_
 
     from glassbox.model.engine import ModelConfig, run_trace, variant
 
-    cfg = ModelConfig(vocab_size=30, n_ctx=16, d_model=12, n_layers=1, n_heads=2, d_ff=8, norm="rmsnorm",
-                      activation="silu", gated_mlp=True, positional="rope", attn_bias=False, mlp_bias=False,
-                      n_experts=4, experts_top_k=2)
+    cfg = ModelConfig(
+        vocab_size=30,
+        n_ctx=16,
+        d_model=12,
+        n_layers=1,
+        n_heads=2,
+        d_ff=8,
+        norm="rmsnorm",
+        activation="silu",
+        gated_mlp=True,
+        positional="rope",
+        attn_bias=False,
+        mlp_bias=False,
+        n_experts=4,
+        experts_top_k=2,
+    )
     model = random_model(cfg)
     tokens = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3]
     names = ["blocks.0.mlp.*", "blocks.0.hook_mlp_out"]

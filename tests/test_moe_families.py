@@ -47,20 +47,45 @@ MOE = dict(SIZES, num_attention_heads=4, num_key_value_heads=2, num_experts_per_
 
 # family -> (config, whether its tokenizer puts a BOS token first)
 FAMILIES = {
-    "mixtral (8 experts, renormalised top-2, sliding window, head_dim 12)": (lambda: transformers.MixtralConfig(
-        **MOE, intermediate_size=24, num_local_experts=8, sliding_window=5, head_dim=12), True),
+    "mixtral (8 experts, renormalised top-2, sliding window, head_dim 12)": (
+        lambda: transformers.MixtralConfig(**MOE, intermediate_size=24, num_local_experts=8, sliding_window=5, head_dim=12),
+        True,
+    ),
     "qwen2_moe (shared expert with its sigmoid gate, raw top-2 weights, a dense block, q/k/v biases, a window)": (
         lambda: transformers.Qwen2MoeConfig(
-            **MOE, intermediate_size=48, moe_intermediate_size=16, shared_expert_intermediate_size=40, num_experts=6,
-            norm_topk_prob=False, mlp_only_layers=[1], use_sliding_window=True, sliding_window=4, max_window_layers=2),
-        False),
+            **MOE,
+            intermediate_size=48,
+            moe_intermediate_size=16,
+            shared_expert_intermediate_size=40,
+            num_experts=6,
+            norm_topk_prob=False,
+            mlp_only_layers=[1],
+            use_sliding_window=True,
+            sliding_window=4,
+            max_window_layers=2,
+        ),
+        False,
+    ),
     "qwen3_moe (renormalised top-2, every other block sparse, QK-norm, biases, tied, a window)": (
         lambda: transformers.Qwen3MoeConfig(
-            **{**MOE, "num_hidden_layers": 4}, intermediate_size=48, moe_intermediate_size=16, num_experts=4,
-            norm_topk_prob=True, decoder_sparse_step=2, head_dim=12, attention_bias=True, use_sliding_window=True,
-            sliding_window=4, tie_word_embeddings=True), False),
-    "olmoe (full-width QK-norm, q/k/v clipped, biases, 8 experts)": (lambda: transformers.OlmoeConfig(
-        **MOE, intermediate_size=16, num_experts=8, clip_qkv=1.0, attention_bias=True), True),
+            **{**MOE, "num_hidden_layers": 4},
+            intermediate_size=48,
+            moe_intermediate_size=16,
+            num_experts=4,
+            norm_topk_prob=True,
+            decoder_sparse_step=2,
+            head_dim=12,
+            attention_bias=True,
+            use_sliding_window=True,
+            sliding_window=4,
+            tie_word_embeddings=True,
+        ),
+        False,
+    ),
+    "olmoe (full-width QK-norm, q/k/v clipped, biases, 8 experts)": (
+        lambda: transformers.OlmoeConfig(**MOE, intermediate_size=16, num_experts=8, clip_qkv=1.0, attention_bias=True),
+        True,
+    ),
 }
 
 

@@ -19,39 +19,151 @@ ROOT = Path(__file__).resolve().parent.parent
 
 CONFIGS = {
     "gpt2-like": ModelConfig(vocab_size=20, n_ctx=16, d_model=12, n_layers=2, n_heads=3, d_ff=24),
-    "llama-like": ModelConfig(vocab_size=20, n_ctx=16, d_model=16, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=24,
-                              norm="rmsnorm", activation="silu", gated_mlp=True, positional="rope", attn_bias=False,
-                              mlp_bias=False, tie_embeddings=False),
+    "llama-like": ModelConfig(
+        vocab_size=20,
+        n_ctx=16,
+        d_model=16,
+        n_layers=2,
+        n_heads=4,
+        n_kv_heads=2,
+        d_ff=24,
+        norm="rmsnorm",
+        activation="silu",
+        gated_mlp=True,
+        positional="rope",
+        attn_bias=False,
+        mlp_bias=False,
+        tie_embeddings=False,
+    ),
     "gated with biases, multi-query, no final norm": ModelConfig(
-        vocab_size=20, n_ctx=16, d_model=8, n_layers=3, n_heads=4, n_kv_heads=1, d_ff=16, activation="relu",
-        gated_mlp=True, final_norm=False),
-    "rmsnorm with a positional table": ModelConfig(vocab_size=20, n_ctx=16, d_model=8, n_layers=1, n_heads=2, d_ff=16,
-                                                   norm="rmsnorm"),
+        vocab_size=20,
+        n_ctx=16,
+        d_model=8,
+        n_layers=3,
+        n_heads=4,
+        n_kv_heads=1,
+        d_ff=16,
+        activation="relu",
+        gated_mlp=True,
+        final_norm=False,
+    ),
+    "rmsnorm with a positional table": ModelConfig(
+        vocab_size=20, n_ctx=16, d_model=8, n_layers=1, n_heads=2, d_ff=16, norm="rmsnorm"
+    ),
     "neox-like: parallel, partial rotary": ModelConfig(
-        vocab_size=20, n_ctx=16, d_model=16, n_layers=2, n_heads=4, d_ff=24, positional="rope", rotary_dim=2,
-        parallel_block=True, tie_embeddings=False),
+        vocab_size=20,
+        n_ctx=16,
+        d_model=16,
+        n_layers=2,
+        n_heads=4,
+        d_ff=24,
+        positional="rope",
+        rotary_dim=2,
+        parallel_block=True,
+        tie_embeddings=False,
+    ),
     "gemma-like: post norms, QK-norm, soft-caps, windows": ModelConfig(
-        vocab_size=20, n_ctx=16, d_model=16, n_layers=2, n_heads=4, n_kv_heads=2, d_head=6, d_ff=24, norm="rmsnorm",
-        gated_mlp=True, positional="rope", attn_bias=False, mlp_bias=False, qk_norm=True, post_norms=True,
-        attn_softcap=5.0, final_softcap=3.0, window=3, local_layers=[0], local_rope_base=100.0, embed_scale=4.0),
+        vocab_size=20,
+        n_ctx=16,
+        d_model=16,
+        n_layers=2,
+        n_heads=4,
+        n_kv_heads=2,
+        d_head=6,
+        d_ff=24,
+        norm="rmsnorm",
+        gated_mlp=True,
+        positional="rope",
+        attn_bias=False,
+        mlp_bias=False,
+        qk_norm=True,
+        post_norms=True,
+        attn_softcap=5.0,
+        final_softcap=3.0,
+        window=3,
+        local_layers=[0],
+        local_rope_base=100.0,
+        embed_scale=4.0,
+    ),
     "layernorm QK-norm and post norms, output bias only": ModelConfig(
-        vocab_size=20, n_ctx=16, d_model=8, n_layers=1, n_heads=2, d_ff=16, positional="rope", qk_norm=True,
-        post_norms=True, attn_bias=False, attn_out_bias=True),
+        vocab_size=20,
+        n_ctx=16,
+        d_model=8,
+        n_layers=1,
+        n_heads=2,
+        d_ff=16,
+        positional="rope",
+        qk_norm=True,
+        post_norms=True,
+        attn_bias=False,
+        attn_out_bias=True,
+    ),
     "attention-only, post norms (a micro-model's blocks)": ModelConfig(
-        vocab_size=20, n_ctx=16, d_model=8, n_layers=2, n_heads=2, d_ff=16, attn_only=True, post_norms=True),
+        vocab_size=20, n_ctx=16, d_model=8, n_layers=2, n_heads=2, d_ff=16, attn_only=True, post_norms=True
+    ),
     "mixture of experts: a gated shared expert, a dense block, raw top-2 weights": ModelConfig(
-        vocab_size=20, n_ctx=16, d_model=16, n_layers=3, n_heads=4, n_kv_heads=2, d_ff=24, norm="rmsnorm",
-        activation="silu", gated_mlp=True, positional="rope", mlp_bias=False, tie_embeddings=False, n_experts=4,
-        norm_top_k=False, d_ff_expert=10, d_ff_shared=12, shared_expert_gate=True, moe_layers=[0, 2]),
+        vocab_size=20,
+        n_ctx=16,
+        d_model=16,
+        n_layers=3,
+        n_heads=4,
+        n_kv_heads=2,
+        d_ff=24,
+        norm="rmsnorm",
+        activation="silu",
+        gated_mlp=True,
+        positional="rope",
+        mlp_bias=False,
+        tie_embeddings=False,
+        n_experts=4,
+        norm_top_k=False,
+        d_ff_expert=10,
+        d_ff_shared=12,
+        shared_expert_gate=True,
+        moe_layers=[0, 2],
+    ),
     "olmoe-like: full-width QK-norm, clipped q/k/v, ungated experts, a LayerNorm": ModelConfig(
-        vocab_size=20, n_ctx=16, d_model=12, n_layers=2, n_heads=3, d_ff=8, mlp_bias=False, qk_norm=True,
-        qk_norm_width="full", clip_qkv=0.5, n_experts=5, experts_top_k=3, d_ff_shared=6),
+        vocab_size=20,
+        n_ctx=16,
+        d_model=12,
+        n_layers=2,
+        n_heads=3,
+        d_ff=8,
+        mlp_bias=False,
+        qk_norm=True,
+        qk_norm_width="full",
+        clip_qkv=0.5,
+        n_experts=5,
+        experts_top_k=3,
+        d_ff_shared=6,
+    ),
     "bert-like: an encoder, post-norm, token types, embedding norm, MLM head with an output bias": ModelConfig(
-        vocab_size=20, n_ctx=16, d_model=8, n_layers=2, n_heads=2, d_ff=16, activation="gelu", final_norm=False,
-        causal=False, norm_position="post", n_token_types=2, embed_norm=True, mlm_head=True, unembed_bias=True),
+        vocab_size=20,
+        n_ctx=16,
+        d_model=8,
+        n_layers=2,
+        n_heads=2,
+        d_ff=16,
+        activation="gelu",
+        final_norm=False,
+        causal=False,
+        norm_position="post",
+        n_token_types=2,
+        embed_norm=True,
+        mlm_head=True,
+        unembed_bias=True,
+    ),
     "zero layers, no positions, untied (the bigram micro-model)": ModelConfig(
-        vocab_size=20, n_ctx=16, d_model=8, n_layers=0, n_heads=2, d_ff=16, positional="none", final_norm=False,
-        tie_embeddings=False),
+        vocab_size=20,
+        n_ctx=16,
+        d_model=8,
+        n_layers=0,
+        n_heads=2,
+        d_ff=16,
+        positional="none",
+        final_norm=False,
+        tie_embeddings=False,
+    ),
 }
 TOKENS = [3, 1, 4, 1, 5, 9, 2]
 
@@ -76,19 +188,46 @@ def test_the_parameters_are_exactly_the_registered_ones(model):
     for name, p in params:
         assert tuple(p.shape) == names.shape(name, model.cfg, 5), name
     norms = {n for n, _ in params if names.is_norm_parameter(n)}
-    assert norms == {n for n, _ in params if re.search(
-        r"(^|\.)(ln1|ln2|ln1_post|ln2_post|ln_cross|ln_final|ln_embed|[qk]_norm|[qk]_norm_full|mlm\.ln)\.", n)}
+    assert norms == {
+        n
+        for n, _ in params
+        if re.search(r"(^|\.)(ln1|ln2|ln1_post|ln2_post|ln_cross|ln_final|ln_embed|[qk]_norm|[qk]_norm_full|mlm\.ln)\.", n)
+    }
 
 
 # an encoder-decoder with the switches T5 has off: LayerNorms, biases on every attention (the
 # cross-attention's too), learned positions in each stack, an encoder deeper than its decoder
-ENCODER_DECODER = ModelConfig(vocab_size=20, n_ctx=16, d_model=8, n_layers=3, n_decoder_layers=2, n_heads=2, d_ff=16,
-                              encoder_decoder=True, tie_embeddings=False, decoder_start_token_id=0)
+ENCODER_DECODER = ModelConfig(
+    vocab_size=20,
+    n_ctx=16,
+    d_model=8,
+    n_layers=3,
+    n_decoder_layers=2,
+    n_heads=2,
+    d_ff=16,
+    encoder_decoder=True,
+    tie_embeddings=False,
+    decoder_start_token_id=0,
+)
 
 
-@pytest.mark.parametrize("cfg", [ENCODER_DECODER, dataclasses.replace(
-    ENCODER_DECODER, norm="rmsnorm", positional="relative", attn_bias=False, mlp_bias=False, gated_mlp=True,
-    tie_embeddings=True, head_scale=0.5)], ids=["layernorm, biases, learned positions", "t5-like"])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        ENCODER_DECODER,
+        dataclasses.replace(
+            ENCODER_DECODER,
+            norm="rmsnorm",
+            positional="relative",
+            attn_bias=False,
+            mlp_bias=False,
+            gated_mlp=True,
+            tie_embeddings=True,
+            head_scale=0.5,
+        ),
+    ],
+    ids=["layernorm, biases, learned positions", "t5-like"],
+)
 def test_an_encoder_decoder_trace_holds_exactly_the_registered_names_in_order_and_shape(cfg):
     """As the test above, for an encoder-decoder traced with run_seq2seq_trace: its names and
     shapes (source length 5, target length 3), its parameters'."""
@@ -105,8 +244,15 @@ def test_an_encoder_decoder_trace_holds_exactly_the_registered_names_in_order_an
 
 
 def test_unknown_names_are_refused():
-    for bad in ("blocks.0.attn.hook_scores_maskd", "hook_logit", "blocks.x.hook_resid_pre", "embed.W_U",
-                "encoder.hook_logits", "decoder.embed.W_E", "encoder.encoder.hook_out"):
+    for bad in (
+        "blocks.0.attn.hook_scores_maskd",
+        "hook_logit",
+        "blocks.x.hook_resid_pre",
+        "embed.W_U",
+        "encoder.hook_logits",
+        "decoder.embed.W_E",
+        "encoder.encoder.hook_out",
+    ):
         with pytest.raises(KeyError):
             names.lookup(bad)
     assert names.axes(GRAD + "blocks.3.attn.hook_k") == ("kv_head", "position", "d_head")
@@ -119,8 +265,7 @@ def test_the_documented_table_is_the_registry():
 
 # Words that are not Glassbox's names: SAELens's config keys, and TransformerLens's hook_mlp_in (a
 # copy of resid_mid), which model/io/sae.py reads and maps (tests/test_features.py checks the map).
-FOREIGN_KEYS = {"hook_name", "hook_name_out", "hook_point", "hook_head_index", "hook_mlp_in", "hook_point_in",
-                "hook_point_out"}
+FOREIGN_KEYS = {"hook_name", "hook_name_out", "hook_point", "hook_head_index", "hook_mlp_in", "hook_point_in", "hook_point_out"}
 
 
 def test_every_hook_name_typed_in_the_code_is_registered():
@@ -150,8 +295,19 @@ ALLOWED = {
     "micro": {"engine", "io", "data", "analysis", "training"},  # the micro-models' training and figures
     "course": {"engine", "io", "data", "analysis", "training", "micro"},  # the mlp and residual lessons' ablation, DLA, lens
     "tools": {"engine", "io", "data", "analysis", "serving", "training", "worked_example", "course", "micro"},
-    "api": {"engine", "io", "data", "analysis", "plot", "serving", "training", "worked_example", "course", "micro",
-            "tools"},  # `import glassbox`
+    "api": {
+        "engine",
+        "io",
+        "data",
+        "analysis",
+        "plot",
+        "serving",
+        "training",
+        "worked_example",
+        "course",
+        "micro",
+        "tools",
+    },  # `import glassbox`
 }
 
 
@@ -208,14 +364,15 @@ def test_no_two_modules_import_each_other():
                 if target.split(".")[0] in ("model", "app") and not name.startswith(target + "."):
                     graph[name].add(target)
                     break
-    graph = {name: {t for t in targets if t in graph and t != name and not t.startswith(name + ".")}
-             for name, targets in graph.items()}
+    graph = {
+        name: {t for t in targets if t in graph and t != name and not t.startswith(name + ".")} for name, targets in graph.items()
+    }
     cycles = []
 
     def visit(node, path, done):
         for nxt in graph[node]:
             if nxt in path:
-                cycles.append(path[path.index(nxt):] + [nxt])
+                cycles.append(path[path.index(nxt) :] + [nxt])
             elif nxt not in done:
                 done.add(nxt)
                 visit(nxt, path + [nxt], done)
@@ -233,8 +390,12 @@ def test_every_package_folder_is_installed_under_glassbox():
     import tomllib
 
     setup = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    assert setup["package-dir"] == {"glassbox": "model/api", "glassbox.model": "model", "glassbox.app": "app",
-                                    "glassbox.assets": "assets"}
+    assert setup["package-dir"] == {
+        "glassbox": "model/api",
+        "glassbox.model": "model",
+        "glassbox.app": "app",
+        "glassbox.assets": "assets",
+    }
 
     def installed(folder):
         """model/api/X is glassbox.X (model/api/cli: glassbox.cli), any other folder glassbox.FOLDER."""

@@ -16,11 +16,21 @@ import pytest
 
 from tests.helpers import start
 
-ZERO_BASED = re.compile(r"\b(?:blocks?|heads?|experts?|layers?|MLPs?|key/value heads?) 0(?![.\d])|\blayers? \d",
-                        re.IGNORECASE)
+ZERO_BASED = re.compile(r"\b(?:blocks?|heads?|experts?|layers?|MLPs?|key/value heads?) 0(?![.\d])|\blayers? \d", re.IGNORECASE)
 
-EXPLORER = ["Overview", "Tokens & embeddings", "Attention", "LayerNorm", "MLP", "Residual stream", "Backward",
-            "Ask why", "Circuits", "Head catalog", "Features"]
+EXPLORER = [
+    "Overview",
+    "Tokens & embeddings",
+    "Attention",
+    "LayerNorm",
+    "MLP",
+    "Residual stream",
+    "Backward",
+    "Ask why",
+    "Circuits",
+    "Head catalog",
+    "Features",
+]
 
 
 def chart_texts(spec: dict) -> list[str]:
@@ -80,8 +90,7 @@ def lesson_pages() -> list[str]:
     return [lesson.page for lesson in LESSONS]
 
 
-@pytest.mark.parametrize("page", ["screens/playground.py", "screens/train_live.py", "screens/welcome.py",
-                                  *lesson_pages()])
+@pytest.mark.parametrize("page", ["screens/playground.py", "screens/train_live.py", "screens/welcome.py", *lesson_pages()])
 def test_every_page_counts_from_one(page):
     at = start(page)
     assert not at.exception
@@ -91,8 +100,11 @@ def test_every_page_counts_from_one(page):
 def test_every_doc_counts_from_one():
     """The docs and the README name blocks, heads and experts as the pages do."""
     root = Path(__file__).resolve().parent.parent
-    found = [f"{path.name}: {m.group(0)}" for path in [root / "README.md", *sorted((root / "docs").glob("*.md"))]
-             for m in ZERO_BASED.finditer(path.read_text())]
+    found = [
+        f"{path.name}: {m.group(0)}"
+        for path in [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+        for m in ZERO_BASED.finditer(path.read_text())
+    ]
     assert not found, found
 
 

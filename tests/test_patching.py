@@ -35,14 +35,19 @@ def reference_patching(hf, clean, corrupt, answer, wrong, site):
     """The same experiment in transformers, with its own modules' forward hooks."""
     blocks, n_heads = hf.transformer.h, hf.config.n_head
     d_head = hf.config.n_embd // n_heads
-    module = {"resid_pre": lambda b: blocks[b], "attn_out": lambda b: blocks[b].attn, "mlp_out": lambda b: blocks[b].mlp,
-              "head": lambda b: blocks[b].attn.c_proj}[site]
+    module = {
+        "resid_pre": lambda b: blocks[b],
+        "attn_out": lambda b: blocks[b].attn,
+        "mlp_out": lambda b: blocks[b].mlp,
+        "head": lambda b: blocks[b].attn.c_proj,
+    }[site]
     pre = site in ("resid_pre", "head")  # these patch a module's input, the others its output
     seen = {}
 
     def run(ids, patch=None):
         handles = []
         for b in range(len(blocks)):
+
             def hook(mod, args, out=None, b=b):
                 x = args[0] if pre else (out[0] if isinstance(out, tuple) else out)
                 if patch is None:
@@ -55,12 +60,13 @@ def reference_patching(hf, clean, corrupt, answer, wrong, site):
                 if site == "resid_pre":
                     x[0, j] = seen[b][0, j]
                 elif site == "head":
-                    x[0, :, j * d_head:(j + 1) * d_head] = seen[b][0, :, j * d_head:(j + 1) * d_head]
+                    x[0, :, j * d_head : (j + 1) * d_head] = seen[b][0, :, j * d_head : (j + 1) * d_head]
                 else:
                     x = seen[b]
                 if pre:
                     return (x, *args[1:])
                 return (x, *out[1:]) if isinstance(out, tuple) else x
+
             m = module(b)
             handles.append(m.register_forward_pre_hook(hook) if pre else m.register_forward_hook(hook))
         try:
@@ -88,8 +94,9 @@ def test_patching_matches_transformers_with_forward_hooks(both, site):
     assert np.abs(grid).max() > 0.1 and not np.allclose(grid, corrupt_metric, atol=1e-3)  # the patches do something
     np.testing.assert_allclose(result.metric, grid, atol=1e-4)
     rows = result.results()
-    assert len(rows) == grid.size and all(set(r) == {"block", "metric"} | ({result.column} if result.column else set())
-                                          for r in rows)
+    assert len(rows) == grid.size and all(
+        set(r) == {"block", "metric"} | ({result.column} if result.column else set()) for r in rows
+    )
 
 
 def test_patching_everything_that_differs_restores_the_clean_run(random_model):
@@ -108,8 +115,19 @@ def test_attribution_patching_is_the_first_order_term(random_model, site):
     """Every site's estimate is metric(corrupt) + gradient · (clean − corrupt) over the patched
     entries: the derivative at ε = 0 of the metric when ε of that difference is added there, by
     central finite differences (float64, ≤1e-6). On a grouped-query, parallel-block model."""
-    model = random_model(ModelConfig(vocab_size=20, n_ctx=16, d_model=16, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=32,
-                                     positional="rope", parallel_block=True))
+    model = random_model(
+        ModelConfig(
+            vocab_size=20,
+            n_ctx=16,
+            d_model=16,
+            n_layers=2,
+            n_heads=4,
+            n_kv_heads=2,
+            d_ff=32,
+            positional="rope",
+            parallel_block=True,
+        )
+    )
     clean, corrupt = [1, 2, 3, 4, 5], [1, 7, 3, 9, 5]
     result = activation_patching(model, clean, corrupt, 6, 8, site)
     name = SITE_NAMES[site].format(1)
@@ -124,6 +142,7 @@ def test_attribution_patching_is_the_first_order_term(random_model, site):
     def metric(eps):
         with torch.no_grad(), editing({name: lambda x: x + eps * difference}):
             return float(logit_difference(model(torch.tensor([corrupt])).logits, 6, 8)[0])
+
     h = 1e-5
     slope = (metric(h) - metric(-h)) / (2 * h)
     cell = (1, index[1] if len(index) > 1 else 0)
@@ -160,6 +179,7 @@ def test_zeroing_a_head_equals_zeroing_its_rows_of_W_O(random_model):
 
 def load_copy(model):
     import copy
+
     return copy.deepcopy(model)
 
 

@@ -31,12 +31,15 @@ def run(hf, ids, z=None, mlp=None, keep_attn=None, put=None):
     slice, values) written into c_attn's output. Returns (logits, every block's z and mlp, kept)."""
     seen_z, seen_mlp, kept, handles = {}, {}, {}, []
     for b, layer in enumerate(hf.transformer.h):
+
         def pre(module, args, b=b):
             seen_z[b] = args[0][0].clone()
             return (z[b][None].clone(),) if z is not None else None
+
         def after_mlp(module, args, out, b=b):
             seen_mlp[b] = out[0].clone()
             return mlp[b][None].clone() if mlp is not None else None
+
         def after_attn(module, args, out, b=b):
             if put is not None and put[0] == b:
                 out = out.clone()
@@ -44,8 +47,12 @@ def run(hf, ids, z=None, mlp=None, keep_attn=None, put=None):
             if keep_attn == b:
                 kept["qkv"] = out[0].clone()
             return out
-        handles += [layer.attn.c_proj.register_forward_pre_hook(pre), layer.mlp.register_forward_hook(after_mlp),
-                    layer.attn.c_attn.register_forward_hook(after_attn)]
+
+        handles += [
+            layer.attn.c_proj.register_forward_pre_hook(pre),
+            layer.mlp.register_forward_hook(after_mlp),
+            layer.attn.c_attn.register_forward_hook(after_attn),
+        ]
     try:
         with torch.no_grad():
             logits = hf(torch.tensor([ids])).logits[0, -1]
@@ -67,7 +74,7 @@ def by_hand(model, hf, sender, receiver, which):
         mlp[sb] = clean_mlp[sb]
     else:
         z[sb] = z[sb].clone()
-        z[sb][:, sh * dh:(sh + 1) * dh] = clean_z[sb][:, sh * dh:(sh + 1) * dh]
+        z[sb][:, sh * dh : (sh + 1) * dh] = clean_z[sb][:, sh * dh : (sh + 1) * dh]
     _, _, _, qkv = run(hf, corrupt, z=z, mlp=mlp, keep_attn=rb)
     part = slice("qkv".index(which) * d + rh * dh, "qkv".index(which) * d + (rh + 1) * dh)
     logits, _, _, _ = run(hf, corrupt, put=(rb, part, qkv[:, part]))
@@ -102,8 +109,23 @@ def test_the_path_patch_command_prints_the_grid(pair, gpt2_dir):
     from tests.helpers import cli
 
     model, _ = pair
-    args = ["path-patch", "--model", str(gpt2_dir), "--dtype", "float64", "--clean", CLEAN, "--corrupt", CORRUPT,
-            "--answer", ANSWER, "--wrong", WRONG, "--input", "v"]
+    args = [
+        "path-patch",
+        "--model",
+        str(gpt2_dir),
+        "--dtype",
+        "float64",
+        "--clean",
+        CLEAN,
+        "--corrupt",
+        CORRUPT,
+        "--answer",
+        ANSWER,
+        "--wrong",
+        WRONG,
+        "--input",
+        "v",
+    ]
     run = cli(*args, "--json")
     assert run.returncode == 0, run.stderr
     out = json.loads(run.stdout)

@@ -31,8 +31,12 @@ PROMPT = "The cat sat on the mat and the dog"
 
 
 def split_map(n_layers: int, on_disk: set[int]) -> dict:
-    return {"embed": "cpu", "pos_embed": "cpu", "ln_final": "cpu",
-            **{f"blocks.{i}": "disk" if i in on_disk else "cpu" for i in range(n_layers)}}
+    return {
+        "embed": "cpu",
+        "pos_embed": "cpu",
+        "ln_final": "cpu",
+        **{f"blocks.{i}": "disk" if i in on_disk else "cpu" for i in range(n_layers)},
+    }
 
 
 def test_a_model_split_over_the_cpu_and_the_disk_traces_and_generates_as_on_one_device(gpt2_dir):
@@ -69,9 +73,11 @@ def test_auto_fills_the_cpu_then_the_disk_and_bad_maps_are_clean_errors(gpt2_dir
     assert blocks == sorted(blocks, key=lambda d: d == "disk")  # in order: the CPU's blocks, then the disk's
     roomy = gb.load(str(gpt2_dir), dtype="float32", device_map="auto", max_memory={"cpu": 10**9})
     assert set(placement(roomy.model).values()) == {"cpu"}
-    for bad, message in ((split_map(2, set()), "lacks \\['blocks.2'\\]"),
-                         ({**split_map(3, set()), "embed": "disk"}, "Only blocks can wait on the disk"),
-                         ("everywhere", "auto")):
+    for bad, message in (
+        (split_map(2, set()), "lacks \\['blocks.2'\\]"),
+        ({**split_map(3, set()), "embed": "disk"}, "Only blocks can wait on the disk"),
+        ("everywhere", "auto"),
+    ):
         with pytest.raises(GlassboxError, match=message):
             gb.load(str(gpt2_dir), dtype="float32", device_map=bad)
 
@@ -110,8 +116,9 @@ def test_the_trace_estimate_holds_what_a_measured_trace_holds():
         (row,) = memory_plan(model, mapping, T)
         trace = run_trace(model, list(range(T)), backward=True)
         parameters = sum(p.nbytes for p in model.parameters())
-        measured = sum(t.nbytes for t in trace.activations.held.values()) + sum(
-            t.nbytes for t in trace.grads.values()) - parameters
+        measured = (
+            sum(t.nbytes for t in trace.activations.held.values()) + sum(t.nbytes for t in trace.grads.values()) - parameters
+        )
         assert measured <= row["trace_bytes"] <= 1.1 * measured, (name, row["trace_bytes"], measured)
         assert row["weights_bytes"] == row["gradient_bytes"] == parameters
 
@@ -157,8 +164,7 @@ def test_split_across_a_gpu_and_the_cpu_equals_the_model_on_the_gpu(gpt2_dir):
 
 def test_the_cli_splits_a_model_on_request_and_prints_what_the_whole_one_does(gpt2_dir):
     """--device-map auto (here: everything fits the CPU) generates what the plain load does."""
-    args = ["generate", "--model", str(gpt2_dir), "--prompt", PROMPT, "--max-new-tokens", "5", "--temperature", "0",
-            "--json"]
+    args = ["generate", "--model", str(gpt2_dir), "--prompt", PROMPT, "--max-new-tokens", "5", "--temperature", "0", "--json"]
     plain, split = cli(*args), cli(*args, "--device-map", "auto")
     assert plain.returncode == split.returncode == 0, split.stderr
     assert json.loads(split.stdout)["completion"] == json.loads(plain.stdout)["completion"]

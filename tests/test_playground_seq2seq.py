@@ -25,8 +25,15 @@ import torch
 
 from glassbox.model.engine import run_seq2seq_trace
 from glassbox.model.engine.errors import GlassboxError
-from glassbox.model.engine.sampling import (Sampling, distributions, fill_mask, first_target_logits, generate, kv_cache_bytes,
-                                            masked_token_logits)
+from glassbox.model.engine.sampling import (
+    Sampling,
+    distributions,
+    fill_mask,
+    first_target_logits,
+    generate,
+    kv_cache_bytes,
+    masked_token_logits,
+)
 from glassbox.model.io.checkpoint import load
 from glassbox.model.micro.seq2seq import held_out
 from tests.helpers import charts, press, require, start
@@ -76,11 +83,13 @@ def test_first_target_logits_are_t5s(tmp_path):
     from tests.test_encoder_families import T5_SIZES
     from tests.test_families import PROMPT, saved_family
 
-    hf, _, loaded = saved_family(transformers.T5Config(**T5_SIZES, feed_forward_proj="relu"), False, tmp_path,
-                                 transformers.AutoModelForSeq2SeqLM)
+    hf, _, loaded = saved_family(
+        transformers.T5Config(**T5_SIZES, feed_forward_proj="relu"), False, tmp_path, transformers.AutoModelForSeq2SeqLM
+    )
     with torch.no_grad():
-        expected = hf(input_ids=torch.tensor([loaded.encode(PROMPT)]),
-                      decoder_input_ids=torch.tensor([[loaded.cfg.decoder_start_token_id]])).logits[0, 0]
+        expected = hf(
+            input_ids=torch.tensor([loaded.encode(PROMPT)]), decoder_input_ids=torch.tensor([[loaded.cfg.decoder_start_token_id]])
+        ).logits[0, 0]
     assert torch.allclose(first_target_logits(loaded, PROMPT).float(), expected, atol=HF_TOL)
 
 
@@ -99,8 +108,7 @@ def bert_tokenizer(special: list[str]):
     tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
     tok.normalizer = normalizers.BertNormalizer(lowercase=True)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]",
-                                                       special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
     tok.decoder = decoders.WordPiece()
     tok.add_special_tokens(special)
     return tok
@@ -111,9 +119,15 @@ def bert(tmp_path_factory):
     """(BertForMaskedLM, its folder): 2 blocks, random weights, norms and biases perturbed."""
     path = tmp_path_factory.mktemp("bert")
     torch.manual_seed(0)
-    config = transformers.BertConfig(vocab_size=len(SPECIAL + WORDS), hidden_size=32, num_hidden_layers=2,
-                                     num_attention_heads=4, intermediate_size=48, max_position_embeddings=32,
-                                     initializer_range=0.2)
+    config = transformers.BertConfig(
+        vocab_size=len(SPECIAL + WORDS),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=48,
+        max_position_embeddings=32,
+        initializer_range=0.2,
+    )
     hf = transformers.BertForMaskedLM(config).eval()
     with torch.no_grad():
         for name, p in hf.named_parameters():
@@ -173,13 +187,25 @@ def same_logits(at, title: str, logits: torch.Tensor) -> None:
 
 def test_playground_writes_micro_seq2seqs_target_as_the_engine_does(seq2seq):
     source = "ba ko mi to ze li"
-    at = start("screens/playground.py", model="micro-seq2seq", prompt=source, temperature="1.3", top_k="20",
-               top_p="0.9", seed="5", max_new="8")
+    at = start(
+        "screens/playground.py",
+        model="micro-seq2seq",
+        prompt=source,
+        temperature="1.3",
+        top_k="20",
+        top_p="0.9",
+        seed="5",
+        max_new="8",
+    )
     assert not at.exception and not at.error
     assert at.text_area(key="prompt").label == "Source"
     same_logits(at, "First target token, given the source", first_target_logits(seq2seq, source))
-    assert sent_logits(at, "First target token, given the source")[2] == {"temperature": 1.3, "top_k": 20,
-                                                                         "top_p": 0.9, "greedy": False}
+    assert sent_logits(at, "First target token, given the source")[2] == {
+        "temperature": 1.3,
+        "top_k": 20,
+        "top_p": 0.9,
+        "greedy": False,
+    }
 
     press(at)
     assert not at.exception and not at.error
@@ -197,7 +223,8 @@ def test_playground_writes_micro_seq2seqs_target_as_the_engine_does(seq2seq):
     assert f"measured on the engine's own cache during generation: {measured:,} bytes" in kv["measured"].lower()
     # its explorer link opens the trace whose target ends with step 3's token
     assert player["steps"][2]["href"] == "explore?" + urlencode(
-        {"model": "micro-seq2seq", "prompt": source, "target": " ".join(t.token for t in expected[:3])})
+        {"model": "micro-seq2seq", "prompt": source, "target": " ".join(t.token for t in expected[:3])}
+    )
 
 
 def test_playground_fills_berts_mask(bert, monkeypatch):
@@ -220,8 +247,10 @@ def test_playground_fills_berts_mask(bert, monkeypatch):
     assert [e.value for e in at.error] and "where a word should be filled in" in at.error[0].value.replace("\\", "")
 
 
-@pytest.mark.parametrize("page,model_key,prompt_key", [("screens/playground.py", "model", "prompt"),
-                                                       ("screens/explore.py", "explore_model", "explore_prompt")])
+@pytest.mark.parametrize(
+    "page,model_key,prompt_key",
+    [("screens/playground.py", "model", "prompt"), ("screens/explore.py", "explore_model", "explore_prompt")],
+)
 def test_a_model_that_cannot_read_the_prompt_opens_on_its_sample_prompt(page, model_key, prompt_key):
     """Opening micro-seq2seq (word-level syllables) after a story prompt: its config's sample
     prompt replaces the prompt, the page says so, and nothing fails; a prompt typed while it is

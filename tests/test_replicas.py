@@ -23,8 +23,9 @@ pytestmark = pytest.mark.skipif(not shutil.os.path.exists(NGINX), reason="nginx 
 
 def test_nginx_accepts_the_configuration(tmp_path):
     (tmp_path / "nginx.conf").write_text(nginx_config(free_port(), [free_port(), free_port()], tmp_path))
-    checked = subprocess.run([NGINX, "-t", "-p", str(tmp_path), "-c", str(tmp_path / "nginx.conf")],
-                             capture_output=True, text=True)
+    checked = subprocess.run(
+        [NGINX, "-t", "-p", str(tmp_path), "-c", str(tmp_path / "nginx.conf")], capture_output=True, text=True
+    )
     assert checked.returncode == 0, checked.stderr
     assert "syntax is ok" in checked.stderr
 

@@ -34,24 +34,42 @@ DROP = object()  # a config entry or weight left out
 PROMPT = "The fox"
 
 
-def sae_folder(path: Path, architecture: str = "standard", hook: str = "blocks.2.hook_resid_pre",
-               hook_out: str | None = None, d_out: int = D_IN, config: dict | None = None,
-               weights: dict | None = None) -> str:
+def sae_folder(
+    path: Path,
+    architecture: str = "standard",
+    hook: str = "blocks.2.hook_resid_pre",
+    hook_out: str | None = None,
+    d_out: int = D_IN,
+    config: dict | None = None,
+    weights: dict | None = None,
+) -> str:
     """A folder as SAELens 6's ``save_model`` writes it (cfg.json + sae_weights.safetensors),
     random float32 weights, for the default model; ``config`` (``metadata.KEY`` for the
     metadata's) and ``weights`` replace entries, or drop them (DROP)."""
     transcoder = "transcoder" in architecture
     generator = torch.Generator().manual_seed(0)
-    tensors = {"W_enc": torch.randn(D_IN, D_SAE, generator=generator) * 0.1, "b_enc": torch.randn(D_SAE) * 0.1,
-               "W_dec": torch.randn(D_SAE, d_out, generator=generator) * 0.1, "b_dec": torch.randn(d_out) * 0.1}
+    tensors = {
+        "W_enc": torch.randn(D_IN, D_SAE, generator=generator) * 0.1,
+        "b_enc": torch.randn(D_SAE) * 0.1,
+        "W_dec": torch.randn(D_SAE, d_out, generator=generator) * 0.1,
+        "b_dec": torch.randn(d_out) * 0.1,
+    }
     if "jumprelu" in architecture:
         tensors["threshold"] = torch.rand(D_SAE, generator=generator) * 0.1
     if "skip" in architecture:
         tensors["W_skip"] = torch.randn(d_out, D_IN, generator=generator) * 0.1
     metadata = {"sae_lens_version": "6.54.12", "hook_name": hook}
-    cfg = {"d_in": D_IN, "d_sae": D_SAE, "dtype": "float32", "device": "cpu", "apply_b_dec_to_input": not transcoder,
-           "normalize_activations": "none", "reshape_activations": "none", "metadata": metadata,
-           "architecture": architecture}
+    cfg = {
+        "d_in": D_IN,
+        "d_sae": D_SAE,
+        "dtype": "float32",
+        "device": "cpu",
+        "apply_b_dec_to_input": not transcoder,
+        "normalize_activations": "none",
+        "reshape_activations": "none",
+        "metadata": metadata,
+        "architecture": architecture,
+    }
     if transcoder:
         cfg["d_out"] = d_out
         metadata["hook_name_out"] = hook_out or hook.replace("ln2.hook_normalized", "hook_mlp_out")
@@ -78,71 +96,158 @@ CASES = [
     ("k-zero", {"architecture": "topk", "config": {"k": 0}}, f"{K_MUST}, not 0", False),
     ("k-negative", {"architecture": "topk", "config": {"k": -3}}, f"{K_MUST}, not -3", False),
     ("k-float", {"architecture": "topk", "config": {"k": 4.0}}, f"{K_MUST}, not 4.0", False),
-    ("k-above-d_sae", {"architecture": "topk", "config": {"k": 33}},
-     "a TopK SAE's k must be a whole number from 1 to d_sae (32), not 33", False),
+    (
+        "k-above-d_sae",
+        {"architecture": "topk", "config": {"k": 33}},
+        "a TopK SAE's k must be a whole number from 1 to d_sae (32), not 33",
+        False,
+    ),
     ("k-missing", {"architecture": "topk", "config": {"k": DROP}}, "a TopK SAE needs k in its cfg.json", False),
     # the weights' ranks and shapes, from the header
-    ("scalar-weights", {"weights": {key: torch.tensor(0.5) for key in ("W_enc", "b_enc", "W_dec", "b_dec")}},
-     "W_enc has shape [] but must be a matrix, d_in × d_sae", False),
+    (
+        "scalar-weights",
+        {"weights": {key: torch.tensor(0.5) for key in ("W_enc", "b_enc", "W_dec", "b_dec")}},
+        "W_enc has shape [] but must be a matrix, d_in × d_sae",
+        False,
+    ),
     ("scalar-bias", {"weights": {"b_enc": torch.tensor(0.5)}}, "b_enc has shape [] but must be d_sae = [32]", False),
     ("W_enc-1d", {"weights": {"W_enc": torch.randn(D_IN)}}, "W_enc has shape [128] but must be a matrix", False),
-    ("W_enc-3d", {"weights": {"W_enc": torch.randn(D_IN, D_SAE, 2)}},
-     "W_enc has shape [128, 32, 2] but must be a matrix", False),
-    ("W_dec-transposed", {"weights": {"W_dec": torch.randn(D_IN, D_SAE)}},
-     "W_dec has shape [128, 32] but must be d_sae × d_in = [32, 128]", False),
-    ("b_dec-width", {"weights": {"b_dec": torch.randn(D_IN + 1)}}, "b_dec has shape [129] but must be d_in = [128]",
-     False),
-    ("d_sae-not-the-weights", {"config": {"d_sae": 64}}, "W_enc has shape [128, 32], but its config says d_sae = 64",
-     False),
-    ("d_in-not-the-weights", {"config": {"d_in": 64}}, "W_enc has shape [128, 32], but its config says d_in = 64",
-     False),
-    ("threshold-width", {"architecture": "jumprelu", "weights": {"threshold": torch.rand(D_SAE - 1)}},
-     "threshold has shape [31] but must be d_sae = [32]", False),
-    ("threshold-missing", {"architecture": "jumprelu", "weights": {"threshold": DROP}},
-     "its weights lack threshold (a jumprelu SAE's)", False),
-    ("threshold-unused", {"weights": {"threshold": torch.rand(D_SAE)}},
-     "its weights hold threshold, which a standard SAE does not use", False),
-    ("W_skip-shape", {**TRANSCODER, "architecture": "skip_transcoder", "weights": {"W_skip": torch.randn(64, D_IN)}},
-     "W_skip has shape [64, 128] but must be d_out × d_in = [128, 128]", False),
-    ("integer-weights", {"weights": {"W_enc": torch.ones(D_IN, D_SAE, dtype=torch.int64)}},
-     "W_enc is stored as I64; an SAE's weights are floating-point numbers", False),
+    ("W_enc-3d", {"weights": {"W_enc": torch.randn(D_IN, D_SAE, 2)}}, "W_enc has shape [128, 32, 2] but must be a matrix", False),
+    (
+        "W_dec-transposed",
+        {"weights": {"W_dec": torch.randn(D_IN, D_SAE)}},
+        "W_dec has shape [128, 32] but must be d_sae × d_in = [32, 128]",
+        False,
+    ),
+    ("b_dec-width", {"weights": {"b_dec": torch.randn(D_IN + 1)}}, "b_dec has shape [129] but must be d_in = [128]", False),
+    ("d_sae-not-the-weights", {"config": {"d_sae": 64}}, "W_enc has shape [128, 32], but its config says d_sae = 64", False),
+    ("d_in-not-the-weights", {"config": {"d_in": 64}}, "W_enc has shape [128, 32], but its config says d_in = 64", False),
+    (
+        "threshold-width",
+        {"architecture": "jumprelu", "weights": {"threshold": torch.rand(D_SAE - 1)}},
+        "threshold has shape [31] but must be d_sae = [32]",
+        False,
+    ),
+    (
+        "threshold-missing",
+        {"architecture": "jumprelu", "weights": {"threshold": DROP}},
+        "its weights lack threshold (a jumprelu SAE's)",
+        False,
+    ),
+    (
+        "threshold-unused",
+        {"weights": {"threshold": torch.rand(D_SAE)}},
+        "its weights hold threshold, which a standard SAE does not use",
+        False,
+    ),
+    (
+        "W_skip-shape",
+        {**TRANSCODER, "architecture": "skip_transcoder", "weights": {"W_skip": torch.randn(64, D_IN)}},
+        "W_skip has shape [64, 128] but must be d_out × d_in = [128, 128]",
+        False,
+    ),
+    (
+        "integer-weights",
+        {"weights": {"W_enc": torch.ones(D_IN, D_SAE, dtype=torch.int64)}},
+        "W_enc is stored as I64; an SAE's weights are floating-point numbers",
+        False,
+    ),
     # every number finite, once read
-    ("threshold-nan", {"architecture": "jumprelu", "weights": {"threshold": torch.full((D_SAE,), NAN)}},
-     "threshold holds NaN or infinite numbers", True),
+    (
+        "threshold-nan",
+        {"architecture": "jumprelu", "weights": {"threshold": torch.full((D_SAE,), NAN)}},
+        "threshold holds NaN or infinite numbers",
+        True,
+    ),
     ("W_dec-inf", {"weights": {"W_dec": torch.full((D_SAE, D_IN), INF)}}, "W_dec holds NaN or infinite numbers", True),
-    ("scaling_factor-nan", {"weights": {"scaling_factor": torch.full((D_SAE,), NAN)}},
-     "scaling_factor holds NaN or infinite numbers", True),
-    ("scaling_factor-not-one", {"weights": {"scaling_factor": torch.full((D_SAE,), 2.0)}},
-     "its weights hold a scaling_factor other than 1", True),
+    (
+        "scaling_factor-nan",
+        {"weights": {"scaling_factor": torch.full((D_SAE,), NAN)}},
+        "scaling_factor holds NaN or infinite numbers",
+        True,
+    ),
+    (
+        "scaling_factor-not-one",
+        {"weights": {"scaling_factor": torch.full((D_SAE,), 2.0)}},
+        "its weights hold a scaling_factor other than 1",
+        True,
+    ),
     # a transcoder's two sides: against its config, then against the model's tensors
-    ("transcoder-d_out-not-the-weights", {**TRANSCODER, "config": {"d_out": 64}},
-     "W_dec has shape [32, 128], but its config says d_out = 64", False),
-    ("transcoder-output-hook-width", {**TRANSCODER, "hook_out": "blocks.1.mlp.hook_post"},
-     "The SAE expects 128 numbers at blocks.1.mlp.hook_post; this model has 512 there", True),
-    ("transcoder-input-hook-width",
-     {**TRANSCODER, "hook": "blocks.1.mlp.hook_post", "hook_out": "blocks.1.hook_mlp_out"},
-     "The SAE expects 128 numbers at blocks.1.mlp.hook_post; this model has 512 there", True),
-    ("sae-hook-width", {"hook": "blocks.1.mlp.hook_post"},
-     "The SAE expects 128 numbers at blocks.1.mlp.hook_post; this model has 512 there", True),
+    (
+        "transcoder-d_out-not-the-weights",
+        {**TRANSCODER, "config": {"d_out": 64}},
+        "W_dec has shape [32, 128], but its config says d_out = 64",
+        False,
+    ),
+    (
+        "transcoder-output-hook-width",
+        {**TRANSCODER, "hook_out": "blocks.1.mlp.hook_post"},
+        "The SAE expects 128 numbers at blocks.1.mlp.hook_post; this model has 512 there",
+        True,
+    ),
+    (
+        "transcoder-input-hook-width",
+        {**TRANSCODER, "hook": "blocks.1.mlp.hook_post", "hook_out": "blocks.1.hook_mlp_out"},
+        "The SAE expects 128 numbers at blocks.1.mlp.hook_post; this model has 512 there",
+        True,
+    ),
+    (
+        "sae-hook-width",
+        {"hook": "blocks.1.mlp.hook_post"},
+        "The SAE expects 128 numbers at blocks.1.mlp.hook_post; this model has 512 there",
+        True,
+    ),
     # config fields of the wrong JSON type, or unknown values
-    ("d_in-string", {"config": {"d_in": "128"}}, "cfg.json's d_in must be a whole number above 0, not \"128\"", False),
+    ("d_in-string", {"config": {"d_in": "128"}}, 'cfg.json\'s d_in must be a whole number above 0, not "128"', False),
     ("d_sae-boolean", {"config": {"d_sae": True}}, "cfg.json's d_sae must be a whole number above 0, not true", False),
-    ("hook_name-number", {"config": {"metadata.hook_name": 3}},
-     "cfg.json's hook_name must be the name of a tensor (a string), not 3", False),
-    ("hook_name_out-list", {**TRANSCODER, "config": {"metadata.hook_name_out": ["blocks.1.hook_mlp_out"]}},
-     "cfg.json's hook_name_out must be the name of a tensor (a string), not [\"blocks.1.hook_mlp_out\"]", False),
-    ("architecture-unknown", {"config": {"architecture": "weird"}},
-     "cfg.json's architecture must be one of standard, jumprelu, topk, transcoder", False),
-    ("architecture-list", {"config": {"architecture": ["standard"]}},
-     "cfg.json's architecture must be a string, not [\"standard\"]", False),
-    ("normalize_activations-unknown", {"config": {"normalize_activations": "expected_average_only_in"}},
-     "cfg.json's normalize_activations is 'expected_average_only_in', which needs a dataset-wide factor", False),
-    ("normalize_activations-number", {"config": {"normalize_activations": 1}},
-     "cfg.json's normalize_activations must be a string, not 1", False),
-    ("apply_b_dec_to_input-string", {"config": {"apply_b_dec_to_input": "false"}},
-     "cfg.json's apply_b_dec_to_input must be true or false, not \"false\"", False),
-    ("model_from_pretrained_kwargs-string", {"config": {"metadata.model_from_pretrained_kwargs": "center"}},
-     "cfg.json's model_from_pretrained_kwargs must be an object, not \"center\"", False),
+    (
+        "hook_name-number",
+        {"config": {"metadata.hook_name": 3}},
+        "cfg.json's hook_name must be the name of a tensor (a string), not 3",
+        False,
+    ),
+    (
+        "hook_name_out-list",
+        {**TRANSCODER, "config": {"metadata.hook_name_out": ["blocks.1.hook_mlp_out"]}},
+        'cfg.json\'s hook_name_out must be the name of a tensor (a string), not ["blocks.1.hook_mlp_out"]',
+        False,
+    ),
+    (
+        "architecture-unknown",
+        {"config": {"architecture": "weird"}},
+        "cfg.json's architecture must be one of standard, jumprelu, topk, transcoder",
+        False,
+    ),
+    (
+        "architecture-list",
+        {"config": {"architecture": ["standard"]}},
+        'cfg.json\'s architecture must be a string, not ["standard"]',
+        False,
+    ),
+    (
+        "normalize_activations-unknown",
+        {"config": {"normalize_activations": "expected_average_only_in"}},
+        "cfg.json's normalize_activations is 'expected_average_only_in', which needs a dataset-wide factor",
+        False,
+    ),
+    (
+        "normalize_activations-number",
+        {"config": {"normalize_activations": 1}},
+        "cfg.json's normalize_activations must be a string, not 1",
+        False,
+    ),
+    (
+        "apply_b_dec_to_input-string",
+        {"config": {"apply_b_dec_to_input": "false"}},
+        'cfg.json\'s apply_b_dec_to_input must be true or false, not "false"',
+        False,
+    ),
+    (
+        "model_from_pretrained_kwargs-string",
+        {"config": {"metadata.model_from_pretrained_kwargs": "center"}},
+        'cfg.json\'s model_from_pretrained_kwargs must be an object, not "center"',
+        False,
+    ),
 ]
 
 
@@ -202,8 +307,9 @@ def test_the_unchanged_folders_are_saelens_own_and_run(tmp_path, monkeypatch, de
     (its own format, its own checks), and Glassbox runs each on the default model (exit 0)."""
     sae_lens = require("sae_lens")  # a development extra (pyproject.toml)
     for architecture in VALID:
-        arguments = TRANSCODER | {"architecture": architecture} if "transcoder" in architecture else {
-            "architecture": architecture}
+        arguments = (
+            TRANSCODER | {"architecture": architecture} if "transcoder" in architecture else {"architecture": architecture}
+        )
         folder = sae_folder(tmp_path / architecture, **arguments)
         reference = sae_lens.SAE.load_from_disk(folder)
         ours = default_model.sae(folder)
@@ -235,8 +341,7 @@ def test_an_sae_built_in_code_is_checked_likewise():
     with pytest.raises(GlassboxError, match="k must be a whole number from 1 to d_sae"):
         SparseAutoencoder("topk", "blocks.2.hook_resid_pre", "blocks.2.hook_resid_pre", *weights, k=True)
     with pytest.raises(GlassboxError, match=re.escape("b_dec has shape [127] but must be d_in = [128]")):
-        SparseAutoencoder("standard", "blocks.2.hook_resid_pre", "blocks.2.hook_resid_pre", *weights[:3],
-                          torch.zeros(D_IN - 1))
+        SparseAutoencoder("standard", "blocks.2.hook_resid_pre", "blocks.2.hook_resid_pre", *weights[:3], torch.zeros(D_IN - 1))
 
 
 APP_CASES = [case for case in CASES if case[0] in ("k-boolean", "threshold-nan")]

@@ -5,9 +5,9 @@ import math
 import pytest
 import torch
 
-from glassbox.model.io.checkpoint import load
 from glassbox.model.engine import GlassboxError, KVCache, ModelConfig, Transformer
 from glassbox.model.engine.sampling import Sampling, distributions, generate, kv_cache_bytes
+from glassbox.model.io.checkpoint import load
 
 
 @pytest.fixture(scope="module")
@@ -19,12 +19,37 @@ def ids(sample) -> list[int]:
     return [t.token_id for t in sample]
 
 
-@pytest.mark.parametrize("cfg", [
-    ModelConfig(vocab_size=50, n_ctx=32, d_model=32, n_layers=2, n_heads=4, d_ff=64, activation="gelu_tanh",
-                attn_bias=True, mlp_bias=True),
-    ModelConfig(vocab_size=50, n_ctx=32, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=64, norm="rmsnorm",
-                activation="silu", gated_mlp=True, positional="rope", tie_embeddings=False),
-], ids=["gpt2-like", "llama-like"])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        ModelConfig(
+            vocab_size=50,
+            n_ctx=32,
+            d_model=32,
+            n_layers=2,
+            n_heads=4,
+            d_ff=64,
+            activation="gelu_tanh",
+            attn_bias=True,
+            mlp_bias=True,
+        ),
+        ModelConfig(
+            vocab_size=50,
+            n_ctx=32,
+            d_model=32,
+            n_layers=2,
+            n_heads=4,
+            n_kv_heads=2,
+            d_ff=64,
+            norm="rmsnorm",
+            activation="silu",
+            gated_mlp=True,
+            positional="rope",
+            tie_embeddings=False,
+        ),
+    ],
+    ids=["gpt2-like", "llama-like"],
+)
 def test_kv_cache_gives_the_logits_of_recomputing_the_prefix(cfg):
     """Reference: the same model run on the whole prefix at every step, no cache (float64, ≤1e-12)."""
     model = Transformer(cfg).init_weights(seed=1, std=0.3).double().eval()
@@ -33,7 +58,7 @@ def test_kv_cache_gives_the_logits_of_recomputing_the_prefix(cfg):
     with torch.no_grad():
         cached = [model(tokens[:, :7], cache=cache).logits[0, -1]]  # a prompt, then one token at a time
         for t in range(7, 20):
-            cached.append(model(tokens[:, t:t + 1], cache=cache).logits[0, -1])
+            cached.append(model(tokens[:, t : t + 1], cache=cache).logits[0, -1])
         full = [model(tokens[:, :t]).logits[0, -1] for t in range(7, 21)]
     assert cache.length == 20
     for a, b in zip(cached, full):
@@ -78,7 +103,7 @@ def test_filters_keep_what_they_promise():
     assert torch.allclose(after[:3], before[:3] / before[:3].sum())
     _, after = distributions(logits, Sampling(top_p=0.7))
     kept = int((after > 0).sum())  # the smallest set of most likely tokens with mass >= 0.7
-    assert before[:kept].sum() >= 0.7 > before[:kept - 1].sum()
+    assert before[:kept].sum() >= 0.7 > before[: kept - 1].sum()
     _, after = distributions(logits, Sampling(top_k=100))  # k capped at the vocabulary
     assert (after > 0).all()
     _, sharp = distributions(logits, Sampling(temperature=0.5))
@@ -107,15 +132,18 @@ def test_sampled_frequencies_match_the_filtered_distribution():
     assert sampling.top_k == 4
 
 
-@pytest.mark.parametrize("sampling,max_new,prompt,message", [
-    (Sampling(temperature=-0.5), 5, "the cat", "Temperature"),
-    (Sampling(top_p=0.0), 5, "the cat", "top-p"),
-    (Sampling(top_p=1.5), 5, "the cat", "top-p"),
-    (Sampling(top_k=0), 5, "the cat", "top-k"),
-    (Sampling(), 5, "", "empty"),
-    (Sampling(), 2, "the cat sat on the", "context"),
-    (Sampling(), 0, "the cat", "at least one"),
-])
+@pytest.mark.parametrize(
+    "sampling,max_new,prompt,message",
+    [
+        (Sampling(temperature=-0.5), 5, "the cat", "Temperature"),
+        (Sampling(top_p=0.0), 5, "the cat", "top-p"),
+        (Sampling(top_p=1.5), 5, "the cat", "top-p"),
+        (Sampling(top_k=0), 5, "the cat", "top-k"),
+        (Sampling(), 5, "", "empty"),
+        (Sampling(), 2, "the cat sat on the", "context"),
+        (Sampling(), 0, "the cat", "at least one"),
+    ],
+)
 def test_bad_settings_are_clear_errors(sampling, max_new, prompt, message):
     with pytest.raises(GlassboxError, match=message):
         list(generate(load("worked-example"), prompt, max_new, sampling))

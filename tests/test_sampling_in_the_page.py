@@ -40,13 +40,17 @@ process.stdin.on("end", () => {
 
 def in_the_page(cases: list[tuple[torch.Tensor, dict]], tmp_path: Path) -> list[dict]:
     # the script as the page runs it: page_kit.js first (app/components/page_kit.py)
-    (tmp_path / "sampling_controls.mjs").write_text((COMPONENTS / "page_kit.js").read_text() + "\n"
-                                                    + (COMPONENTS / "sampling_controls.js").read_text())
+    (tmp_path / "sampling_controls.mjs").write_text(
+        (COMPONENTS / "page_kit.js").read_text() + "\n" + (COMPONENTS / "sampling_controls.js").read_text()
+    )
     (tmp_path / "run.mjs").write_text(RUNNER)
-    sent = [{"logits": payload(logits, [str(i) for i in range(len(logits))], {}, 100, "")["logits"],
-             "settings": settings} for logits, settings in cases]
-    done = subprocess.run([str(NODE), "run.mjs"], cwd=tmp_path, input=json.dumps(sent), capture_output=True, text=True,
-                          timeout=120, check=True)
+    sent = [
+        {"logits": payload(logits, [str(i) for i in range(len(logits))], {}, 100, "")["logits"], "settings": settings}
+        for logits, settings in cases
+    ]
+    done = subprocess.run(
+        [str(NODE), "run.mjs"], cwd=tmp_path, input=json.dumps(sent), capture_output=True, text=True, timeout=120, check=True
+    )
     return json.loads(done.stdout)
 
 
@@ -55,8 +59,12 @@ def logit_sets() -> dict[str, torch.Tensor]:
     ties = torch.randn(40, generator=gen, dtype=torch.float64).round(decimals=1)  # many equal logits
     peaked = torch.randn(300, generator=gen, dtype=torch.float64)
     peaked[17] = 30.0
-    return {"normal": 3 * torch.randn(200, generator=gen, dtype=torch.float64), "ties": ties, "peaked": peaked,
-            "vocabulary": 4 * torch.randn(50_000, generator=gen, dtype=torch.float64)}
+    return {
+        "normal": 3 * torch.randn(200, generator=gen, dtype=torch.float64),
+        "ties": ties,
+        "peaked": peaked,
+        "vocabulary": 4 * torch.randn(50_000, generator=gen, dtype=torch.float64),
+    }
 
 
 SETTINGS = [dict(temperature=t, top_k=k, top_p=p) for t in (0.05, 0.3, 1.0, 1.7) for k in (0, 1, 7) for p in (0.05, 0.6, 1.0)]
@@ -67,8 +75,9 @@ def test_the_pages_distributions_are_the_samplers(tmp_path):
     cases = [(logits, settings) for logits in logit_sets().values() for settings in SETTINGS]
     results = in_the_page(cases, tmp_path)
     for (logits, settings), page in zip(cases, results):
-        before, after = distributions(logits, Sampling(temperature=settings["temperature"],
-                                                       top_k=settings["top_k"] or None, top_p=settings["top_p"]))
+        before, after = distributions(
+            logits, Sampling(temperature=settings["temperature"], top_k=settings["top_k"] or None, top_p=settings["top_p"])
+        )
         order = torch.argsort(logits, descending=True, stable=True)  # the page's order: the payload's
         np.testing.assert_allclose(page["before"], before[order].numpy(), rtol=0, atol=1e-12, err_msg=str(settings))
         np.testing.assert_allclose(page["after"], after[order].numpy(), rtol=0, atol=1e-12, err_msg=str(settings))

@@ -43,8 +43,10 @@ def test_steered_generation_equals_transformers_with_a_forward_hook(pair, block,
     model, hf = pair
     vector = model.steering_vector(POSITIVE, NEGATIVE, block)
     with torch.no_grad():
-        states = [hf(torch.tensor([model.tokens(p)]), output_hidden_states=True).hidden_states[block][0, -1]
-                  for p in (POSITIVE, NEGATIVE)]
+        states = [
+            hf(torch.tensor([model.tokens(p)]), output_hidden_states=True).hidden_states[block][0, -1]
+            for p in (POSITIVE, NEGATIVE)
+        ]
     assert torch.allclose(vector, states[0] - states[1], rtol=1e-10, atol=1e-10)
 
     steered, plain = model.steer(PROMPT, vector, block, strength, start, max_new_tokens=6, temperature=0.9, seed=2)
@@ -69,9 +71,15 @@ def test_no_strength_or_a_start_past_the_end_is_the_plain_completion(pair):
         assert all(torch.equal(a.before, b.before) for a, b in zip(steered, plain))
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"block": 3}, "block must be from 0 to 2"), ({"vector": torch.zeros(5)}, "d_model = 64"),
-    ({"strength": float("nan")}, "finite"), ({"start": -1}, "0 or more")])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"block": 3}, "block must be from 0 to 2"),
+        ({"vector": torch.zeros(5)}, "d_model = 64"),
+        ({"strength": float("nan")}, "finite"),
+        ({"start": -1}, "0 or more"),
+    ],
+)
 def test_bad_steering_is_a_clean_error(pair, change, message):
     model, _ = pair
     args = {"vector": torch.zeros(64, dtype=torch.float64), "block": 1, "strength": 1.0, "start": 0} | change
@@ -87,8 +95,26 @@ def test_the_steer_command_prints_both_completions(pair, gpt2_dir):
     from tests.helpers import cli
 
     model, _ = pair
-    args = ["--model", str(gpt2_dir), "--dtype", "float64", "--prompt", PROMPT, "--positive", POSITIVE,
-            "--negative", NEGATIVE, "--block", "1", "--strength", "6", "--max-new-tokens", "5", "--seed", "4"]
+    args = [
+        "--model",
+        str(gpt2_dir),
+        "--dtype",
+        "float64",
+        "--prompt",
+        PROMPT,
+        "--positive",
+        POSITIVE,
+        "--negative",
+        NEGATIVE,
+        "--block",
+        "1",
+        "--strength",
+        "6",
+        "--max-new-tokens",
+        "5",
+        "--seed",
+        "4",
+    ]
     run = cli("steer", *args, "--json")
     assert run.returncode == 0, run.stderr
     out = json.loads(run.stdout)

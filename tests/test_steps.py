@@ -5,14 +5,14 @@ follow the article's order; trained weights go through the same steps."""
 import math
 
 import numpy as np
-import torch
 import pytest
+import torch
 
-from glassbox.model.io.checkpoint import load
-from glassbox.model.worked_example.steps import stages, worked_example_steps
 from glassbox.model.engine import GRAD, Target, run_trace
-from glassbox.model.worked_example.training import train_copy, training_batch
+from glassbox.model.io.checkpoint import load
 from glassbox.model.worked_example.article import published
+from glassbox.model.worked_example.steps import stages, worked_example_steps
+from glassbox.model.worked_example.training import train_copy, training_batch
 
 
 @pytest.fixture(scope="module")
@@ -23,17 +23,37 @@ def loaded():
 @pytest.fixture(scope="module")
 def steps(loaded):
     article = published()
-    return worked_example_steps(loaded.model, loaded.tokenizer, article,
-                                lambda w: "printed by the article" if w in article["given_weights"] else "reconstructed")
+    return worked_example_steps(
+        loaded.model,
+        loaded.tokenizer,
+        article,
+        lambda w: "printed by the article" if w in article["given_weights"] else "reconstructed",
+    )
 
 
 def test_forward_then_backward_then_update_in_the_articles_order(steps):
     keys = [s.key for s in steps]
-    forward = ["tokens", "embedding", "positions"] + [f"b1-{k}" for k in (
-        "layernorm1", "qkv", "scores", "mask", "softmax", "weighted-values", "concat", "output-projection", "residual1",
-        "layernorm2", "ffn-expand", "relu", "ffn-contract", "residual2")]
-    assert keys[:len(forward)] == forward
-    assert keys[len(forward):len(forward) + 14] == [k.replace("b1-", "b2-") for k in forward[3:]]
+    forward = ["tokens", "embedding", "positions"] + [
+        f"b1-{k}"
+        for k in (
+            "layernorm1",
+            "qkv",
+            "scores",
+            "mask",
+            "softmax",
+            "weighted-values",
+            "concat",
+            "output-projection",
+            "residual1",
+            "layernorm2",
+            "ffn-expand",
+            "relu",
+            "ffn-contract",
+            "residual2",
+        )
+    ]
+    assert keys[: len(forward)] == forward
+    assert keys[len(forward) : len(forward) + 14] == [k.replace("b1-", "b2-") for k in forward[3:]]
     assert keys[31:35] == ["final-layernorm", "logits", "softmax", "loss"]
     backward = [s.key for s in steps if s.phase == "backward"]
     assert backward[:3] == ["grad-logits", "grad-head", "grad-final-layernorm"]

@@ -158,8 +158,9 @@ def test_the_tokenizers_memory_is_counted_in_the_model_cache(huge_vocab):
     from glassbox.model.serving import ModelCache
     from tests.helpers import ROOT
 
-    run = subprocess.run([sys.executable, "-c", RSS_PROBE, str(huge_vocab)], cwd=ROOT, capture_output=True,
-                         text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-c", RSS_PROBE, str(huge_vocab)], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     grown, estimate = map(int, run.stdout.split())
     assert grown / 2 < estimate < grown * 2, (grown, estimate)
     cache = ModelCache()
@@ -171,8 +172,9 @@ def test_the_tokenizers_memory_is_counted_in_the_model_cache(huge_vocab):
 PLOTLY_TAGS = {"a", "b", "i", "em", "span", "sub", "sup", "s", "u", "br"}  # plotly.js svg_text_utils' TAG_STYLES
 
 
-@pytest.mark.parametrize("piece", ["<a href='http://127.0.0.1:9/x'>click</a>", "<b>bold</b>", "&lt;a&gt;",
-                                   "<br>", "<span style='color:red'>x</span>"])
+@pytest.mark.parametrize(
+    "piece", ["<a href='http://127.0.0.1:9/x'>click</a>", "<b>bold</b>", "&lt;a&gt;", "<br>", "<span style='color:red'>x</span>"]
+)
 def test_a_token_drawn_in_a_chart_is_no_plotly_markup(piece):
     r"""Reference: plotly.js's own patterns (svg_text_utils.js, as bundled with Streamlit): a tag
     is a piece matching ``<(\/?)([^ >]*)(\s+(.*))?>`` with a name in its TAG_STYLES, an entity

@@ -91,4 +91,6 @@ def test_one_trace_class_that_keeps_dataclass_equality_and_pickles(model, trace)
     again = pickle.loads(pickle.dumps(trace))
     assert type(again) is gb.Trace and again.names() == trace.names() and again.cfg == CFG
     assert all(same(again[n], trace[n]) for n in trace)
-    assert repr(trace) == f"<Trace: 5 tokens, {len(trace.activations)} tensors, {len(trace.grads)} gradients, loss {trace.loss:.4g}>"
+    assert (
+        repr(trace) == f"<Trace: 5 tokens, {len(trace.activations)} tensors, {len(trace.grads)} gradients, loss {trace.loss:.4g}>"
+    )

@@ -17,9 +17,23 @@ from tests.helpers import charts, start
 
 
 def test_dropped_share_counts_the_routings_over_each_experts_cap():
-    cfg = ModelConfig(vocab_size=50, n_ctx=24, d_model=16, n_layers=1, n_heads=2, d_ff=16, norm="rmsnorm",
-                      activation="silu", gated_mlp=True, positional="rope", mlp_bias=False, n_experts=4, experts_top_k=2,
-                      norm_top_k=True, expert_capacity=0.75)
+    cfg = ModelConfig(
+        vocab_size=50,
+        n_ctx=24,
+        d_model=16,
+        n_layers=1,
+        n_heads=2,
+        d_ff=16,
+        norm="rmsnorm",
+        activation="silu",
+        gated_mlp=True,
+        positional="rope",
+        mlp_bias=False,
+        n_experts=4,
+        experts_top_k=2,
+        norm_top_k=True,
+        expert_capacity=0.75,
+    )
     model = Transformer(cfg).init_weights(3)
     tokens = torch.randint(50, (3, 24), generator=torch.Generator().manual_seed(1))
     with torch.no_grad(), capture(moe.ROUTED) as recorder:

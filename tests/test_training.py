@@ -5,12 +5,12 @@ import math
 import pytest
 import torch
 
-from glassbox.model.io.checkpoint import load
 from glassbox.model.engine import GlassboxError
+from glassbox.model.io.checkpoint import load
 from glassbox.model.training.schedules import SCHEDULES, learning_rate_at
-from glassbox.model.worked_example.training import DATASETS, toy_corpus, train_copy, training_batch
 from glassbox.model.worked_example.article import article_weights, published
 from glassbox.model.worked_example.contract import article_json
+from glassbox.model.worked_example.training import DATASETS, toy_corpus, train_copy, training_batch
 
 
 @pytest.fixture(scope="module")
@@ -71,8 +71,9 @@ def test_each_step_uses_the_schedules_rate(loaded):
     """Reference: the schedule written out here: 10 warmup steps of peak·(s+1)/10 for 100 steps,
     then peak·(0.1 + 0.9·½(1 + cos(π·(s − 10)/90))); and what the optimizer actually held (1e-12)."""
     peak = 0.02
-    expected = [peak * (s + 1) / 10 if s < 10 else peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (s - 10) / 90)))
-                for s in range(100)]
+    expected = [
+        peak * (s + 1) / 10 if s < 10 else peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (s - 10) / 90))) for s in range(100)
+    ]
     run = train_copy(loaded.model, *batch(loaded, "the example"), "AdamW", peak, 100, schedule="warmup + cosine")
     assert run.learning_rates == pytest.approx(expected, rel=1e-12, abs=0)
     constant = train_copy(loaded.model, *batch(loaded, "the example"), "SGD", 0.3, 5)

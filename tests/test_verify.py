@@ -58,8 +58,9 @@ def test_the_verify_command_and_its_errors(gpt2_dir, monkeypatch):
         gb.load(str(gpt2_dir)).verify(PROMPT)
 
 
-@pytest.mark.parametrize("name,prompt,tolerance", [("default", "Zoe had a frog. Zoe loved the", 1e-4),
-                                                   ("worked-example", "the cat sat on the", 1e-12)])
+@pytest.mark.parametrize(
+    "name,prompt,tolerance", [("default", "Zoe had a frog. Zoe loved the", 1e-4), ("worked-example", "the cat sat on the", 1e-12)]
+)
 def test_the_bundled_models_beside_transformers_gpt2(name, prompt, tolerance):
     """The bundled models are Glassbox checkpoints of GPT-2's architecture: their weights go into
     transformers' GPT2LMHeadModel, whose own code computes the pass (the default model in float32:

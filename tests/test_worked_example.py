@@ -11,8 +11,8 @@ import math
 import pytest
 import torch
 
-from glassbox.model.io.checkpoint import load
 from glassbox.model.engine import GRAD, Target, run_trace
+from glassbox.model.io.checkpoint import load
 from glassbox.model.worked_example.article import published
 
 # article figure -> (trace name, head index or None)
@@ -92,24 +92,37 @@ def test_json_contract(tmp_path):
     import sys
     from pathlib import Path
 
-    run = subprocess.run([sys.executable, "-m", "glassbox", "worked-example", "--json"], capture_output=True, text=True,
-                         cwd=Path(__file__).resolve().parent.parent)
+    run = subprocess.run(
+        [sys.executable, "-m", "glassbox", "worked-example", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
     assert run.returncode == 0, run.stderr
     data = json.loads(run.stdout)
-    weights = ["W_E", "W_P"] + [f"W_{k}({b},{h})" for b in (1, 2) for h in (1, 2) for k in "QKV"] + [
-        f"{k}({b})" for b in (1, 2) for k in ("W_O", "W_1", "b_1", "W_2", "b_2")]
-    forward = ["X(0)", "X_LN(0)", "X_LN(1)", "X_final", "logits", "probs", "loss"] + [
-        f"{k}({b},{h})" for b in (1, 2) for h in (1, 2) for k in ("Q", "K", "V", "scores", "A", "out")] + [
-        f"{k}({b})" for b in (1, 2) for k in ("concat", "attn_out", "X_mid", "X_mid_LN", "h", "h_act", "ffn_out", "X")]
-    backward = ["dL/dlogits", "dL/dh_final", "dL/dX(0)", "dL/dX(1)", "dL/dX(2)", "dL/dW_E_input", "dL/dW_E_output"] + [
-        f"dL/d{k}({b})" for b in (1, 2) for k in ("h", "h_act")] + [f"dL/d{w}" for w in weights]
+    weights = (
+        ["W_E", "W_P"]
+        + [f"W_{k}({b},{h})" for b in (1, 2) for h in (1, 2) for k in "QKV"]
+        + [f"{k}({b})" for b in (1, 2) for k in ("W_O", "W_1", "b_1", "W_2", "b_2")]
+    )
+    forward = (
+        ["X(0)", "X_LN(0)", "X_LN(1)", "X_final", "logits", "probs", "loss"]
+        + [f"{k}({b},{h})" for b in (1, 2) for h in (1, 2) for k in ("Q", "K", "V", "scores", "A", "out")]
+        + [f"{k}({b})" for b in (1, 2) for k in ("concat", "attn_out", "X_mid", "X_mid_LN", "h", "h_act", "ffn_out", "X")]
+    )
+    backward = (
+        ["dL/dlogits", "dL/dh_final", "dL/dX(0)", "dL/dX(1)", "dL/dX(2)", "dL/dW_E_input", "dL/dW_E_output"]
+        + [f"dL/d{k}({b})" for b in (1, 2) for k in ("h", "h_act")]
+        + [f"dL/d{w}" for w in weights]
+    )
     update = [f"{w}_new" for w in weights]
     missing = [k for k in weights + forward + backward + update if k not in data]
     assert not missing, missing
     assert round(data["loss"], 3) == 1.768
     for w in weights:
-        assert torch.allclose(torch.tensor(data[f"{w}_new"]), torch.tensor(data[w]) - 0.5 * torch.tensor(data[f"dL/d{w}"]),
-                              atol=1e-12), w
+        assert torch.allclose(
+            torch.tensor(data[f"{w}_new"]), torch.tensor(data[w]) - 0.5 * torch.tensor(data[f"dL/d{w}"]), atol=1e-12
+        ), w
     given = published()["given_weights"]
     for w, value in given.items():
         assert torch.equal(torch.tensor(data[w], dtype=torch.float64), torch.tensor(value, dtype=torch.float64)), w
