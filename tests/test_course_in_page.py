@@ -15,6 +15,7 @@ import json
 
 import numpy as np
 import pytest
+import streamlit as st
 import torch
 
 from glassbox.app.components.labels import NEGLIGIBLE, cell_text, number
@@ -82,6 +83,9 @@ def test_the_sqrt_dk_page_opens_without_training(monkeypatch):
     metrics = {m.label: m.value for m in at.metric}
     assert metrics[f"with the scale: mean loss, last {scale.TAIL} steps"] == f"{shipped['tail_scaled']:.3f} nats"
     monkeypatch.setattr(scale, "wide_head", lambda d_head, settings=None: calls.append(d_head) or shipped)
+    # the page keeps a training per d_head in st.cache_data, which lives as long as this process: a
+    # test that trained at 256 before, in this worker, would answer the click from it
+    st.cache_data.clear()
     at.button(key="sqrtdk_train").click().run()
     assert calls == [256]
 
