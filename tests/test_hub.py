@@ -27,7 +27,7 @@ transformers = require("transformers")
 
 from glassbox.model.engine import GlassboxError  # noqa: E402
 from glassbox.model.engine.sampling import Sampling, generate  # noqa: E402
-from glassbox.model.io import hub  # noqa: E402
+from glassbox.model.io import hub, hub_transfer  # noqa: E402
 from glassbox.model.io.catalog import curated, entry  # noqa: E402
 from glassbox.model.io.checkpoint import load, model_key  # noqa: E402
 from tests.helpers import cli  # noqa: E402
@@ -647,7 +647,7 @@ def test_a_transfer_that_drops_or_stalls_is_retried_a_bounded_number_of_times(fa
     RETRIES=1 and GLASSBOX_HUB_TIMEOUT=0.5: exactly 2 GETs of the file (reference: the fake
     hub's request log; it gives up with a 404 after 3), then one GlassboxError line naming the
     setting, and no partial file left in the cache."""
-    monkeypatch.setattr(hub, "RETRIES", 1, raising=False)
+    monkeypatch.setattr(hub_transfer, "RETRIES", 1)
     monkeypatch.setenv("GLASSBOX_HUB_TIMEOUT", "0.5")
     fake_hub.misbehave[("test-org/tiny-neox", "model.safetensors")] = misbehaving
     with pytest.raises(GlassboxError, match="a request failed 2 times \\(each waits at most 0.5 s .*GLASSBOX_HUB_TIMEOUT"):
@@ -708,11 +708,11 @@ def test_a_bad_timeout_setting_is_a_clean_message(monkeypatch):
     for value in ("soon", "0", "-1", "nan", "inf"):
         monkeypatch.setenv("GLASSBOX_HUB_TIMEOUT", value)
         with pytest.raises(GlassboxError, match=f"GLASSBOX_HUB_TIMEOUT must be a number of seconds above 0, not '{value}'"):
-            hub.timeout()
+            hub_transfer.timeout()
     monkeypatch.setenv("GLASSBOX_HUB_TIMEOUT", "2.5")
-    assert hub.timeout() == 2.5
+    assert hub_transfer.timeout() == 2.5
     monkeypatch.delenv("GLASSBOX_HUB_TIMEOUT")
-    assert hub.timeout() == hub.DEFAULT_TIMEOUT == 20
+    assert hub_transfer.timeout() == hub_transfer.DEFAULT_TIMEOUT == 20
 
 
 def test_a_sparse_autoencoder_is_fetched_by_its_folder_alone_then_opens_offline(fake_hub, tmp_path, monkeypatch):
@@ -861,7 +861,7 @@ def test_a_file_behind_a_redirect_is_counted_as_the_file(fake_hub, monkeypatch, 
     file's (capped at its listed size, not at the 1,000 bytes an answer may have here), and the
     redirect's own body is not counted as the file's: the download completes, byte for byte
     (reference: the file on disk)."""
-    monkeypatch.setattr(hub, "LISTING_BYTES", 1000)
+    monkeypatch.setattr(hub_transfer, "LISTING_BYTES", 1000)
     fake_hub.misbehave[("test-org/tiny-neox", "model.safetensors")] = "redirect"
     fake_hub.cap = 10
     folder = hub.download(hub.HubId("test-org/tiny-neox"))
@@ -892,7 +892,7 @@ def test_a_compressed_answer_is_refused(fake_hub):
 
 
 def test_an_endless_listing_is_stopped(fake_hub, monkeypatch):
-    monkeypatch.setattr(hub, "LISTING_BYTES", 100_000)
+    monkeypatch.setattr(hub_transfer, "LISTING_BYTES", 100_000)
     fake_hub.misbehave[("test-org/tiny-neox", "listing")] = "endless"
     ends_cleanly("an answer sent more than the 100,000 bytes allowed: stopped$")
     assert not [p for p in fake_hub if "/resolve/" in p]
