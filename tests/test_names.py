@@ -433,3 +433,16 @@ def test_an_encoder_decoder_pass_without_its_source_is_refused_in_words():
     model = build_model(ENCODER_DECODER).init_weights(0)
     with pytest.raises(GlassboxError, match="reads the source tokens or the encoder's output"):
         model(None, torch.tensor([TOKENS[:3]]))
+
+
+MAX_LINES = 600  # the layout's rule: a file longer than this holds more than one reason to change
+
+
+def test_no_source_file_in_model_or_app_is_over_600_lines():
+    """Reference: the files themselves, counted here (``ruff format`` applied: .ci/run checks it)."""
+    lengths = {
+        str(p.relative_to(ROOT)): len(p.read_text().splitlines())
+        for p in [*ROOT.glob("model/**/*.py"), *ROOT.glob("app/**/*.py")]
+    }
+    assert len(lengths) > 200  # the scan sees the code
+    assert {path: n for path, n in lengths.items() if n > MAX_LINES} == {}
