@@ -44,13 +44,6 @@ torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 from tests.helpers import build_random_model  # noqa: E402  (glassbox importable first)
 
 
-def pytest_xdist_auto_num_workers(config):
-    """`-n auto`: one worker more than the cores. Many tests wait on processes of their own (the
-    app's server, Chromium, the command line): with one worker a core, the suite kept 1.3 of 2
-    cores busy on average, and a third worker took it from 405 s to 381 s here."""
-    return (os.cpu_count() or 1) + 1
-
-
 @pytest.fixture(scope="session")
 def random_model():
     return build_random_model
