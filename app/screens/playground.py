@@ -5,19 +5,18 @@ as its source and writes a target; an encoder (BERT) fills in the prompt's mask 
 from __future__ import annotations
 
 from dataclasses import asdict
-from numbers import Real
-from pathlib import Path
 from urllib.parse import urlencode
 
 import plotly.graph_objects as go
 import streamlit as st
 
-from glassbox.app.components.charts import log_axis, show
+from glassbox.app.components.charts import show
 from glassbox.app.components.course import lessons_about
 from glassbox.app.components.errors import fragment
 from glassbox.app.components.generation_player import generation_player
 from glassbox.app.components.labels import plain, plain_html, token_labels
 from glassbox.app.components.latex import thousands
+from glassbox.app.components.model_card import model_card
 from glassbox.app.components.model_picker import model_picker, readable_prompt
 from glassbox.app.components.sampling_controls import SAMPLING_LIMITS, sampling_controls
 from glassbox.app.components.sampling_controls import clicked as generate_clicked
@@ -35,7 +34,6 @@ from glassbox.model.engine.sampling import (
     next_token_logits,
     top,
 )
-from glassbox.model.io.guard import SIDE_FILE_BYTES, read_json
 from glassbox.model.plot.labels import token_text
 from glassbox.model.serving import working_bytes
 from glassbox.model.serving.sizing import seq2seq_pass_bound
@@ -109,90 +107,6 @@ def before_after_rows(before: list[dict], after: list[dict], n: int = 15, drawn:
 
 
 LIMITS = {**SAMPLING_LIMITS, "top_k": (0, 100), "max_new": (1, 100), "seed": (0, 2**31 - 1)}
-
-
-CURVES = ("step", "train_loss", "val_step", "val_loss")  # training.json's lists (model/tools/train_default.py)
-
-
-@st.cache_data(max_entries=8, show_spinner=False)
-def training_curve(path: str) -> dict | None:
-    """A model's loss curve (training.json beside its weights), read once; None when it has
-    none. A model folder is anyone's: the file is read by the guarded reader (a FIFO or
-    /dev/zero in its place is refused, not waited on) and its content checked."""
-    curve_path = Path(path) / "training.json"
-    if not curve_path.exists():
-        return None
-    curve = read_json(curve_path, SIDE_FILE_BYTES)
-    if not all(isinstance(curve.get(key), list) and all(isinstance(v, Real) for v in curve[key]) for key in CURVES):
-        raise GlassboxError(f"{curve_path} is not a loss curve (lists of numbers {', '.join(CURVES)})")
-    return curve
-
-
-def value_text(value: object) -> str:
-    """A model card's value as written: whole numbers with thousands separators, anything else
-    (a card is the model folder's, not ours: "1.2M", a list) as its text."""
-    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
-
-
-def card_lines(card: dict, within: str = "") -> list[tuple[str, str]]:
-    """A model card as (name, value) lines: nested sections flattened ("training · steps"),
-    whole numbers with thousands separators."""
-    lines = []
-    for name, value in card.items():
-        name = f"{within} · {name.replace('_', ' ')}" if within else name.replace("_", " ").capitalize()
-        if isinstance(value, dict):
-            lines += card_lines(value, name)
-        else:
-            lines.append((name, value_text(value)))
-    return lines
-
-
-def card_title(card: dict) -> str:
-    """The model card's expander label, from what the card has (every value shown as text)."""
-    parts = []
-    if "parameters" in card:
-        parts.append(f"{plain(value_text(card['parameters']))} parameters")
-    if "validation_loss" in card:
-        parts.append(f"validation loss {plain(value_text(card['validation_loss']))}")
-    return "Model card" + (": " + ", ".join(parts) if parts else "")
-
-
-def model_card(loaded) -> None:
-    """config.json's about.card, the loss curve and the sample continuations: the model folder's
-    text, every piece of it shown as text (``plain``)."""
-    card = loaded.about.get("card")
-    if not card:
-        return
-    card = card if isinstance(card, dict) else {"card": card}
-    with st.expander(card_title(card)):
-        st.markdown("\n".join(f"- **{plain(name)}**: {plain(value)}" for name, value in card_lines(card)))
-        try:
-            curve = training_curve(str(loaded.path))
-        except GlassboxError as exc:
-            st.warning(plain(f"No loss curve: {exc}"))
-            curve = None
-        if curve:
-            fig = go.Figure(
-                [
-                    go.Scatter(x=curve["step"], y=curve["train_loss"], name="training batch", mode="lines", line=dict(width=1)),
-                    go.Scatter(x=curve["val_step"], y=curve["val_loss"], name="validation", mode="lines+markers"),
-                ]
-            )
-            fig.update_layout(
-                title="Loss while training",
-                xaxis_title="step",
-                height=300,
-                margin=dict(t=40, b=10),
-                yaxis=log_axis(curve["train_loss"] + curve["val_loss"], "cross-entropy (nats, log scale)"),
-            )
-            show(fig)
-        samples = loaded.about.get("samples")
-        for sample in samples if isinstance(samples, list) else []:
-            if isinstance(sample, dict):
-                st.markdown(
-                    f"- **{plain(sample.get('prompt', ''))}** {plain(sample.get('completion', ''))} "
-                    f"({plain(sample.get('settings', ''))})"
-                )
 
 
 @fragment
