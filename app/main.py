@@ -27,6 +27,16 @@ pages = st.navigation(
             st.Page("screens/train_live.py", title="Train it live", icon=":material/model_training:", url_path="train"),
             st.Page("screens/explore.py", title="Explore a prompt", icon=":material/search:", url_path="explore"),
         ],
+        "Lab": [st.Page("lab/index.py", title="All experiments", icon=":material/science:", url_path="lab")]
+        + [
+            st.Page(f"lab/{name}.py", title=title, icon=":material/experiment:", url_path=f"lab-{name}")
+            for name, title in (
+                ("induction", "Induction heads"),
+                ("grokking", "Grokking"),
+                ("superposition", "Superposition"),
+                ("sae", "Sparse autoencoders"),
+            )
+        ],
         "Course": [st.Page("course/index.py", title="All lessons", icon=":material/list:", url_path="course")]
         + [
             st.Page(lesson.page, title=f"{number}. {lesson.title}", icon=":material/menu_book:", url_path=lesson.url_path)

@@ -66,12 +66,20 @@ def limit_note(model, plan: Plan, at: str | None = None) -> str:
 
 
 def long_computation(
-    what: str, key: Hashable, plan: Plan, model, compute: Callable[[], V], memory: int = 0, shared: bool = True
+    what: str,
+    key: Hashable,
+    plan: Plan,
+    model,
+    compute: Callable[[], V],
+    memory: int = 0,
+    shared: bool = True,
+    seconds: float | None = None,
 ) -> V | None:
     """``compute()`` (``plan``'s passes of ``model``, or of a model of its shape, ``memory`` bytes admitted against the trace
     budget) as a long computation; None when this visitor cancelled it (the page says so, with
     a button to run it again) or could not run it (the page says why). ``key``: what the result depends on, with ``shared`` the key of
-    the result every visitor shares. A GlassboxError when it is over the time limit (with its
+    the result every visitor shares. ``seconds``: the estimate, where the pass clock cannot make one
+    (a lab run that trains a model of its own: its shipped run's measured time). A GlassboxError when it is over the time limit (with its
     estimate), or this visitor already runs one."""
     request = _request_id((what, key))
     if not shared:  # started by a button: pressing it again runs it again
@@ -82,9 +90,11 @@ def long_computation(
         return None
     try:
         if not shared:
-            return _on_lane(what, request, plan, model, compute, memory)
+            return _on_lane(what, request, plan, model, compute, memory, seconds)
         with same_request_waits(what.lower()) as waiting:
-            return shared_results().get((what, key), lambda: _on_lane(what, request, plan, model, compute, memory), waiting)
+            return shared_results().get(
+                (what, key), lambda: _on_lane(what, request, plan, model, compute, memory, seconds), waiting
+            )
     except CancelPressed:  # the rerun the press asked for follows, and says so (the button's callback)
         st.info(plain(f"{what}: cancelled."), icon=":material/cancel:")
         return None
@@ -105,8 +115,10 @@ def cancelled_note() -> None:
         st.info(plain(f"{what}: cancelled."), icon=":material/cancel:")
 
 
-def _on_lane(what: str, request: str, plan: Plan, model, compute: Callable[[], V], memory: int) -> V:
-    seconds = estimate(model, plan)
+def _on_lane(
+    what: str, request: str, plan: Plan, model, compute: Callable[[], V], memory: int, seconds: float | None = None
+) -> V:
+    seconds = estimate(model, plan) if seconds is None else seconds
     lane = long_lane()
     lane.check(what, seconds)  # before anything is drawn
     slot, cancel_key = st.empty(), f"long_task:cancel:{request}"

@@ -11,22 +11,36 @@ from glassbox.app.components.download import offer_download
 from glassbox.app.components.labels import plain
 from glassbox.app.resources import shared_model
 from glassbox.model.engine import GlassboxError
+from glassbox.model.io.assets import LAB_NAME
 from glassbox.model.io.catalog import curated
 from glassbox.model.io.checkpoint import NAMED_MODELS, LoadedModel
 from glassbox.model.io.guard import allowed_roots
 from glassbox.model.io.hub import cached, hub_enabled, parse_hub_id
+from glassbox.model.lab.runs import Run
 
 BUNDLED, CURATED, HUB, LOCAL = "Bundled", "Curated hub models", "Any hub id", "Local directory"
+LAB = "Lab checkpoint"  # a lab run's model at one step (app/lab/): offered while one is open
 
 
-def _sources() -> list[str]:
+def _sources(name: str = "") -> list[str]:
     sources = [BUNDLED] + ([CURATED, HUB] if hub_enabled() else [])
-    return sources + ([LOCAL] if allowed_roots() != [] else [])
+    return sources + ([LOCAL] if allowed_roots() != [] else []) + ([LAB] if LAB_NAME.fullmatch(name) else [])
+
+
+def _lab_checkpoints(name: str) -> list[str]:
+    """The names of every checkpoint of the lab run ``name`` is one of (just ``name`` if that run is gone)."""
+    run = LAB_NAME.fullmatch(name)["run"]
+    try:
+        return [f"lab:{run}@{step}" for step in Run.named(run).checkpoint_steps] or [name]
+    except GlassboxError:
+        return [name]
 
 
 def _source_of(name: str) -> str:
     if name in NAMED_MODELS:
         return BUNDLED
+    if LAB_NAME.fullmatch(name):
+        return LAB
     try:
         hub = parse_hub_id(name)
     except GlassboxError:  # a hub id with a revision git refuses: the loader says why
@@ -41,7 +55,7 @@ def _label(entry) -> str:
     return f"{entry.hub_id} · {entry.family} · {entry.parameters / 1e6:,.0f}M parameters · {state}"
 
 
-WIDGETS = {BUNDLED: "_bundled", CURATED: "_curated", HUB: "_hub", LOCAL: "_dir"}  # each source's widget key suffix
+WIDGETS = {BUNDLED: "_bundled", CURATED: "_curated", HUB: "_hub", LOCAL: "_dir", LAB: "_lab"}  # each source's widget key suffix
 
 
 def _chosen(key: str) -> None:
@@ -54,8 +68,8 @@ def model_picker(key: str) -> LoadedModel | None:
     """Pick a model; its name lives in ``st.session_state[key]`` (the page keeps it in the URL, a
     test or a link may set it), and the widgets show that name. Returns the loaded model, or None
     after saying what is missing (a path, a download)."""
-    sources = _sources()
     name = st.session_state[key]
+    sources = _sources(name)
     if name:  # the name is the truth: the widgets are set from it
         source = _source_of(name)
         if source not in sources:  # e.g. a hub id on a server without the hub: the loader says why
@@ -90,6 +104,14 @@ def model_picker(key: str) -> LoadedModel | None:
             placeholder="EleutherAI/pythia-70m@step3000",
             **widget,
             help="owner/name from huggingface.co, optionally @revision (a branch, tag or commit). Safetensors weights only.",
+        )
+    elif source == LAB:
+        right.selectbox(
+            "Checkpoint",
+            _lab_checkpoints(name),
+            format_func=lambda n: f"{n} · step {n.rsplit('@', 1)[1]}",
+            **widget,
+            help="The model as it was at this step of a Lab run (the Lab pages open it here)",
         )
     else:
         roots = allowed_roots()

@@ -4,6 +4,7 @@ that a source checkout, an editable install and an installed wheel all find it."
 from __future__ import annotations
 
 import os
+import re
 from importlib import resources
 from pathlib import Path
 
@@ -19,5 +20,30 @@ def user_folder(name: str) -> Path:
     """Where a command that makes a model writes it by default: $GLASSBOX_HOME/models/NAME, else
     under the user's cache ($XDG_CACHE_HOME or ~/.cache)/glassbox/models/NAME; never into the
     installed package (a developer refreshing the shipped assets says --out assets/NAME)."""
-    home = os.environ.get(HOME) or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "glassbox"
-    return Path(home).expanduser() / "models" / name
+    return home() / "models" / name
+
+
+def home() -> Path:
+    """$GLASSBOX_HOME, else the user's cache ($XDG_CACHE_HOME or ~/.cache)/glassbox."""
+    return Path(
+        os.environ.get(HOME) or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "glassbox"
+    ).expanduser()
+
+
+# A lab checkpoint's model name, "lab:RUN@STEP": RUN is an experiment's name (its shipped run, in
+# assets/lab/RUN) or a run the app trained (in $GLASSBOX_HOME/lab/runs/RUN, named EXPERIMENT-HASH).
+LAB_NAME = re.compile(r"lab:(?P<run>[a-z][a-z0-9]*(?:-[0-9a-f]{10})?)@(?P<step>[0-9]{1,7})")
+
+
+def lab_run_folder(run: str) -> Path:
+    """Where the lab run ``run`` lies: shipped (an experiment's name) or trained by the app."""
+    return asset("lab") / run if "-" not in run else home() / "lab" / "runs" / run
+
+
+def lab_checkpoint(name: str) -> Path | None:
+    """The folder of the lab checkpoint ``name`` names ("lab:induction@400"), None if ``name`` is
+    not a lab name. Only these two forms are read: a name cannot reach anywhere else."""
+    match = LAB_NAME.fullmatch(name)
+    if match is None:
+        return None
+    return lab_run_folder(match["run"]) / "checkpoints" / f"step-{int(match['step']):06d}"

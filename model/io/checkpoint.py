@@ -26,7 +26,7 @@ from safetensors.torch import load_file, save_file
 
 from glassbox.model.engine import DTYPES, EncoderDecoder, GlassboxError, ModelConfig, Transformer, build_model, default_device
 from glassbox.model.engine.placement import device_map_for, dispatch
-from glassbox.model.io.assets import asset
+from glassbox.model.io.assets import asset, lab_checkpoint
 from glassbox.model.io.convert import CONVERTERS, FAMILY_NAMES
 from glassbox.model.io.guard import CONFIG_BYTES, check_fits, model_directory, read_json, shard_files, some
 from glassbox.model.io.hub import Progress, download, parse_hub_id
@@ -91,6 +91,11 @@ def resolve(name_or_path: str, progress: Progress | None = None) -> Path:
     set: see guard.py)."""
     if name_or_path in NAMED_MODELS:
         return asset(name_or_path)
+    lab = lab_checkpoint(name_or_path)
+    if lab is not None:  # a lab run's checkpoint (model/lab/): shipped, or trained by the app
+        if not (lab / "config.json").is_file():
+            raise GlassboxError(f"No lab checkpoint {name_or_path!r}: that run has no checkpoint at that step")
+        return lab
     hub = parse_hub_id(name_or_path)
     if hub is not None:
         return download(hub, progress)
@@ -101,7 +106,7 @@ def model_key(name_or_path: str) -> str:
     """One name per model, whatever the spelling: a bundled model's name (also when given as
     its folder), else its resolved directory (``dir/``, ``./dir`` and ``dir`` are one model).
     What caches key on."""
-    if name_or_path in NAMED_MODELS:
+    if name_or_path in NAMED_MODELS or lab_checkpoint(name_or_path) is not None:
         return name_or_path
     hub = parse_hub_id(name_or_path)
     if hub is not None:  # keyed without a look at the network or the cache

@@ -12,6 +12,7 @@ a Python user does.
   train-default [--out DIR]         regenerate the story corpus and train the default model ($GLASSBOX_HOME/models/default)
   train-sae [--out DIR]             train the default model's sparse autoencoder ($GLASSBOX_HOME/models/default-sae)
   train-micro NAME [--json]         train a micro-model (bigram, attention-only, induction, moe, seq2seq) ($GLASSBOX_HOME/models/micro-NAME)
+  lab     [NAME] [--json] [--steps N] [--shipped]   the lab's experiments; train one ($GLASSBOX_HOME/lab/NAME), print its figures
   models                            the curated hub models: family, parameters, download size, cached
   download ID[@REVISION]            fetch a hub model's config, tokenizer and safetensors into the hub cache
   patch   --model M --clean TEXT --corrupt TEXT --answer TOKEN --wrong TOKEN [--site S] --json
@@ -63,6 +64,7 @@ from glassbox.cli import (
     generate,
     heads,
     hooks,
+    lab,
     models,
     patch,
     path_patch,
@@ -92,6 +94,7 @@ COMMANDS = (
     train_default,
     train_sae,
     train_micro,
+    lab,
     patch,
     attribute,
     dla,
