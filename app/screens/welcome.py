@@ -79,7 +79,9 @@ st.markdown(
     "4. **Train it live**: train the worked example's model yourself and watch the loss fall.\n"
     f"5. **Course**: {len(LESSONS)} short lessons on the ideas behind the pass ({lesson_list()}), each "
     "computing its numbers as you change them. New to transformers? Start here; the last lesson leads to the "
-    "worked example."
+    "worked example.\n"
+    "6. **Lab**: watch induction heads form, a model grok modular addition, features pack into superposition "
+    "and a sparse autoencoder find them, each beside the paper's own numbers."
 )
 first, second = st.columns(2)
 first.page_link("screens/worked_example.py", label="Start with the worked example", icon=":material/arrow_forward:")
