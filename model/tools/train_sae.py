@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 import torch
@@ -38,8 +39,64 @@ def activations(loaded, texts: list[str]) -> torch.Tensor:
     return torch.cat(rows).float()
 
 
-def sae_of(W_enc, b_enc, W_dec, b_dec) -> SparseAutoencoder:
-    return SparseAutoencoder("topk", HOOK, HOOK, W_enc, b_enc, W_dec, b_dec, k=K)
+def sae_of(W_enc, b_enc, W_dec, b_dec, k: int = K, hook: str = HOOK) -> SparseAutoencoder:
+    return SparseAutoencoder("topk", hook, hook, W_enc, b_enc, W_dec, b_dec, k=k)
+
+
+def fit(
+    train_x: torch.Tensor,
+    d_sae: int = D_SAE,
+    k: int = K,
+    steps: int = STEPS,
+    batch: int = BATCH,
+    lr: float = LR,
+    seed: int = SEED,
+    hook: str = HOOK,
+    watch: Callable[[int, SparseAutoencoder], None] | None = None,
+    watch_at: Collection[int] = (),
+    on_step: Callable[[int, int], None] | None = None,
+    progress: bool = True,
+) -> tuple[SparseAutoencoder, list[dict]]:
+    """The training loop of `glassbox train-sae`, for any rows ``train_x`` (positions × d_in): a TopK
+    SAE of ``d_sae`` features, ``k`` active, its decoder rows random unit vectors and its encoder their
+    transpose, b_dec the data's mean; Adam on the summed squared error, mean over a batch of ``batch``
+    rows drawn with replacement; the decoder's rows put back at unit norm after every step. Seeded by
+    ``seed`` alone. ``watch(step, sae)`` at each step in ``watch_at`` (0: before the first update),
+    ``on_step(done, steps)`` after each step. Returns the SAE and its loss curve (every 100 steps)."""
+    d_in = train_x.shape[1]
+    generator = torch.Generator().manual_seed(seed)
+    W_dec = torch.randn(d_sae, d_in, generator=generator)
+    W_dec = (W_dec / W_dec.norm(dim=-1, keepdim=True)).requires_grad_()
+    W_enc = W_dec.detach().T.clone().requires_grad_()
+    b_enc = torch.zeros(d_sae, requires_grad=True)
+    b_dec = train_x.mean(0).clone().requires_grad_()  # the data's centre: the features describe what is left
+    optimiser = torch.optim.Adam([W_enc, b_enc, W_dec, b_dec], lr=lr)
+
+    def now() -> SparseAutoencoder:
+        return sae_of(*(t.detach().clone() for t in (W_enc, b_enc, W_dec, b_dec)), k=k, hook=hook)
+
+    if watch is not None and 0 in watch_at:
+        watch(0, now())
+    curve = []
+    for step in range(1, steps + 1):
+        rows = train_x[torch.randint(len(train_x), (batch,), generator=generator)]
+        loss = (sae_of(W_enc, b_enc, W_dec, b_dec, k=k, hook=hook)(rows) - rows).pow(2).sum(-1).mean()
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+        with torch.no_grad():
+            W_dec /= W_dec.norm(dim=-1, keepdim=True)
+        if step % 100 == 0 or step == steps:
+            curve.append({"step": step, "mse": loss.item()})
+            if progress:
+                sys.stderr.write(f"\rstep {step}/{steps} mse {curve[-1]['mse']:.4f}")
+        if watch is not None and step in watch_at:
+            watch(step, now())
+        if on_step is not None:
+            on_step(step, steps)
+    if progress:
+        sys.stderr.write("\n")
+    return now(), curve
 
 
 def train(path: Path, steps: int = STEPS, n_stories: int = N_STORIES, log=print) -> dict:
@@ -52,27 +109,7 @@ def train(path: Path, steps: int = STEPS, n_stories: int = N_STORIES, log=print)
         train_x, held_x = activations(loaded, texts[:n_stories]), activations(loaded, texts[n_stories:])
     log(f"{len(train_x):,} training positions, {len(held_x):,} held out ({time.time() - started:.0f}s)")
     d_in = train_x.shape[1]
-    generator = torch.Generator().manual_seed(SEED)
-    W_dec = torch.randn(D_SAE, d_in, generator=generator)
-    W_dec = (W_dec / W_dec.norm(dim=-1, keepdim=True)).requires_grad_()
-    W_enc = W_dec.detach().T.clone().requires_grad_()
-    b_enc = torch.zeros(D_SAE, requires_grad=True)
-    b_dec = train_x.mean(0).clone().requires_grad_()  # the data's centre: the features describe what is left
-    optimiser = torch.optim.Adam([W_enc, b_enc, W_dec, b_dec], lr=LR)
-    curve = []
-    for step in range(1, steps + 1):
-        batch = train_x[torch.randint(len(train_x), (BATCH,), generator=generator)]
-        loss = (sae_of(W_enc, b_enc, W_dec, b_dec)(batch) - batch).pow(2).sum(-1).mean()
-        optimiser.zero_grad()
-        loss.backward()
-        optimiser.step()
-        with torch.no_grad():
-            W_dec /= W_dec.norm(dim=-1, keepdim=True)
-        if step % 100 == 0 or step == steps:
-            curve.append({"step": step, "mse": loss.item()})
-            sys.stderr.write(f"\rstep {step}/{steps} mse {curve[-1]['mse']:.4f}")
-    sys.stderr.write("\n")
-    sae = sae_of(*(t.detach() for t in (W_enc, b_enc, W_dec, b_dec)))
+    sae, curve = fit(train_x, steps=steps)
     with torch.no_grad():
         acts = sae.encode(held_x)
         residual = (held_x - sae.decode(acts, held_x)).pow(2).sum()
