@@ -10,6 +10,7 @@ from glassbox.app.components.charts import show
 from glassbox.app.components.labels import cell_text
 from glassbox.app.explore.common import Explorer, array, derived, heatmap, lacks
 from glassbox.model.analysis import norm_prefixes, norm_summary
+from glassbox.model.analysis.architecture import NO_NORMS
 from glassbox.model.engine import block_label
 from glassbox.model.serving import Needs
 from glassbox.model.worked_example.steps.explain import power
@@ -38,7 +39,10 @@ def lit(ctx: Explorer) -> set[str]:
 def render(ctx: Explorer) -> None:
     cfg = ctx.cfg
     prefixes = dict(norm_prefixes(cfg))
-    if not prefixes and lacks(ctx):  # only a zero-layer model without a final norm has none
+    if not prefixes and lacks(ctx):  # a zero-layer model without a final norm has none
+        return
+    if not prefixes:  # a model without norms (norm "none")
+        st.info(NO_NORMS)
         return
     if st.session_state.get("explore_norm") not in prefixes:
         st.session_state.explore_norm = next(iter(prefixes))

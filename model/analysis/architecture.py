@@ -11,6 +11,7 @@ from glassbox.model.engine.names import block_runs
 # What the explorer, the analyses and the CLI say where a model lacks what they read
 NO_BLOCKS = "This model has no blocks: its logits are W_E · W_U, a bigram table."
 NO_MLP = "This model has no MLP: its blocks are attention only."
+NO_NORMS = "This model has no norms: each sublayer reads the residual stream as it is."
 NO_POSITIONS = "This model has no positions: a token's vector is the same wherever it stands."
 ENCODER_DECODER = (
     "This model is an encoder-decoder, which reads a source and writes a target: this analysis reads a "
@@ -70,7 +71,9 @@ def architecture(cfg: ModelConfig) -> list[str]:
             else "sequential block: the MLP reads the stream after attention"
         )
     where = "attention" if cfg.attn_only else "each sublayer"
-    if cfg.norm_position == "post":  # the norm is on the stream itself: nothing passes a block un-normed
+    if cfg.norm == "none":
+        notes.append(f"no norms: {where} reads the stream as it is")
+    elif cfg.norm_position == "post":  # the norm is on the stream itself: nothing passes a block un-normed
         notes.append(
             f"{_norm_name(cfg)} after each sublayer, on the stream plus its output: x = norm(x + sublayer(x)) (post-norm)"
         )

@@ -15,7 +15,7 @@ def norm_prefixes(cfg: ModelConfig) -> list[tuple[str, str]]:
     The embedding norm of a model that has one (BERT's ln_embed) is not listed: its input, the
     sum of the token, position and token-type rows, is not traced as one tensor."""
     out = []
-    for i in range(cfg.n_layers):
+    for i in range(cfg.n_layers if cfg.norm != "none" else 0):  # a model without norms has none in its blocks
         p = f"blocks.{i}."
         if cfg.norm_position == "post":  # BERT: each norm reads the stream plus its sublayer's output
             out += [(p + "ln1.", p + "hook_attn_sum"), (p + "ln2.", p + "hook_mlp_sum")]

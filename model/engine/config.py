@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from glassbox.model.engine.errors import GlassboxError
 
-NORMS = ("layernorm", "rmsnorm")
+NORMS = ("layernorm", "rmsnorm", "none")  # "none": no norm at all, the sublayers read the stream itself
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
 POSITIONALS = ("table", "rope", "relative", "none")  # "relative": T5's bucketed bias on the scores (relative.py)
 NORM_POSITIONS = ("pre", "post")
@@ -128,10 +128,22 @@ class ModelConfig:
             problems.append(f"qk_norm_width must be one of {QK_NORM_WIDTHS}, not {self.qk_norm_width!r}")
         elif self.qk_norm_width != "head" and not self.qk_norm:
             problems.append(f"qk_norm_width {self.qk_norm_width!r} needs qk_norm")
+        problems += self._norm_free_problems()
         problems += self._experts_problems()
         problems += self._encoder_problems()
         if problems:
             raise GlassboxError("Invalid model config: " + "; ".join(problems))
+
+    def _norm_free_problems(self) -> list[str]:
+        """A norm-free model (norm "none", as the grokking paper's) is a pre-norm decoder block
+        without its norms: none of the other norms can be asked for."""
+        if self.norm != "none":
+            return []
+        normed = [name for name in ("final_norm", "qk_norm", "post_norms", "embed_norm", "mlm_head") if getattr(self, name)]
+        problems = [f"a model without norms (norm 'none') has no {name}: it must be false" for name in normed]
+        if self.norm_position != "pre" or self.cross_attention or self.encoder_decoder:
+            problems.append("a model without norms (norm 'none') is a decoder-only stack of pre-norm blocks")
+        return problems
 
     def _experts_problems(self) -> list[str]:
         """What is wrong with the mixture-of-experts fields (nothing when they are unset)."""

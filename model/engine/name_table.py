@@ -49,7 +49,8 @@ def _moe(cfg: ModelConfig, i: int | None) -> bool:
 ARCHITECTURES: dict[str, Callable[[ModelConfig, int | None], bool]] = {
     "all": lambda cfg, i: True,
     "LayerNorm": lambda cfg, i: cfg.norm == "layernorm",
-    "pre-norm block": lambda cfg, i: cfg.norm_position == "pre",
+    "block norms": lambda cfg, i: cfg.norm != "none",
+    "pre-norm block": lambda cfg, i: cfg.norm_position == "pre" and cfg.norm != "none",
     "pre-norm LayerNorm": lambda cfg, i: cfg.norm_position == "pre" and cfg.norm == "layernorm",
     "post-norm block": lambda cfg, i: cfg.norm_position == "post",
     "post-norm LayerNorm": lambda cfg, i: cfg.norm_position == "post" and cfg.norm == "layernorm",
@@ -93,7 +94,8 @@ ARCHITECTURES: dict[str, Callable[[ModelConfig, int | None], bool]] = {
     "MLP": lambda cfg, i: not cfg.attn_only,
     "dense MLP": _dense,
     "MLP LayerNorm": lambda cfg, i: not cfg.attn_only and cfg.norm == "layernorm",
-    "pre-norm MLP": lambda cfg, i: not cfg.attn_only and cfg.norm_position == "pre",
+    "MLP norm": lambda cfg, i: not cfg.attn_only and cfg.norm != "none",
+    "pre-norm MLP": lambda cfg, i: not cfg.attn_only and cfg.norm_position == "pre" and cfg.norm != "none",
     "pre-norm MLP LayerNorm": lambda cfg, i: not cfg.attn_only and cfg.norm_position == "pre" and cfg.norm == "layernorm",
     "parallel block": lambda cfg, i: cfg.parallel_block,
     "attention soft-capping": lambda cfg, i: cfg.attn_softcap is not None,
@@ -423,7 +425,7 @@ PARAMETERS: list[Name] = [
     Name(
         "W_pos_bias", ("bucket", "head"), "relative position bias: a score per bucket of distance and head", "relative positions"
     ),
-    Name("blocks.{i}.ln1.w", ("d_model",), "norm scale γ"),
+    Name("blocks.{i}.ln1.w", ("d_model",), "norm scale γ", "block norms"),
     Name("blocks.{i}.ln1.b", ("d_model",), "norm shift β", "LayerNorm"),
     Name("blocks.{i}.attn.W_Q", ("head", "d_model", "d_head"), "query projection, per head"),
     Name("blocks.{i}.attn.W_K", ("kv_head", "d_model", "d_head"), "key projection, per key/value head"),
@@ -463,7 +465,7 @@ PARAMETERS: list[Name] = [
     Name("blocks.{i}.cross_attn.b_K", ("kv_head", "d_head"), "cross-attention key bias", "cross-attention biases"),
     Name("blocks.{i}.cross_attn.b_V", ("kv_head", "d_head"), "cross-attention value bias", "cross-attention biases"),
     Name("blocks.{i}.cross_attn.b_O", ("d_model",), "cross-attention output bias", "cross-attention output bias"),
-    Name("blocks.{i}.ln2.w", ("d_model",), "norm scale γ", "MLP"),
+    Name("blocks.{i}.ln2.w", ("d_model",), "norm scale γ", "MLP norm"),
     Name("blocks.{i}.ln2.b", ("d_model",), "norm shift β", "MLP LayerNorm"),
     Name("blocks.{i}.mlp.W_in", ("d_model", "neuron"), "MLP input (gated MLP: the linear branch)", "dense MLP"),
     Name("blocks.{i}.mlp.W_out", ("neuron", "d_model"), "MLP output", "dense MLP"),

@@ -8,6 +8,8 @@ with post norms (Gemma 2 and 3), each sublayer's output is normed again before i
     mid = x + ln1_post(attn(ln1(x)));  out = mid + ln2_post(mlp(ln2(mid)))
 In a mixture-of-experts model (Mixtral, Qwen-MoE, OLMoE) the mlp of the blocks cfg.is_moe names
 is a router and its experts (moe.py); any other block keeps the dense MLP.
+Without norms (norm "none", the grokking paper's model) there is no ln1 or ln2: each sublayer
+reads the stream itself, mid = x + attn(x); out = mid + mlp(mid).
 
 Post-norm (BERT, BART, the original transformer): the norm comes after each sum, not before the sublayer,
     mid = ln1(x + attn(x));  out = ln2(mid + mlp(mid))
@@ -35,7 +37,8 @@ class Block(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.prefix = p = f"{stack}blocks.{index}."
-        self.ln1 = Norm(cfg, p + "ln1.")
+        if cfg.norm != "none":
+            self.ln1 = Norm(cfg, p + "ln1.")
         self.attn = Attention(cfg, p + "attn.", index)
         if cfg.post_norms:
             self.ln1_post = Norm(cfg, p + "ln1_post.")
@@ -44,7 +47,8 @@ class Block(nn.Module):
             self.cross_attn = Attention(cfg, p + "cross_attn.", index, cross=True)
         if cfg.attn_only:
             return
-        self.ln2 = Norm(cfg, p + "ln2.")
+        if cfg.norm != "none":
+            self.ln2 = Norm(cfg, p + "ln2.")
         self.mlp = MoE(cfg, p + "mlp.") if cfg.is_moe(index) else MLP(cfg, p + "mlp.")
         if cfg.post_norms:
             self.ln2_post = Norm(cfg, p + "ln2_post.")
@@ -63,24 +67,28 @@ class Block(nn.Module):
         resid_pre = hook(p + "hook_resid_pre", x)
         if cfg.norm_position == "post":
             return self._post_norm(resid_pre, cache, bias, source, source_cache)
-        attn_out = self.attn(self.ln1(resid_pre), cache, bias)
+        attn_out = self.attn(self._normed("ln1", resid_pre), cache, bias)
         if cfg.post_norms:
             attn_out = self.ln1_post(hook(p + "attn.hook_out", attn_out))
         attn_out = hook(p + "hook_attn_out", attn_out)
         if cfg.attn_only:
             return hook(p + "hook_resid_post", resid_pre + attn_out)
         if cfg.parallel_block:
-            mlp_out = hook(p + "hook_mlp_out", self.mlp(self.ln2(resid_pre)))
+            mlp_out = hook(p + "hook_mlp_out", self.mlp(self._normed("ln2", resid_pre)))
             return hook(p + "hook_resid_post", resid_pre + hook(p + "hook_attn_mlp_sum", attn_out + mlp_out))
         resid_mid = hook(p + "hook_resid_mid", resid_pre + attn_out)
         if cfg.cross_attention:
             cross_out = self.cross_attn(self.ln_cross(resid_mid), source_cache, source=source)
             resid_mid = hook(p + "hook_resid_cross", resid_mid + hook(p + "hook_cross_attn_out", cross_out))
-        mlp_out = self.mlp(self.ln2(resid_mid))
+        mlp_out = self.mlp(self._normed("ln2", resid_mid))
         if cfg.post_norms:
             mlp_out = self.ln2_post(hook(p + "mlp.hook_out", mlp_out))
         mlp_out = hook(p + "hook_mlp_out", mlp_out)
         return hook(p + "hook_resid_post", resid_mid + mlp_out)
+
+    def _normed(self, norm: str, x: torch.Tensor) -> torch.Tensor:
+        """ln1 or ln2 of x; x itself in a model without norms."""
+        return x if self.cfg.norm == "none" else getattr(self, norm)(x)
 
     def _post_norm(
         self,

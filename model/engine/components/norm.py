@@ -1,7 +1,8 @@
 """LayerNorm (biased variance, eps inside the square root) or RMSNorm, over the last axis:
 d_model for the blocks' norms, d_head for QK-norm. (Gemma's RMSNorm multiplies by 1 + w; its
 converter stores 1 + w as w, so the same formula serves.) A half-precision model's norms
-compute in float32, their hooks (mean, scale, normalized) included."""
+compute in float32, their hooks (mean, scale, normalized) included. A model with norm "none"
+makes no Norm at all: its blocks' sublayers read the stream itself (block.py)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from glassbox.model.engine.device import widened
 class Norm(nn.Module):
     def __init__(self, cfg: ModelConfig, prefix: str, size: int | None = None):
         super().__init__()
+        if cfg.norm == "none":
+            raise ValueError("a model without norms (norm 'none') makes no Norm")
         self.kind, self.eps, self.prefix = cfg.norm, cfg.norm_eps, prefix
         size = size or cfg.d_model
         self.w = nn.Parameter(torch.ones(size))
