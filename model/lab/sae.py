@@ -250,6 +250,7 @@ def compare(figures: dict) -> list[dict]:
     enough = [e for d, e in at_k.items() if d >= n]
     largest = at_k[max(at_k)]
     worst_k = min((e for e in grid if e["d_sae"] >= n), key=lambda e: e["recovered"])
+    by_k = [e for e in grid if e["d_sae"] == largest["d_sae"]]
     default = figures["default_sae"]
     return [
         {
@@ -262,16 +263,24 @@ def compare(figures: dict) -> list[dict]:
             "all features equally likely here, where the paper's probabilities decay (0.99^i) and can be correlated",
         },
         {
-            "what": "a dictionary at least as large as the planted features recovers them (MMCS)",
-            "paper": "MMCS close to 1 with dictionaries of ≥ 512 elements at a good L1 coefficient (Sharkey et al. 2022, Fig. 3)",
-            "ours": ", ".join(f"{e['d_sae']}: MMCS {e['mmcs']:.3f}, {e['recovered']}/{n} recovered" for e in enough)
+            "what": "a dictionary larger than the planted set recovers it (mean max cosine similarity, MMCS)",
+            "paper": "an L1 autoencoder 'recovers the ground truth features that generated the data': MMCS near 1 "
+            "for dictionaries at least as large as the 512 features, at L1 coefficients in a middle band "
+            "(Sharkey et al. 2022, TL;DR and Fig. 3, the MMCS grid over dictionary size × L1 coefficient)",
+            "ours": "; ".join(
+                f"{e['d_sae']} latents ({e['d_sae'] / n:g}×): MMCS {e['mmcs']:.3f}, {e['recovered']}/{n} recovered, {e['dead']} dead"
+                for e in enough
+            )
             + f" (k = {k})",
-            "note": "a TopK SAE, as train-sae trains, fixes L0 at k instead of tuning an L1 coefficient; we also count "
-            f"features with a cosine ≥ {figures['threshold']}, the paper reports the mean",
+            "note": "the same picture, with the 1× dictionary short of a few features (latents that die, or sit between two "
+            "directions) where 2× and 4× get them all; a TopK SAE, as train-sae trains, sets L0 by k where the paper tunes an "
+            "L1 coefficient (which its author later said was made harder by dividing the L1 term by the dictionary size: "
+            "his comment under the post); we count features with a cosine ≥ "
+            f"{figures['threshold']} besides the mean",
         },
         {
             "what": "a dictionary smaller than the planted features cannot recover them all",
-            "paper": "lower MMCS for the dictionaries smaller than 512 (Sharkey et al. 2022, Fig. 3)",
+            "paper": "lower MMCS for the dictionaries smaller than the 512 features (Sharkey et al. 2022, Fig. 3)",
             "ours": f"{small} latents: MMCS {at_k[small]['mmcs']:.3f}, {at_k[small]['recovered']}/{n} recovered",
             "note": f"no two planted directions have a cosine above {figures['planted']['max_pair_cos']:.2f}, so no decoder "
             f"row is within {figures['threshold']} of two of them: {small} latents recover at most {small}",
@@ -280,21 +289,24 @@ def compare(figures: dict) -> list[dict]:
             "what": "the sparsity setting has a sweet spot",
             "paper": "only a band of L1 coefficients recovers the features: too low is dense, too high kills latents "
             "(Sharkey et al. 2022, Fig. 3 and 4)",
-            "ours": f"fewest recovered with ≥ {n} latents: {worst_k['recovered']}/{n} at k = {worst_k['k']} "
-            f"({worst_k['d_sae']} latents, MMCS {worst_k['mmcs']:.3f}); {at_k[max(at_k)]['recovered']}/{n} at k = {k}",
-            "note": "k well above the planted L0 lets each sample spread over extra latents; k below it still finds the "
-            "directions here, where a strong L1 also shrinks and kills latents",
+            "ours": f"{largest['d_sae']} latents: "
+            + ", ".join(f"k = {e['k']}: {e['recovered']}/{n}" for e in sorted(by_k, key=lambda e: e["k"]))
+            + f"; fewest with ≥ {n} latents: {worst_k['recovered']}/{n} at k = {worst_k['k']} ({worst_k['d_sae']} latents)",
+            "note": "k well above the planted L0 spreads each sample over extra latents, which then mix directions; "
+            "k = 1 forces one latent per sample, a mixture of its features, and recovers only with room to spare; "
+            "k is exact where an L1 coefficient sets L0 only roughly",
         },
         {
             "what": "larger dictionaries than needed leave latents dead",
             "paper": "more dead neurons as the dictionary grows past the ground truth (Sharkey et al. 2022, Fig. 4)",
-            "ours": f"{largest['d_sae']} latents at k = {k}: {largest['dead']} never active on {figures['planted']['eval_samples']:,} samples",
+            "ours": f"never active on {figures['planted']['eval_samples']:,} samples, k = {k}: "
+            + ", ".join(f"{d} latents: {e['dead']}" for d, e in sorted(at_k.items())),
             "note": "the same direction; TopK has no L1 pushing latents to zero, the surplus ones simply never win the top k",
         },
         {
             "what": "a real model's SAE: expansion factor and dead features",
-            "paper": "4,096 features for a 512-neuron MLP (8×) in the run A/1, 168 of them dead "
-            "(Bricken et al. 2023, 'Problem setup' and the A/1 run)",
+            "paper": "4,096 features for a 512-neuron MLP (8×) in the run A/1, of SAEs from 1× to 256× (Bricken et al. 2023, "
+            "'Problem setup'); 168 of A/1's features dead (as a summary of the paper quotes it, texonom.com)",
             "ours": f"default-sae: {default['d_sae']:,} features for a {default['d_in']}-wide residual stream "
             f"({default['expansion']:.0f}×), {default['dead']} never active on {default['positions']:,} held-out positions; "
             f"L0 {default['l0']:.2f}, variance explained {default['explained']:.4f}",
