@@ -3,6 +3,7 @@ with numpy from what run.json stores, train-sae's loop against a plain torch loo
 deterministic run, the shipped run's headline, and the page."""
 
 import json
+from urllib.parse import parse_qs
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ from glassbox.model.io.assets import asset
 from glassbox.model.lab import sae as lab
 from glassbox.model.lab.runs import Run
 from glassbox.model.tools.train_sae import fit
-from tests.helpers import cli, start
+from tests.helpers import charts, cli, start
 
 
 @pytest.fixture(scope="module")
@@ -164,12 +165,33 @@ def test_the_default_sae_figures(shipped):
 
 
 def test_the_page_renders_the_shipped_run(shipped):
+    """The page on the shipped run: three charts with titles and axis titles, one line per
+    dictionary size holding the stored counts; the step slider over the stored steps moves the
+    step's figures; the link to the explorer carries the default model, the prompt and the view."""
     at = start("lab/sae.py")
     assert not at.exception
+    figs = charts(at)
+    assert len(figs) == 3
+    for fig in figs:
+        layout = fig["layout"]
+        assert layout["title"]["text"] and layout["xaxis"]["title"]["text"] and layout["yaxis"]["title"]["text"]
+    lines = {t["name"]: t["y"] for t in figs[0]["data"]}
+    sizes = sorted({e["d_sae"] for e in shipped["grid"]})
+    assert len(lines) == len(sizes)
+    for size, name in zip(sizes, lines, strict=True):
+        assert name.startswith(f"{size} latents")
+        assert sorted(lines[name]) == sorted(e["recovered"] for e in shipped["grid"] if e["d_sae"] == size)
+    best = shipped["grid"][shipped["best"]["index"]]
+    assert figs[1]["data"][0]["y"] == best["max_cos"]
     assert [s.label for s in at.select_slider] == ["Step"]
-    assert at.select_slider[0].value == shipped["grid"][shipped["best"]["index"]]["curve"]["step"][-1]
-    text = " ".join(m.value for m in at.markdown)
-    assert "default-sae" in text
+    assert at.select_slider[0].value == best["curve"]["step"][-1]
     at.select_slider[0].set_value(0).run()
     assert not at.exception
     assert at.metric[4].value == f"0 / {shipped['planted']['n']}"
+    link = at.get("page_link")[0].proto
+    assert link.page == "explore"
+    assert parse_qs(link.query_string) == {
+        "model": ["default"],
+        "prompt": [shipped["default_sae"]["prompt"]],
+        "view": ["Features"],
+    }

@@ -5,7 +5,7 @@ forming during training, then the default model's SAE and a link that opens it i
 import plotly.graph_objects as go
 import streamlit as st
 
-from glassbox.app.components.charts import show
+from glassbox.app.components.charts import log_axis, show
 from glassbox.app.components.lab import lab_header, lab_run, paper_table
 from glassbox.app.components.labels import plain
 
@@ -37,22 +37,24 @@ for size in sizes:
     fig.add_scatter(
         x=[e["l0"] for e in row],
         y=[e["recovered"] for e in row],
-        mode="lines+markers+text",
-        text=[f"k={e['k']}" for e in row],
-        textposition="top center",
+        mode="lines+markers",
+        customdata=[[e["k"], e["mmcs"]] for e in row],
+        hovertemplate="k = %{customdata[0]}: L0 %{x:.2f}, %{y} recovered, MMCS %{customdata[1]:.3f}<extra></extra>",
         name=f"{size} latents ({size / n:g}× planted)",
     )
+ks = sorted({e["k"] for e in grid})
 fig.add_hline(y=n, line_dash="dot", annotation_text=f"all {n} planted", annotation_position="bottom right")
 fig.update_layout(
     title=f"Planted features recovered (cosine ≥ {figures['threshold']}), one line per dictionary size",
-    xaxis_title="L0: mean latents active per sample",
+    xaxis=dict(type="log", title="L0: mean latents active per sample (log scale; k, TopK's setting, sets it)", tickvals=ks),
     yaxis_title="planted features recovered",
     legend_title="dictionary size",
     height=420,
 )
 show(fig)
 st.caption(
-    f"The planted data has {figures['planted']['measured_l0']:.2f} features active per sample. Each SAE trained "
+    f"One point per k ({', '.join(map(str, ks))}). The planted data has {figures['planted']['measured_l0']:.2f} "
+    "features active per sample. Each SAE trained "
     f"{figures['steps']:,} steps; {len(grid)} of them took {figures['seconds']:.0f} s here."
 )
 
@@ -98,9 +100,8 @@ fig.add_scatter(
 )
 fig.update_layout(
     title=f"Planted features recovered during training ({labels[chosen]})",
-    xaxis_title="training step (log scale; step 0 drawn at 1)",
+    xaxis=log_axis(shown_steps, "training step (log scale; step 0 drawn at 1)"),
     yaxis_title="planted features recovered",
-    xaxis_type="log",
     yaxis_range=[0, n + 2],
     height=320,
 )
