@@ -7,7 +7,8 @@ decoder's rows are kept at unit norm, so a feature's activation is the length it
 its direction. Written in SAELens's format (cfg.json + sae_weights.safetensors; SAELens's
 ``SAE.load_from_disk`` reads it), with training.json: the loss curve, the fraction of variance
 explained on held-out stories, and the features that never fired there. The shipped one is
-assets/default-sae. Seeded throughout.
+assets/default-sae. Seeded throughout. The loop itself is ``fit``, for any rows: the lab's sae
+(model/lab/sae.py) trains it on features planted on purpose.
 """
 
 from __future__ import annotations
