@@ -32,6 +32,7 @@ def lab_header(name: str) -> Experiment:
 def _train_live(exp: Experiment, settings: dict, name: str) -> Run:
     folder = lab_run_folder(name)
     if not (folder / "run.json").is_file():  # another visitor's run with these settings may have finished since
+        folder.parent.mkdir(parents=True, exist_ok=True)  # $GLASSBOX_HOME/lab/runs, on a fresh install
         with written_whole(folder) as staged:
             exp.code.train(staged, live=True, on_step=step_done, **settings)
     return Run.named(name)
