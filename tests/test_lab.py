@@ -97,3 +97,25 @@ def test_the_explorer_opens_a_lab_checkpoint_and_offers_the_runs_other_steps(hom
     assert at.selectbox(key="explore_model_lab").options == [f"lab:{RUN}@0 · step 0", f"lab:{RUN}@5 · step 5"]
     at.selectbox(key="explore_model_lab").set_value(f"lab:{RUN}@0").run()  # another step of the same run
     assert not at.exception and at.session_state["explore_model"] == f"lab:{RUN}@0"
+
+
+def test_train_it_now_trains_on_the_lane_once_for_everyone_asking_the_same(tmp_path, monkeypatch):
+    """The page's live run: trained on the long lane (model/serving/lane.py) into $GLASSBOX_HOME/lab/runs
+    (made on a fresh install), shown, and then read back by the next visitor with the same settings
+    without training again."""
+    monkeypatch.setenv("GLASSBOX_HOME", str(tmp_path / "home"))
+    at = start("lab/sae.py")
+    at.number_input(key="lab_sae_steps").set_value(20)
+    at.radio(key="lab_sae_run").set_value("Train it now").run()
+    assert not at.exception and any("Press Train" in i.value for i in at.info)  # nothing trains before the press
+    next(b for b in at.button if b.label == "Train").click().run()
+    assert not at.exception and not at.error
+    name = live_run_name("sae", {"steps": 20, "seed": 0})
+    run = Run.named(name)
+    assert run.path == tmp_path / "home" / "lab" / "runs" / name and run.figures["steps"] == 20 and run.figures["live"]
+    made = (run.path / "run.json").stat().st_mtime_ns
+    again = start("lab/sae.py")  # another visitor, the same settings: the run is read, not trained
+    again.number_input(key="lab_sae_steps").set_value(20)
+    again.radio(key="lab_sae_run").set_value("Train it now").run()
+    assert not again.exception and not [b for b in again.button if b.label == "Train"]
+    assert (run.path / "run.json").stat().st_mtime_ns == made
