@@ -184,7 +184,7 @@ st.markdown(
     f"{ablation['previous_token_head']['removed']:.0%} (the induction heads need it)."
     + (
         " One at a time, each induction head removes only "
-        + " and ".join(f"{e['removed']:.0%}" for e in alone)
+        + " and ".join(f"{max(e['removed'], 0.0):.0%}" for e in alone)
         + ": they back each other up, which ablating one head at a time (as the paper does) would hide."
         if len(alone) > 1 and max(e["removed"] for e in alone) < together["removed"] / 2
         else ""
