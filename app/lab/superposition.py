@@ -67,17 +67,17 @@ fig.add_bar(
 fig.add_bar(y=labels, x=intro["b"][k], orientation="h", name="bias b_i", marker_color="#FF8700")
 fig.add_vline(x=threshold, line_dash="dot", annotation_text="represented")
 fig.update_layout(
-    title="Each feature's length ‖W_i‖ (colour: Σ_j≠i (Ŵ_i·W_j)²) and bias",
+    title="Each feature's length ‖W_i‖ and bias b_i",
     xaxis_title="value",
-    yaxis_title="feature",
-    yaxis_autorange="reversed",
+    yaxis=dict(title="feature", autorange="reversed", tickmode="array", tickvals=labels),
     barmode="group",
     legend=dict(orientation="h", y=-0.2),
     height=460,
 )
 show(fig, b)
 st.caption(
-    "Colour 0: the feature has its direction to itself; toward 1 and above: other features share it. "
+    "Bar colour: Σ_j≠i (Ŵ_i·W_j)², 0 where the feature has its direction to itself, 1 and above where other "
+    "features share it. "
     + ", ".join(f"S = {s:g}: {r} represented" for s, r in zip(intro["sparsity"], intro["represented"], strict=True))
 )
 
@@ -168,14 +168,15 @@ for x, D in zip(dims["x"], dims["D"], strict=True):
     ys += kept
 fig.add_scatter(x=xs, y=ys, mode="markers", marker=dict(size=5, opacity=0.35, color="#31333F"), name="a feature's D_i")
 fig.add_scatter(x=dims["x"], y=dims["dims_per_feature"], mode="lines+markers", name="m / ‖W‖_F²", line_color="#FF2B2B")
-for sticky in dims["sticky"]:
+for n_, sticky in enumerate(dims["sticky"]):
+    crowded = n_ and dims["sticky"][n_ - 1]["fraction"] - sticky["fraction"] < 0.05  # its label goes below the line
     fig.add_hline(
         y=sticky["fraction"],
         line_dash="dot",
         line_color="#6D3FC0",
         opacity=0.6,
         annotation_text=f"{sticky['label']} {sticky['shape']}",
-        annotation_position="right",
+        annotation_position="bottom right" if crowded else "top right",
         annotation_font_size=10,
     )
 fig.update_layout(
@@ -211,7 +212,7 @@ for p, name in enumerate(phase["phases"]):
         y=[d for _, d in cells],
         mode="markers",
         marker=dict(symbol="square", size=22, color=colours[p]),
-        name=f"extra feature {name}",
+        name=f"extra feature: {name}",
     )
 curve = [10 ** (-1 + 2 * t / 100) for t in range(101)]
 fig.add_scatter(
