@@ -101,13 +101,14 @@ def checkpoint_slider(run: Run, key: str, prompt: str, view: str = "Overview") -
 
 
 def paper_table(rows: list[dict]) -> None:
-    """The paper's numbers beside ours: one row per figure, with a word on each difference."""
+    """The paper's numbers beside ours: one row per figure, the two side by side and a word on each
+    difference below (a table's cells cut such sentences off or make its columns unreadably narrow)."""
     st.subheader("The paper's numbers beside ours")
-    st.dataframe(
-        [
-            {"what": r["what"], "paper": str(r["paper"]), "ours": str(r["ours"]), "why they differ": r.get("note", "")}
-            for r in rows
-        ],
-        hide_index=True,
-        use_container_width=True,
-    )
+    for row in rows:
+        with st.container(border=True):
+            st.markdown(f"**{plain(row['what'])}**")
+            paper, ours = st.columns(2)
+            paper.markdown(f"*The paper:* {plain(row['paper'])}")
+            ours.markdown(f"*Ours:* {plain(row['ours'])}")
+            if row.get("note"):
+                st.caption(plain(f"Why they differ: {row['note']}"))
