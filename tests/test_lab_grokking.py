@@ -140,6 +140,18 @@ def test_cli_prints_the_shipped_run(run):
     assert {"what", "paper", "ours", "note"} <= set(figures["comparison"][0])
 
 
+def test_a_tiny_live_run(tmp_path):
+    """A live run of 2 steps: progress after every step, run.json as returned, the live settings,
+    checkpoints at its first and last step as Glassbox model folders holding the kept weights."""
+    progress = []
+    figures = lab.train(tmp_path, steps=2, seed=2, live=True, on_step=lambda done, total: progress.append((done, total)))
+    assert json.loads((tmp_path / "run.json").read_text()) == figures and progress == [(1, 2), (2, 2)]
+    assert figures["fraction"] == lab.LIVE_FRACTION and figures["lr"] == lab.LIVE_LR and figures["curves"]["steps"] == [0, 2]
+    assert Run.read(tmp_path).checkpoint_steps == figures["checkpoints"] == [0, 2]
+    first = load(str(Run.read(tmp_path).checkpoint(0))).model.embed.W_E
+    assert torch.equal(first, lab.new_model(2).embed.W_E)  # step 0: the seed's initial weights
+
+
 def test_the_shipped_run_groks_through_the_three_phases(run):
     """The paper's setup (30% of the pairs, lr 1e-3): the model memorises, then the test loss
     falls to near zero; the phases come in order, and the progress measures move as the paper's:

@@ -27,8 +27,8 @@ saved at a checkpoint is the engine's Transformer. Every MEASURE_EVERY steps the
   activations (the rest of the stream kept);
 - the total sum of squared weights.
 Phases (``phases``): memorisation ends when train accuracy first reaches MEMORISED; cleanup starts
-when the sum of squared weights, past its peak after memorisation, falls below 90% of it (weight
-decay removing the memorisation); cleanup ends when the test accuracy first reaches GROKKED.
+when the test loss, past its peak after memorisation, falls below half of it; cleanup ends when the
+embedding holds only the final key frequencies (and test accuracy is at least GROKKED).
 Checkpoints (Glassbox model folders) at step 0, those boundaries, mid circuit formation, and the
 final step.
 """
@@ -271,17 +271,23 @@ def first(steps: list[int], flags: list[bool], after: int = -1) -> int | None:
 def phases(curves: dict) -> dict:
     """Our phase boundaries, each by a stated rule (None where the run never got there):
     - memorisation ends: train accuracy first ≥ MEMORISED;
-    - cleanup starts (circuit formation ends): the sum of squared weights starts its fall: the
-      first step after memorisation where it is below 90% of its highest value after memorisation;
-    - cleanup ends: test accuracy first ≥ GROKKED (the model has grokked)."""
+    - cleanup starts (circuit formation ends): the test loss, after its peak past memorisation,
+      first falls below half of it (the paper: test loss falls sharply in cleanup);
+    - cleanup ends: the embedding holds only the final key frequencies: from this step on, the
+      frequencies holding KEY_SHARE of its spectrum are the last step's (and the test accuracy is
+      at least GROKKED)."""
     steps = curves["steps"]
     memorised = first(steps, [a >= MEMORISED for a in curves["train_accuracy"]])
     cleanup_start = cleanup_end = None
     if memorised is not None:
-        after = [(s, w) for s, w in zip(steps, curves["weight_norm"]) if s >= memorised]
-        peak_at, peak = max(after, key=lambda sw: sw[1])
-        cleanup_start = first(steps, [w < 0.9 * peak for w in curves["weight_norm"]], peak_at)
-        cleanup_end = first(steps, [a >= GROKKED for a in curves["test_accuracy"]], memorised)
+        after = [(s, loss) for s, loss in zip(steps, curves["test_loss"]) if s >= memorised]
+        peak_at, peak = max(after, key=lambda sl: sl[1])
+        cleanup_start = first(steps, [loss < peak / 2 for loss in curves["test_loss"]], peak_at)
+    if cleanup_start is not None:
+        final = curves["key_frequencies"][-1]
+        settled = [all(k == final for k in curves["key_frequencies"][i:]) for i in range(len(steps))]
+        grokked = [a >= GROKKED for a in curves["test_accuracy"]]
+        cleanup_end = first(steps, [s and g for s, g in zip(settled, grokked)], cleanup_start)
     return {"memorisation_end": memorised, "cleanup_start": cleanup_start, "cleanup_end": cleanup_end}
 
 
@@ -388,13 +394,13 @@ def compare(figures: dict) -> list[dict]:
             "what": "circuit formation ends, cleanup starts (step)",
             "paper": f"{PAPER['cleanup_start']:,}",
             "ours": _step(bounds["cleanup_start"]),
-            "note": "ours: the sum of squared weights falls below 90% of its peak",
+            "note": "ours: the test loss falls below half its peak",
         },
         {
             "what": "cleanup ends (step)",
             "paper": f"{PAPER['cleanup_end']:,}",
             "ours": _step(bounds["cleanup_end"]),
-            "note": f"ours: test accuracy first ≥ {GROKKED:.0%}",
+            "note": "ours: from here on the embedding holds only the final key frequencies",
         },
         {
             "what": "final test accuracy",
