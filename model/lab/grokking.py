@@ -275,7 +275,7 @@ def phases(curves: dict) -> dict:
       first falls below half of it (the paper: test loss falls sharply in cleanup);
     - cleanup ends: the embedding holds only the final key frequencies: from this step on, the
       frequencies holding KEY_SHARE of its spectrum are the last step's (and the test accuracy is
-      at least GROKKED)."""
+      at least GROKKED); a step before the last, else the run is still cleaning up (None)."""
     steps = curves["steps"]
     memorised = first(steps, [a >= MEMORISED for a in curves["train_accuracy"]])
     cleanup_start = cleanup_end = None
@@ -287,7 +287,8 @@ def phases(curves: dict) -> dict:
         final = curves["key_frequencies"][-1]
         settled = [all(k == final for k in curves["key_frequencies"][i:]) for i in range(len(steps))]
         grokked = [a >= GROKKED for a in curves["test_accuracy"]]
-        cleanup_end = first(steps, [s and g for s, g in zip(settled, grokked)], cleanup_start)
+        # before the last step: there every run is "settled", one still cleaning up too
+        cleanup_end = first(steps[:-1], [s and g for s, g in zip(settled, grokked)], cleanup_start)
     return {"memorisation_end": memorised, "cleanup_start": cleanup_start, "cleanup_end": cleanup_end}
 
 
@@ -370,7 +371,7 @@ def train(
 
 
 def _step(value) -> str:
-    return "never" if value is None else f"{value:,}"
+    return "not reached" if value is None else f"{value:,}"
 
 
 def compare(figures: dict) -> list[dict]:
