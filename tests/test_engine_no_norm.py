@@ -135,3 +135,19 @@ def test_every_explorer_view_opens_on_a_model_without_norms(tmp_path):
         assert all(chart["data"] for chart in charts(at)), view  # no empty chart
         if view == "LayerNorm":  # nothing to show but the sentence saying so
             assert [i.value for i in at.info] == [NO_NORMS]
+
+
+@pytest.mark.parametrize("cfg", CONFIGS.values(), ids=CONFIGS)
+def test_the_backward_steps_and_parts_name_no_norm(cfg):
+    """The Backward view's steps and the parts list speak of no norm where there is none, and the
+    parts still count every parameter (their sum against the model's own count)."""
+    from glassbox.model.analysis.backward import backward_steps
+    from glassbox.model.analysis.parts import parts
+
+    model = model_of(cfg)
+    titles = [step.title for step in backward_steps(model)]
+    assert not [t for t in titles if "none" in t or "norm" in t], titles
+    assert sum("residual split" in t for t in titles) == cfg.n_layers * 2
+    listed = parts(model)
+    assert not [p.label for p in listed if "norm" in p.label or "none" in p.label]
+    assert sum(p.count for p in listed) == sum(p.numel() for p in model.parameters())

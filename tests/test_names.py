@@ -295,6 +295,7 @@ ALLOWED = {
     "micro": {"engine", "io", "data", "analysis", "training"},  # the micro-models' training and figures
     "course": {"engine", "io", "data", "analysis", "training", "micro"},  # the mlp and residual lessons' ablation, DLA, lens
     "tools": {"engine", "io", "data", "analysis", "serving", "training", "worked_example", "course", "micro"},
+    "lab": {"engine", "io", "data", "analysis", "training", "micro", "tools"},  # the lab trains micro-models and SAEs
     "api": {
         "engine",
         "io",
@@ -307,6 +308,7 @@ ALLOWED = {
         "course",
         "micro",
         "tools",
+        "lab",
     },  # `import glassbox`
 }
 

@@ -228,17 +228,25 @@ def _mlp_steps(cfg: ModelConfig, i: int, g, w) -> list[BackwardStep]:
         mlp,
         BackwardStep(
             f"b{i}-ln2",
-            f"{block_label(i)} {cfg.norm} 2 and the residual split",
+            _split_title(cfg, i, 2),
             (
                 "In a parallel block the MLP's gradient joins attention's at resid_pre (the next step)."
                 if cfg.parallel_block
-                else "∂L/∂resid_mid = ∂L/∂resid_post (the skip) + what comes back through the norm and the MLP."
+                else "∂L/∂resid_mid = ∂L/∂resid_post (the skip) + what comes back through "
+                + ("the norm and " if cfg.norm != "none" else "")
+                + "the MLP."
             ),
             g(p + "ln2.hook_out", p + "ln2.hook_normalized", *(() if cfg.parallel_block else (split,))),
             w(p + "ln2."),
             p + "norms",
         ),
     ]
+
+
+def _split_title(cfg: ModelConfig, i: int, number: int) -> str:
+    """The step where a block's norm (1 before attention, 2 before the MLP) and its skip meet."""
+    norm = f"{cfg.norm} {number} and the " if cfg.norm != "none" else ""  # a model without norms: the split alone
+    return f"{block_label(i)} {norm}residual split"
 
 
 def _attention_steps(cfg: ModelConfig, i: int, g, w) -> list[BackwardStep]:
@@ -248,7 +256,9 @@ def _attention_steps(cfg: ModelConfig, i: int, g, w) -> list[BackwardStep]:
     skip = (
         "∂L/∂resid_pre = ∂L/∂resid_post (the skip) + what comes back through both norms, attention and the MLP."
         if cfg.parallel_block
-        else f"∂L/∂resid_pre = ∂L/∂{split.split('hook_')[-1]} (the skip) + what comes back through the norm and attention."
+        else f"∂L/∂resid_pre = ∂L/∂{split.split('hook_')[-1]} (the skip) + what comes back through "
+        + ("the norm and " if cfg.norm != "none" else "")
+        + "attention."
     )
     return [
         BackwardStep(
@@ -285,7 +295,7 @@ def _attention_steps(cfg: ModelConfig, i: int, g, w) -> list[BackwardStep]:
         ),
         BackwardStep(
             f"b{i}-ln1",
-            f"{block_label(i)} {cfg.norm} 1 and the residual split",
+            _split_title(cfg, i, 1),
             skip,
             g(p + "ln1.hook_out", p + "ln1.hook_normalized", p + "hook_resid_pre"),
             w(p + "ln1."),

@@ -42,10 +42,11 @@ def parts(model: Transformer) -> list[Part]:
     one_norm = cfg.attn_only and not cfg.post_norms  # an attention-only block norms only attention's input
     for i in range(cfg.n_layers):
         p = f"blocks.{i}."
-        out += [
-            Part(p + "attn", f"{block_label(i)} attention", under(p + "attn.")),
-            Part(p + "norms", f"{block_label(i)} {cfg.norm}{'' if one_norm else 's'}", under(p + "ln1") + under(p + "ln2")),
-        ]
+        out.append(Part(p + "attn", f"{block_label(i)} attention", under(p + "attn.")))
+        if cfg.norm != "none":  # a model without norms has none to count
+            out.append(
+                Part(p + "norms", f"{block_label(i)} {cfg.norm}{'' if one_norm else 's'}", under(p + "ln1") + under(p + "ln2"))
+            )
         if cfg.is_moe(i):  # counted in all: a token uses the router, top_k experts (and the shared one)
             shared = " and a shared expert" if cfg.d_ff_shared is not None else ""
             out.append(
