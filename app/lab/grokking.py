@@ -46,30 +46,30 @@ def marked(fig: go.Figure) -> go.Figure:
     where they fall inside this run."""
     end = x[-1]
     bands = (
-        (0, paper["memorisation_end"], "paper: memorisation", "rgba(31,119,180,0.08)"),
-        (paper["memorisation_end"], paper["cleanup_start"], "paper: circuit formation", "rgba(255,127,14,0.08)"),
-        (paper["cleanup_start"], paper["cleanup_end"], "paper: cleanup", "rgba(44,160,44,0.10)"),
+        (0, paper["memorisation_end"], "memorise", "rgba(31,119,180,0.08)"),
+        (paper["memorisation_end"], paper["cleanup_start"], "circuit formation", "rgba(255,127,14,0.08)"),
+        (paper["cleanup_start"], paper["cleanup_end"], "cleanup", "rgba(44,160,44,0.10)"),
     )
     for start, stop, label, colour in bands:
         if start < end:
             fig.add_vrect(
-                x0=max(start, 1), x1=min(stop, end), fillcolor=colour, line_width=0, annotation_text=label,
+                x0=start, x1=min(stop, end), fillcolor=colour, line_width=0, annotation_text=label,
                 annotation_position="top left", annotation_font_size=10,
             )  # fmt: skip
     for key, label in PHASES:
         if bounds[key] is not None:
-            fig.add_vline(x=max(bounds[key], 1), line_dash="dash", line_color="#555", annotation_text=f"ours: {label}",
+            fig.add_vline(x=bounds[key], line_dash="dash", line_color="#555", annotation_text=f"ours: {label}",
                           annotation_position="bottom right", annotation_font_size=10)  # fmt: skip
     return fig
 
 
 st.subheader("Train and test loss")
 fig = go.Figure()
-fig.add_scatter(x=x[1:], y=curves["train_loss"][1:], name="train loss", mode="lines")
-fig.add_scatter(x=x[1:], y=curves["test_loss"][1:], name="test loss", mode="lines")
+fig.add_scatter(x=x, y=curves["train_loss"], name="train loss", mode="lines")
+fig.add_scatter(x=x, y=curves["test_loss"], name="test loss", mode="lines")
 fig.update_layout(
     title="Cross-entropy on the training pairs and on the held-out pairs",
-    xaxis=dict(type="log", title="step (log scale)"),
+    xaxis=dict(title="step", tickformat=",d"),  # linear, as the paper draws it: the phases are long stretches of steps
     yaxis=dict(type="log", title="loss (log scale)"),
     height=420,
 )
@@ -77,8 +77,8 @@ show(marked(fig))
 st.caption(
     plain(
         f"Dashed: our phase boundaries (memorisation ends when train accuracy reaches {code.MEMORISED:.0%}; cleanup "
-        f"starts when the sum of squared weights falls below 90% of its peak; it ends when test accuracy reaches "
-        f"{code.GROKKED:.0%}). Shaded: the paper's phases. {figures['steps']:,} steps on {figures['train_pairs']:,} "
+        "starts when the test loss falls below half its peak; it ends when the embedding has settled on its final key "
+        f"frequencies and test accuracy is at least {code.GROKKED:.0%}). Shaded and named at the top: the paper's phases. {figures['steps']:,} steps on {figures['train_pairs']:,} "
         f"pairs ({figures['fraction']:.0%}), learning rate {figures['lr']:g}, took {figures['seconds']:.0f} s here."
     )
 )
@@ -92,13 +92,13 @@ st.markdown(
 fig = go.Figure()
 for name, label in (("train_loss", "train loss"), ("test_loss", "test loss"), ("restricted_loss", "restricted loss"),
                     ("excluded_loss", "excluded loss")):  # fmt: skip
-    fig.add_scatter(x=x[1:], y=curves[name][1:], name=label, mode="lines")
-fig.add_scatter(x=x[1:], y=curves["weight_norm"][1:], name="sum of squared weights", mode="lines", yaxis="y2",
+    fig.add_scatter(x=x, y=curves[name], name=label, mode="lines")
+fig.add_scatter(x=x, y=curves["weight_norm"], name="sum of squared weights", mode="lines", yaxis="y2",
                 line=dict(dash="dot", color="#444"))  # fmt: skip
 fig.update_layout(
     title=f"Restricted and excluded loss (key frequencies {', '.join(map(str, figures['key_frequencies']))}), "
     "and the sum of squared weights",
-    xaxis=dict(type="log", title="step (log scale)"),
+    xaxis=dict(title="step", tickformat=",d"),
     yaxis=dict(type="log", title="loss (log scale)"),
     yaxis2=dict(title="sum of squared weights", overlaying="y", side="right", showgrid=False),
     legend=dict(orientation="h", y=-0.25),
