@@ -17,7 +17,8 @@ for exp in EXPERIMENTS:
         st.page_link(f"lab/{exp.name}.py", label=exp.title, icon=":material/science:")
         try:
             figures = Run.shipped(exp.name).figures
-            took = f"Shipped run: {figures['steps']:,} steps in {figures['seconds']:.0f} s on {figures['threads']} CPU thread(s)."
+            threads = figures["threads"]
+            took = f"Shipped run: {figures['steps']:,} steps, trained in {figures['seconds']:.0f} s here on {threads} CPU thread{'s' * (threads != 1)}."
         except (GlassboxError, KeyError):
             took = "No shipped run in this install."
         st.caption(plain(f"{exp.paper}. {took}"))
