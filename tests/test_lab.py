@@ -105,8 +105,9 @@ def test_train_it_now_trains_on_the_lane_once_for_everyone_asking_the_same(tmp_p
     without training again."""
     monkeypatch.setenv("GLASSBOX_HOME", str(tmp_path / "home"))
     at = start("lab/sae.py")
-    at.number_input(key="lab_sae_steps").set_value(20)
+    assert not at.number_input  # the live run's settings only with Train it now
     at.radio(key="lab_sae_run").set_value("Train it now").run()
+    at.number_input(key="lab_sae_steps").set_value(20).run()
     assert not at.exception and any("Press Train" in i.value for i in at.info)  # nothing trains before the press
     next(b for b in at.button if b.label == "Train").click().run()
     assert not at.exception and not at.error
@@ -115,7 +116,27 @@ def test_train_it_now_trains_on_the_lane_once_for_everyone_asking_the_same(tmp_p
     assert run.path == tmp_path / "home" / "lab" / "runs" / name and run.figures["steps"] == 20 and run.figures["live"]
     made = (run.path / "run.json").stat().st_mtime_ns
     again = start("lab/sae.py")  # another visitor, the same settings: the run is read, not trained
-    again.number_input(key="lab_sae_steps").set_value(20)
     again.radio(key="lab_sae_run").set_value("Train it now").run()
+    again.number_input(key="lab_sae_steps").set_value(20).run()
     assert not again.exception and not [b for b in again.button if b.label == "Train"]
     assert (run.path / "run.json").stat().st_mtime_ns == made
+
+
+@pytest.mark.parametrize("name", list(LAB))
+def test_each_page_opens_on_its_shipped_run_and_offers_settings_to_train_one(name):
+    """The shipped run at once, no settings; Train it now: steps, a seed (grokking: its training
+    pairs too) and the estimate from the shipped run's measured time per step, before any training."""
+    at = start(f"lab/{name}.py")
+    assert not at.exception and not at.error and not at.number_input
+    at.radio(key=f"lab_{name}_run").set_value("Train it now").run()
+    assert [n.label for n in at.number_input] == ["Steps", "Seed"]
+    assert at.number_input(key=f"lab_{name}_steps").value == experiment(name).code.LIVE_STEPS
+    shipped = Run.shipped(name).figures
+    expected = (
+        shipped["seconds"]
+        / shipped["steps"]
+        * experiment(name).code.LIVE_STEPS
+        * getattr(experiment(name).code, "LIVE_STEP_COST", 1.0)
+    )
+    said = " ".join(i.value for i in at.info)
+    assert f"about {expected:.0f} s on this server" in said.replace("\\", ""), said

@@ -4,6 +4,8 @@ opens a checkpoint in the explorer, and the paper's numbers beside ours."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import streamlit as st
 
 from glassbox.app.components.labels import plain
@@ -38,20 +40,27 @@ def _train_live(exp: Experiment, settings: dict, name: str) -> Run:
     return Run.named(name)
 
 
-def lab_run(name: str, settings: dict, key: str) -> Run | None:
-    """The run to show: a radio between the shipped run and one trained now with ``settings``
-    (the page's widgets: steps, seed, and the experiment's own). A run trained now is shared by
-    every visitor who asks for the same settings, trained once, kept in $GLASSBOX_HOME/lab/runs.
-    None while the visitor has not pressed Train, or the run was cancelled or refused (the page
-    says why)."""
-    exp = experiment(name)
-    choice = st.radio("Run", (SHIPPED, LIVE), key=key, horizontal=True, persist_state="session")
+def lab_run(name: str, max_steps: int, step: int = 50, more: Callable[[list], dict] | None = None) -> Run | None:
+    """The run to show: a radio between the shipped run and one trained now. For one trained now,
+    its settings (steps up to ``max_steps`` by ``step``, a seed, and what ``more(columns)`` draws in
+    the columns left and returns: the experiment's own settings) and a Train button. A run trained
+    now is shared by every visitor who asks for the same settings, trained once, kept in
+    $GLASSBOX_HOME/lab/runs. None while the visitor has not pressed Train, or the run was cancelled
+    or refused (the page says why). Widget keys: lab_NAME_run, lab_NAME_steps, lab_NAME_seed."""
+    exp, key = experiment(name), f"lab_{name}"
+    choice = st.radio("Run", (SHIPPED, LIVE), key=f"{key}_run", horizontal=True, persist_state="session")
     if choice == SHIPPED:
         try:
             return Run.shipped(name)
         except GlassboxError as exc:  # a checkout without the shipped run: say how to make it
             st.error(plain(f"{exc}. `glassbox lab {name} --out assets/lab/{name}` makes it."))
             return None
+    columns = st.columns(3 if more else 2)
+    steps = columns[0].number_input(
+        "Steps", min_value=step, max_value=max_steps, value=exp.code.LIVE_STEPS, step=step, key=f"{key}_steps"
+    )
+    seed = columns[1].number_input("Seed", min_value=0, max_value=2**31 - 1, value=0, key=f"{key}_seed")
+    settings = {"steps": int(steps), "seed": int(seed), **(more(columns[2:]) if more else {})}
     cancelled_note()
     live = live_run_name(name, settings)
     if (lab_run_folder(live) / "run.json").is_file():
@@ -59,11 +68,10 @@ def lab_run(name: str, settings: dict, key: str) -> Run | None:
     if not st.button("Train", type="primary", key=f"{key}:train"):
         st.info(plain(f"Press Train: about {_estimate(name, settings):.0f} s on this server, on its long-computation lane."))
         return None
-    steps = int(settings.get("steps") or exp.code.LIVE_STEPS)
     return long_computation(
         f"Training ({name})",
         live,
-        Plan(f"Training ({name})", steps, 0, 0, 1),
+        Plan(f"Training ({name})", settings["steps"], 0, 0, 1),
         None,
         lambda: _train_live(exp, settings, live),
         shared=True,

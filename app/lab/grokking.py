@@ -18,21 +18,23 @@ st.markdown(
     "then slowly builds a circuit of a few Fourier frequencies, and only when weight decay cleans away "
     "the memorisation does the test loss fall: it *groks*."
 )
-left, middle, right = st.columns(3)
-steps = left.number_input(
-    "Steps (Train it now)", min_value=50, max_value=2000, value=code.LIVE_STEPS, step=50, key="lab_grokking_steps"
-)
-seed = middle.number_input("Seed (Train it now)", min_value=0, max_value=2**31 - 1, value=0, key="lab_grokking_seed")
-fraction = right.select_slider(
-    "Training pairs (Train it now)",
-    options=[0.3, 0.4, 0.5, 0.6],
-    value=code.LIVE_FRACTION,
-    format_func=lambda f: f"{f:.0%}",
-    key="lab_grokking_fraction",
-    help=f"The paper's {code.FRACTION:.0%} groks after thousands of steps; a run trained here uses "
-    f"{code.LIVE_FRACTION:.0%} at learning rate {code.LIVE_LR:g} to grok in a few hundred",
-)
-run = lab_run("grokking", {"steps": int(steps), "seed": int(seed), "fraction": float(fraction)}, key="lab_grokking_run")
+
+
+def training_pairs(columns: list) -> dict:
+    """The live run's own setting: the share of the pairs it trains on."""
+    fraction = columns[0].select_slider(
+        "Training pairs",
+        options=[0.3, 0.4, 0.5, 0.6],
+        value=code.LIVE_FRACTION,
+        format_func=lambda f: f"{f:.0%}",
+        key="lab_grokking_fraction",
+        help=f"The paper's {code.FRACTION:.0%} groks after thousands of steps; a run trained here uses "
+        f"{code.LIVE_FRACTION:.0%} at learning rate {code.LIVE_LR:g} to grok in a few hundred",
+    )
+    return {"fraction": float(fraction)}
+
+
+run = lab_run("grokking", max_steps=2000, step=50, more=training_pairs)
 if run is None:
     st.stop()
 figures = run.figures

@@ -27,12 +27,7 @@ st.markdown(
     f"(theirs: token 500 minus token 50; ours: position {code.LATE} minus position {code.EARLY} of 64, on held-out "
     "sequences). Negative means the context helps."
 )
-left, right = st.columns(2)
-steps = left.number_input(
-    "Steps (Train it now)", min_value=50, max_value=3000, value=code.LIVE_STEPS, step=50, key="lab_induction_steps"
-)
-seed = right.number_input("Seed (Train it now)", min_value=0, max_value=2**31 - 1, value=0, key="lab_induction_seed")
-run = lab_run("induction", {"steps": int(steps), "seed": int(seed)}, key="lab_induction_run")
+run = lab_run("induction", max_steps=3000, step=50)
 if run is None:
     st.stop()
 figures = run.figures

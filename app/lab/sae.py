@@ -17,12 +17,7 @@ st.markdown(
     "sparsities (TopK: exactly k latents on) learn to rebuild the samples. Does each planted direction come back as "
     f"one of their decoder rows (cosine ≥ {code.THRESHOLD})?"
 )
-left, right = st.columns(2)
-steps = left.number_input(
-    "Steps (Train it now)", min_value=20, max_value=3000, value=code.LIVE_STEPS, step=20, key="lab_sae_steps"
-)
-seed = right.number_input("Seed (Train it now)", min_value=0, max_value=2**31 - 1, value=0, key="lab_sae_seed")
-run = lab_run("sae", {"steps": int(steps), "seed": int(seed)}, key="lab_sae_run")
+run = lab_run("sae", max_steps=3000, step=20)
 if run is None:
     st.stop()
 figures = run.figures

@@ -17,12 +17,7 @@ st.markdown(
     "zero with probability S (its sparsity), else uniform on [0, 1]. When features are dense, the model keeps the m "
     "most important ones. When they are sparse, it stores more features than it has dimensions: in superposition."
 )
-left, right = st.columns(2)
-steps = left.number_input(
-    "Steps (Train it now)", min_value=20, max_value=20_000, value=code.LIVE_STEPS, step=100, key="lab_superposition_steps"
-)
-seed = right.number_input("Seed (Train it now)", min_value=0, max_value=2**31 - 1, value=0, key="lab_superposition_seed")
-run = lab_run("superposition", {"steps": int(steps), "seed": int(seed)}, key="lab_superposition_run")
+run = lab_run("superposition", max_steps=20_000, step=100)
 if run is None:
     st.stop()
 figures = run.figures
