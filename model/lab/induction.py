@@ -392,7 +392,7 @@ def compare(figures: dict) -> list[dict]:
             f"({ablation['induction_heads']['removed']:.0%} removed); the control head: "
             f"{ablation['control']['icl']:+.2f} ({ablation['control']['removed']:.0%})",
             "note": "same finding. One at a time (as the paper ablates) each of our induction heads removes only "
-            + " and ".join(f"{e['removed']:.0%}" for e in alone)
+            + " and ".join(f"{max(e['removed'], 0.0):.0%}" for e in alone)
             + ": they back each other up, the masking the paper warns of for marginal ablations",
         },
     ]
