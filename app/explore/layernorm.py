@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from glassbox.app.components.charts import show
-from glassbox.app.components.labels import cell_text
+from glassbox.app.components.labels import cell_text, plain
 from glassbox.app.explore.common import Explorer, array, derived, heatmap, lacks
 from glassbox.model.analysis import norm_prefixes, norm_summary
 from glassbox.model.analysis.architecture import NO_NORMS
@@ -42,7 +42,7 @@ def render(ctx: Explorer) -> None:
     if not prefixes and lacks(ctx):  # a zero-layer model without a final norm has none
         return
     if not prefixes:  # a model without norms (norm "none")
-        st.info(NO_NORMS)
+        st.info(plain(NO_NORMS))
         return
     if st.session_state.get("explore_norm") not in prefixes:
         st.session_state.explore_norm = next(iter(prefixes))
