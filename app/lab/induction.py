@@ -88,6 +88,17 @@ for i, (block, head) in enumerate(heads):
             row=row,
             col=1,
         )
+for value, when, where in ((code.PAPER_ICL_BEFORE, "before", "top right"), (code.PAPER_ICL_AFTER, "after", "bottom right")):
+    fig.add_hline(
+        y=value,
+        line_dash="dot",
+        line_color="#6c757d",
+        annotation_text=f"paper, {when} its phase change: {value:g}",  # the paper's, on the same axis
+        annotation_position=where,
+        annotation_font_size=10,
+        row=2,
+        col=1,
+    )
 start, end = found["window"]
 fig.add_vrect(x0=start, x1=end, fillcolor="#ffd166", opacity=0.25, line_width=0, row="all", col=1)
 fig.add_vline(x=found["heads_step"], line_dash="dash", line_color="#e63946", row="all", col=1)
@@ -106,7 +117,8 @@ st.caption(
     f"sequences like the training ones, head scores on {figures['setup']['score_halves']} random sequences of "
     f"{figures['setup']['half']} syllables repeated once. The induction heads form at step {found['heads_step']}, the "
     f"in-context learning score jumps at {found['icl_step']}, the loss falls fastest at {found['loss_step']} "
-    f"({figures['steps']:,} steps, {figures['seconds']:.0f} s on {figures['threads']} threads)."
+    f"({figures['steps']:,} steps, {figures['seconds']:.0f} s here). Dotted: the paper's in-context learning "
+    "scores before and after its phase change (500th minus 50th token, natural text)."
 )
 with st.expander("How the steps are found"):
     for name, rule in found["rules"].items():
