@@ -89,7 +89,8 @@ def _estimate(name: str, settings: dict) -> float:
         return 60.0
     per_step = shipped["seconds"] / max(shipped["steps"], 1)
     steps = int(settings.get("steps") or exp.code.LIVE_STEPS)
-    return per_step * steps * getattr(exp.code, "LIVE_STEP_COST", 1.0)
+    cost = exp.code.live_step_cost(settings) if hasattr(exp.code, "live_step_cost") else getattr(exp.code, "LIVE_STEP_COST", 1.0)
+    return per_step * steps * cost
 
 
 def checkpoint_slider(run: Run, key: str, prompt: str, view: str = "Overview") -> int:

@@ -7,7 +7,8 @@ papers' own numbers. One module per experiment (induction, grokking, superpositi
   ``live=True``: the shorter variant the app trains on the spot, where the full run is too long.
 - ``compare(figures) -> list[dict]``: the paper's published numbers beside ours, one row each:
   {"what", "paper", "ours", "note"}; ``summary(figures) -> list[str]``: what the CLI prints.
-- ``LIVE_STEPS``: the app's live run's steps; ``STEPS``: the shipped run's.
+- ``LIVE_STEPS``: the app's live run's steps; ``STEPS``: the shipped run's; ``LIVE_STEP_COST`` (or
+  ``live_step_cost(settings)``): a live step's cost against a shipped one, for the page's estimate.
 
 The shipped runs are in assets/lab/NAME, made by ``glassbox lab NAME --out assets/lab/NAME``;
 ``glassbox lab NAME`` writes to $GLASSBOX_HOME/lab/NAME. runs.py holds the run folder's format.

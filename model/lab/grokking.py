@@ -70,6 +70,11 @@ PAPER = {
 }
 
 
+def live_step_cost(settings: dict) -> float:
+    """A live step's cost against a shipped one, for the page's estimate: its share of the pairs."""
+    return float(settings.get("fraction") or LIVE_FRACTION) / FRACTION
+
+
 def config():
     from glassbox.model.engine import ModelConfig
 
