@@ -40,10 +40,15 @@ def lab_run_folder(run: str) -> Path:
     return asset("lab") / run if "-" not in run else home() / "lab" / "runs" / run
 
 
+def lab_checkpoint_folder(run_folder: Path, step: int) -> Path:
+    """Where a lab run keeps its model at ``step``: checkpoints/step-NNNNNN (model/lab/runs.py writes it)."""
+    return Path(run_folder) / "checkpoints" / f"step-{step:06d}"
+
+
 def lab_checkpoint(name: str) -> Path | None:
     """The folder of the lab checkpoint ``name`` names ("lab:induction@400"), None if ``name`` is
     not a lab name. Only these two forms are read: a name cannot reach anywhere else."""
     match = LAB_NAME.fullmatch(name)
     if match is None:
         return None
-    return lab_run_folder(match["run"]) / "checkpoints" / f"step-{int(match['step']):06d}"
+    return lab_checkpoint_folder(lab_run_folder(match["run"]), int(match["step"]))

@@ -15,6 +15,7 @@ from pathlib import Path
 from glassbox.model.engine import GlassboxError
 from glassbox.model.engine.work import pass_started, report
 from glassbox.model.io.assets import asset, home, lab_run_folder
+from glassbox.model.io.assets import lab_checkpoint_folder as checkpoint_folder
 from glassbox.model.io.guard import SIDE_FILE_BYTES, read_json
 
 RUN_FILE = "run.json"
@@ -25,7 +26,7 @@ def shipped_folder(name: str) -> Path:
     return asset("lab") / name
 
 
-def user_folder(name: str) -> Path:
+def user_run_folder(name: str) -> Path:
     """Where ``glassbox lab NAME`` writes by default: $GLASSBOX_HOME/lab/NAME."""
     return home() / "lab" / name
 
@@ -34,10 +35,6 @@ def live_run_name(name: str, settings: dict) -> str:
     """The run's name for the app's live run of ``name`` with ``settings``: NAME-HASH."""
     digest = hashlib.sha1(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:10]
     return f"{name}-{digest}"
-
-
-def checkpoint_folder(run_folder: Path, step: int) -> Path:
-    return Path(run_folder) / "checkpoints" / f"step-{step:06d}"
 
 
 @dataclass

@@ -38,7 +38,7 @@ def run(args) -> int:
     from glassbox.model.engine import GlassboxError
     from glassbox.model.engine.files import written_whole
     from glassbox.model.lab import EXPERIMENTS, experiment
-    from glassbox.model.lab.runs import Run, user_folder
+    from glassbox.model.lab.runs import Run, user_run_folder
 
     if args.name is None:
         if args.json:
@@ -53,7 +53,7 @@ def run(args) -> int:
             raise GlassboxError("--shipped prints the shipped run: it takes no --steps, --seed, --live or --out")
         figures = Run.shipped(exp.name).figures
     else:
-        out = args.out or user_folder(exp.name)
+        out = args.out or user_run_folder(exp.name)
         if args.out is None:
             out.parent.mkdir(parents=True, exist_ok=True)
         out = writable(out, folder_ok=True)
