@@ -64,13 +64,17 @@ class Lens:
 
 
 @torch.no_grad()
-def logit_lens(model: Transformer, trace: Trace, token_id: int, k: int = 5, positions: list[int] | None = None) -> Lens:
+def logit_lens(
+    model: Transformer, trace: Trace, token_id: int | list[int], k: int = 5, positions: list[int] | None = None
+) -> Lens:
     """The final norm and the output head applied to the residual stream after every block:
     what the model would predict if it stopped there. The last point is the model's own
     prediction. Only at ``positions`` (default all): the head is the costly part, a
-    (d_model × vocab) product per position and point."""
+    (d_model × vocab) product per position and point. ``chosen``: the probability of
+    ``token_id``, or with a list, of its own token at each position."""
     points = residual_points(model.cfg)
     positions = list(range(len(trace.tokens))) if positions is None else list(positions)
+    chosen_ids = torch.as_tensor(token_id).expand(len(positions))  # one id for all, or one per position
     top_ids: list[np.ndarray] = []
     top_probs: list[np.ndarray] = []
     chosen: list[np.ndarray] = []
@@ -81,5 +85,5 @@ def logit_lens(model: Transformer, trace: Trace, token_id: int, k: int = 5, posi
         order = np.lexsort((ids, -values), axis=-1)  # equal probabilities in token-id order, as everywhere
         top_ids.append(np.take_along_axis(ids, order, -1))
         top_probs.append(np.take_along_axis(values, order, -1))
-        chosen.append(probs[:, token_id].cpu().numpy())
+        chosen.append(probs[torch.arange(len(positions)), chosen_ids.to(probs.device)].cpu().numpy())
     return Lens([label for label, _ in points], positions, np.stack(top_ids), np.stack(top_probs), np.stack(chosen))

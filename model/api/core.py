@@ -202,7 +202,7 @@ class Model(LoadedModel):
 
     def stream(
         self,
-        prompt: str,
+        prompt: str | list[int],
         max_new_tokens: int = 20,
         temperature: float = 1.0,
         top_k: int | None = None,
@@ -215,14 +215,21 @@ class Model(LoadedModel):
 
     def generate(
         self,
-        prompt: str,
+        prompt: str | list[int],
         max_new_tokens: int = 20,
         temperature: float = 1.0,
         top_k: int | None = None,
         top_p: float = 1.0,
         seed: int = 0,
-    ) -> list[GeneratedToken]:
-        """``stream``'s tokens, all of them."""
+        tree: bool = False,
+    ):
+        """``stream``'s tokens, all of them (a list of ``GeneratedToken``). With ``tree=True``, a
+        ``Tree`` (glassbox.tree) whose first path is that sample, to branch (``tree.branch(position,
+        token)``), sample again with another seed, and open (``tree.trace(path)``, ``tree.lens(path)``)."""
+        if tree:
+            from glassbox.tree import Tree
+
+            return Tree(self, prompt, max_new_tokens, Sampling(temperature, top_k, top_p, seed))
         return list(self.stream(prompt, max_new_tokens, temperature, top_k, top_p, seed))
 
     def steering_vector(self, positive: str | list[int], negative: str | list[int], block: int) -> torch.Tensor:

@@ -28,5 +28,14 @@ class KVCache:
         k, v = self.keys[layer], self.values[layer]
         return None if k is None or v is None else (k, v)
 
+    def truncated(self, length: int) -> KVCache:
+        """A new cache of the first ``length`` positions (views of these tensors: ``extend``
+        concatenates into new ones, so neither cache changes the other)."""
+        cut = KVCache(len(self.keys))
+        cut.keys = [None if k is None else k[:, :, :length] for k in self.keys]
+        cut.values = [None if v is None else v[:, :, :length] for v in self.values]
+        cut.length = min(self.length, length)
+        return cut
+
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in self.keys + self.values if t is not None)

@@ -109,16 +109,19 @@ class GeneratedToken:
     entropy_after: float
     cache_bytes: int  # the KV cache it was predicted from: the keys and values of every earlier position
     position: int  # where this token goes in the sequence
+    forced: bool = False  # put there by a branch (generation_tree), not drawn
 
 
-def generate(loaded: TextModel, prompt: str, max_new_tokens: int, sampling: Sampling = Sampling()) -> Iterator[GeneratedToken]:
+def generate(
+    loaded: TextModel, prompt: str | list[int], max_new_tokens: int, sampling: Sampling = Sampling()
+) -> Iterator[GeneratedToken]:
     """Yield new tokens one at a time (a generator, so a UI can stream them). The prompt is
     run once; each new token is then fed alone, with the others' keys and values cached.
     An encoder-decoder (T5) reads the prompt as its source, once, and its decoder writes the new
     tokens from decoder_start_token_id on; the cross-attention's keys and values are computed
     from the source at the first step and cached with the decoder's own."""
     sampling.check()
-    tokens = loaded.encode(prompt)
+    tokens = loaded.encode(prompt) if isinstance(prompt, str) else list(prompt)  # text, or token ids
     if max_new_tokens < 1:
         raise GlassboxError(f"Generate at least one token, not {max_new_tokens}")
     if isinstance(loaded.model, EncoderDecoder):
