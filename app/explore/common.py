@@ -424,3 +424,15 @@ def bar_chart(
         yaxis=dict(title=y_title, range=value_room(y) if text is not None and len(y) else None),
     )
     return fig
+
+
+def linked_tokens(loaded: LoadedModel, ids: str, prompt: str) -> list[int] | None:
+    """The token ids a link gave (comma-separated: a generation's own tokens), if they are this
+    model's and decode to ``prompt``; else None (the prompt is then encoded)."""
+    try:
+        tokens = [int(i) for i in ids.split(",")] if ids else []
+    except ValueError:
+        return None
+    if not tokens or not all(0 <= t < loaded.cfg.vocab_size for t in tokens):
+        return None
+    return tokens if loaded.tokenizer.decode(tokens) == prompt else None

@@ -9,7 +9,7 @@ from glassbox.app.components.errors import fragment
 from glassbox.app.components.labels import plain
 from glassbox.app.components.model_picker import model_picker, readable_prompt
 from glassbox.app.explore import RENAMED_VIEWS, VIEWS
-from glassbox.app.explore.common import Explorer, offered, pipeline
+from glassbox.app.explore.common import Explorer, linked_tokens, offered, pipeline
 from glassbox.app.explore.seq2seq import VIEWS as SEQ2SEQ_VIEWS
 from glassbox.app.explore.seq2seq.page import page as seq2seq_page
 from glassbox.app.state import read_url_settings, show_url_notes, url_settings, write_url_settings
@@ -20,7 +20,16 @@ from glassbox.model.engine.placement import summary
 from glassbox.model.io.checkpoint import LoadedModel
 from glassbox.model.worked_example.article import published
 
-PAGE_SETTINGS = {"model": "default", "prompt": "the cat sat on the", "view": "Overview", "target": "", "target_pos": -1}
+# ids: a generation's own token ids (the playground's link), used while they spell the prompt: its
+# text encoded again may split into other tokens than the model wrote
+PAGE_SETTINGS = {
+    "model": "default",
+    "prompt": "the cat sat on the",
+    "view": "Overview",
+    "target": "",
+    "target_pos": -1,
+    "ids": "",
+}
 target_in_url = "target" in st.query_params  # read before the settings are written back
 if st.query_params.get("view") in RENAMED_VIEWS:  # a link from before a view was renamed
     st.query_params["view"] = RENAMED_VIEWS[st.query_params["view"]]
@@ -63,6 +72,11 @@ try:
 except GlassboxError as exc:
     st.error(plain(exc))
     st.stop()
+linked = linked_tokens(loaded, st.session_state.explore_ids, st.session_state.explore_prompt)
+if linked is None:
+    st.session_state.explore_ids = ""  # the prompt was changed: its own encoding from now on
+else:
+    tokens = linked
 try:
     check_context(cfg, len(tokens))
 except GlassboxError as exc:
