@@ -178,3 +178,17 @@ def test_the_explorer_opens_a_generations_own_tokens():
     assert any("this prompt: 2 tokens" in c.value for c in at.caption)
     at = start("screens/explore.py", model="default", prompt=" cat", ids="1,2").run()  # not " cat": encoded
     assert any("this prompt: 1 tokens" in c.value for c in at.caption)
+
+
+def test_the_tree_bench_measures_a_branch_beside_a_fresh_generation():
+    """Smoke test of `glassbox bench --tree`'s measure on a tiny random model (its own check: the
+    branch's tokens equal the fresh generation's, else it exits). Reference for the counts: a
+    branch at new token j of n computes n − j − 1 positions, a fresh one the prefix and the rest."""
+    from glassbox.model.engine import ModelConfig
+    from glassbox.model.tools.tree_bench import RandomTextModel, measure
+
+    rows = measure(RandomTextModel(ModelConfig(vocab_size=64, n_ctx=32, d_model=32, n_layers=2, n_heads=4, d_ff=64)), 8, 6, 1)
+    assert [r["new_token"] for r in rows] == [0, 3, 5]
+    assert [r["branch_positions"] for r in rows] == [5, 2, 0]
+    assert [r["fresh_positions"] for r in rows] == [8 + 1 + 4, 8 + 4 + 1 + 1, 0]
+    assert rows[0]["ratio"] > 0 and rows[-1]["ratio"] is None

@@ -65,6 +65,11 @@ def add_arguments(parser) -> None:
         help="instead: each curated model's shape (or these), random weights: load, trace, generate",
     )
     parser.add_argument(
+        "--tree",
+        action="store_true",
+        help="instead: a branch of the generation tree (KV cache reused) beside a fresh generation of the same prefix",
+    )
+    parser.add_argument(
         "--analyses",
         nargs="*",
         metavar="HUB_ID",
@@ -167,6 +172,10 @@ def _verdict(ratio: float, target: float) -> str:
 
 
 def run(args) -> int:
+    if args.tree:
+        from glassbox.model.tools import tree_bench
+
+        return tree_bench.run(args.json, max(args.repeats, 1))
     if args.analyses is not None:
         from glassbox.model.tools import analyses_bench
 
