@@ -183,12 +183,16 @@ def test_the_explorer_opens_a_generations_own_tokens():
 def test_the_tree_bench_measures_a_branch_beside_a_fresh_generation():
     """Smoke test of `glassbox bench --tree`'s measure on a tiny random model (its own check: the
     branch's tokens equal the fresh generation's, else it exits). Reference for the counts: a
-    branch at new token j of n computes n − j − 1 positions, a fresh one the prefix and the rest."""
+    branch at new token j of n computes n − j − 1 positions, a fresh one its prefix (prompt, j kept, the forced one) and then n − j − 2."""
     from glassbox.model.engine import ModelConfig
     from glassbox.model.tools.tree_bench import RandomTextModel, measure
 
     rows = measure(RandomTextModel(ModelConfig(vocab_size=64, n_ctx=32, d_model=32, n_layers=2, n_heads=4, d_ff=64)), 8, 6, 1)
     assert [r["new_token"] for r in rows] == [0, 3, 5]
     assert [r["branch_positions"] for r in rows] == [5, 2, 0]
-    assert [r["fresh_positions"] for r in rows] == [8 + 1 + 4, 8 + 4 + 1 + 1, 0]
+    assert [r["fresh_positions"] for r in rows] == [
+        (8 + 0 + 1) + (5 - 1),
+        (8 + 3 + 1) + (2 - 1),
+        0,
+    ]  # prefill, then all but the last drawn
     assert rows[0]["ratio"] > 0 and rows[-1]["ratio"] is None
