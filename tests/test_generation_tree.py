@@ -196,3 +196,26 @@ def test_the_tree_bench_measures_a_branch_beside_a_fresh_generation():
         0,
     ]  # prefill, then all but the last drawn
     assert rows[0]["ratio"] > 0 and rows[-1]["ratio"] is None
+
+
+def test_every_explorer_view_opens_on_a_generated_position():
+    """The playground's link to a path (ids=, pos= a new token's position) in one session, every
+    view in turn: each draws without an error, on the path's own tokens (the caption's count)."""
+    from glassbox.app.explore import VIEWS
+
+    f32 = gb.load("default")
+    tree = f32.generate(PROMPT, 6, seed=2, tree=True)
+    branch = tree.branch(len(tree.prompt) + 2, " old")
+    ids = tree.tokens(branch.index)
+    at = start(
+        "screens/explore.py",
+        model="default",
+        prompt=f32.tokenizer.decode(ids),
+        ids=",".join(map(str, ids)),
+        pos=str(len(ids) - 2),
+    ).run()
+    assert at.session_state["explore_pos"] == len(ids) - 2
+    for view in VIEWS:
+        at.segmented_control(key="explore_view").set_value(view).run()
+        assert at.session_state["explore_view"] == view and not at.exception and not at.error, view
+        assert any(f"this prompt: {len(ids)} tokens" in c.value for c in at.caption), view
