@@ -219,3 +219,26 @@ def test_every_explorer_view_opens_on_a_generated_position():
         at.segmented_control(key="explore_view").set_value(view).run()
         assert at.session_state["explore_view"] == view and not at.exception and not at.error, view
         assert any(f"this prompt: {len(ids)} tokens" in c.value for c in at.caption), view
+
+
+def test_a_branch_is_a_fresh_generation_on_rope_shared_keys_and_a_window():
+    """The same reference as above (a fresh generation of the forced prefix, float64, 1e-10) on a
+    random llama-like model: RoPE, 2 key/value heads for 4 query heads, and a 4-position window on
+    block 0, where the cache is sliced at the branch and extended after it."""
+    from glassbox.model.engine import ModelConfig
+    from glassbox.model.engine.generation_tree import GenerationTree
+    from glassbox.model.engine.sampling import Sampling, generate
+    from glassbox.model.tools.tree_bench import RandomTextModel
+    from tests.helpers import build_random_model
+
+    cfg = ModelConfig(vocab_size=50, n_ctx=32, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=64, norm="rmsnorm",
+                      activation="silu", gated_mlp=True, positional="rope", tie_embeddings=False, window=4, local_layers=(0,))  # fmt: skip
+    loaded = RandomTextModel(cfg)
+    loaded.model = build_random_model(cfg, seed=3)
+    sampling = Sampling(temperature=1.3, seed=5)
+    tree = GenerationTree(loaded, list(range(6)), 10, sampling)
+    branch = tree.branch(6 + 3, (tree.paths[0].token_ids[3] + 7) % 50)
+    fresh = list(generate(loaded, tree.tokens(branch.index)[:10], 6, sampling))
+    assert branch.token_ids[4:] == [t.token_id for t in fresh]
+    for mine, theirs in zip(branch.steps[4:], fresh):
+        assert np.log(mine.p_model) == pytest.approx(np.log(theirs.p_model), abs=1e-10)
