@@ -5,7 +5,6 @@ as its source and writes a target; an encoder (BERT) fills in the prompt's mask 
 from __future__ import annotations
 
 from dataclasses import asdict
-from urllib.parse import urlencode
 
 import plotly.graph_objects as go
 import streamlit as st
@@ -13,9 +12,14 @@ import streamlit as st
 from glassbox.app.components.charts import show
 from glassbox.app.components.course import lessons_about
 from glassbox.app.components.errors import fragment
-from glassbox.app.components.generation_player import generation_player
-from glassbox.app.components.labels import plain, plain_html, token_labels
-from glassbox.app.components.latex import thousands
+from glassbox.app.components.generation_player import (
+    generation_payload,
+    generation_player,
+    sent_branch,
+    step_record,
+    tree_payload,
+)
+from glassbox.app.components.labels import plain, plain_html
 from glassbox.app.components.model_card import model_card
 from glassbox.app.components.model_picker import model_picker, readable_prompt
 from glassbox.app.components.sampling_controls import SAMPLING_LIMITS, sampling_controls
@@ -23,8 +27,7 @@ from glassbox.app.components.sampling_controls import clicked as generate_clicke
 from glassbox.app.components.steering import STRENGTH_KEY, choose_source, side_by_side, steering_caption, token_record
 from glassbox.app.resources import check_cost, model_pass, shared_model
 from glassbox.app.state import read_url_settings, show_url_notes, write_url_settings
-from glassbox.model.analysis.architecture import NO_BLOCKS
-from glassbox.model.engine import GlassboxError, block_label, check_context
+from glassbox.model.engine import GlassboxError, check_context
 from glassbox.model.engine.sampling import (
     Sampling,
     fill_mask,
@@ -32,7 +35,6 @@ from glassbox.model.engine.sampling import (
     kv_cache_bytes,
     masked_token_logits,
     next_token_logits,
-    top,
 )
 from glassbox.model.plot.labels import token_text
 from glassbox.model.serving import working_bytes
@@ -88,22 +90,6 @@ def sampling_from_state() -> Sampling:
     return Sampling(
         temperature=0.0 if s.greedy else float(s.temperature), top_k=int(s.top_k) or None, top_p=float(s.top_p), seed=int(s.seed)
     )
-
-
-def before_after_rows(before: list[dict], after: list[dict], n: int = 15, drawn: int | None = None) -> dict:
-    """The model's and the sampled-from probability side by side for the n tokens most likely
-    under either (ties in token-id order, as ``top`` ranks them); ``before`` and ``after`` are
-    ``top()`` lists (token, token_id, p); ``bold``: where the ``drawn`` token id is (or -1)."""
-    p_before = {d["token_id"]: d["p"] for d in before}
-    p_after = {d["token_id"]: d["p"] for d in after}
-    text = {d["token_id"]: d["token"] for d in before + after}
-    order = sorted(text, key=lambda i: (-max(p_before.get(i, 0.0), p_after.get(i, 0.0)), i))[:n]
-    return {
-        "labels": token_labels([text[i] for i in order], order),
-        "before": [p_before.get(i, 0.0) for i in order],
-        "after": [p_after.get(i, 0.0) for i in order],
-        "bold": order.index(drawn) if drawn in order else -1,
-    }
 
 
 LIMITS = {**SAMPLING_LIMITS, "top_k": (0, 100), "max_new": (1, 100), "seed": (0, 2**31 - 1)}
@@ -273,101 +259,118 @@ def fill_view(filled: dict | None) -> None:
 
 
 def run_generation(loaded, sampling: Sampling) -> None:
-    records = []
-
+    """Generate with the page's settings. A decoder's generation is a tree (its first path drawn
+    here), which Force and another seed then grow; an encoder-decoder's is streamed as it comes."""
     n_new = int(st.session_state.max_new)
-
-    def stream():
-        for token in loaded.stream(st.session_state.prompt, n_new, **asdict(sampling)):
-            records.append(
-                {
-                    "token": token.token,
-                    "token_id": token.token_id,
-                    "p": token.p,
-                    "p_model": token.p_model,
-                    "entropy_before": token.entropy_before,
-                    "entropy_after": token.entropy_after,
-                    "before": top(token.before, loaded.tokenizer.pieces, 15),
-                    "after": top(token.after, loaded.tokenizer.pieces, 15),
-                    "cache_bytes": token.cache_bytes,
-                    "position": token.position,
-                }
-            )
-            yield plain(token.token)  # the model's text, shown as text
-
+    entry = {"model": st.session_state.model, "prompt": st.session_state.prompt, "settings": str(sampling)}
     live = st.empty()  # the text as it streams; the chips below replace it, so it is not shown twice
     try:
         n_prompt = len(loaded.encode(st.session_state.prompt))
         cost = pass_cost(loaded, n_prompt, n_new)
         with live.container(), model_pass("generation", cost):  # released however the stream ends
             st.markdown("**Generating…**")
-            st.write_stream(stream())
+            if loaded.cfg.encoder_decoder:
+                records: list[dict] = []
+
+                def stream():
+                    for token in loaded.stream(st.session_state.prompt, n_new, **asdict(sampling)):
+                        records.append(step_record(token, loaded.tokenizer.pieces))
+                        yield plain(token.token)  # the model's text, shown as text
+
+                st.write_stream(stream())
+                # an encoder-decoder's cross-attention caches the whole source
+                entry |= {"tokens": records, "source_tokens": n_prompt}
+            else:
+                tree = loaded.generate(st.session_state.prompt, n_new, **asdict(sampling), tree=True)
+                entry |= {"tree": tree, "records": {}, "lens": {}, "source_tokens": 0}
+                choose_path(entry, 0, 0)
         live.empty()
-        st.session_state.generation = {
-            "model": st.session_state.model,
-            "prompt": st.session_state.prompt,
-            "settings": str(sampling),
-            "tokens": records,
-            # an encoder-decoder's cross-attention caches the whole source
-            "source_tokens": n_prompt if loaded.cfg.encoder_decoder else 0,
-        }
+        st.session_state.generation = entry
     except GlassboxError as exc:
         st.error(plain(exc))
 
 
-def generation_payload(loaded, result: dict) -> tuple[dict, list[dict]]:
-    """The last generation as the page plays it (app/components/generation_player.py): every
-    step's distributions, entropies and KV cache figures; and each step's explorer settings."""
-    tokens, steps, links = result["tokens"], [], []
-    for i, t in enumerate(tokens):
-        shown = token_text(t["token"])
-        steps.append(
-            {
-                "token": t["token"],
-                "label": shown,
-                "p": t["p"],
-                "title": f"Step {i + 1}: drew “{shown}” with p = {t['p']:.3f} (model: {t['p_model']:.3f})",
-                **before_after_rows(t["before"], t["after"], drawn=t["token_id"]),
-                "entropy": f"Entropy {t['entropy_before']:.3f} nats before the settings, {t['entropy_after']:.3f} after.",
-                "kv": kv_cache_figures(loaded, result, i),
-            }
-        )
-        if loaded.cfg.encoder_decoder:  # the explorer's target ends with this step's token: its last position predicted it
-            links.append(
-                {
-                    "model": result["model"],
-                    "prompt": result["prompt"],
-                    "target": loaded.tokenizer.decode([x["token_id"] for x in tokens[: i + 1]]),
-                }
-            )
-        else:
-            links.append({"model": result["model"], "prompt": result["prompt"] + "".join(x["token"] for x in tokens[:i])})
-        steps[-1]["href"] = "explore?" + urlencode(links[-1])  # a new tab opens it too; a click stays in the session
-    payload = {
-        "prompt": result["prompt"],
-        "seq2seq": loaded.cfg.encoder_decoder,
-        "steps": steps,
-        "id": f"{result['model']}|{result['prompt']}|{result['settings']}|{[t['token_id'] for t in tokens]}",
-    }
-    return payload, links
+def choose_path(entry: dict, path: int, step: int) -> None:
+    """Show ``path`` of the entry's tree, opened at ``step``: its tokens become the generation's."""
+    tree = entry["tree"]
+    records = entry["records"].setdefault(path, [step_record(t, tree.model.pieces) for t in tree.paths[path].steps])
+    entry |= {"path": path, "step": step, "tokens": records}
+
+
+def branch_generation(path: int, step: int, token_id: int) -> None:
+    """A Force button: the token forced at that step of that path, the rest drawn again (the tree
+    reuses the path's KV cache up to there); the new path is shown at that step."""
+    entry = st.session_state.get("generation") or {}
+    tree = entry.get("tree")
+    if tree is None or not 0 <= path < len(tree.paths) or not 0 <= step < len(tree.paths[path].steps):
+        return  # a stale or forged message: nothing of this generation to branch
+    loaded = tree.model
+    try:
+        with model_pass("generation", pass_cost(loaded, len(tree.prompt), tree.max_new_tokens)):
+            branch = tree.branch(len(tree.prompt) + step, token_id, path)
+    except GlassboxError as exc:
+        entry["error"] = str(exc)
+        return
+    entry.pop("error", None)
+    choose_path(entry, branch.index, step)
+
+
+def sample_again(loaded, entry: dict) -> None:
+    """Another sample of the generation's prompt with its settings and a seed chosen here: the
+    tree drawing shows where it parts from the first."""
+    left, right = st.columns([1, 3], vertical_alignment="bottom")
+    seed = left.number_input("Another sample with seed", 0, 2**31 - 1, entry["tree"].paths[-1].sampling.seed + 1, key="tree_seed")
+    if right.button("Sample again", help="The prompt drawn again with the same settings and this seed, as a new path"):
+        tree = entry["tree"]
+        try:
+            with model_pass("generation", pass_cost(loaded, len(tree.prompt), tree.max_new_tokens)):
+                choose_path(entry, tree.sample(int(seed)).index, 0)
+            entry.pop("error", None)
+        except GlassboxError as exc:
+            entry["error"] = str(exc)
+
+
+def lens_of(entry: dict, path: int) -> dict:
+    """The logit lens at each new token of a path, computed once per path."""
+    if path not in entry["lens"]:
+        tree = entry["tree"]
+        with model_pass("logit lens", pass_cost(tree.model, len(tree.tokens(path)))):
+            entry["lens"][path] = tree.lens(path)
+    return entry["lens"][path]
 
 
 def generation_view(loaded) -> None:
-    """The last generation, one step at a time, in the page; the KV cache's growth below."""
+    """The last generation, one step at a time, in the page (a decoder's as a tree); the KV cache's
+    growth below."""
     result = st.session_state.get("generation")
     if not result or result["model"] != st.session_state.model:  # another model's: its cache is not this one's
         return
     st.subheader("Generated target" if loaded.cfg.encoder_decoder else "Generated")
+    tree = result.get("tree")
     st.caption(
         f"{result['settings']} · colour: the probability each token was drawn with (green high, red low) · "
-        "click a token or a step for its distribution and its KV cache"
+        "click a token or a step for its distribution"
+        + (", the sampler's alternatives (Force one to branch), the logit lens" if tree else "")
+        + " and its KV cache"
     )
-    generation_player(*generation_payload(loaded, result))
+    if tree is not None and (branch := sent_branch()):
+        branch_generation(*branch)
+    payload, links = generation_payload(loaded, result)
+    if tree is not None:
+        sample_again(loaded, result)
+        if "error" in result:
+            st.error(plain(result["error"]))
+        try:
+            payload["tree"] = tree_payload(loaded, result, lambda path: lens_of(result, path))
+        except GlassboxError as exc:
+            st.error(plain(exc))
+        payload["id"] += f"|{len(tree.paths)}|{result['path']}"  # a new path shown: the page opens it
+    generation_player(payload, links)
     if loaded.cfg.n_layers or loaded.cfg.encoder_decoder:
         tokens = result["tokens"]
         fig = go.Figure(go.Scatter(x=[x["position"] for x in tokens], y=[x["cache_bytes"] for x in tokens], mode="lines+markers"))
         fig.update_layout(
-            title="KV cache size as generation goes on",
+            title="KV cache size as generation goes on" + (f" (path {result['path'] + 1})" if tree is not None else ""),
             yaxis_title="bytes",
             height=260,
             xaxis_title="target tokens in the cache (beside the source's)"
@@ -473,57 +476,6 @@ def run_steering(loaded, vector, strength: float, start: int) -> None:
         "stream": stream,
         "steered": [token_record(t) for t in steered],
         "plain": [token_record(t) for t in plain_tokens],
-    }
-
-
-def kv_cache_figures(loaded, result: dict, step: int) -> dict:
-    """The KV cache that predicted ``step``: its size by the formula (LaTeX), per block, and as measured."""
-    cfg, t = loaded.cfg, result["tokens"][step]
-    if cfg.n_layers == 0 and not cfg.encoder_decoder:
-        return {"sentence": f"none. {NO_BLOCKS} No attention, so no keys or values to keep."}
-    n, source = t["position"], result.get("source_tokens", 0)
-    size = kv_cache_bytes(loaded, n, source)
-    element = loaded.model.embed.W_E.element_size()
-    heads = f"{cfg.n_kv_heads} × {{}} × {cfg.d_head}"  # the columns say what each number counts
-    measured = f"Measured on the engine's own cache during generation: {t['cache_bytes']:,} bytes."
-    if cfg.encoder_decoder:
-        layers = cfg.n_decoder_layers
-        return {
-            "sentence": f"used to predict step {step + 1}: in each of the {layers} decoder blocks, the self-attention's "
-            f"keys and values of the {n} target position{'s' * (n != 1)} before it (the start token and the "
-            f"tokens written) and the cross-attention's of the {source} source positions (computed once, "
-            "from the encoder's output).",
-            "latex": [
-                r"\begin{gathered} 2 \times \text{decoder layers} \times (\text{target} + \text{source tokens}) \\ "
-                r"\times \text{key/value heads} \times d_{head} \times \text{bytes} \end{gathered}",
-                rf"\begin{{gathered}} = 2 \times {layers} \times ({n} + {source}) \times {cfg.n_kv_heads} \times "
-                rf"{cfg.d_head} \times {element} \\ = {thousands(size)}\ \text{{bytes}} \end{{gathered}}",
-            ],
-            "columns": [
-                "block",
-                "self-attention keys, values (heads × positions × d_head)",
-                "cross-attention keys, values (heads × positions × d_head)",
-                "bytes",
-            ],
-            "rows": [
-                [f"decoder block {i + 1} (decoder.blocks.{i})", heads.format(n), heads.format(source), f"{size // layers:,}"]
-                for i in range(layers)
-            ],
-            "measured": measured,
-        }
-    layers = cfg.n_layers
-    return {
-        "sentence": f"used to predict step {step + 1}: the keys and values of the {n} positions before it, in each of "
-        f"the {layers} layers.",
-        "latex": [
-            r"\begin{gathered} 2 \times \text{layers} \times \text{tokens} \\ \times \text{key/value heads} "
-            r"\times d_{head} \times \text{bytes} \end{gathered}",
-            rf"\begin{{gathered}} = 2 \times {layers} \times {n} \times {cfg.n_kv_heads} \times {cfg.d_head} "
-            rf"\times {element} \\ = {thousands(size)}\ \text{{bytes}} \end{{gathered}}",
-        ],
-        "columns": ["block", "keys (heads × positions × d_head)", "values (heads × positions × d_head)", "bytes"],
-        "rows": [[block_label(i), heads.format(n), heads.format(n), f"{size // layers:,}"] for i in range(layers)],
-        "measured": measured,
     }
 
 
