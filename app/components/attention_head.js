@@ -381,6 +381,10 @@ export default function (component) {
   loadKatex(data.katex);
   for (const block of data.blocks) {
     for (const head of block.heads) {
+      if (block.patterns_only) { // given patterns alone (gb.widgets.attention_patterns): no scores, queries or keys
+        head.p = decodeFloats(head.pattern, block.bytes);
+        continue;
+      }
       if (!block.computed) {
         head.s = decodeFloats(head.scores, block.bytes);
         head.p = decodeFloats(head.pattern, block.bytes);
@@ -410,7 +414,7 @@ export default function (component) {
   function draw() {
     const block = blockOf();
     const head = block.heads[chosen.head];
-    const { s, p: pattern, zmax } = headMaps(data, block, chosen.head);
+    const { s, p: pattern, zmax } = block.patterns_only ? { p: head.p } : headMaps(data, block, chosen.head);
     const { query, key } = chosen;
     const controls = element("div", "gb-controls");
     if (data.blocks.length > 1) { // every block sent: the block is chosen here too
@@ -430,9 +434,19 @@ export default function (component) {
     controls.append(pills, select("Query position", block.labels, query, (i) => choose({ query: i })),
       select("Key position", block.labels, key, (i) => choose({ key: i })));
     const heading = element("h3", "gb-head-title", `${block.block[0].toUpperCase()}${block.block.slice(1)}, ${head.label}`);
+    const room = parentElement.clientWidth || 900; // three maps side by side, as wide as the page lets them
+    if (block.patterns_only) { // the pattern given, and where the chosen query looks
+      const map = mapNode({ width: Math.min(room, 520), rows: block.labels, cols: block.labels, mark: [query, key], rowTitle: "query",
+        colTitle: "key", onPick: (r, c) => choose({ query: r, key: c }), zmin: 0, zmax: 1, palette: block.palettes.sequential,
+        title: "Pattern (as given)", name: `${head.label}[query, key]`, values: head.p });
+      const weight = element("div", "gb-caption", `“${block.labels[query]}” → “${block.labels[key]}”: weight ${g(head.p[query * T + key])}. Patterns given without queries or keys: no scores to show.`);
+      root.replaceChildren(controls, heading, map, weight, linesNode(block, head.p, query));
+      root.dataset.chosen = `${chosen.head},${query},${key}`;
+      root.dataset.block = String(block.layer);
+      return;
+    }
     maskedScores(block, s, masked);
     const maps = element("div", "gb-maps");
-    const room = parentElement.clientWidth || 900; // three maps side by side, as wide as the page lets them
     const common = { width: Math.max(160, Math.floor((room - 24) / 3)), rows: block.labels, cols: block.labels, mark: [query, key], rowTitle: "query", colTitle: "key",
       onPick: (r, c) => choose({ query: r, key: c }) };
     const diverging = { zmin: -zmax, zmax, palette: block.palettes.diverging };

@@ -139,7 +139,7 @@ function alternativesSection(step, onForce) {
     line.append(element("td", "gb-word-cell", a.label), element("td", "", probabilityLabel(a.p)), element("td", "", probabilityLabel(a.p_model)));
     const cell = element("td");
     if (a.label === step.labels[step.bold]) cell.append(element("span", "gb-caption", step.forced ? "forced" : "drawn"));
-    else {
+    else if (onForce) {
       const force = element("button", "gb-force", "Force");
       force.type = "button";
       force.title = `Put ${a.label} here and draw the rest again (same settings and seed)`;
@@ -257,7 +257,7 @@ export default function (component) {
       const caption = "Every path: a row each, drawn from where it parts from the path above (the line); a forced token is underlined. Click a token.";
       drawing.replaceChildren(element("div", "gb-caption", caption), treeDrawing(tree, { path, step }, choose));
     }
-    else if (tree) drawing.replaceChildren(element("div", "gb-caption", "One path so far: Force an alternative below, or sample again with another seed, to branch it."));
+    else if (tree && !tree.static) drawing.replaceChildren(element("div", "gb-caption", "One path so far: Force an alternative below, or sample again with another seed, to branch it."));
     for (const group of [chips, buttons]) {
       [...group.children].forEach((node, i) => {
         node.classList.toggle("gb-chosen", i === step);
@@ -283,7 +283,7 @@ export default function (component) {
     if (tree) {
       const more = element("div", "gb-step-columns");
       more.append(
-        alternativesSection(s, (tokenId) => setTriggerValue("branch", { path, step, token_id: tokenId })),
+        alternativesSection(s, tree.static ? null : (tokenId) => setTriggerValue("branch", { path, step, token_id: tokenId })),
         lensSection(s),
       );
       parts.push(more);

@@ -28,10 +28,15 @@ if TYPE_CHECKING:
 
 
 def __getattr__(attribute: str):
+    # the notebook widgets are a UI (app/notebook/): imported only when asked for
+    if attribute == "widgets":
+        return import_module("glassbox.app.notebook")
+    if attribute == "show_worked_example":
+        return import_module("glassbox.app.notebook").show_worked_example
     if attribute in __all__:
         return getattr(import_module("glassbox.core"), attribute)
     raise AttributeError(f"module 'glassbox' has no attribute {attribute!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+    return sorted([*globals(), *__all__, "widgets", "show_worked_example"])

@@ -113,6 +113,21 @@ class Trace(EngineTrace):
         prompt = PromptLabels(self.cfg, self.tokens, self.pieces, self.source)
         return tensor_figure(prompt, full, self[full], head, expert)
 
+    def show(self, kind: str = "attention", name: str | None = None, block: int = 0, head: int = 0, **choices):
+        """The app's in-page view of this trace, in a notebook (glassbox.app.notebook): ``"attention"``
+        (the explorer's attention head view, opening on ``block`` and ``head``; ``query=``, ``key=``)
+        or ``"grid"`` (the tensor ``name`` as the explorer draws it). Shown as a cell's output, and
+        ``.save("view.html")`` writes it as a page that works without a kernel or a network."""
+        from glassbox.app import notebook  # the notebook is a UI: imported only when one is asked for
+
+        if kind == "attention":
+            return notebook.attention(self, block, head, **choices)
+        if kind == "grid":
+            if name is None:
+                raise GlassboxError('Say which tensor: trace.show("grid", "blocks.0.hook_resid_post")')
+            return notebook.grid(self, full_name(name) if isinstance(name, tuple) else name, head)
+        raise GlassboxError(f'trace.show draws "attention" or "grid", not {kind!r}')
+
 
 def full_name(key: object) -> object:
     """A trace's key as a full name: TransformerLens's shorthand (``("pattern", 1)``, a norm's
@@ -231,6 +246,26 @@ class Model(LoadedModel):
 
             return Tree(self, prompt, max_new_tokens, Sampling(temperature, top_k, top_p, seed))
         return list(self.stream(prompt, max_new_tokens, temperature, top_k, top_p, seed))
+
+    def show_playground(
+        self,
+        prompt: str,
+        max_new_tokens: int = 20,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float = 1.0,
+        seed: int = 0,
+        force: list[tuple[int, str | int]] = (),
+        seeds: list[int] = (),
+    ):
+        """The playground in a notebook (glassbox.app.notebook): the next-token distribution with its
+        sliders (answered in the page) and a generation with these settings as a tree, each token's
+        alternatives and logit lens a click away. ``force``: (position, token) pairs, each a branch of
+        the path before it (``Tree.branch``); ``seeds``: more samples. ``.save(path)`` writes it as a
+        standalone page."""
+        from glassbox.app import notebook  # the notebook is a UI: imported only when one is asked for
+
+        return notebook.playground(self, prompt, max_new_tokens, temperature, top_k, top_p, seed, force, seeds)
 
     def steering_vector(self, positive: str | list[int], negative: str | list[int], block: int) -> torch.Tensor:
         """Contrastive activation addition's vector: the residual stream entering ``block`` at
