@@ -334,13 +334,18 @@ def folder_name(module: str) -> str:
 
 
 def test_the_import_direction():
-    """The engine imports nothing from the rest of Glassbox; nothing in `model` imports the app."""
+    """The engine imports nothing from the rest of Glassbox; nothing in `model` imports the app, but
+    `import glassbox` (model/api) the notebook widgets (app/notebook/), when they are asked for."""
     checked = 0
     assert "model.engine" in imports(ROOT / "model" / "io" / "checkpoint.py")  # the installed names are read
     for part, allowed in ALLOWED.items():
         for path in (ROOT / "model" / part).rglob("*.py"):
             for module in imports(path):
                 top = module.split(".")
+                # the one exception: `import glassbox` offers the notebook widgets (a UI, app/notebook/),
+                # imported inside the methods that draw them; the engine and the analyses never see it
+                if part == "api" and module == "app.notebook":
+                    continue
                 assert top[0] != "app", f"{path.relative_to(ROOT)} imports {module}"
                 if top[0] == "model" and len(top) > 1:
                     assert top[1] in allowed | {part}, f"{path.relative_to(ROOT)} imports {module}"

@@ -118,7 +118,7 @@ class Trace(EngineTrace):
         (the explorer's attention head view, opening on ``block`` and ``head``; ``query=``, ``key=``)
         or ``"grid"`` (the tensor ``name`` as the explorer draws it). Shown as a cell's output, and
         ``.save("view.html")`` writes it as a page that works without a kernel or a network."""
-        from glassbox.app import notebook  # the notebook is a UI: imported only when one is asked for
+        import glassbox.app.notebook as notebook  # the notebook is a UI: imported only when one is asked for
 
         if kind == "attention":
             return notebook.attention(self, block, head, **choices)
@@ -263,7 +263,7 @@ class Model(LoadedModel):
         alternatives and logit lens a click away. ``force``: (position, token) pairs, each a branch of
         the path before it (``Tree.branch``); ``seeds``: more samples. ``.save(path)`` writes it as a
         standalone page."""
-        from glassbox.app import notebook  # the notebook is a UI: imported only when one is asked for
+        import glassbox.app.notebook as notebook  # the notebook is a UI: imported only when one is asked for
 
         return notebook.playground(self, prompt, max_new_tokens, temperature, top_k, top_p, seed, force, seeds)
 

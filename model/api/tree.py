@@ -5,7 +5,7 @@ token can be opened."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
@@ -13,8 +13,8 @@ from glassbox.model.analysis.residual import logit_lens, residual_points
 from glassbox.model.engine.generation_tree import GenerationTree, Path
 from glassbox.model.engine.sampling import GeneratedToken, Sampling
 
-if TYPE_CHECKING:
-    from glassbox.core import Model, Trace
+# glassbox.core's Model and Trace: not imported, as core imports this module (for generate(tree=True))
+Model = Trace = Any
 
 
 class Tree(GenerationTree):
