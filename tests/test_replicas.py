@@ -39,7 +39,7 @@ def replica(url: str, cookie: str | None = None) -> tuple[str, str | None]:
 
 
 @pytest.mark.browser
-def test_two_replicas_behind_nginx_keep_each_browser_on_one_and_serve_the_app(tmp_path):
+def test_two_replicas_behind_nginx_keep_each_browser_on_one_and_serve_the_app(tmp_path, chromium):
     deployment = start(2, free_port(), tmp_path / "nginx")
     try:
         health = deployment.url + "/_stcore/health"
@@ -50,17 +50,14 @@ def test_two_replicas_behind_nginx_keep_each_browser_on_one_and_serve_the_app(tm
         spread = {replica(health, f"visitor-{i}")[0] for i in range(16)}
         assert spread == {f"127.0.0.1:{p}" for p in deployment.replica_ports}  # new visitors reach both
 
-        from playwright.sync_api import sync_playwright
-
-        from glassbox.app.bench.views import CHROMIUM_ARGS
-
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-            page = browser.new_page()
+        # the run's one Chromium (conftest.py): a second sync Playwright in this worker's thread would be refused
+        page = chromium.new_page()
+        try:
             page.goto(deployment.url + "/playground?prompt=Lily+had+a")
             page.get_by_text("Generate").first.wait_for(timeout=120_000)  # drawn: the websocket went through
             assert "Something went wrong" not in page.inner_text("body")
-            browser.close()
+        finally:
+            page.close()
     finally:
         deployment.stop()
     assert all(process.poll() is not None for process in [deployment.nginx, *deployment.replicas])
