@@ -1,0 +1,177 @@
+"""An attribution graph: why the model gave a token its logit, as direct linear effects between
+input tokens, transcoder features, error terms and the target logit (circuit-tracer's definition).
+
+The *replacement model*: each block's MLP output replaced by its transcoder's output from the
+feature activations the real pass had, plus an error term (the real output minus the
+transcoder's), so that it computes the real model's numbers exactly. With every attention
+pattern and every norm's scale frozen at the real pass's values, the rest is affine: the logit
+(and each feature's pre-activation) is a constant plus a linear function of the sources (token
+embeddings, feature activations, error terms). A source's edge into a node is its value times
+the derivative of the node with respect to it, in that frozen model; the edges into a node plus
+the constant (the frozen model with every source at zero: the biases) are the node's value.
+
+The sources are leaves of a forward pass with the freezing done by edits (model/engine/edits.py),
+so one engine forward and one gradient per target give every edge into it. Transcoders here:
+SAELens's ``transcoder`` and ``jumprelu_transcoder`` (no skip connection), one per block, reading
+any tensor of its block before the MLP and writing ``blocks.L.hook_mlp_out``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from glassbox.model.engine import GlassboxError, Transformer, run_trace
+from glassbox.model.engine.edits import editing
+from glassbox.model.engine.sae import SparseAutoencoder
+
+SOURCES = ("hook_embed", "hook_pos_embed")  # the stream's start, when the model has both
+
+
+@dataclass
+class Node:
+    kind: str  # "embedding", "feature", "error", "logit"
+    position: int
+    block: int | None = None  # a feature's or an error's block
+    feature: int | None = None
+    value: float = 0.0  # a feature's activation; the logit's value; else 0 (vector sources)
+
+    @property
+    def label(self) -> str:
+        if self.kind == "feature":
+            return f"block {self.block} feature {self.feature} @ {self.position}"
+        if self.kind == "error":
+            return f"block {self.block} error @ {self.position}"
+        return f"{self.kind} @ {self.position}"
+
+
+@dataclass
+class Graph:
+    nodes: list[Node]  # the sources first (embeddings, features by block, errors), the target logit last
+    edges: torch.Tensor  # (nodes, nodes) float64: edges[target, source], the direct effect of source on target
+    bias: torch.Tensor  # (nodes,): each target's constant (the frozen model with every source at zero)
+    target_value: float  # the real model's logit
+
+    def completeness(self) -> float:
+        """|Σ edges into the logit + its bias − the real logit|: 0 but for rounding."""
+        return abs(float(self.edges[-1].sum() + self.bias[-1]) - self.target_value)
+
+    def influence(self) -> torch.Tensor:
+        """Each node's total (direct and indirect) influence on the logit: the logit's row of
+        (I − A)⁻¹ − I, A the absolute edges normalised to sum to 1 into each node (circuit-tracer's)."""
+        a = self.edges.abs()
+        a = a / a.sum(1, keepdim=True).clamp_min(1e-30)
+        n = len(self.nodes)
+        return (
+            torch.linalg.solve(torch.eye(n, dtype=a.dtype) - a.T, torch.eye(n, dtype=a.dtype)[-1])
+            - torch.eye(n, dtype=a.dtype)[-1]
+        )
+
+    def pruned(self, share: float = 0.8) -> list[int]:
+        """The nodes (indices) that, most influential first, explain ``share`` of the total influence
+        on the logit, and the logit."""
+        influence = self.influence()[:-1]
+        order = torch.argsort(influence, descending=True)
+        total = float(influence.sum())
+        kept, running = [], 0.0
+        for i in order.tolist():
+            if total <= 0 or running >= share * total:
+                break
+            kept.append(i)
+            running += float(influence[i])
+        return sorted(kept) + [len(self.nodes) - 1]
+
+
+def check_transcoders(model: Transformer, transcoders: list[SparseAutoencoder]) -> None:
+    if len(transcoders) != model.cfg.n_layers:
+        raise GlassboxError(f"One transcoder per block: {model.cfg.n_layers} blocks, {len(transcoders)} transcoders")
+    for layer, t in enumerate(transcoders):
+        if t.architecture not in ("transcoder", "jumprelu_transcoder"):
+            raise GlassboxError(
+                f"{t.name or 'A transcoder'}: the graph takes plain and JumpReLU transcoders, not {t.architecture}"
+            )
+        if t.writes != f"blocks.{layer}.hook_mlp_out" or not t.reads.startswith(f"blocks.{layer}."):
+            raise GlassboxError(f"Transcoder {layer} must read block {layer}'s MLP input and write blocks.{layer}.hook_mlp_out")
+
+
+def _held(tensor: torch.Tensor):
+    """An edit that puts ``tensor`` (one sequence's) in place of what the pass computed."""
+    return lambda x: tensor[None].to(x.dtype)
+
+
+class ReplacementModel:
+    """The real pass of ``tokens`` with its MLPs replaced by ``transcoders`` plus error terms, and
+    ``targets(values)``: the frozen model (attention patterns and norm scales at the real pass's)
+    with its sources set to ``values``, giving the active features' pre-activations then the logit
+    of ``token`` at the last position. At the real sources it gives the real numbers."""
+
+    def __init__(self, model: Transformer, tokens: list[int], transcoders: list[SparseAutoencoder], token: int):
+        check_transcoders(model, transcoders)
+        self.model, self.tokens, self.transcoders, self.token = model, tokens, transcoders, token
+        cfg = model.cfg
+        self.starts = [name for name in SOURCES if name != "hook_pos_embed" or cfg.positional == "learned"]
+        self.frozen = [f"blocks.{i}.{n}.hook_scale" for i in range(cfg.n_layers) for n in ("ln1", "ln2")] + [
+            "ln_final.hook_scale"
+        ]
+        self.frozen += [f"blocks.{i}.attn.hook_pattern" for i in range(cfg.n_layers)]
+        self.reads = [t.reads for t in transcoders]
+        with torch.no_grad():
+            real = run_trace(
+                model, tokens, names=[*self.starts, *self.frozen, *self.reads, "blocks.*.hook_mlp_out", "hook_logits"]
+            )
+        self.real = real
+        dtype = model.embed.W_E.dtype
+        acts = [t.encode(t.rows(real[t.reads])) for t in transcoders]  # position × d_sae, the real pass's
+        errors = [real[f"blocks.{i}.hook_mlp_out"] - t.decode(acts[i], t.rows(real[t.reads])) for i, t in enumerate(transcoders)]
+        self.sources = {name: real[name] for name in self.starts} | {f"acts.{i}": a.to(dtype) for i, a in enumerate(acts)}
+        self.sources |= {f"errors.{i}": e.to(dtype) for i, e in enumerate(errors)}
+        n = len(tokens)
+        self.nodes = [Node("embedding", p) for p in range(n)]
+        self.nodes += [
+            Node("feature", p, i, f, float(acts[i][p, f])) for i in range(cfg.n_layers) for p, f in acts[i].nonzero().tolist()
+        ]
+        # (block, position, feature) of each feature node, in order
+        self.features = [(i, p, f) for i in range(cfg.n_layers) for p, f in acts[i].nonzero().tolist()]
+        self.nodes += [Node("error", p, i) for i in range(cfg.n_layers) for p in range(n)]
+        self.nodes.append(Node("logit", n - 1, value=float(real["hook_logits"][-1, token])))
+
+    def targets(self, values: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The active features' pre-activations (``nodes``' order), then the logit, as one vector."""
+        edits = {name: _held(values[name]) for name in self.starts}  # the sources
+        edits |= {name: _held(self.real[name]) for name in self.frozen}  # the patterns and scales, frozen
+        for i, t in enumerate(self.transcoders):  # each MLP: its transcoder's output, and the error
+            edits[f"blocks.{i}.hook_mlp_out"] = _held(values[f"acts.{i}"] @ t.W_dec + t.b_dec + values[f"errors.{i}"])
+        with editing(edits, keep=self.reads) as editor:
+            logit = self.model(torch.tensor([self.tokens], device=self.model.device)).logits[0, -1, self.token]
+        pre = [t.pre_activations(t.rows(editor.tensors[t.reads][0])) for t in self.transcoders]
+        features = [pre[block][position, feature] for block, position, feature in self.features]
+        return torch.stack([*features, logit]).double()
+
+    def source_values(self, grad: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Per source node, its value times ``grad`` (a gradient per source tensor), summed over its vector."""
+        value = {name: v.double() for name, v in self.sources.items()}
+        embeddings = torch.stack([(grad[name] * value[name]).sum(-1) for name in self.starts]).sum(0)
+        features = [grad[f"acts.{b}"][p, f] * value[f"acts.{b}"][p, f] for b, p, f in self.features]
+        errors = [(grad[f"errors.{i}"] * value[f"errors.{i}"]).sum(-1) for i in range(self.model.cfg.n_layers)]
+        return torch.cat([embeddings, torch.stack(features) if features else embeddings[:0], *errors, embeddings[:1] * 0])
+
+
+def attribution_graph(model: Transformer, tokens: list[int], transcoders: list[SparseAutoencoder], token: int) -> Graph:
+    """The graph of the logit of ``token`` at the last position of ``tokens`` (see the module)."""
+    replacement = ReplacementModel(model, tokens, transcoders, token)
+    nodes, sources = replacement.nodes, replacement.sources
+    first = len(tokens)  # the feature nodes (the targets but the logit) start after the embeddings
+    with torch.no_grad():
+        constant = replacement.targets({name: torch.zeros_like(v) for name, v in sources.items()})
+    leaves = {name: v.detach().clone().requires_grad_() for name, v in sources.items()}
+    edges = torch.zeros(len(nodes), len(nodes), dtype=torch.float64)
+    bias = torch.zeros(len(nodes), dtype=torch.float64)
+    rows = list(range(first, first + len(constant) - 1)) + [len(nodes) - 1]
+    bias[rows] = constant
+    with torch.enable_grad():
+        targets = replacement.targets(leaves)
+        for row, target in zip(rows, targets):
+            grads = torch.autograd.grad(target, list(leaves.values()), retain_graph=True, allow_unused=True)
+            grad = {name: (torch.zeros_like(v) if g is None else g).double() for (name, v), g in zip(leaves.items(), grads)}
+            edges[row] = replacement.source_values(grad)
+    return Graph(nodes, edges, bias, nodes[-1].value)

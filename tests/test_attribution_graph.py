@@ -1,0 +1,103 @@
+"""The attribution graph (model/analysis/attribution_graph.py), on random float64 models with random
+transcoders (the graph's arithmetic does not depend on how well they reconstruct). References: the
+real model's own pass (the replacement model with its errors reproduces it, 1e-10); completeness,
+which holds only if the frozen model is affine in its sources (1e-10); and central finite
+differences of the frozen replacement model, source by source, for every edge (1e-7 relative)."""
+
+import pytest
+import torch
+
+from glassbox.model.analysis.attribution_graph import ReplacementModel, attribution_graph
+from glassbox.model.engine import GlassboxError, ModelConfig, run_trace
+from glassbox.model.engine.sae import SparseAutoencoder
+from tests.helpers import build_random_model
+
+GPT2_LIKE = ModelConfig(vocab_size=40, n_ctx=16, d_model=16, n_layers=2, n_heads=4, d_ff=32, attn_bias=True, mlp_bias=True)
+LLAMA_LIKE = ModelConfig(vocab_size=40, n_ctx=16, d_model=16, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=32, norm="rmsnorm",
+                         activation="silu", gated_mlp=True, positional="rope", tie_embeddings=False)  # fmt: skip
+TOKENS, TARGET = [3, 7, 1, 9, 4, 11], 5
+
+
+def transcoders(cfg: ModelConfig, d_sae: int = 10, reads: str = "ln2.hook_out", kind: str = "transcoder"):
+    g = torch.Generator().manual_seed(1)
+    made = []
+    for i in range(cfg.n_layers):
+        weights = [torch.randn(cfg.d_model, d_sae, generator=g, dtype=torch.float64) * 0.5, torch.randn(d_sae, generator=g, dtype=torch.float64) * 0.2 - 0.1,
+                   torch.randn(d_sae, cfg.d_model, generator=g, dtype=torch.float64) * 0.3, torch.randn(cfg.d_model, generator=g, dtype=torch.float64) * 0.1]  # fmt: skip
+        threshold = torch.full((d_sae,), 0.05, dtype=torch.float64) if kind == "jumprelu_transcoder" else None
+        made.append(SparseAutoencoder(kind, f"blocks.{i}.{reads}", f"blocks.{i}.hook_mlp_out", *weights, threshold=threshold))
+    return made
+
+
+@pytest.fixture(params=["gpt2-like", "llama-like"])
+def setup(request):
+    cfg = GPT2_LIKE if request.param == "gpt2-like" else LLAMA_LIKE
+    return build_random_model(cfg, seed=2), transcoders(cfg)
+
+
+def test_the_graph_is_complete_and_reproduces_the_model(setup):
+    model, tcs = setup
+    graph = attribution_graph(model, TOKENS, tcs, TARGET)
+    real_logit = float(run_trace(model, TOKENS, names=["hook_logits"])["hook_logits"][-1, TARGET])
+    assert graph.target_value == pytest.approx(real_logit, abs=1e-12)
+    assert graph.completeness() < 1e-10
+    features = [k for k, n in enumerate(graph.nodes) if n.kind == "feature"]
+    assert features, "random transcoders with these biases have active features"
+    for k in features:  # the edges into a feature and its bias are its pre-activation: its activation (ReLU)
+        assert float(graph.edges[k].sum() + graph.bias[k]) == pytest.approx(graph.nodes[k].value, abs=1e-10)
+    # no edge runs backwards: into a feature only from earlier blocks' features and errors, earlier positions
+    for k in features:
+        target = graph.nodes[k]
+        for j, source in enumerate(graph.nodes[:-1]):
+            if source.kind in ("feature", "error") and (source.block >= target.block or source.position > target.position):
+                assert graph.edges[k, j] == 0
+
+
+def test_every_edge_is_a_finite_difference_of_the_frozen_replacement_model(setup):
+    model, tcs = setup
+    replacement = ReplacementModel(model, TOKENS, tcs, TARGET)
+    graph = attribution_graph(model, TOKENS, tcs, TARGET)
+    rows = [k for k, n in enumerate(graph.nodes) if n.kind == "feature"] + [len(graph.nodes) - 1]
+    eps = 1e-5
+
+    def scaled(node, factor: float) -> torch.Tensor:
+        """The frozen replacement model's targets with one source node scaled by ``factor``."""
+        values = {name: v.clone() for name, v in replacement.sources.items()}
+        if node.kind == "embedding":
+            for name in replacement.starts:
+                values[name][node.position] *= factor
+        elif node.kind == "feature":
+            values[f"acts.{node.block}"][node.position, node.feature] *= factor
+        else:
+            values[f"errors.{node.block}"][node.position] *= factor
+        with torch.no_grad():
+            return replacement.targets(values)
+
+    for j, node in enumerate(graph.nodes[:-1]):
+        difference = (scaled(node, 1 + eps) - scaled(node, 1 - eps)) / (2 * eps)  # d target / d(scale of the source) = its edge
+        assert torch.allclose(difference, graph.edges[rows, j], rtol=1e-7, atol=1e-9), node.label
+
+
+def test_pruning_keeps_the_most_influential_nodes_and_the_logit():
+    model = build_random_model(GPT2_LIKE, seed=2)
+    graph = attribution_graph(model, TOKENS, transcoders(GPT2_LIKE, kind="jumprelu_transcoder"), TARGET)
+    assert graph.completeness() < 1e-10
+    influence = graph.influence()
+    assert torch.all(influence[:-1] >= -1e-12)
+    kept = graph.pruned(0.5)
+    assert kept[-1] == len(graph.nodes) - 1 and len(kept) < len(graph.nodes)
+    dropped = [i for i in range(len(graph.nodes) - 1) if i not in kept]
+    assert min(float(influence[i]) for i in kept[:-1]) >= max(float(influence[i]) for i in dropped) - 1e-12
+    assert graph.pruned(1.0)[:-1] == [i for i in range(len(graph.nodes) - 1) if influence[i] > 0] or len(
+        graph.pruned(1.0)
+    ) >= len(kept)
+
+
+def test_transcoders_that_do_not_fit_say_why():
+    model = build_random_model(GPT2_LIKE, seed=2)
+    with pytest.raises(GlassboxError, match="One transcoder per block"):
+        attribution_graph(model, TOKENS, transcoders(GPT2_LIKE)[:1], TARGET)
+    wrong = transcoders(GPT2_LIKE)
+    wrong[1] = transcoders(GPT2_LIKE)[0]
+    with pytest.raises(GlassboxError, match="must read block 1"):
+        attribution_graph(model, TOKENS, wrong, TARGET)
