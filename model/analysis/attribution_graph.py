@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from glassbox.model.engine import GlassboxError, Transformer, run_trace
+from glassbox.model.engine import GlassboxError, Transformer, block_label, run_trace
 from glassbox.model.engine.edits import editing
 from glassbox.model.engine.sae import SparseAutoencoder
 
@@ -38,11 +38,12 @@ class Node:
 
     @property
     def label(self) -> str:
+        where = f"position {self.position}"
         if self.kind == "feature":
-            return f"block {self.block} feature {self.feature} @ {self.position}"
+            return f"{block_label(self.block)} feature {self.feature}, {where}"
         if self.kind == "error":
-            return f"block {self.block} error @ {self.position}"
-        return f"{self.kind} @ {self.position}"
+            return f"{block_label(self.block)} error, {where}"
+        return f"{self.kind}, {where}"
 
 
 @dataclass

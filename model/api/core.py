@@ -314,6 +314,21 @@ class Model(LoadedModel):
         check_sae(self.model, sae)
         return sae
 
+    def attribution_graph(self, prompt: str | list[int], token: str | int, transcoders="default-transcoders"):
+        """The attribution graph of ``token``'s logit at the last position of ``prompt``
+        (glassbox.model.analysis.attribution_graph): input tokens, active transcoder features and
+        error terms as nodes, their direct linear effects as edges, with attention patterns and
+        norm scales frozen; complete (its edges and biases add up to the logit). ``transcoders``: a
+        shipped set's name, a folder of ``blocks.L/`` (``glassbox train-transcoder``), or a list."""
+        from glassbox.model.analysis.attribution_graph import attribution_graph
+        from glassbox.model.io.sae import load_transcoders
+
+        dtype, device = self.model.embed.W_E.dtype, self.model.device
+        if isinstance(transcoders, str):
+            transcoders = load_transcoders(transcoders, dtype, device)
+        transcoders = [t.to(dtype, device) for t in transcoders]
+        return attribution_graph(self.model, self.tokens(prompt), transcoders, self.token_id(token))
+
     def features(self, prompt: str | list[int], sae, top: int = 5):
         """Each token's ``top`` features, the SAE's reconstruction error per position, and the
         next-token loss with the reconstruction spliced in (glassbox.model.analysis.features):

@@ -148,6 +148,23 @@ def load_sae(
     return SparseAutoencoder(**(settings | tensors), name=name)
 
 
+TRANSCODERS = {"default-transcoders": "default"}  # shipped transcoder sets → their model (glassbox train-transcoder)
+
+
+def load_transcoders(
+    source: str, dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu", max_bytes: int | None = None
+) -> list[SparseAutoencoder]:
+    """A transcoder per block, in block order: a shipped set by name (``default-transcoders``) or a
+    folder holding ``blocks.0/``, ``blocks.1/``, … each in SAELens's format (train-transcoder's)."""
+    folder = asset(source) if source in TRANSCODERS else Path(source)
+    blocks = sorted(
+        (p for p in folder.glob("blocks.*") if p.name.split(".")[-1].isdigit()), key=lambda p: int(p.name.split(".")[-1])
+    )
+    if not blocks:
+        raise GlassboxError(f"No transcoders in {shortened(source)}: it needs a folder per block, blocks.0/, blocks.1/, …")
+    return [load_sae(str(block), dtype, device, max_bytes) for block in blocks]
+
+
 # --- where the files are ---
 def _hub_source(source: str) -> tuple[HubId, str]:
     parts = source.strip().strip("/").split("/")

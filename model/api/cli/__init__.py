@@ -11,6 +11,7 @@ a Python user does.
   generate --model M --prompt TEXT --max-new-tokens N --temperature T --top-k K --top-p P --seed S [--json]
   train-default [--out DIR]         regenerate the story corpus and train the default model ($GLASSBOX_HOME/models/default)
   train-sae [--out DIR]             train the default model's sparse autoencoder ($GLASSBOX_HOME/models/default-sae)
+  train-transcoder [--model M]     train a transcoder for every block's MLP ($GLASSBOX_HOME/models/MODEL-transcoders)
   train-micro NAME [--json]         train a micro-model (bigram, attention-only, induction, moe, seq2seq) ($GLASSBOX_HOME/models/micro-NAME)
   lab     [NAME] [--json] [--steps N] [--shipped]   the lab's experiments; train one ($GLASSBOX_HOME/lab/NAME), print its figures
   models                            the curated hub models: family, parameters, download size, cached
@@ -22,6 +23,7 @@ a Python user does.
   heads   --model M [--text TEXT ...] [--stories N] [--find SCORE=VALUE] [--json]
   verify  --model M [--prompt TEXT] [--gradients] [--json]
   path-patch --model M --clean TEXT --corrupt TEXT --answer TOKEN --wrong TOKEN [--input q|k|v] [--json]
+  graph   --model M --prompt TEXT --target TOKEN [--transcoders SRC] [--share S] [--json]
   features --model M --sae SAE --prompt TEXT [--top N] [--feature F [--ablate] [--steer S]] [--json]
   features --list                   the curated sparse autoencoders: model, hook, size, cached
   course  [LESSON] [--json] [--exercises --seed S] [--remeasure]   the lessons; a lesson's figures or exercises
@@ -62,6 +64,7 @@ from glassbox.cli import (
     download,
     features,
     generate,
+    graph,
     heads,
     hooks,
     lab,
@@ -74,6 +77,7 @@ from glassbox.cli import (
     train_default,
     train_micro,
     train_sae,
+    train_transcoder,
     verify,
     worked_example,
 )
@@ -93,12 +97,14 @@ COMMANDS = (
     plan,
     train_default,
     train_sae,
+    train_transcoder,
     train_micro,
     lab,
     patch,
     attribute,
     dla,
     path_patch,
+    graph,
     verify,
     heads,
     course,

@@ -1,0 +1,67 @@
+"""`glassbox graph`: the attribution graph of a prediction (model/analysis/attribution_graph.py)."""
+
+from __future__ import annotations
+
+import json
+
+from glassbox.cli.common import add_model_arguments, model_from
+
+
+def add_arguments(sub) -> None:
+    p = sub.add_parser("graph", help="the attribution graph of a token's logit: tokens → transcoder features → logit")
+    add_model_arguments(p)
+    p.add_argument("--prompt", required=True)
+    p.add_argument("--target", required=True, help="the token whose logit at the last position is explained (its text)")
+    p.add_argument(
+        "--transcoders",
+        default="default-transcoders",
+        help="a shipped set (default-transcoders) or a folder of blocks.L/ (glassbox train-transcoder)",
+    )
+    p.add_argument("--share", type=float, default=0.8, help="keep the nodes that explain this share of the influence (0 to 1]")
+    p.add_argument("--json", action="store_true", help='print {"nodes", "edges", "bias", "logit", "completeness", "kept"}')
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from glassbox.model.engine import GlassboxError
+
+    if not 0 < args.share <= 1:
+        raise GlassboxError(f"--share must be in (0, 1], not {args.share}")
+    loaded = model_from(args)
+    graph = loaded.attribution_graph(args.prompt, args.target, args.transcoders)
+    kept = graph.pruned(args.share)
+    tokens = loaded.tokens(args.prompt)
+    nodes = [
+        {
+            "kind": n.kind,
+            "position": n.position,
+            "token": loaded.pieces[tokens[n.position]],
+            "block": n.block,
+            "feature": n.feature,
+            "value": n.value,
+            "label": n.label,
+        }
+        for n in graph.nodes
+    ]
+    edges = [{"source": j, "target": i, "weight": float(graph.edges[i, j])} for i in kept for j in kept if graph.edges[i, j] != 0]
+    if args.json:
+        out = {
+            "prompt": args.prompt,
+            "target": args.target,
+            "logit": graph.target_value,
+            "completeness": graph.completeness(),
+            "nodes": nodes,
+            "bias": graph.bias.tolist(),
+            "kept": kept,
+            "edges": edges,
+        }
+        print(json.dumps(out))
+        return 0
+    influence = graph.influence()
+    print(f"logit({args.target!r}) = {graph.target_value:.4f}; edges + biases differ from it by {graph.completeness():.1e}")
+    print(f"{len(graph.nodes)} nodes; {len(kept) - 1} explain {args.share:.0%} of the influence on the logit:")
+    for i in sorted(kept[:-1], key=lambda i: -float(influence[i])):
+        print(
+            f"  {nodes[i]['label']:<44} {nodes[i]['token']!r:<12} influence {float(influence[i]):.3f}  direct {float(graph.edges[-1, i]):+.4f}"
+        )
+    return 0

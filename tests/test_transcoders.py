@@ -1,0 +1,69 @@
+"""Transcoders trained here (model/tools/train_transcoder.py, `glassbox train-transcoder`), the
+shipped set for the default model (assets/default-transcoders), and the graph on them
+(`glassbox graph`). References: numpy (explained variance and L0 recomputed from the held-out
+MLP inputs and outputs), the real model's logit (the graph's edges and biases add up to it:
+float64 1e-10, float32 1e-5), and the library's own graph for the CLI's JSON."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import glassbox as gb
+from glassbox.model.data.stories import corpus
+from glassbox.model.io.sae import load_transcoders
+from glassbox.model.tools import train_transcoder
+from tests.helpers import cli
+
+PROMPT, TARGET = "Lily had a", " cat"
+
+
+def test_a_short_training_writes_saelens_transcoders_whose_figures_hold(tmp_path):
+    """Reference: numpy on the held-out stories' MLP inputs and outputs, with the weights read back."""
+    model = gb.load("default")
+    summary = train_transcoder.train(model, tmp_path, steps=20, n_stories=6, d_sae=64, log=lambda *a: None)
+    transcoders = load_transcoders(str(tmp_path))
+    assert [t.reads for t in transcoders] == [f"blocks.{i}.ln2.hook_out" for i in range(4)]
+    assert all(t.architecture == "transcoder" and t.d_sae == 64 for t in transcoders)
+    held = corpus(6 + 1)[6:]
+    trace = model.trace(model.encode(held[0])[: model.cfg.n_ctx])
+    for t, figures in zip(transcoders, summary["blocks"]):
+        x, y = trace[t.reads].double().numpy(), trace[t.writes].double().numpy()
+        W_enc, b_enc, W_dec, b_dec = (v.double().numpy() for v in (t.W_enc, t.b_enc, t.W_dec, t.b_dec))
+        acts = np.maximum(x @ W_enc + b_enc, 0)
+        explained = 1 - ((y - (acts @ W_dec + b_dec)) ** 2).sum() / ((y - y.mean(0)) ** 2).sum()
+        assert figures["variance_explained_held_out"] == pytest.approx(explained, abs=1e-4)
+        assert figures["l0_held_out"] == pytest.approx((acts > 0).sum(-1).mean(), abs=1e-4)
+    assert summary["replacement_loss_held_out"] > 0 and summary["loss_held_out"] > 0
+
+
+def test_the_shipped_transcoders_reconstruct_the_mlps_and_the_graph_is_complete():
+    """The shipped set's own training.json says what it reaches; the graph on the default model adds
+    up to the real logit (float32 1e-5; float64, model and transcoders: 1e-10)."""
+    shipped = json.loads((gb.load("default").path.parent / "default-transcoders" / "training.json").read_text())
+    assert all(b["variance_explained_held_out"] > 0.95 and b["l0_held_out"] < 20 for b in shipped["blocks"])
+    assert shipped["replacement_loss_held_out"] < shipped["loss_held_out"] * 1.1
+    for dtype, tolerance in (("float32", 1e-5), ("float64", 1e-10)):
+        model = gb.load("default", dtype=dtype)
+        graph = model.attribution_graph(PROMPT, TARGET)
+        real = float(model.trace(PROMPT)["hook_logits"][-1, model.token_id(TARGET)])
+        assert graph.target_value == pytest.approx(real, abs=tolerance)  # float32: fused and explicit kernels differ
+        assert graph.completeness() < tolerance, dtype
+        assert graph.edges.dtype == torch.float64
+
+
+def test_the_cli_prints_the_graph_and_trains(tmp_path):
+    out = cli("graph", "--prompt", PROMPT, "--target", TARGET, "--share", "0.5", "--json")
+    assert out.returncode == 0, out.stderr
+    printed = json.loads(out.stdout)
+    graph = gb.load("default").attribution_graph(PROMPT, TARGET)
+    assert printed["kept"] == graph.pruned(0.5) and len(printed["nodes"]) == len(graph.nodes)
+    for edge in printed["edges"]:
+        assert edge["weight"] == pytest.approx(float(graph.edges[edge["target"], edge["source"]]), abs=1e-12)
+    assert printed["completeness"] < 1e-5
+    bad = cli("graph", "--prompt", PROMPT, "--target", TARGET, "--share", "2")
+    assert bad.returncode != 0 and len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr
+    made = cli("train-transcoder", "--steps", "3", "--stories", "3", "--d-sae", "16", "--out", str(tmp_path / "tc"))
+    assert made.returncode == 0, made.stderr
+    assert len(load_transcoders(str(tmp_path / "tc"))) == 4
