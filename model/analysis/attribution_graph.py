@@ -39,11 +39,11 @@ class Node:
     @property
     def label(self) -> str:
         where = f"position {self.position}"
+        if self.block is None:
+            return f"{self.kind}, {where}"
         if self.kind == "feature":
             return f"{block_label(self.block)} feature {self.feature}, {where}"
-        if self.kind == "error":
-            return f"{block_label(self.block)} error, {where}"
-        return f"{self.kind}, {where}"
+        return f"{block_label(self.block)} error, {where}"  # a block's error term
 
 
 @dataclass
