@@ -101,3 +101,53 @@ def test_transcoders_that_do_not_fit_say_why():
     wrong[1] = transcoders(GPT2_LIKE)[0]
     with pytest.raises(GlassboxError, match="must read block 1"):
         attribution_graph(model, TOKENS, wrong, TARGET)
+
+
+def test_an_intervention_is_run_by_the_real_model_and_predicted_by_the_graph():
+    """Real effect. Reference: the model run with a plain torch forward hook on the block's MLP
+    that adds the change times the feature's decoder row (1e-10). Prediction. Reference: the frozen
+    replacement model, forward passes only: the feature scaled, each later block's features moved
+    by their pre-activations' change, block by block, then the logit (1e-9); directly, the logit
+    with only the feature scaled (1e-10)."""
+    from glassbox.model.analysis.attribution_graph import intervene
+
+    model, tcs = build_random_model(GPT2_LIKE, seed=2), transcoders(GPT2_LIKE)
+    graph = attribution_graph(model, TOKENS, tcs, TARGET)
+    replacement = ReplacementModel(model, TOKENS, tcs, TARGET)
+    node = next(k for k, n in enumerate(graph.nodes) if n.kind == "feature" and n.block == 0)
+    feature = graph.nodes[node]
+    for factor in (0.0, 2.5):
+        result = intervene(model, TOKENS, tcs, graph, node, factor)
+        change = (factor - 1) * feature.value
+
+        def add(module, args, output, change=change):
+            output = output.clone()
+            output[0, feature.position] += change * tcs[0].W_dec[feature.feature]
+            return output
+
+        handle = model.blocks[0].mlp.register_forward_hook(add)
+        try:
+            with torch.no_grad():
+                hooked = model(torch.tensor([TOKENS])).logits[0, -1].double()
+        finally:
+            handle.remove()
+        assert result.logit_after == pytest.approx(float(hooked[TARGET]), abs=1e-10)
+        assert torch.allclose(result.probs_after, hooked.softmax(-1), atol=1e-12)
+
+        rows = [k for k, n in enumerate(graph.nodes) if n.kind == "feature"]
+        values = {name: v.clone() for name, v in replacement.sources.items()}
+        values["acts.0"][feature.position, feature.feature] *= factor
+        with torch.no_grad():
+            direct = replacement.targets(values)[-1]
+            before = replacement.targets(replacement.sources)
+            for block in range(1, GPT2_LIKE.n_layers):  # later features move by their pre-activation's change
+                now = replacement.targets(values)
+                for r, k in enumerate(rows):
+                    n = graph.nodes[k]
+                    if n.block == block:
+                        values[f"acts.{block}"][n.position, n.feature] = n.value + (now[r] - before[r])
+            carried = replacement.targets(values)[-1]
+        assert result.predicted_direct == pytest.approx(float(direct), abs=1e-10)
+        assert result.predicted == pytest.approx(float(carried), abs=1e-9)
+    with pytest.raises(GlassboxError, match="Only a feature"):
+        intervene(model, TOKENS, tcs, graph, 0, 0.0)

@@ -62,6 +62,14 @@ def test_the_cli_prints_the_graph_and_trains(tmp_path):
     for edge in printed["edges"]:
         assert edge["weight"] == pytest.approx(float(graph.edges[edge["target"], edge["source"]]), abs=1e-12)
     assert printed["completeness"] < 1e-5
+    node = next(k for k, n in enumerate(graph.nodes) if n.kind == "feature")
+    switched = cli("graph", "--prompt", PROMPT, "--target", TARGET, "--intervene", f"{node}:0", "--json")
+    done = gb.load("default").intervene(PROMPT, graph, node, 0.0)
+    printed = json.loads(switched.stdout)["intervention"]
+    assert printed["logit_after"] == pytest.approx(done.logit_after, abs=1e-6)
+    assert printed["predicted"] == pytest.approx(done.predicted, abs=1e-6)
+    not_a_feature = cli("graph", "--prompt", PROMPT, "--target", TARGET, "--intervene", "0:0")
+    assert not_a_feature.returncode != 0 and "Only a feature" in not_a_feature.stderr
     bad = cli("graph", "--prompt", PROMPT, "--target", TARGET, "--share", "2")
     assert bad.returncode != 0 and len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr
     made = cli("train-transcoder", "--steps", "3", "--stories", "3", "--d-sae", "16", "--out", str(tmp_path / "tc"))

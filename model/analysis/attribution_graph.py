@@ -52,6 +52,7 @@ class Graph:
     edges: torch.Tensor  # (nodes, nodes) float64: edges[target, source], the direct effect of source on target
     bias: torch.Tensor  # (nodes,): each target's constant (the frozen model with every source at zero)
     target_value: float  # the real model's logit
+    token: int  # the target token's id (its logit at the last position)
 
     def completeness(self) -> float:
         """|Σ edges into the logit + its bias − the real logit|: 0 but for rounding."""
@@ -175,4 +176,64 @@ def attribution_graph(model: Transformer, tokens: list[int], transcoders: list[S
             grads = torch.autograd.grad(target, list(leaves.values()), retain_graph=True, allow_unused=True)
             grad = {name: (torch.zeros_like(v) if g is None else g).double() for (name, v), g in zip(leaves.items(), grads)}
             edges[row] = replacement.source_values(grad)
-    return Graph(nodes, edges, bias, nodes[-1].value)
+    return Graph(nodes, edges, bias, nodes[-1].value, token)
+
+
+@dataclass
+class Intervention:
+    """A feature's activation multiplied by ``factor`` (0: switched off): the target's logit and the
+    next-token distribution by the real model with the feature's decoder row patched in (every later
+    attention, norm and MLP recomputed), beside what the graph predicts for the logit."""
+
+    node: int
+    factor: float
+    logit_before: float
+    logit_after: float  # the real model's
+    predicted_direct: float  # the graph: the feature's direct edge into the logit, scaled
+    predicted: float  # the graph: through the later features too, each moving by its linear share
+    probs_before: torch.Tensor  # (vocabulary,) the real model's next-token distribution
+    probs_after: torch.Tensor
+
+
+def intervene(
+    model: Transformer, tokens: list[int], transcoders: list[SparseAutoencoder], graph: Graph, node: int, factor: float
+) -> Intervention:
+    """Feature node ``node`` of ``graph`` (made from the same model, tokens and transcoders) scaled by ``factor``."""
+    feature = graph.nodes[node]
+    if feature.kind != "feature":
+        raise GlassboxError(f"Only a feature can be scaled; node {node} is {feature.label}")
+    assert feature.block is not None and feature.feature is not None
+    change = (factor - 1) * feature.value
+    row = transcoders[feature.block].W_dec[feature.feature]
+
+    def patched(x: torch.Tensor) -> torch.Tensor:
+        x = x.clone()
+        x[0, feature.position] += change * row.to(x.dtype)
+        return x
+
+    ids = torch.tensor([tokens], device=model.device)
+    with torch.no_grad():
+        before = model(ids).logits[0, -1].double()
+        with editing({f"blocks.{feature.block}.hook_mlp_out": patched}):
+            after = model(ids).logits[0, -1].double()
+    # the graph's prediction: the change carried along the edges, each later feature moving by its
+    # derivative's share (edges[k, j] / value_j), in the graph's order (a feature's sources come first)
+    moved = torch.zeros(len(graph.nodes), dtype=torch.float64)
+    moved[node] = change
+    for k in range(node + 1, len(graph.nodes) - 1):
+        if graph.nodes[k].kind == "feature":
+            moved[k] = sum((graph.edges[k, j] / graph.nodes[j].value * moved[j] for j in range(node, k) if moved[j] != 0), 0.0)
+    into_logit = [
+        float(graph.edges[-1, j] / graph.nodes[j].value * moved[j]) for j in range(node, len(graph.nodes) - 1) if moved[j] != 0
+    ]
+    target = graph.target_value
+    return Intervention(
+        node,
+        factor,
+        target,
+        target + float(after[graph.token] - before[graph.token]),
+        target + float(graph.edges[-1, node]) * (factor - 1),
+        target + float(sum(into_logit)),
+        before.softmax(-1),
+        after.softmax(-1),
+    )

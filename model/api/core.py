@@ -321,13 +321,26 @@ class Model(LoadedModel):
         norm scales frozen; complete (its edges and biases add up to the logit). ``transcoders``: a
         shipped set's name, a folder of ``blocks.L/`` (``glassbox train-transcoder``), or a list."""
         from glassbox.model.analysis.attribution_graph import attribution_graph
+
+        return attribution_graph(self.model, self.tokens(prompt), self._transcoders(transcoders), self.token_id(token))
+
+    def intervene(self, prompt: str | list[int], graph, node: int, factor: float, transcoders="default-transcoders"):
+        """Feature ``node`` of ``graph`` (``attribution_graph`` of the same prompt and transcoders)
+        scaled by ``factor`` (0: off): the target's logit and next-token distribution by the real
+        model with the feature's decoder row patched in, beside the graph's predictions (an
+        ``Intervention``: logit_before, logit_after, predicted_direct, predicted, probs_before, probs_after)."""
+        from glassbox.model.analysis.attribution_graph import intervene
+
+        return intervene(self.model, self.tokens(prompt), self._transcoders(transcoders), graph, node, factor)
+
+    def _transcoders(self, transcoders) -> list:
+        """A transcoder set by name or folder (model.io.sae.load_transcoders), or a list, in this model's dtype and device."""
         from glassbox.model.io.sae import load_transcoders
 
         dtype, device = self.model.embed.W_E.dtype, self.model.device
         if isinstance(transcoders, str):
             transcoders = load_transcoders(transcoders, dtype, device)
-        transcoders = [t.to(dtype, device) for t in transcoders]
-        return attribution_graph(self.model, self.tokens(prompt), transcoders, self.token_id(token))
+        return [t.to(dtype, device) for t in transcoders]
 
     def features(self, prompt: str | list[int], sae, top: int = 5):
         """Each token's ``top`` features, the SAE's reconstruction error per position, and the
