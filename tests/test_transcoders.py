@@ -75,3 +75,41 @@ def test_the_cli_prints_the_graph_and_trains(tmp_path):
     made = cli("train-transcoder", "--steps", "3", "--stories", "3", "--d-sae", "16", "--out", str(tmp_path / "tc"))
     assert made.returncode == 0, made.stderr
     assert len(load_transcoders(str(tmp_path / "tc"))) == 4
+
+
+def test_a_graph_goes_to_circuit_tracers_json_and_back(tmp_path):
+    """Reference: circuit-tracer's frontend (circuit_tracer/frontend/graph_models.py) names nodes
+    E_{token}_{position}, {layer}_{feature}_{position}, {layer}_-1_{position} (an error) and
+    {layers + 1}_{token}_{position} (the logit), numbers a feature by Cantor's pairing of (layer,
+    feature), and writes links as {source, target, weight}: the file written here has those names,
+    and read back gives the kept nodes and their edges exactly."""
+    from glassbox.model.analysis.graph_json import from_circuit_tracer
+
+    model = gb.load("default")
+    tokens = model.tokens(PROMPT)
+    graph = model.attribution_graph(PROMPT, TARGET)
+    kept = graph.pruned(0.8)
+    out = cli("graph", "--prompt", PROMPT, "--target", TARGET, "--export", str(tmp_path / "graph.json"))
+    assert out.returncode == 0, out.stderr
+    written = json.loads((tmp_path / "graph.json").read_text())
+    assert set(written) == {"metadata", "qParams", "nodes", "links"}
+    assert written["metadata"]["prompt_tokens"] == [model.pieces[t] for t in tokens]
+    for entry, i in zip(written["nodes"], kept):
+        n = graph.nodes[i]
+        expected = {
+            "embedding": f"E_{tokens[n.position]}_{n.position}",
+            "feature": f"{n.block}_{n.feature}_{n.position}",
+            "error": f"{n.block}_-1_{n.position}",
+            "logit": f"{model.cfg.n_layers + 1}_{model.token_id(TARGET)}_{n.position}",
+        }[n.kind]
+        assert entry["node_id"] == expected
+        if n.kind == "feature":
+            x, y = n.block, n.feature
+            assert entry["feature"] == (x + y) * (x + y + 1) // 2 + y and entry["activation"] == pytest.approx(n.value)
+    nodes, edges, ids = from_circuit_tracer(written)
+    assert [(n.kind, n.position, n.block, n.feature) for n in nodes] == [
+        (graph.nodes[i].kind, graph.nodes[i].position, graph.nodes[i].block, graph.nodes[i].feature) for i in kept
+    ]
+    assert torch.equal(edges, graph.edges[kept][:, kept])
+    with pytest.raises(gb.GlassboxError, match="Not a circuit-tracer graph"):
+        from_circuit_tracer({"nodes": [{"feature_type": "attention"}], "links": []})

@@ -53,6 +53,7 @@ class Graph:
     bias: torch.Tensor  # (nodes,): each target's constant (the frozen model with every source at zero)
     target_value: float  # the real model's logit
     token: int  # the target token's id (its logit at the last position)
+    probability: float = 0.0  # the real model's probability of that token there
 
     def completeness(self) -> float:
         """|Σ edges into the logit + its bias − the real logit|: 0 but for rounding."""
@@ -176,7 +177,8 @@ def attribution_graph(model: Transformer, tokens: list[int], transcoders: list[S
             grads = torch.autograd.grad(target, list(leaves.values()), retain_graph=True, allow_unused=True)
             grad = {name: (torch.zeros_like(v) if g is None else g).double() for (name, v), g in zip(leaves.items(), grads)}
             edges[row] = replacement.source_values(grad)
-    return Graph(nodes, edges, bias, nodes[-1].value, token)
+    probability = float(replacement.real["hook_logits"][-1].double().softmax(-1)[token])
+    return Graph(nodes, edges, bias, nodes[-1].value, token, probability)
 
 
 @dataclass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from glassbox.cli.common import add_model_arguments, model_from
 
@@ -22,6 +23,12 @@ def add_arguments(sub) -> None:
         "--intervene",
         metavar="NODE:FACTOR",
         help="scale feature node NODE (its index in the JSON's nodes) by FACTOR (0: off): the real model's new logit beside the graph's prediction",
+    )
+    p.add_argument(
+        "--export",
+        type=Path,
+        metavar="FILE",
+        help="also write the pruned graph as circuit-tracer's and Neuronpedia's graph JSON",
     )
     p.add_argument("--json", action="store_true", help='print {"nodes", "edges", "bias", "logit", "completeness", "kept"}')
     p.set_defaults(func=run)
@@ -49,6 +56,13 @@ def run(args) -> int:
         for n in graph.nodes
     ]
     edges = [{"source": j, "target": i, "weight": float(graph.edges[i, j])} for i in kept for j in kept if graph.edges[i, j] != 0]
+    if args.export:
+        from glassbox.cli.common import writable
+        from glassbox.model.analysis.graph_json import to_circuit_tracer
+        from glassbox.model.engine.files import write_text
+
+        exported = to_circuit_tracer(graph, tokens, loaded.pieces, loaded.cfg.n_layers, kept, "glassbox-graph", loaded.name)
+        write_text(writable(args.export), json.dumps(exported))
     intervention = None
     if args.intervene:
         node, colon, factor = args.intervene.partition(":")
