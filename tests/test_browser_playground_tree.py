@@ -23,7 +23,7 @@ def test_force_an_alternative_and_see_the_branch(app_url, page):
     player.get_by_role("button", name=re.compile(r"^3: ")).click()
     expect(player).to_have_attribute("data-step", "2")
     expect(player).to_contain_text("Alternatives at position 5")
-    expect(player).to_contain_text("Logit lens at position 4")
+    expect(player).to_contain_text("Logit lens for position 5")
     row = player.locator(".gb-alternatives tr", has=page.get_by_role("button", name="Force")).first
     forced = row.locator("td").first.inner_text().replace("\u2423", " ")  # the page writes a space as ␣
     row.get_by_role("button", name="Force").click()

@@ -158,7 +158,7 @@ function alternativesSection(step, onForce) {
 function lensSection(step) {
   const lens = step.lens;
   const box = element("div", "gb-lens");
-  box.append(element("div", "gb-chart-title", `Logit lens at position ${step.position - 1}: how early “${step.label}” was chosen`));
+  box.append(element("div", "gb-chart-title", `Logit lens for position ${step.position}: how early “${step.label}” was chosen (read at position ${step.position - 1}, which predicts it)`));
   const table = element("table");
   const head = element("tr");
   for (const column of ["residual stream", `p(“${step.label}”)`, "most likely there"]) head.append(element("th", "", column));
