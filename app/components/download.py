@@ -5,11 +5,13 @@ bar moves as the bytes come, and Cancel, or leaving the page, stops the download
 
 from __future__ import annotations
 
+import threading
+
 import streamlit as st
 
 from glassbox.app.components.labels import plain
 from glassbox.model.engine import GlassboxError
-from glassbox.model.io.hub import MODEL_FILES, HubFiles, HubId, check_room, download
+from glassbox.model.io.hub import MODEL_FILES, RETRIES, HubFiles, HubId, check_room, download, timeout
 
 
 def offer_download(
@@ -28,6 +30,7 @@ def offer_download(
             st.error(plain(exc))
             return False
     if st.session_state.get(key + "_cancel"):  # the click that stopped the download reran the page
+        _wait_for_the_stopped_download(key)
         st.info("Download cancelled: nothing of it was kept.")
     shown = f" ({_bytes(size)})" if size else ""
     st.info(
@@ -42,13 +45,26 @@ def offer_download(
     def progress(done: int, total: int) -> None:
         bar.progress(min(done / total, 1.0) if total else 1.0, text=f"{_bytes(done, total)} of {_bytes(total)}")
 
+    ended = st.session_state[key + "_ended"] = threading.Event()
     try:
         download(hub, progress, files)
     except GlassboxError as exc:
         st.error(plain(exc))
         return False
+    finally:
+        ended.set()  # after huggingface_hub has removed its partial file
     bar.progress(1.0, text="Downloaded")
     return True
+
+
+def _wait_for_the_stopped_download(key: str) -> None:
+    """Streamlit's fast reruns start the Cancel click's run at once, while the stopped run is
+    still in the download until it next draws its bar (as the next bytes come): wait for it to
+    end, so that "nothing was kept" is true when it is said."""
+    ended = st.session_state.get(key + "_ended")
+    if ended is not None and not ended.is_set():
+        with st.spinner("Stopping the download…"):
+            ended.wait(timeout() * (RETRIES + 1))
 
 
 def _bytes(n: int, unit_of: int | None = None) -> str:
