@@ -174,3 +174,9 @@ def app_url():
 
     with serving([sys.executable, "-m", "streamlit", "run", APP]) as server:
         yield server.url
+
+
+def pytest_collection_modifyitems(items):
+    """The tests marked ``long`` first: a worker that drew one of them near the end would run on
+    alone while the other waits (worksteal spreads the rest around them)."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)

@@ -305,3 +305,36 @@ def assert_registered_seq2seq_trace(model, source: list[int], target: list[int])
     for name, p in params:
         assert tuple(p.shape) == names.shape(name, cfg, len(target), len(source)), name
     return trace
+
+
+def hooked_transformer(model, cls=None):
+    """A TransformerLens HookedTransformer holding ``model``'s weights (a GPT-2-style Glassbox
+    model: the parameter names and shapes are TransformerLens's, see docs/transformerlens.md) and
+    its tokenizer; an instance of ``cls``, a subclass of HookedTransformer, where given."""
+    from transformer_lens import HookedTransformer, HookedTransformerConfig
+    from transformers import PreTrainedTokenizerFast
+
+    c = model.cfg
+    assert (c.norm, c.activation, c.positional, c.tie_embeddings) == ("layernorm", "gelu_tanh", "table", True)
+    config = HookedTransformerConfig(
+        n_layers=c.n_layers,
+        d_model=c.d_model,
+        n_ctx=c.n_ctx,
+        d_head=c.d_head,
+        n_heads=c.n_heads,
+        d_mlp=c.d_ff,
+        d_vocab=c.vocab_size,
+        act_fn="gelu_new",
+        normalization_type="LN",
+        eps=c.norm_eps,
+        positional_embedding_type="standard",
+        default_prepend_bos=False,
+    )
+    tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(model.path / "tokenizer.json"))
+    hooked = (cls or HookedTransformer)(config, tokenizer=tokenizer)
+    weights = dict(model.module.state_dict())
+    weights["unembed.W_U"] = weights["embed.W_E"].T  # tied
+    weights["unembed.b_U"] = torch.zeros(c.vocab_size)
+    missing, unexpected = hooked.load_state_dict(weights, strict=False)
+    assert not unexpected and all(name.endswith((".mask", ".IGNORE")) for name in missing), (missing, unexpected)
+    return hooked.eval()

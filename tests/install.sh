@@ -5,6 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python -m pip install -q -r requirements-dev.txt
+# circuit-tracer, the attribution graph's reference (tests/test_circuit_tracer.py), without its
+# dependencies: its pins (huggingface-hub<1, transformers<=4.57.3) would downgrade ours, and the
+# TransformerLens path the test runs works with ours
+python -m pip install -q --no-deps circuit-tracer==0.5.0
 missing=()
 command -v chromium >/dev/null || missing+=(chromium)
 command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || missing+=(nginx)

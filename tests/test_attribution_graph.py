@@ -151,3 +151,33 @@ def test_an_intervention_is_run_by_the_real_model_and_predicted_by_the_graph():
         assert result.predicted == pytest.approx(float(carried), abs=1e-9)
     with pytest.raises(GlassboxError, match="Only a feature"):
         intervene(model, TOKENS, tcs, graph, 0, 0.0)
+
+
+def test_a_demeaned_graph_explains_the_logit_less_the_mean_logit():
+    """circuit-tracer's target. References: the real pass's logits (1e-10), completeness (1e-10), and
+    for an intervention, the real model with the feature switched off by a plain torch forward hook
+    (1e-10): the change of the logit less the mean logit."""
+    from glassbox.model.analysis.attribution_graph import intervene
+
+    model, tcs = build_random_model(GPT2_LIKE, seed=2), transcoders(GPT2_LIKE)
+    graph = attribution_graph(model, TOKENS, tcs, TARGET, demeaned=True)
+    logits = run_trace(model, TOKENS, names=["hook_logits"])["hook_logits"][-1]
+    assert graph.target_value == pytest.approx(float(logits[TARGET] - logits.mean()), abs=1e-10)
+    assert graph.completeness() < 1e-10
+    node = next(k for k, n in enumerate(graph.nodes) if n.kind == "feature" and n.block == 0)
+    feature = graph.nodes[node]
+
+    def off(module, args, output):
+        output = output.clone()
+        output[0, feature.position] -= feature.value * tcs[0].W_dec[feature.feature]
+        return output
+
+    handle = model.blocks[0].mlp.register_forward_hook(off)
+    try:
+        with torch.no_grad():
+            hooked = model(torch.tensor([TOKENS])).logits[0, -1].double()
+    finally:
+        handle.remove()
+    assert intervene(model, TOKENS, tcs, graph, node, 0.0).logit_after == pytest.approx(
+        float(hooked[TARGET] - hooked.mean()), abs=1e-10
+    )

@@ -70,6 +70,7 @@ def test_bench_rejects_too_few_repeats():
     assert run.returncode == 2 and "repeats" in run.stderr
 
 
+@pytest.mark.long
 @pytest.mark.browser
 @pytest.mark.subprocess
 def test_view_benchmark_opens_every_view_in_chromium(tmp_path):

@@ -473,6 +473,7 @@ def test_plain_shows_hostile_text_as_typed_in_chromiums_renderer(plain_text_url,
         assert seen == " ".join(text.split()), (text, seen)
 
 
+@pytest.mark.long
 def test_sessions_arriving_together_at_a_fresh_server_all_draw(chromium):
     """Six Chromium sessions open chart pages at the same moment on a server that has just
     started (its own, not the shared fixture's, which earlier tests have warmed). Before the

@@ -401,6 +401,7 @@ def test_the_cli_prints_the_apis_numbers_and_one_line_for_bad_input(pair, gpt2_d
     assert listing.returncode == 0 and "jbloom/GPT2-Small-SAEs-Reformatted/blocks.8.hook_resid_pre" in listing.stdout
 
 
+@pytest.mark.long
 def test_train_sae_writes_what_saelens_reads_and_learns(tmp_path):
     """`glassbox train-sae`, a short run: SAELens's own SAE.load_from_disk reads the folder and
     encodes as Glassbox does (1e-5); the loss fell; the shipped one (assets/default-sae) opens on

@@ -8,6 +8,8 @@ tests/test_train_experts_live.py's).
 - A 60-step MoE run with α = 0.01 can end less balanced than α = 0: the page says why beside the
   runs table, whose columns fit the page (width "stretch")."""
 
+import pytest
+
 import glassbox as gb
 from glassbox.app.components.expert_training import unbalanced_by_alpha
 from glassbox.model.micro import moe
@@ -45,6 +47,7 @@ def test_adamw_on_the_corpus_lowering_p_mat_is_explained_and_the_claim_holds():
     assert run.p_target[-1] > run.p_target[0] and not [i for i in at.info if "fell too" in shown(i.value)]
 
 
+@pytest.mark.long
 def test_a_short_moe_run_where_the_balance_loss_loses_is_explained():
     at = start("screens/train_live.py")
     at.number_input(key="experts_steps").set_value(60)
@@ -68,6 +71,7 @@ def test_a_short_moe_run_where_the_balance_loss_loses_is_explained():
     assert list(table.columns)[0] == "settings" and len(table) == 2
 
 
+@pytest.mark.long
 def test_the_moe_notes_claim_holds_at_the_pages_default_length():
     """The claim the note above makes: at the page's default length the balance loss does balance
     (block 2 without it gives its largest expert more than with it). A test of its own so that the

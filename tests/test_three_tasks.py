@@ -17,7 +17,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.helpers import ROOT, require
+from tests.helpers import ROOT, hooked_transformer, require
 
 PAGE = ROOT / "docs" / "three-tasks.md"
 LIBRARIES = ("# Glassbox", "# TransformerLens", "# nnsight (not run here)")
@@ -37,39 +37,6 @@ def run(label: str, scope: dict) -> dict:
     for number, block in enumerate(blocks(label)):
         exec(compile(block, f"three-tasks.md ({label[2:]} block {number + 1})", "exec"), scope)
     return scope
-
-
-def hooked_transformer(model):
-    """A TransformerLens HookedTransformer holding ``model``'s weights (a GPT-2-style Glassbox
-    model: the parameter names and shapes are TransformerLens's, see docs/transformerlens.md) and
-    its tokenizer."""
-    from transformer_lens import HookedTransformer, HookedTransformerConfig
-    from transformers import PreTrainedTokenizerFast
-
-    c = model.cfg
-    assert (c.norm, c.activation, c.positional, c.tie_embeddings) == ("layernorm", "gelu_tanh", "table", True)
-    config = HookedTransformerConfig(
-        n_layers=c.n_layers,
-        d_model=c.d_model,
-        n_ctx=c.n_ctx,
-        d_head=c.d_head,
-        n_heads=c.n_heads,
-        d_mlp=c.d_ff,
-        d_vocab=c.vocab_size,
-        act_fn="gelu_new",
-        normalization_type="LN",
-        eps=c.norm_eps,
-        positional_embedding_type="standard",
-        default_prepend_bos=False,
-    )
-    tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(model.path / "tokenizer.json"))
-    hooked = HookedTransformer(config, tokenizer=tokenizer)
-    weights = dict(model.module.state_dict())
-    weights["unembed.W_U"] = weights["embed.W_E"].T  # tied
-    weights["unembed.b_U"] = torch.zeros(c.vocab_size)
-    missing, unexpected = hooked.load_state_dict(weights, strict=False)
-    assert not unexpected and all(name.endswith((".mask", ".IGNORE")) for name in missing), (missing, unexpected)
-    return hooked.eval()
 
 
 @pytest.fixture(scope="module")

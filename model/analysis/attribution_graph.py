@@ -54,6 +54,7 @@ class Graph:
     target_value: float  # the real model's logit
     token: int  # the target token's id (its logit at the last position)
     probability: float = 0.0  # the real model's probability of that token there
+    demeaned: bool = False  # the target is the logit less the mean logit (circuit-tracer's)
 
     def completeness(self) -> float:
         """|Σ edges into the logit + its bias − the real logit|: 0 but for rounding."""
@@ -97,6 +98,12 @@ def check_transcoders(model: Transformer, transcoders: list[SparseAutoencoder]) 
             raise GlassboxError(f"Transcoder {layer} must read block {layer}'s MLP input and write blocks.{layer}.hook_mlp_out")
 
 
+def target_logit(logits: torch.Tensor, token: int, demeaned: bool) -> torch.Tensor:
+    """The graph's target: ``token``'s logit, less the mean logit where ``demeaned`` (circuit-tracer's
+    and Neuronpedia's target, unmoved by what shifts every logit alike)."""
+    return logits[token] - logits.mean() if demeaned else logits[token]
+
+
 def _held(tensor: torch.Tensor):
     """An edit that puts ``tensor`` (one sequence's) in place of what the pass computed."""
     return lambda x: tensor[None].to(x.dtype)
@@ -108,9 +115,12 @@ class ReplacementModel:
     with its sources set to ``values``, giving the active features' pre-activations then the logit
     of ``token`` at the last position. At the real sources it gives the real numbers."""
 
-    def __init__(self, model: Transformer, tokens: list[int], transcoders: list[SparseAutoencoder], token: int):
+    def __init__(
+        self, model: Transformer, tokens: list[int], transcoders: list[SparseAutoencoder], token: int, demeaned: bool = False
+    ):
         check_transcoders(model, transcoders)
         self.model, self.tokens, self.transcoders, self.token = model, tokens, transcoders, token
+        self.demeaned = demeaned
         cfg = model.cfg
         self.starts = [name for name in SOURCES if name != "hook_pos_embed" or cfg.positional == "learned"]
         self.frozen = [f"blocks.{i}.{n}.hook_scale" for i in range(cfg.n_layers) for n in ("ln1", "ln2")] + [
@@ -136,7 +146,7 @@ class ReplacementModel:
         # (block, position, feature) of each feature node, in order
         self.features = [(i, p, f) for i in range(cfg.n_layers) for p, f in acts[i].nonzero().tolist()]
         self.nodes += [Node("error", p, i) for i in range(cfg.n_layers) for p in range(n)]
-        self.nodes.append(Node("logit", n - 1, value=float(real["hook_logits"][-1, token])))
+        self.nodes.append(Node("logit", n - 1, value=float(target_logit(real["hook_logits"][-1], token, demeaned))))
 
     def targets(self, values: dict[str, torch.Tensor]) -> torch.Tensor:
         """The active features' pre-activations (``nodes``' order), then the logit, as one vector."""
@@ -145,7 +155,8 @@ class ReplacementModel:
         for i, t in enumerate(self.transcoders):  # each MLP: its transcoder's output, and the error
             edits[f"blocks.{i}.hook_mlp_out"] = _held(values[f"acts.{i}"] @ t.W_dec + t.b_dec + values[f"errors.{i}"])
         with editing(edits, keep=self.reads) as editor:
-            logit = self.model(torch.tensor([self.tokens], device=self.model.device)).logits[0, -1, self.token]
+            logits = self.model(torch.tensor([self.tokens], device=self.model.device)).logits[0, -1]
+            logit = target_logit(logits, self.token, self.demeaned)
         pre = [t.pre_activations(t.rows(editor.tensors[t.reads][0])) for t in self.transcoders]
         features = [pre[block][position, feature] for block, position, feature in self.features]
         return torch.stack([*features, logit]).double()
@@ -159,9 +170,12 @@ class ReplacementModel:
         return torch.cat([embeddings, torch.stack(features) if features else embeddings[:0], *errors, embeddings[:1] * 0])
 
 
-def attribution_graph(model: Transformer, tokens: list[int], transcoders: list[SparseAutoencoder], token: int) -> Graph:
-    """The graph of the logit of ``token`` at the last position of ``tokens`` (see the module)."""
-    replacement = ReplacementModel(model, tokens, transcoders, token)
+def attribution_graph(
+    model: Transformer, tokens: list[int], transcoders: list[SparseAutoencoder], token: int, demeaned: bool = False
+) -> Graph:
+    """The graph of the logit of ``token`` at the last position of ``tokens`` (see the module;
+    ``demeaned``: of that logit less the mean logit)."""
+    replacement = ReplacementModel(model, tokens, transcoders, token, demeaned)
     nodes, sources = replacement.nodes, replacement.sources
     first = len(tokens)  # the feature nodes (the targets but the logit) start after the embeddings
     with torch.no_grad():
@@ -178,7 +192,7 @@ def attribution_graph(model: Transformer, tokens: list[int], transcoders: list[S
             grad = {name: (torch.zeros_like(v) if g is None else g).double() for (name, v), g in zip(leaves.items(), grads)}
             edges[row] = replacement.source_values(grad)
     probability = float(replacement.real["hook_logits"][-1].double().softmax(-1)[token])
-    return Graph(nodes, edges, bias, nodes[-1].value, token, probability)
+    return Graph(nodes, edges, bias, nodes[-1].value, token, probability, demeaned)
 
 
 @dataclass
@@ -233,7 +247,7 @@ def intervene(
         node,
         factor,
         target,
-        target + float(after[graph.token] - before[graph.token]),
+        target + float(target_logit(after, graph.token, graph.demeaned) - target_logit(before, graph.token, graph.demeaned)),
         target + float(graph.edges[-1, node]) * (factor - 1),
         target + float(sum(into_logit)),
         before.softmax(-1),

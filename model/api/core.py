@@ -314,15 +314,19 @@ class Model(LoadedModel):
         check_sae(self.model, sae)
         return sae
 
-    def attribution_graph(self, prompt: str | list[int], token: str | int, transcoders="default-transcoders"):
+    def attribution_graph(
+        self, prompt: str | list[int], token: str | int, transcoders="default-transcoders", demeaned: bool = False
+    ):
         """The attribution graph of ``token``'s logit at the last position of ``prompt``
         (glassbox.model.analysis.attribution_graph): input tokens, active transcoder features and
         error terms as nodes, their direct linear effects as edges, with attention patterns and
         norm scales frozen; complete (its edges and biases add up to the logit). ``transcoders``: a
-        shipped set's name, a folder of ``blocks.L/`` (``glassbox train-transcoder``), or a list."""
+        shipped set's name, a folder of ``blocks.L/`` (``glassbox train-transcoder``), or a list.
+        ``demeaned``: the target is the logit less the mean logit (circuit-tracer's and Neuronpedia's)."""
         from glassbox.model.analysis.attribution_graph import attribution_graph
 
-        return attribution_graph(self.model, self.tokens(prompt), self._transcoders(transcoders), self.token_id(token))
+        tokens, chosen = self.tokens(prompt), self._transcoders(transcoders)
+        return attribution_graph(self.model, tokens, chosen, self.token_id(token), demeaned)
 
     def intervene(self, prompt: str | list[int], graph, node: int, factor: float, transcoders="default-transcoders"):
         """Feature ``node`` of ``graph`` (``attribution_graph`` of the same prompt and transcoders)

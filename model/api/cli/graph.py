@@ -18,6 +18,11 @@ def add_arguments(sub) -> None:
         default="default-transcoders",
         help="a shipped set (default-transcoders) or a folder of blocks.L/ (glassbox train-transcoder)",
     )
+    p.add_argument(
+        "--demeaned",
+        action="store_true",
+        help="explain the logit less the mean logit (circuit-tracer's and Neuronpedia's target)",
+    )
     p.add_argument("--share", type=float, default=0.8, help="keep the nodes that explain this share of the influence (0 to 1]")
     p.add_argument(
         "--intervene",
@@ -40,7 +45,7 @@ def run(args) -> int:
     if not 0 < args.share <= 1:
         raise GlassboxError(f"--share must be in (0, 1], not {args.share}")
     loaded = model_from(args)
-    graph = loaded.attribution_graph(args.prompt, args.target, args.transcoders)
+    graph = loaded.attribution_graph(args.prompt, args.target, args.transcoders, args.demeaned)
     kept = graph.pruned(args.share)
     tokens = loaded.tokens(args.prompt)
     nodes = [
@@ -86,6 +91,7 @@ def run(args) -> int:
             "prompt": args.prompt,
             "target": args.target,
             "logit": graph.target_value,
+            "demeaned": graph.demeaned,
             "completeness": graph.completeness(),
             "nodes": nodes,
             "bias": graph.bias.tolist(),
@@ -96,7 +102,8 @@ def run(args) -> int:
         print(json.dumps(out))
         return 0
     influence = graph.influence()
-    print(f"logit({args.target!r}) = {graph.target_value:.4f}; edges + biases differ from it by {graph.completeness():.1e}")
+    what = "logit − mean logit" if graph.demeaned else "logit"
+    print(f"{what}({args.target!r}) = {graph.target_value:.4f}; edges + biases differ from it by {graph.completeness():.1e}")
     print(f"{len(graph.nodes)} nodes; {len(kept) - 1} explain {args.share:.0%} of the influence on the logit:")
     for i in sorted(kept[:-1], key=lambda i: -float(influence[i])):
         print(
