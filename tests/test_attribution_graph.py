@@ -64,8 +64,7 @@ def test_every_edge_is_a_finite_difference_of_the_frozen_replacement_model(setup
         """The frozen replacement model's targets with one source node scaled by ``factor``."""
         values = {name: v.clone() for name, v in replacement.sources.items()}
         if node.kind == "embedding":
-            for name in replacement.starts:
-                values[name][node.position] *= factor
+            values["hook_embed"][node.position] *= factor
         elif node.kind == "feature":
             values[f"acts.{node.block}"][node.position, node.feature] *= factor
         else:

@@ -4,14 +4,10 @@ default-transcoders, converted to its SingleLayerTranscoder), the same prompt an
 circuit-tracer's adjacency matrix, edge for edge, to 1e-5 of the largest edge (both float32 passes,
 summed in different orders).
 
-Two of circuit-tracer's conventions are met on both sides, as its users meet them: its target is
-the logit less the mean logit (our ``demeaned=True``), and it has no node for a learned positional
-embedding (the copy of the model here has that table at zero, so that a token's node is the whole
-start of the stream in both). The prompt starts with <|endoftext|>, as circuit-tracer wants a
+Its target is the logit less the mean logit (our ``demeaned=True``); a token's node is its
+embedding in both (the positional table's rows are constants). The prompt starts with <|endoftext|>, as circuit-tracer wants a
 special token first; it drops that position's features and error, and is told to keep them here,
 as our graph keeps every position's."""
-
-import copy
 
 import pytest
 import torch
@@ -50,9 +46,7 @@ def circuit_tracer_graph(model, transcoders, tokens: list[int], token: int):
 
 
 def test_the_graph_is_circuit_tracers():
-    loaded = copy.deepcopy(glassbox.load("default"))
-    with torch.no_grad():
-        loaded.module.pos_embed.W_pos.zero_()
+    loaded = glassbox.load("default")
     transcoders = loaded._transcoders("default-transcoders")
     tokens = [loaded.token_id("<|endoftext|>"), *loaded.tokens(PROMPT)]
     token = int(loaded.model(torch.tensor([tokens])).logits[0, -1].argmax())

@@ -6,12 +6,12 @@ feature activations the real pass had, plus an error term (the real output minus
 transcoder's), so that it computes the real model's numbers exactly. With every attention
 pattern and every norm's scale frozen at the real pass's values, the rest is affine: the logit
 (and each feature's pre-activation) is a constant plus a linear function of the sources (token
-embeddings, feature activations, error terms). A source's edge into a node is its value times
+embeddings, feature activations, error terms; positional rows and biases are in the constant). A source's edge into a node is its value times
 the derivative of the node with respect to it, in that frozen model; the edges into a node plus
 the constant (the frozen model with every source at zero: the biases) are the node's value.
 
-The sources are leaves of a forward pass with the freezing done by edits (model/engine/edits.py),
-so one engine forward and one gradient per target give every edge into it. Transcoders here:
+The sources are leaves of a forward pass with the freezing done by edits (model/engine/edits.py);
+a batch of copies of them gives the edges into as many targets in one forward and one backward. Transcoders here:
 SAELens's ``transcoder`` and ``jumprelu_transcoder`` (no skip connection), one per block, reading
 any tensor of its block before the MLP and writing ``blocks.L.hook_mlp_out``."""
 
@@ -25,7 +25,7 @@ from glassbox.model.engine import GlassboxError, Transformer, block_label, run_t
 from glassbox.model.engine.edits import editing
 from glassbox.model.engine.sae import SparseAutoencoder
 
-SOURCES = ("hook_embed", "hook_pos_embed")  # the stream's start, when the model has both
+EMBEDDING = "hook_embed"  # a token's node: its embedding (a positional table's row is a constant, as in circuit-tracer)
 
 
 @dataclass
@@ -101,12 +101,12 @@ def check_transcoders(model: Transformer, transcoders: list[SparseAutoencoder]) 
 def target_logit(logits: torch.Tensor, token: int, demeaned: bool) -> torch.Tensor:
     """The graph's target: ``token``'s logit, less the mean logit where ``demeaned`` (circuit-tracer's
     and Neuronpedia's target, unmoved by what shifts every logit alike)."""
-    return logits[token] - logits.mean() if demeaned else logits[token]
+    return logits[..., token] - logits.mean(-1) if demeaned else logits[..., token]
 
 
 def _held(tensor: torch.Tensor):
-    """An edit that puts ``tensor`` (one sequence's) in place of what the pass computed."""
-    return lambda x: tensor[None].to(x.dtype)
+    """An edit that puts ``tensor`` (one sequence's, or a batch's) in place of what the pass computed."""
+    return lambda x: (tensor if tensor.dim() == x.dim() else tensor[None]).to(x.dtype).expand_as(x)
 
 
 class ReplacementModel:
@@ -122,75 +122,92 @@ class ReplacementModel:
         self.model, self.tokens, self.transcoders, self.token = model, tokens, transcoders, token
         self.demeaned = demeaned
         cfg = model.cfg
-        self.starts = [name for name in SOURCES if name != "hook_pos_embed" or cfg.positional == "learned"]
         self.frozen = [f"blocks.{i}.{n}.hook_scale" for i in range(cfg.n_layers) for n in ("ln1", "ln2")] + [
             "ln_final.hook_scale"
         ]
         self.frozen += [f"blocks.{i}.attn.hook_pattern" for i in range(cfg.n_layers)]
         self.reads = [t.reads for t in transcoders]
         with torch.no_grad():
-            real = run_trace(
-                model, tokens, names=[*self.starts, *self.frozen, *self.reads, "blocks.*.hook_mlp_out", "hook_logits"]
-            )
+            real = run_trace(model, tokens, names=[EMBEDDING, *self.frozen, *self.reads, "blocks.*.hook_mlp_out", "hook_logits"])
         self.real = real
         dtype = model.embed.W_E.dtype
         acts = [t.encode(t.rows(real[t.reads])) for t in transcoders]  # position × d_sae, the real pass's
         errors = [real[f"blocks.{i}.hook_mlp_out"] - t.decode(acts[i], t.rows(real[t.reads])) for i, t in enumerate(transcoders)]
-        self.sources = {name: real[name] for name in self.starts} | {f"acts.{i}": a.to(dtype) for i, a in enumerate(acts)}
+        self.sources = {EMBEDDING: real[EMBEDDING]} | {f"acts.{i}": a.to(dtype) for i, a in enumerate(acts)}
         self.sources |= {f"errors.{i}": e.to(dtype) for i, e in enumerate(errors)}
+        # each block's active features: their positions and indices, in (position, feature) order
+        self.active = [a.nonzero().T for a in acts]
         n = len(tokens)
         self.nodes = [Node("embedding", p) for p in range(n)]
         self.nodes += [
-            Node("feature", p, i, f, float(acts[i][p, f])) for i in range(cfg.n_layers) for p, f in acts[i].nonzero().tolist()
+            Node("feature", p, i, f, float(acts[i][p, f])) for i in range(cfg.n_layers) for p, f in self.active[i].T.tolist()
         ]
-        # (block, position, feature) of each feature node, in order
-        self.features = [(i, p, f) for i in range(cfg.n_layers) for p, f in acts[i].nonzero().tolist()]
         self.nodes += [Node("error", p, i) for i in range(cfg.n_layers) for p in range(n)]
         self.nodes.append(Node("logit", n - 1, value=float(target_logit(real["hook_logits"][-1], token, demeaned))))
 
     def targets(self, values: dict[str, torch.Tensor]) -> torch.Tensor:
-        """The active features' pre-activations (``nodes``' order), then the logit, as one vector."""
-        edits = {name: _held(values[name]) for name in self.starts}  # the sources
+        """The active features' pre-activations (``nodes``' order), then the logit, as one vector;
+        for a batch of sources (a leading batch axis on every value), one row per batch element."""
+        edits = {EMBEDDING: _held(values[EMBEDDING])}  # the sources
         edits |= {name: _held(self.real[name]) for name in self.frozen}  # the patterns and scales, frozen
         for i, t in enumerate(self.transcoders):  # each MLP: its transcoder's output, and the error
             edits[f"blocks.{i}.hook_mlp_out"] = _held(values[f"acts.{i}"] @ t.W_dec + t.b_dec + values[f"errors.{i}"])
+        batched = values[EMBEDDING].dim() == 3
+        batch = values[EMBEDDING].shape[0] if batched else 1
         with editing(edits, keep=self.reads) as editor:
-            logits = self.model(torch.tensor([self.tokens], device=self.model.device)).logits[0, -1]
-            logit = target_logit(logits, self.token, self.demeaned)
-        pre = [t.pre_activations(t.rows(editor.tensors[t.reads][0])) for t in self.transcoders]
-        features = [pre[block][position, feature] for block, position, feature in self.features]
-        return torch.stack([*features, logit]).double()
+            logits = self.model(torch.tensor([self.tokens] * batch, device=self.model.device)).logits[:, -1]
+        logit = target_logit(logits, self.token, self.demeaned)
+        pre = [t.pre_activations(editor.tensors[t.reads]) for t in self.transcoders]  # batch × position × d_sae
+        features = [pre[block][:, positions, features] for block, (positions, features) in enumerate(self.active)]
+        out = torch.cat([*features, logit[:, None]], -1).double()
+        return out if batched else out[0]
 
     def source_values(self, grad: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Per source node, its value times ``grad`` (a gradient per source tensor), summed over its vector."""
+        """Per source node, its value times ``grad`` (a gradient per source tensor, with a leading
+        batch axis), summed over its vector: batch × nodes (the logit's column 0)."""
         value = {name: v.double() for name, v in self.sources.items()}
-        embeddings = torch.stack([(grad[name] * value[name]).sum(-1) for name in self.starts]).sum(0)
-        features = [grad[f"acts.{b}"][p, f] * value[f"acts.{b}"][p, f] for b, p, f in self.features]
+        embeddings = (grad[EMBEDDING] * value[EMBEDDING]).sum(-1)
+        features = [
+            grad[f"acts.{i}"][:, positions, features] * value[f"acts.{i}"][positions, features]
+            for i, (positions, features) in enumerate(self.active)
+        ]
         errors = [(grad[f"errors.{i}"] * value[f"errors.{i}"]).sum(-1) for i in range(self.model.cfg.n_layers)]
-        return torch.cat([embeddings, torch.stack(features) if features else embeddings[:0], *errors, embeddings[:1] * 0])
+        return torch.cat([embeddings, *features, *errors, embeddings[:, :1] * 0], -1)
+
+
+BATCH = 32  # targets per backward pass: each its own copy of the sources in one batched pass
 
 
 def attribution_graph(
-    model: Transformer, tokens: list[int], transcoders: list[SparseAutoencoder], token: int, demeaned: bool = False
+    model: Transformer,
+    tokens: list[int],
+    transcoders: list[SparseAutoencoder],
+    token: int,
+    demeaned: bool = False,
+    batch: int = BATCH,
 ) -> Graph:
     """The graph of the logit of ``token`` at the last position of ``tokens`` (see the module;
-    ``demeaned``: of that logit less the mean logit)."""
+    ``demeaned``: of that logit less the mean logit). The edges into ``batch`` targets at a time
+    come from one forward and one backward pass of that many copies of the sources: a copy's
+    gradient is its target's alone."""
     replacement = ReplacementModel(model, tokens, transcoders, token, demeaned)
     nodes, sources = replacement.nodes, replacement.sources
     first = len(tokens)  # the feature nodes (the targets but the logit) start after the embeddings
     with torch.no_grad():
         constant = replacement.targets({name: torch.zeros_like(v) for name, v in sources.items()})
-    leaves = {name: v.detach().clone().requires_grad_() for name, v in sources.items()}
     edges = torch.zeros(len(nodes), len(nodes), dtype=torch.float64)
     bias = torch.zeros(len(nodes), dtype=torch.float64)
     rows = list(range(first, first + len(constant) - 1)) + [len(nodes) - 1]
     bias[rows] = constant
-    with torch.enable_grad():
-        targets = replacement.targets(leaves)
-        for row, target in zip(rows, targets):
-            grads = torch.autograd.grad(target, list(leaves.values()), retain_graph=True, allow_unused=True)
-            grad = {name: (torch.zeros_like(v) if g is None else g).double() for (name, v), g in zip(leaves.items(), grads)}
-            edges[row] = replacement.source_values(grad)
+    for start in range(0, len(rows), batch):
+        chosen = torch.arange(start, min(start + batch, len(rows)))  # the targets' places in targets()' vector
+        leaves = {name: v.detach()[None].repeat(len(chosen), *[1] * v.dim()).requires_grad_() for name, v in sources.items()}
+        with torch.enable_grad():
+            out = replacement.targets(leaves)
+            picked = out[torch.arange(len(chosen)), chosen].sum()
+            grads = torch.autograd.grad(picked, list(leaves.values()), allow_unused=True)
+        grad = {name: (torch.zeros_like(v) if g is None else g).double() for (name, v), g in zip(leaves.items(), grads)}
+        edges[[rows[i] for i in chosen.tolist()]] = replacement.source_values(grad)
     probability = float(replacement.real["hook_logits"][-1].double().softmax(-1)[token])
     return Graph(nodes, edges, bias, nodes[-1].value, token, probability, demeaned)
 
