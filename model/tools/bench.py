@@ -70,6 +70,11 @@ def add_arguments(parser) -> None:
         help="instead: a branch of the generation tree (KV cache reused) beside a fresh generation of the same prefix",
     )
     parser.add_argument(
+        "--graph",
+        action="store_true",
+        help="instead: an attribution graph's seconds and memory against the prompt's length, batched beside one target at a time",
+    )
+    parser.add_argument(
         "--analyses",
         nargs="*",
         metavar="HUB_ID",
@@ -176,6 +181,10 @@ def run(args) -> int:
         from glassbox.model.tools import tree_bench
 
         return tree_bench.run(args.json, max(args.repeats, 1))
+    if args.graph:
+        from glassbox.model.tools import graph_bench
+
+        return graph_bench.run(args.json)
     if args.analyses is not None:
         from glassbox.model.tools import analyses_bench
 
