@@ -9,6 +9,7 @@ from glassbox.app.explore import (
     export,
     features,
     ffn,
+    graph,
     heads,
     layernorm,
     overview,
@@ -29,6 +30,7 @@ VIEWS = {
     "Circuits": circuits,
     "Head catalog": heads,
     "Features": features,
+    "Attribution graph": graph,
     "Compare": compare,
     "Export": export,
 }

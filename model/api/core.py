@@ -40,6 +40,7 @@ SHORT = {
     "mean": "hook_mean",
 }
 NORMS = ("ln1", "ln2", "ln_final")
+STORIES = 64  # the bundled stories a feature's top activations are looked for in (Model.top_activations)
 
 
 def name(kind: str, block: int | None = None, norm: str | None = None) -> str:
@@ -336,6 +337,17 @@ class Model(LoadedModel):
         from glassbox.model.analysis.attribution_graph import intervene
 
         return intervene(self.model, self.tokens(prompt), self._transcoders(transcoders), graph, node, factor)
+
+    def top_activations(self, saes="default-transcoders", texts: list[str] | None = None, k: int = 8):
+        """Where each feature fires most: every feature's ``k`` top activations (a ``TopActivations``,
+        glassbox.model.analysis.feature_examples) over ``texts`` (by default, 64 of the bundled
+        stories, each cut to the model's context). ``saes``: a transcoder set as ``attribution_graph``
+        takes it, or a list of SAEs."""
+        from glassbox.model.analysis.feature_examples import top_activations
+        from glassbox.model.data.stories import corpus
+
+        sequences = [self.tokens(text)[: self.cfg.n_ctx] for text in (corpus(STORIES) if texts is None else texts)]
+        return top_activations(self.model, self._transcoders(saes), sequences, k)
 
     def _transcoders(self, transcoders) -> list:
         """A transcoder set by name or folder (model.io.sae.load_transcoders), or a list, in this model's dtype and device."""
