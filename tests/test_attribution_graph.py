@@ -193,3 +193,20 @@ def test_the_graph_bench_measures_a_graph_batched_and_one_by_one():
     batched, one_by_one = measure(loaded, transcoders, tokens, 8), measure(loaded, transcoders, tokens, 1)
     assert batched["nodes"] == one_by_one["nodes"] > len(tokens) + 1
     assert batched["completeness"] < 1e-5 and one_by_one["completeness"] < 1e-5 and batched["seconds"] > 0
+
+
+def test_top_activations_are_every_features_largest_with_where_they_are():
+    """Reference: every position of every sequence read through each transcoder, sorted by hand (1e-12)."""
+    from glassbox.model.analysis.feature_examples import top_activations
+
+    model, tcs = build_random_model(GPT2_LIKE, seed=2), transcoders(GPT2_LIKE)
+    sequences = [TOKENS, [5, 1, 8], [2, 2, 9, 13, 0, 4, 7]]
+    top = top_activations(model, tcs, sequences, k=4)
+    for i, t in enumerate(tcs):
+        acts = [t.encode(t.rows(run_trace(model, tokens, names=[t.reads])[t.reads])) for tokens in sequences]
+        for feature in range(t.d_sae):
+            every = sorted((float(a[p, feature]) for a in acts for p in range(len(a))), reverse=True)
+            got = top.of(i, feature)
+            assert [value for value, _, _ in got] == pytest.approx([v for v in every if v > 0][:4], abs=1e-12)
+            for value, s, p in got:  # each reported place holds its value
+                assert float(acts[s][p, feature]) == pytest.approx(value, abs=1e-12)

@@ -84,10 +84,15 @@ def render(ctx: Explorer) -> None:
     if ctx.cfg.kind != "decoder":
         st.info(plain(f"The attribution graph explains a decoder's next token; this model is an {ctx.cfg.kind}."))
         return
-    imported = st.file_uploader("Open a circuit-tracer or Neuronpedia graph file (JSON)", type=["json"], key="explore_graph_file")
-    if imported is not None:
-        show_imported(imported.getvalue())
-        return
+    explain(ctx)
+    with st.expander("Open a graph file from circuit-tracer or Neuronpedia"):
+        imported = st.file_uploader("A graph JSON (their graph_models format)", type=["json"], key="explore_graph_file")
+        if imported is not None:
+            show_imported(imported.getvalue())
+
+
+def explain(ctx: Explorer) -> None:
+    """The graph of one of the next token's logits, pruned, and the chosen feature."""
     source = choose_transcoders(ctx)
     if source is None:
         return
@@ -152,7 +157,7 @@ def follow(ctx: Explorer, source: str, graph, kept: list[int], influence, target
         "Feature",
         sorted(features, key=lambda i: -float(influence[i])),
         key=NODE_KEY,
-        format_func=lambda i: f"{graph.nodes[i].label}: {ctx.labels[graph.nodes[i].position]}",
+        format_func=lambda i: f"{graph.nodes[i].label} ({ctx.pieces[graph.nodes[i].position]})",
     )
     feature = graph.nodes[node]
     left, right = st.columns(2)

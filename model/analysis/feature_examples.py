@@ -33,13 +33,14 @@ class TopActivations:
 def top_activations(model: Transformer, saes: list[SparseAutoencoder], sequences: list[list[int]], k: int = 8) -> TopActivations:
     """Every feature's ``k`` top activations over ``sequences`` (each within the model's context)."""
     names = sorted({s.reads for s in saes})
-    values = [torch.full((k, s.d_sae), -torch.inf) for s in saes]
+    dtype = model.embed.W_E.dtype
+    values = [torch.full((k, s.d_sae), -torch.inf, dtype=dtype) for s in saes]
     where = [torch.zeros(k, s.d_sae, 2, dtype=torch.long) for s in saes]
     with torch.no_grad():
         for number, tokens in enumerate(sequences):
             trace = run_trace(model, tokens, names=names)
             for i, sae in enumerate(saes):
-                acts = sae.encode(sae.rows(trace[sae.reads])).float().cpu()  # position × d_sae
+                acts = sae.encode(sae.rows(trace[sae.reads])).to(dtype).cpu()  # position × d_sae
                 positions = torch.arange(len(acts))[:, None].expand_as(acts)
                 here = torch.stack([torch.full_like(positions, number), positions], -1)
                 joined = torch.cat([values[i], acts])

@@ -9,30 +9,39 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-import numpy as np
 import torch
 
 from glassbox.model.analysis.attribution_graph import Node
+from glassbox.model.engine import block_label
 
 RAISES, LOWERS = "#2563eb", "#dc2626"
 KIND_COLOUR = {"embedding": "#6b7280", "feature": "#f59e0b", "error": "#9ca3af", "logit": "#059669"}
 MOST_EDGES = 150  # the strongest edges among the kept nodes that are drawn; the rest are in the tables
 
 
-def layout(nodes: list[Node], kept: list[int], n_layers: int) -> dict[int, tuple[float, float]]:
-    """Each kept node's (x, y): x its position, spread within the position's column where a block
-    has several nodes there; y 0 for the tokens, block + 1 for a block's, n_layers + 1 for the logit."""
-    cells: dict[tuple[int, float], list[int]] = defaultdict(list)
+def layout(nodes: list[Node], kept: list[int], n_layers: int) -> tuple[dict[int, tuple[float, float]], dict[int, float]]:
+    """Each kept node's (x, y), and each shown position's x (its column's middle). A position's
+    column is as wide as the most nodes one of its rows holds (Neuronpedia's layout), so that the
+    last position, where most features are, is not a crowd; y is 0 for the tokens, block + 1 for a
+    block's features and errors, n_layers + 1 for the logit."""
+    cells: dict[tuple[int, int], list[int]] = defaultdict(list)
     for i in kept:
         node = nodes[i]
         row = 0 if node.kind == "embedding" else n_layers + 1 if node.kind == "logit" else (node.block or 0) + 1
         cells[(node.position, row)].append(i)
+    widths: dict[int, int] = defaultdict(lambda: 1)
+    for (position, _), members in cells.items():
+        widths[position] = max(widths[position], len(members))
+    starts, x = {}, 0.0
+    for position in sorted(widths):
+        starts[position], x = x, x + widths[position] + 0.5
     placed = {}
     for (position, row), members in cells.items():
-        spread = np.linspace(-0.32, 0.32, len(members)) if len(members) > 1 else [0.0]
-        for i, dx in zip(sorted(members, key=lambda i: (nodes[i].kind != "feature", nodes[i].feature or 0)), spread):
-            placed[i] = (position + float(dx), float(row))
-    return placed
+        middle = starts[position] + (widths[position] - 1) / 2
+        members = sorted(members, key=lambda i: (nodes[i].kind != "feature", nodes[i].feature or 0))
+        for k, i in enumerate(members):
+            placed[i] = (middle + k - (len(members) - 1) / 2, float(row))
+    return placed, {p: starts[p] + (widths[p] - 1) / 2 for p in starts}
 
 
 def graph_figure(
@@ -50,7 +59,7 @@ def graph_figure(
     ``labels`` name the positions (the x axis); ``selected`` (a node) is outlined."""
     import plotly.graph_objects as go
 
-    placed = layout(nodes, kept, n_layers)
+    placed, columns = layout(nodes, kept, n_layers)
     links = [(float(edges[i, j]), j, i) for i in kept for j in kept if edges[i, j] != 0]
     links = sorted(links, key=lambda link: -abs(link[0]))[:MOST_EDGES]
     strongest = max((abs(w) for w, _, _ in links), default=1.0) or 1.0
@@ -105,8 +114,8 @@ def graph_figure(
             showlegend=False,
         )
     )
-    rows = ["tokens", *[f"block {b}" for b in range(n_layers)], "logit"]
-    shown = sorted({nodes[i].position for i in kept})
+    rows = ["tokens", *[block_label(b) for b in range(n_layers)], "logit"]
+    shown = sorted(columns)
     figure.update_layout(
         title={"text": title, "font": {"size": 14}},
         height=height,
@@ -115,11 +124,11 @@ def graph_figure(
         xaxis={
             "title": "position: token",
             "tickmode": "array",
-            "tickvals": shown,
+            "tickvals": [columns[p] for p in shown],
             "ticktext": [labels[p] for p in shown],
             "tickangle": -45 if len(shown) > 12 else 0,
-            "range": [min(shown) - 0.6, max(shown) + 0.6],
-            "showgrid": True,
+            "range": [-0.8, max(placed[i][0] for i in kept) + 0.8],
+            "showgrid": False,
             "gridcolor": "#f3f4f6",
         },
         yaxis={
