@@ -85,7 +85,10 @@ def render(ctx: Explorer) -> None:
         st.info(plain(f"The attribution graph explains a decoder's next token; this model is an {ctx.cfg.kind}."))
         return
     explain(ctx)
-    with st.expander("Open a graph file from circuit-tracer or Neuronpedia"):
+    # open while it holds a file: a rerun may draw it afresh, and a fresh expander is closed
+    with st.expander(
+        "Open a graph file from circuit-tracer or Neuronpedia", expanded=bool(st.session_state.get("explore_graph_file"))
+    ):
         imported = st.file_uploader("A graph JSON (their graph_models format)", type=["json"], key="explore_graph_file")
         if imported is not None:
             show_imported(imported.getvalue())
