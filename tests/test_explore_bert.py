@@ -78,7 +78,7 @@ def test_every_view_opens_on_a_tiny_bert_and_speaks_of_an_encoder(bert):
             assert len(at.get("download_button")) == 2
         elif view == "Compare":
             assert "prompt B" in at.info[-1].value
-        elif view == "Features":
+        elif view in ("Features", "Attribution graph"):
             assert "this model is an encoder" in at.info[-1].value
         else:
             assert charts(at), view

@@ -18,7 +18,11 @@ from glassbox.model.io.checkpoint import load
 from tests.helpers import charts, press, shown, start, z
 
 PROMPTS = {"micro-bigram": "the cat sat on the", "micro-attention-only": "the cat sat on the", INDUCTION_MODEL: INDUCTION_PROMPT}
-ATTENTION_ONLY = {"MLP": NO_MLP, "Backward": NO_MLP}  # the dead neurons' section; the rest of the view draws
+ATTENTION_ONLY = {
+    "MLP": NO_MLP,
+    "Backward": NO_MLP,
+    "Attribution graph": NO_MLP,
+}  # the dead neurons' section; the rest of the view draws
 SAID = {
     "micro-bigram": {
         "Tokens & embeddings": NO_POSITIONS,
@@ -30,6 +34,7 @@ SAID = {
         "Circuits": NO_BLOCKS,
         "Head catalog": NO_BLOCKS,
         "Features": NO_BLOCKS,
+        "Attribution graph": NO_BLOCKS,
     },
     "micro-attention-only": ATTENTION_ONLY,
     INDUCTION_MODEL: ATTENTION_ONLY,
@@ -40,6 +45,7 @@ WHOLE = {
     "MLP",
     "Head catalog",
     "Features",
+    "Attribution graph",
 }  # views whose sentence, where they have one, is all they show
 
 

@@ -166,6 +166,15 @@ def lacks(ctx: Explorer, mlp: bool = False) -> bool:
     return why is not None
 
 
+def not_a_decoder(ctx: Explorer, why: str) -> bool:
+    """Whether the model is not decoder-only, for a view that needs one; where it is not, says
+    ``why`` and what the model is, in one sentence."""
+    if ctx.cfg.kind == "decoder":
+        return False
+    st.info(plain(f"{why}; this model is an {ctx.cfg.kind}."))
+    return True
+
+
 def offered(key: str, options: list[str], default: str | None = None) -> list[str]:
     """``options`` for a choice kept in ``st.session_state[key]``: a value this model does not
     offer (kept from another model, such as an MLP's tensor on an attention-only one) becomes

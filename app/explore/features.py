@@ -11,7 +11,7 @@ import streamlit as st
 
 from glassbox.app.components.labels import plain
 from glassbox.app.components.sae_picker import ASK_SOURCE, OTHER_SAE, SOURCE_EXAMPLE, offered, sae_ready
-from glassbox.app.explore.common import Explorer, bar_chart, heatmap, lacks
+from glassbox.app.explore.common import Explorer, bar_chart, heatmap, lacks, not_a_decoder
 from glassbox.app.resources import model_pass, shared_sae
 from glassbox.model.engine import GlassboxError
 
@@ -72,8 +72,9 @@ def render(ctx: Explorer) -> None:
     )
     if lacks(ctx):
         return
-    if ctx.cfg.kind != "decoder":  # the losses and logit effects below are a decoder's
-        st.info(plain(f"Sparse autoencoders here read a decoder-only model's tensors; this model is an {ctx.cfg.kind}."))
+    if not_a_decoder(
+        ctx, "Sparse autoencoders here read a decoder-only model's tensors"
+    ):  # the losses and logit effects below are a decoder's
         return
     source = choose_sae(ctx)
     if source is None:

@@ -14,7 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from glassbox.app.components.labels import plain
-from glassbox.app.explore.common import Explorer, lacks, probs_at
+from glassbox.app.explore.common import Explorer, lacks, not_a_decoder, probs_at
 from glassbox.app.resources import model_pass
 from glassbox.model.analysis.attribution_graph import BATCH
 from glassbox.model.analysis.graph_json import from_circuit_tracer, to_circuit_tracer
@@ -81,8 +81,7 @@ def render(ctx: Explorer) -> None:
     )
     if lacks(ctx, mlp=True):
         return
-    if ctx.cfg.kind != "decoder":
-        st.info(plain(f"The attribution graph explains a decoder's next token; this model is an {ctx.cfg.kind}."))
+    if not_a_decoder(ctx, "The attribution graph explains a decoder's prediction"):
         return
     explain(ctx)
     # open while it holds a file: a rerun may draw it afresh, and a fresh expander is closed

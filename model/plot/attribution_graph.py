@@ -2,8 +2,8 @@
 are: the prompt's tokens along the bottom, each block's features (circles) and error terms
 (diamonds) in its row above the position where they are, the target logit on top; a line per edge,
 blue where it raises its target and red where it lowers it, as wide as its weight. The last
-trace's points are the nodes, in ``kept``'s order (a click reports its point index), drawn over
-the lines."""
+trace's points are the nodes (model/analysis/attribution_graph.py's ``Node``s), in ``kept``'s
+order (a click reports its point index), drawn over the lines."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from collections import defaultdict
 
 import torch
 
-from glassbox.model.analysis.attribution_graph import Node
 from glassbox.model.engine import block_label
 
 RAISES, LOWERS = "#2563eb", "#dc2626"
@@ -19,7 +18,7 @@ KIND_COLOUR = {"embedding": "#6b7280", "feature": "#f59e0b", "error": "#9ca3af",
 MOST_EDGES = 150  # the strongest edges among the kept nodes that are drawn; the rest are in the tables
 
 
-def layout(nodes: list[Node], kept: list[int], n_layers: int) -> tuple[dict[int, tuple[float, float]], dict[int, float]]:
+def layout(nodes: list, kept: list[int], n_layers: int) -> tuple[dict[int, tuple[float, float]], dict[int, float]]:
     """Each kept node's (x, y), and each shown position's x (its column's middle). A position's
     column is as wide as the most nodes one of its rows holds (Neuronpedia's layout), so that the
     last position, where most features are, is not a crowd; y is 0 for the tokens, block + 1 for a
@@ -45,7 +44,7 @@ def layout(nodes: list[Node], kept: list[int], n_layers: int) -> tuple[dict[int,
 
 
 def graph_figure(
-    nodes: list[Node],
+    nodes: list,
     edges: torch.Tensor,
     kept: list[int],
     influence: torch.Tensor | None,

@@ -43,14 +43,14 @@ def measure(loaded, transcoders, tokens: list[int], batch: int) -> dict:
 
 
 def run(json_path: Path | None) -> int:
-    import glassbox
     from glassbox.model.data.stories import corpus
+    from glassbox.model.io.checkpoint import load
+    from glassbox.model.io.sae import load_transcoders
 
-    loaded = glassbox.load("default")
+    loaded = load("default")
     device = loaded.model.device.type
-    transcoders = loaded._transcoders("default-transcoders")
-    text = " ".join(corpus(12))
-    stream = loaded.tokens(text)
+    transcoders = load_transcoders("default-transcoders", loaded.model.embed.W_E.dtype, loaded.model.device)
+    stream = loaded.encode(" ".join(corpus(12)))
     lengths = [n for n in LENGTHS if n <= loaded.cfg.n_ctx]
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {device}; default model, default-transcoders")
     print(f"{'tokens':>6} {'nodes':>6} {'features':>8} {f'batch {BATCH} s':>11} {'one by one s':>13} {'ratio':>6} "
