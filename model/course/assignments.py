@@ -27,6 +27,7 @@ EXPLORER_VIEWS = (
     "Circuits",
     "Head catalog",
     "Features",
+    "Attribution graph",
     "Compare",
     "Export",
     "Streams",
