@@ -172,10 +172,14 @@ STEP_CHANGES = ("Backward step change", "Attention head change")  # within a vie
 IN_PAGE_TOKENS = 128  # the Attention view's prompt for its in-page timings: GPT-2 small's block fits the page
 
 
-def time_views(url: str, clock: ServerClock, reopens: int = 3) -> dict[str, list[tuple[float, float, float]]]:
-    """Per view, (until drawn, server, of which traces) seconds of its first open and of
-    ``reopens`` reopens; then of as many backward-step changes in the explorer."""
-    times = {view: [] for view in VIEWS} | {name: [] for name in STEP_CHANGES}
+def time_views(
+    url: str, clock: ServerClock, reopens: int = 3, views: list[str] | None = None
+) -> dict[str, list[tuple[float, float, float]]]:
+    """Per view (``views``, the Overview first; by default every one in VIEWS), (until drawn,
+    server, of which traces) seconds of its first open and of ``reopens`` reopens; then of as many
+    backward-step changes in the explorer."""
+    views = list(VIEWS) if views is None else ["Overview", *[v for v in views if v != "Overview"]]
+    times = {view: [] for view in views} | {name: [] for name in STEP_CHANGES}
 
     def timed_click(click, title: str | None, changes_url: bool = True) -> float:
         before = page.url
@@ -193,7 +197,7 @@ def time_views(url: str, clock: ServerClock, reopens: int = 3) -> dict[str, list
         page.locator(".gtitle", has_text=VIEWS["Overview"]).first.wait_for(timeout=600_000)
         times["Overview"].append((time.perf_counter() - start, *clock.read()))
         for round_ in range(1 + reopens):
-            for view in list(VIEWS)[1 - min(round_, 1) :]:  # the first round starts after the Overview
+            for view in views[1 - min(round_, 1) :]:  # the first round starts after the Overview
                 drawn = timed_click(lambda: page.get_by_role("radio", name=view, exact=True).click(), VIEWS[view])  # noqa: B023 (clicked now)
                 times[view].append((drawn, *clock.read()))
         page.get_by_role("radio", name="Backward", exact=True).click()
@@ -379,8 +383,15 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="a tiny model and a 24-token prompt, each interaction timed twice and each view reopened once: a smoke test",
     )
+    parser.add_argument(
+        "--views", help=f"comma-separated views to time (default: all of {', '.join(VIEWS)}; the Overview always)"
+    )
     parser.add_argument("--json", type=Path, help="also write the numbers to this JSON file")
     args = parser.parse_args(argv)
+    views = None if not args.views else [v.strip() for v in args.views.split(",")]
+    unknown = [v for v in views or [] if v not in VIEWS]
+    if unknown:
+        parser.error(f"no view {', '.join(unknown)}: the views timed are {', '.join(VIEWS)}")
     with tempfile.TemporaryDirectory() as tmp, socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -394,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
             query = urllib.parse.urlencode({"model": str(path), "prompt": prompt, "view": "Overview"})
             repeats, reopens = (2, 1) if args.small else (5, 3)
             worked = time_worked_example(f"http://127.0.0.1:{port}", clock, repeats)
-            times = time_views(f"http://127.0.0.1:{port}/explore?{query}", clock, reopens)
+            times = time_views(f"http://127.0.0.1:{port}/explore?{query}", clock, reopens, views)
             loaded = load(str(path))
             # the whole prompt (over 128 tokens the page computes the scores from q and k), then its first 128 tokens
             for tokens in dict.fromkeys((n_tokens, min(n_tokens, IN_PAGE_TOKENS))):
@@ -426,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
         f"first open ≤ one forward pass + 1 s = {forward + 1:.2f} s"
     )
     print(f"\n{'view':<22}{'first open: drawn':>19}{'server':>9}{'trace':>8}{'rest':>7}{'reopen: drawn':>15}{'server':>9}")
-    for view in VIEWS:
+    for view in (v for v in VIEWS if v in times):  # those timed (--views)
         (cold, cold_server, cold_trace), warm, warm_server = times[view][0], *reopened(times[view])
         print(
             f"{view:<22}{cold:>18.2f}s{cold_server:>8.2f}s{cold_trace:>7.2f}s{cold_server - cold_trace:>6.2f}s"
@@ -467,6 +478,7 @@ def main(argv: list[str] | None = None) -> int:
                             "reopens": [{"drawn_s": t, "server_s": s} for t, s, _ in times[v][1:]],
                         }
                         for v in VIEWS
+                        if v in times
                     },
                     "step_changes": {
                         n: [{"drawn_s": t, "server_s": s, "trace_s": c} for t, s, c in times[n]] for n in STEP_CHANGES
