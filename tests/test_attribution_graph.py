@@ -24,15 +24,18 @@ def transcoders(cfg: ModelConfig, d_sae: int = 10, reads: str = "ln2.hook_out", 
     for i in range(cfg.n_layers):
         weights = [torch.randn(cfg.d_model, d_sae, generator=g, dtype=torch.float64) * 0.5, torch.randn(d_sae, generator=g, dtype=torch.float64) * 0.2 - 0.1,
                    torch.randn(d_sae, cfg.d_model, generator=g, dtype=torch.float64) * 0.3, torch.randn(cfg.d_model, generator=g, dtype=torch.float64) * 0.1]  # fmt: skip
-        threshold = torch.full((d_sae,), 0.05, dtype=torch.float64) if kind == "jumprelu_transcoder" else None
-        made.append(SparseAutoencoder(kind, f"blocks.{i}.{reads}", f"blocks.{i}.hook_mlp_out", *weights, threshold=threshold))
+        threshold = torch.full((d_sae,), 0.05, dtype=torch.float64) if kind.startswith("jumprelu") else None
+        skip = torch.randn(cfg.d_model, cfg.d_model, generator=g, dtype=torch.float64) * 0.1 if "skip" in kind else None
+        made.append(
+            SparseAutoencoder(kind, f"blocks.{i}.{reads}", f"blocks.{i}.hook_mlp_out", *weights, threshold=threshold, W_skip=skip)
+        )
     return made
 
 
-@pytest.fixture(params=["gpt2-like", "llama-like"])
+@pytest.fixture(params=["gpt2-like", "llama-like", "skip transcoders"])
 def setup(request):
-    cfg = GPT2_LIKE if request.param == "gpt2-like" else LLAMA_LIKE
-    return build_random_model(cfg, seed=2), transcoders(cfg)
+    cfg = LLAMA_LIKE if request.param == "llama-like" else GPT2_LIKE
+    return build_random_model(cfg, seed=2), transcoders(cfg, kind="skip_transcoder" if "skip" in request.param else "transcoder")
 
 
 def test_the_graph_is_complete_and_reproduces_the_model(setup):

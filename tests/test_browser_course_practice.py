@@ -29,16 +29,15 @@ def answer(page, number: int, exercise, given: str) -> None:
     box.get_by_role("button", name="Check").click()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def learner(chromium):
-    """One learner's browser: its own storage, kept across the module's tests."""
+    """One learner's browser: its own storage, kept across the lessons of one test."""
     context = chromium.new_context(viewport={"width": 1400, "height": 1600})
     yield watch(context.new_page())
     context.close()
 
 
-@pytest.mark.parametrize("slug", ["attention", "objective", "key-figures"])
-def test_exercises_answered_wrong_then_right(app_url, learner, slug):
+def answer_wrong_then_right(app_url, learner, slug):
     seed = 1
     exercises = LESSON[slug].exercises(seed)
     learner.goto(f"{app_url}/{LESSON[slug].url_path}?seed={seed}")
@@ -53,10 +52,15 @@ def test_exercises_answered_wrong_then_right(app_url, learner, slug):
     expect(box).to_contain_text("Exercise 1 ✓", timeout=WAIT)  # stored in the browser, sent back
 
 
-def test_the_contents_show_what_the_browser_kept(app_url, learner):
+def test_exercises_answered_wrong_then_right_and_the_contents_show_what_the_browser_kept(app_url, learner):
+    """One test, one browser: the contents read what the three lessons stored (split in tests, the
+    workers could run the last without the others)."""
+    slugs = ("attention", "objective", "key-figures")
+    for slug in slugs:
+        answer_wrong_then_right(app_url, learner, slug)
     learner.goto(f"{app_url}/course")
     settled(learner, timeout=WAIT)
-    for slug in ("attention", "objective", "key-figures"):
+    for slug in slugs:
         of = len(LESSON[slug].exercises(1))
         expect(learner.get_by_text(f"✓ 1 of {of}").first).to_be_visible(timeout=WAIT)
     expect(learner.get_by_text("in 3 of 18 lessons", exact=False)).to_be_visible(timeout=WAIT)

@@ -11,9 +11,10 @@ the derivative of the node with respect to it, in that frozen model; the edges i
 the constant (the frozen model with every source at zero: the biases) are the node's value.
 
 The sources are leaves of a forward pass with the freezing done by edits (model/engine/edits.py);
-a batch of copies of them gives the edges into as many targets in one forward and one backward. Transcoders here:
-SAELens's ``transcoder`` and ``jumprelu_transcoder`` (no skip connection), one per block, reading
-any tensor of its block before the MLP and writing ``blocks.L.hook_mlp_out``."""
+a batch of copies of them gives the edges into as many targets in one forward and one backward.
+Transcoders here: SAELens's plain, JumpReLU and skip transcoders (a skip's ``x · W_skipᵀ`` is one
+more linear path, from the MLP's input in the same frozen pass), one per block, reading any tensor
+of its block before the MLP and writing ``blocks.L.hook_mlp_out``."""
 
 from __future__ import annotations
 
@@ -86,13 +87,16 @@ class Graph:
         return sorted(kept) + [len(self.nodes) - 1]
 
 
+GRAPHED = ("transcoder", "jumprelu_transcoder", "skip_transcoder", "jumprelu_skip_transcoder")
+
+
 def check_transcoders(model: Transformer, transcoders: list[SparseAutoencoder]) -> None:
     if len(transcoders) != model.cfg.n_layers:
         raise GlassboxError(f"One transcoder per block: {model.cfg.n_layers} blocks, {len(transcoders)} transcoders")
     for layer, t in enumerate(transcoders):
-        if t.architecture not in ("transcoder", "jumprelu_transcoder"):
+        if t.architecture not in GRAPHED:
             raise GlassboxError(
-                f"{t.name or 'A transcoder'}: the graph takes plain and JumpReLU transcoders, not {t.architecture}"
+                f"{t.name or 'A transcoder'}: the graph takes {', '.join(GRAPHED)} (ReLU or JumpReLU), not {t.architecture}"
             )
         if t.writes != f"blocks.{layer}.hook_mlp_out" or not t.reads.startswith(f"blocks.{layer}."):
             raise GlassboxError(f"Transcoder {layer} must read block {layer}'s MLP input and write blocks.{layer}.hook_mlp_out")
@@ -150,17 +154,29 @@ class ReplacementModel:
         for a batch of sources (a leading batch axis on every value), one row per batch element."""
         edits = {EMBEDDING: _held(values[EMBEDDING])}  # the sources
         edits |= {name: _held(self.real[name]) for name in self.frozen}  # the patterns and scales, frozen
+        this_pass: dict = {}  # its editor, whose tensors hold the MLPs' inputs as the pass computes them (a skip reads them)
         for i, t in enumerate(self.transcoders):  # each MLP: its transcoder's output, and the error
-            edits[f"blocks.{i}.hook_mlp_out"] = _held(values[f"acts.{i}"] @ t.W_dec + t.b_dec + values[f"errors.{i}"])
+            edits[f"blocks.{i}.hook_mlp_out"] = self._mlp_out(
+                t, values[f"acts.{i}"] @ t.W_dec + t.b_dec + values[f"errors.{i}"], this_pass
+            )
         batched = values[EMBEDDING].dim() == 3
         batch = values[EMBEDDING].shape[0] if batched else 1
         with editing(edits, keep=self.reads) as editor:
+            this_pass["editor"] = editor
             logits = self.model(torch.tensor([self.tokens] * batch, device=self.model.device)).logits[:, -1]
         logit = target_logit(logits, self.token, self.demeaned)
         pre = [t.pre_activations(editor.tensors[t.reads]) for t in self.transcoders]  # batch × position × d_sae
         features = [pre[block][:, positions, features] for block, (positions, features) in enumerate(self.active)]
         out = torch.cat([*features, logit[:, None]], -1).double()
         return out if batched else out[0]
+
+    @staticmethod
+    def _mlp_out(t: SparseAutoencoder, out: torch.Tensor, this_pass: dict):
+        """The edit that writes a block's MLP output: ``out`` (features, bias and error), plus a skip
+        transcoder's linear path from the MLP's input in this pass (``this_pass["editor"]``'s)."""
+        if t.W_skip is None:
+            return _held(out)
+        return lambda x: _held(out + this_pass["editor"].tensors[t.reads] @ t.W_skip.T.to(out.dtype))(x)
 
     def source_values(self, grad: dict[str, torch.Tensor]) -> torch.Tensor:
         """Per source node, its value times ``grad`` (a gradient per source tensor, with a leading
