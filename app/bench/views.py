@@ -249,6 +249,8 @@ def time_attention(
     sent, or, over app/components/attention_head.py's IN_PAGE_BYTES, computed there from the sent
     queries and keys), then three block changes: in the page where every block is sent (a small
     model), else a server rerun that sends the new block's heads, timed until the page has drawn them."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     names = {kind: f"Attention {kind}, {n_tokens} tokens" for kind in ("head", "query", "block")}
     times = {
         names["head"] + ", in the page": [],
@@ -263,8 +265,12 @@ def time_attention(
         clock.read()
 
         def chosen(kind: str, index: int, name: str) -> None:
+            before = page.url
             times[name].append((page.evaluate(CHOOSE, [kind, index]), 0.0))
-            page.wait_for_timeout(1500)  # the rerun the choice sends back (URL, charts below) settles
+            try:  # the rerun the choice sends back (its URL, the charts below) settles before the next
+                page.wait_for_function("u => window.location.href !== u", arg=before, timeout=1500)
+            except PlaywrightTimeout:  # a choice that was already made sends none
+                pass
             page.wait_for_selector(IDLE, timeout=600_000)
             clock.read()
 
