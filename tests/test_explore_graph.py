@@ -1,7 +1,7 @@
 """The explorer's Attribution graph view (app/explore/graph.py), run in-process by AppTest on the
 default model and its shipped transcoders. References: the real model's logit and a plain torch
 forward hook for the intervention (1e-4, float32), a brute-force pass over the same stories for a
-feature's top activations (1e-5), and the graph's own completeness (1e-4)."""
+feature's top activations (1e-5), and the graph's own completeness (float64: 1e-10)."""
 
 import pytest
 import torch
@@ -28,7 +28,7 @@ def test_the_view_draws_the_graph_of_the_likeliest_token_and_says_it_is_complete
     assert page.selectbox(key="explore_graph_target").value == int(logits.argmax())
     logit, completeness, kept = (m.value for m in page.metric)
     assert float(logit) == pytest.approx(float(logits.max()), abs=1e-4)
-    assert float(completeness) < 1e-4
+    assert float(completeness) < 1e-10  # a small model's graph is built in float64
     shown, total = map(int, kept.split(" of "))
     assert 0 < shown < total
     figure = page.get("plotly_chart")[0].proto.spec

@@ -40,15 +40,16 @@ def test_a_short_training_writes_saelens_transcoders_whose_figures_hold(tmp_path
 
 def test_the_shipped_transcoders_reconstruct_the_mlps_and_the_graph_is_complete():
     """The shipped set's own training.json says what it reaches; the graph on the default model adds
-    up to the real logit (float32 1e-5; float64, model and transcoders: 1e-10)."""
+    up to the real logit (float32 1e-6; float64, model and transcoders: 1e-10); its logit is the
+    trace's (float32: 1e-5, the graph's pass is not fused)."""
     shipped = json.loads((gb.load("default").path.parent / "default-transcoders" / "training.json").read_text())
     assert all(b["variance_explained_held_out"] > 0.95 and b["l0_held_out"] < 20 for b in shipped["blocks"])
     assert shipped["replacement_loss_held_out"] < shipped["loss_held_out"] * 1.1
-    for dtype, tolerance in (("float32", 1e-5), ("float64", 1e-10)):
+    for dtype, same, tolerance in (("float32", 1e-5, 1e-6), ("float64", 1e-10, 1e-10)):
         model = gb.load("default", dtype=dtype)
         graph = model.attribution_graph(PROMPT, TARGET)
         real = float(model.trace(PROMPT)["hook_logits"][-1, model.token_id(TARGET)])
-        assert graph.target_value == pytest.approx(real, abs=tolerance)  # float32: fused and explicit kernels differ
+        assert graph.target_value == pytest.approx(real, abs=same)  # float32: fused and explicit kernels differ
         assert graph.completeness() < tolerance, dtype
         assert graph.edges.dtype == torch.float64
 
@@ -61,7 +62,7 @@ def test_the_cli_prints_the_graph_and_trains(tmp_path):
     assert printed["kept"] == graph.pruned(0.5) and len(printed["nodes"]) == len(graph.nodes)
     for edge in printed["edges"]:
         assert edge["weight"] == pytest.approx(float(graph.edges[edge["target"], edge["source"]]), abs=1e-12)
-    assert printed["completeness"] < 1e-5
+    assert printed["completeness"] < 1e-6
     node = next(k for k, n in enumerate(graph.nodes) if n.kind == "feature")
     switched = cli("graph", "--prompt", PROMPT, "--target", TARGET, "--intervene", f"{node}:0", "--json")
     done = gb.load("default").intervene(PROMPT, graph, node, 0.0)

@@ -12,6 +12,7 @@ import json
 import numpy as np
 import pandas as pd
 import streamlit as st
+import torch
 
 from glassbox.app.components.labels import plain
 from glassbox.app.explore.common import Explorer, lacks, not_a_decoder, probs_at
@@ -29,6 +30,15 @@ CONTEXT = 10  # tokens of a story shown before an example's token
 TOP = 8  # examples shown per feature (distinct ones: the stories repeat phrases)
 
 
+FLOAT64_UP_TO = 50_000_000  # parameters: a model this small is copied to float64 for its graph (complete to 1e-14)
+
+
+def precise(ctx: Explorer) -> torch.dtype | None:
+    """float64 for a small model on the CPU (a copy costs little there), else the model's own dtype."""
+    small = sum(p.numel() for p in ctx.model.parameters()) <= FLOAT64_UP_TO
+    return torch.float64 if small and ctx.model.device.type == "cpu" else None
+
+
 def lit(ctx: Explorer) -> set[str]:
     return {f"blocks.{i}.mlp" for i in range(ctx.cfg.n_layers)}  # the MLPs the transcoders replace
 
@@ -37,7 +47,7 @@ def lit(ctx: Explorer) -> set[str]:
 def build(model_key: str, source: str, tokens: tuple, token: int, demeaned: bool, _ctx: Explorer):
     cost = _ctx.pass_cost("The attribution graph", backward=True, batch=lambda n: BATCH)
     with model_pass("attribution graph", cost):
-        return _ctx.loaded.attribution_graph(list(tokens), token, source, demeaned)
+        return _ctx.loaded.attribution_graph(list(tokens), token, source, demeaned, precise(_ctx))
 
 
 @st.cache_resource(max_entries=4, show_spinner="Reading the bundled stories through every feature…")
@@ -122,7 +132,11 @@ def explain(ctx: Explorer) -> None:
     what = "logit − mean logit" if demeaned else "logit"
     a, b, c = st.columns(3)
     a.metric(f"{what} of “{ctx.piece(token)}”", f"{graph.target_value:.4f}", help=f"p = {graph.probability:.4f}")
-    b.metric("Edges + biases − the logit", f"{graph.completeness():.1e}", help="The graph is complete: this is rounding")
+    b.metric(
+        "Edges + biases − the logit",
+        f"{graph.completeness():.1e}",
+        help=f"The graph is complete: this is rounding (computed in {'float64' if precise(ctx) else 'the model’s dtype'})",
+    )
     c.metric("Nodes kept", f"{len(kept) - 1} of {len(graph.nodes) - 1}")
     features = [i for i in kept if graph.nodes[i].kind == "feature"]
     if features and st.session_state.get(NODE_KEY) not in features:

@@ -4,6 +4,7 @@ hold the same ``Model`` and call the same methods."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, fields
@@ -316,18 +317,28 @@ class Model(LoadedModel):
         return sae
 
     def attribution_graph(
-        self, prompt: str | list[int], token: str | int, transcoders="default-transcoders", demeaned: bool = False
+        self,
+        prompt: str | list[int],
+        token: str | int,
+        transcoders="default-transcoders",
+        demeaned: bool = False,
+        dtype: torch.dtype | None = None,
     ):
         """The attribution graph of ``token``'s logit at the last position of ``prompt``
         (glassbox.model.analysis.attribution_graph): input tokens, active transcoder features and
         error terms as nodes, their direct linear effects as edges, with attention patterns and
         norm scales frozen; complete (its edges and biases add up to the logit). ``transcoders``: a
         shipped set's name, a folder of ``blocks.L/`` (``glassbox train-transcoder``), or a list.
-        ``demeaned``: the target is the logit less the mean logit (circuit-tracer's and Neuronpedia's)."""
+        ``demeaned``: the target is the logit less the mean logit (circuit-tracer's and Neuronpedia's).
+        ``dtype``: build it on a copy of the model in that dtype (torch.float64: complete to
+        float64's rounding, where float32's is about 1e-6 of the logit); the model is not changed."""
         from glassbox.model.analysis.attribution_graph import attribution_graph
 
-        tokens, chosen = self.tokens(prompt), self._transcoders(transcoders)
-        return attribution_graph(self.model, tokens, chosen, self.token_id(token), demeaned)
+        model = self.model
+        if dtype is not None and dtype != model.embed.W_E.dtype:
+            model = copy.deepcopy(model).to(dtype)
+        tokens, chosen = self.tokens(prompt), [t.to(model.embed.W_E.dtype, model.device) for t in self._transcoders(transcoders)]
+        return attribution_graph(model, tokens, chosen, self.token_id(token), demeaned)
 
     def intervene(self, prompt: str | list[int], graph, node: int, factor: float, transcoders="default-transcoders"):
         """Feature ``node`` of ``graph`` (``attribution_graph`` of the same prompt and transcoders)

@@ -23,6 +23,7 @@ def add_arguments(sub) -> None:
         action="store_true",
         help="explain the logit less the mean logit (circuit-tracer's and Neuronpedia's target)",
     )
+    p.add_argument("--float64", action="store_true", help="build the graph on a float64 copy of the model (complete to ~1e-14)")
     p.add_argument("--share", type=float, default=0.8, help="keep the nodes that explain this share of the influence (0 to 1]")
     p.add_argument(
         "--intervene",
@@ -45,7 +46,10 @@ def run(args) -> int:
     if not 0 < args.share <= 1:
         raise GlassboxError(f"--share must be in (0, 1], not {args.share}")
     loaded = model_from(args)
-    graph = loaded.attribution_graph(args.prompt, args.target, args.transcoders, args.demeaned)
+    import torch
+
+    precision = torch.float64 if args.float64 else None
+    graph = loaded.attribution_graph(args.prompt, args.target, args.transcoders, args.demeaned, precision)
     kept = graph.pruned(args.share)
     tokens = loaded.tokens(args.prompt)
     nodes = [
