@@ -14,10 +14,13 @@ its inputs: ``q``, ``k`` or ``v``), on the corrupted prompt:
    what the path sender → receiver restores.
 
 Keys and values are per key/value head (with grouped-query attention a receiver's k or v is
-its group's). Pass 1 runs once per sender keeping every later receiver; pass 2 runs every
-receiver of a sender in one batch. Neither changes anything before the sender's block (pass 1)
-or the first receiver's (pass 2), so each starts there, from the corrupted run's residual
-stream (``Transformer.forward_from``): about half the blocks of a whole pass.
+its group's). Pass 1 runs once per sender keeping every later receiver; pass 2 runs a sender's
+receivers of one block in one batch. Neither changes anything before the sender's block (pass 1)
+or the receivers' (pass 2), so each starts there, from the corrupted run's residual stream
+(``Transformer.forward_from``). For GPT-2 small's 12 blocks, pass 2 then computes 1.8 times
+fewer blocks than when all of a sender's receivers started at the block after the sender, and
+its batches (a block's heads) stay small enough for the CPU's caches: 141 s against 304 s for
+GPT-2 small's shape on 16 tokens, side by side on this 2-core machine, the grid the same.
 """
 
 from __future__ import annotations
@@ -112,18 +115,15 @@ def path_patching(
         with editing({n: _set(v) for n, v in starting.items()}, keep=kept) as editor:
             model.forward_from(corrupt_out[f"blocks.{block}.hook_resid_pre"][None], block, last_only=True)
         inputs = {n: editor.tensors[n][0] for n in kept}
-        jobs = [receivers[j] for j in later]
-        edits = {}
-        for b in sorted({b for b, _ in jobs}):
-            entries = [(e, (h,)) for e, (rb, h) in enumerate(jobs) if rb == b]  # entry e gets its head's kept input
-            edits[f"blocks.{b}.attn.hook_{receiver_input}"] = patch_entries(
-                entries, inputs[f"blocks.{b}.attn.hook_{receiver_input}"]
-            )
-        first = block + 1  # the earliest receiver's block: before it, every entry is the corrupted run
-        stream = corrupt_out[f"blocks.{first}.hook_resid_pre"][None].expand(len(jobs), -1, -1)
-        with editing(edits):
-            values = logit_difference(model.forward_from(stream, first, last_only=True).logits, answer, wrong)
-        metric[i, later] = values.double().cpu().numpy()
+        for b in range(block + 1, cfg.n_layers):  # a batch per receiving block, from that block on:
+            # before it, each of its entries is the corrupted run
+            columns = [j for j in later if receivers[j][0] == b]
+            name = f"blocks.{b}.attn.hook_{receiver_input}"
+            entries = [(e, (receivers[j][1],)) for e, j in enumerate(columns)]  # entry e gets its head's kept input
+            stream = corrupt_out[f"blocks.{b}.hook_resid_pre"][None].expand(len(columns), -1, -1)
+            with editing({name: patch_entries(entries, inputs[name])}):
+                values = logit_difference(model.forward_from(stream, b, last_only=True).logits, answer, wrong)
+            metric[i, columns] = values.double().cpu().numpy()
     return PathPatching(receiver_input, senders, receivers, metric_clean, metric_corrupt, metric)
 
 

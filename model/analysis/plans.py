@@ -37,15 +37,14 @@ class Plan:
 
 def path_patching(cfg, n_tokens: int, receiver_input: str) -> Plan:
     """Two whole runs; then per sender with a later receiver, one pass from its block keeping the
-    receivers' inputs and one batch of its receivers from the next block (path_patching.py)."""
+    receivers' inputs, and per later block one batch of its receivers from that block (path_patching.py)."""
     n_receiving = cfg.n_heads if receiver_input == "q" else cfg.n_kv_heads
     per_block = cfg.n_heads + (0 if cfg.attn_only else 1)
     L, passes, tokens = cfg.n_layers, 2, 2 * n_tokens
     for block in range(L - 1):  # the last block's senders have no later receiver
-        later = (L - 1 - block) * n_receiving
-        share_from, share_next = (L - block) / L, (L - block - 1) / L  # the blocks each pass runs
-        passes += 2 * per_block
-        tokens += per_block * round(n_tokens * share_from + later * n_tokens * share_next)
+        receiving = sum(n_receiving * (L - b) / L for b in range(block + 1, L))  # the share of the blocks each runs
+        passes += per_block * (1 + L - 1 - block)
+        tokens += per_block * round(n_tokens * (L - block) / L + receiving * n_tokens)
     return Plan("Path patching", passes, tokens, 0, n_tokens)
 
 
