@@ -6,9 +6,10 @@ feature activations the real pass had, plus an error term (the real output minus
 transcoder's), so that it computes the real model's numbers exactly. With every attention
 pattern and every norm's scale frozen at the real pass's values, the rest is affine: the logit
 (and each feature's pre-activation) is a constant plus a linear function of the sources (token
-embeddings, feature activations, error terms; positional rows and biases are in the constant). A source's edge into a node is its value times
-the derivative of the node with respect to it, in that frozen model; the edges into a node plus
-the constant (the frozen model with every source at zero: the biases) are the node's value.
+embeddings, feature activations, error terms; positional rows and biases are in the constant).
+A source's edge into a node is its value times the derivative of the node with respect to it, in
+that frozen model; the edges into a node plus the constant (the frozen model with every source at
+zero: the biases) are the node's value.
 
 The sources are leaves of a forward pass with the freezing done by edits (model/engine/edits.py);
 a batch of copies of them gives the edges into as many targets in one forward and one backward.
@@ -18,7 +19,7 @@ of its block before the MLP and writing ``blocks.L.hook_mlp_out``."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -56,6 +57,7 @@ class Graph:
     token: int  # the target token's id (its logit at the last position)
     probability: float = 0.0  # the real model's probability of that token there
     demeaned: bool = False  # the target is the logit less the mean logit (circuit-tracer's)
+    _influence: torch.Tensor | None = field(default=None, repr=False, compare=False)
 
     def completeness(self) -> float:
         """|Σ edges into the logit + its bias − the real logit|: 0 but for rounding."""
@@ -63,14 +65,15 @@ class Graph:
 
     def influence(self) -> torch.Tensor:
         """Each node's total (direct and indirect) influence on the logit: the logit's row of
-        (I − A)⁻¹ − I, A the absolute edges normalised to sum to 1 into each node (circuit-tracer's)."""
-        a = self.edges.abs()
-        a = a / a.sum(1, keepdim=True).clamp_min(1e-30)
-        n = len(self.nodes)
-        return (
-            torch.linalg.solve(torch.eye(n, dtype=a.dtype) - a.T, torch.eye(n, dtype=a.dtype)[-1])
-            - torch.eye(n, dtype=a.dtype)[-1]
-        )
+        (I − A)⁻¹ − I, A the absolute edges normalised to sum to 1 into each node (circuit-tracer's).
+        Solved once per graph (a dense system of the nodes' size), then kept."""
+        if self._influence is None:
+            a = self.edges.abs()
+            a = a / a.sum(1, keepdim=True).clamp_min(1e-30)
+            n = len(self.nodes)
+            last = torch.eye(n, dtype=a.dtype)[-1]
+            self._influence = torch.linalg.solve(torch.eye(n, dtype=a.dtype) - a.T, last) - last
+        return self._influence
 
     def pruned(self, share: float = 0.8) -> list[int]:
         """The nodes (indices) that, most influential first, explain ``share`` of the total influence
@@ -267,14 +270,13 @@ def intervene(
             after = model(ids).logits[0, -1].double()
     # the graph's prediction: the change carried along the edges, each later feature moving by its
     # derivative's share (edges[k, j] / value_j), in the graph's order (a feature's sources come first)
+    # (a feature's sources are in earlier blocks, so a block at a time)
+    per_unit = torch.tensor([1 / n.value if n.kind == "feature" else 0.0 for n in graph.nodes], dtype=torch.float64)
     moved = torch.zeros(len(graph.nodes), dtype=torch.float64)
     moved[node] = change
-    for k in range(node + 1, len(graph.nodes) - 1):
-        if graph.nodes[k].kind == "feature":
-            moved[k] = sum((graph.edges[k, j] / graph.nodes[j].value * moved[j] for j in range(node, k) if moved[j] != 0), 0.0)
-    into_logit = [
-        float(graph.edges[-1, j] / graph.nodes[j].value * moved[j]) for j in range(node, len(graph.nodes) - 1) if moved[j] != 0
-    ]
+    for block in range(feature.block + 1, model.cfg.n_layers):
+        rows = [k for k, n in enumerate(graph.nodes) if n.kind == "feature" and n.block == block]
+        moved[rows] = graph.edges[rows] @ (per_unit * moved)
     target = graph.target_value
     return Intervention(
         node,
@@ -282,7 +284,7 @@ def intervene(
         target,
         target + float(target_logit(after, graph.token, graph.demeaned) - target_logit(before, graph.token, graph.demeaned)),
         target + float(graph.edges[-1, node]) * (factor - 1),
-        target + float(sum(into_logit)),
+        target + float(graph.edges[-1] @ (per_unit * moved)),
         before.softmax(-1),
         after.softmax(-1),
     )

@@ -41,13 +41,13 @@ def add_arguments(sub) -> None:
 
 
 def run(args) -> int:
+    import torch
+
     from glassbox.model.engine import GlassboxError
 
     if not 0 < args.share <= 1:
         raise GlassboxError(f"--share must be in (0, 1], not {args.share}")
     loaded = model_from(args)
-    import torch
-
     precision = torch.float64 if args.float64 else None
     graph = loaded.attribution_graph(args.prompt, args.target, args.transcoders, args.demeaned, precision)
     kept = graph.pruned(args.share)
