@@ -1,8 +1,8 @@
-"""The server process of `glassbox app`: Streamlit's own command line (`python -m app.launch run
-app/main.py …` takes the options `streamlit run` takes), run once the libraries and the engine are
-imported. Streamlit imports a page's modules only when the first visitor's script runs, so without
-this the first visitor waits on torch, pandas and plotly (about 1.5 s on 2 cores); with it the
-server answers its health check that much later and the first page that much sooner."""
+"""The libraries and the engine, imported once by the server's process before it serves: app/main.py
+imports this module when Streamlit loads it as the server's st.App (`streamlit run app/main.py`,
+`glassbox app`). Streamlit imports a page's modules only when the first visitor's script runs, so
+without this the first visitor waits on torch, pandas and plotly (about 1.4 s on 2 cores).
+`python -m glassbox.app.launch run app/main.py …` is Streamlit's own command line (`glassbox app`)."""
 
 import sys
 

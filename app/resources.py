@@ -21,7 +21,7 @@ from glassbox.model.serving.lane import Lane
 from glassbox.model.serving.sizing import seq2seq_pass_bound, trace_cost
 
 
-@st.cache_resource
+@st.cache_resource(show_spinner=False)  # cheap; and the server's warm() calls it outside any session
 def model_cache() -> ModelCache:
     """Bounded by GLASSBOX_MODEL_CACHE_GB (default: half the machine's memory). Its models are
     glassbox.Model objects: the pages call what a Python user calls."""

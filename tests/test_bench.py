@@ -93,7 +93,10 @@ def test_view_benchmark_times_views_and_interactions_in_chromium(tmp_path):
     assert len(report["step_changes"]["Backward step change"]) == 1
     assert report["step_changes"]["Attention head change"] == []  # 24 tokens: the page draws the head, timed below
     worked = report["in_the_page"]  # the worked example and the sliders: each step, click and slide waited on in Chromium
-    assert len(worked["first open"]) == 1 and len(worked["step change"]) == len(worked["cell click"]) == 2
+    assert (
+        len(worked["first open"]) == len(worked["first open (streamlit run)"]) == 1
+        and len(worked["step change"]) == len(worked["cell click"]) == 2
+    )
     assert len(worked["playground slider"]) == len(worked["playground step"]) == 2
     assert len(worked["Attention head, 24 tokens, in the page"]) == len(worked["Attention query, 24 tokens, in the page"]) == 2
     assert len(worked["Attention block, 24 tokens, in the page"]) >= 1  # a tiny model: every block is sent

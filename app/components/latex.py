@@ -5,20 +5,26 @@ top-level plus signs, so the result is always on screen (KaTeX does not wrap a d
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 LINE = 72  # visible characters a display line holds in the main column at 1280 px (KaTeX, about 10 px each)
 _COMMAND = re.compile(r"\\(text|mathrm|operatorname)\{([^{}]*)\}")
+_NAME = re.compile(r"\\[a-zA-Z]+\s*")
+_UNSHOWN = re.compile(r"[{}_^]|\\[,;: ]")
 
 
+@lru_cache(maxsize=4096)  # the worked example's payload asks for the same parts' lengths again and again
 def visible(latex: str) -> int:
     """About how many characters ``latex`` shows: commands count as one, braces and scripts' marks as none."""
-    shown = _COMMAND.sub(r"\2", latex)
-    shown = re.sub(r"\\[a-zA-Z]+\s*", "#", shown)
-    return len(re.sub(r"[{}_^]|\\[,;: ]", "", shown))
+    shown = _COMMAND.sub(lambda match: match.group(2), latex)
+    shown = _NAME.sub("#", shown)
+    return len(_UNSHOWN.sub("", shown))
 
 
 def _split_top(latex: str, separator: str) -> list[str]:
     """``latex`` split at ``separator`` where it stands outside every brace and bracket."""
+    if separator not in latex:
+        return [latex]
     parts, depth, start, i = [], 0, 0, 0
     while i < len(latex):
         char = latex[i]

@@ -7,44 +7,20 @@ from __future__ import annotations
 import streamlit as st
 
 from glassbox.app.components.labels import plain
-from glassbox.app.components.step_player import player_payload, step_player
+from glassbox.app.components.step_player import step_player
+from glassbox.app.components.worked_example import NAME, article_steps, trained_steps
 from glassbox.app.resources import shared_model
 from glassbox.app.state import per_training_run
 from glassbox.model.worked_example.article import ARTICLE_URL, published
-from glassbox.model.worked_example.steps import Step, worked_example_steps
-
-
-def article_provenance(printed: set[str]):
-    return lambda weight: "printed by the article" if weight in printed else "reconstructed"
-
-
-def payload(steps: list[Step]) -> dict:
-    loaded = shared_model("worked-example")
-    return player_payload(steps, loaded.cfg.n_layers, loaded.tokenizer.pieces)
-
-
-@st.cache_resource(show_spinner="Tracing the worked example…")
-def article_steps() -> tuple[list[Step], dict]:
-    """The article's weights: the same steps, and the page's data, for every session."""
-    loaded = shared_model("worked-example")
-    steps = worked_example_steps(
-        loaded.model, loaded.tokenizer, published(), article_provenance(set(loaded.about.get("printed_weights", [])))
-    )
-    return steps, payload(steps)
-
-
-def trained_steps(run) -> tuple[list[Step], dict]:
-    """The steps of this session's trained weights: traced once per training run."""
-    loaded = shared_model("worked-example")
-    steps = worked_example_steps(run.model, loaded.tokenizer, published(), lambda weight: "trained")
-    return steps, payload(steps)
+from glassbox.model.worked_example.steps import Step
 
 
 def current_steps() -> tuple[list[Step], dict]:
     """The article's weights, or (once this session has trained) the choice of them or the trained ones."""
+    loaded = shared_model(NAME)
     run = st.session_state.get("training_run")
     if run is None:
-        return article_steps()
+        return article_steps(loaded)
     choice = st.radio(
         "Weights",
         ["the article's", f"trained in this session ({run.optimizer}, {run.steps} steps)"],
@@ -53,12 +29,12 @@ def current_steps() -> tuple[list[Step], dict]:
         persist_state="session",
     )
     if choice == "the article's":
-        return article_steps()
-    return per_training_run("worked_example_steps", trained_steps)
+        return article_steps(loaded)
+    return per_training_run("worked_example_steps", lambda run: trained_steps(run, loaded))
 
 
 st.title("The worked example, step by step")
-loaded = shared_model("worked-example")
+loaded = shared_model(NAME)
 st.caption(
     f"“{' '.join(loaded.tokenizer.pieces[t] for t in published()['config']['input_ids'])}” → "
     f"“{loaded.tokenizer.pieces[published()['config']['target_id']]}”, as in [Large Language Models from "
