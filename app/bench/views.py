@@ -174,6 +174,14 @@ DRAWN = """([title, idle]) => {
     return shown ? (performance.now() - window.__clicked) / 1000 : false; }"""
 
 
+# the Backward view's step list as shown; a step change is drawn when it shows another and its rerun has ended
+STEP_SHOWN_NOW = """() => [...document.querySelectorAll('[data-testid="stSelectbox"]')]
+    .find((box) => box.innerText.includes('Backward step')).querySelector('input').value"""
+STEP_DRAWN = """([before, idle]) => {
+    const box = [...document.querySelectorAll('[data-testid="stSelectbox"]')].find((b) => b.innerText.includes('Backward step'));
+    const shown = box && box.querySelector('input').value;
+    if (window.__clicked === null || !shown || shown === before || !document.querySelector(idle)) return false;
+    return (performance.now() - window.__clicked) / 1000; }"""
 STEP_CHANGES = ("Backward step change", "Attention head change")  # within a view: a server rerun each
 IN_PAGE_TOKENS = 128  # the Attention view's prompt for its in-page timings: GPT-2 small's block fits the page
 
@@ -210,8 +218,11 @@ def time_views(
         page.locator(".gtitle", has_text=VIEWS["Backward"]).first.wait_for(timeout=600_000)
         page.wait_for_selector(IDLE, timeout=600_000)
         clock.read()
-        for _ in range(reopens):
-            drawn = timed_click(lambda: page.get_by_role("button", name="Next ▶").first.click(), VIEWS["Backward"])
+        for _ in range(reopens):  # the steps are a fragment: its rerun leaves the URL as it was
+            before = page.evaluate(STEP_SHOWN_NOW)
+            page.evaluate(ARM)
+            page.get_by_role("button", name="Next ▶").first.click()
+            drawn = page.wait_for_function(STEP_DRAWN, arg=[before, IDLE], polling="raf", timeout=600_000).json_value()
             times["Backward step change"].append((drawn, *clock.read()))
         page.get_by_role("radio", name="Attention", exact=True).click()
         page.locator(".gtitle", has_text=VIEWS["Attention"]).first.wait_for(timeout=600_000)

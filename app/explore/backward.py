@@ -38,7 +38,7 @@ from glassbox.model.analysis import (
 )
 from glassbox.model.analysis.experts import expert_label, unit
 from glassbox.model.analysis.gradient_cells import GradientCells
-from glassbox.model.engine import GRAD, block_label, head_label
+from glassbox.model.engine import GRAD, Trace, block_label, head_label
 from glassbox.model.engine.names import axes as names_axes
 from glassbox.model.plot.grid import tensor_grid, unit_index
 from glassbox.model.serving import Needs
@@ -210,6 +210,30 @@ def cell_arithmetic(ctx: Explorer, trace, names: list[str], head: int, expert: i
         )
 
 
+def step_trace(ctx: Explorer, steps) -> Trace:
+    """The trace of the current backward step's block. A large model's trace holds what the steps
+    of one block need (the head's and the embeddings' steps count with the nearest block), so that
+    stepping within a block reuses it."""
+    step = next((s for s in steps if s.key == st.session_state.get("explore_bstep")), steps[0])
+    group = [s for s in steps if block_of(s, ctx.cfg.n_layers) == block_of(step, ctx.cfg.n_layers)]
+    return ctx.trace(
+        needs(
+            ctx,
+            tuple(n for s in group for n in s.names),
+            tuple(w for s in group for w in s.weights),
+            st.session_state.explore_block,
+            st.session_state.explore_weight,
+        )
+    )
+
+
+@fragment
+def stepping(ctx: Explorer, steps) -> None:
+    """A fragment: a step change reruns and redraws this section alone, not the view's other charts."""
+    st.subheader("Step through the backward pass")
+    step_through(ctx, step_trace(ctx, steps), steps)
+
+
 def step_through(ctx: Explorer, trace, steps) -> None:
     keys = [s.key for s in steps]
     step = steps[
@@ -351,22 +375,10 @@ def render(ctx: Explorer) -> None:
         st.info("A one-token prompt has no next token to predict: choose a target token for the backward pass.")
         return
     steps = steps_of(ctx.model_key, ctx)
-    step = next((s for s in steps if s.key == st.session_state.get("explore_bstep")), steps[0])
     params = [n for n, _ in ctx.model.named_parameters()]
     if st.session_state.get("explore_weight") not in params:
         st.session_state.explore_weight = next(n for n in params if n.endswith(("W_in", "W_E")))
-    # A large model's trace holds what the steps of one block need (the head's and the embeddings'
-    # steps count with the nearest block), so that stepping within a block reuses it
-    group = [s for s in steps if block_of(s, cfg.n_layers) == block_of(step, cfg.n_layers)]
-    trace = ctx.trace(
-        needs(
-            ctx,
-            tuple(n for s in group for n in s.names),
-            tuple(w for s in group for w in s.weights),
-            st.session_state.explore_block,
-            st.session_state.explore_weight,
-        )
-    )
+    trace = step_trace(ctx, steps)
     what = trace.loss_description
     if ctx.target is not None:  # named by its token, not its id
         position = ctx.target.position % len(ctx.tokens)
@@ -446,8 +458,7 @@ def render(ctx: Explorer) -> None:
     )
     show(fig, width="stretch")
 
-    st.subheader("Step through the backward pass")
-    step_through(ctx, trace, steps)
+    stepping(ctx, steps)
 
     st.subheader("Dead neurons")
     if not lacks(ctx, mlp=True):
