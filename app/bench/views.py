@@ -7,7 +7,7 @@ view is opened by clicking it, and timed in the page from the click event until 
 idle and the view's chart (or download button) is on screen: its first visit (cold: its trace
 is computed; for the Overview, where the page opens, from loading the page) and three revisits
 (warm: the trace comes from the cache; their median is reported); then three steps of the
-explorer's backward pass and three head changes in its Attention view. Before those, on the fresh server: the worked example's first open, five
+explorer's backward pass and three head changes in its Attention view. Before those, on the fresh server: the worked example's first open (and at the end on another fresh server, started with plain `streamlit run app/main.py`), five
 steps and five cell clicks, which the page answers itself (app/components/step_player.js); after
 them, five moves of the playground's temperature slider on the same model and prompt, and five
 step changes of an 8-token generation, also answered in the page (app/components/sampling_controls.js,
