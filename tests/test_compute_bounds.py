@@ -92,7 +92,8 @@ def test_a_cancelled_computation_stops_within_one_pass(model, prompts):
     started at most one more pass (the engine checks the flag before each). The computation
     waits at its sixth pass until the other thread has cancelled (through ``between``, the
     hook the lane pauses it with), so the count does not depend on how the threads are
-    scheduled: polling from the other thread once let two more small passes start (CI, stop 56)."""
+    scheduled: polling from the other thread once let two more small passes start (a fresh-clone
+    run of .ci/run on this 2-core machine)."""
     clean, corrupt, answer, wrong = prompts
     work = Work(what="Path patching")
     at_five, cancelled = threading.Event(), threading.Event()
