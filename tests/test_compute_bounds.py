@@ -88,8 +88,8 @@ def test_training_plans_count_their_passes():
 
 
 def test_a_cancelled_computation_stops_within_one_pass(model, prompts):
-    """Cancelled from another thread once it has made 5 passes: it raises Cancelled, having
-    started at most one more pass (the engine checks the flag before each). The computation
+    """Cancelled from another thread once it has made 5 passes: it raises Cancelled before
+    starting a sixth (the engine checks the flag before each pass). The computation
     waits at its sixth pass until the other thread has cancelled (through ``between``, the
     hook the lane pauses it with), so the count does not depend on how the threads are
     scheduled: polling from the other thread once let two more small passes start (a fresh-clone
