@@ -112,7 +112,9 @@ def test_the_trace_and_the_lens_of_a_path(model, tree):
     """Reference: the sampler's own distributions (drawn with the cache): the path's trace gives
     the same softmax at every position before a new token (1e-10, float64), and the lens's last
     point, the model's own prediction, the token's probability there (1e-6: the lens is float32)."""
-    branch = tree.paths[1]
+    drawn = tree.paths[0].steps[4]
+    token = next(int(t) for t in drawn.before.argsort(descending=True) if t != drawn.token_id)
+    branch = tree.branch(len(tree.prompt) + 4, token)  # its own branch: not one another test may not have made
     trace = tree.trace(branch.index)
     assert trace.tokens == tree.tokens(branch.index)
     n_prompt = len(tree.prompt)

@@ -7,6 +7,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from glassbox.app.components.charts import place_labels, show
+from glassbox.app.components.errors import fragment
 from glassbox.app.components.labels import plain
 from glassbox.app.explore.common import Explorer, array, choose_position, heatmap
 from glassbox.model.analysis import EmbeddingPCA, nearest_tokens, positional_table
@@ -52,6 +53,51 @@ def neighbours_of(model_key: str, token_id: int, _ctx: Explorer) -> list[tuple[i
     return nearest_tokens(_ctx.model.embed.W_E, token_id, 10)
 
 
+def stream_parts(ctx: Explorer, trace) -> None:
+    """What enters the residual stream, one part a tab: the token rows, the position rows, the
+    token types and their sum."""
+    cfg = ctx.cfg
+    parts = {"Token embeddings": ("hook_embed", "Token embeddings W_E[token]", "tok:embed")}
+    if cfg.positional == "table":
+        parts["Position rows"] = ("hook_pos_embed", "Position rows W_pos[position]", "tok:pos")
+    if cfg.n_token_types:  # BERT: one prompt is one sentence, type 0 at every position
+        parts["Token types"] = ("hook_token_type_embed", "Token-type rows W_type[0] (one sentence: type 0)", "tok:type")
+    if cfg.positional == "table" and cfg.n_layers:  # with no block, the sum is traced nowhere
+        summed = f"Their sum, normed by ln_embed ({cfg.norm})" if cfg.embed_norm else "Their sum"
+        parts["Their sum"] = (
+            "blocks.0.hook_resid_pre",
+            f"{summed}: the residual stream entering block 1 (blocks.0)",
+            "tok:sum",
+        )
+    if len(parts) == 1:
+        draw_part(ctx, trace, *parts["Token embeddings"])
+        return
+    part_tabs(ctx, trace, parts)
+
+
+@fragment
+def part_tabs(ctx: Explorer, trace, parts: dict[str, tuple[str, str, str]]) -> None:
+    """A fragment of lazy tabs: the chosen part alone is drawn, and choosing another reruns only this."""
+    tabs = st.tabs(list(parts), key="explore_tokens_part", on_change="rerun")
+    for tab, part in zip(tabs, parts.values()):
+        if tab.open:
+            with tab:
+                draw_part(ctx, trace, *part)
+
+
+def draw_part(ctx: Explorer, trace, name: str, title: str, zoom_key: str) -> None:
+    heatmap(
+        array(trace[name]),
+        ctx.labels,
+        None,
+        title,
+        name,
+        col_title="d_model",
+        zoom_key=zoom_key,
+        trace=trace,
+    )
+
+
 def render(ctx: Explorer) -> None:
     trace = ctx.trace(NEEDS)
     st.subheader(f"{len(ctx.tokens)} tokens")
@@ -64,50 +110,7 @@ def render(ctx: Explorer) -> None:
         width="stretch",
     )
 
-    heatmap(
-        array(trace["hook_embed"]),
-        ctx.labels,
-        None,
-        "Token embeddings W_E[token]",
-        "hook_embed",
-        col_title="d_model",
-        zoom_key="tok:embed",
-        trace=trace,
-    )
-    if ctx.cfg.positional == "table":
-        heatmap(
-            array(trace["hook_pos_embed"]),
-            ctx.labels,
-            None,
-            "Position rows W_pos[position]",
-            "hook_pos_embed",
-            col_title="d_model",
-            zoom_key="tok:pos",
-            trace=trace,
-        )
-    if ctx.cfg.n_token_types:  # BERT: one prompt is one sentence, type 0 at every position
-        heatmap(
-            array(trace["hook_token_type_embed"]),
-            ctx.labels,
-            None,
-            "Token-type rows W_type[0] (one sentence: type 0)",
-            "hook_token_type_embed",
-            col_title="d_model",
-            zoom_key="tok:type",
-            trace=trace,
-        )
-    if ctx.cfg.positional == "table" and ctx.cfg.n_layers:  # with no block, the sum is traced nowhere
-        summed = f"Their sum, normed by ln_embed ({ctx.cfg.norm})" if ctx.cfg.embed_norm else "Their sum"
-        heatmap(
-            array(trace["blocks.0.hook_resid_pre"]),
-            ctx.labels,
-            None,
-            f"{summed}: the residual stream entering block 1 (blocks.0)",
-            "blocks.0.hook_resid_pre",
-            col_title="d_model",
-            zoom_key="tok:sum",
-            trace=trace,
-        )
+    stream_parts(ctx, trace)
 
     st.subheader("The embedding matrix")
     left, right = st.columns([3, 2])
