@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import sys
 import tempfile
@@ -28,6 +27,7 @@ from pathlib import Path
 
 from glassbox.app.bench.load import _tree_rss, tree_pids
 from glassbox.app.bench.views import CHROMIUM_ARGS, IDLE, serve
+from glassbox.app.replicas import free_port
 from glassbox.model.course.assignments import Assignment
 from glassbox.model.data.stories import corpus
 
@@ -50,10 +50,8 @@ def run(links: list[str], wave: int, timeout: float) -> dict:
     """A fresh server; each link opened by its own browser context, ``wave`` at a time."""
     from playwright.sync_api import sync_playwright
 
-    with tempfile.TemporaryDirectory() as tmp, socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-        s.close()
+    port = free_port()
+    with tempfile.TemporaryDirectory() as tmp:
         timing = Path(tmp) / "timing.jsonl"
         server = serve(port, timing)
         peak, stop = [0], threading.Event()

@@ -18,11 +18,11 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import socket
 import statistics
 import time
 
 from glassbox.app.bench.views import CHROMIUM_ARGS, serve
+from glassbox.app.replicas import free_port
 
 PUBLIC = {"GLASSBOX_HUB": "0", "GLASSBOX_MODEL_DIRS": "", "GLASSBOX_TRACE_BUDGET_GB": "2"}
 TIMEOUT_MS = 180_000
@@ -91,9 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.update(PUBLIC)
     if args.slots is not None:
         os.environ["GLASSBOX_LONG_SLOTS"] = str(args.slots)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     server = serve(port)
     url = f"http://127.0.0.1:{port}"
     try:

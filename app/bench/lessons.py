@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import tempfile
 import time
@@ -36,6 +35,7 @@ from pathlib import Path
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from glassbox.app.bench.views import CHROMIUM_ARGS, SLIDE, ServerClock, serve
+from glassbox.app.replicas import free_port
 from glassbox.model.course import LESSON, LESSONS
 from glassbox.model.engine.files import write_text
 
@@ -176,9 +176,7 @@ def measure(slug: str, repeats: int, tmp: Path, timeout: float) -> dict:
     from playwright.sync_api import sync_playwright
 
     lesson = LESSON[slug]
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     clock = ServerClock(tmp / f"timing-{slug}.jsonl")
     server = serve(port, clock.path)
     url, title = f"http://127.0.0.1:{port}/{lesson.url_path}", f"{LESSONS.index(lesson) + 1}. {lesson.title}"

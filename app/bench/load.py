@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import socket
 import statistics
 import subprocess
 import sys
@@ -32,6 +31,7 @@ import time
 from pathlib import Path
 
 from glassbox.app.bench.views import CHROMIUM_ARGS, checkpoint, serve
+from glassbox.app.replicas import free_port
 from glassbox.model.data.stories import corpus
 
 MAX_SESSIONS = 32
@@ -88,10 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--sessions must be 1..{MAX_SESSIONS}")
     from playwright.sync_api import sync_playwright
 
-    with tempfile.TemporaryDirectory() as tmp, socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-        s.close()
+    port = free_port()
+    with tempfile.TemporaryDirectory() as tmp:
         folder, _ = checkpoint(Path(tmp) / "model", args.small)
         prompts = _prompts(args.sessions, 24 if args.small else args.tokens)
         os.environ["GLASSBOX_MODEL_DIRS"] = tmp

@@ -24,7 +24,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -36,6 +35,7 @@ from pathlib import Path
 
 import torch
 
+from glassbox.app.replicas import free_port
 from glassbox.model.data.stories import corpus
 from glassbox.model.engine import Transformer
 from glassbox.model.engine.files import write_text
@@ -336,9 +336,7 @@ def first_open(page, base: str, clock: ServerClock) -> tuple[float, float]:
 
 def time_first_open_plain(directory: Path) -> tuple[float, float]:
     """The worked example's first open on a fresh server started with plain `streamlit run app/main.py`."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     clock = ServerClock(directory / "timing-plain.jsonl")
     server = serve(port, clock.path, "streamlit run")
     try:
@@ -439,10 +437,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [v for v in views or [] if v not in VIEWS]
     if unknown:
         parser.error(f"no view {', '.join(unknown)}: the views timed are {', '.join(VIEWS)}")
-    with tempfile.TemporaryDirectory() as tmp, socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-        s.close()
+    port = free_port()
+    with tempfile.TemporaryDirectory() as tmp:
         path, prompt = checkpoint(Path(tmp) / "model", args.small)
         n_tokens = len(load(str(path)).encode(prompt))
         forward = forward_seconds(path, prompt)
