@@ -343,18 +343,20 @@ def test_explorer_opens_every_view_and_a_click_opens_a_head(app_url, page):
 def test_a_long_prompts_heads_are_computed_in_the_page(app_url, page, tmp_path):
     """A prompt whose heads' scores are over the page's budget (12 heads of 64 dimensions, 200
     tokens: 5 MB) sends the queries and keys alone, and the page computes each head's scores and
-    pattern when it is chosen. Reference: run_trace's hook_pattern on the same model, against the
-    weights the page writes (3 decimals: 0.0005)."""
+    pattern when it is chosen; another block is fetched by the page (app/served.py) and drawn without
+    a rerun, and where the fetch fails the page asks the server, which sends it. Reference: run_trace's
+    hook_pattern on the same model, against the weights the page writes (3 decimals: 0.0005)."""
     from glassbox.model.engine import ModelConfig, Transformer, run_trace
     from glassbox.model.io.checkpoint import load, save
 
     tokenizer = load("default").tokenizer
-    cfg = ModelConfig(vocab_size=598, n_ctx=256, d_model=32, n_layers=1, n_heads=12, d_head=64, d_ff=64)
+    cfg = ModelConfig(vocab_size=598, n_ctx=256, d_model=32, n_layers=3, n_heads=12, d_head=64, d_ff=64)
     save(tmp_path / "wide", Transformer(cfg).init_weights(3).float(), tokenizer, "float32", {"source": "a test's"})
     prompt = tokenizer.decode(tokenizer.encode(" ".join(["the cat sat on the mat and the dog sat on the log."] * 30))[:200])
     loaded = load(str(tmp_path / "wide"))
     tokens = loaded.encode(prompt)
-    pattern = run_trace(loaded.model, tokens)["blocks.0.attn.hook_pattern"][2].numpy()
+    patterns = run_trace(loaded.model, tokens)
+    pattern = patterns["blocks.0.attn.hook_pattern"][2].numpy()
     query = len(tokens) - 1
     page.goto(
         app_url
@@ -366,14 +368,33 @@ def test_a_long_prompts_heads_are_computed_in_the_page(app_url, page, tmp_path):
     expect(heads).to_contain_text(f"computed in this page from the {len(tokens)} queries and keys sent")
     heads.get_by_role("button", name="head 3 ([2])").click()
     expect(heads).to_have_attribute("data-chosen", f"2,{query},0")
-    shown = {}  # the weights where the last query looks, as the page writes them: "label  0.123"
-    texts = heads.locator(".gb-lines text").evaluate_all("nodes => nodes.map((n) => n.textContent)")
-    for text in texts:
-        if re.fullmatch(r".*  \d\.\d{3}", text):
-            shown[text] = float(text.rsplit("  ", 1)[1])
-    assert shown, texts
-    top = sorted(pattern[query])[::-1][: len(shown)]
-    assert sorted(shown.values(), reverse=True) == pytest.approx(top[: len(shown)], abs=5e-4)
+
+    def weights_written(pattern):  # the weights where the last query looks, as the page writes them: "label  0.123"
+        shown = {}
+        texts = heads.locator(".gb-lines text").evaluate_all("nodes => nodes.map((n) => n.textContent)")
+        for text in texts:
+            if re.fullmatch(r".*  \d\.\d{3}", text):
+                shown[text] = float(text.rsplit("  ", 1)[1])
+        assert shown, texts
+        top = sorted(pattern[query])[::-1][: len(shown)]
+        assert sorted(shown.values(), reverse=True) == pytest.approx(top[: len(shown)], abs=5e-4)
+
+    weights_written(pattern)
+    # another block: fetched by the page itself (its requests are counted), drawn from what it fetched
+    fetched = []
+    page.on("request", lambda request: fetched.append(request.url) if "/glassbox/data/" in request.url else None)
+    heads.get_by_label("Block").select_option(label="block 2 (blocks.1)")
+    expect(heads).to_have_attribute("data-block", "1")
+    assert [url.rsplit("/", 1)[1] for url in fetched] == ["1"]
+    expect(page.get_by_role("heading", name="Block 2 (blocks.1), head 3 ([2])")).to_be_visible()
+    weights_written(patterns["blocks.1.attn.hook_pattern"][2].numpy())
+    page.wait_for_url(re.compile(r"block=2&head=3"), timeout=30_000)  # the choice still goes back: the URL follows
+    # a block the page cannot fetch (the server's answer refused here): the page asks the server, which sends it
+    page.route("**/glassbox/data/**", lambda route: route.fulfill(status=404, body="{}"))
+    heads.get_by_label("Block").select_option(label="block 3 (blocks.2)")
+    expect(page.locator(".gb-attention")).to_have_attribute("data-block", "2", timeout=60_000)
+    expect(page.get_by_role("heading", name="Block 3 (blocks.2), head 3 ([2])")).to_be_visible()
+    weights_written(patterns["blocks.2.attn.hook_pattern"][2].numpy())
     assert page.locator("[data-testid='stException']").count() == 0
 
 

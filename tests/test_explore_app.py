@@ -3,6 +3,7 @@ the default model and a GPT-2 checkpoint directory, each drawing the engine's ow
 references are run_trace and model/analysis.py, called here directly; float32 in the browser
 payload, so 1e-6 relative)."""
 
+import base64
 import copy
 import json
 import math
@@ -101,39 +102,94 @@ def test_attention_view_sends_the_traced_scores_pattern_queries_and_keys_to_the_
     assert attention_sent(at)["pick"] != pick and attention_sent(at)["chosen"]["head"] == 0
 
 
-def test_attention_view_sends_one_block_where_every_block_is_over_the_pages_budget(monkeypatch):
+def decoded_block(block: dict) -> dict:
+    """A block as the page is sent it (or fetches it), its heads' numbers decoded (as attention_sent's)."""
+    n = len(block["labels"])
+    for head in block["heads"]:
+        for name, shape in (("scores", (n, n)), ("pattern", (n, n)), ("q", (n, -1)), ("k", (n, -1))):
+            if name in head:
+                head[name] = np.frombuffer(base64.b64decode(head[name]), dtype=f"<f{block['bytes']}").reshape(shape)
+    return block
+
+
+def fetch_block(at, layer: int) -> dict | None:
+    """What the page fetches of block ``layer`` (app/served.py's route: the address it is sent, and
+    the answer the route gives for it), decoded; None where the route would answer 404."""
+    from glassbox.app import served
+
+    (data,) = [json.loads(c.proto.json) for c in at.get("bidi_component") if "blocks" in json.loads(c.proto.json)]
+    body = served.answer(data["fetch"]["url"].removeprefix(served.PREFIX + "/"), layer)
+    return None if body is None else decoded_block(json.loads(json.dumps(body)))
+
+
+def test_attention_view_sends_one_block_and_the_page_fetches_the_others(monkeypatch):
     """One block fits IN_PAGE_BYTES, two do not (the worked example: 1,120 bytes a block, float64):
-    the server's Block list chooses the block, and only that block's heads are sent."""
+    the block the element opens on is sent, the page's own Block list names every block, and it
+    fetches any other (app/served.py) with its scores and pattern as traced. Reference: run_trace's
+    tensors, exactly (float64 sent). A page choice leaves the element as it was; a block the page
+    could not fetch is the server's to send, with a new pick."""
     from glassbox.app.components.attention_head import fits
 
     monkeypatch.setattr("glassbox.app.components.attention_head.IN_PAGE_BYTES", 1500)
     assert fits(2, 5, 2, torch.float64) and not fits(2, 5, 2, torch.float64, n_blocks=2)
     at = start("screens/explore.py", model="worked-example", prompt=PROMPT, view="Attention")
+    assert not [s for s in at.selectbox if s.key == "explore_block"]  # the page chooses the block
+    sent = attention_sent(at)
+    assert [b["layer"] for b in sent["blocks"]] == [0] and sent["chosen"]["block"] == 0
+    loaded = load("worked-example")
+    trace = run_trace(loaded.model, loaded.encode(PROMPT))
+    block = fetch_block(at, 1)
+    assert block["layer"] == 1 and not block["computed"] and block["labels"] == sent["labels"]
+    for h, head in enumerate(block["heads"]):
+        for name in ("scores", "pattern", "q", "k"):
+            assert np.array_equal(head[name], trace[f"blocks.1.attn.hook_{name}"][h].numpy()), name
+    assert fetch_block(at, 2) is None  # no such block: 404
+    element = lambda: next(c.proto.json for c in at.get("bidi_component") if '"blocks"' in c.proto.json)  # noqa: E731
+    first = element()
+    choose_in_page(at, 1, 1, 4, 2)
+    assert not at.exception and element() == first and at.query_params["block"] in ("2", ["2"])
+    # the page could not fetch block 1 (its message says so): the server sends it, with a new pick
+    del at.session_state["attention_page_choice"]  # what the callback does with an unfetched choice
+    at.run()
+    sent = attention_sent(at)
+    assert [b["layer"] for b in sent["blocks"]] == [1] and sent["pick"] != json.loads(first)["pick"]
+
+
+def test_attention_view_of_a_trace_without_every_blocks_queries_has_the_servers_block_list(monkeypatch):
+    """Where the trace lacks other blocks' queries and keys (a trace of one block's attention, when
+    the whole trace is over the server's budget), the server's Block list chooses the block and only
+    that block's heads are sent."""
+    monkeypatch.setattr("glassbox.app.components.attention_head.IN_PAGE_BYTES", 1500)
+    monkeypatch.setattr("glassbox.app.explore.common.trace_budget", lambda: 0)  # what the view needs, no more
+    at = start("screens/explore.py", model="worked-example", prompt=PROMPT, view="Attention")
     at.selectbox(key="explore_block").select(1).run()
     sent = attention_sent(at)
     assert [b["layer"] for b in sent["blocks"]] == [1] and sent["chosen"]["block"] == 1
+    assert json.loads(next(c.proto.json for c in at.get("bidi_component") if '"blocks"' in c.proto.json))["fetch"] is None
 
 
 def test_attention_view_of_a_long_prompt_sends_queries_and_keys_alone(monkeypatch):
     """Over IN_PAGE_BYTES (GPT-2 small's 12 heads at about 150 tokens) but within QK_BYTES, the
-    chosen block's queries and keys alone are sent (run_trace's float64 tensors, 1e-12), for the
-    page to compute the scores and pattern (held to the trace in tests/test_attention_in_the_page.py);
-    the Block list is the server's, and a page choice still reaches the session. The trace is
-    the lean one (every block's patterns, q and k: no full trace fits a budget of 0)."""
+    queries and keys alone are sent (run_trace's float64 tensors, 1e-12) of the block the element
+    opens on, and fetched of any other, for the page to compute the scores and pattern (held to
+    the trace in tests/test_attention_in_the_page.py); the Block list is the page's, and a page
+    choice still reaches the session. The trace is the lean one (every block's patterns, q and k:
+    no full trace fits a budget of 0)."""
     monkeypatch.setattr("glassbox.app.components.attention_head.IN_PAGE_BYTES", 100)
     monkeypatch.setattr("glassbox.app.explore.common.trace_budget", lambda: 0)
     at = start("screens/explore.py", model="worked-example", prompt=PROMPT, view="Attention")
-    at.selectbox(key="explore_block").select(1).run()
+    assert not [s for s in at.selectbox if s.key == "explore_block"]
     sent = attention_sent(at)
-    assert sent["computed"] and [b["layer"] for b in sent["blocks"]] == [1]
+    assert sent["computed"] and [b["layer"] for b in sent["blocks"]] == [0]
     loaded = load("worked-example")
     trace = run_trace(loaded.model, loaded.encode(PROMPT))
-    for h, head in enumerate(sent["heads"]):  # to 1e-12: the lean trace sums the heads in one product (no
-        assert "scores" not in head and "pattern" not in head  # hook_result), so block 2's input differs in its last bits
-        assert np.allclose(head["q"], trace["blocks.1.attn.hook_q"][h].numpy(), rtol=1e-12, atol=0)
-        assert np.allclose(head["k"], trace["blocks.1.attn.hook_k"][h].numpy(), rtol=1e-12, atol=0)
+    for layer, heads in ((0, sent["heads"]), (1, fetch_block(at, 1)["heads"])):
+        for h, head in enumerate(heads):  # to 1e-12: the lean trace sums the heads in one product (no
+            assert "scores" not in head and "pattern" not in head  # hook_result), so block 2's input differs in its last bits
+            assert np.allclose(head["q"], trace[f"blocks.{layer}.attn.hook_q"][h].numpy(), rtol=1e-12, atol=0)
+            assert np.allclose(head["k"], trace[f"blocks.{layer}.attn.hook_k"][h].numpy(), rtol=1e-12, atol=0)
     choose_in_page(at, 1, 1, 4, 2)
-    assert not at.exception and at.query_params["head"] in ("2", ["2"])
+    assert not at.exception and at.query_params["head"] in ("2", ["2"]) and at.query_params["block"] in ("2", ["2"])
     at.toggle(key="explore_qkv").set_value(True).run()  # the block's q, k, v charts: its whole attention traced
     assert not at.exception and "blocks.1.attn.hook_v[1]" in titled(at, "Values")["layout"]["title"]["text"]
 

@@ -244,13 +244,16 @@ def time_views(
 CHOOSE = """([kind, index]) => new Promise((done) => {
     const start = performance.now();
     if (kind === 'head') document.querySelectorAll('.gb-attention .gb-head')[index].click();
-    else {  // a list, by its label: 'Query position', or 'Block' where every block is in the page
+    else {  // a list, by its label: 'Query position', or 'Block' where the page has or fetches every block
         const box = [...document.querySelectorAll('.gb-attention label')].find((l) => l.textContent.startsWith(kind));
         const list = box.querySelector('select');
         list.value = String(index);
         list.dispatchEvent(new Event('change', {bubbles: true}));
     }
-    requestAnimationFrame(() => requestAnimationFrame(() => done((performance.now() - start) / 1000)));
+    // drawn: at once, or (a block the page fetches) once its data-block is the new one
+    const drawn = () => kind !== 'Block' || document.querySelector('.gb-attention').dataset.block === String(index);
+    const frame = () => drawn() ? requestAnimationFrame(() => done((performance.now() - start) / 1000)) : requestAnimationFrame(frame);
+    requestAnimationFrame(frame);
 })"""
 BLOCK_DRAWN = """(block) => {
     const root = document.querySelector('.gb-attention');
@@ -265,7 +268,8 @@ def time_attention(
     ``n_tokens``: five head changes and five query changes (in the page: with every head's scores
     sent, or, over app/components/attention_head.py's IN_PAGE_BYTES, computed there from the sent
     queries and keys), then three block changes: in the page where every block is sent (a small
-    model), else a server rerun that sends the new block's heads, timed until the page has drawn them."""
+    model) or fetched by the page (app/served.py: a trace with every block's queries and keys), else
+    a server rerun that sends the new block's heads, timed until the page has drawn them."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     names = {kind: f"Attention {kind}, {n_tokens} tokens" for kind in ("head", "query", "block")}
@@ -297,9 +301,9 @@ def time_attention(
         ):
             for index in picks[:repeats]:
                 chosen(kind, index, name)
-        every_block = page.locator(".gb-attention label", has_text="Block").count() > 0
+        in_page = page.locator(".gb-attention label", has_text="Block").count() > 0
         for block in (1, 2, 0)[: max(1, n_layers - 1)]:
-            if every_block:  # a small model: its blocks are in the page too
+            if in_page:  # the page has (a small model) or fetches every block
                 chosen("Block", block, names["block"] + ", in the page")
                 continue
             box = page.get_by_role("combobox", name="Block")
@@ -379,7 +383,10 @@ SLIDE = """(input, value) => new Promise((done) => {
     const start = performance.now();
     input.value = value;
     input.dispatchEvent(new Event("input", {bubbles: true}));
-    requestAnimationFrame(() => requestAnimationFrame(() => done((performance.now() - start) / 1000)));
+    // drawn: at once, or (a block the page fetches) once its data-block is the new one
+    const drawn = () => kind !== 'Block' || document.querySelector('.gb-attention').dataset.block === String(index);
+    const frame = () => drawn() ? requestAnimationFrame(() => done((performance.now() - start) / 1000)) : requestAnimationFrame(frame);
+    requestAnimationFrame(frame);
 })"""
 
 
@@ -387,7 +394,10 @@ SLIDE = """(input, value) => new Promise((done) => {
 PICK = """(button) => new Promise((done) => {
     const start = performance.now();
     button.click();
-    requestAnimationFrame(() => requestAnimationFrame(() => done((performance.now() - start) / 1000)));
+    // drawn: at once, or (a block the page fetches) once its data-block is the new one
+    const drawn = () => kind !== 'Block' || document.querySelector('.gb-attention').dataset.block === String(index);
+    const frame = () => drawn() ? requestAnimationFrame(() => done((performance.now() - start) / 1000)) : requestAnimationFrame(frame);
+    requestAnimationFrame(frame);
 })"""
 
 

@@ -13,7 +13,7 @@ const FONT = "11px 'Source Sans Pro', sans-serif";
 
 // The numbers as sent: float64 for a float64 model, else float32 (`size`: bytes per number)
 export function decodeFloats(base64, size) {
-  const bytes = Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
+  const bytes = base64Bytes(base64);
   return size === 8 ? new Float64Array(bytes.buffer) : new Float32Array(bytes.buffer);
 }
 
@@ -374,52 +374,100 @@ function linesNode(block, pattern, query) {
   return box;
 }
 
+// A block's heads as sent (base64) decoded into arrays, once
+function decoded(block) {
+  for (const head of block.heads) {
+    if (head.qs || head.p) continue;
+    if (block.patterns_only) { // given patterns alone (gb.widgets.attention_patterns): no scores, queries or keys
+      head.p = decodeFloats(head.pattern, block.bytes);
+      continue;
+    }
+    if (!block.computed) {
+      head.s = decodeFloats(head.scores, block.bytes);
+      head.p = decodeFloats(head.pattern, block.bytes);
+    }
+    head.qs = decodeFloats(head.q, block.bytes);
+    head.ks = decodeFloats(head.k, block.bytes);
+  }
+  return block;
+}
+
+// Blocks the page fetched itself (`data.fetch`: app/served.py's route), the last few: 3 MB each at 512 tokens
+const fetchedBlocks = new Map(); // "id/layer" -> block
+async function fetchBlock(id, url, layer) {
+  const name = `${id}/${layer}`;
+  if (!fetchedBlocks.has(name)) {
+    const answer = await fetch(`${url}/${layer}`, { cache: "no-store" });
+    if (!answer.ok) throw new Error(`block ${layer}: ${answer.status}`);
+    if (fetchedBlocks.size >= 4) fetchedBlocks.delete(fetchedBlocks.keys().next().value);
+    fetchedBlocks.set(name, decoded(await answer.json()));
+  }
+  return fetchedBlocks.get(name);
+}
+
 export default function (component) {
   const { data, parentElement, setStateValue } = component;
   const previous = mounted.get(parentElement);
-  if (previous && previous.id === data.id && previous.pick === data.pick) return; // its own choice, echoed
-  loadKatex(data.katex);
-  for (const block of data.blocks) {
-    for (const head of block.heads) {
-      if (block.patterns_only) { // given patterns alone (gb.widgets.attention_patterns): no scores, queries or keys
-        head.p = decodeFloats(head.pattern, block.bytes);
-        continue;
-      }
-      if (!block.computed) {
-        head.s = decodeFloats(head.scores, block.bytes);
-        head.p = decodeFloats(head.pattern, block.bytes);
-      }
-      head.qs = decodeFloats(head.q, block.bytes);
-      head.ks = decodeFloats(head.k, block.bytes);
-    }
+  if (previous && previous.id === data.id && previous.pick === data.pick) { // its own choice, echoed
+    previous.url = data.fetch && data.fetch.url; // a new trace of the same numbers: fetched from it
+    return;
   }
+  loadKatex(data.katex);
+  data.blocks.forEach(decoded);
   const kept = choices.get(data.id);
   const chosen = { ...(kept && kept.pick === data.pick ? kept.chosen : data.chosen) };
-  const blockOf = () => data.blocks.find((b) => b.layer === chosen.block) || data.blocks[0];
-  mounted.set(parentElement, { id: data.id, pick: data.pick });
+  const here = { id: data.id, pick: data.pick, url: data.fetch && data.fetch.url };
+  mounted.set(parentElement, here);
+  const have = (layer) => data.blocks.find((b) => b.layer === layer) || fetchedBlocks.get(`${data.id}/${layer}`);
   const root = element("div", "gb-attention");
   parentElement.querySelector(".gb-attention")?.remove();
   parentElement.appendChild(root);
   const T = data.blocks[0].labels.length;
   const masked = new Float64Array(T * T);
+  const blockNames = data.fetch ? data.fetch.blocks : data.blocks.map((b) => b.block);
+
+  // The chosen block drawn: at once where the page has it, else once fetched; resolves to whether
+  // it was drawn (false: the page could not fetch it, its trace gone from the server)
+  function show() {
+    if (have(chosen.block)) {
+      draw();
+      return Promise.resolve(true);
+    }
+    root.dataset.fetching = String(chosen.block);
+    return fetchBlock(data.id, here.url, chosen.block).then(
+      (block) => {
+        delete root.dataset.fetching;
+        if (block.layer === chosen.block && mounted.get(parentElement) === here) draw();
+        return true;
+      },
+      () => {
+        delete root.dataset.fetching;
+        return false;
+      });
+  }
+
+  // The choice sent back once drawn (a rerun drawn by the browser meanwhile would hold up the
+  // page's own drawing); a block the page could not fetch is the server's to send
+  function send(drawn) {
+    sent += 1; // each choice a new value: the same choice made again, after the server's, still goes back
+    setStateValue("chosen", drawn ? { ...chosen, sent } : { ...chosen, sent, unfetched: true });
+  }
 
   function choose(change) {
     Object.assign(chosen, change);
     choices.set(data.id, { pick: data.pick, chosen: { ...chosen } });
-    draw();
-    sent += 1; // each choice a new value: the same choice made again, after the server's, still goes back
-    setStateValue("chosen", { ...chosen, sent });
+    show().then(send);
   }
 
   function draw() {
-    const block = blockOf();
+    const block = have(chosen.block) || data.blocks[0];
     const head = block.heads[chosen.head];
     const { s, p: pattern, zmax } = block.patterns_only ? { p: head.p } : headMaps(data, block, chosen.head);
     const { query, key } = chosen;
     const controls = element("div", "gb-controls");
-    if (data.blocks.length > 1) { // every block sent: the block is chosen here too
-      const index = data.blocks.indexOf(block);
-      controls.append(select("Block", data.blocks.map((b) => b.block), index, (i) => choose({ block: data.blocks[i].layer })));
+    if (blockNames.length > 1) { // every block sent, or fetched when chosen: the block is chosen here too
+      const index = data.fetch ? block.layer : data.blocks.indexOf(block);
+      controls.append(select("Block", blockNames, index, (i) => choose({ block: data.fetch ? i : data.blocks[i].layer })));
     }
     const pills = element("div", "gb-heads");
     pills.setAttribute("role", "group");
@@ -493,5 +541,5 @@ export default function (component) {
     root.dataset.block = String(block.layer); // what a test or benchmark waits on
   }
 
-  draw();
+  show().then((drawn) => drawn || send(false));
 }

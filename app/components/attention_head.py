@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import uuid
+from collections.abc import Callable
 
 import numpy as np
 import streamlit as st
@@ -110,7 +111,7 @@ def block_payload(trace: Trace, cfg, layer: int, labels: list[str], how: list[li
 
 
 def attention_head(
-    blocks: list[dict],
+    blocks: Callable[[int], list[dict]],
     element_id: str,
     block: int,
     head: int,
@@ -118,19 +119,23 @@ def attention_head(
     key: int,
     on_change,
     element_key: str = "attention_head",
+    fetch: dict | None = None,
 ) -> None:
-    """``blocks`` (``block_payload``s: every block where all fit, else the chosen one) in the page,
-    opening on ``block``, ``head``, ``query`` and ``key`` (the session's); ``element_id`` names
-    what is sent (a new one redraws); ``on_change(block, head, query, key)``: called (before the
-    rerun) with the page's choice, checked."""
-    layers, n_heads, n_tokens = {b["layer"] for b in blocks}, len(blocks[0]["heads"]), len(blocks[0]["labels"])
+    """The blocks ``blocks(b)`` returns (``block_payload``s: every block where all fit, else block
+    ``b``, the one the element opens on) in the page, opening on ``block``, ``head``, ``query`` and
+    ``key`` (the session's); ``element_id`` names what is sent (a new one redraws); ``fetch``
+    (``fetched``'s), where the page fetches any other block itself; ``on_change(block, head,
+    query, key)``: called (before the rerun) with the page's choice, checked."""
 
     def sent() -> None:
         chosen = st.session_state[element_key].get("chosen") or {}
         values = [chosen.get(name) for name in ("block", "head", "query", "key")]
         whole = all(isinstance(v, int) and not isinstance(v, bool) for v in values)
         if whole and values[0] in layers and all(0 <= v < n for v, n in zip(values[1:], (n_heads, n_tokens, n_tokens))):
-            st.session_state[PAGE_CHOICE] = dict(zip(("block", "head", "query", "key"), values))
+            if chosen.get("unfetched"):  # a block the page could not fetch: the server's to send (a new pick)
+                st.session_state.pop(PAGE_CHOICE, None)
+            else:
+                st.session_state[PAGE_CHOICE] = dict(zip(("block", "head", "query", "key"), values))
             on_change(*values)  # the message comes from a browser: only choices that exist
 
     # The choice sent is the one the server last made (a new element, or a choice of its own): the
@@ -144,8 +149,18 @@ def attention_head(
     if anchor is None or anchor["id"] != element_id or current != shown:
         anchor = st.session_state[ANCHOR] = {"id": element_id, "pick": uuid.uuid4().hex[:12], "chosen": current}
         st.session_state.pop(PAGE_CHOICE, None)
+    payloads = blocks(anchor["chosen"]["block"])
+    layers = set(range(len(fetch["blocks"]))) if fetch else {b["layer"] for b in payloads}
+    n_heads, n_tokens = len(payloads[0]["heads"]), len(payloads[0]["labels"])
     _component(
-        data={"blocks": blocks, "id": element_id, "chosen": anchor["chosen"], "pick": anchor["pick"], "katex": katex_module()},
+        data={
+            "blocks": payloads,
+            "id": element_id,
+            "chosen": anchor["chosen"],
+            "pick": anchor["pick"],
+            "katex": katex_module(),
+            "fetch": fetch,
+        },
         key=element_key,
         on_chosen_change=sent,
     )

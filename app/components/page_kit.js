@@ -11,6 +11,16 @@ function element(tag, className, text) {
   return node;
 }
 
+// Base64 as bytes: the browser's own decoder where it has one (Chromium 140+: 5 ms for 3 MB), else
+// a loop (Uint8Array.from with a function per character took 150 ms for the same)
+function base64Bytes(base64) {
+  if (typeof Uint8Array.fromBase64 === "function") return Uint8Array.fromBase64(base64);
+  const text = atob(base64);
+  const bytes = new Uint8Array(text.length);
+  for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
+  return bytes;
+}
+
 function loadKatex(path) {
   if (!katexLoading) {
     katexLoading = import(new URL(path, document.baseURI).href).then((module) => {

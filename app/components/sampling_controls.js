@@ -49,8 +49,7 @@ export function distributions(logits, { temperature, top_k, top_p }) {
 }
 
 export function decodeFloat64(base64) {
-  const bytes = Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
-  return new Float64Array(bytes.buffer);
+  return new Float64Array(base64Bytes(base64).buffer);
 }
 
 const SLIDERS = [

@@ -9,6 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
+from glassbox.app import served
 from glassbox.app.components.attention_head import attention_head, block_payload, fits, fits_computed, scale_note
 from glassbox.app.components.charts import show
 from glassbox.app.components.labels import plain
@@ -350,24 +351,69 @@ def render(ctx: Explorer) -> None:
     if on_server:
         return render_on_server(ctx, trace)
     every_block = not computed and fits(*size, n_blocks=cfg.n_layers) and set(trace.names()) >= set(needs_every_block(cfg))
-    if not every_block:  # the Block list stays the server's: a block's heads are sent when it is chosen
+    if not every_block and not can_fetch(trace, cfg):  # the Block list is the server's: the block's heads are sent when chosen
         c1, _ = st.columns([1, 3])
         with c1:
             choose_layer(ctx)
     layer, head, query = st.session_state.explore_block, st.session_state.explore_head, st.session_state.explore_pos
     show(head_view(ctx, trace, layer, query), width="stretch", config={"displayModeBar": False})
-    blocks = [
-        derived(
-            trace,
-            ("attention in the page", b, computed),
-            lambda b=b: block_payload(trace, cfg, b, ctx.labels, [how_notes(cfg, b, h) for h in range(cfg.n_heads)], computed),
-        )
-        for b in (range(cfg.n_layers) if every_block else [layer])
-    ]
-    # named by what it shows (the same model and tokens give the same numbers, whichever trace computed them)
-    shows = hashlib.sha1(repr((ctx.model_key, ctx.tokens, "every block" if every_block else layer)).encode()).hexdigest()
-    attention_head(blocks, shows[:16], layer, head, query, st.session_state.explore_key_pos, chosen_in_page)
+    payload = partial(sent_block, trace, cfg, ctx.labels, computed)
+    fetch = None if every_block else fetched(trace, cfg, ctx.labels, computed)
+    # named by what it shows (the same model and tokens give the same numbers, whichever trace computed
+    # them): one element for every block where the page has or fetches them all
+    shows = hashlib.sha1(
+        repr((ctx.model_key, ctx.tokens, layer if fetch is None and not every_block else "every block")).encode()
+    )
+    attention_head(
+        (lambda _: [payload(b) for b in range(cfg.n_layers)]) if every_block else (lambda b: [payload(b)]),
+        shows.hexdigest()[:16],
+        layer,
+        head,
+        query,
+        st.session_state.explore_key_pos,
+        chosen_in_page,
+        fetch=fetch,
+    )
     head_parts(ctx, trace, layer, head, query, lines_below=False)
+
+
+def heads_notes(cfg, layer: int) -> list[list[str]]:
+    return [how_notes(cfg, layer, h) for h in range(cfg.n_heads)]
+
+
+def block_for_page(trace, cfg, labels: list[str], computed: bool, layer: int) -> dict:
+    """Block ``layer`` for the page: its heads' scores and patterns as traced, or (``computed``, or
+    where the trace lacks them) its queries and keys alone, for the page to compute them."""
+    alone = computed or f"blocks.{layer}.attn.hook_scores" not in trace
+    return block_payload(trace, cfg, layer, labels, heads_notes(cfg, layer), alone)
+
+
+def sent_block(trace, cfg, labels: list[str], computed: bool, layer: int) -> dict:
+    """``block_for_page``, kept with the trace: the page's reruns send the element again."""
+    return derived(trace, ("attention in the page", layer, computed), lambda: block_for_page(trace, cfg, labels, computed, layer))
+
+
+def can_fetch(trace, cfg) -> bool:
+    """Whether the trace holds every block's queries and keys (a long prompt's lean trace, or a whole
+    trace): the page then fetches any block itself."""
+    return all(name in trace for b in range(cfg.n_layers) for name in scored(cfg, b))
+
+
+def fetched(trace, cfg, labels: list[str], computed: bool) -> dict | None:
+    """Where the page fetches any block of ``trace`` itself (app/served.py), with the blocks' names
+    for its Block list; None where the trace lacks a block's queries and keys (a trace of one
+    block's attention): the Block list is then the server's. A block whose scores and pattern are
+    traced is sent as they are (unless ``computed``), else its q and k alone."""
+    if not can_fetch(trace, cfg):
+        return None
+
+    def answer(trace, layer: int) -> dict | None:  # not kept: 3 MB a block at 512 tokens, 10 ms to build
+        return block_for_page(trace, cfg, labels, computed, layer) if 0 <= layer < cfg.n_layers else None
+
+    # one token per trace, labels and mode: the element (and its address) stays the same across reruns
+    key = ("served attention", computed, tuple(labels))
+    token = derived(trace, key, lambda: served.register(trace, answer))
+    return {"url": served.address(token), "blocks": [block_label(b) for b in range(cfg.n_layers)]}
 
 
 def needs_every_block(cfg) -> list[str]:
