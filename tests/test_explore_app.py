@@ -227,6 +227,12 @@ def test_residual_view_logit_lens_is_the_engines():
     assert not at.exception and "Following the top prediction" in at.warning[0].value
 
 
+def open_part(at, label: str):
+    """One of the Backward view's lazy tabs opened (app/explore/backward.py: part_tabs), as a click would."""
+    at.session_state["explore_backward_part"] = label
+    return at.run()
+
+
 def test_backward_view_differentiates_the_chosen_target_and_steps_through():
     at = start("screens/explore.py", model="worked-example", prompt=PROMPT, view="Backward")
     loaded = load("worked-example")
@@ -246,10 +252,13 @@ def test_backward_view_differentiates_the_chosen_target_and_steps_through():
     target = run_trace(loaded.model, tokens, backward=True, target=Target(loaded.tokenizer.token_id("mat"), 4))
     assert f"L = {target.loss:.6g}" in at.markdown[0].value  # −log p(mat), the article's 1.768
     assert at.query_params["target"] in ("mat", ["mat"])
+    assert not [c for c in charts(at) if "Input saliency" in c["layout"].get("title", {}).get("text", "")]  # a lazy tab
+    open_part(at, "Input saliency")
     saliency = titled(at, "Input saliency")
     expected = (target[GRAD + "hook_embed"] * target["hook_embed"]).sum(-1).cpu().numpy()
     unit = re.search(r"×10<sup>(-?\d+)</sup>", saliency["layout"]["yaxis"]["title"]["text"])  # the bars' power of ten
     assert np.allclose(values(saliency["data"][0]["y"]) * 10.0 ** int(unit.group(1) if unit else 0), expected, rtol=1e-6)
+    open_part(at, "Step through the backward pass")
     first = at.selectbox(key="explore_bstep").value
     next(b for b in at.button if b.label.startswith("Next")).click().run()
     assert at.selectbox(key="explore_bstep").value != first and not at.exception
@@ -260,6 +269,7 @@ def test_backward_view_differentiates_the_chosen_target_and_steps_through():
         gaps += [float(c.value.rsplit(": ", 1)[1].rstrip(".")) for c in at.caption if "from autograd's" in c.value]
     assert len(gaps) == 6 * loaded.cfg.n_layers and max(gaps) < 1e-12  # every W_Q…W_out, rebuilt as a product
     assert at.selectbox(key="explore_bstep").value == "embed"
+    open_part(at, "Dead neurons")
     assert "exactly zero" in " ".join(m.value for m in at.markdown)  # the ReLU model's dead neurons
 
 
@@ -383,6 +393,7 @@ def test_backward_view_asks_for_a_head_only_where_a_step_has_heads_and_explains_
     captions = lambda: " ".join(c.value for c in at.caption)  # noqa: E731
     assert "later position" not in captions() and "the last one, under the mean" not in captions()  # mat at 4: the last
     at.selectbox(key="explore_target_pos").select(2).run()
+    open_part(at, "Dead neurons")
     assert "reads only position 2" in captions()
     at.radio(key="explore_target_mode").set_value("mean next-token loss").run()
     assert "the last one, under the mean next-token loss" in captions()

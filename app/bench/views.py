@@ -50,7 +50,7 @@ VIEWS = {
     "LayerNorm": "Per position",
     "MLP": "Fraction of neurons active",
     "Residual stream": "Top token after each block",
-    "Backward": "Input saliency",
+    "Backward": "∂L/∂",  # a step's gradient (its first tab; the other parts are lazy tabs)
     "Ask why": "What each part writes into",
     "Circuits": "QK circuit",
     "Export": None,
@@ -383,10 +383,7 @@ SLIDE = """(input, value) => new Promise((done) => {
     const start = performance.now();
     input.value = value;
     input.dispatchEvent(new Event("input", {bubbles: true}));
-    // drawn: at once, or (a block the page fetches) once its data-block is the new one
-    const drawn = () => kind !== 'Block' || document.querySelector('.gb-attention').dataset.block === String(index);
-    const frame = () => drawn() ? requestAnimationFrame(() => done((performance.now() - start) / 1000)) : requestAnimationFrame(frame);
-    requestAnimationFrame(frame);
+    requestAnimationFrame(() => requestAnimationFrame(() => done((performance.now() - start) / 1000)));
 })"""
 
 
@@ -394,10 +391,7 @@ SLIDE = """(input, value) => new Promise((done) => {
 PICK = """(button) => new Promise((done) => {
     const start = performance.now();
     button.click();
-    // drawn: at once, or (a block the page fetches) once its data-block is the new one
-    const drawn = () => kind !== 'Block' || document.querySelector('.gb-attention').dataset.block === String(index);
-    const frame = () => drawn() ? requestAnimationFrame(() => done((performance.now() - start) / 1000)) : requestAnimationFrame(frame);
-    requestAnimationFrame(frame);
+    requestAnimationFrame(() => requestAnimationFrame(() => done((performance.now() - start) / 1000)));
 })"""
 
 

@@ -2,6 +2,7 @@
 through from the loss to the embeddings, with the residual highway, dead neurons and input
 saliency made visible."""
 
+from collections.abc import Callable
 from functools import partial
 
 import numpy as np
@@ -230,8 +231,18 @@ def step_trace(ctx: Explorer, steps) -> Trace:
 @fragment
 def stepping(ctx: Explorer, steps) -> None:
     """A fragment: a step change reruns and redraws this section alone, not the view's other charts."""
-    st.subheader("Step through the backward pass")
     step_through(ctx, step_trace(ctx, steps), steps)
+
+
+@fragment
+def part_tabs(parts: dict[str, Callable[[], None]]) -> None:
+    """The view's parts as lazy tabs, in a fragment: the open one alone is drawn (a reopen draws
+    one part's charts, not five), and choosing another reruns only this."""
+    tabs = st.tabs(list(parts), key="explore_backward_part", on_change="rerun")
+    for tab, draw in zip(tabs, parts.values()):
+        if tab.open:
+            with tab:
+                draw()
 
 
 def step_through(ctx: Explorer, trace, steps) -> None:
@@ -369,7 +380,6 @@ def highway(labels: list[str], norms: np.ndarray) -> go.Figure:
 
 
 def render(ctx: Explorer) -> None:
-    cfg = ctx.cfg
     target_controls(ctx)
     if not ctx.can_backward():
         st.info("A one-token prompt has no next token to predict: choose a target token for the backward pass.")
@@ -390,6 +400,19 @@ def render(ctx: Explorer) -> None:
         "torch.autograd.grad call on this trace; the shared model is left untouched."
     )
 
+    part_tabs(
+        {
+            "Step through the backward pass": lambda: stepping(ctx, steps),
+            "The residual highway": lambda: residual_highway(ctx, trace),
+            "Input saliency": lambda: input_saliency(ctx, trace),
+            "Dead neurons": lambda: lacks(ctx, mlp=True) or dead_neurons_view(ctx, trace),
+            "Any weight's gradient": lambda: any_weight(ctx, trace, params),
+        }
+    )
+
+
+def residual_highway(ctx: Explorer, trace) -> None:
+    cfg = ctx.cfg
     labels, norms = derived(trace, ("gradient norms",), lambda: gradient_norms(trace, cfg))
     # the tensors drawn, as the engine names them (with no blocks, the embeddings alone)
     stream = "grad:blocks.i.hook_resid_post" if cfg.n_layers else GRAD + residual_points(cfg)[0][1]
@@ -421,6 +444,8 @@ def render(ctx: Explorer) -> None:
         else "With no blocks the stream has one point: the gradient the head hands the embeddings."
     )
 
+
+def input_saliency(ctx: Explorer, trace) -> None:
     signed, size = derived(trace, ("saliency",), lambda: saliency(trace))
     # one power of ten for every bar, said on the axis, so the labels read alike (2.8, not 2.83e-06)
     power = power_of_ten(float(np.abs(signed).max()))
@@ -458,13 +483,9 @@ def render(ctx: Explorer) -> None:
     )
     show(fig, width="stretch")
 
-    stepping(ctx, steps)
 
-    st.subheader("Dead neurons")
-    if not lacks(ctx, mlp=True):
-        dead_neurons_view(ctx, trace)
-
-    st.subheader("Any weight's gradient")
+def any_weight(ctx: Explorer, trace, params: list[str]) -> None:
+    cfg = ctx.cfg
     left, right = st.columns([3, 1])
     weight = left.selectbox("Weight", params, key="explore_weight", persist_state="session")
     head = 0
