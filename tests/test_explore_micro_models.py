@@ -58,6 +58,9 @@ def test_every_view_opens_on_every_micro_model(model):
         if view == "Backward":  # the dead neurons' part is a lazy tab (app/explore/backward.py)
             at.session_state["explore_backward_part"] = "Dead neurons"
             at.run()
+        if view == "Tokens & embeddings":  # and the positional table (app/explore/tokens.py)
+            at.session_state["explore_tokens_part"] = "The positional table"
+            at.run()
         said = [shown(i.value) for i in at.info]  # as a reader sees the escaped text
         expected = SAID[model].get(view)
         assert (expected in said) if expected else not any(s in said for s in (NO_BLOCKS, NO_MLP, NO_POSITIONS)), (

@@ -1,6 +1,9 @@
 """Tokens and embeddings: ids and pieces, the vectors looked up for them, where they sit in the
 embedding matrix (PCA, cosine neighbours), and the positional table."""
 
+from collections.abc import Callable
+from functools import partial
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
@@ -55,7 +58,7 @@ def neighbours_of(model_key: str, token_id: int, _ctx: Explorer) -> list[tuple[i
 
 def stream_parts(ctx: Explorer, trace) -> None:
     """What enters the residual stream, one part a tab: the token rows, the position rows, the
-    token types and their sum."""
+    token types and their sum; and the positional table."""
     cfg = ctx.cfg
     parts = {"Token embeddings": ("hook_embed", "Token embeddings W_E[token]", "tok:embed")}
     if cfg.positional == "table":
@@ -69,20 +72,18 @@ def stream_parts(ctx: Explorer, trace) -> None:
             f"{summed}: the residual stream entering block 1 (blocks.0)",
             "tok:sum",
         )
-    if len(parts) == 1:
-        draw_part(ctx, trace, *parts["Token embeddings"])
-        return
-    part_tabs(ctx, trace, parts)
+    drawn = {label: partial(draw_part, ctx, trace, *part) for label, part in parts.items()}
+    part_tabs(drawn | {"The positional table": partial(positional_part, ctx)})
 
 
 @fragment
-def part_tabs(ctx: Explorer, trace, parts: dict[str, tuple[str, str, str]]) -> None:
+def part_tabs(parts: dict[str, Callable[[], None]]) -> None:
     """A fragment of lazy tabs: the chosen part alone is drawn, and choosing another reruns only this."""
     tabs = st.tabs(list(parts), key="explore_tokens_part", on_change="rerun")
-    for tab, part in zip(tabs, parts.values()):
+    for tab, draw in zip(tabs, parts.values()):
         if tab.open:
             with tab:
-                draw_part(ctx, trace, *part)
+                draw()
 
 
 def draw_part(ctx: Explorer, trace, name: str, title: str, zoom_key: str) -> None:
@@ -225,7 +226,8 @@ def render(ctx: Explorer) -> None:
                 "over them. Hover over any point to read it."
             )
 
-    st.subheader("The positional table")
+
+def positional_part(ctx: Explorer) -> None:
     if ctx.cfg.positional == "none":
         st.info(plain(NO_POSITIONS))
         return
