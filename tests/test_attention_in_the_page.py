@@ -23,7 +23,8 @@ import numpy as np
 import pytest
 
 from glassbox.app.components.attention_head import block_payload
-from glassbox.app.explore.attention import how_notes, pair_latex
+from glassbox.app.explore.attention import pair_latex
+from glassbox.app.explore.attention_sent import how_notes
 from glassbox.model.analysis import attention_pair
 from glassbox.model.engine import ModelConfig, run_trace
 from glassbox.model.io.checkpoint import load

@@ -13,7 +13,7 @@ import pytest
 
 import glassbox as gb
 from glassbox.app.components.attention_head import block_payload
-from glassbox.app.explore.attention import how_notes
+from glassbox.app.explore.attention_sent import how_notes
 from glassbox.model.engine import GlassboxError
 from glassbox.model.plot.labels import token_text
 from tests.helpers import ROOT, require

@@ -9,10 +9,10 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from glassbox.app import served
-from glassbox.app.components.attention_head import attention_head, block_payload, fits, fits_computed, scale_note
+from glassbox.app.components.attention_head import attention_head, fits, fits_computed, scale_note
 from glassbox.app.components.charts import show
 from glassbox.app.components.labels import plain
+from glassbox.app.explore.attention_sent import can_fetch, fetched, how_notes, sent_block
 from glassbox.app.explore.common import Explorer, array, choose_head, choose_layer, choose_position, derived, heatmap, lacks
 from glassbox.model.analysis import attention_pair, per_head, scored, tile
 from glassbox.model.engine import block_label, head_label
@@ -319,17 +319,6 @@ def mask_title(cfg, layer: int) -> str:
     return "After the causal mask (blank: −∞)" if cfg.causal else "After the mask: none here, every key is seen"
 
 
-def how_notes(cfg, layer: int, head: int) -> list[str]:
-    """What a head's scores went through besides q·k × scale, in words."""
-    how = [f"soft-capped at ±{cfg.attn_softcap:g}"] if cfg.attn_softcap is not None else []
-    how += ["q and k each normed per head first (QK-norm)"] if cfg.qk_norm else []
-    how += ["both rotated by RoPE for their positions"] if cfg.positional == "rope" else []
-    if cfg.n_kv_heads != cfg.n_heads:
-        group = ", ".join(str(h + 1) for h in range(cfg.n_heads) if cfg.kv_head(h) == cfg.kv_head(head))
-        how.append(f"query {head_label(head)} reads key/value {head_label(cfg.kv_head(head))}, shared by query heads {group}")
-    return how
-
-
 def chosen_in_page(block: int, head: int, query: int, key: int) -> None:
     """The block, head and positions chosen in the page (before the rerun): the session's, for the
     URL and the charts the server draws."""
@@ -375,45 +364,6 @@ def render(ctx: Explorer) -> None:
         fetch=fetch,
     )
     head_parts(ctx, trace, layer, head, query, lines_below=False)
-
-
-def heads_notes(cfg, layer: int) -> list[list[str]]:
-    return [how_notes(cfg, layer, h) for h in range(cfg.n_heads)]
-
-
-def block_for_page(trace, cfg, labels: list[str], computed: bool, layer: int) -> dict:
-    """Block ``layer`` for the page: its heads' scores and patterns as traced, or (``computed``, or
-    where the trace lacks them) its queries and keys alone, for the page to compute them."""
-    alone = computed or f"blocks.{layer}.attn.hook_scores" not in trace
-    return block_payload(trace, cfg, layer, labels, heads_notes(cfg, layer), alone)
-
-
-def sent_block(trace, cfg, labels: list[str], computed: bool, layer: int) -> dict:
-    """``block_for_page``, kept with the trace: the page's reruns send the element again."""
-    return derived(trace, ("attention in the page", layer, computed), lambda: block_for_page(trace, cfg, labels, computed, layer))
-
-
-def can_fetch(trace, cfg) -> bool:
-    """Whether the trace holds every block's queries and keys (a long prompt's lean trace, or a whole
-    trace): the page then fetches any block itself."""
-    return all(name in trace for b in range(cfg.n_layers) for name in scored(cfg, b))
-
-
-def fetched(trace, cfg, labels: list[str], computed: bool) -> dict | None:
-    """Where the page fetches any block of ``trace`` itself (app/served.py), with the blocks' names
-    for its Block list; None where the trace lacks a block's queries and keys (a trace of one
-    block's attention): the Block list is then the server's. A block whose scores and pattern are
-    traced is sent as they are (unless ``computed``), else its q and k alone."""
-    if not can_fetch(trace, cfg):
-        return None
-
-    def answer(trace, layer: int) -> dict | None:  # not kept: 3 MB a block at 512 tokens, 10 ms to build
-        return block_for_page(trace, cfg, labels, computed, layer) if 0 <= layer < cfg.n_layers else None
-
-    # one token per trace, labels and mode: the element (and its address) stays the same across reruns
-    key = ("served attention", computed, tuple(labels))
-    token = derived(trace, key, lambda: served.register(trace, answer))
-    return {"url": served.address(token), "blocks": [block_label(b) for b in range(cfg.n_layers)]}
 
 
 def needs_every_block(cfg) -> list[str]:

@@ -118,7 +118,7 @@ def attention(trace, block: int = 0, head: int = 0, query: int | None = None, ke
     budget (the app's), else ``block`` alone; opening on ``block``, ``head``, ``query`` (default:
     the last position) and ``key``."""
     from glassbox.app.components.attention_head import block_payload, fits
-    from glassbox.app.explore.attention import how_notes
+    from glassbox.app.explore.attention_sent import how_notes
 
     cfg = trace.cfg
     if cfg is None or not cfg.n_layers:
