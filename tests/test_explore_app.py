@@ -670,3 +670,28 @@ def test_circuits_whole_vocabulary_table_lists_text_not_byte_fragments(gpt2_dir)
     cells = [shown(c) for c in table.astype(str).to_numpy().ravel()]  # as read: the word joiners gone
     assert cells and not any("<0x" in c for c in cells)
     assert any(f"{n_fragments} byte fragments" in shown(m.value) for m in at.markdown)
+
+
+def test_tokens_view_draws_its_parts_as_tabs_and_the_pca_of_the_embedding_matrix_on_its_tab():
+    """The Tokens view opens on the token rows alone (its other parts are lazy tabs); the
+    embedding matrix's tab draws the PCA, the prompt's points at their coordinates on the
+    matrix's principal components. Reference: numpy's SVD of the centred float64 W_E (each
+    component's sign is free: compared by absolute value), 1e-4 of the largest coordinate."""
+    prompt = "the cat sat on the mat"
+    at = start("screens/explore.py", model="default", prompt=prompt, view="Tokens & embeddings")
+    titles = lambda: [c["layout"].get("title", {}).get("text", "") for c in charts(at)]  # noqa: E731
+    assert any("Token embeddings W_E[token]" in t for t in titles()) and not any("PCA of embed.W_E" in t for t in titles())
+    at.session_state["explore_tokens_part"] = "The embedding matrix"
+    at.run()
+    assert not at.exception
+    fig = titled(at, "PCA of embed.W_E")
+    first = at.selectbox(key="explore_pca_first").value  # the pair of components shown (PC2–3 on this model)
+    loaded = load("default")
+    W_E = loaded.model.embed.W_E.detach().double().numpy()
+    centred = W_E - W_E.mean(0)
+    _, _, vt = np.linalg.svd(centred, full_matrices=False)
+    ids = list(dict.fromkeys(loaded.encode(prompt)))
+    expected = centred[ids] @ vt[first : first + 2].T
+    points = next(t for t in fig["data"] if t.get("name") == "this prompt")
+    shown = np.stack([values(points["x"]), values(points["y"])], axis=1)
+    assert np.allclose(np.abs(shown), np.abs(expected), atol=1e-4 * np.abs(expected).max())

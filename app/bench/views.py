@@ -45,7 +45,7 @@ from glassbox.model.tools.bench import GPT2_SMALL, TINY
 # what marks each view as drawn: a chart title, or for Export its download button
 VIEWS = {
     "Overview": "Parameters per part",
-    "Tokens & embeddings": "PCA of embed.W_E",
+    "Tokens & embeddings": "Token embeddings W_E[token]",  # the first tab (the others, the PCA among them, are lazy)
     "Attention": "Every head's pattern",
     "LayerNorm": "Per position",
     "MLP": "Fraction of neurons active",

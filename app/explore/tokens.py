@@ -58,7 +58,7 @@ def neighbours_of(model_key: str, token_id: int, _ctx: Explorer) -> list[tuple[i
 
 def stream_parts(ctx: Explorer, trace) -> None:
     """What enters the residual stream, one part a tab: the token rows, the position rows, the
-    token types and their sum; and the positional table."""
+    token types and their sum; the positional table and where the tokens sit in the embedding matrix."""
     cfg = ctx.cfg
     parts = {"Token embeddings": ("hook_embed", "Token embeddings W_E[token]", "tok:embed")}
     if cfg.positional == "table":
@@ -73,7 +73,9 @@ def stream_parts(ctx: Explorer, trace) -> None:
             "tok:sum",
         )
     drawn = {label: partial(draw_part, ctx, trace, *part) for label, part in parts.items()}
-    part_tabs(drawn | {"The positional table": partial(positional_part, ctx)})
+    part_tabs(
+        drawn | {"The positional table": partial(positional_part, ctx), "The embedding matrix": partial(embedding_matrix, ctx)}
+    )
 
 
 @fragment
@@ -113,7 +115,36 @@ def render(ctx: Explorer) -> None:
 
     stream_parts(ctx, trace)
 
-    st.subheader("The embedding matrix")
+
+def positional_part(ctx: Explorer) -> None:
+    if ctx.cfg.positional == "none":
+        st.info(plain(NO_POSITIONS))
+        return
+    layer = 0
+    if ctx.cfg.positional == "rope" and ctx.cfg.local_rope_base is not None:  # local and global layers differ
+        layer = st.selectbox(
+            "RoPE of block",
+            range(ctx.cfg.n_layers),
+            key="explore_rope_layer",
+            format_func=lambda i: block_label(i) + (" (local)" if ctx.cfg.is_local(i) else ""),
+            help="This model's layers rotate at different frequencies (local and global layers).",
+        )
+    table, what, col_title = positional_table(ctx.model, layer, rows=max(64, len(ctx.tokens)))
+    st.caption(what + f". The prompt uses rows 0–{len(ctx.tokens) - 1}.")
+    shown = f"Positions: the first {len(table)} of {ctx.cfg.n_ctx}" if len(table) < ctx.cfg.n_ctx else "Positions"
+    heatmap(
+        table,
+        [str(i) for i in range(len(table))],
+        None,
+        shown,
+        "pos_embed.W_pos" if ctx.cfg.positional == "table" else "rope_cos",
+        col_title=col_title,
+        zoom_key="tok:table",
+    )
+
+
+def embedding_matrix(ctx: Explorer) -> None:
+    """Where the prompt's tokens sit in the embedding matrix: its PCA and a token's nearest neighbours."""
     left, right = st.columns([3, 2])
     with right:
         share, r = raw_pc1(ctx.model_key, ctx)
@@ -225,30 +256,3 @@ def render(ctx: Explorer) -> None:
                 f"{labelled} of the prompt's {len(ids)} distinct tokens are labelled; the others would print "
                 "over them. Hover over any point to read it."
             )
-
-
-def positional_part(ctx: Explorer) -> None:
-    if ctx.cfg.positional == "none":
-        st.info(plain(NO_POSITIONS))
-        return
-    layer = 0
-    if ctx.cfg.positional == "rope" and ctx.cfg.local_rope_base is not None:  # local and global layers differ
-        layer = st.selectbox(
-            "RoPE of block",
-            range(ctx.cfg.n_layers),
-            key="explore_rope_layer",
-            format_func=lambda i: block_label(i) + (" (local)" if ctx.cfg.is_local(i) else ""),
-            help="This model's layers rotate at different frequencies (local and global layers).",
-        )
-    table, what, col_title = positional_table(ctx.model, layer, rows=max(64, len(ctx.tokens)))
-    st.caption(what + f". The prompt uses rows 0–{len(ctx.tokens) - 1}.")
-    shown = f"Positions: the first {len(table)} of {ctx.cfg.n_ctx}" if len(table) < ctx.cfg.n_ctx else "Positions"
-    heatmap(
-        table,
-        [str(i) for i in range(len(table))],
-        None,
-        shown,
-        "pos_embed.W_pos" if ctx.cfg.positional == "table" else "rope_cos",
-        col_title=col_title,
-        zoom_key="tok:table",
-    )
