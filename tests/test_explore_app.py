@@ -623,6 +623,8 @@ def test_the_layernorm_view_names_what_an_rmsnorm_has():
     per_position = titled(at, "Per position")["layout"]["title"]["text"]
     assert "hook_scale" in per_position and "hook_mean" not in per_position
     assert any("RMSNorm" in m.value and "no mean is subtracted" in m.value for m in at.markdown)
+    at.session_state["explore_norm_stage"] = "Learned scale"  # a lazy tab (app/explore/layernorm.py)
+    at.run()
     assert "Learned scale (this norm has no shift)" in titled(at, "Learned scale")["layout"]["title"]["text"]
 
 

@@ -2,7 +2,6 @@
 through from the loss to the embeddings, with the residual highway, dead neurons and input
 saliency made visible."""
 
-from collections.abc import Callable
 from functools import partial
 
 import numpy as np
@@ -27,6 +26,7 @@ from glassbox.app.explore.common import (
     has_heads,
     heatmap,
     lacks,
+    lazy_tabs,
 )
 from glassbox.model.analysis import (
     backward_steps,
@@ -234,17 +234,6 @@ def stepping(ctx: Explorer, steps) -> None:
     step_through(ctx, step_trace(ctx, steps), steps)
 
 
-@fragment
-def part_tabs(parts: dict[str, Callable[[], None]]) -> None:
-    """The view's parts as lazy tabs, in a fragment: the open one alone is drawn (a reopen draws
-    one part's charts, not five), and choosing another reruns only this."""
-    tabs = st.tabs(list(parts), key="explore_backward_part", on_change="rerun")
-    for tab, draw in zip(tabs, parts.values()):
-        if tab.open:
-            with tab:
-                draw()
-
-
 def step_through(ctx: Explorer, trace, steps) -> None:
     keys = [s.key for s in steps]
     step = steps[
@@ -400,14 +389,15 @@ def render(ctx: Explorer) -> None:
         "torch.autograd.grad call on this trace; the shared model is left untouched."
     )
 
-    part_tabs(
+    lazy_tabs(
         {
             "Step through the backward pass": lambda: stepping(ctx, steps),
             "The residual highway": lambda: residual_highway(ctx, trace),
             "Input saliency": lambda: input_saliency(ctx, trace),
             "Dead neurons": lambda: lacks(ctx, mlp=True) or dead_neurons_view(ctx, trace),
             "Any weight's gradient": lambda: any_weight(ctx, trace, params),
-        }
+        },
+        "explore_backward_part",
     )
 
 

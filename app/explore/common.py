@@ -16,6 +16,7 @@ import streamlit as st
 import torch
 
 from glassbox.app.components.charts import show
+from glassbox.app.components.errors import fragment
 from glassbox.app.components.labels import cell_text, plain
 from glassbox.app.components.pipeline import pipeline_strip
 from glassbox.app.resources import check_cost, model_pass, same_request_waits, trace_budget, trace_cache
@@ -445,3 +446,14 @@ def linked_tokens(loaded: LoadedModel, ids: str, prompt: str) -> list[int] | Non
     if not tokens or not all(0 <= t < loaded.cfg.vocab_size for t in tokens):
         return None
     return tokens if loaded.tokenizer.decode(tokens) == prompt else None
+
+
+@fragment
+def lazy_tabs(parts: dict[str, Callable[[], None]], key: str) -> None:
+    """A view's parts as lazy tabs, in a fragment: the open one alone is drawn (a view reopened
+    draws one part's charts, not all of them), and choosing another reruns only this."""
+    tabs = st.tabs(list(parts), key=key, on_change="rerun")
+    for tab, draw in zip(tabs, parts.values()):
+        if tab.open:
+            with tab:
+                draw()

@@ -1,6 +1,8 @@
 """LayerNorm (or RMSNorm): per position the input's mean and spread, the normalised vector and
 the output after the learned scale and shift."""
 
+from functools import partial
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
@@ -8,7 +10,7 @@ import streamlit as st
 
 from glassbox.app.components.charts import show
 from glassbox.app.components.labels import cell_text, plain
-from glassbox.app.explore.common import Explorer, array, derived, heatmap, lacks
+from glassbox.app.explore.common import Explorer, array, derived, heatmap, lacks, lazy_tabs
 from glassbox.model.analysis import norm_prefixes, norm_summary
 from glassbox.model.analysis.architecture import NO_NORMS
 from glassbox.model.engine import block_label
@@ -104,36 +106,30 @@ def render(ctx: Explorer) -> None:
             "√(mean x² + ε), so it sits just above it. RMSNorm does not subtract the mean: the normalised "
             "vector keeps a mean of its own, and its root mean square is just under 1."
         )
-    heatmap(array(trace[source]), ctx.labels, None, "Input x", source, col_title="d_model", zoom_key="ln:in", trace=trace)
-    heatmap(
-        array(trace[prefix + "hook_normalized"]),
-        ctx.labels,
-        None,
-        "Normalised",
-        prefix + "hook_normalized",
-        col_title="d_model",
-        zoom_key="ln:norm",
-        trace=trace,
-    )
     weights = [array(module.w)[None]] + ([array(module.b)[None]] if module.b is not None else [])
     shifted = len(weights) == 2
-    heatmap(
-        np.concatenate(weights),
-        ["γ (scale)", "β (shift)"][: len(weights)],
-        None,
-        "Learned scale and shift" if shifted else "Learned scale (this norm has no shift)",
-        prefix[:-1] + (".w, .b" if shifted else ".w"),
-        row_title="",
-        col_title="d_model",
-        height=240,
+    scale = "Learned scale and shift" if shifted else "Learned scale (this norm has no shift)"
+    stage = partial(draw_stage, ctx, trace)
+    lazy_tabs(
+        {
+            "Input x": partial(stage, "Input x", source, "ln:in"),
+            "Normalised": partial(stage, "Normalised", prefix + "hook_normalized", "ln:norm"),
+            scale.split(" (")[0]: partial(
+                heatmap,
+                np.concatenate(weights),
+                ["γ (scale)", "β (shift)"][: len(weights)],
+                None,
+                scale,
+                prefix[:-1] + (".w, .b" if shifted else ".w"),
+                row_title="",
+                col_title="d_model",
+                height=240,
+            ),
+            "Output": partial(stage, "Output", prefix + "hook_out", "ln:out"),
+        },
+        "explore_norm_stage",
     )
-    heatmap(
-        array(trace[prefix + "hook_out"]),
-        ctx.labels,
-        None,
-        "Output",
-        prefix + "hook_out",
-        col_title="d_model",
-        zoom_key="ln:out",
-        trace=trace,
-    )
+
+
+def draw_stage(ctx: Explorer, trace, title: str, name: str, zoom_key: str) -> None:
+    heatmap(array(trace[name]), ctx.labels, None, title, name, col_title="d_model", zoom_key=zoom_key, trace=trace)

@@ -1,7 +1,6 @@
 """Tokens and embeddings: ids and pieces, the vectors looked up for them, where they sit in the
 embedding matrix (PCA, cosine neighbours), and the positional table."""
 
-from collections.abc import Callable
 from functools import partial
 
 import numpy as np
@@ -10,9 +9,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from glassbox.app.components.charts import place_labels, show
-from glassbox.app.components.errors import fragment
 from glassbox.app.components.labels import plain
-from glassbox.app.explore.common import Explorer, array, choose_position, heatmap
+from glassbox.app.explore.common import Explorer, array, choose_position, heatmap, lazy_tabs
 from glassbox.model.analysis import EmbeddingPCA, nearest_tokens, positional_table
 from glassbox.model.analysis.architecture import NO_POSITIONS
 from glassbox.model.engine import block_label
@@ -73,19 +71,10 @@ def stream_parts(ctx: Explorer, trace) -> None:
             "tok:sum",
         )
     drawn = {label: partial(draw_part, ctx, trace, *part) for label, part in parts.items()}
-    part_tabs(
-        drawn | {"The positional table": partial(positional_part, ctx), "The embedding matrix": partial(embedding_matrix, ctx)}
+    lazy_tabs(
+        drawn | {"The positional table": partial(positional_part, ctx), "The embedding matrix": partial(embedding_matrix, ctx)},
+        "explore_tokens_part",
     )
-
-
-@fragment
-def part_tabs(parts: dict[str, Callable[[], None]]) -> None:
-    """A fragment of lazy tabs: the chosen part alone is drawn, and choosing another reruns only this."""
-    tabs = st.tabs(list(parts), key="explore_tokens_part", on_change="rerun")
-    for tab, draw in zip(tabs, parts.values()):
-        if tab.open:
-            with tab:
-                draw()
 
 
 def draw_part(ctx: Explorer, trace, name: str, title: str, zoom_key: str) -> None:
