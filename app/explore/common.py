@@ -448,6 +448,11 @@ def linked_tokens(loaded: LoadedModel, ids: str, prompt: str) -> list[int] | Non
     return tokens if loaded.tokenizer.decode(tokens) == prompt else None
 
 
+def positions_heatmap(ctx: Explorer, trace: Trace, name: str, title: str, zoom_key: str) -> None:
+    """A traced position × d_model tensor (``name``) as a heatmap, a row per token of the prompt."""
+    heatmap(array(trace[name]), ctx.labels, None, title, name, col_title="d_model", zoom_key=zoom_key, trace=trace)
+
+
 @fragment
 def lazy_tabs(parts: dict[str, Callable[[], None]], key: str) -> None:
     """A view's parts as lazy tabs, in a fragment: the open one alone is drawn (a view reopened

@@ -10,7 +10,7 @@ import streamlit as st
 
 from glassbox.app.components.charts import show
 from glassbox.app.components.labels import cell_text, plain
-from glassbox.app.explore.common import Explorer, array, derived, heatmap, lacks, lazy_tabs
+from glassbox.app.explore.common import Explorer, array, derived, heatmap, lacks, lazy_tabs, positions_heatmap
 from glassbox.model.analysis import norm_prefixes, norm_summary
 from glassbox.model.analysis.architecture import NO_NORMS
 from glassbox.model.engine import block_label
@@ -109,11 +109,11 @@ def render(ctx: Explorer) -> None:
     weights = [array(module.w)[None]] + ([array(module.b)[None]] if module.b is not None else [])
     shifted = len(weights) == 2
     scale = "Learned scale and shift" if shifted else "Learned scale (this norm has no shift)"
-    stage = partial(draw_stage, ctx, trace)
+    stage = partial(positions_heatmap, ctx, trace)
     lazy_tabs(
         {
-            "Input x": partial(stage, "Input x", source, "ln:in"),
-            "Normalised": partial(stage, "Normalised", prefix + "hook_normalized", "ln:norm"),
+            "Input x": partial(stage, source, "Input x", "ln:in"),
+            "Normalised": partial(stage, prefix + "hook_normalized", "Normalised", "ln:norm"),
             scale.split(" (")[0]: partial(
                 heatmap,
                 np.concatenate(weights),
@@ -125,11 +125,7 @@ def render(ctx: Explorer) -> None:
                 col_title="d_model",
                 height=240,
             ),
-            "Output": partial(stage, "Output", prefix + "hook_out", "ln:out"),
+            "Output": partial(stage, prefix + "hook_out", "Output", "ln:out"),
         },
         "explore_norm_stage",
     )
-
-
-def draw_stage(ctx: Explorer, trace, title: str, name: str, zoom_key: str) -> None:
-    heatmap(array(trace[name]), ctx.labels, None, title, name, col_title="d_model", zoom_key=zoom_key, trace=trace)

@@ -10,7 +10,7 @@ import streamlit as st
 
 from glassbox.app.components.charts import place_labels, show
 from glassbox.app.components.labels import plain
-from glassbox.app.explore.common import Explorer, array, choose_position, heatmap, lazy_tabs
+from glassbox.app.explore.common import Explorer, choose_position, heatmap, lazy_tabs, positions_heatmap
 from glassbox.model.analysis import EmbeddingPCA, nearest_tokens, positional_table
 from glassbox.model.analysis.architecture import NO_POSITIONS
 from glassbox.model.engine import block_label
@@ -58,36 +58,22 @@ def stream_parts(ctx: Explorer, trace) -> None:
     """What enters the residual stream, one part a tab: the token rows, the position rows, the
     token types and their sum; the positional table and where the tokens sit in the embedding matrix."""
     cfg = ctx.cfg
-    parts = {"Token embeddings": ("hook_embed", "Token embeddings W_E[token]", "tok:embed")}
+    rows = partial(positions_heatmap, ctx, trace)
+    parts = {"Token embeddings": partial(rows, "hook_embed", "Token embeddings W_E[token]", "tok:embed")}
     if cfg.positional == "table":
-        parts["Position rows"] = ("hook_pos_embed", "Position rows W_pos[position]", "tok:pos")
+        parts["Position rows"] = partial(rows, "hook_pos_embed", "Position rows W_pos[position]", "tok:pos")
     if cfg.n_token_types:  # BERT: one prompt is one sentence, type 0 at every position
-        parts["Token types"] = ("hook_token_type_embed", "Token-type rows W_type[0] (one sentence: type 0)", "tok:type")
+        parts["Token types"] = partial(
+            rows, "hook_token_type_embed", "Token-type rows W_type[0] (one sentence: type 0)", "tok:type"
+        )
     if cfg.positional == "table" and cfg.n_layers:  # with no block, the sum is traced nowhere
         summed = f"Their sum, normed by ln_embed ({cfg.norm})" if cfg.embed_norm else "Their sum"
-        parts["Their sum"] = (
-            "blocks.0.hook_resid_pre",
-            f"{summed}: the residual stream entering block 1 (blocks.0)",
-            "tok:sum",
+        parts["Their sum"] = partial(
+            rows, "blocks.0.hook_resid_pre", f"{summed}: the residual stream entering block 1 (blocks.0)", "tok:sum"
         )
-    drawn = {label: partial(draw_part, ctx, trace, *part) for label, part in parts.items()}
-    lazy_tabs(
-        drawn | {"The positional table": partial(positional_part, ctx), "The embedding matrix": partial(embedding_matrix, ctx)},
-        "explore_tokens_part",
-    )
-
-
-def draw_part(ctx: Explorer, trace, name: str, title: str, zoom_key: str) -> None:
-    heatmap(
-        array(trace[name]),
-        ctx.labels,
-        None,
-        title,
-        name,
-        col_title="d_model",
-        zoom_key=zoom_key,
-        trace=trace,
-    )
+    parts["The positional table"] = partial(positional_part, ctx)
+    parts["The embedding matrix"] = partial(embedding_matrix, ctx)
+    lazy_tabs(parts, "explore_tokens_part")
 
 
 def render(ctx: Explorer) -> None:
