@@ -208,6 +208,41 @@ def choose_in_page(at, block: int, head: int, query: int, key: int):
     return at.run()
 
 
+def decoded_step(step: dict) -> dict:
+    """A Backward step as the page gets it (app/explore/backward_sent.py), each map's values decoded."""
+    for grid in step["grids"]:
+        flat = np.frombuffer(base64.b64decode(grid["values"]), dtype=f"<f{grid['bytes']}")
+        grid["values"] = flat.reshape(len(grid["rows"]), len(grid["cols"]))
+    return step
+
+
+def backward_sent(at) -> dict:
+    """What the explorer's Backward view sends its in-page steps (app/components/backward_player.py):
+    the step titles, the step the element opens on (its maps decoded), its pick and the fetch address."""
+    (data,) = [json.loads(c.proto.json) for c in at.get("bidi_component") if "titles" in json.loads(c.proto.json)]
+    decoded_step(data["step"])
+    return data
+
+
+def fetch_step(at, index: int) -> dict | None:
+    """What the Backward view's page fetches of step ``index`` (app/served.py's route, at the
+    address it is sent), decoded; None where the route would answer 404."""
+    from glassbox.app import served
+
+    body = served.answer(backward_sent(at)["url"].removeprefix(served.PREFIX + "/"), index)
+    return None if body is None else decoded_step(json.loads(json.dumps(body)))
+
+
+def step_in_page(at, key: str):
+    """A Backward step chosen in the page (◀ ▶ or its list): AppTest cannot click the element, so
+    this does what its message makes the server do (``backward_player``'s callback), then reruns."""
+    from glassbox.app.components.backward_player import PAGE_CHOICE
+
+    at.session_state[PAGE_CHOICE] = {"step": backward_sent(at)["keys"].index(key)}
+    at.session_state["explore_bstep"] = key
+    return at.run()
+
+
 PAGE_RUNNER = """
 import * as page from "./component.mjs";
 const revive = (v) => v && v.f64 ? Float64Array.from(v.f64) : Array.isArray(v) ? v.map(revive)

@@ -2,6 +2,7 @@
 driving Debian's /usr/bin/chromium, installed by tests/install.sh), and step through the
 worked example with the keyboard."""
 
+import json
 import os
 import re
 import subprocess
@@ -398,26 +399,53 @@ def test_a_long_prompts_heads_are_computed_in_the_page(app_url, page, tmp_path):
     assert page.locator("[data-testid='stException']").count() == 0
 
 
-def test_a_click_on_a_gradient_cell_in_the_backward_view_writes_its_arithmetic(app_url, page):
-    """Reference: the engine's gradient at the clicked cell (run_trace, backward), as the page's
-    caption prints autograd's value (6 significant digits)."""
+def point_at(canvas, row: int, col: int) -> dict:
+    """Where cell (row, col) of a map drawn in the page is on its canvas (page_kit.js: mapNode)."""
+    geometry = json.loads(canvas.get_attribute("data-geometry"))
+    return {"x": geometry["left"] + (col + 0.5) * geometry["cell"], "y": (row + 0.5) * geometry["tall"]}
+
+
+def test_backward_steps_change_in_the_page_and_a_cell_click_writes_its_arithmetic(app_url, page):
+    """The Backward view's steps, played in the page: Next ▶ draws the next step from what the page
+    fetched itself (app/served.py: its requests are counted), a hovered cell shows the traced
+    gradient, a click on a cell writes that cell's arithmetic, and a step the page cannot fetch
+    (the route refused here) is sent by the server. References: run_trace's gradients (float32 in
+    the page, rtol 1e-6), and autograd's value as the caption prints it (6 significant digits)."""
+    from glassbox.model.analysis import backward_steps
     from glassbox.model.engine import GRAD, run_trace
     from glassbox.model.io.checkpoint import load
 
     loaded = load("default")
     trace = run_trace(loaded.model, loaded.encode("the cat sat on the"), backward=True)
-    name = GRAD + "ln_final.hook_out"
-    rows, cols = trace[name].shape
-    row, col = 3, 5
+    keys = [step.key for step in backward_steps(loaded.model)]
+    fetched = []
+    page.on("request", lambda request: fetched.append(request.url) if "/glassbox/data/" in request.url else None)
     page.goto(app_url + "/explore?model=default&prompt=the+cat+sat+on+the&view=Backward&bstep=ln_final")
     settled(page)
-    chart = page.locator("[data-testid='stPlotlyChart']", has=page.locator(".gtitle", has_text="∂L/∂hook_out")).first
-    chart.wait_for(timeout=60_000)
-    chart.scroll_into_view_if_needed()
-    # the cell's invisible marker (app/explore/common.py's click_layer: one per cell, row by row)
-    chart.locator(".scatterlayer .point").nth(row * cols + col).click(force=True)
+    player = page.locator(".gb-backward")
+    expect(player).to_have_attribute("data-step", str(keys.index("ln_final")), timeout=60_000)
+    player.get_by_role("button", name="Next ▶").click()
+    expect(player).to_have_attribute("data-step", str(keys.index("ln_final") + 1))
+    assert str(keys.index("ln_final") + 1) in [url.rsplit("/", 1)[1] for url in fetched]  # fetched, not sent by a rerun
+    name = GRAD + "blocks.3.hook_mlp_out"  # the next step's first map: the last block's MLP output
+    canvas = player.locator(f"figure[data-name='{name}'] canvas")
+    canvas.hover(position=point_at(canvas, 2, 7))
+    tip = player.locator(f"figure[data-name='{name}'] .gb-tip").inner_text()
+    assert float(tip.split("\n")[1]) == pytest.approx(float(trace[name][2, 7]), rel=1e-6)
+    settled(page)
+    player.get_by_role("button", name="◀ Previous").click()
+    expect(player).to_have_attribute("data-step", str(keys.index("ln_final")))
+    name, row, col = GRAD + "ln_final.hook_out", 3, 5
+    canvas = player.locator(f"figure[data-name='{name}'] canvas")
+    canvas.click(position=point_at(canvas, row, col))
     settled(page)
     expect(page.get_by_text(f"Autograd's value: {float(trace[name][row, col]):.6g}")).to_be_visible(timeout=60_000)
+    # a step the page cannot fetch (the server's answer refused here): the page asks the server, which sends it
+    page.route("**/glassbox/data/**", lambda route: route.fulfill(status=404, body="{}"))
+    player.get_by_label("Backward step").select_option(index=len(keys) - 1)
+    expect(page.locator(".gb-backward")).to_have_attribute("data-step", str(len(keys) - 1), timeout=60_000)
+    expect(page.locator(".gb-backward figure[data-name='grad:hook_embed']")).to_be_visible()
+    assert page.locator("[data-testid='stException']").count() == 0
 
 
 OVERFLOW = """() => [...document.querySelectorAll('[data-testid=stMain] .katex-display')]

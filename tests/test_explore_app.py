@@ -18,7 +18,19 @@ from glassbox.app.explore import VIEWS
 from glassbox.model.analysis import attention_pair, logit_lens
 from glassbox.model.engine import GRAD, Target, run_trace
 from glassbox.model.io.checkpoint import load
-from tests.helpers import attention_sent, charts, choose_in_page, exact, played, shown, start, values, z
+from tests.helpers import (
+    attention_sent,
+    backward_sent,
+    charts,
+    choose_in_page,
+    exact,
+    played,
+    shown,
+    start,
+    step_in_page,
+    values,
+    z,
+)
 
 PROMPT = "the cat sat on the"
 
@@ -56,6 +68,8 @@ def test_every_view_opens_on_every_kind_of_model(view, model, gpt2_dir, gpt2_bf1
         assert "Type a folder" in at.info[-1].value
     elif view == "Attribution graph":  # no shipped transcoders for these models: it asks for a folder
         assert "glassbox train-transcoder" in at.info[-1].value
+    elif view == "Backward":  # its first step's maps, drawn in the page
+        assert backward_sent(at)["step"]["grids"], view
     else:
         assert charts(at), view
 
@@ -259,16 +273,14 @@ def test_backward_view_differentiates_the_chosen_target_and_steps_through():
     unit = re.search(r"×10<sup>(-?\d+)</sup>", saliency["layout"]["yaxis"]["title"]["text"])  # the bars' power of ten
     assert np.allclose(values(saliency["data"][0]["y"]) * 10.0 ** int(unit.group(1) if unit else 0), expected, rtol=1e-6)
     open_part(at, "Step through the backward pass")
-    first = at.selectbox(key="explore_bstep").value
-    next(b for b in at.button if b.label.startswith("Next")).click().run()
-    assert at.selectbox(key="explore_bstep").value != first and not at.exception
+    keys = backward_sent(at)["keys"]
     gaps = []
-    while not next(b for b in at.button if b.label.startswith("Next")).disabled:
-        next(b for b in at.button if b.label.startswith("Next")).click().run()
-        assert not at.exception and not at.error, at.selectbox(key="explore_bstep").value
+    for key in keys[1:]:  # every step, chosen in the page as ▶ does
+        step_in_page(at, key)
+        assert not at.exception and not at.error, key
         gaps += [float(c.value.rsplit(": ", 1)[1].rstrip(".")) for c in at.caption if "from autograd's" in c.value]
     assert len(gaps) == 6 * loaded.cfg.n_layers and max(gaps) < 1e-12  # every W_Q…W_out, rebuilt as a product
-    assert at.selectbox(key="explore_bstep").value == "embed"
+    assert at.session_state["explore_bstep"] == "embed" == keys[-1]
     open_part(at, "Dead neurons")
     assert "exactly zero" in " ".join(m.value for m in at.markdown)  # the ReLU model's dead neurons
 
@@ -287,7 +299,7 @@ def test_bad_input_says_why_and_keeps_what_was_typed():
     assert missing.text_input(key="explore_model_dir").value == "/no/such/model"
     bad_target = start("screens/explore.py", model="worked-example", prompt=PROMPT, view="Backward", target="cow")
     assert not bad_target.exception and "mean next-token loss" in bad_target.error[0].value
-    assert charts(bad_target)  # the view still works, on the default loss
+    assert backward_sent(bad_target)["step"]["grids"]  # the view still works, on the default loss
 
 
 def test_default_model_overview_counts_and_predicts():
@@ -388,7 +400,7 @@ def test_backward_view_asks_for_a_head_only_where_a_step_has_heads_and_explains_
     at = start("screens/explore.py", model="worked-example", prompt=PROMPT, view="Backward", bstep="logits")
     selectboxes = lambda: {s.key for s in at.selectbox}  # noqa: E731
     assert "explore_head" not in selectboxes()  # loss → logits has no head axis
-    at.selectbox(key="explore_bstep").set_value("b0-qkv").run()
+    step_in_page(at, "b0-qkv")
     assert "explore_head" in selectboxes() and not at.exception
     captions = lambda: " ".join(c.value for c in at.caption)  # noqa: E731
     assert "later position" not in captions() and "the last one, under the mean" not in captions()  # mat at 4: the last

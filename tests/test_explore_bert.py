@@ -27,7 +27,7 @@ from glassbox.model.analysis import backward_steps, logit_lens, norm_prefixes, n
 from glassbox.model.analysis.backward import recomputed_weight_gradient  # noqa: E402
 from glassbox.model.analysis.dla import NO_DLA  # noqa: E402
 from glassbox.model.engine import GRAD, run_trace  # noqa: E402
-from tests.helpers import attention_sent, charts, page_functions, shown, start  # noqa: E402
+from tests.helpers import attention_sent, backward_sent, charts, page_functions, shown, start, step_in_page  # noqa: E402
 from tests.test_families import SIZES, saved_family  # noqa: E402
 
 PROMPT = "The cat sat on the mat; the dog sat on the log."
@@ -80,6 +80,8 @@ def test_every_view_opens_on_a_tiny_bert_and_speaks_of_an_encoder(bert):
             assert "prompt B" in at.info[-1].value
         elif view in ("Features", "Attribution graph"):
             assert "this model is an encoder" in at.info[-1].value
+        elif view == "Backward":  # its first step's maps, drawn in the page
+            assert backward_sent(at)["step"]["grids"], view
         else:
             assert charts(at), view
 
@@ -163,7 +165,7 @@ def test_backward_steps_of_a_post_norm_encoder(bert):
     assert rebuilt == 6 * model.cfg.n_layers + 1  # W_Q, W_K, W_V, W_O, W_in, W_out per block, and mlm.W_dense
     at = start("screens/explore.py", model=str(path), prompt=PROMPT, view="Backward")
     for step in steps:
-        at.selectbox(key="explore_bstep").set_value(step.key).run()
+        step_in_page(at, step.key)
         assert not at.exception and not at.error, step.key
         # where one cell's arithmetic is written out, it arrives at autograd's value (6 digits shown)
         for line in [c.value for c in at.caption if c.value.startswith("Autograd's value")]:

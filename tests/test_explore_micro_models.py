@@ -15,7 +15,7 @@ from glassbox.app.explore.circuits import INDUCTION_MODEL, INDUCTION_PROMPT
 from glassbox.model.analysis.architecture import NO_BLOCKS, NO_MLP, NO_POSITIONS
 from glassbox.model.engine import run_trace
 from glassbox.model.io.checkpoint import load
-from tests.helpers import charts, press, shown, start, z
+from tests.helpers import backward_sent, charts, press, shown, start, z
 
 PROMPTS = {"micro-bigram": "the cat sat on the", "micro-attention-only": "the cat sat on the", INDUCTION_MODEL: INDUCTION_PROMPT}
 ATTENTION_ONLY = {
@@ -55,7 +55,8 @@ def test_every_view_opens_on_every_micro_model(model):
         at = start("screens/explore.py", model=model, prompt=PROMPTS[model], view=view)
         assert not at.exception and not at.error, (model, view)
         drawn = charts(at)
-        if view == "Backward":  # the dead neurons' part is a lazy tab (app/explore/backward.py)
+        if view == "Backward":  # the step's maps are drawn in the page; the dead neurons' part is a lazy tab
+            drawn = [{"data": grid["values"].size} for grid in backward_sent(at)["step"]["grids"]]
             at.session_state["explore_backward_part"] = "Dead neurons"
             at.run()
         if view == "Tokens & embeddings":  # and the positional table (app/explore/tokens.py)

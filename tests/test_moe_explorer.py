@@ -21,7 +21,7 @@ from glassbox.model.analysis.experts import SHARED, active_parameters, routing, 
 from glassbox.model.analysis.neurons import dead_neurons, top_neurons
 from glassbox.model.engine import GRAD, GlassboxError, ModelConfig, editing, run_trace
 from glassbox.model.io.checkpoint import load
-from tests.helpers import build_random_model, charts, cli, start, values, z
+from tests.helpers import backward_sent, build_random_model, charts, cli, start, values, z
 
 SMALL = dict(
     vocab_size=30,
@@ -263,7 +263,7 @@ def test_the_ffn_view_shows_the_routing_and_a_chosen_experts_neurons():
 def test_backward_and_ablation_on_micro_moe_reach_the_experts():
     at = start("screens/explore.py", model="micro-moe", prompt=PROMPT, view="Backward", bstep="b1-mlp")
     assert not at.exception and not at.error
-    assert any("experts" in c["layout"]["title"]["text"] for c in charts(at))
+    assert any(".experts." in grid["label"] for grid in backward_sent(at)["step"]["grids"])  # drawn in the page
     at = start("screens/explore.py", model="micro-moe", prompt=PROMPT, view="Ask why")
     at.radio(key="explore_why_unit").set_value("MLP neuron").run()
     assert not at.exception and not at.error

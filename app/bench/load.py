@@ -30,7 +30,7 @@ import threading
 import time
 from pathlib import Path
 
-from glassbox.app.bench.views import CHROMIUM_ARGS, VIEWS, checkpoint, serve
+from glassbox.app.bench.views import CHROMIUM_ARGS, TITLES, VIEWS, checkpoint, serve
 from glassbox.app.replicas import free_port
 from glassbox.model.data.stories import corpus
 
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
                 for i, page in enumerate(pages):
                     left = max(1.0, deadline - time.perf_counter())
                     try:
-                        page.locator(".gtitle", has_text=VIEWS["Backward"]).first.wait_for(timeout=left * 1000)
+                        page.locator(TITLES, has_text=VIEWS["Backward"]).first.wait_for(timeout=left * 1000)
                         times[i] = time.perf_counter() - start
                         body = page.inner_text("body")
                         if "Something went wrong" in body:

@@ -50,11 +50,12 @@ VIEWS = {
     "LayerNorm": "Per position",
     "MLP": "Fraction of neurons active",
     "Residual stream": "Top token after each block",
-    "Backward": "∂L/∂",  # a step's gradient (its first tab; the other parts are lazy tabs)
+    "Backward": "∂L/∂",  # a step's gradient, drawn in the page (its first tab; the other parts are lazy tabs)
     "Ask why": "What each part writes into",
     "Circuits": "QK circuit",
     "Export": None,
 }  # Compare needs a second prompt typed: not timed
+TITLES = ".gtitle, .gb-map-title"  # a plotly chart's title, or a map's drawn in the page (page_kit.js: mapNode)
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -170,19 +171,21 @@ DRAWN = """([title, idle]) => {
     if (window.__clicked === null || !document.querySelector(idle)) return false;
     const shown = title === null
         ? [...document.querySelectorAll('button')].some(b => b.textContent.includes('Download the trace'))
-        : [...document.querySelectorAll('.gtitle')].some(e => e.textContent.includes(title));
+        : [...document.querySelectorAll('.gtitle, .gb-map-title')].some(e => e.textContent.includes(title));
     return shown ? (performance.now() - window.__clicked) / 1000 : false; }"""
 
 
-# the Backward view's step list as shown; a step change is drawn when it shows another and its rerun has ended
-STEP_SHOWN_NOW = """() => [...document.querySelectorAll('[data-testid="stSelectbox"]')]
-    .find((box) => box.innerText.includes('Backward step')).querySelector('input').value"""
-STEP_DRAWN = """([before, idle]) => {
-    const box = [...document.querySelectorAll('[data-testid="stSelectbox"]')].find((b) => b.innerText.includes('Backward step'));
-    const shown = box && box.querySelector('input').value;
-    if (window.__clicked === null || !shown || shown === before || !document.querySelector(idle)) return false;
+# the Backward view's step as the page shows it (app/components/backward_player.js); a step change is
+# drawn at the first animation frame where the page shows another
+STEP_SHOWN_NOW = "() => document.querySelector('.gb-backward').dataset.step"
+STEP_DRAWN = """(before) => {
+    const root = document.querySelector('.gb-backward');
+    if (window.__clicked === null || !root || root.dataset.step === before) return false;
     return (performance.now() - window.__clicked) / 1000; }"""
-STEP_CHANGES = ("Backward step change", "Attention head change")  # within a view: a server rerun each
+STEP_CHANGES = (
+    "Backward step change",
+    "Attention head change",
+)  # within a view: in the page; a server rerun (a long prompt's head)
 IN_PAGE_TOKENS = 128  # the Attention view's prompt for its in-page timings: GPT-2 small's block fits the page
 
 
@@ -208,24 +211,26 @@ def time_views(
         page.goto(url)
         page.wait_for_timeout(500)
         page.wait_for_selector(IDLE, timeout=600_000)
-        page.locator(".gtitle", has_text=VIEWS["Overview"]).first.wait_for(timeout=600_000)
+        page.locator(TITLES, has_text=VIEWS["Overview"]).first.wait_for(timeout=600_000)
         times["Overview"].append((time.perf_counter() - start, *clock.read()))
         for round_ in range(1 + reopens):
             for view in views[1 - min(round_, 1) :]:  # the first round starts after the Overview
                 drawn = timed_click(lambda: page.get_by_role("radio", name=view, exact=True).click(), VIEWS[view])  # noqa: B023 (clicked now)
                 times[view].append((drawn, *clock.read()))
         page.get_by_role("radio", name="Backward", exact=True).click()
-        page.locator(".gtitle", has_text=VIEWS["Backward"]).first.wait_for(timeout=600_000)
+        page.locator(TITLES, has_text=VIEWS["Backward"]).first.wait_for(timeout=600_000)
         page.wait_for_selector(IDLE, timeout=600_000)
         clock.read()
-        for _ in range(reopens):  # the steps are a fragment: its rerun leaves the URL as it was
+        for _ in range(reopens):  # in the page; then the server's part of the step (its rerun) is let end
             before = page.evaluate(STEP_SHOWN_NOW)
             page.evaluate(ARM)
-            page.get_by_role("button", name="Next ▶").first.click()
-            drawn = page.wait_for_function(STEP_DRAWN, arg=[before, IDLE], polling="raf", timeout=600_000).json_value()
+            page.locator(".gb-backward").get_by_role("button", name="Next ▶").click()
+            drawn = page.wait_for_function(STEP_DRAWN, arg=before, polling="raf", timeout=600_000).json_value()
+            page.wait_for_timeout(300)
+            page.wait_for_selector(IDLE, timeout=600_000)
             times["Backward step change"].append((drawn, *clock.read()))
         page.get_by_role("radio", name="Attention", exact=True).click()
-        page.locator(".gtitle", has_text=VIEWS["Attention"]).first.wait_for(timeout=600_000)
+        page.locator(TITLES, has_text=VIEWS["Attention"]).first.wait_for(timeout=600_000)
         page.wait_for_selector(IDLE, timeout=600_000)
         clock.read()
         if page.locator(".gb-attention").count():  # drawn in the page (a short prompt): timed by time_attention

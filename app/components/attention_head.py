@@ -14,14 +14,13 @@ against the trace); over ``QK_BYTES`` too the server draws the head (app/explore
 from __future__ import annotations
 
 import base64
-import uuid
 from collections.abc import Callable
 
 import numpy as np
 import streamlit as st
 import torch
 
-from glassbox.app.components.page_kit import katex_module, page_component
+from glassbox.app.components.page_kit import anchored, katex_module, page_component
 from glassbox.model.analysis import per_head, scored
 from glassbox.model.engine import Trace, block_label, head_label
 from glassbox.model.plot.heatmap import COLOURSCALES, abs_max, scale_colours
@@ -138,17 +137,8 @@ def attention_head(
                 st.session_state[PAGE_CHOICE] = dict(zip(("block", "head", "query", "key"), values))
             on_change(*values)  # the message comes from a browser: only choices that exist
 
-    # The choice sent is the one the server last made (a new element, or a choice of its own): the
-    # page's choices, echoed by the reruns they cause, leave the element unchanged, so Streamlit
-    # sends the browser a reference to the megabytes it already has instead of sending them again.
-    # A choice that is not what the page shows now (a link, the every-head grid, another view's
-    # position) is the server's: sent with a new pick, which the page takes over its own.
-    current = {"block": block, "head": head, "query": query, "key": key}
-    anchor = st.session_state.get(ANCHOR)
-    shown = st.session_state.get(PAGE_CHOICE) or (anchor and anchor["chosen"])
-    if anchor is None or anchor["id"] != element_id or current != shown:
-        anchor = st.session_state[ANCHOR] = {"id": element_id, "pick": uuid.uuid4().hex[:12], "chosen": current}
-        st.session_state.pop(PAGE_CHOICE, None)
+    # what the page shows now is the server's last own choice, or the page's since (page_kit.anchored)
+    anchor = anchored(ANCHOR, PAGE_CHOICE, element_id, {"block": block, "head": head, "query": query, "key": key})
     payloads = blocks(anchor["chosen"]["block"])
     layers = set(range(len(fetch["blocks"]))) if fetch else {b["layer"] for b in payloads}
     n_heads, n_tokens = len(payloads[0]["heads"]), len(payloads[0]["labels"])

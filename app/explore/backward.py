@@ -2,7 +2,7 @@
 through from the loss to the embeddings, with the residual highway, dead neurons and input
 saliency made visible."""
 
-from functools import partial
+import hashlib
 
 import numpy as np
 import plotly.graph_objects as go
@@ -10,23 +10,29 @@ import streamlit as st
 import torch
 from plotly.subplots import make_subplots
 
+from glassbox.app.components.backward_player import backward_player
 from glassbox.app.components.charts import show
 from glassbox.app.components.errors import fragment
 from glassbox.app.components.labels import plain, power_of_ten
 from glassbox.app.components.latex import written
-from glassbox.app.components.stepper import stepper
+from glassbox.app.explore.backward_sent import cached_grid, fetched, step_payload, zoom_key
 from glassbox.app.explore.common import (
     BAR_TEXT,
+    MAX_COLS,
+    MAX_ROWS,
     Explorer,
     choose_expert,
     choose_head,
     choose_layer,
     derived,
+    expert_options,
     has_experts,
     has_heads,
     heatmap,
     lacks,
     lazy_tabs,
+    offered,
+    zoom_span,
 )
 from glassbox.model.analysis import (
     backward_steps,
@@ -41,7 +47,8 @@ from glassbox.model.analysis.experts import expert_label, unit
 from glassbox.model.analysis.gradient_cells import GradientCells
 from glassbox.model.engine import GRAD, Trace, block_label, head_label
 from glassbox.model.engine.names import axes as names_axes
-from glassbox.model.plot.grid import tensor_grid, unit_index
+from glassbox.model.plot.grid import unit_index
+from glassbox.model.plot.heatmap import COLOURSCALES, scale_colours
 from glassbox.model.serving import Needs
 
 LM_LOSS, ONE_TOKEN = "mean next-token loss", "one token at one position"
@@ -137,11 +144,6 @@ def needs(ctx: Explorer, step_names: tuple[str, ...], weights: tuple[str, ...], 
     return Needs(tuple(dict.fromkeys(names)), backward=True)
 
 
-def cached_grid(ctx: Explorer, trace, name: str, head: int, expert: int = 0):
-    """``tensor_grid`` of a traced gradient, made once per trace: ∂L/∂logits alone is T × vocabulary."""
-    return derived(trace, ("grad grid", name, head, expert), lambda: tensor_grid(ctx, name, trace[name], head, expert))
-
-
 COLUMN_LIST = 256  # more columns than this (a vocabulary): the column is typed as a number
 
 
@@ -211,85 +213,110 @@ def cell_arithmetic(ctx: Explorer, trace, names: list[str], head: int, expert: i
         )
 
 
-def step_trace(ctx: Explorer, steps) -> Trace:
-    """The trace of the current backward step's block. A large model's trace holds what the steps
-    of one block need (the head's and the embeddings' steps count with the nearest block), so that
+def step_needs(ctx: Explorer, steps, step) -> Needs:
+    """What the trace of ``step``'s block must hold. A large model's trace holds what the steps of
+    one block need (the head's and the embeddings' steps count with the nearest block), so that
     stepping within a block reuses it."""
-    step = next((s for s in steps if s.key == st.session_state.get("explore_bstep")), steps[0])
     group = [s for s in steps if block_of(s, ctx.cfg.n_layers) == block_of(step, ctx.cfg.n_layers)]
-    return ctx.trace(
-        needs(
-            ctx,
-            tuple(n for s in group for n in s.names),
-            tuple(w for s in group for w in s.weights),
-            st.session_state.explore_block,
-            st.session_state.explore_weight,
-        )
+    return needs(
+        ctx,
+        tuple(n for s in group for n in s.names),
+        tuple(w for s in group for w in s.weights),
+        st.session_state.explore_block,
+        st.session_state.explore_weight,
     )
+
+
+def current_step(steps) -> int:
+    keys = [s.key for s in steps]
+    if st.session_state.get("explore_bstep") not in keys:
+        st.session_state.explore_bstep = keys[0]
+    return keys.index(st.session_state.explore_bstep)
+
+
+def step_trace(ctx: Explorer, steps) -> Trace:
+    """The trace of the current backward step's block (``step_needs``)."""
+    return ctx.trace(step_needs(ctx, steps, steps[current_step(steps)]))
 
 
 @fragment
 def stepping(ctx: Explorer, steps) -> None:
-    """A fragment: a step change reruns and redraws this section alone, not the view's other charts."""
+    """A fragment: the server's part of a step (its head, zoom, checks and a cell's arithmetic)
+    reruns alone, not the view's other charts; the step itself is changed in the page."""
     step_through(ctx, step_trace(ctx, steps), steps)
 
 
+def zooms_of(steps) -> tuple:
+    """The view's zoom sliders' values (the page's maps are their windows), as set."""
+    keys = {zoom_key(n) + side for s in steps for n in (*s.names, *(GRAD + w for w in s.weights)) for side in (":rows", ":cols")}
+    return tuple(sorted((k, tuple(st.session_state[k])) for k in keys if k in st.session_state))
+
+
 def step_through(ctx: Explorer, trace, steps) -> None:
-    keys = [s.key for s in steps]
-    step = steps[
-        stepper(
-            keys,
-            "explore_bstep",
-            "Backward step",
-            persist_state="session",
-            format_func=lambda k: f"{keys.index(k) + 1}/{len(keys)} · {steps[keys.index(k)].title}",
-        )
-    ]
-    st.markdown(f"**{step.title}.** {step.sentence}")
-    # a head to show only where this step has per-head tensors
-    head = choose_head(ctx) if any(has_heads(n) for n in step.names + step.weights) else 0
-    # and an expert where it has every expert's tensors (a mixture of experts)
-    expert = choose_expert(ctx, shared=False) if any(has_experts(n) for n in step.names + step.weights) else 0
-    for name in step.names:
-        if name not in trace.grads:
-            st.caption(f"{name}: not on this loss's path (no gradient).")
-            continue
-        values, rows, cols, row_title, col_title, note = cached_grid(ctx, trace, name, head, expert)
-        index = unit_index(ctx.cfg, name, head, expert)
-        chosen = st.session_state.get("explore_cell_of") == (name, index)
-        heatmap(
-            values,
-            rows,
-            cols,
-            "∂L/∂" + name.removeprefix(GRAD).split(".")[-1] + note,
-            name + note,
-            row_title=row_title,
-            col_title=col_title,
-            zoom_key="bw:" + name,
-            trace=trace,
-            marks=[(st.session_state.explore_cell_row, st.session_state.explore_cell_col)] if chosen else [],
-            on_click=partial(choose_cell, name, index),
-        )
+    """The steps in the page (app/components/backward_player.py), then the server's part of the
+    current one: the head (or expert) its per-head tensors show, zoom sliders for maps too large to
+    draw exactly, each weight gradient's check, and one cell's arithmetic."""
+    index = current_step(steps)
+    step = steps[index]
+    cfg = ctx.cfg
+    head = int(st.session_state.get("explore_head", 0)) % max(cfg.n_heads, 1)
+    experts = any(has_experts(n) for n in step.names + step.weights)
+    if experts:  # the expert list below keeps its choice there (a model's own)
+        offered("explore_expert", expert_options(ctx, shared=False))
+    expert = st.session_state.explore_expert if experts else 0
+    zooms = zooms_of(steps)
+    n_layers = cfg.n_layers
+    if ctx.plan(step_needs(ctx, steps, step))[0] is None:  # a whole trace: the page fetches any step
+
+        def answerable(i: int) -> bool:
+            return True
+    else:  # a large model's trace of this step's block: that block's steps
+
+        def answerable(i: int) -> bool:
+            return block_of(steps[i], n_layers) == block_of(step, n_layers)
+
+    def on_step(i: int) -> None:
+        st.session_state.explore_bstep = steps[i].key
+
+    def on_cell(name: str, row: int, col: int) -> None:
+        if name in steps[current_step(steps)].names and name in trace.grads:
+            index = unit_index(cfg, name, head, expert)
+            rows, cols = (trace[name][index] if index else trace[name]).shape[-2:]
+            if row < rows and col < cols:
+                choose_cell(name, index, row, col)
+
+    backward_player(
+        [s.key for s in steps],
+        [f"{i + 1}/{len(steps)} · {s.title}" for i, s in enumerate(steps)],
+        lambda i: step_payload(ctx, trace, steps, i, head, expert, zooms),
+        hashlib.sha1(repr((ctx.model_key, ctx.tokens, ctx.target, head, expert, zooms)).encode()).hexdigest()[:16],
+        index,
+        on_step,
+        on_cell,
+        fetched(ctx, trace, steps, head, expert, zooms, answerable),
+        scale_colours(COLOURSCALES["diverging"]).tolist(),
+    )
+    # a head to show only where this step has per-head tensors; an expert where it has every expert's
+    left, right = st.columns(2)
+    if any(has_heads(n) for n in step.names + step.weights):
+        with left:
+            choose_head(ctx)
+    if experts:
+        with right:
+            choose_expert(ctx, shared=False)
+    for name in (*(n for n in step.names if n in trace.grads), *(GRAD + w for w in step.weights)):
+        values, _, _, row_title, col_title, _ = cached_grid(ctx, trace, name, head, expert)
+        label = "∂L/∂" + name.removeprefix(GRAD).split(".")[-1]
+        zoom_span(values.shape[0], MAX_ROWS, f"{label}, {row_title} rows", zoom_key(name) + ":rows")
+        zoom_span(values.shape[1], MAX_COLS, f"{label}, {col_title or 'column'} columns", zoom_key(name) + ":cols")
     for weight in step.weights:
-        values, rows, cols, row_title, col_title, note = cached_grid(ctx, trace, GRAD + weight, head, expert)
-        heatmap(
-            values,
-            rows,
-            cols,
-            "∂L/∂" + weight.split(".")[-1] + note,
-            GRAD + weight + note,
-            row_title=row_title,
-            col_title=col_title,
-            zoom_key="bw:" + weight,
-            trace=trace,
-        )
-        rebuilt = recomputed_weight_gradient(trace, ctx.cfg, weight)
+        rebuilt = recomputed_weight_gradient(trace, cfg, weight)
         if rebuilt is not None:
-            x, dy = weight_gradient_product(ctx.cfg, weight)
+            x, dy = weight_gradient_product(cfg, weight)
             gap = float((rebuilt - trace[GRAD + weight].to(torch.float64)).abs().max())
             st.caption(
-                f"Check: Σ over positions of {x}ᵀ · ∂L/∂{dy} rebuilds this gradient from the trace; largest "
-                f"difference from autograd's: {gap:.2g}."
+                f"Check of ∂L/∂{weight}: Σ over positions of {x}ᵀ · ∂L/∂{dy} rebuilds this gradient from the trace; "
+                f"largest difference from autograd's: {gap:.2g}."
             )
     cell_arithmetic(ctx, trace, list(step.names), head, expert)
 

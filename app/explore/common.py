@@ -209,6 +209,12 @@ def has_experts(name: str) -> bool:
     return unit_axis(name) == "expert"
 
 
+def expert_options(ctx: Explorer, shared: bool = True) -> list:
+    """The model's routed experts (and its shared one, where it has one and ``shared``)."""
+    options = units(ctx.cfg, next(i for i in range(ctx.cfg.n_layers) if ctx.cfg.is_moe(i)))
+    return options if shared else [u for u in options if u != SHARED]
+
+
 def choose_expert(
     ctx: Explorer,
     where=st,
@@ -220,8 +226,7 @@ def choose_expert(
 ) -> int | str:
     """A routed expert of the model (counted from 0, as its index in expert_weights[:, e]), or the
     shared expert where the model has one (and ``shared``); ``default`` where none is chosen yet."""
-    options = units(ctx.cfg, next(i for i in range(ctx.cfg.n_layers) if ctx.cfg.is_moe(i)))
-    options = offered(key, options if shared else [u for u in options if u != SHARED], default)
+    options = offered(key, expert_options(ctx, shared), default)
     return where.selectbox(label, options, key=key, persist_state="session", format_func=expert_label, help=help)
 
 
@@ -245,7 +250,7 @@ def pipeline(ctx: Explorer, lit: set[str] = frozenset()) -> None:
     pipeline_strip(groups, "<b>tokens →</b>", "<b>→ softmax</b>")
 
 
-def _zoom(n: int, limit: int, label: str, key: str | None) -> tuple[int, int]:
+def zoom_span(n: int, limit: int, label: str, key: str | None) -> tuple[int, int]:
     if n <= limit or key is None:
         return 0, n
     low, high = st.slider(
@@ -266,6 +271,21 @@ def mean_label(labels: list[str], start: int, stop: int) -> str:
     if stop - start == 1:
         return first
     return f"{first}–{last}" if first.isdigit() and last.isdigit() else first + "…"
+
+
+def window(
+    values: np.ndarray, rows: list[str], cols: list[str], r0: int, r1: int, c0: int, c1: int
+) -> tuple[np.ndarray, list[str], list[str], bool]:
+    """The rows ``r0:r1`` and columns ``c0:c1`` of ``values`` as a heatmap draws them: exact up to
+    MAX_ROWS × MAX_COLS, else block means (labelled by ``mean_label``). Returns them, their row and
+    column labels, and whether they are exact."""
+    shown, shown_rows, shown_cols = values[r0:r1, c0:c1], rows[r0:r1], cols[c0:c1]
+    if shown.shape[0] <= MAX_ROWS and shown.shape[1] <= MAX_COLS:
+        return shown, shown_rows, shown_cols, True
+    shown, row_starts, col_starts = downsample(shown, MAX_ROWS, MAX_COLS)
+    shown_rows = [mean_label(shown_rows, i, j) for i, j in zip(row_starts, [*row_starts[1:], len(shown_rows)])]
+    shown_cols = [mean_label(shown_cols, i, j) for i, j in zip(col_starts, [*col_starts[1:], len(shown_cols)])]
+    return shown, shown_rows, shown_cols, False
 
 
 def heatmap(
@@ -295,17 +315,13 @@ def heatmap(
     when a cell is clicked, where its exact values are drawn and there are at most CLICKABLE."""
     cols = cols if cols is not None else [str(i) for i in range(np.shape(values)[1])]
     # each slider says which chart it zooms: a view can have several of the same shape
-    r0, r1 = _zoom(values.shape[0], MAX_ROWS, f"{title}, {row_title} rows", zoom_key and zoom_key + ":rows")
-    c0, c1 = _zoom(values.shape[1], MAX_COLS, f"{title}, {col_title or 'column'} columns", zoom_key and zoom_key + ":cols")
+    r0, r1 = zoom_span(values.shape[0], MAX_ROWS, f"{title}, {row_title} rows", zoom_key and zoom_key + ":rows")
+    c0, c1 = zoom_span(values.shape[1], MAX_COLS, f"{title}, {col_title or 'column'} columns", zoom_key and zoom_key + ":cols")
 
     def build() -> go.Figure:
-        shown, shown_rows, shown_cols = values[r0:r1, c0:c1], rows[r0:r1], cols[c0:c1]
-        exact = shown.shape[0] <= MAX_ROWS and shown.shape[1] <= MAX_COLS
-        size, text = f"{shown.shape[0]}×{shown.shape[1]}", None
+        shown, shown_rows, shown_cols, exact = window(values, rows, cols, r0, r1, c0, c1)
+        size, text = f"{r1 - r0}×{c1 - c0}", None
         if not exact:
-            shown, row_starts, col_starts = downsample(shown, MAX_ROWS, MAX_COLS)
-            shown_rows = [mean_label(shown_rows, i, j) for i, j in zip(row_starts, [*row_starts[1:], len(shown_rows)])]
-            shown_cols = [mean_label(shown_cols, i, j) for i, j in zip(col_starts, [*col_starts[1:], len(shown_cols)])]
             size += f"  · <i>block means ({size} → {shown.shape[0]}×{shown.shape[1]}); zoom for exact values</i>"
         elif len(shown_rows) <= TEXT_ROWS:
             largest = abs_max(shown)
