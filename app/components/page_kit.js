@@ -245,7 +245,9 @@ function mapNode({ title, name, values, rows, cols, zmin, zmax, palette, mark, o
         if (!Number.isFinite(v)) continue;
         const t = (v - zmin) / (zmax - zmin || 1);
         ctx.fillStyle = Math.abs(t - (zmin < 0 ? 0.5 : 0)) > 0.3 ? "white" : "#31333f";
-        ctx.fillText(v.toFixed(decimals), left + (c + 0.5) * cell, (r + 0.5) * tall);
+        // as labels.py's cell_text: an exact 0 as "0", a small negative one rounded to nothing without its sign
+        const text = v === 0 ? "0" : v.toFixed(decimals).replace(/^-(0\.?0*)$/, "$1");
+        ctx.fillText(text, left + (c + 0.5) * cell, (r + 0.5) * tall);
       }
     }
   }
