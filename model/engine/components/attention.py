@@ -61,9 +61,11 @@ class Attention(nn.Module):
         self.scale = cfg.attn_scale if cfg.attn_scale is not None else 1 / math.sqrt(dh)
 
     def _project(self, x: torch.Tensor, W: torch.Tensor, bias_name: str) -> torch.Tensor:
-        # (b, 1, t, d) @ (h, d, e): a batched product over heads that reads W in place (einsum
-        # copied every weight into another layout on every call: most of a generation step)
-        out = torch.matmul(x[:, None], W)
+        # every position of every sequence as rows of one product per head, (b·t, d) @ (h, d, e),
+        # reading W in place: einsum copied every weight into another layout on every call (most of
+        # a generation step), and (b, 1, t, d) @ (h, d, e) copied it once per sequence of a batch
+        b, t, d = x.shape
+        out = torch.matmul(x.reshape(b * t, d), W).unflatten(1, (b, t)).transpose(0, 1)
         if self.cfg.attn_bias:
             out = out + getattr(self, bias_name)[:, None, :]
         return out
