@@ -292,12 +292,12 @@ def test_playground_types_a_prompt_moves_the_temperature_and_generates(app_url, 
 def test_explorer_opens_every_view_and_a_click_opens_a_head(app_url, page):
     page.goto(app_url + "/explore?model=default&prompt=the+cat+sat+on+the+mat")
     settled(page)
-    from glassbox.app.bench.views import VIEWS  # each view's chart title (the benchmark waits for the same ones)
+    from glassbox.app.bench.views import TITLES, VIEWS  # each view's chart title (the benchmark waits for the same ones)
 
     for view, title in ((v, t) for v, t in VIEWS.items() if t is not None):
         page.get_by_role("radio", name=view, exact=True).click()
         settled(page)
-        expect(page.locator(".gtitle", has_text=title).first).to_be_visible(timeout=60_000)
+        expect(page.locator(TITLES, has_text=title).first).to_be_visible(timeout=60_000)
         page.wait_for_url(re.compile("view=" + re.escape(view.replace(" ", "+").replace("&", "%26"))), timeout=30_000)
         assert page.locator("[data-testid='stException']").count() == 0, view
     page.get_by_role("radio", name="Export", exact=True).click()

@@ -331,3 +331,21 @@ def test_probabilities_are_derived_when_read_and_not_held(model):
     assert torch.allclose(alone["hook_probs"], trace["hook_probs"], rtol=0, atol=1e-12)
     with pytest.raises(KeyError):
         alone["hook_log_probs"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape", [(2, 1, 4, 2, 2), (12, 16, 64, 12, 8), (3, 5, 48, 4, 12)])
+def test_a_batchs_projections_without_gradients_are_the_broadcast_products_bit_for_bit(shape, dtype):
+    """Without gradients a batch's query, key and value projections multiply each sequence alone
+    (app speed: the broadcast copied each weight per sequence). Reference: the broadcast product
+    (b, 1, t, d) @ (h, d, e) the projections computed before, exactly (torch.equal)."""
+    from glassbox.model.engine import ModelConfig, Transformer
+
+    b, t, d, h, e = shape
+    cfg = ModelConfig(vocab_size=11, n_ctx=32, d_model=d, n_layers=1, n_heads=h, d_head=e, d_ff=8)
+    attn = Transformer(cfg).init_weights(0).to(dtype).blocks[0].attn
+    x = torch.randn(b, t, d, dtype=dtype, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        for W, bias in ((attn.W_Q, "b_Q"), (attn.W_K, "b_K"), (attn.W_V, "b_V")):
+            expected = torch.matmul(x[:, None], W) + (getattr(attn, bias)[:, None, :] if cfg.attn_bias else 0)
+            assert torch.equal(attn._project(x, W, bias), expected)

@@ -20,7 +20,8 @@ or the receivers' (pass 2), so each starts there, from the corrupted run's resid
 (``Transformer.forward_from``). For GPT-2 small's 12 blocks, pass 2 then computes 1.8 times
 fewer blocks than when all of a sender's receivers started at the block after the sender, and
 its batches (a block's heads) stay small enough for the CPU's caches: 141 s against 304 s for
-GPT-2 small's shape on 16 tokens, side by side on this 2-core machine, the grid the same.
+GPT-2 small's shape on 16 tokens, side by side on this 2-core machine, the grid the same (92 s
+since the attention's projections stopped copying their weights per sequence: docs/benchmarks.md).
 """
 
 from __future__ import annotations
