@@ -159,7 +159,7 @@ def test_family_bench_builds_loads_traces_an_encoder_and_an_encoder_decoder(hub_
     assert family_bench.row(r).split()[:2] == [hub_id, f"{r['parameters'] / 1e6:.0f}M"]
 
 
-@pytest.mark.parametrize("analysis", ["steer", "heads", "path-patch", "verify"])
+@pytest.mark.parametrize("analysis", ["steer", "heads", "path-patch", "path-patch-all", "verify"])
 def test_the_analyses_bench_times_each_call(gpt2_dir, analysis):
     """Smoke test of `bench --analyses`' measuring half (model/tools/analyses_bench.py), in this
     process on the tests' tiny GPT-2 folder: each call runs and is timed."""

@@ -45,7 +45,9 @@ def counted(run) -> int:
 @pytest.mark.parametrize("receiver_input", ["q", "k", "v"])
 def test_path_patching_plan_counts_its_passes(model, prompts, receiver_input):
     clean, corrupt, answer, wrong = prompts
-    plan = plans.path_patching(model.cfg, len(clean), receiver_input)
+    from glassbox.model.analysis.path_patching import shared_prefix
+
+    plan = plans.path_patching(model.cfg, len(clean), receiver_input, shared_prefix(model.cfg, clean, corrupt))
     assert plan.passes == counted(lambda: model.path_patch(clean, corrupt, answer, wrong, receiver_input))
 
 

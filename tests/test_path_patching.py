@@ -6,6 +6,8 @@ output (its q, k or v) put into the corrupted run."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -149,3 +151,54 @@ def test_a_pass_from_a_block_equals_the_whole_pass():
         whole = model(ids).logits
     for b in range(4):
         assert torch.equal(model.forward_from(recorder.tensors[f"blocks.{b}.hook_resid_pre"], b).logits, whole)
+
+
+def test_a_pass_from_a_block_gives_two_logits_alone_as_the_whole_head_does():
+    """forward_from's ``columns``: two vocabulary ids' logits alone (path patching's metric reads
+    no others), on a head with a bias and a soft cap. Reference: those columns of the whole
+    head's logits, float64, 1e-12."""
+    from glassbox.model.engine import ModelConfig, Transformer
+    from glassbox.model.engine.capture import capture
+
+    cfg = ModelConfig(vocab_size=30, n_ctx=8, d_model=16, n_layers=2, n_heads=2, d_ff=32, final_softcap=3.0, unembed_bias=True)
+    model = Transformer(cfg).init_weights(2).double()
+    with torch.no_grad():
+        model.unembed.b_U.normal_(generator=torch.Generator().manual_seed(0))
+        with capture(["blocks.1.hook_resid_pre"]) as recorder:
+            whole = model(torch.tensor([[1, 5, 7, 2]]), last_only=True).logits
+        pair = model.forward_from(recorder.tensors["blocks.1.hook_resid_pre"], 1, True, None, [7, 29]).logits
+    assert pair.shape == (1, 1, 2) and whole[0, 0, 7] != whole[0, 0, 29]
+    torch.testing.assert_close(pair, whole[..., [7, 29]], rtol=0, atol=1e-12)
+
+
+SHAPES = {  # the attention's paths with a cache: learned positions, RoPE with grouped keys, a window on one layer
+    "table": dict(),
+    "rope, grouped keys": dict(positional="rope", n_kv_heads=1, norm="rmsnorm", activation="silu", gated_mlp=True),
+    "window": dict(window=3, local_layers=(0,), attn_softcap=5.0),
+}
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=SHAPES)
+@pytest.mark.parametrize("first_difference", [0, 3, 7])
+def test_a_shared_prefix_run_once_gives_the_whole_prompts_grid(shape, first_difference):
+    """The positions two prompts share are run once and every pass continues from their keys and
+    values. Reference: the same grid with every pass over the whole prompts (reuse_prefix=False),
+    float64, 1e-12, on a random 3-block model of each attention path, for prompts that first differ
+    at position 0 (nothing shared), 3, or only at the last one (7 of 8)."""
+    from glassbox.model.analysis.path_patching import path_patching, shared_prefix
+    from glassbox.model.engine import ModelConfig, Transformer
+
+    cfg = ModelConfig(vocab_size=20, n_ctx=16, d_model=16, n_layers=3, n_heads=2, d_ff=32, **SHAPES[shape])
+    model = Transformer(cfg).init_weights(5).double()
+    generator = torch.Generator().manual_seed(first_difference)
+    clean = torch.randint(0, 20, (8,), generator=generator).tolist()
+    corrupt = clean[:first_difference] + [(t + 1) % 20 for t in clean[first_difference:]]
+    assert shared_prefix(cfg, clean, corrupt) == first_difference
+    for receiver in ("q", "k", "v"):
+        shared = path_patching(model, clean, corrupt, 3, 4, receiver)
+        whole = path_patching(model, clean, corrupt, 3, 4, receiver, reuse_prefix=False)
+        assert np.isfinite(shared.metric).sum() == np.isfinite(whole.metric).sum() > 0
+        np.testing.assert_allclose(shared.metric, whole.metric, rtol=0, atol=1e-12)
+        assert shared.metric_clean == pytest.approx(whole.metric_clean, abs=1e-12)
+    assert shared_prefix(dataclasses.replace(cfg, causal=False), clean, corrupt) == 0  # every position sees later ones
+    assert shared_prefix(cfg, clean, clean) == len(clean) - 1  # the last position is always run

@@ -14,6 +14,7 @@ from glassbox.app.explore.common import (
 )
 from glassbox.model.analysis import plans
 from glassbox.model.analysis.dla import part_words
+from glassbox.model.analysis.path_patching import shared_prefix
 from glassbox.model.serving.limits import PATCH_TOKENS
 
 
@@ -25,7 +26,7 @@ def path_patching(ctx: Explorer, corrupt: tuple, answer: int, wrong: int, receiv
     return long_computation(
         "Path patching",
         (ctx.model_key, tuple(ctx.tokens), corrupt, answer, wrong, receiver_input),
-        plans.path_patching(ctx.cfg, len(ctx.tokens), receiver_input),
+        plans.path_patching(ctx.cfg, len(ctx.tokens), receiver_input, shared_prefix(ctx.cfg, ctx.tokens, list(corrupt))),
         ctx.model,
         lambda: ctx.loaded.path_patch(list(ctx.tokens), list(corrupt), answer, wrong, receiver_input),
         memory,
@@ -86,7 +87,8 @@ def path_patching_view(ctx: Explorer, token: int, wrong: int) -> None:
             plain(f"That is {runs:,} patched runs of {len(ctx.tokens)} tokens: too many for this server. Use a shorter prompt.")
         )
         return
-    st.caption(plain(limit_note(ctx.model, plans.path_patching(ctx.cfg, len(ctx.tokens), receiver_input))))
+    plan = plans.path_patching(ctx.cfg, len(ctx.tokens), receiver_input, shared_prefix(ctx.cfg, ctx.tokens, corrupt))
+    st.caption(plain(limit_note(ctx.model, plan)))
     result = path_patching(ctx, tuple(corrupt), token, wrong, receiver_input)
     if result is None:  # cancelled
         return

@@ -22,6 +22,11 @@ fewer blocks than when all of a sender's receivers started at the block after th
 its batches (a block's heads) stay small enough for the CPU's caches: 141 s against 304 s for
 GPT-2 small's shape on 16 tokens, side by side on this 2-core machine, the grid the same (92 s
 since the attention's projections stopped copying their weights per sequence: docs/benchmarks.md).
+
+In a causal model every pass is the same at the positions before the prompts' first difference:
+those are run once, and every pass continues from their keys and values (``shared_prefix``); and
+each pass's head computes only the two logits the metric reads. On the bench's input (the prompts
+differing at the last of 16 tokens) 16 s; where nothing is shared, 74–78 s (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from glassbox.model.analysis.architecture import require
 from glassbox.model.analysis.patching import logit_difference, patch_entries
 from glassbox.model.engine import GlassboxError, Transformer, check_prompt, check_token_id, editing
 from glassbox.model.engine.capture import capture
+from glassbox.model.engine.kv_cache import KVCache
 
 INPUTS = ("q", "k", "v")
 
@@ -72,11 +78,30 @@ def _set(value: torch.Tensor):
     return lambda tensor: value.to(tensor.dtype).expand_as(tensor).clone()
 
 
+def shared_prefix(cfg, clean: list[int], corrupt: list[int]) -> int:
+    """How many first positions every pass can take from one run of them: those where the two
+    prompts agree, in a causal model (each position sees only itself and those before, so every
+    pass is the same there), short of the last (its logits are the metric); 0 where positions
+    see later ones or compete for experts' capacity (GShard's, counted over the whole prompt)."""
+    if not cfg.causal or cfg.expert_capacity is not None:
+        return 0
+    agreeing = next((i for i, (a, b) in enumerate(zip(clean, corrupt)) if a != b), len(clean))
+    return min(agreeing, len(clean) - 1)
+
+
 @torch.no_grad()
 def path_patching(
-    model: Transformer, clean: list[int], corrupt: list[int], answer: int, wrong: int, receiver_input: str = "q"
+    model: Transformer,
+    clean: list[int],
+    corrupt: list[int],
+    answer: int,
+    wrong: int,
+    receiver_input: str = "q",
+    reuse_prefix: bool = True,
 ) -> PathPatching:
-    """Every sender (each head, each MLP) × every receiver head of a later block."""
+    """Every sender (each head, each MLP) × every receiver head of a later block. The positions
+    the prompts share (``shared_prefix``) are run once, and every pass continues from their keys
+    and values (a generation's cache); ``reuse_prefix=False`` runs the whole prompts each time."""
     cfg = model.cfg
     if receiver_input not in INPUTS:
         raise GlassboxError(f"The receiver's input must be one of {', '.join(INPUTS)}, not {receiver_input!r}")
@@ -92,10 +117,19 @@ def path_patching(
     for token in (answer, wrong):
         check_token_id(cfg, token)
     outputs = _outputs(cfg)
+    start = shared_prefix(cfg, clean, corrupt) if reuse_prefix else 0
+    prefix = KVCache(cfg.n_layers)
+    if start:  # the shared positions' keys and values, once: every tensor below is of the later positions
+        model(torch.tensor([corrupt[:start]], device=model.device), cache=prefix)
+
+    def after_prefix(n: int) -> KVCache | None:
+        """A cache of the shared positions for a batch of ``n`` (a fresh one: a pass extends it)."""
+        return prefix.truncated(start).expanded(n) if start else None
+
     runs = {}
     for which, ids in (("clean", clean), ("corrupt", corrupt)):
         with capture(outputs + (_streams(cfg) if which == "corrupt" else [])) as recorder:
-            logits = model(torch.tensor([ids], device=model.device), last_only=True).logits
+            logits = model(torch.tensor([ids[start:]], device=model.device), cache=after_prefix(1), last_only=True).logits
         runs[which] = ({n: t[0] for n, t in recorder.tensors.items()}, float(logit_difference(logits, answer, wrong)[0]))
     (clean_out, metric_clean), (corrupt_out, metric_corrupt) = runs["clean"], runs["corrupt"]
 
@@ -114,7 +148,7 @@ def path_patching(
         # the outputs before the sender's block are the corrupted run's: the pass starts there
         starting = {n: v for n, v in frozen.items() if int(n.split(".")[1]) >= block}
         with editing({n: _set(v) for n, v in starting.items()}, keep=kept) as editor:
-            model.forward_from(corrupt_out[f"blocks.{block}.hook_resid_pre"][None], block, last_only=True)
+            model.forward_from(corrupt_out[f"blocks.{block}.hook_resid_pre"][None], block, True, after_prefix(1), [])
         inputs = {n: editor.tensors[n][0] for n in kept}
         for b in range(block + 1, cfg.n_layers):  # a batch per receiving block, from that block on:
             # before it, each of its entries is the corrupted run
@@ -123,7 +157,8 @@ def path_patching(
             entries = [(e, (receivers[j][1],)) for e, j in enumerate(columns)]  # entry e gets its head's kept input
             stream = corrupt_out[f"blocks.{b}.hook_resid_pre"][None].expand(len(columns), -1, -1)
             with editing({name: patch_entries(entries, inputs[name])}):
-                values = logit_difference(model.forward_from(stream, b, last_only=True).logits, answer, wrong)
+                pair = model.forward_from(stream, b, True, after_prefix(len(columns)), [answer, wrong]).logits
+                values = logit_difference(pair, 0, 1)  # the two logits the metric reads, alone
             metric[i, columns] = values.double().cpu().numpy()
     return PathPatching(receiver_input, senders, receivers, metric_clean, metric_corrupt, metric)
 

@@ -35,16 +35,19 @@ class Plan:
         )
 
 
-def path_patching(cfg, n_tokens: int, receiver_input: str) -> Plan:
-    """Two whole runs; then per sender with a later receiver, one pass from its block keeping the
-    receivers' inputs, and per later block one batch of its receivers from that block (path_patching.py)."""
+def path_patching(cfg, n_tokens: int, receiver_input: str, shared: int = 0) -> Plan:
+    """The ``shared`` first positions once (``path_patching.shared_prefix``), two runs of the rest;
+    then per sender with a later receiver, one pass from its block keeping the receivers' inputs,
+    and per later block one batch of its receivers from that block, each of the positions after
+    the shared ones (path_patching.py)."""
     n_receiving = cfg.n_heads if receiver_input == "q" else cfg.n_kv_heads
     per_block = cfg.n_heads + (0 if cfg.attn_only else 1)
-    L, passes, tokens = cfg.n_layers, 2, 2 * n_tokens
+    rest = n_tokens - shared
+    L, passes, tokens = cfg.n_layers, 2 + bool(shared), shared + 2 * rest
     for block in range(L - 1):  # the last block's senders have no later receiver
         receiving = sum(n_receiving * (L - b) / L for b in range(block + 1, L))  # the share of the blocks each runs
         passes += per_block * (1 + L - 1 - block)
-        tokens += per_block * round(n_tokens * (L - block) / L + receiving * n_tokens)
+        tokens += per_block * round(rest * (L - block) / L + receiving * rest)
     return Plan("Path patching", passes, tokens, 0, n_tokens)
 
 

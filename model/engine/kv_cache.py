@@ -37,5 +37,14 @@ class KVCache:
         cut.length = min(self.length, length)
         return cut
 
+    def expanded(self, n: int) -> KVCache:
+        """This cache for a batch of ``n`` sequences that share its positions (views of these
+        one-sequence tensors: nothing is copied until a step extends it)."""
+        wide = KVCache(len(self.keys))
+        wide.keys = [None if k is None else k.expand(n, -1, -1, -1) for k in self.keys]
+        wide.values = [None if v is None else v.expand(n, -1, -1, -1) for v in self.values]
+        wide.length = self.length
+        return wide
+
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in self.keys + self.values if t is not None)

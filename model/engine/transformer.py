@@ -140,18 +140,20 @@ class LanguageModel(nn.Module):
             x = x * torch.tensor(self.cfg.embed_scale, dtype=x.dtype)  # rounded to the model's precision, as in Gemma
         return hook(prefix + "hook_embed", x)
 
-    def _vocab_logits(self, x: torch.Tensor) -> torch.Tensor:
+    def _vocab_logits(self, x: torch.Tensor, columns: list[int] | None = None) -> torch.Tensor:
         """The normed stream → logits: BERT's MLM transform, T5's scale, x · W_U (+ b_U), and
-        soft-capping where the model caps its logits."""
+        soft-capping where the model caps its logits; of the vocabulary ids ``columns`` alone
+        where given."""
         cfg = self.cfg
         if cfg.mlm_head:
             pre = hook("mlm.hook_dense", x @ self.mlm.W_dense + self.mlm.b_dense)
             x = self.mlm.ln(hook("mlm.hook_act", activation(cfg.activation, pre)))
         if cfg.head_scale is not None:
             x = x * cfg.head_scale
-        logits = x.to(self.W_U.device) @ self.W_U  # a split model's head may sit on another device
+        W_U = self.W_U if columns is None else self.W_U[:, columns]
+        logits = x.to(W_U.device) @ W_U  # a split model's head may sit on another device
         if cfg.unembed_bias:
-            logits = logits + self.unembed.b_U
+            logits = logits + (self.unembed.b_U if columns is None else self.unembed.b_U[columns])
         if cfg.final_softcap is not None:
             cap = cfg.final_softcap
             logits = torch.tanh(hook("hook_logits_uncapped", logits) / cap) * cap
@@ -191,12 +193,12 @@ class Transformer(Stack, LanguageModel):
         self._add_stack(cfg, "")
         self._add_head(cfg)
 
-    def head(self, x: torch.Tensor) -> torch.Tensor:
-        """Residual stream → logits: the final norm and the head (also what the logit lens
-        applies to earlier points of the stream)."""
+    def head(self, x: torch.Tensor, columns: list[int] | None = None) -> torch.Tensor:
+        """Residual stream → logits (of the vocabulary ids ``columns`` alone, where given): the
+        final norm and the head (also what the logit lens applies to earlier points of the stream)."""
         if self.cfg.final_norm:
             x = self.ln_final(x)
-        return self._vocab_logits(x)
+        return self._vocab_logits(x, columns)
 
     def forward(
         self, tokens: torch.Tensor, targets: torch.Tensor | None = None, cache: KVCache | None = None, last_only: bool = False
@@ -216,20 +218,32 @@ class Transformer(Stack, LanguageModel):
             x = x[:, -1:]
         return self._output(self.head(x), targets)
 
-    def forward_from(self, resid: torch.Tensor, block: int, last_only: bool = False) -> Output:
+    def forward_from(
+        self,
+        resid: torch.Tensor,
+        block: int,
+        last_only: bool = False,
+        cache: KVCache | None = None,
+        columns: list[int] | None = None,
+    ) -> Output:
         """The rest of a pass from the residual stream entering ``block`` (what
         ``blocks.{block}.hook_resid_pre`` holds, batch × positions × d_model): the blocks from
         there, then the head. An analysis that changes nothing before ``block`` runs this instead
-        of the whole pass (path patching). Relative positions (T5) are not supported here."""
+        of the whole pass (path patching). With a ``cache``, ``resid`` continues its positions
+        (and is added to it); with ``columns``, the logits are of those vocabulary ids alone (a
+        metric that reads two: GPT-2's whole head reads 154 MB of weights per pass).
+        Relative positions (T5) are not supported here."""
         if self.cfg.positional == "relative":
             raise GlassboxError("A pass from a block needs every block's position bias: not for relative positions")
         pass_started()
         x = resid
         for later in self.blocks[block:]:
-            x = later(x)
+            x = later(x, cache)
+        if cache is not None:
+            cache.length += x.shape[1]
         if last_only:
             x = x[:, -1:]
-        return self._output(self.head(x), None)
+        return self._output(self.head(x, columns), None)
 
 
 # The config fields a variant may change: they change what the pass computes, not the shapes or

@@ -4,7 +4,8 @@ Each model (default: GPT-2 small and Gemma 3 270M) is laid out as ``bench --fami
 out (its curated hub config, random weights, a small tokenizer), then each analysis runs in a
 process of its own, after loading the model there (float32, this machine's default device), so
 that its peak memory is its own: steering (16 new tokens, both completions), the head catalog
-(4 texts of 128 random tokens), path patching into the queries (a 16-token pair), verify
+(4 texts of 128 random tokens), path patching into the queries (a 16-token pair differing at its
+last position, "path-patch", and at every position, "path-patch-all": nothing shared), verify
 beside transformers' own class (a 32-token prompt, with gradients), and sparse-autoencoder
 features at the curated SAEs' widths (model/io/sae.py; random weights, built in the process:
 GPT-2's 24,576 ReLU features at blocks.8.hook_resid_pre, Gemma's 16,384 JumpReLU ones at
@@ -25,7 +26,7 @@ import time
 from pathlib import Path
 
 MODELS = ("openai-community/gpt2", "google/gemma-3-270m")
-ANALYSES = ("steer", "heads", "path-patch", "verify", "features")
+ANALYSES = ("steer", "heads", "path-patch", "path-patch-all", "verify", "features")
 BENCH_HOOKS = ("blocks.8.hook_resid_pre", "blocks.12.hook_resid_post")  # the curated SAEs measured (GPT-2, Gemma)
 
 
@@ -53,8 +54,8 @@ def measure(analysis: str, path: Path) -> dict:
         steered(loaded, loaded.tokenizer.decode(draw[2][:16]), 16, Sampling(seed=0), Steering(block, vector, 4.0))
     elif analysis == "heads":
         head_catalog(model, draw)
-    elif analysis == "path-patch":
-        clean, corrupt = draw[0][:16], draw[0][:15] + draw[1][:1]
+    elif analysis.startswith("path-patch"):  # the positions before the first difference run once
+        clean, corrupt = draw[0][:16], (draw[1][:16] if analysis == "path-patch-all" else draw[0][:15] + draw[1][:1])
         path_patching(model, clean, corrupt, draw[2][0], draw[2][1], "q")
     elif analysis == "features":
         sae = random_sae(loaded)
@@ -106,7 +107,7 @@ def random_sae(loaded):
 def run(models: list[str] | None = None, json_path: Path | None = None) -> int:
     results = []
     print("random weights at each model's real shape, float32: seconds per call (load excluded), peak memory")
-    print(f"{'model':<30} {'analysis':<11} {'seconds':>8} {'peak RSS GB':>12} {'peak GPU GB':>12}")
+    print(f"{'model':<30} {'analysis':<14} {'seconds':>8} {'peak RSS GB':>12} {'peak GPU GB':>12}")
     for hub_id in models or MODELS:
         with tempfile.TemporaryDirectory() as folder:
             built = subprocess.run(
@@ -124,12 +125,12 @@ def run(models: list[str] | None = None, json_path: Path | None = None) -> int:
                     text=True,
                 )
                 if done.returncode != 0:
-                    print(f"{hub_id:<30} {analysis:<11} failed: {done.stderr.strip().splitlines()[-1:]}")
+                    print(f"{hub_id:<30} {analysis:<14} failed: {done.stderr.strip().splitlines()[-1:]}")
                     continue
                 r = {"model": hub_id, **json.loads(done.stdout.strip().splitlines()[-1])}
                 results.append(r)
                 gpu = "-" if r["peak_gpu_bytes"] is None else f"{r['peak_gpu_bytes'] / 1e9:.2f}"
-                print(f"{hub_id:<30} {analysis:<11} {r['seconds']:>8.2f} {r['peak_rss_bytes'] / 1e9:>12.2f} {gpu:>12}")
+                print(f"{hub_id:<30} {analysis:<14} {r['seconds']:>8.2f} {r['peak_rss_bytes'] / 1e9:>12.2f} {gpu:>12}")
     if json_path:
         from glassbox.model.engine.files import write_text
 
