@@ -81,13 +81,15 @@ def path_patching_view(ctx: Explorer, token: int, wrong: int) -> None:
         format_func=RECEIVER_INPUTS.get,
     )
     corrupt = ctx.loaded.encode(corrupt_text)
-    runs = path_patching_runs(ctx.cfg, receiver_input)
-    if runs * len(ctx.tokens) > PATCH_TOKENS:
+    runs, shared = path_patching_runs(ctx.cfg, receiver_input), shared_prefix(ctx.cfg, ctx.tokens, corrupt)
+    rest = len(ctx.tokens) - shared  # the positions the prompts share run once (path_patching.py)
+    if runs * rest > PATCH_TOKENS:
+        after = f" (after the {shared} the prompts share)" if shared else ""
         st.warning(
-            plain(f"That is {runs:,} patched runs of {len(ctx.tokens)} tokens: too many for this server. Use a shorter prompt.")
+            plain(f"That is {runs:,} patched runs of {rest} tokens{after}: too many for this server. Use a shorter prompt.")
         )
         return
-    plan = plans.path_patching(ctx.cfg, len(ctx.tokens), receiver_input, shared_prefix(ctx.cfg, ctx.tokens, corrupt))
+    plan = plans.path_patching(ctx.cfg, len(ctx.tokens), receiver_input, shared)
     st.caption(plain(limit_note(ctx.model, plan)))
     result = path_patching(ctx, tuple(corrupt), token, wrong, receiver_input)
     if result is None:  # cancelled
