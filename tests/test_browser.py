@@ -406,7 +406,7 @@ def point_at(canvas, row: int, col: int) -> dict:
 
 
 def test_backward_steps_change_in_the_page_and_a_cell_click_writes_its_arithmetic(app_url, page):
-    """The Backward view's steps, played in the page: Next ▶ draws the next step from what the page
+    """The Backward view's steps, played in the page: Next ▶ (and ←) draws the next step from what the page
     fetched itself (app/served.py: its requests are counted), a hovered cell shows the traced
     gradient, a click on a cell writes that cell's arithmetic, and a step the page cannot fetch
     (the route refused here) is sent by the server. References: run_trace's gradients (float32 in
@@ -433,7 +433,7 @@ def test_backward_steps_change_in_the_page_and_a_cell_click_writes_its_arithmeti
     tip = player.locator(f"figure[data-name='{name}'] .gb-tip").inner_text()
     assert float(tip.split("\n")[1]) == pytest.approx(float(trace[name][2, 7]), rel=1e-6)
     settled(page)
-    player.get_by_role("button", name="◀ Previous").click()
+    page.keyboard.press("ArrowLeft")  # ← steps back, as ◀ Previous does
     expect(player).to_have_attribute("data-step", str(keys.index("ln_final")))
     name, row, col = GRAD + "ln_final.hook_out", 3, 5
     canvas = player.locator(f"figure[data-name='{name}'] canvas")

@@ -1,4 +1,4 @@
-// The explorer's backward steps, played in the page (backward_player.py): ◀ ▶ and the step list draw
+// The explorer's backward steps, played in the page (backward_player.py): ◀ ▶ (or ← →) and the step list draw
 // another step's gradients at once where the page has it, else once fetched from the server's route
 // (app/served.py), and the next step is fetched ahead while the reader looks at this one. The step
 // goes back to the server once drawn (the URL, and its part below: head, zoom, checks, a cell's
@@ -8,6 +8,7 @@
 const mounted = new WeakMap(); // parentElement -> {id, pick, url} of what is drawn in it
 const choices = new Map(); // id -> {pick, step}: the reader's last step, kept when the element is drawn again
 let sent = 0;
+let current = null; // {root, step(offset)}: the player ← and → step (page_kit.js: arrowKeys)
 
 // A step as sent (base64) with its maps' numbers decoded, once
 function decodedStep(step) {
@@ -79,7 +80,9 @@ export default function (component) {
   }
 
   function choose(index) {
-    chosen = Math.max(0, Math.min(data.titles.length - 1, index));
+    index = Math.max(0, Math.min(data.titles.length - 1, index));
+    if (index === chosen) return; // ← at the first step, → at the last
+    chosen = index;
     choices.set(data.id, { pick: data.pick, step: chosen });
     show().then(send);
   }
@@ -125,5 +128,7 @@ export default function (component) {
     setStateValue("cell", { ...cell, sent });
   }
 
+  current = { root, step: (offset) => choose(chosen + offset) };
+  arrowKeys("__glassboxBackwardKeys", () => current);
   show().then((drawn) => (drawn ? ahead() : send(false)));
 }

@@ -106,6 +106,22 @@ function select(label, options, chosen, onChange) {
   return box;
 }
 
+// ← and → step the player `player()` returns ({root, step(offset)}, or null) while it is on the
+// page, unless the reader is typing in a field; one listener per page (`flag`), however often drawn
+function arrowKeys(flag, player) {
+  if (window[flag]) return;
+  window[flag] = true;
+  document.addEventListener("keydown", (event) => {
+    const current = player();
+    if (!current || !current.root.isConnected || event.altKey || event.ctrlKey || event.metaKey) return;
+    if (event.target.closest && event.target.closest("input, select, textarea, [contenteditable]")) return;
+    if (event.key === "ArrowRight") current.step(1);
+    else if (event.key === "ArrowLeft") current.step(-1);
+    else return;
+    event.preventDefault();
+  });
+}
+
 // What a page fetched itself (`load()`: a promise), with `root` marked as fetching `what` meanwhile;
 // `then(answer)` once it has come. Resolves to whether it came (false: the server's to send).
 function fetching(root, what, load, then) {

@@ -287,23 +287,11 @@ class Player {
   }
 }
 
-function onKey(event) {
-  if (!current || !current.root.isConnected || event.altKey || event.ctrlKey || event.metaKey) return;
-  if (event.target.closest && event.target.closest("input, select, textarea, [contenteditable]")) return;
-  if (event.key === "ArrowRight") current.go(current.index + 1);
-  else if (event.key === "ArrowLeft") current.go(current.index - 1);
-  else return;
-  event.preventDefault();
-}
-
 export default function (component) {
   const { data, parentElement, setTriggerValue } = component;
   const navigate = (page) => setTriggerValue("navigate", page);
   loadKatex(data.katex);
-  if (!window.__glassboxStepKeys) {
-    window.__glassboxStepKeys = true;
-    document.addEventListener("keydown", onKey);
-  }
+  arrowKeys("__glassboxStepKeys", () => current && { root: current.root, step: (offset) => current.go(current.index + offset) });
   let player = mounted.get(parentElement);
   if (!player || !player.root.isConnected) {
     player = new Player(parentElement, data, navigate);
