@@ -336,7 +336,7 @@ def test_probabilities_are_derived_when_read_and_not_held(model):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("shape", [(2, 1, 4, 2, 2), (12, 16, 64, 12, 8), (3, 5, 48, 4, 12)])
 def test_a_batchs_projections_without_gradients_are_the_broadcast_products_bit_for_bit(shape, dtype):
-    """Without gradients a batch's query, key and value projections multiply each sequence alone
+    """On a CPU without gradients a batch's query, key and value projections multiply each sequence alone
     (app speed: the broadcast copied each weight per sequence). Reference: the broadcast product
     (b, 1, t, d) @ (h, d, e) the projections computed before, exactly (torch.equal)."""
     from glassbox.model.engine import ModelConfig, Transformer

@@ -266,14 +266,11 @@ def step_through(ctx: Explorer, trace, steps) -> None:
     expert = st.session_state.explore_expert if experts else 0
     zooms = zooms_of(steps)
     n_layers = cfg.n_layers
-    if ctx.plan(step_needs(ctx, steps, step))[0] is None:  # a whole trace: the page fetches any step
+    whole = ctx.plan(step_needs(ctx, steps, step))[0] is None  # else a large model's trace of this step's block
 
-        def answerable(i: int) -> bool:
-            return True
-    else:  # a large model's trace of this step's block: that block's steps
-
-        def answerable(i: int) -> bool:
-            return block_of(steps[i], n_layers) == block_of(step, n_layers)
+    def answerable(i: int) -> bool:
+        """Whether the page may fetch step ``i`` from this trace: any, or (one block's trace) that block's."""
+        return whole or block_of(steps[i], n_layers) == block_of(step, n_layers)
 
     def on_step(i: int) -> None:
         st.session_state.explore_bstep = steps[i].key
@@ -297,28 +294,36 @@ def step_through(ctx: Explorer, trace, steps) -> None:
         scale_colours(COLOURSCALES["diverging"]).tolist(),
     )
     # a head to show only where this step has per-head tensors; an expert where it has every expert's
-    left, right = st.columns(2)
-    if any(has_heads(n) for n in step.names + step.weights):
-        with left:
-            choose_head(ctx)
-    if experts:
-        with right:
-            choose_expert(ctx, shared=False)
+    heads = any(has_heads(n) for n in step.names + step.weights)
+    if heads or experts:
+        left, right = st.columns(2)
+        if heads:
+            with left:
+                choose_head(ctx)
+        if experts:
+            with right:
+                choose_expert(ctx, shared=False)
     for name in (*(n for n in step.names if n in trace.grads), *(GRAD + w for w in step.weights)):
         values, _, _, row_title, col_title, _ = cached_grid(ctx, trace, name, head, expert)
         label = "∂L/∂" + name.removeprefix(GRAD).split(".")[-1]
         zoom_span(values.shape[0], MAX_ROWS, f"{label}, {row_title} rows", zoom_key(name) + ":rows")
         zoom_span(values.shape[1], MAX_COLS, f"{label}, {col_title or 'column'} columns", zoom_key(name) + ":cols")
     for weight in step.weights:
-        rebuilt = recomputed_weight_gradient(trace, cfg, weight)
-        if rebuilt is not None:
+        gap = derived(trace, ("weight gradient check", weight), lambda w=weight: rebuilt_gap(trace, cfg, w))
+        if gap is not None:
             x, dy = weight_gradient_product(cfg, weight)
-            gap = float((rebuilt - trace[GRAD + weight].to(torch.float64)).abs().max())
             st.caption(
                 f"Check of ∂L/∂{weight}: Σ over positions of {x}ᵀ · ∂L/∂{dy} rebuilds this gradient from the trace; "
                 f"largest difference from autograd's: {gap:.2g}."
             )
     cell_arithmetic(ctx, trace, list(step.names), head, expert)
+
+
+def rebuilt_gap(trace, cfg, weight: str) -> float | None:
+    """The largest difference between a weight's gradient rebuilt from the trace (Σ inputᵀ ·
+    ∂L/∂output) and autograd's; None where it is not rebuilt (a norm's scale, an embedding)."""
+    rebuilt = recomputed_weight_gradient(trace, cfg, weight)
+    return None if rebuilt is None else float((rebuilt - trace[GRAD + weight].to(torch.float64)).abs().max())
 
 
 def dead_neurons_view(ctx: Explorer, trace) -> None:

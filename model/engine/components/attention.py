@@ -64,10 +64,11 @@ class Attention(nn.Module):
         # (b, 1, t, d) @ (h, d, e): a batched product over heads that reads W in place (einsum
         # copied every weight into another layout on every call: most of a generation step). For a
         # batch, matmul's broadcasting copies W once per sequence (28 MB a projection for 12 of GPT-2
-        # small's): without gradients each sequence is multiplied alone, the same products bit for
-        # bit. With them the broadcast stays: its backward sums ∂L/∂W in its own order, which the
-        # shipped training runs reproduce exactly.
-        if len(x) > 1 and not torch.is_grad_enabled():
+        # small's): on a CPU without gradients each sequence is multiplied alone, the same products
+        # bit for bit. With them the broadcast stays (its backward sums ∂L/∂W in its own order,
+        # which the shipped training runs reproduce exactly), and on a GPU (a launch per sequence
+        # would cost more than the copy).
+        if len(x) > 1 and not torch.is_grad_enabled() and x.device.type == "cpu":
             out = torch.stack([torch.matmul(row, W) for row in x[:, None]])
         else:
             out = torch.matmul(x[:, None], W)
