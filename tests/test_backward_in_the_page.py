@@ -75,3 +75,21 @@ def test_backward_steps_of_a_one_block_trace_are_fetched_within_that_block(monke
     other = [i for i, b in enumerate(blocks) if b == "b0"]
     assert same and other and all(fetch_step(at, i) is not None for i in same[:2])
     assert fetch_step(at, other[0]) is None
+
+
+def test_a_mixture_of_experts_step_says_which_maps_no_gradient_reaches():
+    """The micro mixture of experts' MLP step, whose expert 0 no position chose here: each map is
+    the traced gradient (run_trace, mean next-token loss, float32, 1e-6), and a map's caption says
+    "every entry exactly 0" exactly where the traced gradient is all zero."""
+    at = start("screens/explore.py", model="micro-moe", prompt=PROMPT, view="Backward", bstep="b1-mlp", target="")
+    loaded = load("micro-moe")
+    tokens = loaded.encode(PROMPT)
+    trace = run_trace(loaded.model, tokens, backward=True)
+    grids = backward_sent(at)["step"]["grids"]
+    zero = 0
+    for grid in grids:
+        expected = traced_grid(trace, tokens, grid)
+        np.testing.assert_allclose(grid["values"], expected, rtol=1e-6, atol=1e-6 * max(np.abs(expected).max(), 1e-30))
+        assert ("every entry exactly 0" in grid["size"]) == (not expected.any()), grid["label"]
+        zero += not expected.any()
+    assert zero and zero < len(grids)  # some maps get no gradient, the others do

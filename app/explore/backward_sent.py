@@ -47,6 +47,8 @@ def grid_payload(ctx: Explorer, trace: Trace, name: str, head: int, expert: int,
         size += f", rows {r0}–{r1 - 1} and columns {c0}–{c1 - 1} shown"
     if not exact:
         size += f"; drawn as block means ({r1 - r0}×{c1 - c0} → {shown.shape[0]}×{shown.shape[1]}): zoom below for exact values"
+    if not np.any(shown):  # an expert no position chose, a position past the one the loss reads
+        size += "; every entry exactly 0: no gradient reaches it"
     return {
         "name": name,
         "title": "∂L/∂" + name.removeprefix(GRAD).split(".")[-1] + note,
