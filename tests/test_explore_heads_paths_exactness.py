@@ -87,35 +87,6 @@ def test_path_patching_in_ask_why_draws_the_engines_sender_by_receiver_grid():
         assert chart["layout"]["xaxis"]["title"]["text"].startswith("receiver")
 
 
-def test_path_patchings_limit_counts_the_positions_after_those_the_prompts_share(monkeypatch):
-    """The server's limit on patched tokens (PATCH_TOKENS) counts the positions each run computes:
-    those after the prompts' shared first positions, which run once (path_patching.shared_prefix).
-    Reference: the runs counted here from the model's shape, and the shared positions from the tokens."""
-    from glassbox.app.explore.why_paths import path_patching_runs
-    from glassbox.model.analysis.path_patching import shared_prefix
-
-    model = gb.load("default")
-    clean, corrupt = model.tokens(CLEAN), model.tokens(CORRUPT)
-    shared = next(i for i, (a, b) in enumerate(zip(clean, corrupt)) if a != b)
-    assert shared == shared_prefix(model.cfg, clean, corrupt) > 0
-    runs = path_patching_runs(model.cfg, "q")
-    assert runs == sum(5 * (1 + (3 - b) * 4) for b in range(4))  # 4 heads and an MLP per block, 4 blocks
-    for limit, refused in ((runs * (len(clean) - shared), False), (runs * (len(clean) - shared) - 1, True)):
-        monkeypatch.setattr("glassbox.app.explore.why_paths.PATCH_TOKENS", limit)
-        at = start("screens/explore.py", prompt=CLEAN, view="Ask why")
-        at.text_input(key="explore_why_token").input(" frog")
-        at.text_input(key="explore_why_wrong").input(" boat").run()
-        at.text_input(key="explore_why_corrupt").input(CORRUPT)
-        next(b for b in at.button if b.label == "Patch").click().run()
-        assert not at.exception and not at.error
-        warned = [shown(w.value) for w in at.warning if "patched runs" in w.value]
-        assert bool(warned) == refused
-        if refused:
-            assert f"{runs:,} patched runs of {len(clean) - shared} tokens (after the {shared} the prompts share)" in warned[0]
-        else:
-            assert titled(at, "Fraction restored through each receiver's queries")
-
-
 def said(at, text: str) -> bool:
     """Whether one of the page's info boxes says ``text`` (as read: plain()'s escapes removed)."""
     return any(text in shown(i.value) for i in at.info)

@@ -66,11 +66,13 @@ export default function (component) {
     });
   }
 
-  // The step sent back once drawn (a rerun drawn meanwhile would hold up the page's own drawing);
+  // The step sent back once drawn (a rerun drawn meanwhile would hold up the page's own drawing),
+  // with the element's id and pick (the server ignores a step sent for an element it has replaced);
   // then the next one fetched ahead, so that Next ▶ draws at once
   function send(drawn) {
     sent += 1; // each choice a new value: the same step chosen again, after the server's, still goes back
-    setStateValue("chosen", drawn ? { step: chosen, sent } : { step: chosen, sent, unfetched: true });
+    const message = { step: chosen, id: data.id, pick: data.pick, sent };
+    setStateValue("chosen", drawn ? message : { ...message, unfetched: true });
     if (drawn) ahead();
   }
 
@@ -84,7 +86,10 @@ export default function (component) {
     if (index === chosen) return; // ← at the first step, → at the last
     chosen = index;
     choices.set(data.id, { pick: data.pick, step: chosen });
-    show().then(send);
+    const wanted = chosen;
+    show().then((drawn) => { // unless another step was chosen meanwhile, or the element replaced
+      if (wanted === chosen && mounted.get(parentElement) === here) send(drawn);
+    });
   }
 
   function draw() {
@@ -125,10 +130,14 @@ export default function (component) {
     marks.set(chosen, cell);
     draw();
     sent += 1;
-    setStateValue("cell", { ...cell, sent });
+    setStateValue("cell", { ...cell, id: data.id, pick: data.pick, sent });
   }
 
   current = { root, step: (offset) => choose(chosen + offset) };
   arrowKeys("__glassboxBackwardKeys", () => current);
-  show().then((drawn) => (drawn ? ahead() : send(false)));
+  show().then((drawn) => {
+    if (mounted.get(parentElement) !== here) return;
+    if (drawn) ahead();
+    else send(false);
+  });
 }

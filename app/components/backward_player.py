@@ -39,8 +39,15 @@ def backward_player(
     (before the rerun) with the page's choice, checked."""
     n = len(titles)
 
+    def current(value) -> dict:
+        """A message from the page, where it is for the element the server sent last (a late one,
+        for an element since replaced, is dropped); else {}."""
+        anchor = st.session_state.get(ANCHOR) or {}
+        ours = isinstance(value, dict) and value.get("id") == anchor.get("id") and value.get("pick") == anchor.get("pick")
+        return value if ours else {}
+
     def step_sent() -> None:
-        sent = st.session_state[element_key].get("chosen") or {}
+        sent = current(st.session_state[element_key].get("chosen"))
         index = sent.get("step")
         if isinstance(index, int) and not isinstance(index, bool) and 0 <= index < n:  # from a browser: one that exists
             if sent.get("unfetched"):  # a step the page could not fetch: the server's to send (a new pick)
@@ -50,7 +57,7 @@ def backward_player(
             on_step(index)
 
     def cell_sent() -> None:
-        cell = st.session_state[element_key].get("cell") or {}
+        cell = current(st.session_state[element_key].get("cell"))
         name, row, col = cell.get("name"), cell.get("row"), cell.get("col")
         if isinstance(name, str) and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (row, col)):
             on_cell(name, row, col)  # the callee checks the name and the bounds against its tensor

@@ -15,7 +15,7 @@ from glassbox.app.components.charts import show
 from glassbox.app.components.errors import fragment
 from glassbox.app.components.labels import plain, power_of_ten
 from glassbox.app.components.latex import written
-from glassbox.app.explore.backward_sent import cached_grid, fetched, step_payload, zoom_key
+from glassbox.app.explore.backward_sent import cached_grid, fetch_address, step_payload, zoom_key
 from glassbox.app.explore.common import (
     BAR_TEXT,
     MAX_COLS,
@@ -259,7 +259,9 @@ def step_through(ctx: Explorer, trace, steps) -> None:
     index = current_step(steps)
     step = steps[index]
     cfg = ctx.cfg
-    head = int(st.session_state.get("explore_head", 0)) % max(cfg.n_heads, 1)
+    if cfg.n_heads and st.session_state.get("explore_head") not in range(cfg.n_heads):  # kept from another model
+        st.session_state.explore_head = 0
+    head = st.session_state.get("explore_head", 0)
     experts = any(has_experts(n) for n in step.names + step.weights)
     if experts:  # the expert list below keeps its choice there (a model's own)
         offered("explore_expert", expert_options(ctx, shared=False))
@@ -286,11 +288,14 @@ def step_through(ctx: Explorer, trace, steps) -> None:
         [s.key for s in steps],
         [f"{i + 1}/{len(steps)} · {s.title}" for i, s in enumerate(steps)],
         lambda i: step_payload(ctx, trace, steps, i, head, expert, zooms),
-        hashlib.sha1(repr((ctx.model_key, ctx.tokens, ctx.target, head, expert, zooms)).encode()).hexdigest()[:16],
+        # a new element where the trace is another block's (a large model): the step it was sent was the old trace's
+        hashlib.sha1(
+            repr((ctx.model_key, ctx.tokens, ctx.target, head, expert, zooms, whole or block_of(step, n_layers))).encode()
+        ).hexdigest()[:16],
         index,
         on_step,
         on_cell,
-        fetched(ctx, trace, steps, head, expert, zooms, answerable),
+        fetch_address(ctx, trace, steps, head, expert, zooms, answerable),
         scale_colours(COLOURSCALES["diverging"]).tolist(),
     )
     # a head to show only where this step has per-head tensors; an expert where it has every expert's

@@ -82,11 +82,10 @@ def path_patching_view(ctx: Explorer, token: int, wrong: int) -> None:
     )
     corrupt = ctx.loaded.encode(corrupt_text)
     runs, shared = path_patching_runs(ctx.cfg, receiver_input), shared_prefix(ctx.cfg, ctx.tokens, corrupt)
-    rest = len(ctx.tokens) - shared  # the positions the prompts share run once (path_patching.py)
-    if runs * rest > PATCH_TOKENS:
-        after = f" (after the {shared} the prompts share)" if shared else ""
+    # counted over the whole prompt: a run after shared positions computes fewer, but copies their keys and values
+    if runs * len(ctx.tokens) > PATCH_TOKENS:
         st.warning(
-            plain(f"That is {runs:,} patched runs of {rest} tokens{after}: too many for this server. Use a shorter prompt.")
+            plain(f"That is {runs:,} patched runs of {len(ctx.tokens)} tokens: too many for this server. Use a shorter prompt.")
         )
         return
     plan = plans.path_patching(ctx.cfg, len(ctx.tokens), receiver_input, shared)

@@ -148,7 +148,9 @@ def path_patching(
         # the outputs before the sender's block are the corrupted run's: the pass starts there
         starting = {n: v for n, v in frozen.items() if int(n.split(".")[1]) >= block}
         with editing({n: _set(v) for n, v in starting.items()}, keep=kept) as editor:
-            model.forward_from(corrupt_out[f"blocks.{block}.hook_resid_pre"][None], block, True, after_prefix(1), [])
+            # what is kept is the receivers' inputs: the pass's logits are not read (no column of W_U)
+            resid = corrupt_out[f"blocks.{block}.hook_resid_pre"][None]
+            model.forward_from(resid, block, last_only=True, cache=after_prefix(1), columns=[])
         inputs = {n: editor.tensors[n][0] for n in kept}
         for b in range(block + 1, cfg.n_layers):  # a batch per receiving block, from that block on:
             # before it, each of its entries is the corrupted run
@@ -157,8 +159,8 @@ def path_patching(
             entries = [(e, (receivers[j][1],)) for e, j in enumerate(columns)]  # entry e gets its head's kept input
             stream = corrupt_out[f"blocks.{b}.hook_resid_pre"][None].expand(len(columns), -1, -1)
             with editing({name: patch_entries(entries, inputs[name])}):
-                pair = model.forward_from(stream, b, True, after_prefix(len(columns)), [answer, wrong]).logits
-                values = logit_difference(pair, 0, 1)  # the two logits the metric reads, alone
+                two = model.forward_from(stream, b, last_only=True, cache=after_prefix(len(columns)), columns=[answer, wrong])
+                values = logit_difference(two.logits, 0, 1)  # the two logits the metric reads, alone
             metric[i, columns] = values.double().cpu().numpy()
     return PathPatching(receiver_input, senders, receivers, metric_clean, metric_corrupt, metric)
 

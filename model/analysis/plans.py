@@ -36,13 +36,15 @@ class Plan:
 
 
 def path_patching(cfg, n_tokens: int, receiver_input: str, shared: int = 0) -> Plan:
-    """The ``shared`` first positions once (``path_patching.shared_prefix``), two runs of the rest;
-    then per sender with a later receiver, one pass from its block keeping the receivers' inputs,
-    and per later block one batch of its receivers from that block, each of the positions after
-    the shared ones (path_patching.py)."""
+    """The ``shared`` first positions once (``path_patching.shared_prefix``), two runs; then per
+    sender with a later receiver, one pass from its block keeping the receivers' inputs, and per
+    later block one batch of its receivers from that block (path_patching.py). Each pass is
+    counted over the whole prompt: after shared positions it computes fewer, but copies their keys
+    and values into its batch, which for a long shared prefix costs more than the positions it
+    computes; so this overestimates prompts that share positions, never underestimates."""
     n_receiving = cfg.n_heads if receiver_input == "q" else cfg.n_kv_heads
     per_block = cfg.n_heads + (0 if cfg.attn_only else 1)
-    rest = n_tokens - shared
+    rest = n_tokens
     L, passes, tokens = cfg.n_layers, 2 + bool(shared), shared + 2 * rest
     for block in range(L - 1):  # the last block's senders have no later receiver
         receiving = sum(n_receiving * (L - b) / L for b in range(block + 1, L))  # the share of the blocks each runs

@@ -230,8 +230,9 @@ class Transformer(Stack, LanguageModel):
         ``blocks.{block}.hook_resid_pre`` holds, batch × positions × d_model): the blocks from
         there, then the head. An analysis that changes nothing before ``block`` runs this instead
         of the whole pass (path patching). With a ``cache``, ``resid`` continues its positions
-        (and is added to it); with ``columns``, the logits are of those vocabulary ids alone (a
-        metric that reads two: GPT-2's whole head reads 154 MB of weights per pass).
+        (and is added to it); with ``columns``, the logits (and ``hook_logits``) are of those
+        vocabulary ids alone (a metric that reads two: GPT-2's whole head reads 154 MB of weights
+        per pass).
         Relative positions (T5) are not supported here."""
         if self.cfg.positional == "relative":
             raise GlassboxError("A pass from a block needs every block's position bias: not for relative positions")
