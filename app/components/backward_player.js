@@ -130,7 +130,7 @@ export default function (component) {
     marks.set(chosen, cell);
     draw();
     sent += 1;
-    setStateValue("cell", { ...cell, id: data.id, pick: data.pick, sent });
+    setStateValue("cell", { ...cell, step: chosen, id: data.id, pick: data.pick, sent });
   }
 
   current = { root, step: (offset) => choose(chosen + offset) };

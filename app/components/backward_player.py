@@ -27,7 +27,7 @@ def backward_player(
     element_id: str,
     chosen: int,
     on_step: Callable[[int], None],
-    on_cell: Callable[[str, int, int], None],
+    on_cell: Callable[[int, str, int, int], None],
     fetch: str | None,
     palette: list,
     element_key: str = "backward_player",
@@ -35,7 +35,8 @@ def backward_player(
     """Steps ``keys`` named ``titles``, opening on ``chosen`` (the session's), whose payload ``step(i)``
     gives (``step_payload``: sent for the step the element opens on); ``fetch``: the address where
     the page fetches any other (None: every other is the server's to send); ``element_id`` names
-    what is sent (a new one redraws). ``on_step(i)`` and ``on_cell(name, row, column)``: called
+    what is sent (a new one redraws). ``on_step(i)`` and ``on_cell(i, name, row, column)`` (a cell of
+    step ``i``'s map ``name``): called
     (before the rerun) with the page's choice, checked."""
     n = len(titles)
 
@@ -58,9 +59,11 @@ def backward_player(
 
     def cell_sent() -> None:
         cell = current(st.session_state[element_key].get("cell"))
-        name, row, col = cell.get("name"), cell.get("row"), cell.get("col")
-        if isinstance(name, str) and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (row, col)):
-            on_cell(name, row, col)  # the callee checks the name and the bounds against its tensor
+        index, name, row, col = cell.get("step"), cell.get("name"), cell.get("row"), cell.get("col")
+        whole = all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (index, row, col))
+        if isinstance(name, str) and whole and index < n:
+            # the step the page showed (its step message may be handled after this one, in the same rerun)
+            on_cell(index, name, row, col)  # the callee checks the name and the bounds against its tensor
 
     anchor = anchored(ANCHOR, PAGE_CHOICE, element_id, {"step": chosen})
     _component(

@@ -243,7 +243,9 @@ def step_trace(ctx: Explorer, steps) -> Trace:
 def stepping(ctx: Explorer, steps) -> None:
     """A fragment: the server's part of a step (its head, zoom, checks and a cell's arithmetic)
     reruns alone, not the view's other charts; the step itself is changed in the page."""
-    step_through(ctx, step_trace(ctx, steps), steps)
+    needed = step_needs(ctx, steps, steps[current_step(steps)])
+    # a whole trace, or (a large model) the trace of this step's block alone
+    step_through(ctx, ctx.trace(needed), steps, whole=ctx.plan(needed)[0] is None)
 
 
 def zooms_of(steps) -> tuple:
@@ -252,10 +254,11 @@ def zooms_of(steps) -> tuple:
     return tuple(sorted((k, tuple(st.session_state[k])) for k in keys if k in st.session_state))
 
 
-def step_through(ctx: Explorer, trace, steps) -> None:
+def step_through(ctx: Explorer, trace, steps, whole: bool) -> None:
     """The steps in the page (app/components/backward_player.py), then the server's part of the
     current one: the head (or expert) its per-head tensors show, zoom sliders for maps too large to
-    draw exactly, each weight gradient's check, and one cell's arithmetic."""
+    draw exactly, each weight gradient's check, and one cell's arithmetic. ``whole``: ``trace`` holds
+    every step's tensors (else those of the current step's block)."""
     index = current_step(steps)
     step = steps[index]
     cfg = ctx.cfg
@@ -268,7 +271,6 @@ def step_through(ctx: Explorer, trace, steps) -> None:
     expert = st.session_state.explore_expert if experts else 0
     zooms = zooms_of(steps)
     n_layers = cfg.n_layers
-    whole = ctx.plan(step_needs(ctx, steps, step))[0] is None  # else a large model's trace of this step's block
 
     def answerable(i: int) -> bool:
         """Whether the page may fetch step ``i`` from this trace: any, or (one block's trace) that block's."""
@@ -277,8 +279,8 @@ def step_through(ctx: Explorer, trace, steps) -> None:
     def on_step(i: int) -> None:
         st.session_state.explore_bstep = steps[i].key
 
-    def on_cell(name: str, row: int, col: int) -> None:
-        if name in steps[current_step(steps)].names and name in trace.grads:
+    def on_cell(shown: int, name: str, row: int, col: int) -> None:
+        if name in steps[shown].names and name in trace.grads:
             index = unit_index(cfg, name, head, expert)
             rows, cols = (trace[name][index] if index else trace[name]).shape[-2:]
             if row < rows and col < cols:

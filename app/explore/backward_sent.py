@@ -11,7 +11,7 @@ from collections.abc import Callable
 import numpy as np
 
 from glassbox.app import served
-from glassbox.app.explore.common import MAX_COLS, MAX_ROWS, Explorer, derived, window
+from glassbox.app.explore.common import MAX_COLS, MAX_ROWS, Explorer, derived, window, zoom_range
 from glassbox.model.engine import GRAD, Trace
 from glassbox.model.plot.grid import tensor_grid
 from glassbox.model.plot.heatmap import abs_max
@@ -29,22 +29,12 @@ def zoom_key(name: str) -> str:
     return "bw:" + name.removeprefix(GRAD)
 
 
-def span(zooms: dict, key: str, n: int, limit: int) -> tuple[int, int]:
-    """A zoom slider's rows (columns) ``first:past``, as ``common.zoom_span`` reads it: all where
-    there are no more than ``limit`` (no slider then: one kept from a longer prompt is not read)
-    or it has none."""
-    if n <= limit:
-        return 0, n
-    low, high = zooms.get(key, (0, n))
-    low = min(max(int(low), 0), n - 1)
-    return low, min(max(int(high), low + 1), n)
-
-
 def grid_payload(ctx: Explorer, trace: Trace, name: str, head: int, expert: int, zooms: dict, cell: bool) -> dict:
     """One gradient as the page draws it: its window (``window``), float32 in base64, labelled."""
     values, rows, cols, row_title, col_title, note = cached_grid(ctx, trace, name, head, expert)
-    r0, r1 = span(zooms, zoom_key(name) + ":rows", values.shape[0], MAX_ROWS)
-    c0, c1 = span(zooms, zoom_key(name) + ":cols", values.shape[1], MAX_COLS)
+    # the sliders' values as set (common.zoom_span draws them below the maps, after this is sent)
+    r0, r1 = zoom_range(values.shape[0], MAX_ROWS, zooms.get(zoom_key(name) + ":rows"))
+    c0, c1 = zoom_range(values.shape[1], MAX_COLS, zooms.get(zoom_key(name) + ":cols"))
     shown, shown_rows, shown_cols, exact = window(values, rows, cols, r0, r1, c0, c1)
     size = f"{name.removeprefix(GRAD)}{note}: {values.shape[0]}×{values.shape[1]}"
     if (r0, r1, c0, c1) != (0, values.shape[0], 0, values.shape[1]):

@@ -250,10 +250,21 @@ def pipeline(ctx: Explorer, lit: set[str] = frozenset()) -> None:
     pipeline_strip(groups, "<b>tokens →</b>", "<b>→ softmax</b>")
 
 
+def zoom_range(n: int, limit: int, chosen: tuple[int, int] | None) -> tuple[int, int]:
+    """The rows (columns) ``first:past`` that a zoom slider's value ``chosen`` shows of ``n``: all
+    where there are no more than ``limit`` (no slider then) or none is chosen; at least one."""
+    if n <= limit or chosen is None:
+        return 0, n
+    low = min(max(int(chosen[0]), 0), n - 1)
+    return low, min(max(int(chosen[1]), low + 1), n)
+
+
 def zoom_span(n: int, limit: int, label: str, key: str | None) -> tuple[int, int]:
+    """A zoom slider (under ``key``) over ``n`` rows (columns) where there are more than ``limit``:
+    what it shows (``zoom_range``)."""
     if n <= limit or key is None:
         return 0, n
-    low, high = st.slider(
+    chosen = st.slider(
         f"Zoom: {label} shown",
         0,
         n,
@@ -261,7 +272,7 @@ def zoom_span(n: int, limit: int, label: str, key: str | None) -> tuple[int, int
         key=key,
         help=f"Narrow to at most {limit} to see every exact value; wider ranges show block means.",
     )
-    return low, max(high, low + 1)
+    return zoom_range(n, limit, chosen)
 
 
 def mean_label(labels: list[str], start: int, stop: int) -> str:
